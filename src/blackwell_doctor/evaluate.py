@@ -1,0 +1,31 @@
+"""facts -> report: the pure middle of the pipeline (no I/O, no environment, no clock)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from blackwell_doctor.facts import Facts
+from blackwell_doctor.report import Report, build_report
+from blackwell_doctor.rules.data import load_rule_data
+from blackwell_doctor.rules.engine import Engine, registered_checks
+from blackwell_doctor.rules.model import FailOn
+
+
+def default_engine() -> Engine:
+    return Engine(rules=load_rule_data(), checks=registered_checks())
+
+
+def evaluate(
+    facts: Facts,
+    *,
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    fail_on: FailOn = "fail",
+    strict: bool = False,
+    source: str = "live",
+    embed_facts: bool = False,
+) -> Report:
+    results = default_engine().run(facts, select=select, ignore=ignore)
+    return build_report(
+        facts, results, fail_on=fail_on, strict=strict, source=source, embed_facts=embed_facts
+    )

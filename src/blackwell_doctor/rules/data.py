@@ -1,0 +1,116 @@
+"""Rule data: the check catalogue, the GPU architecture table and thresholds.
+
+Kept as TOML in the top-level ``checks/`` folder (shipped in the wheel), validated here at
+load: a typo in a data file is a clear error naming the file and the field, not a wrong verdict.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from typing import Any, TypeVar
+
+import msgspec
+
+from blackwell_doctor.resources import data_dir
+from blackwell_doctor.rules.model import Remedy, Severity
+
+_T = TypeVar("_T")
+
+
+class RuleDataError(Exception):
+    """A rule-data file is malformed (a packaging or editing bug, not user input)."""
+
+
+class CheckSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One entry of checks/catalogue.toml: everything about a check except its logic."""
+
+    id: str
+    title: str
+    severity: Severity
+    # Checks that must pass first; otherwise this one is a skip "blocked by <id>".
+    requires: list[str] = msgspec.field(default_factory=list)
+    remedy: Remedy | None = None
+    source: str = ""
+
+    @property
+    def family(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+class Architecture(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One compute capability of checks/gpus.toml (CUDA Programming Guide tables)."""
+
+    cc: str
+    name: str
+    # workstation-blackwell | datacenter-blackwell | hopper | ampere | ada | ...
+    klass: str = msgspec.field(name="class")
+    products: list[str]
+    smem_per_sm: int
+    smem_optin_per_block: int
+    max_threads_per_sm: int
+    source: str
+
+    @property
+    def cc_tuple(self) -> tuple[int, int]:
+        major, minor = self.cc.split(".")
+        return int(major), int(minor)
+
+
+class DriverThresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    min_version_sm12x: str
+    recommended_cuda_sm12x: str
+    source: str
+
+
+class Thresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    driver: DriverThresholds
+
+
+class RuleData(msgspec.Struct, frozen=True, kw_only=True):
+    checks: dict[str, CheckSpec]
+    architectures: dict[tuple[int, int], Architecture]
+    thresholds: Thresholds
+
+
+class _CatalogueFile(msgspec.Struct, forbid_unknown_fields=True):
+    check: list[CheckSpec]
+
+
+class _GpusFile(msgspec.Struct, forbid_unknown_fields=True):
+    arch: list[Architecture]
+
+
+def _read_toml(name: str) -> dict[str, Any]:
+    path = data_dir("checks") / name
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise RuleDataError(f"checks/{name}: {exc}") from None
+
+
+def _convert(name: str, raw: dict[str, Any], kind: type[_T]) -> _T:
+    try:
+        return msgspec.convert(raw, type=kind)
+    except msgspec.ValidationError as exc:
+        raise RuleDataError(f"checks/{name}: {exc}") from None
+
+
+@functools.cache
+def load_rule_data() -> RuleData:
+    catalogue = _convert("catalogue.toml", _read_toml("catalogue.toml"), _CatalogueFile)
+    gpus = _convert("gpus.toml", _read_toml("gpus.toml"), _GpusFile)
+    thresholds = _convert("thresholds.toml", _read_toml("thresholds.toml"), Thresholds)
+    checks: dict[str, CheckSpec] = {}
+    for spec in catalogue.check:
+        if spec.id in checks:
+            raise RuleDataError(f"checks/catalogue.toml: duplicate check id {spec.id!r}")
+        if "." not in spec.id:
+            raise RuleDataError(f"checks/catalogue.toml: id {spec.id!r} is not family.name")
+        checks[spec.id] = spec
+    for spec in checks.values():
+        for dep in spec.requires:
+            if dep not in checks:
+                raise RuleDataError(f"checks/catalogue.toml: {spec.id} requires unknown {dep!r}")
+    archs = {a.cc_tuple: a for a in gpus.arch}
+    return RuleData(checks=checks, architectures=archs, thresholds=thresholds)

@@ -1,0 +1,215 @@
+"""Family driver: version floor on SM 12.x, CUDA level, and one driver everywhere."""
+
+from __future__ import annotations
+
+from packaging.version import Version
+
+from blackwell_doctor.facts import CpuFacts, Facts, OsRelease, Unavailable
+from blackwell_doctor.rules import view
+from blackwell_doctor.rules.data import RuleData
+from blackwell_doctor.rules.engine import check
+from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
+
+_CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos"
+
+
+def _sm12x_labels(facts: Facts) -> list[str]:
+    return [g.label for g in view.gpus(facts) if view.is_sm12x(g.cc)]
+
+
+def _not_sm12x(facts: Facts) -> Outcome:
+    ccs = sorted({view.cc_str(g.cc) for g in view.gpus(facts)})
+    return skipped(f"applies to SM 12.x GPUs; this host has CC {', '.join(ccs) or 'unknown'}")
+
+
+def _repo_arch(facts: Facts) -> tuple[str | None, str]:
+    """NVIDIA CUDA repository folder (ubuntu2404, debian12, rhel9...) and its arch."""
+    cpu = facts.platform.cpu
+    arch = "x86_64"
+    if isinstance(cpu, CpuFacts) and cpu.vendor in ("ARM", "NVIDIA"):
+        arch = "sbsa"
+    os = facts.platform.os_release
+    if not isinstance(os, OsRelease) or os.id is None or os.version_id is None:
+        return None, arch
+    major = os.version_id.split(".")[0]
+    if os.id == "ubuntu":
+        return f"ubuntu{os.version_id.replace('.', '')}", arch
+    if os.id == "debian":
+        return f"debian{major}", arch
+    if os.id in ("rhel", "rocky", "almalinux", "centos"):
+        return f"rhel{major}", arch
+    if os.id == "fedora":
+        return f"fedora{major}", arch
+    return None, arch
+
+
+def driver_install_commands(facts: Facts) -> tuple[str, list[str]]:
+    """How to get driver >= 595 on this host: (one sentence, commands)."""
+    if view.is_wsl(facts):
+        return (
+            "Under WSL the driver is the Windows one: install NVIDIA's Windows driver 595 or "
+            "newer on the host (never a Linux driver inside WSL), then restart WSL.",
+            ["wsl.exe --shutdown    # from Windows, after installing the driver", "nvidia-smi"],
+        )
+    repo, arch = _repo_arch(facts)
+    verify = "nvidia-smi --query-gpu=driver_version --format=csv,noheader    # expect 595 or newer"
+    sentence = (
+        "Install driver 595 or newer from NVIDIA's CUDA repository (not the distribution's "
+        "packages), with the open kernel modules that Blackwell requires, then reboot."
+    )
+    if repo is None:
+        return sentence, [verify]
+    if repo.startswith(("ubuntu", "debian")):
+        return sentence, [
+            f"wget {_CUDA_REPO}/{repo}/{arch}/cuda-keyring_1.1-1_all.deb",
+            "sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update",
+            "sudo apt-get install -y nvidia-open    # open kernel modules, newest branch",
+            "sudo reboot",
+            verify,
+        ]
+    return sentence, [
+        f"sudo dnf config-manager --add-repo {_CUDA_REPO}/{repo}/{arch}/cuda-{repo}.repo",
+        "sudo dnf install -y nvidia-open",
+        "sudo reboot",
+        verify,
+    ]
+
+
+@check("driver.version")
+def driver_version(facts: Facts, rules: RuleData) -> Outcome:
+    sm12x = _sm12x_labels(facts)
+    if not sm12x:
+        return _not_sm12x(facts)
+    text = view.driver_version(facts)
+    version = view.parse_version(text)
+    floor = rules.thresholds.driver.min_version_sm12x
+    if version is None:
+        return not_evaluated(f"driver version unreadable ({text or view.reason(facts.nvml)})")
+    evidence: Evidence = {
+        "driver": text,
+        "minimum": floor,
+        "gpus": sm12x,
+    }
+    if version >= Version(floor):
+        return passed(f"driver {text} on SM 12.x (>= {floor})", **evidence)
+    how, commands = driver_install_commands(facts)
+    return Outcome(
+        status=Status.FAIL,
+        summary=(
+            f"driver {text} is older than {floor}: CUDA 13.2 builds for SM 12.x (the patched "
+            "runtime images) need 595.45.04 or newer"
+        ),
+        evidence=evidence,
+        remedy_vars={"how": how},
+        commands=commands,
+    )
+
+
+@check("driver.cuda_version")
+def driver_cuda_version(facts: Facts, rules: RuleData) -> Outcome:
+    if not _sm12x_labels(facts):
+        return _not_sm12x(facts)
+    n = view.nvml(facts)
+    c = view.cuda(facts)
+    text: str | None = None
+    if n is not None and isinstance(n.cuda_driver_version, str):
+        text = n.cuda_driver_version
+    elif c is not None and isinstance(c.driver_version, str):
+        text = c.driver_version
+    version = view.parse_version(text)
+    want = rules.thresholds.driver.recommended_cuda_sm12x
+    if version is None:
+        return not_evaluated("the driver's CUDA version is unreadable")
+    evidence: Evidence = {
+        "driver_cuda": text,
+        "recommended": want,
+    }
+    if version >= Version(want):
+        return passed(f"driver supports CUDA {text} (>= {want})", **evidence)
+    return Outcome(
+        status=Status.WARN,
+        summary=f"driver supports CUDA {text}; {want} is recommended on SM 12.x",
+        evidence=evidence,
+        remedy_vars={"cuda": str(text)},
+    )
+
+
+@check("driver.consistency")
+def driver_consistency(facts: Facts, rules: RuleData) -> Outcome:
+    n = view.nvml(facts)
+    c = view.cuda(facts)
+    module = facts.platform.nvidia_kernel_module
+    module_v = module if isinstance(module, str) else None
+    evidence: Evidence = {
+        "kernel_module": module_v or view.reason(module),
+        "nvml_driver": (
+            n.driver_version
+            if n is not None and isinstance(n.driver_version, str)
+            else view.reason(facts.nvml if n is None else n.driver_version)
+        ),
+        "nvml_cuda": (
+            n.cuda_driver_version
+            if n is not None and isinstance(n.cuda_driver_version, str)
+            else None
+        ),
+        "libcuda": (
+            c.driver_version
+            if c is not None and isinstance(c.driver_version, str)
+            else view.reason(facts.cuda)
+        ),
+    }
+    if isinstance(facts.nvml, Unavailable) and facts.nvml.reason == "nvml-driver-library-mismatch":
+        return Outcome(
+            status=Status.FAIL,
+            summary=f"NVML: driver/library version mismatch (kernel module {module_v or '?'})",
+            evidence=evidence,
+            remedy_vars={
+                "how": "The user-space driver was upgraded but the old kernel module is still "
+                "loaded. Reboot (or stop every GPU process and reload the nvidia modules)."
+            },
+            commands=["sudo reboot"],
+        )
+    if n is None and c is None and module_v is None:
+        return skipped("no NVIDIA driver on this host")
+    nvml_driver = n.driver_version if n is not None else None
+    if (
+        module_v is not None
+        and isinstance(nvml_driver, str)
+        and not view.is_wsl(facts)
+        and module_v != nvml_driver
+    ):
+        return Outcome(
+            status=Status.FAIL,
+            summary=f"kernel module {module_v} but user-space driver {nvml_driver}",
+            evidence=evidence,
+            remedy_vars={
+                "how": "The kernel module and the user-space driver come from different "
+                "driver versions (upgraded without a reboot?). Reboot so both match."
+            },
+            commands=["sudo reboot", "cat /proc/driver/nvidia/version && nvidia-smi"],
+        )
+    nvml_cuda = n.cuda_driver_version if n is not None else None
+    libcuda = c.driver_version if c is not None else None
+    if isinstance(nvml_cuda, str) and isinstance(libcuda, str) and nvml_cuda != libcuda:
+        return Outcome(
+            status=Status.WARN,
+            summary=(
+                f"libcuda reports CUDA {libcuda} but the driver (NVML) reports {nvml_cuda}: "
+                "another libcuda shadows the driver's"
+            ),
+            evidence=evidence,
+            remedy_vars={
+                "how": "The process loads a libcuda.so.1 that is not the installed driver's "
+                "(a CUDA forward-compatibility package or a copy on LD_LIBRARY_PATH, often in "
+                "containers). Remove it from the library path unless you rely on forward "
+                "compatibility on a datacenter GPU."
+            },
+            commands=[
+                "ldconfig -p | grep libcuda.so",
+                "echo $LD_LIBRARY_PATH",
+            ],
+        )
+    known = [v for v in (module_v, nvml_driver, nvml_cuda, libcuda) if isinstance(v, str)]
+    if len(known) < 2:
+        return not_evaluated("fewer than two driver components answered", **evidence)
+    return passed("kernel module, NVML and libcuda agree", **evidence)

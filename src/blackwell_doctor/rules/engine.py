@@ -1,0 +1,143 @@
+"""Runs the registered checks over facts: selection, prerequisites, crash isolation."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from blackwell_doctor.facts import Facts
+from blackwell_doctor.rules.data import CheckSpec, RuleData
+from blackwell_doctor.rules.model import Outcome, Remedy, Result, Status
+
+CheckFn = Callable[[Facts, RuleData], Outcome]
+
+_REGISTRY: dict[str, CheckFn] = {}
+
+
+def check(check_id: str) -> Callable[[CheckFn], CheckFn]:
+    """Register ``fn`` as the logic of ``check_id`` (its text lives in checks/catalogue.toml)."""
+
+    def register(fn: CheckFn) -> CheckFn:
+        if check_id in _REGISTRY:
+            raise RuntimeError(f"check {check_id} registered twice")
+        _REGISTRY[check_id] = fn
+        return fn
+
+    return register
+
+
+def registered_checks() -> dict[str, CheckFn]:
+    # Importing the family modules registers their checks.
+    from blackwell_doctor.rules import families  # noqa: F401
+
+    return dict(_REGISTRY)
+
+
+class SelectionError(ValueError):
+    """A --select/--ignore pattern that names no check or family."""
+
+
+def _matches(check_id: str, pattern: str) -> bool:
+    # Prefixes match on dotted boundaries: "driver" and "driver.version" match
+    # driver.version; "drive" does not.
+    return check_id == pattern or check_id.startswith(pattern.rstrip(".") + ".")
+
+
+def select_ids(all_ids: Iterable[str], select: Sequence[str], ignore: Sequence[str]) -> list[str]:
+    ids = list(all_ids)
+    for pattern in [*select, *ignore]:
+        if not any(_matches(i, pattern) for i in ids):
+            raise SelectionError(f"no check id or family matches {pattern!r}")
+    chosen = [i for i in ids if not select or any(_matches(i, p) for p in select)]
+    return [i for i in chosen if not any(_matches(i, p) for p in ignore)]
+
+
+@dataclass(frozen=True)
+class Engine:
+    rules: RuleData
+    checks: dict[str, CheckFn]
+
+    def __post_init__(self) -> None:
+        missing = sorted(set(self.checks) - set(self.rules.checks))
+        orphans = sorted(set(self.rules.checks) - set(self.checks))
+        if missing or orphans:
+            raise RuntimeError(
+                f"check catalogue and code disagree: no data for {missing}, no code for {orphans}"
+            )
+
+    def run(
+        self, facts: Facts, select: Sequence[str] = (), ignore: Sequence[str] = ()
+    ) -> list[Result]:
+        order = list(self.rules.checks)  # catalogue order is report order
+        chosen = set(select_ids(order, select, ignore))
+        done: dict[str, Result] = {}
+        for check_id in order:
+            # Prerequisites run even when not selected, so "blocked by" is always decidable.
+            if check_id in chosen or self._is_prerequisite(check_id, chosen):
+                done[check_id] = self._run_one(check_id, facts, done)
+        return [done[i] for i in order if i in chosen]
+
+    def _is_prerequisite(self, check_id: str, chosen: set[str]) -> bool:
+        return any(check_id in self._all_requires(c) for c in chosen)
+
+    def _all_requires(self, check_id: str) -> set[str]:
+        out: set[str] = set()
+        stack = list(self.rules.checks[check_id].requires)
+        while stack:
+            dep = stack.pop()
+            if dep not in out:
+                out.add(dep)
+                stack.extend(self.rules.checks[dep].requires)
+        return out
+
+    def _run_one(self, check_id: str, facts: Facts, done: dict[str, Result]) -> Result:
+        spec = self.rules.checks[check_id]
+        for dep in spec.requires:
+            prior = done.get(dep)
+            if prior is not None and prior.status not in (Status.PASS, Status.WARN):
+                return _result(spec, Outcome(status=Status.SKIP, summary=f"blocked by {dep}"))
+        try:
+            outcome = self.checks[check_id](facts, self.rules)
+        except Exception as exc:  # a crashing check is a result, never a traceback
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            return _result(
+                spec,
+                Outcome(
+                    status=Status.ERROR,
+                    summary=f"not evaluated: check crashed: {type(exc).__name__}: {exc}",
+                    evidence={"at": f"{where.filename}:{where.lineno}"},
+                ),
+            )
+        return _result(spec, outcome)
+
+
+def _result(spec: CheckSpec, outcome: Outcome) -> Result:
+    remedy: Remedy | None = None
+    if outcome.status in (Status.WARN, Status.FAIL) and spec.remedy is not None:
+        remedy = Remedy(
+            summary=_fill(spec.remedy.summary, outcome.remedy_vars),
+            commands=[_fill(c, outcome.remedy_vars) for c in spec.remedy.commands]
+            + list(outcome.commands),
+            links=list(spec.remedy.links),
+        )
+    elif outcome.status in (Status.WARN, Status.FAIL) and outcome.commands:
+        remedy = Remedy(summary="", commands=list(outcome.commands))
+    return Result(
+        id=spec.id,
+        family=spec.family,
+        status=outcome.status,
+        severity=spec.severity,
+        title=spec.title,
+        summary=outcome.summary,
+        evidence=dict(outcome.evidence),
+        remedy=remedy,
+    )
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    """Fill ``{name}`` placeholders; unknown ones stay visible rather than raising."""
+    out = template
+    for key, value in values.items():
+        out = out.replace("{" + key + "}", value)
+    return out

@@ -1,0 +1,3 @@
+"""Importing this module registers every check family."""
+
+from blackwell_doctor.rules import driver, gpu, p2p, pci, platform  # noqa: F401

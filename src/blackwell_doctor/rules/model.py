@@ -1,0 +1,84 @@
+"""Results of checks: closed sets as enums, results as frozen structs."""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+import msgspec
+
+
+class Status(enum.StrEnum):
+    PASS = "pass"  # noqa: S105 (a status, not a password)
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"  # not applicable, with the reason
+    ERROR = "error"  # could not be evaluated, with the reason
+
+
+class Severity(enum.StrEnum):
+    """How much a check matters when it does not pass (orders the report)."""
+
+    INFO = "info"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+
+SEVERITY_ORDER: dict[Severity, int] = {s: i for i, s in enumerate(Severity)}
+
+# --fail-on: which statuses make the gate fail.
+FailOn = Literal["warn", "fail"]
+GATE_STATUSES: dict[str, frozenset[Status]] = {
+    "warn": frozenset({Status.WARN, Status.FAIL}),
+    "fail": frozenset({Status.FAIL}),
+}
+
+EvidenceValue = str | int | float | bool | list[str] | None
+Evidence = dict[str, EvidenceValue]
+
+
+class Remedy(msgspec.Struct, frozen=True, kw_only=True):
+    """What fixes it: the why in one sentence, commands to paste, and where to read more."""
+
+    summary: str
+    commands: list[str] = msgspec.field(default_factory=list)
+    links: list[str] = msgspec.field(default_factory=list)
+
+
+class Result(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    family: str
+    status: Status
+    severity: Severity
+    title: str
+    summary: str
+    evidence: dict[str, EvidenceValue] = msgspec.field(default_factory=dict)
+    remedy: Remedy | None = None
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What a check function returns; the engine adds id, family, title, severity, remedy.
+
+    ``remedy_vars`` fill the placeholders of the remedy text kept in checks/catalogue.toml;
+    ``commands`` are extra commands computed from facts (e.g. one setpci line per bridge).
+    """
+
+    status: Status
+    summary: str
+    evidence: dict[str, EvidenceValue] = msgspec.field(default_factory=dict)
+    remedy_vars: dict[str, str] = msgspec.field(default_factory=dict)
+    commands: list[str] = msgspec.field(default_factory=list)
+
+
+def passed(summary: str, **evidence: EvidenceValue) -> Outcome:
+    return Outcome(status=Status.PASS, summary=summary, evidence=evidence)
+
+
+def skipped(reason: str, **evidence: EvidenceValue) -> Outcome:
+    return Outcome(status=Status.SKIP, summary=reason, evidence=evidence)
+
+
+def not_evaluated(reason: str, **evidence: EvidenceValue) -> Outcome:
+    return Outcome(status=Status.ERROR, summary=f"not evaluated: {reason}", evidence=evidence)

@@ -1,0 +1,82 @@
+"""Family p2p: what the driver says about peer-to-peer for each GPU pair.
+
+NVML's OK is a grant, not proof that transfers work (REFERENCE.md §4); the verified
+transfer test comes with ``probe --p2p``.
+"""
+
+from __future__ import annotations
+
+from blackwell_doctor.facts import Facts, Unavailable
+from blackwell_doctor.rules import view
+from blackwell_doctor.rules.data import RuleData
+from blackwell_doctor.rules.engine import check
+from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
+
+# Short names used in the field (nvidia-smi topo -p2p r legend).
+SHORT = {
+    "OK": "OK",
+    "CHIPSET_NOT_SUPPORTED": "CNS",
+    "GPU_NOT_SUPPORTED": "GNS",
+    "TOPOLOGY_NOT_SUPPORTED": "TNS",
+    "DISABLED_BY_REGKEY": "DR",
+    "NOT_SUPPORTED": "NS",
+    "UNKNOWN": "U",
+}
+
+
+@check("p2p.nvml_status")
+def p2p_nvml_status(facts: Facts, rules: RuleData) -> Outcome:
+    n = view.nvml(facts)
+    if n is None:
+        return not_evaluated(f"NVML unavailable: {view.reason(facts.nvml)}")
+    if len(n.gpus) < 2:
+        return skipped(f"{len(n.gpus)} GPU: no GPU pair")
+    if isinstance(n.p2p, Unavailable):
+        return not_evaluated(f"NVML P2P status unavailable: {n.p2p.reason}")
+    if not n.p2p:
+        return not_evaluated("NVML returned no P2P status for any pair")
+    matrix: Evidence = {}
+    refused: list[str] = []
+    unreadable: list[str] = []
+    for pair in n.p2p:
+        name = f"GPU{pair.gpu_a}-GPU{pair.gpu_b}"
+        cells: list[str] = []
+        for kind, value in (
+            ("read", pair.read),
+            ("write", pair.write),
+            ("nvlink", pair.nvlink),
+            ("atomics", pair.atomics),
+        ):
+            shown = value if isinstance(value, str) else f"unavailable:{value.reason}"
+            cells.append(f"{kind}={SHORT.get(shown, shown)}")
+            if kind in ("read", "write"):
+                if isinstance(value, Unavailable):
+                    unreadable.append(f"{name} {kind}: {value.reason}")
+                elif value != "OK":
+                    refused.append(f"{name} {kind} {value} ({SHORT.get(value, value)})")
+        matrix[name] = " ".join(cells)
+    if refused:
+        geforce = any(isinstance(g.name, str) and "GeForce" in g.name for g in n.gpus)
+        how = (
+            "GeForce cards have no P2P on NVIDIA's stock drivers: NCCL and vLLM fall back to "
+            "copies through host memory by themselves; nothing to fix, but expect slower "
+            "tensor-parallel all-reduce."
+            if geforce
+            else "The driver refuses peer-to-peer between these GPUs. On RTX PRO/datacenter "
+            "cards check the pci.iommu and pci.acs findings, the BIOS (Above 4G decoding, "
+            "Resizable BAR, ACS), and the topology (`nvidia-smi topo -m`)."
+        )
+        return Outcome(
+            status=Status.WARN,
+            summary="NVML refuses P2P for " + "; ".join(refused),
+            evidence=matrix,
+            remedy_vars={"how": how},
+            commands=["nvidia-smi topo -p2p r", "nvidia-smi topo -m"],
+        )
+    if unreadable:
+        return not_evaluated("; ".join(unreadable), **matrix)
+    return passed(
+        f"NVML grants read and write P2P for all {len(n.p2p)} GPU pair(s) (a grant, not proof: "
+        "`probe --p2p` tests transfers)",
+        **matrix,
+    )

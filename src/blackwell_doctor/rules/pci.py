@@ -1,0 +1,159 @@
+"""Family pci: IOMMU translation and ACS redirects on the paths between GPUs.
+
+Judged from the PCI sysfs inventory, so they work even when the driver does not answer.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from blackwell_doctor.facts import AcsFacts, Facts, PciFacts, PciGpu, Unavailable
+from blackwell_doctor.rules import view
+from blackwell_doctor.rules.data import RuleData
+from blackwell_doctor.rules.engine import check
+from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
+
+_TRANSLATING = frozenset({"DMA", "DMA-FQ"})
+_REDIRECT_BITS = ("ReqRedir", "CmpltRedir")
+
+
+def _multi_gpu_pci(facts: Facts) -> PciFacts | Outcome:
+    """The PCI facts when the family applies, else the skip/error outcome to return."""
+    if view.is_wsl(facts):
+        return skipped(
+            f"{facts.platform.wsl.kind}: the GPU is paravirtualised, there is no PCI view of it"
+        )
+    if isinstance(facts.pci, Unavailable):
+        return not_evaluated(f"PCI sysfs unreadable: {facts.pci.reason}")
+    if len(facts.pci.gpus) < 2:
+        return skipped(
+            f"{len(facts.pci.gpus)} NVIDIA GPU on PCI: no peer-to-peer traffic between GPUs"
+        )
+    return facts.pci
+
+
+def iommu_passthrough_requested(options: dict[str, str]) -> bool:
+    return options.get("iommu") == "pt" or options.get("iommu.passthrough") in ("1", "on", "y")
+
+
+@check("pci.iommu")
+def pci_iommu(facts: Facts, rules: RuleData) -> Outcome:
+    pci = _multi_gpu_pci(facts)
+    if isinstance(pci, Outcome):
+        return pci
+    options = pci.iommu.cmdline_options
+    translating: list[PciGpu] = []
+    unreadable: list[str] = []
+    types: Evidence = {}
+    for gpu in pci.gpus:
+        kind = gpu.iommu_domain_type
+        if isinstance(kind, Unavailable):
+            unreadable.append(f"{gpu.bdf}: {kind.reason}")
+            types[gpu.bdf] = kind.reason
+            continue
+        types[gpu.bdf] = kind if kind is not None else "no IOMMU group"
+        if kind in _TRANSLATING:
+            translating.append(gpu)
+    evidence: Evidence = {
+        "cmdline": " ".join(f"{k}={v}" for k, v in sorted(options.items())) or "(no IOMMU option)",
+        **types,
+    }
+    if translating:
+        kinds = sorted({str(g.iommu_domain_type) for g in translating})
+        pt = iommu_passthrough_requested(options)
+        return Outcome(
+            status=Status.WARN,
+            summary=(
+                f"IOMMU translates DMA for {len(translating)} of {len(pci.gpus)} GPUs "
+                f"({', '.join(kinds)})"
+                + (
+                    "; iommu=pt is on the command line but not in effect for them"
+                    if pt
+                    else " and iommu=pt is not set"
+                )
+            ),
+            evidence=evidence,
+            remedy_vars={
+                "gpus": ", ".join(g.bdf for g in translating),
+                "types": "/".join(kinds),
+            },
+        )
+    if unreadable:
+        return not_evaluated("; ".join(unreadable), **evidence)
+    if all(g.iommu_domain_type is None for g in pci.gpus):
+        return passed("no IOMMU groups: the IOMMU is off, peer DMA is not translated", **evidence)
+    return passed("IOMMU in passthrough (identity) for every GPU", **evidence)
+
+
+def bridges_between(a: PciGpu, b: PciGpu) -> list[str]:
+    """Bridges a peer request from ``a`` to ``b`` crosses, below their common ancestor.
+
+    ``upstream`` lists bridges nearest first, root port last, so the shared tail of both
+    lists is above the point where the paths meet; everything before it is on the path.
+    """
+    shared = 0
+    while (
+        shared < min(len(a.upstream), len(b.upstream))
+        and a.upstream[-1 - shared] == b.upstream[-1 - shared]
+    ):
+        shared += 1
+    return a.upstream[: len(a.upstream) - shared] + b.upstream[: len(b.upstream) - shared]
+
+
+@check("pci.acs")
+def pci_acs(facts: Facts, rules: RuleData) -> Outcome:
+    pci = _multi_gpu_pci(facts)
+    if isinstance(pci, Outcome):
+        return pci
+    by_bdf = {b.bdf: b for b in pci.bridges}
+    on_path: set[str] = set()
+    share_switch = False
+    for a, b in combinations(pci.gpus, 2):
+        path = bridges_between(a, b)
+        on_path.update(path)
+        # If the paths meet below the root complex, a switch could route peers directly.
+        if set(a.upstream) & set(b.upstream):
+            share_switch = True
+    flagged: dict[str, list[str]] = {}
+    unreadable: list[str] = []
+    for bdf in sorted(on_path):
+        bridge = by_bdf.get(bdf)
+        if bridge is None:
+            unreadable.append(f"{bdf}: not in the bridge inventory")
+            continue
+        acs = bridge.acs
+        if isinstance(acs, Unavailable):
+            unreadable.append(acs.reason)
+        elif isinstance(acs, AcsFacts):
+            bits = [bit for bit in _REDIRECT_BITS if bit in acs.enabled]
+            if bits:
+                flagged[bdf] = bits
+    evidence: Evidence = {
+        "bridges_on_gpu_paths": sorted(on_path),
+        **{f"{bdf} ACS": bits for bdf, bits in flagged.items()},
+    }
+    if flagged:
+        where = (
+            "GPUs share a PCIe switch, so traffic it could switch directly goes up to the root "
+            "complex"
+            if share_switch
+            else "GPUs sit on separate root ports, so every peer request is redirected through "
+            "the root complex's IOMMU checks"
+        )
+        return Outcome(
+            status=Status.WARN,
+            summary=f"ACS redirect on {len(flagged)} bridge(s) between GPUs: {where}",
+            evidence=evidence,
+            remedy_vars={"bridges": ", ".join(flagged)},
+            commands=[f"sudo setpci -s {bdf} ECAP_ACS+0x6.w=0000" for bdf in flagged],
+        )
+    if unreadable:
+        root_hint = (
+            " (run as root: without it sysfs returns only the first 64 bytes of config space)"
+            if any("truncated" in u for u in unreadable)
+            else ""
+        )
+        return not_evaluated("ACS unreadable: " + "; ".join(unreadable) + root_hint, **evidence)
+    if not on_path:
+        return passed("no bridge between the GPUs", **evidence)
+    return passed(f"no ACS redirect on the {len(on_path)} bridge(s) between GPUs", **evidence)

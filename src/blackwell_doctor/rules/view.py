@@ -1,0 +1,102 @@
+"""Read-only helpers over facts that several check families share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from blackwell_doctor.facts import (
+    CudaFacts,
+    Facts,
+    NvmlFacts,
+    PciFacts,
+    PciGpu,
+    Unavailable,
+)
+
+
+@dataclass(frozen=True)
+class GpuView:
+    """One GPU as the checks see it: NVML first, CUDA's answer where NVML has none."""
+
+    label: str  # "GPU0 NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+    cc: tuple[int, int] | None
+    pci_bus_id: str | None
+
+
+def nvml(facts: Facts) -> NvmlFacts | None:
+    return facts.nvml if isinstance(facts.nvml, NvmlFacts) else None
+
+
+def cuda(facts: Facts) -> CudaFacts | None:
+    return facts.cuda if isinstance(facts.cuda, CudaFacts) else None
+
+
+def pci(facts: Facts) -> PciFacts | None:
+    return facts.pci if isinstance(facts.pci, PciFacts) else None
+
+
+def reason(value: object) -> str:
+    return value.reason if isinstance(value, Unavailable) else "unknown"
+
+
+def gpus(facts: Facts) -> list[GpuView]:
+    n = nvml(facts)
+    c = cuda(facts)
+    out: list[GpuView] = []
+    if n is not None and n.gpus:
+        for g in n.gpus:
+            name = g.name if isinstance(g.name, str) else "(name unavailable)"
+            cc = g.compute_capability if isinstance(g.compute_capability, tuple) else None
+            if cc is None and c is not None and g.index < len(c.devices):
+                cc_c = c.devices[g.index].compute_capability
+                cc = cc_c if isinstance(cc_c, tuple) else None
+            bus = g.pci_bus_id if isinstance(g.pci_bus_id, str) else None
+            out.append(GpuView(label=f"GPU{g.index} {name}", cc=cc, pci_bus_id=bus))
+    elif c is not None:
+        for d in c.devices:
+            name = d.name if isinstance(d.name, str) else "(name unavailable)"
+            cc = d.compute_capability if isinstance(d.compute_capability, tuple) else None
+            bus = d.pci_bus_id if isinstance(d.pci_bus_id, str) else None
+            out.append(GpuView(label=f"GPU{d.ordinal} {name}", cc=cc, pci_bus_id=bus))
+    return out
+
+
+def pci_gpus(facts: Facts) -> list[PciGpu]:
+    p = pci(facts)
+    return list(p.gpus) if p is not None else []
+
+
+def is_sm12x(cc: tuple[int, int] | None) -> bool:
+    return cc is not None and cc[0] == 12
+
+
+def cc_str(cc: tuple[int, int] | None) -> str:
+    return "unknown" if cc is None else f"{cc[0]}.{cc[1]}"
+
+
+def driver_version(facts: Facts) -> str | None:
+    """The user-space driver version NVML reports, else the loaded kernel module's."""
+    n = nvml(facts)
+    if n is not None and isinstance(n.driver_version, str):
+        return n.driver_version
+    module = facts.platform.nvidia_kernel_module
+    return module if isinstance(module, str) else None
+
+
+def parse_version(text: str | None) -> Version | None:
+    if text is None:
+        return None
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def is_wsl(facts: Facts) -> bool:
+    return facts.platform.wsl.kind != "none"
+
+
+def fmt_bytes(n: int) -> str:
+    return f"{n:,} B"

@@ -1,0 +1,56 @@
+"""Shared test configuration. GPU tests (marker ``gpu``) skip cleanly without a usable GPU."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+FACTS_FIXTURES = FIXTURES / "facts"
+HOST_TREES = FIXTURES / "hosts"
+GOLDEN = REPO / "tests" / "golden"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        default=False,
+        help="rewrite tests/golden/* from the current output instead of comparing",
+    )
+
+
+@functools.cache
+def gpu_unusable_reason() -> str | None:
+    """None when NVML initialises and sees at least one GPU, else why not."""
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return "libnvidia-ml.so.1 not found (no NVIDIA driver on this machine)"
+    if nvml.nvmlInit_v2() != 0:
+        return "nvmlInit failed (driver not loaded?)"
+    count = ctypes.c_uint(0)
+    rc = nvml.nvmlDeviceGetCount_v2(ctypes.byref(count))
+    nvml.nvmlShutdown()
+    if rc != 0 or count.value == 0:
+        return "NVML sees no GPU"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = gpu_unusable_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"gpu test: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def update_goldens(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-goldens"))
