@@ -37,7 +37,7 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int
     tool: ToolInfo
     host: HostLine
-    fail_on: str
+    fail_on: FailOn
     strict: bool
     results: list[Result]
     summary: Summary

@@ -16,7 +16,7 @@ def gpu_present(facts: Facts, rules: RuleData) -> Outcome:
     if isinstance(facts.nvml, NvmlFacts) and facts.nvml.gpus:
         names = [g.label for g in view.gpus(facts)]
         return passed(
-            f"{len(names)} NVIDIA GPU(s) answer through NVML: " + ", ".join(names),
+            f"{view.plural(len(names), 'NVIDIA GPU')} answer through NVML: " + ", ".join(names),
             nvml_gpus=len(names),
             pci_gpus=len(on_pci) if view.pci(facts) is not None else None,
         )
@@ -28,8 +28,8 @@ def gpu_present(facts: Facts, rules: RuleData) -> Outcome:
     }
     if on_pci:
         how = (
-            f"{len(on_pci)} NVIDIA GPU(s) are on the PCI bus ({', '.join(on_pci)}) but the "
-            f"driver does not answer ({nvml_reason}). Install or repair the NVIDIA driver "
+            f"{view.plural(len(on_pci), 'NVIDIA GPU')} on the PCI bus ({', '.join(on_pci)}), "
+            f"but the driver does not answer ({nvml_reason}). Install or repair the NVIDIA driver "
             "(open kernel modules are required for Blackwell), then reboot."
         )
         if nvml_reason == "nvml-driver-library-mismatch":
@@ -92,10 +92,10 @@ def gpu_architecture(facts: Facts, rules: RuleData) -> Outcome:
         )
     summary = "; ".join(lines)
     if any(view.is_sm12x(g.cc) for g in known):
-        summary += (
-            " — SM 12.x gives a block 99 KB where B200/H100 give 227 KB: NVFP4 MoE GEMM tiles "
-            "sized for 227 KB parts do not fit and the runtime falls back to slower kernels "
-            "unless it has SM 12.x tiles (see the logs and runtime checks)"
+        summary += " (B200/H100: 232,448 B)"
+        evidence["why it matters"] = (
+            "NVFP4 MoE GEMM tiles sized for 227 KB parts do not fit in 99 KB; a runtime "
+            "without SM 12.x tiles falls back to slower kernels"
         )
     if len(classes) > 1:
         return Outcome(

@@ -1,7 +1,7 @@
 """Family p2p: what the driver says about peer-to-peer for each GPU pair.
 
-NVML's OK is a grant, not proof that transfers work (REFERENCE.md §4); the verified
-transfer test comes with ``probe --p2p``.
+NVML's OK is a grant, not proof that transfers work (REFERENCE.md §4: patched drivers
+report OK while transfers hang), so a pass here says only what the driver claims.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def p2p_nvml_status(facts: Facts, rules: RuleData) -> Outcome:
     if n is None:
         return not_evaluated(f"NVML unavailable: {view.reason(facts.nvml)}")
     if len(n.gpus) < 2:
-        return skipped(f"{len(n.gpus)} GPU: no GPU pair")
+        return skipped("one GPU: no GPU pair" if n.gpus else "no GPU: no GPU pair")
     if isinstance(n.p2p, Unavailable):
         return not_evaluated(f"NVML P2P status unavailable: {n.p2p.reason}")
     if not n.p2p:
@@ -76,7 +76,7 @@ def p2p_nvml_status(facts: Facts, rules: RuleData) -> Outcome:
     if unreadable:
         return not_evaluated("; ".join(unreadable), **matrix)
     return passed(
-        f"NVML grants read and write P2P for all {len(n.p2p)} GPU pair(s) (a grant, not proof: "
-        "`probe --p2p` tests transfers)",
+        f"NVML grants read and write P2P for {view.plural(len(n.p2p), 'GPU pair')} "
+        "(a grant, not proof that transfers work)",
         **matrix,
     )

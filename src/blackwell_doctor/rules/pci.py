@@ -26,9 +26,8 @@ def _multi_gpu_pci(facts: Facts) -> PciFacts | Outcome:
     if isinstance(facts.pci, Unavailable):
         return not_evaluated(f"PCI sysfs unreadable: {facts.pci.reason}")
     if len(facts.pci.gpus) < 2:
-        return skipped(
-            f"{len(facts.pci.gpus)} NVIDIA GPU on PCI: no peer-to-peer traffic between GPUs"
-        )
+        found = "no NVIDIA GPU" if not facts.pci.gpus else "one NVIDIA GPU"
+        return skipped(f"{found} on PCI: no peer-to-peer traffic between GPUs")
     return facts.pci
 
 
@@ -142,7 +141,7 @@ def pci_acs(facts: Facts, rules: RuleData) -> Outcome:
         )
         return Outcome(
             status=Status.WARN,
-            summary=f"ACS redirect on {len(flagged)} bridge(s) between GPUs: {where}",
+            summary=f"ACS redirect on {view.plural(len(flagged), 'bridge')} between GPUs: {where}",
             evidence=evidence,
             remedy_vars={"bridges": ", ".join(flagged)},
             commands=[f"sudo setpci -s {bdf} ECAP_ACS+0x6.w=0000" for bdf in flagged],
@@ -156,4 +155,6 @@ def pci_acs(facts: Facts, rules: RuleData) -> Outcome:
         return not_evaluated("ACS unreadable: " + "; ".join(unreadable) + root_hint, **evidence)
     if not on_path:
         return passed("no bridge between the GPUs", **evidence)
-    return passed(f"no ACS redirect on the {len(on_path)} bridge(s) between GPUs", **evidence)
+    return passed(
+        f"no ACS redirect on the {view.plural(len(on_path), 'bridge')} between GPUs", **evidence
+    )

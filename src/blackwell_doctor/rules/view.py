@@ -98,5 +98,9 @@ def is_wsl(facts: Facts) -> bool:
     return facts.platform.wsl.kind != "none"
 
 
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def fmt_bytes(n: int) -> str:
     return f"{n:,} B"
