@@ -1,0 +1,44 @@
+"""The child process of :func:`blackwell_doctor.collect.gpu.collect_gpu`.
+
+Prints one :class:`~blackwell_doctor.collect.gpu.GpuDocument` as JSON on stdout and exits 0.
+A bug in one half costs that half (an ``internal-error:`` reason, traceback on stderr), not
+the other.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from typing import TypeVar
+
+import msgspec
+
+from blackwell_doctor.collect.cuda import RealCuda, collect_cuda
+from blackwell_doctor.collect.gpu import GpuDocument
+from blackwell_doctor.collect.nvml import RealNvml, collect_nvml
+from blackwell_doctor.facts import Unavailable
+
+_T = TypeVar("_T")
+
+
+def _guarded(collect: Callable[[], _T]) -> _T | Unavailable:
+    try:
+        return collect()
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        return Unavailable(f"internal-error:{type(exc).__name__}")
+
+
+def main() -> int:
+    document = GpuDocument(
+        nvml=_guarded(lambda: collect_nvml(RealNvml())),
+        cuda=_guarded(lambda: collect_cuda(RealCuda())),
+    )
+    sys.stdout.buffer.write(msgspec.json.encode(document) + b"\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

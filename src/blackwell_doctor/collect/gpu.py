@@ -1,0 +1,118 @@
+"""NVML and CUDA facts, read in a child process under a hard deadline.
+
+A wedged GPU or driver can block an NVML or CUDA call forever, even in uninterruptible
+sleep; a CI gate must not hang with it. So the collection runs in
+``python -m blackwell_doctor.collect._gpu_child``, which prints one JSON document
+(:class:`GpuDocument`). Timeout, crash and garbage each become an :class:`Unavailable`
+reason, never an exception. On a host without an NVIDIA driver neither library can be
+loaded, and the answer comes at once, without importing pynvml or cuda-python
+(``import cuda.bindings.driver`` alone costs about 0.16 s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from blackwell_doctor.facts import CudaFacts, NvmlFacts, Unavailable
+
+NVML_LIBRARY = "libnvidia-ml.so.1"
+CUDA_LIBRARY = "libcuda.so.1"
+CHILD_MODULE = "blackwell_doctor.collect._gpu_child"
+
+# After SIGKILL at the deadline, how long to wait for the child to go. A process stuck in
+# the driver (uninterruptible sleep) does not die; it is then left behind, not waited for.
+_REAP_GRACE_S = 2.0
+
+
+class GpuDocument(msgspec.Struct, frozen=True, kw_only=True):
+    """What the child prints: both halves, each possibly unavailable."""
+
+    nvml: NvmlFacts | Unavailable
+    cuda: CudaFacts | Unavailable
+
+
+def _can_dlopen(name: str) -> bool:
+    # ctypes.util.find_library would run ldconfig/gcc in a subprocess; dlopen is the
+    # question the bindings ask anyway.
+    try:
+        ctypes.CDLL(name)
+    except OSError:
+        return False
+    return True
+
+
+def collect_gpu(
+    timeout_s: float = 20.0, *, child_argv: Sequence[str] | None = None
+) -> tuple[NvmlFacts | Unavailable, CudaFacts | Unavailable]:
+    """NVML and CUDA facts, or why not, within ``timeout_s`` seconds.
+
+    ``child_argv`` replaces the child's command line (tests: a child that hangs or prints
+    garbage); with it the no-driver fast path is skipped, so the given child always runs.
+    """
+    if child_argv is None:
+        if not _can_dlopen(NVML_LIBRARY) and not _can_dlopen(CUDA_LIBRARY):
+            return Unavailable("nvml-library-not-found"), Unavailable("libcuda-not-found")
+        child_argv = [sys.executable, "-m", CHILD_MODULE]
+    outcome = _run_child(list(child_argv), timeout_s)
+    if isinstance(outcome, Unavailable):
+        return outcome, outcome
+    return outcome.nvml, outcome.cuda
+
+
+def _child_env() -> dict[str, str]:
+    # The child must import this same package, also when the parent found it through a
+    # sys.path entry the child would not inherit (a test runner's rootdir, say).
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    paths = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = package_root + (os.pathsep + paths if paths else "")
+    return env
+
+
+def _run_child(argv: list[str], timeout_s: float) -> GpuDocument | Unavailable:
+    # Popen rather than subprocess.run: run() waits without limit for a killed child to
+    # exit, and one stuck in the driver never does. The child leads its own process group
+    # so that anything it started dies with it.
+    try:
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_child_env(),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return Unavailable(f"gpu-collector-start-failed:{type(exc).__name__}")
+    try:
+        stdout, _stderr = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(child)
+        return Unavailable(f"gpu-collector-timeout:{timeout_s:g}s")
+    if child.returncode < 0:
+        return Unavailable(f"gpu-collector-crashed:signal-{-child.returncode}")
+    if child.returncode != 0:
+        return Unavailable(f"gpu-collector-crashed:rc={child.returncode}")
+    try:
+        return msgspec.json.decode(stdout, type=GpuDocument)
+    except msgspec.DecodeError:
+        return Unavailable("gpu-collector-bad-output")
+
+
+def _kill_group(child: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        child.kill()
+    # Unkillable (uninterruptible sleep in the driver): leave it behind.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.communicate(timeout=_REAP_GRACE_S)

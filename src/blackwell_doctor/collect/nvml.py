@@ -1,0 +1,271 @@
+"""NVML: the only module that imports ``pynvml`` (nvidia-ml-py), and only inside functions.
+
+Like nvitop's ``libnvml``: a thin adapter (:class:`NvmlApi`, :class:`RealNvml`) turns every
+NVML error into this program's own vocabulary, a reason token (:func:`nvml_error_reason`);
+:func:`collect_nvml` is pure logic over the adapter, so fakes test it without a GPU. One
+failed call makes one fact unavailable, never the whole collection (GB10 answers
+NOT_SUPPORTED for memory, REFERENCE §1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from blackwell_doctor.facts import P2P_STATUS_NAMES, NvmlFacts, NvmlGpu, P2PPair, Unavailable
+
+_T = TypeVar("_T")
+
+# nvmlGpuP2PCapsIndex_t (nvml.h): READ=0 WRITE=1 NVLINK=2 ATOMICS=3 PCI=4. Our own plain
+# ints on purpose: nvidia-ml-py 13.615 defines ``NVML_P2P_CAPS_INDEX_READ = 0,`` with a
+# trailing comma, so that constant is the tuple ``(0,)`` and passing it to
+# nvmlDeviceGetP2PStatus raises ctypes.ArgumentError (REFERENCE §4). Keys are P2PPair fields.
+P2P_CAPS_INDEX: dict[str, int] = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3}
+
+# nvmlReturn_t values (nvml.h) whose tokens other modules rely on by name.
+_NVML_REASONS: dict[int, str] = {
+    3: "not-supported",
+    4: "permission-denied:nvml",
+    9: "nvml-driver-not-loaded",
+    12: "nvml-library-not-found",
+    13: "nvml-function-not-found",
+    18: "nvml-driver-library-mismatch",
+}
+
+# The rest of nvmlReturn_t, for ``nvml-error-<name>`` tokens.
+_NVML_ERROR_NAMES: dict[int, str] = {
+    1: "uninitialized",
+    2: "invalid-argument",
+    5: "already-initialized",
+    6: "not-found",
+    7: "insufficient-size",
+    8: "insufficient-power",
+    10: "timeout",
+    11: "irq-issue",
+    14: "corrupted-inforom",
+    15: "gpu-is-lost",
+    16: "reset-required",
+    17: "operating-system",
+    19: "in-use",
+    20: "memory",
+    21: "no-data",
+    22: "vgpu-ecc-not-supported",
+    23: "insufficient-resources",
+    24: "freq-not-supported",
+    25: "argument-version-mismatch",
+    26: "deprecated",
+    27: "not-ready",
+    28: "gpu-not-found",
+    29: "invalid-state",
+    30: "reset-type-not-supported",
+    999: "unknown",
+}
+
+
+def nvml_error_reason(code: int) -> str:
+    """The reason token for an ``nvmlReturn_t`` error code."""
+    if code in _NVML_REASONS:
+        return _NVML_REASONS[code]
+    return f"nvml-error-{_NVML_ERROR_NAMES.get(code, str(code))}"
+
+
+class NvmlCallError(Exception):
+    """An NVML call failed; ``reason`` is the token to record as :class:`Unavailable`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class NvmlApi(Protocol):
+    """What :func:`collect_nvml` asks of NVML. Every method may raise :class:`NvmlCallError`.
+
+    Devices are named by NVML index; the adapter keeps the handles.
+    """
+
+    def init(self) -> None: ...
+    def shutdown(self) -> None: ...
+    def driver_version(self) -> str: ...
+    def cuda_driver_version(self) -> int: ...
+    def nvml_version(self) -> str: ...
+    def device_count(self) -> int: ...
+    def device_name(self, index: int) -> str: ...
+    def device_uuid(self, index: int) -> str: ...
+    def device_pci_bus_id(self, index: int) -> str: ...
+    def device_compute_capability(self, index: int) -> tuple[int, int]: ...
+    def device_memory_total(self, index: int) -> int: ...
+    def p2p_status(self, index_a: int, index_b: int, caps_index: int) -> int: ...
+
+
+def format_cuda_version(version: int) -> str:
+    """13000 → "13.0", 12080 → "12.8" (the encoding of cuDriverGetVersion and NVML)."""
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+def normalize_pci_bus_id(bus_id: str) -> str:
+    """NVML's ``00000000:41:00.0`` and CUDA's ``0000:41:00.0`` → sysfs's ``0000:41:00.0``.
+
+    Lower-case, domain at least four hex digits (sysfs prints VMD domains as ``10000``), so
+    NVML, CUDA and the PCI collector name a GPU the same way. Anything unparsable is
+    returned stripped but otherwise as given.
+    """
+    text = bus_id.strip()
+    try:
+        domain, bus, rest = text.split(":")
+        device, function = rest.split(".")
+        return (
+            f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{int(function, 16):x}"
+        )
+    except ValueError:
+        return text
+
+
+def _attempt(call: Callable[[], _T]) -> _T | Unavailable:
+    try:
+        return call()
+    except NvmlCallError as exc:
+        return Unavailable(exc.reason)
+
+
+def collect_nvml(api: NvmlApi) -> NvmlFacts | Unavailable:
+    """Read driver, versions, GPUs and the P2P matrix; shuts NVML down whatever happens."""
+    try:
+        api.init()
+    except NvmlCallError as exc:
+        return Unavailable(exc.reason)
+    try:
+        return _collect_initialised(api)
+    finally:
+        with contextlib.suppress(NvmlCallError):  # nothing left to do with NVML either way
+            api.shutdown()
+
+
+def _collect_initialised(api: NvmlApi) -> NvmlFacts | Unavailable:
+    cuda_version = _attempt(api.cuda_driver_version)
+    try:
+        count = api.device_count()
+    except NvmlCallError as exc:
+        # Without a count, an empty GPU list would read as "no GPU": say so instead.
+        return Unavailable(exc.reason)
+    gpus = [_collect_gpu(api, index) for index in range(count)]
+    return NvmlFacts(
+        driver_version=_attempt(api.driver_version),
+        cuda_driver_version=(
+            cuda_version
+            if isinstance(cuda_version, Unavailable)
+            else format_cuda_version(cuda_version)
+        ),
+        nvml_version=_attempt(api.nvml_version),
+        gpus=gpus,
+        p2p=[_collect_pair(api, a, b) for a in range(count) for b in range(a + 1, count)],
+    )
+
+
+def _collect_gpu(api: NvmlApi, index: int) -> NvmlGpu:
+    bus_id = _attempt(lambda: api.device_pci_bus_id(index))
+    return NvmlGpu(
+        index=index,
+        name=_attempt(lambda: api.device_name(index)),
+        uuid=_attempt(lambda: api.device_uuid(index)),
+        pci_bus_id=bus_id if isinstance(bus_id, Unavailable) else normalize_pci_bus_id(bus_id),
+        compute_capability=_attempt(lambda: api.device_compute_capability(index)),
+        memory_total_bytes=_attempt(lambda: api.device_memory_total(index)),
+    )
+
+
+def _collect_pair(api: NvmlApi, a: int, b: int) -> P2PPair:
+    def status(caps_index: int) -> str | Unavailable:
+        code = _attempt(lambda: api.p2p_status(a, b, caps_index))
+        if isinstance(code, Unavailable):
+            return code
+        return P2P_STATUS_NAMES.get(code, "UNKNOWN")
+
+    return P2PPair(
+        gpu_a=a,
+        gpu_b=b,
+        read=status(P2P_CAPS_INDEX["read"]),
+        write=status(P2P_CAPS_INDEX["write"]),
+        nvlink=status(P2P_CAPS_INDEX["nvlink"]),
+        atomics=status(P2P_CAPS_INDEX["atomics"]),
+    )
+
+
+# --------------------------------------------------------------------------- the real one
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class RealNvml:
+    """:class:`NvmlApi` over nvidia-ml-py. ``Any`` from the untyped binding stays in here."""
+
+    def __init__(self) -> None:
+        self._nvml: Any = None
+        self._handles: dict[int, Any] = {}
+
+    def _call(self, function: str, *args: Any) -> Any:
+        if self._nvml is None:
+            try:
+                import pynvml  # noqa: TID251 -- this module is the NVML adapter
+            except ImportError:
+                raise NvmlCallError("nvml-binding-not-installed") from None
+            self._nvml = pynvml
+        nvml = self._nvml
+        wrapper = getattr(nvml, function, None)
+        if wrapper is None:  # an nvidia-ml-py too old to have this wrapper
+            raise NvmlCallError(f"nvml-binding-missing:{function}")
+        try:
+            return wrapper(*args)
+        except nvml.NVMLError as exc:
+            raise NvmlCallError(nvml_error_reason(int(exc.value))) from None
+        except ctypes.ArgumentError:
+            # The binding passed something ctypes cannot convert (see P2P_CAPS_INDEX).
+            raise NvmlCallError(f"nvml-binding-error:{function}") from None
+
+    def _handle(self, index: int) -> Any:
+        if index not in self._handles:
+            self._handles[index] = self._call("nvmlDeviceGetHandleByIndex", index)
+        return self._handles[index]
+
+    def init(self) -> None:
+        self._call("nvmlInit")
+
+    def shutdown(self) -> None:
+        self._handles.clear()
+        self._call("nvmlShutdown")
+
+    def driver_version(self) -> str:
+        return _text(self._call("nvmlSystemGetDriverVersion"))
+
+    def cuda_driver_version(self) -> int:
+        return int(self._call("nvmlSystemGetCudaDriverVersion"))
+
+    def nvml_version(self) -> str:
+        return _text(self._call("nvmlSystemGetNVMLVersion"))
+
+    def device_count(self) -> int:
+        return int(self._call("nvmlDeviceGetCount"))
+
+    def device_name(self, index: int) -> str:
+        return _text(self._call("nvmlDeviceGetName", self._handle(index)))
+
+    def device_uuid(self, index: int) -> str:
+        return _text(self._call("nvmlDeviceGetUUID", self._handle(index)))
+
+    def device_pci_bus_id(self, index: int) -> str:
+        return _text(self._call("nvmlDeviceGetPciInfo", self._handle(index)).busId)
+
+    def device_compute_capability(self, index: int) -> tuple[int, int]:
+        major, minor = self._call("nvmlDeviceGetCudaComputeCapability", self._handle(index))
+        return int(major), int(minor)
+
+    def device_memory_total(self, index: int) -> int:
+        return int(self._call("nvmlDeviceGetMemoryInfo", self._handle(index)).total)
+
+    def p2p_status(self, index_a: int, index_b: int, caps_index: int) -> int:
+        handle_a, handle_b = self._handle(index_a), self._handle(index_b)
+        # int(): a plain int reaches ctypes whatever the caller passed (see P2P_CAPS_INDEX).
+        return int(self._call("nvmlDeviceGetP2PStatus", handle_a, handle_b, int(caps_index)))
