@@ -1,0 +1,64 @@
+"""Report renderers: one module per format, the format list from one enum.
+
+Renderers only read a :class:`~blackwell_doctor.report.Report` and return text; nothing here
+prints. Each renderer module is imported only when its format is asked for, so
+``--format json`` never pays for importing ``rich``.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import assert_never
+
+from blackwell_doctor.report import Report
+
+
+class Format(enum.StrEnum):
+    RICH = "rich"
+    JSON = "json"
+    JUNIT = "junit"
+    MARKDOWN = "markdown"
+
+    @property
+    def extension(self) -> str:
+        """The file extension a document in this format is saved with (goldens, --output)."""
+        match self:
+            case Format.RICH:
+                return "txt"
+            case Format.JSON:
+                return "json"
+            case Format.JUNIT:
+                return "xml"
+            case Format.MARKDOWN:
+                return "md"
+            case _:
+                assert_never(self)
+
+
+def render(
+    report: Report, fmt: Format, *, color: bool, verbose: bool = False, width: int = 100
+) -> str:
+    """``report`` as ``fmt`` text. ``color``, ``verbose`` and ``width`` matter to "rich" only:
+    the machine formats are complete and identical whatever the terminal."""
+    match fmt:
+        case Format.RICH:
+            from blackwell_doctor.render.text import render_text
+
+            return render_text(report, color=color, verbose=verbose, width=width)
+        case Format.JSON:
+            from blackwell_doctor.render.json_out import render_json
+
+            return render_json(report)
+        case Format.JUNIT:
+            from blackwell_doctor.render.junit import render_junit
+
+            return render_junit(report)
+        case Format.MARKDOWN:
+            from blackwell_doctor.render.markdown import render_markdown
+
+            return render_markdown(report)
+        case _:
+            assert_never(fmt)
+
+
+__all__ = ["Format", "render"]

@@ -1,0 +1,117 @@
+"""``--format markdown``: a report to paste into a ticket (GitHub/GitLab-flavoured Markdown).
+
+No emoji: ticket systems and mail clients render them inconsistently, and words survive
+being quoted, grepped and read aloud.
+"""
+
+from __future__ import annotations
+
+from blackwell_doctor.render.common import (
+    FINDING_STATUSES,
+    counts_phrase,
+    evidence_text,
+    gate_phrase,
+    gpus_phrase,
+    longest_run,
+    sanitize,
+)
+from blackwell_doctor.report import Report
+from blackwell_doctor.rules.model import Result, Status
+
+_STATUS_WORD: dict[Status, str] = {
+    Status.FAIL: "**FAIL**",
+    Status.WARN: "**WARN**",
+    Status.PASS: "pass",
+    Status.SKIP: "skip",
+    Status.ERROR: "error",
+}
+
+
+def prose(text: str) -> str:
+    """Data as Markdown text: no control characters, and no raw HTML (a ``<tag>`` in a log
+    line would vanish or render in the ticket instead of being shown)."""
+    return sanitize(text).replace("<", "&lt;")
+
+
+def cell(text: str) -> str:
+    """``text`` safe inside a GFM table cell: a bare ``|`` would start a new column and a
+    newline would end the row (GFM spec, tables: ``\\|`` is a literal pipe, in code spans
+    too)."""
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def code(text: str) -> str:
+    """``text`` as an inline code span, whatever backticks it contains (CommonMark 6.1)."""
+    text = sanitize(text).replace("\n", " ")
+    ticks = "`" * (longest_run(text, "`") + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def fence(text: str) -> str:
+    """A code fence longer than any backtick run inside ``text`` (CommonMark 4.5)."""
+    return "`" * max(3, longest_run(text, "`") + 1)
+
+
+def render_markdown(report: Report) -> str:
+    host = report.host
+    out = [
+        f"# {report.tool.name} report: {prose(host.hostname or 'unknown host')}",
+        "",
+        f"**{counts_phrase(report.summary)}** — "
+        f"{gate_phrase(report.exit_code, report.fail_on, report.strict)}",
+        "",
+        "| Host | |",
+        "|---|---|",
+        f"| Hostname | {cell(prose(host.hostname or 'unknown'))} |",
+        f"| GPUs | {cell(prose(gpus_phrase(host)))} |",
+        f"| Driver | {cell(prose(host.driver_version or 'unknown'))} |",
+        f"| Source | {cell(code(host.source))} |",
+        f"| Tool | {cell(prose(f'{report.tool.name} {report.tool.version}'))} |",
+        "",
+        "## Results",
+        "",
+    ]
+    if report.results:
+        out += ["| Status | Check | Title | Summary |", "|---|---|---|---|"]
+        out += [
+            f"| {_STATUS_WORD[r.status]} | {cell(code(r.id))} | {cell(prose(r.title))} "
+            f"| {cell(prose(r.summary))} |"
+            for r in report.results
+        ]
+    else:
+        out.append("No checks ran.")
+    findings = [r for r in report.results if r.status in FINDING_STATUSES]
+    out += ["", "## What to fix", ""]
+    if not findings:
+        out.append("Nothing: no check failed or warned.")
+    # Failures first, then warnings, each in report order: the order to work in.
+    findings.sort(key=lambda r: r.status is not Status.FAIL)
+    for result in findings:
+        out += _finding(result)
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _finding(result: Result) -> list[str]:
+    out = [
+        f"### {_STATUS_WORD[result.status]} {code(result.id)}: {prose(result.title)}",
+        "",
+        prose(result.summary),
+        "",
+    ]
+    if result.evidence:
+        out += [f"- {prose(k)}: {code(evidence_text(v))}" for k, v in result.evidence.items()]
+        out.append("")
+    remedy = result.remedy
+    if remedy is None:
+        return out
+    out += [f"**Fix:** {prose(remedy.summary)}", ""]
+    if remedy.commands:
+        # Inside a fence nothing is interpreted, so commands are only freed of control bytes.
+        script = "\n".join(sanitize(c) for c in remedy.commands)
+        marker = fence(script)
+        out += [f"{marker}sh", script, marker, ""]
+    if remedy.links:
+        out += [f"- <{sanitize(link).replace('>', '%3E')}>" for link in remedy.links]
+        out.append("")
+    return out
