@@ -284,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
             f"This is a bug in {TOOL_NAME}; the details are in {path}\n"
         )
         return int(ExitCode.INTERNAL)
+    if returned == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into a silent Exit(130)
+        sys.stderr.write(f"{TOOL_NAME}: interrupted\n")
     return returned if isinstance(returned, int) else int(ExitCode.OK)
 
 

@@ -1,0 +1,248 @@
+"""The command-line contract: exit codes, one-line errors, files written whole."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from blackwell_doctor.cli import main
+from blackwell_doctor.facts import SCHEMA_VERSION
+from tests.conftest import FACTS_FIXTURES
+
+TR = str(FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json")
+NO_GPU = str(FACTS_FIXTURES / "no-gpu.json")
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_warnings_pass_the_default_gate(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["check", "--facts", TR], capsys)
+    assert code == 0
+    assert "[warn]  pci.iommu" in out
+
+
+def test_fail_on_warn_turns_warnings_into_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run(["check", "--facts", TR, "--fail-on", "warn"], capsys)
+    assert code == 1
+
+
+def test_a_failing_check_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run(["check", "--facts", str(FACTS_FIXTURES / "sm120-driver580.json")], capsys)
+    assert code == 1
+
+
+def test_strict_exits_3_when_something_was_not_evaluated(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    doc = json.loads(Path(TR).read_text())
+    for bridge in doc["pci"]["bridges"]:
+        bridge["acs"] = {"status": "unavailable", "reason": "config-space-truncated:/sys/x"}
+    facts = tmp_path / "nonroot.json"
+    facts.write_text(json.dumps(doc))
+    assert run(["check", "--facts", str(facts)], capsys)[0] == 0
+    assert run(["check", "--facts", str(facts), "--strict"], capsys)[0] == 3
+
+
+def test_json_report_is_complete_and_carries_the_exit_code(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(["check", "--facts", NO_GPU, "--format", "json", "--embed-facts"], capsys)
+    doc = json.loads(out)
+    assert code == 1
+    assert doc["exit_code"] == 1
+    assert doc["schema_version"] == 1
+    assert doc["tool"]["name"] == "blackwell-doctor"
+    assert doc["summary"]["fail"] == 1
+    assert doc["facts"]["nvml"] == {"status": "unavailable", "reason": "nvml-library-not-found"}
+    first = doc["results"][0]
+    assert set(first) >= {"id", "family", "status", "severity", "title", "summary", "evidence"}
+
+
+def test_output_file_is_written_whole_and_stdout_stays_empty(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    target = tmp_path / "junit.xml"
+    code, out, err = run(["check", "--facts", NO_GPU, "-f", "junit", "-o", str(target)], capsys)
+    assert code == 1
+    assert out == ""
+    assert "exit 1" in err
+    assert target.read_text().startswith("<?xml")
+    assert [p.name for p in tmp_path.iterdir()] == ["junit.xml"]  # no temp file left
+
+
+def test_select_and_ignore(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        ["check", "--facts", TR, "-f", "json", "--select", "pci,driver", "--ignore", "pci.acs"],
+        capsys,
+    )
+    ids = [r["id"] for r in json.loads(out)["results"]]
+    assert ids == ["driver.version", "driver.cuda_version", "driver.consistency", "pci.iommu"]
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["check", "--format", "xml"], "'xml' is not one of"),
+        (["check", "--bogus"], "No such option: --bogus"),
+        (["check", "--fail-on", "error"], "'error' is not one of"),
+        (["check", "--facts", "/nonexistent/facts.json"], "cannot read facts file"),
+        (["check", "--facts", NO_GPU, "--select", "drvier"], "no check id or family matches"),
+        (["check", "--host-root", "/nonexistent-root"], "is not a directory"),
+        (["collect", "--host-root", "/nonexistent-root"], "is not a directory"),
+        (["check", "--facts", NO_GPU, "-o", "/nonexistent/dir/out.txt"], "cannot write"),
+        (["nonsense"], "No such command"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(argv, capsys)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err + out
+
+
+def _facts_doc() -> dict[str, object]:
+    doc: dict[str, object] = json.loads(Path(NO_GPU).read_text())
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(schema_version=SCHEMA_VERSION + 1), "newer than this tool"),
+        (lambda d: d.update(schema_version=0), "not valid"),
+        (lambda d: d.pop("platform"), "missing required field `platform`"),
+        (lambda d: d.update(nvml={"status": "maybe"}), "$.nvml"),
+        (lambda d: d.update(env={"A": 1}), "$.env"),
+    ],
+)
+def test_malformed_facts_exit_2_naming_the_problem(
+    mutate: object, message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    doc = _facts_doc()
+    mutate(doc)  # type: ignore[operator]
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(doc))
+    code, _, err = run(["check", "--facts", str(path)], capsys)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_truncated_facts_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = Path(TR).read_bytes()
+    path = tmp_path / "truncated.json"
+    path.write_bytes(data[: len(data) // 2])
+    code, _, err = run(["check", "--facts", str(path)], capsys)
+    assert code == 2
+    assert "malformed" in err or "truncated" in err
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=2048))
+def test_any_bytes_as_facts_exit_2_with_one_line(
+    data: bytes, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "facts.json"
+    path.write_bytes(data)
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["check", "--facts", str(path)])
+    assert code == 2
+    assert err.getvalue().count("\n") == 1
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    value=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+        max_leaves=12,
+    )
+)
+def test_any_json_value_in_a_facts_field_is_rejected_or_judged_never_a_crash(
+    value: object,
+) -> None:
+    import contextlib
+    import io
+
+    doc = _facts_doc()
+    doc["pci"] = value
+    stdin = io.BytesIO(json.dumps(doc).encode())
+    err = io.StringIO()
+    fake_stdin = io.TextIOWrapper(stdin)
+    with (
+        contextlib.redirect_stderr(err),
+        contextlib.redirect_stdout(io.StringIO()),
+        pytest.MonkeyPatch.context() as mp,
+    ):
+        mp.setattr(sys, "stdin", fake_stdin)
+        code = main(["check", "--facts", "-"])
+    assert code in (0, 1, 2), err.getvalue()
+
+
+def test_internal_error_exits_4_with_a_crash_log(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import blackwell_doctor.evaluate as evaluate_module
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(evaluate_module, "evaluate", broken)
+    code, _, err = run(["check", "--facts", NO_GPU], capsys)
+    assert code == 4
+    assert "internal error: RuntimeError: simulated bug" in err
+    log = Path(err.split("details are in ")[1].strip())
+    assert "simulated bug" in log.read_text()
+    log.unlink()
+
+
+def test_interrupt_exits_130(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import blackwell_doctor.evaluate as evaluate_module
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(evaluate_module, "evaluate", interrupted)
+    code, _, err = run(["check", "--facts", NO_GPU], capsys)
+    assert code == 130
+    assert err == "blackwell-doctor: interrupted\n"
+
+
+def test_the_installed_entry_point_runs_as_a_process() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "blackwell_doctor", "check", "--facts", TR, "-f", "json"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["summary"]["warn"] == 2
+
+
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["--version"], capsys)
+    assert (code, out) == (0, "blackwell-doctor 0.1.0\n")
+    code, out, _ = run(["check", "--help"], capsys)
+    assert code == 0
+    for option in ("--facts", "--fail-on", "--strict", "--select", "--no-probe", "--host-root"):
+        assert option in out

@@ -1,0 +1,137 @@
+"""The engine: crash isolation, prerequisites, selection, rule data, the gate."""
+
+from __future__ import annotations
+
+import pytest
+
+from blackwell_doctor.exitcodes import ExitCode
+from blackwell_doctor.facts import Facts
+from blackwell_doctor.report import gate_exit_code
+from blackwell_doctor.rules import data as rule_data
+from blackwell_doctor.rules.data import RuleData, RuleDataError, load_rule_data
+from blackwell_doctor.rules.engine import Engine, SelectionError, registered_checks, select_ids
+from blackwell_doctor.rules.model import Outcome, Result, Severity, Status
+from tests.factsutil import load
+
+
+def _engine_with(check_id: str, fn: object) -> Engine:
+    checks = dict(registered_checks())
+    checks[check_id] = fn  # type: ignore[assignment]
+    return Engine(rules=load_rule_data(), checks=checks)
+
+
+def test_a_crashing_check_is_an_error_result_and_the_others_still_run() -> None:
+    def boom(facts: Facts, rules: RuleData) -> Outcome:
+        raise ZeroDivisionError("division by zero")
+
+    results = _engine_with("platform.wsl", boom).run(load("b200-x8"))
+    crashed = next(r for r in results if r.id == "platform.wsl")
+    assert crashed.status is Status.ERROR
+    assert "check crashed: ZeroDivisionError" in crashed.summary
+    assert len(results) == len(load_rule_data().checks)
+    assert next(r for r in results if r.id == "pci.iommu").status is Status.PASS
+
+
+def test_a_failed_prerequisite_blocks_dependents_with_a_skip_naming_it() -> None:
+    results = Engine(load_rule_data(), registered_checks()).run(load("no-gpu"))
+    arch = next(r for r in results if r.id == "gpu.architecture")
+    assert arch.status is Status.SKIP
+    assert arch.summary == "blocked by gpu.present"
+
+
+def test_prerequisites_run_even_when_not_selected() -> None:
+    results = Engine(load_rule_data(), registered_checks()).run(
+        load("no-gpu"), select=["driver.version"]
+    )
+    assert [r.id for r in results] == ["driver.version"]
+    assert results[0].summary == "blocked by gpu.present"
+
+
+@pytest.mark.parametrize(
+    ("select", "ignore", "expected"),
+    [
+        (["driver"], [], ["driver.version", "driver.cuda_version", "driver.consistency"]),
+        (["driver.version"], [], ["driver.version"]),
+        (["driver", "pci"], ["driver.consistency", "pci.acs"], None),
+        ([], ["gpu", "driver", "pci", "p2p"], ["platform.wsl"]),
+    ],
+)
+def test_selection_by_dotted_prefix(
+    select: list[str], ignore: list[str], expected: list[str] | None
+) -> None:
+    ids = list(load_rule_data().checks)
+    got = select_ids(ids, select, ignore)
+    if expected is None:
+        expected = ["driver.version", "driver.cuda_version", "pci.iommu"]
+    assert got == expected
+
+
+@pytest.mark.parametrize("pattern", ["drive", "drivers", "driver.versio", "nope"])
+def test_a_pattern_matching_nothing_is_a_usage_error(pattern: str) -> None:
+    with pytest.raises(SelectionError, match=pattern):
+        select_ids(list(load_rule_data().checks), [pattern], [])
+
+
+def _result(status: Status) -> Result:
+    return Result(
+        id="x.y", family="x", status=status, severity=Severity.LOW, title="t", summary="s"
+    )
+
+
+@pytest.mark.parametrize(
+    ("statuses", "fail_on", "strict", "code"),
+    [
+        ([Status.PASS, Status.SKIP], "fail", False, ExitCode.OK),
+        ([Status.WARN], "fail", False, ExitCode.OK),
+        ([Status.WARN], "warn", False, ExitCode.FINDINGS),
+        ([Status.FAIL], "fail", False, ExitCode.FINDINGS),
+        ([Status.ERROR], "fail", False, ExitCode.OK),
+        ([Status.ERROR], "fail", True, ExitCode.NOT_EVALUATED),
+        ([Status.ERROR, Status.FAIL], "fail", True, ExitCode.FINDINGS),
+        ([Status.ERROR, Status.WARN], "fail", True, ExitCode.NOT_EVALUATED),
+    ],
+)
+def test_gate_exit_codes(
+    statuses: list[Status], fail_on: str, strict: bool, code: ExitCode
+) -> None:
+    results = [_result(s) for s in statuses]
+    assert gate_exit_code(results, fail_on, strict) is code  # type: ignore[arg-type]
+
+
+def test_catalogue_and_code_must_agree() -> None:
+    checks = dict(registered_checks())
+    del checks["pci.acs"]
+    with pytest.raises(RuntimeError, match=r"no code for \['pci.acs'\]"):
+        Engine(rules=load_rule_data(), checks=checks)
+
+
+def test_every_catalogue_entry_has_a_title_severity_and_remedy_for_warn_or_fail() -> None:
+    for spec in load_rule_data().checks.values():
+        assert spec.title
+        assert spec.family in {"gpu", "driver", "platform", "pci", "p2p"}
+        assert spec.remedy is not None, f"{spec.id} has no remedy"
+
+
+def test_malformed_rule_data_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    from pathlib import Path
+
+    assert isinstance(tmp_path, Path)
+    (tmp_path / "catalogue.toml").write_text('[[check]]\nid = "gpu.present"\ntitle = 3\n')
+    monkeypatch.setattr(rule_data, "data_dir", lambda name: tmp_path)
+    load_rule_data.cache_clear()
+    try:
+        with pytest.raises(RuleDataError, match=r"checks/catalogue.toml: .*title"):
+            load_rule_data()
+    finally:
+        load_rule_data.cache_clear()
+
+
+def test_architecture_table_matches_the_reference_for_sm12x_and_hopper() -> None:
+    archs = load_rule_data().architectures
+    assert archs[(12, 0)].smem_optin_per_block == 101376
+    assert archs[(12, 1)].smem_optin_per_block == 101376
+    assert archs[(9, 0)].smem_optin_per_block == 232448
+    for arch in archs.values():  # 1 KB per block is reserved by CUDA on every listed arch
+        assert arch.smem_per_sm - arch.smem_optin_per_block == 1024
