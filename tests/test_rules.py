@@ -363,3 +363,20 @@ def test_every_fixture_evaluates_and_round_trips_through_json() -> None:
         report = evaluate(load(name), embed_facts=True)
         again = msgspec.json.decode(msgspec.json.encode(report), type=Report)
         assert again == report
+
+
+def test_unreadable_kernel_command_line_is_not_reported_as_missing_iommu_pt() -> None:
+    facts = load("rtxpro6000x4-threadripper-iommu")
+    pci = facts.pci
+    assert isinstance(pci, PciFacts)
+    facts = replace(
+        facts,
+        platform=replace(
+            facts.platform, kernel_cmdline=Unavailable("permission-denied:/proc/cmdline")
+        ),
+        pci=replace(pci, iommu=replace(pci.iommu, cmdline_options={})),
+    )
+    r = result(facts, "pci.iommu")
+    assert r.status is Status.WARN
+    assert "command line is unreadable (permission-denied:/proc/cmdline)" in r.summary
+    assert "iommu=pt is not set" not in r.summary

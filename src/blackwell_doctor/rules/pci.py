@@ -31,6 +31,15 @@ def _multi_gpu_pci(facts: Facts) -> PciFacts | Outcome:
     return facts.pci
 
 
+def _passthrough_note(facts: Facts, requested: bool) -> str:
+    cmdline = facts.platform.kernel_cmdline
+    if isinstance(cmdline, Unavailable):
+        return f"; the kernel command line is unreadable ({cmdline.reason})"
+    if requested:
+        return "; iommu=pt is on the command line but not in effect for them"
+    return " and iommu=pt is not set"
+
+
 def iommu_passthrough_requested(options: dict[str, str]) -> bool:
     return options.get("iommu") == "pt" or options.get("iommu.passthrough") in ("1", "on", "y")
 
@@ -64,12 +73,7 @@ def pci_iommu(facts: Facts, rules: RuleData) -> Outcome:
             status=Status.WARN,
             summary=(
                 f"IOMMU translates DMA for {len(translating)} of {len(pci.gpus)} GPUs "
-                f"({', '.join(kinds)})"
-                + (
-                    "; iommu=pt is on the command line but not in effect for them"
-                    if pt
-                    else " and iommu=pt is not set"
-                )
+                f"({', '.join(kinds)})" + _passthrough_note(facts, pt)
             ),
             evidence=evidence,
             remedy_vars={
