@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -308,7 +309,7 @@ def test_json_json_and_junit_and_markdown_do_not_import_rich() -> None:
     # Start-up time of `check --format json` in CI matters; rich costs ~40 ms to import.
     code = (
         "import sys\n"
-        "from test_render import make_report, EVERY_STATUS\n"
+        "from tests.test_render import make_report, EVERY_STATUS\n"
         "from blackwell_doctor.render import Format, render\n"
         "for fmt in (Format.JSON, Format.JUNIT, Format.MARKDOWN):\n"
         "    render(make_report(EVERY_STATUS), fmt, color=False)\n"
@@ -316,9 +317,17 @@ def test_json_json_and_junit_and_markdown_do_not_import_rich() -> None:
         "render(make_report(EVERY_STATUS), Format.RICH, color=False)\n"
         "print('plain rich imported:', 'rich' in sys.modules)\n"
     )
+    # The child must import this very package and these tests, however the parent got them
+    # (installed wheel, PYTHONPATH=src, editable): pass both locations explicitly.
+    import blackwell_doctor
+
+    repo = Path(__file__).resolve().parents[1]
+    package_parent = Path(blackwell_doctor.__file__).resolve().parents[1]
+    paths = [str(package_parent), str(repo), os.environ.get("PYTHONPATH", "")]
     done = subprocess.run(
         [sys.executable, "-c", code],
-        cwd=Path(__file__).parent,
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)},
         capture_output=True,
         text=True,
         timeout=60,

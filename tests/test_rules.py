@@ -64,6 +64,19 @@ EXPECTED: dict[str, dict[str, Status]] = {
         "driver.consistency": Status.PASS,
         "pci.iommu": Status.SKIP,
     },
+    # Captured on a real 2x H200 (benchmarks/evidence/h200x2), not reconstructed.
+    "h200x2-captured": {
+        "gpu.present": Status.PASS,
+        "gpu.architecture": Status.PASS,
+        "gpu.shared_memory": Status.PASS,
+        "driver.version": Status.SKIP,
+        "driver.cuda_version": Status.SKIP,
+        "driver.consistency": Status.PASS,
+        "platform.wsl": Status.PASS,
+        "pci.iommu": Status.PASS,
+        "pci.acs": Status.PASS,
+        "p2p.nvml_status": Status.PASS,
+    },
     "no-gpu": {
         "gpu.present": Status.FAIL,
         "gpu.architecture": Status.SKIP,
