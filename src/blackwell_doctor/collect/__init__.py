@@ -18,7 +18,6 @@ from blackwell_doctor.collect.env import collect_env
 from blackwell_doctor.collect.hostfs import HostFS
 from blackwell_doctor.facts import (
     SCHEMA_VERSION,
-    CudaFacts,
     Facts,
     NvmlFacts,
     PlatformFacts,
@@ -32,7 +31,6 @@ def collect_facts(
     *,
     host_root: Path,
     environ: Mapping[str, str],
-    gpu: bool = True,
     gpu_timeout_s: float = 20.0,
     probes: bool = True,
     redact: bool = False,
@@ -44,14 +42,9 @@ def collect_facts(
     fs = HostFS(host_root)
     platform = collect_platform(fs, environ)
     pci = collect_pci(fs, platform.kernel_cmdline)
-    nvml: NvmlFacts | Unavailable
-    cuda: CudaFacts | Unavailable
-    if gpu:
-        from blackwell_doctor.collect.gpu import collect_gpu
+    from blackwell_doctor.collect.gpu import collect_gpu
 
-        nvml, cuda = collect_gpu(gpu_timeout_s)
-    else:
-        nvml = cuda = Unavailable("skipped:--no-gpu")
+    nvml, cuda = collect_gpu(gpu_timeout_s)
     facts = Facts(
         schema_version=SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
