@@ -100,6 +100,12 @@ class HostTree:
     def iommu_group_type(self, group: str, domain_type: str) -> None:
         self.write(f"/sys/kernel/iommu_groups/{group}/type", f"{domain_type}\n")
 
+    def dmi(self, fields: Mapping[str, str]) -> None:
+        """/sys/class/dmi/id/<field> files, one line each, as drivers/firmware/dmi-id.c
+        writes them (a field the firmware leaves out has no file)."""
+        for name, value in fields.items():
+            self.write(f"/sys/class/dmi/id/{name}", f"{value}\n")
+
 
 # --------------------------------------------------------------------------- config space
 
@@ -292,8 +298,11 @@ def x86_cpuinfo(
     logical: int,
     cores: int,
     mhz: str,
+    hypervisor: bool = False,
 ) -> str:
-    """Stanzas in the layout of x86 /proc/cpuinfo (arch/x86/kernel/cpu/proc.c)."""
+    """Stanzas in the layout of x86 /proc/cpuinfo (arch/x86/kernel/cpu/proc.c). A guest's
+    flags carry "hypervisor" (CPUID.1:ECX[31]), listed by the kernel right after rdrand."""
+    flags = _X86_FLAGS.replace("rdrand", "rdrand hypervisor") if hypervisor else _X86_FLAGS
     stanzas = []
     for cpu in range(logical):
         stanzas.append(
@@ -310,7 +319,7 @@ def x86_cpuinfo(
             f"cpu cores\t: {cores}\n"
             f"apicid\t\t: {cpu}\n"
             "fpu\t\t: yes\n"
-            f"flags\t\t: {_X86_FLAGS}\n"
+            f"flags\t\t: {flags}\n"
             "address sizes\t: 48 bits physical, 48 bits virtual\n"
             "power management: ts ttp tm hwpstate cpb eff_freq_ro [13] [14]\n"
         )
@@ -341,6 +350,61 @@ def arm64_cpuinfo(parts: Sequence[int], implementer: int = 0x41) -> str:
     )
 
 
+# --------------------------------------------------------------------------- DMI
+
+# Lenovo ThinkStation P620 (Threadripper PRO): machine type 30E0 in product_name, the
+# model in product_version, as Lenovo fills SMBIOS type 1.
+DMI_THINKSTATION_P620: Mapping[str, str] = {
+    "sys_vendor": "LENOVO",
+    "product_name": "30E0CTO1WW",
+    "product_version": "ThinkStation P620",
+    "board_vendor": "LENOVO",
+    "board_name": "1046",
+    "bios_vendor": "LENOVO",
+    "bios_version": "S07KT4BA",
+    "chassis_type": "3",
+}
+DMI_SUPERMICRO_M12SWA: Mapping[str, str] = {
+    "sys_vendor": "Supermicro",
+    "product_name": "Super Server",
+    "board_vendor": "Supermicro",
+    "board_name": "M12SWA-TF",
+    "bios_vendor": "American Megatrends International, LLC.",
+    "bios_version": "2.3",
+    "chassis_type": "17",
+}
+DMI_DELL_R740: Mapping[str, str] = {
+    "sys_vendor": "Dell Inc.",
+    "product_name": "PowerEdge R740",
+    "board_vendor": "Dell Inc.",
+    "board_name": "0WRPXK",
+    "bios_vendor": "Dell Inc.",
+    "bios_version": "2.19.1",
+    "chassis_type": "23",
+}
+# DGX Spark, as read on a real unit (lablup/all-smi#147): product NVIDIA_DGX_Spark, board
+# P4242, chassis type 17.
+DMI_DGX_SPARK: Mapping[str, str] = {
+    "sys_vendor": "NVIDIA",
+    "product_name": "NVIDIA_DGX_Spark",
+    "product_version": "A.7",
+    "board_name": "P4242",
+    "bios_version": "5.36_0ACUM018",
+    "chassis_type": "17",
+}
+# QEMU/KVM i440FX machine with SeaBIOS (QEMU's smbios defaults: no baseboard table, so no
+# board_* files).
+DMI_QEMU_I440FX: Mapping[str, str] = {
+    "sys_vendor": "QEMU",
+    "product_name": "Standard PC (i440FX + PIIX, 1996)",
+    "product_version": "pc-i440fx-8.2",
+    "bios_vendor": "SeaBIOS",
+    "bios_version": "1.16.3-debian-1.16.3-2",
+    "chassis_vendor": "QEMU",
+    "chassis_type": "1",
+}
+
+
 # --------------------------------------------------------------------------- ready-made hosts
 
 RTX_PRO_6000_BLACKWELL = 0x2BB1  # RTX PRO 6000 Blackwell Workstation Edition
@@ -366,8 +430,17 @@ def _linux_base(
     cmdline: str,
     cpuinfo: str,
     os_release: str | None,
+    arch: str | None = None,
+    dmi: Mapping[str, str] | None = None,
 ) -> None:
+    """``arch``: /proc/sys/kernel/arch, which kernels before 6.1 do not have (None).
+    ``dmi``: /sys/class/dmi/id fields; None for machines without SMBIOS (WSL2,
+    Firecracker)."""
     tree.write("/proc/sys/kernel/hostname", f"{hostname}\n")
+    if arch is not None:
+        tree.write("/proc/sys/kernel/arch", f"{arch}\n")
+    if dmi is not None:
+        tree.dmi(dmi)
     tree.write("/proc/sys/kernel/osrelease", f"{osrelease}\n")
     tree.write("/proc/version", proc_version)
     tree.write("/proc/cmdline", f"{cmdline}\n")
@@ -412,6 +485,7 @@ def threadripper_4x_rtx_pro_6000(
         cmdline=cmdline,
         cpuinfo=threadripper_pro_cpuinfo(),
         os_release=OS_RELEASE_UBUNTU_2204,
+        dmi=DMI_THINKSTATION_P620,
     )
     tree.write("/proc/driver/nvidia/version", NVIDIA_VERSION_OPEN_580)
     tree.pci_function(
@@ -476,6 +550,7 @@ def switch_2x_rtx_pro_6000(root: Path) -> HostTree:
         cmdline=UBUNTU_CMDLINE,
         cpuinfo=threadripper_pro_cpuinfo(),
         os_release=OS_RELEASE_UBUNTU_2204,
+        dmi=DMI_SUPERMICRO_M12SWA,
     )
     tree.write("/proc/driver/nvidia/version", NVIDIA_VERSION_OPEN_580)
     rc = "/sys/devices/pci0000:00"
@@ -574,6 +649,8 @@ def wsl2_rtx_5090(root: Path) -> HostTree:
             logical=32,
             cores=16,
             mhz="4291.998",
+            # WSL2 is a Hyper-V utility VM; it boots without SMBIOS (no DMI files).
+            hypervisor=True,
         ),
         os_release=OS_RELEASE_UBUNTU_2404,
     )
@@ -639,6 +716,8 @@ def no_gpu(root: Path) -> HostTree:
             mhz="3100.000",
         ),
         os_release=None,
+        arch="x86_64",
+        dmi=DMI_DELL_R740,
     )
     tree.write("/usr/lib/os-release", OS_RELEASE_DEBIAN_12)
     rc = "/sys/devices/pci0000:00"
@@ -690,6 +769,8 @@ def dgx_spark(root: Path) -> HostTree:
         cmdline="BOOT_IMAGE=/boot/vmlinuz-6.11.0-1016-nvidia root=UUID=5e1d ro quiet splash",
         cpuinfo=arm64_cpuinfo(GB10_PARTS),
         os_release=OS_RELEASE_UBUNTU_2404,
+        arch="aarch64",
+        dmi=DMI_DGX_SPARK,
     )
     tree.write("/proc/driver/nvidia/version", NVIDIA_VERSION_OPEN_580_ARM64)
     rc = "/sys/devices/pci000f:00"
@@ -724,4 +805,69 @@ def dgx_spark(root: Path) -> HostTree:
     )
     tree.iommu_group_type("7", "DMA")
     tree.mkdir("/sys/class/iommu/smmu3.0x0000000016000000")
+    return tree
+
+
+# Host (9): a KVM guest with two H200s passed through, laid out like the real capture in
+# tests/fixtures/facts/h200x2-captured.json (a Firecracker microVM): both GPUs straight on
+# the guest's root bus, no bridge (so no ACS to read), no virtual IOMMU (no groups; an
+# empty /sys/class/iommu). Firecracker gives no SMBIOS and no /sys/hypervisor: the CPU's
+# hypervisor flag is the only VM signal. All of this was checked on the real guest
+# (/proc/sys/kernel/arch x86_64, host bridge 8086:0d57, GPU numa_node -1, 4096-byte
+# config). ``smbios=True`` makes it a QEMU guest instead (DMI says QEMU).
+H200 = 0x2335
+VM_GPUS = ("0000:00:06.0", "0000:00:07.0")
+PROC_VERSION_FIRECRACKER_GUEST = (
+    "Linux version 6.18.44-fc-v657-gpu (builder@sandboxing) (gcc (GCC) 15.3.0, GNU ld "
+    "(GNU Binutils) 2.46) #1 SMP PREEMPT_DYNAMIC @0\n"
+)
+FIRECRACKER_CMDLINE = (
+    "mitigations=auto,no_guest_host,no_guest_guest console=ttyS0 quiet reboot=k panic=1 "
+    "random.trust_cpu=1 swiotlb=noforce psi=1 pci=realloc=off "
+    "memhp_default_state=online_kernel -- --firecracker-init --addr 0.0.0.0:2024"
+)
+
+
+def vm_2x_h200(root: Path, *, smbios: bool = False) -> HostTree:
+    tree = HostTree(root)
+    _linux_base(
+        tree,
+        hostname="h200-guest",
+        osrelease="6.18.44-fc-v657-gpu",
+        proc_version=PROC_VERSION_FIRECRACKER_GUEST,
+        cmdline=FIRECRACKER_CMDLINE,
+        cpuinfo=x86_cpuinfo(
+            vendor_id="GenuineIntel",
+            family=6,
+            model=143,
+            model_name="Intel(R) Xeon(R) Processor",
+            logical=32,
+            cores=32,
+            mhz="2000.000",
+            hypervisor=True,
+        ),
+        os_release=OS_RELEASE_UBUNTU_2404,
+        arch="x86_64",
+        dmi=DMI_QEMU_I440FX if smbios else None,
+    )
+    tree.write("/proc/driver/nvidia/version", NVIDIA_VERSION_OPEN_580)
+    rc = "/sys/devices/pci0000:00"
+    tree.pci_function(
+        "0000:00:00.0",
+        sysfs_parent=rc,
+        vendor=0x8086,
+        device=0x0D57,  # the host bridge Firecracker's PCI root presents
+        class_code=0x060000,
+        driver=None,
+    )
+    tree.mkdir("/sys/class/iommu")
+    for bdf in VM_GPUS:
+        tree.pci_function(
+            bdf,
+            sysfs_parent=rc,
+            vendor=0x10DE,
+            device=H200,
+            class_code=0x030200,
+            driver="nvidia",
+        )
     return tree

@@ -236,7 +236,7 @@ def test_the_installed_entry_point_runs_as_a_process() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["summary"]["warn"] == 2
+    assert json.loads(proc.stdout)["summary"]["warn"] == 3  # pci.iommu, pci.acs, probe.tiles
 
 
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -246,3 +246,84 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     for option in ("--facts", "--fail-on", "--strict", "--select", "--no-probe", "--host-root"):
         assert option in out
+
+
+def test_the_cli_format_choices_are_exactly_the_renderers() -> None:
+    from blackwell_doctor.cli import FormatChoice
+    from blackwell_doctor.render import Format
+
+    assert [f.value for f in FormatChoice] == [f.value for f in Format]
+
+
+def test_output_into_a_fifo_writes_into_it_and_keeps_it_a_fifo(tmp_path: Path) -> None:
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    assert main(["check", "--facts", NO_GPU, "-f", "json", "-o", str(fifo)]) == 1
+    reader.join(timeout=10)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert json.loads(received[0])["exit_code"] == 1
+
+
+def test_output_into_a_character_device_never_replaces_it(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    if os.geteuid() != 0:
+        pytest.skip("creating a device node needs root")
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a private /dev/null
+    assert main(["check", "--facts", NO_GPU, "-o", str(node)]) == 1
+    assert stat.S_ISCHR(os.stat(node).st_mode)
+
+
+def test_output_over_an_existing_file_keeps_its_permissions(tmp_path: Path) -> None:
+    import os
+
+    target = tmp_path / "report.txt"
+    target.write_text("old")
+    os.chmod(target, 0o644)
+    assert main(["check", "--facts", NO_GPU, "-o", str(target)]) == 1
+    assert os.stat(target).st_mode & 0o777 == 0o644
+    assert "gpu.present" in target.read_text()
+
+
+def test_stdout_path_and_dash_write_to_standard_output(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for out in ("-", "/dev/stdout"):
+        code, stdout, err = run(["check", "--facts", NO_GPU, "-f", "json", "-o", out], capsys)
+        assert code == 1
+        assert json.loads(stdout)["exit_code"] == 1
+        assert "wrote" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["check", "--gpu-timeout", "nan"], "finite"),
+        (["collect", "--gpu-timeout", "inf"], "--gpu-timeout"),
+        (["check", "--facts", NO_GPU, "--host-root", "/"], "not to --facts"),
+        (["check", "--facts", NO_GPU, "--select", "gpu", "--ignore", "gpu"], "no check to run"),
+    ],
+)
+def test_more_usage_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    assert message in err
+
+
+def test_deeply_nested_facts_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text('{"schema_version": 1, "tool": ' + "[" * 50000 + "]" * 50000 + "}")
+    code, _, err = run(["check", "--facts", str(path)], capsys)
+    assert code == 2
+    assert err.count("\n") == 1

@@ -16,10 +16,10 @@ from blackwell_doctor.collect.nvml import (
     NvmlCallError,
     RealNvml,
     collect_nvml,
-    normalize_pci_bus_id,
     nvml_error_reason,
 )
 from blackwell_doctor.facts import NvmlFacts, NvmlGpu, P2PPair, Unavailable
+from blackwell_doctor.pciaddr import normalize_pci_bus_id
 
 # nvmlReturn_t and nvmlGpuP2PStatus_t values (nvml.h).
 NOT_SUPPORTED = 3

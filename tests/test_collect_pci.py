@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,13 +22,18 @@ from tests.hosttree import (
     SWITCH_UPSTREAM,
     THREADRIPPER_GPUS,
     UBUNTU_CMDLINE,
+    VM_GPUS,
     dgx_spark,
     no_gpu,
     switch_2x_rtx_pro_6000,
     threadripper_4x_rtx_pro_6000,
+    vm_2x_h200,
     wsl1,
     wsl2_rtx_5090,
 )
+
+FIXTURES = Path(__file__).parent / "fixtures" / "facts"
+GPU_41 = "/sys/devices/pci0000:40/0000:40:01.1/0000:41:00.0"
 
 LINUX_ACS = AcsFacts(
     capability_offset=0x2A0,
@@ -130,10 +137,7 @@ def test_non_root_reads_64_bytes_of_config_and_says_so(tmp_path: Path) -> None:
     facts = _pci(tree.fs)
     assert facts.bridges[0] == PciBridge(
         bdf="0000:00:01.1",
-        acs=Unavailable(
-            "config-space-truncated:/sys/bus/pci/devices/0000:00:01.1/config: "
-            "64 bytes readable, extended capabilities need root"
-        ),
+        acs=Unavailable("config-space-truncated:/sys/bus/pci/devices/0000:00:01.1/config:64-bytes"),
     )
     assert all(isinstance(b.acs, Unavailable) for b in facts.bridges)
     # Everything else still reads without root.
@@ -218,3 +222,103 @@ def test_pci_facts_survive_a_json_round_trip(tmp_path: Path) -> None:
     facts = _pci(tree.fs, "iommu=pt")
     decoded = msgspec.json.decode(msgspec.json.encode(facts), type=PciFacts)
     assert decoded == facts
+
+
+# --------------------------------------------------------------------------- VM guest
+
+
+def test_vm_guest_gpus_sit_on_the_root_bus_as_in_the_h200_capture(tmp_path: Path) -> None:
+    tree = vm_2x_h200(tmp_path)
+    facts = _pci(tree.fs, "console=ttyS0 quiet")
+    assert [g.bdf for g in facts.gpus] == list(VM_GPUS)
+    # What the real H200 guest's collector wrote (tests/fixtures/facts/h200x2-captured.json).
+    captured = json.loads((FIXTURES / "h200x2-captured.json").read_text())["pci"]
+    assert facts == msgspec.convert(captured, type=PciFacts)
+
+
+# --------------------------------------------------------------------------- unreadable links
+
+
+def test_looping_iommu_group_link_is_unavailable_not_no_group(tmp_path: Path) -> None:
+    tree = threadripper_4x_rtx_pro_6000(tmp_path)
+    link = tmp_path / GPU_41.lstrip("/") / "iommu_group"
+    link.unlink()
+    os.symlink("iommu_group", link)
+    gpu = next(g for g in _pci(tree.fs).gpus if g.bdf == "0000:41:00.0")
+    assert gpu.iommu_group is None
+    assert gpu.iommu_domain_type == Unavailable(
+        "symlink-loop:/sys/bus/pci/devices/0000:41:00.0/iommu_group"
+    )
+
+
+@dataclass(frozen=True)
+class _DeniedLink(HostFS):
+    """readlink(2) denied on one path (as root a chmod cannot deny it: deny in the reader)."""
+
+    denied: str = ""
+
+    def realpath(self, host_path: str) -> str | Unavailable:
+        if host_path == self.denied:
+            return Unavailable(f"permission-denied:{host_path}")
+        return super().realpath(host_path)
+
+
+def test_unreadable_iommu_group_link_is_unavailable(tmp_path: Path) -> None:
+    threadripper_4x_rtx_pro_6000(tmp_path)
+    denied = "/sys/bus/pci/devices/0000:41:00.0/iommu_group"
+    facts = _pci(_DeniedLink(tmp_path, denied))
+    gpu = next(g for g in facts.gpus if g.bdf == "0000:41:00.0")
+    assert (gpu.iommu_group, gpu.iommu_domain_type) == (
+        None,
+        Unavailable(f"permission-denied:{denied}"),
+    )
+    assert [g.iommu_domain_type for g in facts.gpus if g.bdf != "0000:41:00.0"] == ["DMA-FQ"] * 3
+
+
+# --------------------------------------------------------------------------- unreadable vendor
+
+
+def test_unreadable_vendor_file_falls_back_to_the_config_header(tmp_path: Path) -> None:
+    tree = threadripper_4x_rtx_pro_6000(tmp_path, config_readable=64)
+    (tmp_path / GPU_41.lstrip("/") / "vendor").unlink()
+    (tmp_path / GPU_41.lstrip("/") / "class").unlink()
+    gpu = next(g for g in _pci(tree.fs).gpus if g.bdf == "0000:41:00.0")
+    # The first 64 bytes of config space (readable without root) hold both IDs.
+    assert (gpu.vendor_id, gpu.class_code) == (0x10DE, 0x030000)
+
+
+def test_display_device_of_unknown_vendor_makes_pci_unavailable(tmp_path: Path) -> None:
+    tree = threadripper_4x_rtx_pro_6000(tmp_path)
+    (tmp_path / GPU_41.lstrip("/") / "vendor").unlink()
+    (tmp_path / GPU_41.lstrip("/") / "config").unlink()
+    # It may be a fifth NVIDIA GPU: dropping it would let the checks judge four of five.
+    assert collect_pci(tree.fs, "") == Unavailable(
+        "unidentified-pci-device:0000:41:00.0:not-found:/sys/bus/pci/devices/0000:41:00.0/vendor"
+    )
+
+
+def test_unknown_vendor_of_a_non_display_device_is_not_a_gpu(tmp_path: Path) -> None:
+    tree = threadripper_4x_rtx_pro_6000(tmp_path)
+    audio = tmp_path / "sys/devices/pci0000:40/0000:40:01.1/0000:41:00.1"
+    (audio / "vendor").unlink()
+    (audio / "config").unlink()
+    assert len(_pci(tree.fs).gpus) == 4  # class 0x0403 (audio): whoever made it, not a GPU
+
+
+def test_looping_device_link_makes_pci_unavailable(tmp_path: Path) -> None:
+    # /sys/bus/pci/devices/0000:41:00.0 -> itself: listed, but nothing about it can be read.
+    tree = threadripper_4x_rtx_pro_6000(tmp_path)
+    link = tmp_path / "sys/bus/pci/devices/0000:41:00.0"
+    link.unlink()
+    os.symlink("0000:41:00.0", link)
+    assert collect_pci(tree.fs, "") == Unavailable(
+        "unidentified-pci-device:0000:41:00.0:symlink-loop:/sys/bus/pci/devices/0000:41:00.0/vendor"
+    )
+
+
+def test_device_removed_during_the_scan_is_skipped(tmp_path: Path) -> None:
+    # Hot removal: the listing still had it, its sysfs directory is gone (dangling link).
+    tree = threadripper_4x_rtx_pro_6000(tmp_path)
+    shutil.rmtree(tmp_path / GPU_41.lstrip("/"))
+    facts = _pci(tree.fs)
+    assert [g.bdf for g in facts.gpus] == ["0000:01:00.0", "0000:21:00.0", "0000:e1:00.0"]

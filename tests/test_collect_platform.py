@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -15,17 +16,25 @@ from blackwell_doctor.facts import (
     OsRelease,
     PlatformFacts,
     Unavailable,
+    VirtualizationFacts,
     WslFacts,
 )
 from tests.hosttree import (
+    DMI_QEMU_I440FX,
+    GB10_PARTS,
+    PROC_VERSION_DGX_SPARK,
     PROC_VERSION_UBUNTU_2204,
     PROC_VERSION_WSL2_OLD,
     HostTree,
+    arm64_cpuinfo,
     dgx_spark,
     no_gpu,
+    switch_2x_rtx_pro_6000,
     threadripper_4x_rtx_pro_6000,
+    vm_2x_h200,
     wsl1,
     wsl2_rtx_5090,
+    x86_cpuinfo,
 )
 
 
@@ -166,18 +175,21 @@ def test_empty_root_gives_reasons_not_exceptions(tmp_path: Path) -> None:
         kernel_version=Unavailable("not-found:/proc/version"),
         kernel_cmdline=Unavailable("not-found:/proc/cmdline"),
         os_release=Unavailable("not-found:/etc/os-release"),
-        wsl=WslFacts(kind="none", signals=[]),
+        # Nothing read: not "none" (an empty host root is no evidence of native Linux).
+        wsl=WslFacts(kind="unknown", signals=[]),
         container=ContainerFacts(in_container=False, signals=[]),
+        virtualization=VirtualizationFacts(in_vm=None, signals=[]),
+        machine=Unavailable("not-found:/proc/sys/kernel/arch"),
         cpu=Unavailable("not-found:/proc/cpuinfo"),
         nvidia_kernel_module=Unavailable("not-found:/proc/driver/nvidia/version"),
     )
 
 
-def test_a_directory_where_a_file_should_be_is_an_os_error_reason(tmp_path: Path) -> None:
+def test_a_directory_where_a_file_should_be_is_not_a_regular_file(tmp_path: Path) -> None:
     tree = HostTree(tmp_path)
     tree.mkdir("/proc/cmdline")
     facts = collect_platform(tree.fs, {})
-    assert facts.kernel_cmdline == Unavailable("os-error-eisdir:/proc/cmdline")
+    assert facts.kernel_cmdline == Unavailable("not-a-regular-file:/proc/cmdline")
 
 
 @pytest.mark.parametrize(
@@ -224,3 +236,149 @@ def test_platform_facts_survive_a_json_round_trip(tmp_path: Path) -> None:
     facts = collect_platform(tree.fs, tree.environ)
     decoded = msgspec.json.decode(msgspec.json.encode(facts), type=PlatformFacts)
     assert decoded == facts
+
+
+# --------------------------------------------------------------------------- WSL "unknown"
+
+
+@pytest.mark.parametrize(
+    ("files", "kind"),
+    [
+        ({}, "unknown"),
+        ({"/proc/version": PROC_VERSION_UBUNTU_2204}, "none"),
+        ({"/proc/sys/kernel/osrelease": "5.15.0-91-generic\n"}, "none"),
+        ({"/dev/dxg": ""}, "wsl2"),  # a WSL marker decides even without kernel strings
+    ],
+)
+def test_wsl_is_unknown_only_when_no_kernel_string_and_no_marker(
+    tmp_path: Path, files: dict[str, str], kind: str
+) -> None:
+    tree = HostTree(tmp_path)
+    for path, content in files.items():
+        tree.write(path, content)
+    assert collect_platform(tree.fs, {}).wsl.kind == kind
+
+
+def test_wsl_env_alone_is_a_signal_not_unknown(tmp_path: Path) -> None:
+    facts = collect_platform(HostTree(tmp_path).fs, {"WSL_DISTRO_NAME": "Ubuntu"})
+    assert facts.wsl == WslFacts(kind="wsl2", signals=["env:WSL_DISTRO_NAME"])
+
+
+# --------------------------------------------------------------------------- machine
+
+
+@pytest.mark.parametrize(
+    ("build", "machine"),
+    [
+        (dgx_spark, "aarch64"),
+        (no_gpu, "x86_64"),
+        (vm_2x_h200, "x86_64"),
+        # Ubuntu 22.04's 5.15 kernel predates /proc/sys/kernel/arch (Linux 6.1).
+        (threadripper_4x_rtx_pro_6000, Unavailable("not-found:/proc/sys/kernel/arch")),
+    ],
+)
+def test_machine_comes_from_proc_sys_kernel_arch(
+    tmp_path: Path, build: Callable[[Path], HostTree], machine: str | Unavailable
+) -> None:
+    assert collect_platform(build(tmp_path).fs, {}).machine == machine
+
+
+def test_empty_arch_file_is_unparsed(tmp_path: Path) -> None:
+    tree = HostTree(tmp_path)
+    tree.write("/proc/sys/kernel/arch", "\n")
+    assert collect_platform(tree.fs, {}).machine == Unavailable("unparsed:/proc/sys/kernel/arch")
+
+
+# --------------------------------------------------------------------------- virtualization
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        # Bare metal: x86 flags without "hypervisor", and a real vendor's DMI.
+        (threadripper_4x_rtx_pro_6000, VirtualizationFacts(in_vm=False, signals=[])),
+        (switch_2x_rtx_pro_6000, VirtualizationFacts(in_vm=False, signals=[])),
+        (no_gpu, VirtualizationFacts(in_vm=False, signals=[])),
+        # arm64 has no hypervisor flag; the DMI strings are NVIDIA's.
+        (dgx_spark, VirtualizationFacts(in_vm=False, signals=[])),
+        # WSL2 runs in a Hyper-V VM without SMBIOS: the CPU flag says so.
+        (wsl2_rtx_5090, VirtualizationFacts(in_vm=True, signals=["cpuinfo:hypervisor"])),
+        # The H200 capture's guest (Firecracker: no SMBIOS).
+        (vm_2x_h200, VirtualizationFacts(in_vm=True, signals=["cpuinfo:hypervisor"])),
+    ],
+)
+def test_virtualization_of_the_ready_made_hosts(
+    tmp_path: Path, build: Callable[[Path], HostTree], expected: VirtualizationFacts
+) -> None:
+    assert collect_platform(build(tmp_path).fs, {}).virtualization == expected
+
+
+def test_qemu_guest_with_smbios_has_a_dmi_signal_too(tmp_path: Path) -> None:
+    facts = collect_platform(vm_2x_h200(tmp_path, smbios=True).fs, {})
+    assert facts.virtualization == VirtualizationFacts(
+        in_vm=True,
+        signals=["cpuinfo:hypervisor", f"dmi:sys_vendor={DMI_QEMU_I440FX['sys_vendor']}"],
+    )
+
+
+def _arm64_host(tmp_path: Path) -> HostTree:
+    tree = HostTree(tmp_path)
+    tree.write("/proc/version", PROC_VERSION_DGX_SPARK)
+    tree.write("/proc/cpuinfo", arm64_cpuinfo(GB10_PARTS))
+    return tree
+
+
+def test_arm64_without_dmi_cannot_tell(tmp_path: Path) -> None:
+    facts = collect_platform(_arm64_host(tmp_path).fs, {})
+    assert facts.virtualization == VirtualizationFacts(in_vm=None, signals=[])
+
+
+def test_arm64_kvm_guest_is_told_by_dmi(tmp_path: Path) -> None:
+    tree = _arm64_host(tmp_path)
+    # QEMU's "virt" machine with edk2 (arm64 cloud guests).
+    tree.dmi({"sys_vendor": "QEMU", "product_name": "KVM Virtual Machine"})
+    facts = collect_platform(tree.fs, {})
+    assert facts.virtualization == VirtualizationFacts(
+        in_vm=True, signals=["dmi:sys_vendor=QEMU", "dmi:product_name=KVM Virtual Machine"]
+    )
+
+
+def test_hyper_v_guest_and_azure(tmp_path: Path) -> None:
+    tree = HostTree(tmp_path)
+    tree.dmi(
+        {
+            "sys_vendor": "Microsoft Corporation",
+            "product_name": "Virtual Machine",
+            "bios_vendor": "Microsoft Corporation",
+        }
+    )
+    facts = collect_platform(tree.fs, {})
+    assert facts.virtualization == VirtualizationFacts(
+        in_vm=True,
+        signals=["dmi:sys_vendor=Microsoft Corporation", "dmi:product_name=Virtual Machine"],
+    )
+
+
+def test_xen_guest_is_told_by_sys_hypervisor(tmp_path: Path) -> None:
+    tree = HostTree(tmp_path)
+    tree.write("/sys/hypervisor/type", "xen\n")
+    facts = collect_platform(tree.fs, {})
+    assert facts.virtualization == VirtualizationFacts(in_vm=True, signals=["sys-hypervisor:xen"])
+
+
+def test_x86_flags_alone_say_bare_metal(tmp_path: Path) -> None:
+    tree = HostTree(tmp_path)
+    tree.write(
+        "/proc/cpuinfo",
+        x86_cpuinfo(
+            vendor_id="AuthenticAMD",
+            family=25,
+            model=8,
+            model_name="AMD EPYC 7763 64-Core Processor",
+            logical=2,
+            cores=2,
+            mhz="2450.000",
+        ),
+    )
+    facts = collect_platform(tree.fs, {})
+    assert facts.virtualization == VirtualizationFacts(in_vm=False, signals=[])

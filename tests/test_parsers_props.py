@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,6 +16,8 @@ from blackwell_doctor.collect.parsers import (
     IOMMU_CMDLINE_KEYS,
     acs_bit_names,
     classify_wsl_kernel,
+    cpuinfo_flags,
+    dmi_hypervisor,
     is_bdf,
     os_release_facts,
     parse_acs,
@@ -199,6 +202,95 @@ def test_cpuinfo_counts_every_arm64_stanza(parts: list[int]) -> None:
     assert facts.vendor == "ARM"
 
 
+def _xeon(*, hypervisor: bool) -> str:
+    return x86_cpuinfo(
+        vendor_id="GenuineIntel",
+        family=6,
+        model=143,
+        model_name="Intel(R) Xeon(R) Processor",
+        logical=2,
+        cores=2,
+        mhz="2000.000",
+        hypervisor=hypervisor,
+    )
+
+
+def test_cpuinfo_flags_x86_guest_and_host_arm64_has_none() -> None:
+    guest = cpuinfo_flags(_xeon(hypervisor=True))
+    host = cpuinfo_flags(_xeon(hypervisor=False))
+    assert guest is not None
+    assert host is not None
+    assert "hypervisor" in guest
+    assert "hypervisor" not in host
+    assert guest - host == {"hypervisor"}
+    assert cpuinfo_flags(arm64_cpuinfo(GB10_PARTS)) is None  # "Features", not "flags"
+
+
+@given(st.text())
+def test_cpuinfo_flags_never_raise(text: str) -> None:
+    flags = cpuinfo_flags(text)
+    assert flags is None or all(flag and not flag.isspace() for flag in flags)
+
+
+# --------------------------------------------------------------------------- DMI
+
+
+@pytest.mark.parametrize(
+    ("dmi", "matched"),
+    [
+        ({"sys_vendor": "QEMU", "product_name": "Standard PC (Q35 + ICH9, 2009)"}, ["sys_vendor"]),
+        (
+            {"sys_vendor": "QEMU", "product_name": "KVM Virtual Machine"},
+            ["sys_vendor", "product_name"],
+        ),
+        ({"sys_vendor": "Red Hat", "product_name": "KVM"}, ["product_name"]),
+        (
+            {"sys_vendor": "VMware, Inc.", "product_name": "VMware7,1"},
+            ["sys_vendor", "product_name"],
+        ),
+        (
+            {"sys_vendor": "innotek GmbH", "product_name": "VirtualBox"},
+            ["sys_vendor", "product_name"],
+        ),
+        ({"sys_vendor": "Xen", "product_name": "HVM domU"}, ["sys_vendor"]),
+        ({"sys_vendor": "Amazon EC2", "product_name": "p5.48xlarge"}, ["sys_vendor"]),
+        ({"sys_vendor": "Google", "product_name": "Google Compute Engine"}, ["product_name"]),
+        (
+            {"sys_vendor": "OpenStack Foundation", "product_name": "OpenStack Nova"},
+            ["sys_vendor", "product_name"],
+        ),
+        (
+            {
+                "sys_vendor": "Parallels Software International Inc.",
+                "product_name": "Parallels Virtual Platform",
+            },
+            ["sys_vendor", "product_name"],
+        ),
+        (
+            {"sys_vendor": "Microsoft Corporation", "product_name": "Virtual Machine"},
+            ["sys_vendor", "product_name"],
+        ),
+        # Real hardware: a Surface laptop, an EC2 bare-metal instance, servers, DGX Spark.
+        ({"sys_vendor": "Microsoft Corporation", "product_name": "Surface Laptop 5"}, []),
+        ({"sys_vendor": "Amazon EC2", "product_name": "i3.metal", "bios_vendor": "Amazon EC2"}, []),
+        ({"sys_vendor": "Dell Inc.", "product_name": "PowerEdge R740"}, []),
+        ({"sys_vendor": "NVIDIA", "product_name": "NVIDIA_DGX_Spark"}, []),
+        ({"sys_vendor": "LENOVO", "product_name": "30E0CTO1WW"}, []),
+    ],
+)
+def test_dmi_hypervisor_table(dmi: dict[str, str], matched: list[str]) -> None:
+    assert dmi_hypervisor(dmi) == matched
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["sys_vendor", "product_name", "board_vendor", "bios_vendor"]), st.text()
+    )
+)
+def test_dmi_hypervisor_is_total_and_returns_its_keys(dmi: dict[str, str]) -> None:
+    assert set(dmi_hypervisor(dmi)) <= set(dmi)
+
+
 # --------------------------------------------------------------------------- NVIDIA version
 
 
@@ -281,26 +373,32 @@ def test_acs_control_all_off_enables_nothing() -> None:
 
 
 def test_acs_truncated_config_says_so() -> None:
-    for length in (0, 64, 256):
+    # 64 bytes: what sysfs gives a reader without root (128 for CardBus). The token has
+    # no spaces, and keeps "truncated", which the ACS check keys its "run as root" hint on.
+    for length in (0, 64, 128):
         assert parse_acs(root_port_config(0x1483)[:length], SRC) == Unavailable(
-            f"config-space-truncated:{SRC}: {length} bytes readable, "
-            "extended capabilities need root"
+            f"config-space-truncated:{SRC}:{length}-bytes"
         )
 
 
-def test_acs_registers_cut_off_is_truncated_not_a_guess() -> None:
+def test_acs_config_root_could_not_extend_is_incomplete_not_truncated() -> None:
+    # 256 bytes: a root read of a device without extended config space (no ECAM in the
+    # VM, conventional PCI); 300: a chain pointing past the data. Root would not see more,
+    # so the reason must not say "truncated" (the check would then tell to run as root).
+    for length in (129, 256, 300):
+        result = parse_acs(root_port_config(0x1483)[:length], SRC)
+        assert result == Unavailable(f"config-space-incomplete:{SRC}:{length}-bytes")
+
+
+def test_acs_registers_cut_off_is_incomplete_not_a_guess() -> None:
     config = root_port_config(0x1483)[: 0x2A0 + 6]
-    result = parse_acs(config, SRC)
-    assert isinstance(result, Unavailable)
-    assert result.reason.startswith("config-space-truncated:")
+    assert parse_acs(config, SRC) == Unavailable(f"config-space-incomplete:{SRC}:{0x2A0 + 6}-bytes")
 
 
-def test_chain_running_past_the_data_is_truncated_not_absent() -> None:
+def test_chain_running_past_the_data_is_incomplete_not_absent() -> None:
     # 512 bytes read, but the chain continues to ACS at 0x2a0: "no ACS" would be a guess.
     result = parse_acs(root_port_config(0x1483)[:0x200], SRC)
-    assert result == Unavailable(
-        f"config-space-truncated:{SRC}: 512 bytes readable, extended capabilities need root"
-    )
+    assert result == Unavailable(f"config-space-incomplete:{SRC}:512-bytes")
 
 
 def test_no_acs_capability_is_none() -> None:
@@ -335,7 +433,9 @@ def test_acs_on_random_bytes_is_total(config: bytes) -> None:
     if len(config) <= 0x100:
         assert isinstance(result, Unavailable)
     if isinstance(result, Unavailable):
-        assert result.reason.startswith(f"config-space-truncated:{SRC}: {len(config)} bytes")
+        kind = "truncated" if len(config) <= 128 else "incomplete"
+        assert result.reason == f"config-space-{kind}:{SRC}:{len(config)}-bytes"
+        assert " " not in result.reason
     if isinstance(result, AcsFacts):
         assert 0x100 <= result.capability_offset <= len(config) - 8
         assert set(result.enabled) <= set(ACS_BITS)

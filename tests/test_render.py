@@ -293,6 +293,10 @@ def test_control_characters_in_data_are_shown_not_sent(fmt: Format) -> None:
         return
     assert "\x1b" not in out
     assert "\x07" not in out
+    if fmt is Format.MARKDOWN:
+        # shown as text, its backslashes and brackets escaped so Markdown renders them as-is
+        assert "\\\\x1b\\[31mred\\\\x07" in out
+        return
     assert "\\x1b[31mred\\x07" in out
     if fmt is Format.JUNIT:
         ET.fromstring(out)
@@ -517,3 +521,13 @@ def test_markdown_fence_outgrows_backticks_in_commands() -> None:
 def test_markdown_says_when_there_is_nothing_to_fix() -> None:
     out = markdown(make_report([result("a.b", Status.PASS)]))
     assert "Nothing: no check failed or warned." in out
+
+
+def test_markdown_never_renders_links_or_images_from_data() -> None:
+    report = make_report(
+        [result("gpu.present", Status.FAIL, summary="[click me](https://evil.example) ![i](x)")]
+    )
+    out = render(report, Format.MARKDOWN, color=False)
+    assert "[click me](https://evil.example)" not in out
+    assert "\\[click me\\](https://evil.example)" in out
+    assert "![i](x)" not in out

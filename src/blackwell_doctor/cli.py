@@ -8,8 +8,11 @@ with the path of a crash log, never a bare traceback.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import math
 import os
+import stat
 import sys
 import tempfile
 import traceback
@@ -79,22 +82,24 @@ def _root(
 
 
 HostRoot = Annotated[
-    Path,
+    Path | None,
     typer.Option(
         "--host-root",
         help="Read /proc, /sys, /dev, /etc and /usr/lib/wsl under this directory "
-        "(e.g. /host when the host is mounted into a container).",
+        "(e.g. /host when the host is mounted into a container). Default: /.",
     ),
 ]
 NoProbe = Annotated[
     bool, typer.Option("--no-probe", help="Do not run the probe kernels on the GPU.")
 ]
 GpuTimeout = Annotated[
-    float,
+    float | None,
     typer.Option(
         "--gpu-timeout",
         min=1.0,
-        help="Seconds NVML and the CUDA driver get to answer; a hung GPU becomes a finding.",
+        max=3600.0,
+        help="Seconds NVML and the CUDA driver get to answer; a hung GPU becomes a finding "
+        "(default 20).",
     ),
 ]
 Output = Annotated[
@@ -116,25 +121,71 @@ def _read_facts(path: Path) -> bytes:
         raise UserError(f"cannot read facts file {path}: {exc.strerror or exc}") from None
 
 
-def _check_host_root(host_root: Path) -> None:
-    if not host_root.is_dir():
-        raise UserError(f"--host-root {host_root} is not a directory")
+_DEFAULT_GPU_TIMEOUT_S = 20.0
+
+
+def _host_root(host_root: Path | None) -> Path:
+    root = host_root or Path("/")
+    if not root.is_dir():
+        raise UserError(f"--host-root {root} is not a directory")
+    return root
+
+
+def _gpu_timeout(value: float | None) -> float:
+    return _finite("--gpu-timeout", _DEFAULT_GPU_TIMEOUT_S if value is None else value)
 
 
 def _write(text: str, output: Path | None) -> None:
-    """Standard output, or the file written whole (temp file + rename: nothing half-written)."""
-    if output is None or str(output) == "-":
+    """Standard output, or the file ``output``.
+
+    A regular file (or a new one) is written whole: a temporary file beside it, then a
+    rename, so a reader never sees half a report; the old file's permissions are kept.
+    Anything else (a device such as /dev/null, a FIFO, a terminal) is written in place and
+    never replaced: renaming over /dev/null as root would destroy it.
+    """
+    if output is None or str(output) in ("-", "/dev/stdout"):
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    target = output.resolve()
     try:
+        try:
+            st: os.stat_result | None = os.stat(output)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return
+        target = output.resolve()
+        if st is not None:
+            mode = stat.S_IMODE(st.st_mode)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     except OSError as exc:
         raise UserError(f"cannot write {output}: {exc.strerror or exc}") from None
+
+
+def _writes_to_file(output: Path | None) -> bool:
+    return output is not None and str(output) not in ("-", "/dev/stdout")
+
+
+def _finite(option: str, value: float) -> float:
+    # typer's min=/max= let NaN through (every comparison with NaN is false).
+    if not math.isfinite(value):
+        raise UserError(f"{option} must be a finite number of seconds, got {value}")
+    return value
 
 
 @app.command()
@@ -167,8 +218,8 @@ def check(
         typer.Option("--ignore", help="Skip these check ids or families (prefixes, repeatable)."),
     ] = None,
     no_probe: NoProbe = False,
-    host_root: HostRoot = Path("/"),
-    gpu_timeout: GpuTimeout = 20.0,
+    host_root: HostRoot = None,
+    gpu_timeout: GpuTimeout = None,
     embed_facts: Annotated[
         bool, typer.Option("--embed-facts", help="Include the judged facts in JSON output.")
     ] = False,
@@ -183,6 +234,9 @@ def check(
     from blackwell_doctor.rules.engine import SelectionError
 
     if facts_file is not None:
+        for name, given in (("--host-root", host_root), ("--gpu-timeout", gpu_timeout)):
+            if given is not None:
+                raise UserError(f"{name} applies to collecting on this host, not to --facts")
         try:
             facts = decode_facts(_read_facts(facts_file), source=str(facts_file))
         except FactsError as exc:
@@ -191,9 +245,11 @@ def check(
     else:
         from blackwell_doctor.collect import collect_facts
 
-        _check_host_root(host_root)
         facts = collect_facts(
-            host_root=host_root, environ=os.environ, gpu_timeout_s=gpu_timeout, probes=not no_probe
+            host_root=_host_root(host_root),
+            environ=os.environ,
+            gpu_timeout_s=_gpu_timeout(gpu_timeout),
+            probes=not no_probe,
         )
         source = "live"
     try:
@@ -208,11 +264,12 @@ def check(
         )
     except SelectionError as exc:
         raise UserError(str(exc)) from None
-    to_terminal = output is None and sys.stdout.isatty()
-    color = to_terminal and fmt is FormatChoice.rich and "NO_COLOR" not in os.environ
+    to_terminal = not _writes_to_file(output) and sys.stdout.isatty()
+    # no-color.org: NO_COLOR set to a non-empty value disables colour.
+    color = to_terminal and fmt is FormatChoice.rich and not os.environ.get("NO_COLOR")
     text = render(report, Format(fmt.value), color=color, verbose=verbose)
     _write(text, output)
-    if output is not None:
+    if _writes_to_file(output):
         s = report.summary
         sys.stderr.write(
             f"wrote {output}: {s.fail} failed, {s.warn} warnings, {s.error} not evaluated "
@@ -233,22 +290,93 @@ def collect(
         ),
     ] = False,
     no_probe: NoProbe = False,
-    host_root: HostRoot = Path("/"),
-    gpu_timeout: GpuTimeout = 20.0,
+    host_root: HostRoot = None,
+    gpu_timeout: GpuTimeout = None,
 ) -> None:
     """Write the facts document: everything read from this host, for `check --facts`."""
     from blackwell_doctor.collect import collect_facts
     from blackwell_doctor.facts import encode_facts
 
-    _check_host_root(host_root)
     facts = collect_facts(
-        host_root=host_root,
+        host_root=_host_root(host_root),
         environ=os.environ,
-        gpu_timeout_s=gpu_timeout,
+        gpu_timeout_s=_gpu_timeout(gpu_timeout),
         probes=not no_probe,
         redact=redact,
     )
     _write(encode_facts(facts).decode("utf-8"), output)
+
+
+class ProbeFormat(StrEnum):
+    rich = "rich"
+    json = "json"
+
+
+# Bounds for --smem-limit: below the 48 KB default nothing is interesting; no GPU grants 1 MiB.
+_SMEM_LIMIT_RANGE = (1024, 1 << 20)
+
+
+@app.command()
+def probe(
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help="Arithmetic only, no GPU needed: what CUTLASS would choose and need for each "
+            "tile under --smem-limit.",
+        ),
+    ] = False,
+    smem_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--smem-limit",
+            help="Shared memory per block for --plan, in bytes: 101376 for SM 12.x, 232448 for "
+            "SM 9.0/10.x.",
+        ),
+    ] = None,
+    fmt: Annotated[
+        ProbeFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = ProbeFormat.rich,
+    output: Output = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=1.0,
+            max=3600.0,
+            help="Seconds each probe child gets; a hang is a named failure.",
+        ),
+    ] = 60.0,
+) -> None:
+    """Measure this GPU's shared-memory limit and run the block-scaled tile probes."""
+    from blackwell_doctor.probe import report as probe_report
+    from blackwell_doctor.probe.catalogue import plan_catalogue
+
+    if plan:
+        if smem_limit is None:
+            raise UserError(
+                "--plan needs --smem-limit BYTES (101376 for SM 12.x, 232448 for SM 9.0/10.x)"
+            )
+        low, high = _SMEM_LIMIT_RANGE
+        if not low <= smem_limit <= high:
+            raise UserError(f"--smem-limit {smem_limit} is outside {low}..{high} bytes")
+        result = probe_report.build_plan(smem_limit, plan_catalogue(smem_limit))
+    else:
+        if smem_limit is not None:
+            raise UserError("--smem-limit applies to --plan; a measured probe uses the GPU's own")
+        from blackwell_doctor.probe.catalogue import load_catalogue
+        from blackwell_doctor.probe.runner import run_probes
+
+        _, tiles = load_catalogue()
+        result = probe_report.build_measured(
+            run_probes(tiles=tiles, timeout_s=_finite("--timeout", timeout))
+        )
+    if fmt is ProbeFormat.json:
+        text = probe_report.render_json(result)
+    else:
+        text = probe_report.render_text(result)
+    _write(text, output)
+    raise typer.Exit(result.exit_code)
 
 
 def _crash_log(exc: BaseException) -> Path:

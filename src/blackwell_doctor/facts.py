@@ -13,7 +13,7 @@ a document whose version is newer than the one it knows.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -30,15 +30,18 @@ class Available(msgspec.Struct, frozen=True, kw_only=True, tag_field="status", t
     """Base of every structured fact that may instead be :class:`Unavailable`."""
 
 
-def unavailable_reason(value: object) -> str | None:
-    """The reason when ``value`` is unavailable, else None."""
-    return value.reason if isinstance(value, Unavailable) else None
-
-
 # --------------------------------------------------------------------------- platform
 
 
-WslKind = Literal["none", "wsl1", "wsl2"]
+# "unknown": neither /proc/version nor osrelease could be read and no other signal was seen.
+WslKind = Literal["none", "wsl1", "wsl2", "unknown"]
+
+# A PCI address as sysfs names it (domain:bus:device.function). Facts files are untrusted
+# input (bug reports, other nodes) and addresses end up in commands a user pastes, so they
+# are validated on decode.
+Bdf = Annotated[
+    str, msgspec.Meta(pattern=r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+]
 
 
 class OsRelease(Available, frozen=True):
@@ -61,6 +64,16 @@ class ContainerFacts(msgspec.Struct, frozen=True, kw_only=True):
     signals: list[str] = msgspec.field(default_factory=list)
 
 
+class VirtualizationFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """Whether this kernel runs in a virtual machine. In a guest, the PCI tree, IOMMU and ACS
+    that the checks read are the hypervisor's virtual ones, not the host's."""
+
+    # None: no signal either way could be read.
+    in_vm: bool | None
+    # e.g. "cpuinfo:hypervisor", "dmi:sys_vendor=QEMU", "dmi:product_name=KVM".
+    signals: list[str] = msgspec.field(default_factory=list)
+
+
 class CpuFacts(Available, frozen=True):
     vendor: str | None = None
     model: str | None = None
@@ -75,6 +88,12 @@ class PlatformFacts(msgspec.Struct, frozen=True, kw_only=True):
     os_release: OsRelease | Unavailable
     wsl: WslFacts
     container: ContainerFacts
+    # Defaults keep facts files written before these fields were collected readable.
+    virtualization: VirtualizationFacts = msgspec.field(
+        default_factory=lambda: VirtualizationFacts(in_vm=None)
+    )
+    # The kernel's machine architecture (x86_64, aarch64), from /proc/sys/kernel/arch.
+    machine: str | Unavailable = msgspec.field(default_factory=lambda: Unavailable("not-collected"))
     cpu: CpuFacts | Unavailable
     # /proc/driver/nvidia/version: the loaded kernel module's version, which can differ
     # from the user-space driver (upgraded without a reboot).
@@ -105,7 +124,7 @@ class AcsFacts(Available, frozen=True):
 
 
 class PciBridge(msgspec.Struct, frozen=True, kw_only=True):
-    bdf: str
+    bdf: Bdf
     # None: the bridge has no ACS capability at all (nothing to redirect).
     acs: AcsFacts | Unavailable | None
 
@@ -113,7 +132,7 @@ class PciBridge(msgspec.Struct, frozen=True, kw_only=True):
 class PciGpu(msgspec.Struct, frozen=True, kw_only=True):
     """An NVIDIA display-class PCI function, seen from sysfs whatever the driver's state."""
 
-    bdf: str
+    bdf: Bdf
     vendor_id: int
     device_id: int | Unavailable
     class_code: int | Unavailable
@@ -123,7 +142,7 @@ class PciGpu(msgspec.Struct, frozen=True, kw_only=True):
     # identity (passthrough), DMA, DMA-FQ, unmanaged, blocked; None when there is no group.
     iommu_domain_type: str | Unavailable | None
     # Bridges from the GPU's own upstream port to its root port, nearest first.
-    upstream: list[str] = msgspec.field(default_factory=list)
+    upstream: list[Bdf] = msgspec.field(default_factory=list)
 
 
 class IommuFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -209,6 +228,53 @@ class CudaFacts(Available, frozen=True):
     devices: list[CudaDevice] = msgspec.field(default_factory=list)
 
 
+# --------------------------------------------------------------------------- probes
+
+
+class TileProbe(msgspec.Struct, frozen=True, kw_only=True):
+    """One block-scaled GEMM tile: CUTLASS's arithmetic, then (when measured) the driver's
+    answer and a timing of the probe's mainloop. m, n, k are elements; k_bytes is K as
+    FlashInfer/TRT-LLM tile names give it (FP4: k / 2)."""
+
+    m: int
+    n: int
+    k: int
+    k_bytes: int
+    stage_bytes: int  # what the stage-count formula charges per stage
+    stages: int  # what StageCountAutoCarveout picks for the limit
+    mainloop_bytes: int  # sizeof(CollectiveMainloop::SharedStorage) with alignment
+    epilogue_bytes: int
+    smem_bytes: int  # the kernel's whole dynamic shared memory request
+    fits: bool  # stages >= 2 and smem_bytes <= the limit (arithmetic)
+    reason: str | None = None  # why it does not fit
+    # Measured (absent in a plan): did the driver accept and run a kernel laid out like it?
+    launched: bool | None = None
+    launch_error: str | None = None
+    time_us: float | None = None  # median time of one probe-kernel launch
+    k_iterations: int | None = None  # K tiles each block streams through its pipeline
+    macs_per_s: float | None = None  # dequantise + multiply-accumulate rate of the probe
+
+
+class DeviceProbe(msgspec.Struct, frozen=True, kw_only=True):
+    ordinal: int
+    name: str | Unavailable
+    compute_capability: tuple[int, int] | Unavailable
+    # CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, as the driver reports it.
+    smem_optin_attribute: int | Unavailable
+    # The largest dynamic shared memory a real launch accepted, bisected to the byte.
+    smem_launch_limit: int | Unavailable
+    # How the probe kernels were built: "sm_90 cubin", "compute_90 PTX (driver JIT)".
+    compiled_as: str | Unavailable
+    tiles: list[TileProbe] = msgspec.field(default_factory=list)
+
+
+class ProbeFacts(Available, frozen=True):
+    nvrtc_version: str | Unavailable
+    cache: str  # "hit", "miss" or "rebuilt" (a corrupt entry was replaced)
+    wall_s: float
+    devices: list[DeviceProbe] = msgspec.field(default_factory=list)
+
+
 # --------------------------------------------------------------------------- the document
 
 
@@ -229,8 +295,9 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     cuda: CudaFacts | Unavailable
     # Only the variables that matter (NCCL_*, CUDA_*, VLLM_*, ...), secret values redacted.
     env: dict[str, str] = msgspec.field(default_factory=dict)
-    # Probe results arrive with the probe issue; until then this says they were not run.
-    probes: Unavailable | None = None
+    # What the probe kernels measured; Unavailable with the reason when they did not run
+    # (--no-probe, no GPU, no NVRTC, a hung or crashed probe...). None in old documents.
+    probes: ProbeFacts | Unavailable | None = None
     # For fixtures and hand-made captures: where the numbers came from.
     provenance: str | None = None
 
@@ -248,6 +315,8 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
     """Validate and decode a facts document; every problem becomes one FactsError line."""
     try:
         header = msgspec.json.decode(data, type=_Header)
+    except RecursionError:
+        raise FactsError(f"{source}: not a facts document: nested too deeply") from None
     except msgspec.DecodeError as exc:
         raise FactsError(f"{source}: not a facts document: {_one_line(exc)}") from None
     if header.schema_version > SCHEMA_VERSION:
@@ -261,6 +330,8 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
         return msgspec.json.decode(data, type=Facts)
     except msgspec.DecodeError as exc:
         raise FactsError(f"{source}: invalid facts document: {_one_line(exc)}") from None
+    except RecursionError:
+        raise FactsError(f"{source}: invalid facts document: nested too deeply") from None
 
 
 class _Header(msgspec.Struct):

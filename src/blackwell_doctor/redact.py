@@ -2,7 +2,8 @@
 
 Always applied: secret-looking environment values and command-line arguments. With
 ``--redact``: host identity too (hostname, GPU UUIDs become stable pseudonyms so a facts
-file still pairs NVML and CUDA views of the same GPU).
+file still pairs NVML and CUDA views of the same GPU; identity-bearing kernel parameters,
+the kernel's build user@host, home directories in paths).
 """
 
 from __future__ import annotations
@@ -25,18 +26,34 @@ _SECRET_VALUE = re.compile(
     r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"
 )
 # user:password@ in URLs.
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@")
-# --api-key X, --token=X, --password X, key=value pairs with a secret-looking key.
-_SECRET_FLAG = re.compile(
-    r"(?P<flag>--?[A-Za-z0-9_-]*(?:token|secret|passw(?:or)?d|api[-_]?key|auth|credential)"
-    r"[A-Za-z0-9_-]*)(?P<sep>[= ])(?P<value>\S+)",
-    re.IGNORECASE,
-)
+_URL_CREDENTIALS = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://(?P<value>[^/\s:@]+:[^/\s@]+)@")
+# A flag's or pair's value: a quoted string (to its closing quote, or to the end when the
+# quote is never closed: better too much redacted than a leak) or a word.
+_VALUE = r"""(?:"[^"]*"?|'[^']*'?|[^\s"']\S*)"""
+_FLAG_WORDS = r"(?:token|secret|passw(?:or)?d|api[-_]?key|auth|credential)"
+_FLAG_NAME = rf"--?[A-Za-z0-9_-]*{_FLAG_WORDS}[A-Za-z0-9_-]*"
+# --api-key X, --api-key  X, --token=X, --password "two words", --token='x y'.
+_SECRET_FLAG = re.compile(_FLAG_NAME, re.IGNORECASE)
+# What follows a secret flag: "=" or whitespace, then the value. A value after whitespace
+# is never itself a secret flag: in "--auth-required --api-key X", X is --api-key's.
+_FLAG_VALUE = re.compile(rf"(?:=|\s+(?!{_FLAG_NAME}))(?P<value>{_VALUE})", re.IGNORECASE)
+# key=value pairs with a secret-looking key (HF_TOKEN=x, db.password='x y').
 _SECRET_PAIR = re.compile(
-    r"(?P<key>\b[A-Za-z0-9_.-]*(?:token|secret|passw(?:or)?d|api[-_]?key|credential)"
-    r"[A-Za-z0-9_.-]*)=(?P<value>\S+)",
+    r"\b[A-Za-z0-9_.-]*(?:token|secret|passw(?:or)?d|api[-_]?key|credential)[A-Za-z0-9_.-]*(?==)",
     re.IGNORECASE,
 )
+_PAIR_VALUE = re.compile(rf"=(?P<value>{_VALUE})")
+# HTTP credentials (RFC 9110 §11.6.2): "Authorization: <scheme> <credentials>" (also
+# Proxy-Authorization, and as a key=value) whatever the scheme, and a bare "Bearer <token>"
+# or "Basic <base64>" anywhere (RFC 6750 b64token characters). "Basic authentication" in a
+# log line loses its second word: too much redacted, never too little.
+_AUTH_HEADER = re.compile(
+    r"\b(?:proxy-)?authorization\s*[:=]\s*"
+    r"(?:(?:bearer|basic|token|digest|negotiate|ntlm|apikey)\s+)?"
+    r"(?P<value>[^\s\"',<]+)",
+    re.IGNORECASE,
+)
+_AUTH_SCHEME = re.compile(r"\b(?:bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/-]+=*)", re.IGNORECASE)
 
 
 def is_secret_name(name: str) -> bool:
@@ -51,14 +68,84 @@ def redact_value(name: str, value: str) -> str:
 
 
 def redact_text(text: str) -> str:
-    """Redact secrets inside free text: command lines, log lines, URLs."""
-    text = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
-    text = _SECRET_FLAG.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
-    text = _SECRET_PAIR.sub(lambda m: f"{m['key']}={REDACTED}", text)
-    return _SECRET_VALUE.sub(REDACTED, text)
+    """Redact secrets inside free text: command lines, log lines, URLs.
+
+    Every pattern runs on the original text and the spans found are merged before any is
+    replaced, so no pattern can hide a secret from another (a quoted value that swallows
+    the next flag, a header whose "credential" is a flag)."""
+    spans: list[tuple[int, int]] = []
+    for pattern in (_URL_CREDENTIALS, _AUTH_HEADER, _AUTH_SCHEME):
+        spans.extend(m.span("value") for m in pattern.finditer(text))
+    for names, values in ((_SECRET_FLAG, _FLAG_VALUE), (_SECRET_PAIR, _PAIR_VALUE)):
+        for name in names.finditer(text):
+            value = values.match(text, name.end())
+            if value is not None:
+                spans.append(value.span("value"))
+    spans.extend(m.span() for m in _SECRET_VALUE.finditer(text))
+    return _replace_spans(text, spans)
+
+
+def _replace_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """Each maximal run of overlapping spans becomes one REDACTED."""
+    out: list[str] = []
+    position = 0
+    for start, end in sorted(spans):
+        if end <= position and start < position:
+            continue  # inside the run already replaced
+        if start < position:  # overlaps the run just replaced: extend it
+            position = end
+            continue
+        out.append(text[position:start])
+        out.append(REDACTED)
+        position = end
+    out.append(text[position:])
+    return "".join(out)
 
 
 def pseudonym(kind: str, value: str) -> str:
     """A stable stand-in for an identifier: the same input gives the same output."""
     digest = hashlib.sha256(f"blackwell-doctor:{kind}:{value}".encode()).hexdigest()[:8]
     return f"{kind}-redacted-{digest}"
+
+
+# --------------------------------------------------------------------------- identity (--redact)
+
+# Kernel parameters that carry an address, a host name or a disk's identity: ip=
+# (Documentation/admin-guide/nfs/nfsroot.rst: client/server addresses, hostname),
+# nfsroot= (server and path), hostname= and systemd.hostname=, cryptdevice= (dm-crypt
+# hooks: device UUID and mapping name), rd.luks.uuid=/rd.luks.name=/luks.uuid=, BOOTIF=
+# (the PXE interface's MAC address).
+_CMDLINE_IDENTITY = re.compile(
+    r"""(?P<pre>(?:^|(?<=\s))"?)"""
+    r"(?P<name>ip|nfsroot|hostname|systemd\.hostname|cryptdevice|rd\.luks\.uuid|"
+    r"rd\.luks\.name|luks\.uuid|BOOTIF)="
+    r"""(?P<value>"[^"]*"?|\S+)"""
+)
+# root=/resume= name a disk by its identity (UUID=, PARTUUID=, LABEL=, PARTLABEL=, or a
+# /dev/disk/by-*/ link); the kind stays, the identity goes: root=UUID=<redacted>.
+_CMDLINE_DISK = re.compile(
+    r"""(?P<pre>(?:^|(?<=\s))"?(?:root|resume)=)"""
+    r"(?P<kind>UUID=|PARTUUID=|LABEL=|PARTLABEL=|/dev/disk/by-[a-z-]+/)"
+    r"""(?P<value>"[^"]*"?|\S+)"""
+)
+# /proc/version: "Linux version 5.15.0-91-generic (buildd@lcy02-amd64-059) (gcc ...)".
+_BUILD_USER_HOST = re.compile(r"\((?P<who>[^()\s]*@[^()\s]*)\)")
+# Home directories name a user: /home/alice/.venv/lib, /Users/alice/models.
+_HOME_DIR = re.compile(r"(?P<base>(?<![A-Za-z0-9_.-])/(?:home|Users)/)(?P<user>[^/\s:;,\"'=]+)")
+
+
+def redact_kernel_cmdline_identity(cmdline: str) -> str:
+    """``ip=``, ``nfsroot=``, ``hostname=``... become ``<redacted>``; ``root=UUID=...`` and
+    ``resume=PARTUUID=...`` keep their kind: ``root=UUID=<redacted>``."""
+    cmdline = _CMDLINE_DISK.sub(lambda m: f"{m['pre']}{m['kind']}{REDACTED}", cmdline)
+    return _CMDLINE_IDENTITY.sub(lambda m: f"{m['pre']}{m['name']}={REDACTED}", cmdline)
+
+
+def redact_build_host(proc_version: str) -> str:
+    """The kernel builder's user@host in /proc/version: ``(me@box)`` → ``(<redacted>)``."""
+    return _BUILD_USER_HOST.sub(f"({REDACTED})", proc_version, count=1)
+
+
+def redact_home_dirs(text: str) -> str:
+    """``/home/alice/x`` → ``/home/<redacted>/x``; ``/Users/alice`` likewise."""
+    return _HOME_DIR.sub(lambda m: f"{m['base']}{REDACTED}", text)

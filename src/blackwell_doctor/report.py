@@ -8,7 +8,7 @@ import msgspec
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.exitcodes import ExitCode
-from blackwell_doctor.facts import Facts, ToolInfo
+from blackwell_doctor.facts import Facts, NvmlFacts, PciFacts, ToolInfo
 from blackwell_doctor.rules.model import GATE_STATUSES, FailOn, Result, Status
 
 REPORT_SCHEMA_VERSION = 1
@@ -70,8 +70,6 @@ def gate_exit_code(results: Sequence[Result], fail_on: FailOn, strict: bool) -> 
 
 
 def host_line(facts: Facts, source: str) -> HostLine:
-    from blackwell_doctor.facts import NvmlFacts, PciFacts
-
     hostname = facts.platform.hostname if isinstance(facts.platform.hostname, str) else None
     gpus: list[str] = []
     driver: str | None = None
@@ -80,6 +78,8 @@ def host_line(facts: Facts, source: str) -> HostLine:
         driver = facts.nvml.driver_version if isinstance(facts.nvml.driver_version, str) else None
     elif isinstance(facts.pci, PciFacts):
         gpus = [f"PCI {g.bdf} (10de:{_hex4(g.device_id)})" for g in facts.pci.gpus]
+    if driver is None and isinstance(facts.platform.nvidia_kernel_module, str):
+        driver = f"{facts.platform.nvidia_kernel_module} (kernel module)"
     return HostLine(hostname=hostname, gpus=gpus, driver_version=driver, source=source)
 
 

@@ -18,9 +18,11 @@ from blackwell_doctor.collect.env import collect_env
 from blackwell_doctor.collect.hostfs import HostFS
 from blackwell_doctor.facts import (
     SCHEMA_VERSION,
+    CudaFacts,
     Facts,
     NvmlFacts,
     PlatformFacts,
+    ProbeFacts,
     ToolInfo,
     Unavailable,
 )
@@ -33,6 +35,7 @@ def collect_facts(
     environ: Mapping[str, str],
     gpu_timeout_s: float = 20.0,
     probes: bool = True,
+    probe_timeout_s: float = 60.0,
     redact: bool = False,
     now: dt.datetime | None = None,
 ) -> Facts:
@@ -45,6 +48,7 @@ def collect_facts(
     from blackwell_doctor.collect.gpu import collect_gpu
 
     nvml, cuda = collect_gpu(gpu_timeout_s)
+    probe_facts = _collect_probes(cuda, enabled=probes, timeout_s=probe_timeout_s)
     facts = Facts(
         schema_version=SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
@@ -56,10 +60,25 @@ def collect_facts(
         nvml=nvml,
         cuda=cuda,
         env=collect_env(environ),
-        # Probe kernels arrive with the probe issue; the facts say so rather than pretend.
-        probes=Unavailable("skipped:--no-probe" if not probes else "probes-not-implemented"),
+        probes=probe_facts,
     )
     return redact_identity(facts) if redact else facts
+
+
+def _collect_probes(
+    cuda: CudaFacts | Unavailable, *, enabled: bool, timeout_s: float
+) -> ProbeFacts | Unavailable:
+    if not enabled:
+        return Unavailable("skipped:--no-probe")
+    if isinstance(cuda, Unavailable):
+        return Unavailable(f"skipped:no CUDA device ({cuda.reason})")
+    if not cuda.devices:
+        return Unavailable("skipped:no CUDA device")
+    from blackwell_doctor.probe.catalogue import load_catalogue
+    from blackwell_doctor.probe.runner import run_probes
+
+    _, tiles = load_catalogue()
+    return run_probes(tiles=tiles, timeout_s=timeout_s)
 
 
 def _scrub_platform(platform: PlatformFacts) -> PlatformFacts:
@@ -73,9 +92,20 @@ def _scrub_platform(platform: PlatformFacts) -> PlatformFacts:
 
 def redact_identity(facts: Facts) -> Facts:
     """``--redact``: drop what identifies the host; keep what the checks judge."""
+    from blackwell_doctor.collect.env import redact_env_identity
+    from blackwell_doctor.redact import redact_build_host, redact_kernel_cmdline_identity
+
     platform = facts.platform
     if isinstance(platform.hostname, str):
         platform = msgspec.structs.replace(platform, hostname=REDACTED)
+    if isinstance(platform.kernel_cmdline, str):
+        platform = msgspec.structs.replace(
+            platform, kernel_cmdline=redact_kernel_cmdline_identity(platform.kernel_cmdline)
+        )
+    if isinstance(platform.kernel_version, str):
+        platform = msgspec.structs.replace(
+            platform, kernel_version=redact_build_host(platform.kernel_version)
+        )
     nvml = facts.nvml
     if isinstance(nvml, NvmlFacts):
         nvml = msgspec.structs.replace(
@@ -87,4 +117,10 @@ def redact_identity(facts: Facts) -> Facts:
                 for g in nvml.gpus
             ],
         )
-    return msgspec.structs.replace(facts, platform=platform, nvml=nvml, redacted=True)
+    return msgspec.structs.replace(
+        facts,
+        platform=platform,
+        nvml=nvml,
+        env=redact_env_identity(facts.env),
+        redacted=True,
+    )

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from blackwell_doctor.collect.nvml import format_cuda_version, normalize_pci_bus_id
+from blackwell_doctor.collect.nvml import format_cuda_version
 from blackwell_doctor.facts import CudaDevice, CudaFacts, Unavailable
+from blackwell_doctor.pciaddr import normalize_pci_bus_id
 
 _T = TypeVar("_T")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from blackwell_doctor.redact import redact_value
+from blackwell_doctor.redact import redact_home_dirs, redact_value
 
 PREFIXES = ("NCCL_", "CUDA_", "VLLM_", "NVIDIA_", "TORCH_", "FLASHINFER_", "SGLANG_", "HF_")
 NAMES = frozenset(
@@ -26,3 +26,8 @@ def collect_env(environ: Mapping[str, str]) -> dict[str, str]:
         for name, value in sorted(environ.items())
         if name in NAMES or name.startswith(PREFIXES)
     }
+
+
+def redact_env_identity(env: Mapping[str, str]) -> dict[str, str]:
+    """``--redact``: user names in home-directory paths (LD_LIBRARY_PATH, HF_HOME...)."""
+    return {name: redact_home_dirs(value) for name, value in env.items()}

@@ -11,26 +11,18 @@ loaded, and the answer comes at once, without importing pynvml or cuda-python
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import os
-import signal
-import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import msgspec
 
+from blackwell_doctor.childproc import run_child
 from blackwell_doctor.facts import CudaFacts, NvmlFacts, Unavailable
 
 NVML_LIBRARY = "libnvidia-ml.so.1"
 CUDA_LIBRARY = "libcuda.so.1"
 CHILD_MODULE = "blackwell_doctor.collect._gpu_child"
-
-# After SIGKILL at the deadline, how long to wait for the child to go. A process stuck in
-# the driver (uninterruptible sleep) does not die; it is then left behind, not waited for.
-_REAP_GRACE_S = 2.0
 
 
 class GpuDocument(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,51 +60,17 @@ def collect_gpu(
     return outcome.nvml, outcome.cuda
 
 
-def _child_env() -> dict[str, str]:
-    # The child must import this same package, also when the parent found it through a
-    # sys.path entry the child would not inherit (a test runner's rootdir, say).
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    paths = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = package_root + (os.pathsep + paths if paths else "")
-    return env
-
-
 def _run_child(argv: list[str], timeout_s: float) -> GpuDocument | Unavailable:
-    # Popen rather than subprocess.run: run() waits without limit for a killed child to
-    # exit, and one stuck in the driver never does. The child leads its own process group
-    # so that anything it started dies with it.
-    try:
-        child = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=_child_env(),
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return Unavailable(f"gpu-collector-start-failed:{type(exc).__name__}")
-    try:
-        stdout, _stderr = child.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(child)
+    result = run_child(argv, timeout_s)
+    if result.ending == "start-failed":
+        return Unavailable(f"gpu-collector-start-failed:{result.start_error}")
+    if result.ending != "exited" or result.returncode is None:
         return Unavailable(f"gpu-collector-timeout:{timeout_s:g}s")
-    if child.returncode < 0:
-        return Unavailable(f"gpu-collector-crashed:signal-{-child.returncode}")
-    if child.returncode != 0:
-        return Unavailable(f"gpu-collector-crashed:rc={child.returncode}")
+    if result.returncode < 0:
+        return Unavailable(f"gpu-collector-crashed:signal-{-result.returncode}")
+    if result.returncode != 0:
+        return Unavailable(f"gpu-collector-crashed:rc={result.returncode}")
     try:
-        return msgspec.json.decode(stdout, type=GpuDocument)
+        return msgspec.json.decode(result.stdout, type=GpuDocument)
     except msgspec.DecodeError:
         return Unavailable("gpu-collector-bad-output")
-
-
-def _kill_group(child: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except OSError:
-        child.kill()
-    # Unkillable (uninterruptible sleep in the driver): leave it behind.
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        child.communicate(timeout=_REAP_GRACE_S)

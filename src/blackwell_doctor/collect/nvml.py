@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from blackwell_doctor.facts import P2P_STATUS_NAMES, NvmlFacts, NvmlGpu, P2PPair, Unavailable
+from blackwell_doctor.pciaddr import normalize_pci_bus_id
 
 _T = TypeVar("_T")
 
@@ -102,24 +103,6 @@ class NvmlApi(Protocol):
 def format_cuda_version(version: int) -> str:
     """13000 → "13.0", 12080 → "12.8" (the encoding of cuDriverGetVersion and NVML)."""
     return f"{version // 1000}.{(version % 1000) // 10}"
-
-
-def normalize_pci_bus_id(bus_id: str) -> str:
-    """NVML's ``00000000:41:00.0`` and CUDA's ``0000:41:00.0`` → sysfs's ``0000:41:00.0``.
-
-    Lower-case, domain at least four hex digits (sysfs prints VMD domains as ``10000``), so
-    NVML, CUDA and the PCI collector name a GPU the same way. Anything unparsable is
-    returned stripped but otherwise as given.
-    """
-    text = bus_id.strip()
-    try:
-        domain, bus, rest = text.split(":")
-        device, function = rest.split(".")
-        return (
-            f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{int(function, 16):x}"
-        )
-    except ValueError:
-        return text
 
 
 def _attempt(call: Callable[[], _T]) -> _T | Unavailable:

@@ -208,6 +208,70 @@ def parse_cpuinfo(text: str) -> CpuFacts:
     return CpuFacts(vendor=vendor, model=model, logical_cpus=processors or None)
 
 
+def cpuinfo_flags(text: str) -> frozenset[str] | None:
+    """The CPU feature flags of x86 /proc/cpuinfo (first ``flags`` line), None when there is
+    none (arm64 says ``Features``, with no hypervisor bit)."""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "flags":
+            return frozenset(value.split())
+    return None
+
+
+# --------------------------------------------------------------------------- DMI
+
+# Prefixes of SMBIOS vendor/product strings that only a hypervisor writes, after systemd's
+# dmi_vendor_table (src/basic/virt.c), matched like it with a case-sensitive prefix:
+# QEMU: "QEMU" / "Standard PC (Q35 + ICH9, 2009)"; KVM: product "KVM"; OpenStack Nova:
+# "OpenStack Foundation" / "OpenStack Nova"; VMware: "VMware, Inc." / "VMware7,1"; VirtualBox:
+# "innotek GmbH" / "VirtualBox"; Xen HVM: "Xen" / "HVM domU"; Parallels: "Parallels Software
+# International Inc."; EC2 Nitro: "Amazon EC2"; GCE: product "Google Compute Engine".
+# systemd's "Oracle Corporation" (VirtualBox's board vendor) is left out: Oracle also sells
+# physical servers under that name.
+DMI_HYPERVISOR_PREFIXES: tuple[str, ...] = (
+    "QEMU",
+    "KVM",
+    "OpenStack",
+    "KubeVirt",
+    "Amazon EC2",
+    "Google Compute Engine",
+    "VMware",
+    "VMW",
+    "innotek GmbH",
+    "VirtualBox",
+    "Xen",
+    "Bochs",
+    "Parallels",
+    "BHYVE",
+    "Hyper-V",
+    "Apple Virtualization",
+    "Firecracker",
+    "Cloud Hypervisor",
+)
+
+
+def dmi_hypervisor(dmi: Mapping[str, str]) -> list[str]:
+    """The DMI fields (keys of ``dmi``: sys_vendor, product_name, board_vendor,
+    bios_vendor) whose value names a hypervisor, in the mapping's order.
+
+    "Microsoft Corporation" is also the vendor of Surface laptops: only with the product
+    "Virtual Machine" is it Hyper-V (Azure, Windows Hyper-V). EC2 bare-metal instances keep
+    the vendor "Amazon EC2" with a product such as "i3.metal": not a guest."""
+    product = dmi.get("product_name", "")
+    hyper_v = product == "Virtual Machine" and dmi.get("sys_vendor", "").startswith(
+        "Microsoft Corporation"
+    )
+    matched: list[str] = []
+    for field, value in dmi.items():
+        if value.startswith("Amazon EC2") and product.endswith(".metal"):
+            continue
+        if value.startswith(DMI_HYPERVISOR_PREFIXES) or (
+            hyper_v and field in ("sys_vendor", "product_name")
+        ):
+            matched.append(field)
+    return matched
+
+
 # --------------------------------------------------------------------------- NVIDIA module
 
 # Open module:        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  ..."
@@ -253,10 +317,18 @@ PCI_EXT_CAP_ID_ACS = 0x000D
 _ACS_REGS_END = 8  # header u32, capability u16 at +4, control u16 at +6
 
 
+# sysfs ``config`` serves unprivileged readers 64 bytes (128 for CardBus bridges);
+# drivers/pci/pci-sysfs.c pci_read_config(). Root reads the device's whole config space.
+NON_ROOT_CONFIG_BYTES = 128
+
+
 def _truncated(source: str, length: int) -> Unavailable:
-    return Unavailable(
-        f"config-space-truncated:{source}: {length} bytes readable, extended capabilities need root"
-    )
+    """Reason tokens have no spaces. At most 128 bytes is what a reader without root gets
+    ("truncated": the ACS check adds the hint to run as root). More than that is all the
+    device (or its VM's config access, e.g. no ECAM: 256 bytes) offers, and root would not
+    see more: "incomplete"."""
+    kind = "truncated" if length <= NON_ROOT_CONFIG_BYTES else "incomplete"
+    return Unavailable(f"config-space-{kind}:{source}:{length}-bytes")
 
 
 def walk_ext_capabilities(config: bytes) -> list[tuple[int, int, int]]:

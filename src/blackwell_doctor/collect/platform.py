@@ -1,4 +1,5 @@
-"""Platform facts: kernel, OS, WSL, container, CPU and the loaded NVIDIA kernel module.
+"""Platform facts: kernel, OS, WSL, container, virtual machine, CPU and the loaded NVIDIA
+kernel module.
 
 Every read goes through :class:`HostFS`; a failed read becomes the Unavailable it returns.
 """
@@ -10,16 +11,18 @@ from collections.abc import Mapping
 from blackwell_doctor.collect.hostfs import HostFS
 from blackwell_doctor.collect.parsers import (
     classify_wsl_kernel,
+    cpuinfo_flags,
+    dmi_hypervisor,
     os_release_facts,
     parse_cpuinfo,
     parse_nvidia_driver_version,
 )
 from blackwell_doctor.facts import (
     ContainerFacts,
-    CpuFacts,
     OsRelease,
     PlatformFacts,
     Unavailable,
+    VirtualizationFacts,
     WslFacts,
     WslKind,
 )
@@ -31,11 +34,22 @@ OS_RELEASE_PATHS = ("/etc/os-release", "/usr/lib/os-release")
 # "12:pids:/docker/<id>" or "/kubepods/burstable/pod..."; under cgroup v2 a namespaced
 # container sees only "0::/", so the marker files below matter more).
 CONTAINER_CGROUP_MARKERS = ("docker", "kubepods", "containerd", "libpod")
+# The kernel's machine architecture, as uname -m prints it (kernel/sysctl: "arch" in
+# kern_table, Linux 6.1+; older kernels lack it, and then the fact stays unavailable).
+ARCH_PATH = "/proc/sys/kernel/arch"
+# SMBIOS (DMI) strings the firmware gives the system; a hypervisor writes its own name
+# there (drivers/firmware/dmi-id.c exports them world-readable, no root needed).
+DMI_ID = "/sys/class/dmi/id"
+DMI_FIELDS = ("sys_vendor", "product_name", "board_vendor", "bios_vendor")
+# Xen guests (and dom0) get /sys/hypervisor/type = "xen" (drivers/xen/sys-hypervisor.c);
+# no other hypervisor populates it on Linux.
+HYPERVISOR_TYPE = "/sys/hypervisor/type"
 
 
 def collect_platform(fs: HostFS, environ: Mapping[str, str]) -> PlatformFacts:
     kernel_release = _read_line(fs, "/proc/sys/kernel/osrelease")
     kernel_version = _read_line(fs, "/proc/version")
+    cpuinfo = fs.read_text("/proc/cpuinfo", limit=1 << 24)  # 512-thread hosts exceed 1 MiB
     return PlatformFacts(
         hostname=_read_line(fs, "/proc/sys/kernel/hostname"),
         kernel_release=kernel_release,
@@ -44,7 +58,9 @@ def collect_platform(fs: HostFS, environ: Mapping[str, str]) -> PlatformFacts:
         os_release=_os_release(fs),
         wsl=_wsl(fs, environ, kernel_version, kernel_release),
         container=_container(fs, environ),
-        cpu=_cpu(fs),
+        virtualization=_virtualization(fs, cpuinfo),
+        machine=_machine(fs),
+        cpu=cpuinfo if isinstance(cpuinfo, Unavailable) else parse_cpuinfo(cpuinfo),
         nvidia_kernel_module=_nvidia_kernel_module(fs),
     )
 
@@ -109,6 +125,10 @@ def _wsl(
         # markers with a kernel that names neither mean WSL2 with a custom kernel
         # (/dev/dxg and /usr/lib/wsl/lib exist only under WSL2's GPU paravirtualization).
         verdict = "wsl2"
+    elif not kinds:
+        # Neither kernel string could be read: "none" would be a guess (and an empty host
+        # root would pass as native Linux).
+        verdict = "unknown"
     else:
         verdict = "none"
     return WslFacts(kind=verdict, signals=signals)
@@ -129,9 +149,51 @@ def _container(fs: HostFS, environ: Mapping[str, str]) -> ContainerFacts:
     return ContainerFacts(in_container=bool(signals), signals=signals)
 
 
-def _cpu(fs: HostFS) -> CpuFacts | Unavailable:
-    text = fs.read_text("/proc/cpuinfo", limit=1 << 24)  # 512-thread hosts exceed 1 MiB
-    return text if isinstance(text, Unavailable) else parse_cpuinfo(text)
+def _virtualization(fs: HostFS, cpuinfo: str | Unavailable) -> VirtualizationFacts:
+    """Whether this kernel is a virtual machine's guest, from three sources:
+
+    - x86 ``/proc/cpuinfo`` ``flags``: ``hypervisor`` is CPUID leaf 1 ECX bit 31, which
+      every mainstream hypervisor (KVM, Hyper-V and so WSL2, VMware, Xen HVM, Firecracker)
+      sets for its guests and hardware leaves clear. arm64 has no equivalent flag.
+    - DMI (``/sys/class/dmi/id/*``): the SMBIOS vendor and product strings, which a
+      hypervisor's firmware fills with its own name (``QEMU``, ``VMware, Inc.``,
+      ``Amazon EC2``...; table and matching in :func:`dmi_hypervisor`, after systemd's
+      ``detect_vm_dmi_vendor``). Firecracker and other minimal VMMs provide no SMBIOS.
+    - ``/sys/hypervisor/type``: written by Xen for its guests (and dom0).
+
+    in_vm is True on any signal; False when a source that would show a hypervisor was read
+    and showed none (x86 flags, or DMI strings of real hardware); None when nothing could
+    be read (arm64 without DMI, an empty host root)."""
+    signals: list[str] = []
+    negative = False
+    if not isinstance(cpuinfo, Unavailable):
+        flags = cpuinfo_flags(cpuinfo)
+        if flags is not None:
+            if "hypervisor" in flags:
+                signals.append("cpuinfo:hypervisor")
+            else:
+                negative = True
+    dmi: dict[str, str] = {}
+    for field in DMI_FIELDS:
+        text = fs.read_text(f"{DMI_ID}/{field}")
+        if not isinstance(text, Unavailable) and text.strip():
+            dmi[field] = text.strip()
+    matched = dmi_hypervisor(dmi)
+    signals.extend(f"dmi:{field}={dmi[field]}" for field in matched)
+    if dmi and not matched:
+        negative = True
+    hypervisor = fs.read_text(HYPERVISOR_TYPE)
+    if not isinstance(hypervisor, Unavailable) and hypervisor.strip():
+        signals.append(f"sys-hypervisor:{hypervisor.strip()}")
+    in_vm = True if signals else (False if negative else None)
+    return VirtualizationFacts(in_vm=in_vm, signals=signals)
+
+
+def _machine(fs: HostFS) -> str | Unavailable:
+    text = _read_line(fs, ARCH_PATH)
+    if isinstance(text, str) and not text:
+        return Unavailable(f"unparsed:{ARCH_PATH}")
+    return text
 
 
 def _nvidia_kernel_module(fs: HostFS) -> str | Unavailable:

@@ -27,10 +27,16 @@ _STATUS_WORD: dict[Status, str] = {
 }
 
 
+# Inline syntax that text from a facts file could use to forge links, images or emphasis in
+# a ticket (CommonMark 2.4: any ASCII punctuation may be backslash-escaped).
+_INLINE = str.maketrans({c: "\\" + c for c in "\\`*_[]!~"})
+
+
 def prose(text: str) -> str:
-    """Data as Markdown text: no control characters, and no raw HTML (a ``<tag>`` in a log
-    line would vanish or render in the ticket instead of being shown)."""
-    return sanitize(text).replace("<", "&lt;")
+    """Data as Markdown text: no control characters, no raw HTML (a ``<tag>`` in a log line
+    would vanish or render in the ticket instead of being shown), and no inline syntax: a
+    GPU name like ``[click](https://x)`` must print as text, not become a link."""
+    return sanitize(text).translate(_INLINE).replace("<", "&lt;")
 
 
 def cell(text: str) -> str:

@@ -60,6 +60,7 @@ class Architecture(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 class DriverThresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     min_version_sm12x: str
     recommended_cuda_sm12x: str
+    cuda_13_2_driver: str
     source: str
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from packaging.version import Version
 
 from blackwell_doctor.facts import CpuFacts, Facts, OsRelease, Unavailable
@@ -18,18 +20,36 @@ def _sm12x_labels(facts: Facts) -> list[str]:
 
 
 def _not_sm12x(facts: Facts) -> Outcome:
-    ccs = sorted({view.cc_str(g.cc) for g in view.gpus(facts)})
+    gpus = view.gpus(facts)
+    unknown = [g.label for g in gpus if g.cc is None]
+    if unknown:
+        # Cannot tell whether the SM 12.x floor applies: never a skip that hides a failure.
+        return not_evaluated(f"compute capability unknown for {', '.join(unknown)}")
+    ccs = sorted({view.cc_str(g.cc) for g in gpus})
     return skipped(f"applies to SM 12.x GPUs; this host has CC {', '.join(ccs) or 'unknown'}")
+
+
+_VERSION_ID = re.compile(r"^[0-9]{1,3}(\.[0-9]{1,3})?$")
 
 
 def _repo_arch(facts: Facts) -> tuple[str | None, str]:
     """NVIDIA CUDA repository folder (ubuntu2404, debian12, rhel9...) and its arch."""
-    cpu = facts.platform.cpu
-    arch = "x86_64"
-    if isinstance(cpu, CpuFacts) and cpu.vendor in ("ARM", "NVIDIA"):
-        arch = "sbsa"
+    machine = facts.platform.machine
+    if isinstance(machine, str):
+        arch = {"x86_64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa"}.get(machine, "")
+    else:  # facts from before the machine was collected: judge by the CPU's vendor
+        cpu = facts.platform.cpu
+        arm = isinstance(cpu, CpuFacts) and cpu.vendor in ("ARM", "NVIDIA", "Ampere", "APM")
+        arch = "sbsa" if arm else "x86_64"
     os = facts.platform.os_release
-    if not isinstance(os, OsRelease) or os.id is None or os.version_id is None:
+    # Facts files are untrusted: only a plain version number goes into a URL to paste.
+    if (
+        not arch
+        or not isinstance(os, OsRelease)
+        or os.id is None
+        or os.version_id is None
+        or not _VERSION_ID.match(os.version_id)
+    ):
         return None, arch
     major = os.version_id.split(".")[0]
     if os.id == "ubuntu":
@@ -43,19 +63,30 @@ def _repo_arch(facts: Facts) -> tuple[str | None, str]:
     return None, arch
 
 
-def driver_install_commands(facts: Facts) -> tuple[str, list[str]]:
-    """How to get driver >= 595 on this host: (one sentence, commands)."""
+def driver_install_commands(facts: Facts, rules: RuleData) -> tuple[str, list[str]]:
+    """How to get the SM 12.x driver floor on this host: (one sentence, commands)."""
+    floor = rules.thresholds.driver.min_version_sm12x
+    verify = (
+        f"nvidia-smi --query-gpu=driver_version --format=csv,noheader    # expect {floor} or newer"
+    )
     if view.is_wsl(facts):
         return (
-            "Under WSL the driver is the Windows one: install NVIDIA's Windows driver 595 or "
-            "newer on the host (never a Linux driver inside WSL), then restart WSL.",
+            f"Under WSL the driver is the Windows one: install NVIDIA's Windows driver {floor} "
+            "or newer on the host (never a Linux driver inside WSL), then restart WSL.",
             ["wsl.exe --shutdown    # from Windows, after installing the driver", "nvidia-smi"],
         )
+    if any("GB10" in g.label for g in view.gpus(facts)):
+        return (
+            "DGX Spark gets its driver through DGX OS updates, not NVIDIA's generic CUDA "
+            f"repository: install the DGX OS update that brings driver {floor} or newer "
+            "(DGX Dashboard, or apt as below), then reboot.",
+            ["sudo apt update && sudo apt full-upgrade", "sudo reboot", verify],
+        )
     repo, arch = _repo_arch(facts)
-    verify = "nvidia-smi --query-gpu=driver_version --format=csv,noheader    # expect 595 or newer"
     sentence = (
-        "Install driver 595 or newer from NVIDIA's CUDA repository (not the distribution's "
-        "packages), with the open kernel modules that Blackwell requires, then reboot."
+        f"Install driver {floor} or newer from NVIDIA's CUDA repository (not the "
+        "distribution's packages), with the open kernel modules that Blackwell requires, "
+        "then reboot."
     )
     if repo is None:
         return sentence, [verify]
@@ -67,12 +98,14 @@ def driver_install_commands(facts: Facts) -> tuple[str, list[str]]:
             "sudo reboot",
             verify,
         ]
-    return sentence, [
-        f"sudo dnf config-manager --add-repo {_CUDA_REPO}/{repo}/{arch}/cuda-{repo}.repo",
-        "sudo dnf install -y nvidia-open",
-        "sudo reboot",
-        verify,
-    ]
+    repo_file = f"{_CUDA_REPO}/{repo}/{arch}/cuda-{repo}.repo"
+    fedora_dnf5 = repo.startswith("fedora") and int(repo.removeprefix("fedora")) >= 41
+    add_repo = (
+        f"sudo dnf config-manager addrepo --from-repofile={repo_file}"  # dnf5
+        if fedora_dnf5
+        else f"sudo dnf config-manager --add-repo {repo_file}"
+    )
+    return sentence, [add_repo, "sudo dnf install -y nvidia-open", "sudo reboot", verify]
 
 
 @check("driver.version")
@@ -92,12 +125,13 @@ def driver_version(facts: Facts, rules: RuleData) -> Outcome:
     }
     if version >= Version(floor):
         return passed(f"driver {text} on SM 12.x (>= {floor})", **evidence)
-    how, commands = driver_install_commands(facts)
+    how, commands = driver_install_commands(facts, rules)
+    cuda_driver = rules.thresholds.driver.cuda_13_2_driver
     return Outcome(
         status=Status.FAIL,
         summary=(
             f"driver {text} is older than {floor}: CUDA 13.2 builds for SM 12.x (the patched "
-            "runtime images) need 595.45.04 or newer"
+            f"runtime images) need {cuda_driver} or newer"
         ),
         evidence=evidence,
         remedy_vars={"how": how},
@@ -130,7 +164,7 @@ def driver_cuda_version(facts: Facts, rules: RuleData) -> Outcome:
         status=Status.WARN,
         summary=f"driver supports CUDA {text}; {want} is recommended on SM 12.x",
         evidence=evidence,
-        remedy_vars={"cuda": str(text)},
+        remedy_vars={"cuda": str(text), "driver": rules.thresholds.driver.cuda_13_2_driver},
     )
 
 

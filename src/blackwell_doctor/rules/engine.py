@@ -50,7 +50,10 @@ def select_ids(all_ids: Iterable[str], select: Sequence[str], ignore: Sequence[s
         if not any(_matches(i, pattern) for i in ids):
             raise SelectionError(f"no check id or family matches {pattern!r}")
     chosen = [i for i in ids if not select or any(_matches(i, p) for p in select)]
-    return [i for i in chosen if not any(_matches(i, p) for p in ignore)]
+    chosen = [i for i in chosen if not any(_matches(i, p) for p in ignore)]
+    if not chosen:
+        raise SelectionError("--select/--ignore leave no check to run")
+    return chosen
 
 
 @dataclass(frozen=True)

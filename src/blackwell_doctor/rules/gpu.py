@@ -2,35 +2,51 @@
 
 from __future__ import annotations
 
-from blackwell_doctor.facts import Facts, NvmlFacts, Unavailable
+from blackwell_doctor.facts import Facts, NvmlFacts, PciGpu, Unavailable
+from blackwell_doctor.pciaddr import normalize_pci_bus_id
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.data import RuleData
 from blackwell_doctor.rules.engine import check
-from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
+from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed
 
 
 @check("gpu.present")
 def gpu_present(facts: Facts, rules: RuleData) -> Outcome:
+    pci = view.pci(facts)
     pci_gpus = view.pci_gpus(facts)
     on_pci = [g.bdf for g in pci_gpus]
+    pci_note = (
+        f"PCI: unreadable ({facts.pci.reason})"
+        if isinstance(facts.pci, Unavailable)
+        else "PCI: none with vendor 0x10de"
+    )
     if isinstance(facts.nvml, NvmlFacts) and facts.nvml.gpus:
         names = [g.label for g in view.gpus(facts)]
+        evidence: Evidence = {"nvml_gpus": len(names), "pci_gpus": on_pci if pci else pci_note}
+        seen = {
+            normalize_pci_bus_id(g.pci_bus_id)
+            for g in facts.nvml.gpus
+            if isinstance(g.pci_bus_id, str)
+        }
+        missing = [g for g in pci_gpus if g.bdf.lower() not in seen]
+        if pci is not None and missing and len(seen) == len(facts.nvml.gpus):
+            return _gpus_missing_from_nvml(facts, names, missing, evidence)
+        verb = "answers" if len(names) == 1 else "answer"
         return passed(
-            f"{view.plural(len(names), 'NVIDIA GPU')} answer through NVML: " + ", ".join(names),
-            nvml_gpus=len(names),
-            pci_gpus=len(on_pci) if view.pci(facts) is not None else None,
+            f"{view.plural(len(names), 'NVIDIA GPU')} {verb} through NVML: " + ", ".join(names),
+            **evidence,
         )
     nvml_reason = facts.nvml.reason if isinstance(facts.nvml, Unavailable) else "NVML lists no GPU"
-    evidence: dict[str, str | int | list[str] | None] = {
+    evidence = {
         "nvml": nvml_reason,
-        "pci_gpus": on_pci,
+        "pci_gpus": on_pci if pci is not None else pci_note,
         "cuda": view.reason(facts.cuda) if isinstance(facts.cuda, Unavailable) else "ok",
     }
     if on_pci:
         how = (
             f"{view.plural(len(on_pci), 'NVIDIA GPU')} on the PCI bus ({', '.join(on_pci)}), "
-            f"but the driver does not answer ({nvml_reason}). Install or repair the NVIDIA driver "
-            "(open kernel modules are required for Blackwell), then reboot."
+            f"but the driver does not answer ({nvml_reason}). Install or repair the NVIDIA "
+            "driver (open kernel modules are required for Blackwell), then reboot."
         )
         if nvml_reason == "nvml-driver-library-mismatch":
             how = (
@@ -40,7 +56,7 @@ def gpu_present(facts: Facts, rules: RuleData) -> Outcome:
         return Outcome(
             status=Status.FAIL,
             summary=f"GPU(s) on PCI but the driver is not usable: {nvml_reason}",
-            evidence=dict(evidence),
+            evidence=evidence,
             remedy_vars={"reason": how},
         )
     if view.is_wsl(facts):
@@ -48,6 +64,13 @@ def gpu_present(facts: Facts, rules: RuleData) -> Outcome:
             "Under WSL2 the GPU comes from the Windows driver through /dev/dxg: install the "
             "NVIDIA Windows driver on the host (not a Linux driver inside WSL) and run "
             "`nvidia-smi` in WSL to confirm."
+        )
+    elif pci is None:
+        how = (
+            f"The driver does not answer ({nvml_reason}) and the PCI bus could not be read "
+            f"({view.reason(facts.pci)}), so whether a GPU is installed is unknown. In a "
+            "container, mount the host's /sys and pass --host-root; otherwise run as a user "
+            "who can read /sys/bus/pci."
         )
     else:
         how = (
@@ -57,9 +80,41 @@ def gpu_present(facts: Facts, rules: RuleData) -> Outcome:
         )
     return Outcome(
         status=Status.FAIL,
-        summary=f"no NVIDIA GPU found (NVML: {nvml_reason}; PCI: none with vendor 0x10de)",
-        evidence=dict(evidence),
+        summary=f"no NVIDIA GPU found (NVML: {nvml_reason}; {pci_note})",
+        evidence=evidence,
         remedy_vars={"reason": how},
+    )
+
+
+def _gpus_missing_from_nvml(
+    facts: Facts, names: list[str], missing: list[PciGpu], evidence: Evidence
+) -> Outcome:
+    """GPUs on the PCI bus that NVML does not list: lost, unbound, or deliberately elsewhere."""
+    detail = ", ".join(f"{g.bdf} (driver: {g.driver or 'none'})" for g in missing)
+    evidence = {**evidence, "not_in_nvml": [g.bdf for g in missing]}
+    expected = facts.platform.container.in_container or all(g.driver == "vfio-pci" for g in missing)
+    total = len(names) + len(missing)
+    summary = f"NVML answers for {len(names)} of {total} NVIDIA GPUs on PCI; missing: {detail}"
+    if expected:
+        return Outcome(
+            status=Status.WARN,
+            summary=summary,
+            evidence=evidence,
+            remedy_vars={
+                "reason": "These GPUs are bound to vfio-pci (passed to a VM) or hidden from "
+                "this container (NVIDIA_VISIBLE_DEVICES / --gpus). If they should serve "
+                "here, give them back to the nvidia driver or to the container."
+            },
+        )
+    return Outcome(
+        status=Status.FAIL,
+        summary=summary,
+        evidence=evidence,
+        remedy_vars={
+            "reason": "A GPU on the bus that the driver does not list has usually fallen off "
+            "the bus (Xid 79) or failed to initialise. Look for Xid errors in the kernel log "
+            "(`sudo dmesg | grep -i xid`), reseat power and riser cables, then reboot."
+        },
     )
 
 
@@ -92,7 +147,10 @@ def gpu_architecture(facts: Facts, rules: RuleData) -> Outcome:
         )
     summary = "; ".join(lines)
     if any(view.is_sm12x(g.cc) for g in known):
-        summary += " (B200/H100: 232,448 B)"
+        datacenter = max(
+            a.smem_optin_per_block for a in rules.architectures.values() if a.klass == "hopper"
+        )
+        summary += f" (H100/H200/B200: {view.fmt_bytes(datacenter)})"
         evidence["why it matters"] = (
             "NVFP4 MoE GEMM tiles sized for 227 KB parts do not fit in 99 KB; a runtime "
             "without SM 12.x tiles falls back to slower kernels"
@@ -117,20 +175,20 @@ def gpu_shared_memory(facts: Facts, rules: RuleData) -> Outcome:
     evidence: Evidence = {}
     mismatches: list[str] = []
     mismatched_ccs: set[str] = set()
-    unreadable: list[str] = []
+    unknown: list[str] = []
     for d in c.devices:
         cc = d.compute_capability if isinstance(d.compute_capability, tuple) else None
         optin = d.smem_per_block_optin
         label = f"GPU{d.ordinal}"
         if not isinstance(optin, int):
-            unreadable.append(f"{label}: {view.reason(optin)}")
+            unknown.append(f"{label}: opt-in limit unreadable ({view.reason(optin)})")
             continue
-        per_sm = d.smem_per_sm if isinstance(d.smem_per_sm, int) else None
         evidence[f"{label} opt-in per block"] = optin
-        if per_sm is not None:
-            evidence[f"{label} per SM"] = per_sm
+        if isinstance(d.smem_per_sm, int):
+            evidence[f"{label} per SM"] = d.smem_per_sm
         arch = rules.architectures.get(cc) if cc is not None else None
         if arch is None:
+            unknown.append(f"{label}: no table entry for CC {view.cc_str(cc)}")
             continue
         if optin != arch.smem_optin_per_block:
             mismatched_ccs.add(arch.cc)
@@ -145,10 +203,9 @@ def gpu_shared_memory(facts: Facts, rules: RuleData) -> Outcome:
             evidence=evidence,
             remedy_vars={"cc": ", ".join(sorted(mismatched_ccs))},
         )
-    if unreadable and not evidence:
-        return not_evaluated("; ".join(unreadable))
-    if not evidence:
-        return skipped("no device with a compute capability in the table")
+    if unknown:
+        # Never a pass while any device could not be compared.
+        return not_evaluated("; ".join(unknown), **evidence)
     optins = sorted({v for k, v in evidence.items() if k.endswith("opt-in per block")}, key=str)
     return passed(
         "driver grants "

@@ -26,8 +26,6 @@ class Severity(enum.StrEnum):
     CRITICAL = "critical"
 
 
-SEVERITY_ORDER: dict[Severity, int] = {s: i for i, s in enumerate(Severity)}
-
 # --fail-on: which statuses make the gate fail.
 FailOn = Literal["warn", "fail"]
 GATE_STATUSES: dict[str, frozenset[Status]] = {

@@ -55,14 +55,27 @@ def p2p_nvml_status(facts: Facts, rules: RuleData) -> Outcome:
                 elif value != "OK":
                     refused.append(f"{name} {kind} {value} ({SHORT.get(value, value)})")
         matrix[name] = " ".join(cells)
+    expected = len(n.gpus) * (len(n.gpus) - 1) // 2
+    listed = {(p.gpu_a, p.gpu_b) for p in n.p2p}
+    absent = [
+        f"GPU{a.index}-GPU{b.index}"
+        for i, a in enumerate(n.gpus)
+        for b in n.gpus[i + 1 :]
+        if (a.index, b.index) not in listed
+    ]
+    if absent:
+        unreadable.append(f"no status for {', '.join(absent)} ({len(listed)} of {expected} pairs)")
+    geforce = all(isinstance(g.name, str) and "GeForce" in g.name for g in n.gpus)
+    if refused and geforce:
+        # Not a fault to fix: NVIDIA's stock drivers give GeForce cards no P2P at all.
+        return skipped(
+            "GeForce cards have no peer-to-peer on NVIDIA's stock drivers; NCCL and vLLM copy "
+            "through host memory by themselves (expect slower tensor-parallel all-reduce)",
+            **matrix,
+        )
     if refused:
-        geforce = any(isinstance(g.name, str) and "GeForce" in g.name for g in n.gpus)
         how = (
-            "GeForce cards have no P2P on NVIDIA's stock drivers: NCCL and vLLM fall back to "
-            "copies through host memory by themselves; nothing to fix, but expect slower "
-            "tensor-parallel all-reduce."
-            if geforce
-            else "The driver refuses peer-to-peer between these GPUs. On RTX PRO/datacenter "
+            "The driver refuses peer-to-peer between these GPUs. On RTX PRO/datacenter "
             "cards check the pci.iommu and pci.acs findings, the BIOS (Above 4G decoding, "
             "Resizable BAR, ACS), and the topology (`nvidia-smi topo -m`)."
         )

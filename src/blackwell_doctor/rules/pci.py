@@ -5,9 +5,10 @@ Judged from the PCI sysfs inventory, so they work even when the driver does not 
 
 from __future__ import annotations
 
+import shlex
 from itertools import combinations
 
-from blackwell_doctor.facts import AcsFacts, Facts, PciFacts, PciGpu, Unavailable
+from blackwell_doctor.facts import AcsFacts, Facts, OsRelease, PciFacts, PciGpu, Unavailable
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.data import RuleData
 from blackwell_doctor.rules.engine import check
@@ -22,6 +23,14 @@ def _multi_gpu_pci(facts: Facts) -> PciFacts | Outcome:
     if view.is_wsl(facts):
         return skipped(
             f"{facts.platform.wsl.kind}: the GPU is paravirtualised, there is no PCI view of it"
+        )
+    virt = facts.platform.virtualization
+    if virt.in_vm:
+        return skipped(
+            "in a virtual machine ("
+            + ", ".join(virt.signals)
+            + "): its PCI tree, IOMMU and ACS are the hypervisor's, not the host's; run "
+            "blackwell-doctor on the host to judge them"
         )
     if isinstance(facts.pci, Unavailable):
         return not_evaluated(f"PCI sysfs unreadable: {facts.pci.reason}")
@@ -38,6 +47,44 @@ def _passthrough_note(facts: Facts, requested: bool) -> str:
     if requested:
         return "; iommu=pt is on the command line but not in effect for them"
     return " and iommu=pt is not set"
+
+
+def _iommu_remedy(facts: Facts, gpus: list[PciGpu], kinds: list[str], requested: bool) -> str:
+    where = f"The IOMMU translates DMA for {', '.join(g.bdf for g in gpus)} ({'/'.join(kinds)})"
+    if isinstance(facts.platform.kernel_cmdline, Unavailable):
+        state = "; the kernel command line could not be read, so check it for iommu=pt."
+    elif requested:
+        state = (
+            "; iommu=pt is on the command line but these domains still translate: check for a "
+            "later iommu= option or a driver that forces DMA domains (iommu.passthrough=0)."
+        )
+    else:
+        state = " and iommu=pt is not on the kernel command line."
+    return (
+        where
+        + state
+        + " GPU peer-to-peer DMA then page-faults (AMD-Vi IO_PAGE_FAULT) or hangs. Put the "
+        "IOMMU in passthrough with iommu=pt (it stays available for VFIO). Last resort "
+        "instead, per serving process: NCCL_P2P_DISABLE=1 (no P2P, slower all-reduce)."
+    )
+
+
+def _iommu_commands(facts: Facts) -> list[str]:
+    verify = "cat /proc/cmdline /sys/kernel/iommu_groups/*/type    # after the reboot: identity"
+    os = facts.platform.os_release
+    family = os.id if isinstance(os, OsRelease) and os.id else ""
+    if family in ("rhel", "rocky", "almalinux", "centos", "fedora"):
+        return ['sudo grubby --update-kernel=ALL --args="iommu=pt"', "sudo reboot", verify]
+    if family in ("ubuntu", "debian", "pop", "linuxmint"):
+        return [
+            "sudoedit /etc/default/grub    # add iommu=pt to GRUB_CMDLINE_LINUX_DEFAULT",
+            "sudo update-grub && sudo reboot",
+            verify,
+        ]
+    return [
+        "# add iommu=pt to the kernel command line with your boot loader's tool, then reboot",
+        verify,
+    ]
 
 
 def iommu_passthrough_requested(options: dict[str, str]) -> bool:
@@ -76,10 +123,8 @@ def pci_iommu(facts: Facts, rules: RuleData) -> Outcome:
                 f"({', '.join(kinds)})" + _passthrough_note(facts, pt)
             ),
             evidence=evidence,
-            remedy_vars={
-                "gpus": ", ".join(g.bdf for g in translating),
-                "types": "/".join(kinds),
-            },
+            remedy_vars={"how": _iommu_remedy(facts, translating, kinds, pt)},
+            commands=_iommu_commands(facts),
         )
     if unreadable:
         return not_evaluated("; ".join(unreadable), **evidence)
@@ -148,7 +193,11 @@ def pci_acs(facts: Facts, rules: RuleData) -> Outcome:
             summary=f"ACS redirect on {view.plural(len(flagged), 'bridge')} between GPUs: {where}",
             evidence=evidence,
             remedy_vars={"bridges": ", ".join(flagged)},
-            commands=[f"sudo setpci -s {bdf} ECAP_ACS+0x6.w=0000" for bdf in flagged],
+            # value:mask clears ReqRedir (bit 2) and CmpltRedir (bit 3) only, leaving the
+            # other ACS controls (SrcValid, TransBlk...) as the kernel set them.
+            commands=[
+                f"sudo setpci -s {shlex.quote(bdf)} ECAP_ACS+0x6.w=0000:000c" for bdf in flagged
+            ],
         )
     if unreadable:
         root_hint = (

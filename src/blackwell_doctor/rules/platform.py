@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from blackwell_doctor.facts import Facts
+from blackwell_doctor.facts import Facts, Unavailable
 from blackwell_doctor.rules.data import RuleData
 from blackwell_doctor.rules.engine import check
-from blackwell_doctor.rules.model import Evidence, Outcome, Status, passed
+from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed
 
 
 @check("platform.wsl")
@@ -15,6 +15,17 @@ def platform_wsl(facts: Facts, rules: RuleData) -> Outcome:
         "kind": wsl.kind,
         "signals": list(wsl.signals),
     }
+    if wsl.kind == "unknown":
+        return not_evaluated(
+            "the kernel's version strings could not be read ("
+            + "; ".join(
+                r.reason
+                for r in (facts.platform.kernel_version, facts.platform.kernel_release)
+                if isinstance(r, Unavailable)
+            )
+            + ")",
+            **evidence,
+        )
     if wsl.kind == "wsl1":
         return Outcome(
             status=Status.FAIL,
@@ -37,9 +48,8 @@ def platform_wsl(facts: Facts, rules: RuleData) -> Outcome:
             evidence=evidence,
             remedy_vars={
                 "how": "For serving, run native Linux on the box (dual boot or a dedicated "
-                "install). The 2x figure is one community report on 4x RTX PRO 6000 "
-                "(r/LocalLLaMA, '55 -> 282 tok/s' thread); measure your own workload before and "
-                "after."
+                "install). The figures are one community report (55 vs 119 tok/s on the same "
+                "4x RTX PRO 6000 box); measure your own workload before and after."
             },
         )
     return passed("native Linux (no WSL signal)", **evidence)

@@ -20,6 +20,7 @@ import msgspec
 
 from blackwell_doctor.facts import SCHEMA_VERSION as FACTS_SCHEMA_VERSION
 from blackwell_doctor.facts import Facts
+from blackwell_doctor.probe.report import PROBE_SCHEMA_VERSION, ProbeReport
 from blackwell_doctor.report import REPORT_SCHEMA_VERSION, Report
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -39,6 +40,7 @@ def _schema(kind: str, version: int, type_: type[Any]) -> dict[str, Any]:
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "report.schema.json": lambda: _schema("report", REPORT_SCHEMA_VERSION, Report),
     "facts.schema.json": lambda: _schema("facts", FACTS_SCHEMA_VERSION, Facts),
+    "probe.schema.json": lambda: _schema("probe", PROBE_SCHEMA_VERSION, ProbeReport),
 }
 
 

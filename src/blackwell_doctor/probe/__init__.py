@@ -1,0 +1,1 @@
+"""Probes: what this GPU actually grants, measured with kernels compiled at run time."""

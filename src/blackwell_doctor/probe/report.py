@@ -1,0 +1,212 @@
+"""The `probe` command's document and its text rendering."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from blackwell_doctor import TOOL_NAME, __version__
+from blackwell_doctor.exitcodes import ExitCode
+from blackwell_doctor.facts import DeviceProbe, ProbeFacts, TileProbe, ToolInfo, Unavailable
+from blackwell_doctor.probe.plan import MIN_STAGES
+
+PROBE_SCHEMA_VERSION = 1
+
+DISCLAIMER = (
+    "The timings come from blackwell-doctor's probe kernel: a multi-stage block-scaled "
+    "mainloop laid out like CUTLASS's storage, dequantising E2M1 values with E4M3 scales on "
+    "CUDA cores. It measures this GPU's limits and how a tile shape behaves, not the "
+    "production MoE kernel; it promises no speed-up for a runtime."
+)
+
+
+class ProbeReport(msgspec.Struct, frozen=True, kw_only=True):
+    schema_version: int
+    tool: ToolInfo
+    mode: Literal["plan", "measured"]
+    # plan: the limit given; measured: the first probed device's opt-in limit.
+    smem_limit: int | None
+    # measured: the first probed device's attribute and bisected launch limit.
+    smem_optin_attribute: int | None
+    smem_launch_limit: int | None
+    tiles: list[TileProbe]
+    # measured: everything the probes recorded, per device (or why they could not run).
+    probes: ProbeFacts | Unavailable | None
+    exit_code: int
+
+
+def k64_vs_k128(tiles: list[TileProbe]) -> float | None:
+    """MAC rate of 128x128x64 over 128x128x128, when both were measured."""
+    by = {(t.m, t.n, t.k): t for t in tiles}
+    k64, k128 = by.get((128, 128, 64)), by.get((128, 128, 128))
+    if k64 is None or k128 is None or not k64.macs_per_s or not k128.macs_per_s:
+        return None
+    return k64.macs_per_s / k128.macs_per_s
+
+
+def probe_findings(device: DeviceProbe) -> list[str]:
+    """What a measured device run found wrong (empty: nothing)."""
+    out: list[str] = []
+    attr, limit = device.smem_optin_attribute, device.smem_launch_limit
+    if isinstance(limit, Unavailable):
+        out.append(f"shared-memory limit not measured: {limit.reason}")
+    elif isinstance(attr, int) and attr != limit:
+        out.append(f"launches accept {limit:,} B but the opt-in attribute says {attr:,} B")
+    for t in device.tiles:
+        name = f"{t.m}x{t.n}x{t.k}"
+        if t.fits and t.launched is False:
+            out.append(f"{name} fits by arithmetic but did not run: {t.launch_error}")
+    return out
+
+
+def build_measured(facts: ProbeFacts | Unavailable) -> ProbeReport:
+    if isinstance(facts, Unavailable) or not facts.devices:
+        return ProbeReport(
+            schema_version=PROBE_SCHEMA_VERSION,
+            tool=ToolInfo(name=TOOL_NAME, version=__version__),
+            mode="measured",
+            smem_limit=None,
+            smem_optin_attribute=None,
+            smem_launch_limit=None,
+            tiles=[],
+            probes=facts,
+            exit_code=int(ExitCode.NOT_EVALUATED),
+        )
+    first = facts.devices[0]
+    attr = first.smem_optin_attribute if isinstance(first.smem_optin_attribute, int) else None
+    limit = first.smem_launch_limit if isinstance(first.smem_launch_limit, int) else None
+    found = [f for d in facts.devices for f in probe_findings(d)]
+    return ProbeReport(
+        schema_version=PROBE_SCHEMA_VERSION,
+        tool=ToolInfo(name=TOOL_NAME, version=__version__),
+        mode="measured",
+        smem_limit=attr,
+        smem_optin_attribute=attr,
+        smem_launch_limit=limit,
+        tiles=list(first.tiles),
+        probes=facts,
+        exit_code=int(ExitCode.FINDINGS if found else ExitCode.OK),
+    )
+
+
+def build_plan(smem_limit: int, tiles: list[TileProbe]) -> ProbeReport:
+    return ProbeReport(
+        schema_version=PROBE_SCHEMA_VERSION,
+        tool=ToolInfo(name=TOOL_NAME, version=__version__),
+        mode="plan",
+        smem_limit=smem_limit,
+        smem_optin_attribute=None,
+        smem_launch_limit=None,
+        tiles=tiles,
+        probes=None,
+        exit_code=int(ExitCode.OK),
+    )
+
+
+def render_json(report: ProbeReport) -> str:
+    return (msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n").decode()
+
+
+def _fmt_int(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def _tile_table(tiles: list[TileProbe], limit: int, measured: bool) -> list[str]:
+    head = ["tile MxNxK", "K bytes", "stages", "stage B", "smem B", "margin B", "fits"]
+    if measured:
+        head += ["launched", "time us", "GMAC/s"]
+    rows: list[list[str]] = []
+    for t in tiles:
+        row = [
+            f"{t.m}x{t.n}x{t.k}",
+            str(t.k_bytes),
+            str(t.stages),
+            _fmt_int(t.stage_bytes),
+            # Below MIN_STAGES no kernel exists, so there is no size to compare.
+            _fmt_int(t.smem_bytes) if t.stages >= MIN_STAGES else "-",
+            _fmt_int(limit - t.smem_bytes) if t.stages >= MIN_STAGES else "-",
+            "yes" if t.fits else "NO",
+        ]
+        if measured:
+            launched = {True: "yes", False: "NO", None: "-"}[t.launched]
+            row += [
+                launched,
+                f"{t.time_us:,.1f}" if t.time_us is not None else "-",
+                f"{t.macs_per_s / 1e9:,.0f}" if t.macs_per_s else "-",
+            ]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = [
+        ("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))).rstrip()
+        for r in [head, *rows]
+    ]
+    for t in tiles:
+        if t.reason:
+            lines.append(f"  {t.m}x{t.n}x{t.k}: {t.reason}")
+        if t.launch_error:
+            lines.append(f"  {t.m}x{t.n}x{t.k}: launch failed: {t.launch_error}")
+    return lines
+
+
+def render_text(report: ProbeReport) -> str:
+    lines = [f"{TOOL_NAME} {__version__} probe"]
+    units = (
+        "NVFP4 block-scaled grouped GEMM tiles (E2M1 A/B, one E4M3 scale per 16 elements). "
+        "M, N, K in elements; 'K bytes' is K as FlashInfer/TRT-LLM tile names give it "
+        "(CtaShape128x128x64B = K 128)."
+    )
+    if report.mode == "plan":
+        limit = report.smem_limit or 0
+        lines += [
+            f"PLAN for a {limit:,} B shared-memory limit: CUTLASS's arithmetic only, nothing "
+            "was launched.",
+            units,
+            "",
+            *_tile_table(report.tiles, limit, measured=False),
+        ]
+        return "\n".join(lines) + "\n"
+    probes = report.probes
+    if not isinstance(probes, ProbeFacts):
+        reason = probes.reason if isinstance(probes, Unavailable) else "no device probed"
+        lines += [f"Probes could not run: {reason}"]
+        return "\n".join(lines) + "\n"
+    nvrtc = probes.nvrtc_version if isinstance(probes.nvrtc_version, str) else "unavailable"
+    lines += [
+        f"Measured on this host (NVRTC {nvrtc}, kernel cache {probes.cache}, "
+        f"{probes.wall_s:.2f} s).",
+        units,
+    ]
+    for d in probes.devices:
+        name = d.name if isinstance(d.name, str) else "GPU"
+        cc = (
+            f"CC {d.compute_capability[0]}.{d.compute_capability[1]}"
+            if isinstance(d.compute_capability, tuple)
+            else "CC unknown"
+        )
+        attr = d.smem_optin_attribute
+        launch_limit = d.smem_launch_limit
+        compiled = d.compiled_as if isinstance(d.compiled_as, str) else d.compiled_as.reason
+        lines += [
+            "",
+            f"GPU{d.ordinal} {name} ({cc}), probe kernels: {compiled}",
+            "  opt-in shared memory per block (attribute): "
+            + (f"{attr:,} B" if isinstance(attr, int) else f"unavailable: {attr.reason}"),
+            "  largest launch accepted (bisected):         "
+            + (
+                f"{launch_limit:,} B"
+                if isinstance(launch_limit, int)
+                else f"unavailable: {launch_limit.reason}"
+            ),
+            "",
+            *_tile_table(d.tiles, attr if isinstance(attr, int) else 0, measured=True),
+        ]
+        ratio = k64_vs_k128(d.tiles)
+        if ratio is not None:
+            lines.append(
+                f"  K=64 vs K=128 (128x128 tiles, at the stages each gets): {ratio:.2f}x the "
+                "probe's MAC rate"
+            )
+        lines += [f"  finding: {f}" for f in probe_findings(d)]
+    lines += ["", DISCLAIMER]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,143 @@
+"""Family probe: what the probe kernels measured on this GPU.
+
+Tiles are judged on SM 12.x, where 99 KB per block is what breaks MoE GEMM tiles sized for
+227 KB parts; elsewhere a tile that does not fit is still reported, as information.
+"""
+
+from __future__ import annotations
+
+from blackwell_doctor.facts import DeviceProbe, Facts, ProbeFacts, Unavailable
+from blackwell_doctor.probe.plan import MIN_STAGES
+from blackwell_doctor.rules import view
+from blackwell_doctor.rules.data import RuleData
+from blackwell_doctor.rules.engine import check
+from blackwell_doctor.rules.model import (
+    Evidence,
+    Outcome,
+    Status,
+    not_evaluated,
+    passed,
+    skipped,
+)
+
+_UPGRADE = (
+    "Run a runtime that ships SM 12.x tiles: FlashInfer 0.6.11 or newer (small-N SM120 grouped "
+    "GEMM tiles, NVIDIA/cutlass#3176 and #3092), in a vLLM/SGLang build that uses it; then "
+    "check the runtime's log for 'Failed to initialize cutlass TMA WS grouped gemm' outside "
+    "the autotuner. A community image with K=64 tiles is a fallback, and measured gains from "
+    "it were within noise of stock (sm120-moe-bench), so measure your own workload."
+)
+
+
+def _probes(facts: Facts) -> ProbeFacts | Outcome:
+    p = facts.probes
+    if p is None:
+        return skipped("these facts predate the probes")
+    if isinstance(p, Unavailable):
+        if p.reason.startswith("skipped:"):
+            return skipped(f"probes not run ({p.reason.removeprefix('skipped:')})")
+        return not_evaluated(f"probes did not run: {p.reason}")
+    if not p.devices:
+        return not_evaluated("the probes measured no device")
+    return p
+
+
+def _label(d: DeviceProbe) -> str:
+    name = d.name if isinstance(d.name, str) else "GPU"
+    return f"GPU{d.ordinal} {name}"
+
+
+@check("probe.smem_limit")
+def probe_smem_limit(facts: Facts, rules: RuleData) -> Outcome:
+    p = _probes(facts)
+    if isinstance(p, Outcome):
+        return p
+    evidence: Evidence = {}
+    wrong: list[str] = []
+    unmeasured: list[str] = []
+    for d in p.devices:
+        attr, limit = d.smem_optin_attribute, d.smem_launch_limit
+        evidence[f"{_label(d)} attribute"] = attr if isinstance(attr, int) else view.reason(attr)
+        evidence[f"{_label(d)} launch limit"] = (
+            limit if isinstance(limit, int) else view.reason(limit)
+        )
+        if not isinstance(limit, int) or not isinstance(attr, int):
+            unmeasured.append(_label(d))
+        elif limit != attr:
+            wrong.append(f"{_label(d)}: launches accept {limit:,} B, the attribute says {attr:,} B")
+    if wrong:
+        return Outcome(
+            status=Status.WARN,
+            summary="; ".join(wrong),
+            evidence=evidence,
+            remedy_vars={
+                "how": "Kernels sized from the attribute will fail to launch (or leave memory "
+                "unused). Capture the facts (`blackwell-doctor collect --redact`) and compare "
+                "with another driver version; MIG and vGPU profiles change the limit."
+            },
+        )
+    if unmeasured:
+        return not_evaluated("limit not measured on " + ", ".join(unmeasured), **evidence)
+    limits = sorted(
+        {d.smem_launch_limit for d in p.devices if isinstance(d.smem_launch_limit, int)}
+    )
+    return passed(
+        "real launches accept exactly the advertised opt-in limit ("
+        + ", ".join(f"{v:,} B" for v in limits)
+        + ")",
+        **evidence,
+    )
+
+
+@check("probe.tiles")
+def probe_tiles(facts: Facts, rules: RuleData) -> Outcome:
+    p = _probes(facts)
+    if isinstance(p, Outcome):
+        return p
+    evidence: Evidence = {}
+    sm12x_problems: list[str] = []
+    other_problems: list[str] = []
+    for d in p.devices:
+        cc = d.compute_capability if isinstance(d.compute_capability, tuple) else None
+        for t in d.tiles:
+            name = f"{t.m}x{t.n}x{t.k}"
+            if t.stages < MIN_STAGES:
+                shown = f"not built ({t.stages} stage)"
+            else:
+                verdict = (
+                    ("ran" if t.launched else "rejected by the driver")
+                    if t.launched is not None
+                    else ("fits" if t.fits else "does not fit")
+                )
+                shown = f"{verdict}, {t.stages} stages, {t.smem_bytes:,} B"
+                if t.macs_per_s:
+                    shown += f", {t.macs_per_s / 1e9:,.0f} GMAC/s"
+            evidence[f"GPU{d.ordinal} {name} (K {t.k_bytes} B)"] = shown
+            bad = (not t.fits) or t.launched is False
+            if bad:
+                problem = f"{name} ({t.reason or t.launch_error or shown})"
+                (sm12x_problems if view.is_sm12x(cc) else other_problems).append(problem)
+    if sm12x_problems:
+        return Outcome(
+            status=Status.WARN,
+            summary=f"{view.plural(len(sm12x_problems), 'NVFP4 tile')} of the catalogue "
+            "cannot run in SM 12.x's 99 KB: " + "; ".join(sm12x_problems),
+            evidence=evidence,
+            remedy_vars={"how": _UPGRADE},
+        )
+    if other_problems:
+        return Outcome(
+            status=Status.WARN,
+            summary="tiles that do not fit or did not launch: " + "; ".join(other_problems),
+            evidence=evidence,
+            remedy_vars={
+                "how": "A tile that fits by arithmetic but does not launch points at the "
+                "driver or a MIG/vGPU limit; capture the facts and compare drivers."
+            },
+        )
+    count = sum(len(d.tiles) for d in p.devices)
+    return passed(
+        f"all {count} catalogue tiles fit"
+        + (" and ran" if all(t.launched for d in p.devices for t in d.tiles) else ""),
+        **evidence,
+    )
