@@ -51,6 +51,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+# The test Docker engine: ci/docker-engine.sh starts a private dockerd (Debian docker.io) and
+# .ci/run exports its socket here. Tests marked `docker` skip cleanly without it.
+DOCKER_HOST_ENV = "BLACKWELL_DOCTOR_TEST_DOCKER_HOST"
+
+
+@pytest.fixture(scope="session")
+def docker_host() -> str:
+    import os
+
+    host = os.environ.get(DOCKER_HOST_ENV)
+    if not host:
+        pytest.skip(f"no test Docker engine ({DOCKER_HOST_ENV} unset; see ci/docker-engine.sh)")
+    return host
+
+
 @pytest.fixture
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))

@@ -275,6 +275,69 @@ class ProbeFacts(Available, frozen=True):
     devices: list[DeviceProbe] = msgspec.field(default_factory=list)
 
 
+# --------------------------------------------------------------------------- GPU peer-to-peer transfers
+
+P2PVerdict = Literal[
+    "works",  # peer access enabled, copies and peer writes verified, not slower than host
+    "granted-but-broken",  # the driver allows it but data is wrong, a fault, or a hang
+    "slower-than-host",  # verified, but slower than staging through host memory (ACS/IOMMU)
+    "not-supported",  # the driver does not allow peer access for this pair
+    "error",  # the test itself could not run (reason in detail)
+]
+
+
+class P2PTransfer(msgspec.Struct, frozen=True, kw_only=True):
+    """One GPU pair, tested by actually moving data (REFERENCE §4: a grant is not proof)."""
+
+    gpu_a: int
+    gpu_b: int
+    can_access_peer: bool | Unavailable  # cuDeviceCanAccessPeer, both directions
+    peer_copy_verified: bool | None = None  # cuMemcpyPeer of a pattern, read back and compared
+    peer_write_verified: bool | None = None  # a kernel on A writing B's memory via the mapping
+    unidirectional_gbps: float | None = None
+    bidirectional_gbps: float | None = None
+    host_staged_gbps: float | None = None  # control: A -> pinned host -> B
+    verdict: P2PVerdict
+    detail: str | None = None  # mismatch count, CUresult name, "p2p-timeout:20s", ...
+
+
+class P2PProbeFacts(Available, frozen=True):
+    wall_s: float
+    pairs: list[P2PTransfer] = msgspec.field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- runtime logs
+
+LogSeverity = Literal["info", "warn", "fail"]
+LogSourceKind = Literal["file", "gzip", "stdin", "container", "journal", "kernel"]
+
+
+class LogSource(msgspec.Struct, frozen=True, kw_only=True):
+    name: str  # a path, "-", "container:<name>", "journal", "kernel"
+    kind: LogSourceKind
+    lines: int = 0
+    bytes: int = 0
+    error: str | None = None  # reason token when it could not be read (whole or in part)
+
+
+class LogFinding(msgspec.Struct, frozen=True, kw_only=True):
+    """All occurrences of one signature in one source."""
+
+    signature: str  # stable id from checks/log_signatures.toml
+    severity: LogSeverity
+    check: str  # the logs.* check that judges it
+    path: str  # the LogSource name
+    line: int  # 1-based, first occurrence
+    last_line: int
+    count: int
+    excerpt: str  # the first occurrence: ANSI stripped, secrets redacted, truncated
+
+
+class LogFacts(Available, frozen=True):
+    sources: list[LogSource] = msgspec.field(default_factory=list)
+    findings: list[LogFinding] = msgspec.field(default_factory=list)
+
+
 # --------------------------------------------------------------------------- the document
 
 
@@ -298,6 +361,10 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     # What the probe kernels measured; Unavailable with the reason when they did not run
     # (--no-probe, no GPU, no NVRTC, a hung or crashed probe...). None in old documents.
     probes: ProbeFacts | Unavailable | None = None
+    # Verified peer transfers per GPU pair (probe --p2p); None where not collected.
+    p2p_transfers: P2PProbeFacts | Unavailable | None = None
+    # Runtime and kernel logs scanned for fallback/failure signatures; None: none given.
+    logs: LogFacts | Unavailable | None = None
     # For fixtures and hand-made captures: where the numbers came from.
     provenance: str | None = None
 
