@@ -18,12 +18,15 @@ import tempfile
 import traceback
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from blackwell_doctor.facts import Facts
 
 
 class UserError(Exception):
@@ -188,6 +191,30 @@ def _finite(option: str, value: float) -> float:
     return value
 
 
+def _with_logs(
+    facts: Facts,
+    *,
+    paths: list[str],
+    containers: list[str],
+    journal: bool,
+    kernel_log: bool,
+    host_root: Path,
+) -> Facts:
+    import msgspec
+
+    from blackwell_doctor.logs.collect import collect_logs
+
+    scanned = collect_logs(
+        paths=paths,
+        containers=containers,
+        journal=journal,
+        kernel_log=kernel_log,
+        host_root=host_root,
+        stdin=sys.stdin.buffer if "-" in paths else None,
+    )
+    return msgspec.structs.replace(facts, logs=scanned)
+
+
 @app.command()
 def check(
     facts_file: Annotated[
@@ -220,6 +247,25 @@ def check(
     no_probe: NoProbe = False,
     host_root: HostRoot = None,
     gpu_timeout: GpuTimeout = None,
+    logs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--logs",
+            help="Scan these runtime logs too (files, .gz, directories, globs; - for stdin). "
+            "Repeatable.",
+        ),
+    ] = None,
+    containers: Annotated[
+        list[str] | None,
+        typer.Option("--container", help="Scan this container's logs (Docker API). Repeatable."),
+    ] = None,
+    journal: Annotated[
+        bool, typer.Option("--journal", help="Scan the systemd journal of this boot.")
+    ] = False,
+    kernel_log: Annotated[
+        bool,
+        typer.Option("--kernel-log", help="Scan the kernel log for Xid and IOMMU faults."),
+    ] = False,
     embed_facts: Annotated[
         bool, typer.Option("--embed-facts", help="Include the judged facts in JSON output.")
     ] = False,
@@ -252,6 +298,22 @@ def check(
             probes=not no_probe,
         )
         source = "live"
+    if logs or containers or journal or kernel_log:
+        if facts_file is not None and (containers or journal or kernel_log):
+            raise UserError(
+                "--container, --journal and --kernel-log read this host; with --facts, "
+                "pass that host's log files with --logs"
+            )
+        if logs and "-" in logs and facts_file is not None and str(facts_file) == "-":
+            raise UserError("--facts - and --logs - cannot both read standard input")
+        facts = _with_logs(
+            facts,
+            paths=logs or [],
+            containers=containers or [],
+            journal=journal,
+            kernel_log=kernel_log,
+            host_root=host_root or Path("/"),
+        )
     try:
         report = evaluate(
             facts,
@@ -338,6 +400,14 @@ def probe(
         ProbeFormat, typer.Option("--format", "-f", help="Output format.")
     ] = ProbeFormat.rich,
     output: Output = None,
+    p2p: Annotated[
+        bool,
+        typer.Option(
+            "--p2p",
+            help="Test peer-to-peer between every GPU pair: verified copies and peer writes, "
+            "bandwidth against a copy staged through host memory.",
+        ),
+    ] = False,
     timeout: Annotated[
         float,
         typer.Option(
@@ -352,6 +422,19 @@ def probe(
     from blackwell_doctor.probe import report as probe_report
     from blackwell_doctor.probe.catalogue import plan_catalogue
 
+    if p2p:
+        if plan or smem_limit is not None:
+            raise UserError("--p2p measures transfers; it does not combine with --plan")
+        from blackwell_doctor.probe.p2p import run_p2p_probes
+        from blackwell_doctor.probe.p2p_report import render_p2p_text
+
+        facts = run_p2p_probes(timeout_s=_finite("--timeout", timeout))
+        result = probe_report.build_p2p(facts)
+        _write(
+            probe_report.render_json(result) if fmt is ProbeFormat.json else render_p2p_text(facts),
+            output,
+        )
+        raise typer.Exit(result.exit_code)
     if plan:
         if smem_limit is None:
             raise UserError(
@@ -377,6 +460,16 @@ def probe(
         text = probe_report.render_text(result)
     _write(text, output)
     raise typer.Exit(result.exit_code)
+
+
+def _register_subcommands() -> None:
+    # Commands that live in their own modules (imported here, run lazily).
+    from blackwell_doctor.cli_logs import register as register_scan_logs
+
+    register_scan_logs(app)
+
+
+_register_subcommands()
 
 
 def _crash_log(exc: BaseException) -> Path:

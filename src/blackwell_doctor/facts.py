@@ -275,7 +275,7 @@ class ProbeFacts(Available, frozen=True):
     devices: list[DeviceProbe] = msgspec.field(default_factory=list)
 
 
-# --------------------------------------------------------------------------- GPU peer-to-peer transfers
+# ------------------------------------------------------------- GPU peer-to-peer transfers
 
 P2PVerdict = Literal[
     "works",  # peer access enabled, copies and peer writes verified, not slower than host

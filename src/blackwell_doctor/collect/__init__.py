@@ -21,6 +21,7 @@ from blackwell_doctor.facts import (
     CudaFacts,
     Facts,
     NvmlFacts,
+    P2PProbeFacts,
     PlatformFacts,
     ProbeFacts,
     ToolInfo,
@@ -49,6 +50,7 @@ def collect_facts(
 
     nvml, cuda = collect_gpu(gpu_timeout_s)
     probe_facts = _collect_probes(cuda, enabled=probes, timeout_s=probe_timeout_s)
+    p2p_facts = _collect_p2p(cuda, enabled=probes, timeout_s=probe_timeout_s)
     facts = Facts(
         schema_version=SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
@@ -61,6 +63,7 @@ def collect_facts(
         cuda=cuda,
         env=collect_env(environ),
         probes=probe_facts,
+        p2p_transfers=p2p_facts,
     )
     return redact_identity(facts) if redact else facts
 
@@ -79,6 +82,23 @@ def _collect_probes(
 
     _, tiles = load_catalogue()
     return run_probes(tiles=tiles, timeout_s=timeout_s)
+
+
+def _collect_p2p(
+    cuda: CudaFacts | Unavailable, *, enabled: bool, timeout_s: float
+) -> P2PProbeFacts | Unavailable:
+    if not enabled:
+        return Unavailable("skipped:--no-probe")
+    if isinstance(cuda, Unavailable):
+        return Unavailable(f"skipped:no CUDA device ({cuda.reason})")
+    if len(cuda.devices) < 2:
+        return Unavailable("skipped:one GPU: no pair")
+    from blackwell_doctor.probe.p2p import run_p2p_probes
+
+    # Each pair runs in its own child (about 1 s on a healthy pair): scale the overall budget
+    # with the pair count so an 8-GPU host (28 pairs) is not cut off, but keep it bounded.
+    pairs = len(cuda.devices) * (len(cuda.devices) - 1) // 2
+    return run_p2p_probes(timeout_s=min(max(timeout_s, 10.0 + 4.0 * pairs), 300.0))
 
 
 def _scrub_platform(platform: PlatformFacts) -> PlatformFacts:

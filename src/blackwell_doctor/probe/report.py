@@ -8,7 +8,14 @@ import msgspec
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.exitcodes import ExitCode
-from blackwell_doctor.facts import DeviceProbe, ProbeFacts, TileProbe, ToolInfo, Unavailable
+from blackwell_doctor.facts import (
+    DeviceProbe,
+    P2PProbeFacts,
+    ProbeFacts,
+    TileProbe,
+    ToolInfo,
+    Unavailable,
+)
 from blackwell_doctor.probe.plan import MIN_STAGES
 
 PROBE_SCHEMA_VERSION = 1
@@ -24,7 +31,7 @@ DISCLAIMER = (
 class ProbeReport(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int
     tool: ToolInfo
-    mode: Literal["plan", "measured"]
+    mode: Literal["plan", "measured", "p2p"]
     # plan: the limit given; measured: the first probed device's opt-in limit.
     smem_limit: int | None
     # measured: the first probed device's attribute and bisected launch limit.
@@ -34,6 +41,8 @@ class ProbeReport(msgspec.Struct, frozen=True, kw_only=True):
     # measured: everything the probes recorded, per device (or why they could not run).
     probes: ProbeFacts | Unavailable | None
     exit_code: int
+    # mode "p2p": the verified peer-transfer test per GPU pair.
+    p2p: P2PProbeFacts | Unavailable | None = None
 
 
 def k64_vs_k128(tiles: list[TileProbe]) -> float | None:
@@ -101,6 +110,31 @@ def build_plan(smem_limit: int, tiles: list[TileProbe]) -> ProbeReport:
         tiles=tiles,
         probes=None,
         exit_code=int(ExitCode.OK),
+    )
+
+
+def build_p2p(facts: P2PProbeFacts | Unavailable) -> ProbeReport:
+    """Exit 0: every pair works or has no peer access by design; 1: a pair is broken or
+    slower than the host-staged control; 3: the test could not run (one GPU is 0)."""
+    if isinstance(facts, Unavailable):
+        code = ExitCode.OK if facts.reason.startswith("skipped:one GPU") else ExitCode.NOT_EVALUATED
+    elif any(p.verdict in ("granted-but-broken", "slower-than-host") for p in facts.pairs):
+        code = ExitCode.FINDINGS
+    elif any(p.verdict == "error" for p in facts.pairs) or not facts.pairs:
+        code = ExitCode.NOT_EVALUATED
+    else:
+        code = ExitCode.OK
+    return ProbeReport(
+        schema_version=PROBE_SCHEMA_VERSION,
+        tool=ToolInfo(name=TOOL_NAME, version=__version__),
+        mode="p2p",
+        smem_limit=None,
+        smem_optin_attribute=None,
+        smem_launch_limit=None,
+        tiles=[],
+        probes=None,
+        exit_code=int(code),
+        p2p=facts,
     )
 
 

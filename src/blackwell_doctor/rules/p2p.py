@@ -93,3 +93,74 @@ def p2p_nvml_status(facts: Facts, rules: RuleData) -> Outcome:
         "(a grant, not proof that transfers work)",
         **matrix,
     )
+
+
+_BROKEN_HOW = (
+    "The driver allows peer access but transfers between these GPUs fail, corrupt data or "
+    "hang: a tensor-parallel runtime using P2P will hang or compute garbage. Fix the path "
+    "first (pci.iommu: iommu=pt; pci.acs: clear ACS redirect; BIOS: Above 4G decoding, "
+    "Resizable BAR), then run `blackwell-doctor probe --p2p` again. Until then, serve with "
+    "NCCL_P2P_DISABLE=1 (and vLLM --disable-custom-all-reduce)."
+)
+_SLOW_HOW = (
+    "Peer transfers work but are slower than copying through host memory: the signature of "
+    "peer traffic routed up through the root complex (ACS redirect) or translated by the "
+    "IOMMU. See the pci.acs and pci.iommu findings; NCCL_P2P_DISABLE=1 is the fallback "
+    "that at least stops P2P from being the slower path."
+)
+
+
+@check("p2p.transfer")
+def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
+    t = facts.p2p_transfers
+    if t is None:
+        return skipped("peer transfers were not tested (run `blackwell-doctor probe --p2p`)")
+    if isinstance(t, Unavailable):
+        if t.reason.startswith("skipped:"):
+            return skipped(f"peer transfers not tested: {t.reason.removeprefix('skipped:')}")
+        return not_evaluated(f"the peer-transfer test did not run: {t.reason}")
+    if not t.pairs:
+        return not_evaluated("the peer-transfer test measured no pair")
+    evidence: Evidence = {}
+    by_verdict: dict[str, list[str]] = {}
+    for p in t.pairs:
+        name = f"GPU{p.gpu_a}-GPU{p.gpu_b}"
+        bw = (
+            f"{p.unidirectional_gbps:.1f} GB/s uni"
+            if p.unidirectional_gbps is not None
+            else "no bandwidth"
+        )
+        if p.host_staged_gbps is not None:
+            bw += f", host-staged {p.host_staged_gbps:.1f} GB/s"
+        evidence[name] = f"{p.verdict}: {bw}" + (f" ({p.detail})" if p.detail else "")
+        by_verdict.setdefault(p.verdict, []).append(name + (f" ({p.detail})" if p.detail else ""))
+    if "granted-but-broken" in by_verdict:
+        return Outcome(
+            status=Status.FAIL,
+            summary="peer access is granted but transfers fail for "
+            + "; ".join(by_verdict["granted-but-broken"]),
+            evidence=evidence,
+            remedy_vars={"how": _BROKEN_HOW},
+        )
+    if "slower-than-host" in by_verdict:
+        return Outcome(
+            status=Status.WARN,
+            summary="peer transfers are slower than staging through host memory for "
+            + ", ".join(by_verdict["slower-than-host"]),
+            evidence=evidence,
+            remedy_vars={"how": _SLOW_HOW},
+        )
+    if "error" in by_verdict:
+        return not_evaluated("the test failed for " + "; ".join(by_verdict["error"]), **evidence)
+    works = by_verdict.get("works", [])
+    unsupported = by_verdict.get("not-supported", [])
+    if not works:
+        return skipped(
+            "the driver allows no peer access between these GPUs (see p2p.nvml_status); "
+            "runtimes copy through host memory",
+            **evidence,
+        )
+    summary = f"verified peer copies and writes for {view.plural(len(works), 'GPU pair')}"
+    if unsupported:
+        summary += f"; no peer access for {', '.join(unsupported)}"
+    return passed(summary, **evidence)

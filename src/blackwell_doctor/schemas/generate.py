@@ -20,6 +20,7 @@ import msgspec
 
 from blackwell_doctor.facts import SCHEMA_VERSION as FACTS_SCHEMA_VERSION
 from blackwell_doctor.facts import Facts
+from blackwell_doctor.logs.report import SCAN_SCHEMA_VERSION, ScanReport
 from blackwell_doctor.probe.report import PROBE_SCHEMA_VERSION, ProbeReport
 from blackwell_doctor.report import REPORT_SCHEMA_VERSION, Report
 
@@ -41,6 +42,7 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "report.schema.json": lambda: _schema("report", REPORT_SCHEMA_VERSION, Report),
     "facts.schema.json": lambda: _schema("facts", FACTS_SCHEMA_VERSION, Facts),
     "probe.schema.json": lambda: _schema("probe", PROBE_SCHEMA_VERSION, ProbeReport),
+    "scan-logs.schema.json": lambda: _schema("scan-logs", SCAN_SCHEMA_VERSION, ScanReport),
 }
 
 

@@ -1,0 +1,149 @@
+"""The log-signature catalogue: ``checks/log_signatures.toml``, validated at load.
+
+A typo in the data file is one clear :class:`CatalogueError` naming the file, the entry and
+the field, never a silently wrong verdict.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from typing import Any, Literal
+
+import msgspec
+
+from blackwell_doctor.facts import LogSeverity
+from blackwell_doctor.resources import data_dir
+
+CATALOGUE_FILE = "log_signatures.toml"
+
+LogCheck = Literal[
+    "logs.moe_kernels", "logs.arch_support", "logs.p2p", "logs.platform", "logs.kernel_events"
+]
+ContextRule = Literal["autotuner-wrapped", "autotuner-summary", "marlin-requested", "not-nvidia"]
+
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warn": 1, "fail": 2}
+
+_ID = r"^[a-z0-9_]+(\.[a-z0-9_]+)+$"
+
+
+class CatalogueError(Exception):
+    """checks/log_signatures.toml is malformed (a packaging or editing bug, not user input)."""
+
+
+class Signature(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    id: str
+    literals: list[str]
+    component: str
+    severity: LogSeverity
+    check: LogCheck
+    meaning: str
+    remedy: list[str]
+    source: str
+    regex: str | None = None
+    unless: str | None = None
+    rule: ContextRule | None = None
+    warn_at: int | None = None
+
+
+class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A line that is no finding itself but changes how others are judged."""
+
+    id: str
+    literals: list[str]
+    source: str
+
+
+class _File(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    signature: list[Signature]
+    marker: list[Marker] = msgspec.field(default_factory=list)
+
+
+class Catalogue:
+    """Signatures and markers, with every literal numbered for the matcher.
+
+    ``literals[i]`` is a distinct byte string; ``owners[i]`` lists what it belongs to:
+    ``("sig", index)`` into :attr:`signatures` or ``("marker", index)`` into :attr:`markers`.
+    """
+
+    def __init__(self, signatures: list[Signature], markers: list[Marker]) -> None:
+        self.signatures = signatures
+        self.markers = markers
+        self.by_id = {s.id: s for s in signatures}
+        self.regex: list[re.Pattern[str] | None] = []
+        self.unless: list[re.Pattern[str] | None] = []
+        for sig in signatures:
+            self.regex.append(_compile(sig.id, "regex", sig.regex))
+            self.unless.append(_compile(sig.id, "unless", sig.unless))
+        index: dict[bytes, int] = {}
+        self.literals: list[bytes] = []
+        self.owners: list[list[tuple[str, int]]] = []
+        numbered = [("sig", n, s.literals) for n, s in enumerate(signatures)]
+        numbered += [("marker", n, m.literals) for n, m in enumerate(markers)]
+        for kind, n, texts in numbered:
+            for text in texts:
+                key = text.encode("utf-8")
+                if key not in index:
+                    index[key] = len(self.literals)
+                    self.literals.append(key)
+                    self.owners.append([])
+                self.owners[index[key]].append((kind, n))
+        self.max_literal = max((len(lit) for lit in self.literals), default=1)
+
+
+def _compile(sig_id: str, field: str, pattern: str | None) -> re.Pattern[str] | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise CatalogueError(f"checks/{CATALOGUE_FILE}: {sig_id}: bad {field}: {exc}") from None
+
+
+def parse_catalogue(raw: dict[str, Any], *, name: str = CATALOGUE_FILE) -> Catalogue:
+    """Validate a decoded TOML document (also used by tests on broken documents)."""
+    try:
+        data = msgspec.convert(raw, type=_File)
+    except msgspec.ValidationError as exc:
+        raise CatalogueError(f"checks/{name}: {exc}") from None
+    seen: set[str] = set()
+    entries: list[tuple[str, list[str]]] = [(s.id, s.literals) for s in data.signature]
+    entries += [(m.id, m.literals) for m in data.marker]
+    for entry_id, literals in entries:
+        where = f"checks/{name}: {entry_id!r}"
+        if entry_id in seen:
+            raise CatalogueError(f"{where}: duplicate id")
+        seen.add(entry_id)
+        if not literals or any(not lit.strip() for lit in literals):
+            raise CatalogueError(f"{where}: literals must be non-empty texts")
+        if any("\n" in lit for lit in literals):
+            raise CatalogueError(f"{where}: a literal cannot span lines")
+    for sig in data.signature:
+        where = f"checks/{name}: {sig.id!r}"
+        if not re.match(_ID, sig.id):
+            raise CatalogueError(f"{where}: id is not area.name (lowercase)")
+        if sig.warn_at is not None and sig.warn_at < 1:
+            raise CatalogueError(f"{where}: warn_at must be >= 1")
+        if sig.rule == "autotuner-summary" and (sig.regex is None or "(?P<n>" not in sig.regex):
+            raise CatalogueError(f"{where}: rule autotuner-summary needs a regex with (?P<n>...)")
+    return Catalogue(data.signature, data.marker)
+
+
+@functools.cache
+def load_catalogue() -> Catalogue:
+    path = data_dir("checks") / CATALOGUE_FILE
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise CatalogueError(f"checks/{CATALOGUE_FILE}: {exc}") from None
+    return parse_catalogue(raw)
+
+
+def advice(signature: str) -> tuple[str, list[str]]:
+    """(what it means, the remedy steps) for a signature id; empty for an unknown id (a
+    facts file from a newer catalogue)."""
+    sig = load_catalogue().by_id.get(signature)
+    if sig is None:
+        return "", []
+    return sig.meaning, list(sig.remedy)

@@ -1,0 +1,88 @@
+"""The ``scan-logs`` document and its text rendering."""
+
+from __future__ import annotations
+
+import msgspec
+
+from blackwell_doctor import TOOL_NAME, __version__
+from blackwell_doctor.exitcodes import ExitCode
+from blackwell_doctor.facts import LogFacts, LogFinding, LogSource, ToolInfo
+from blackwell_doctor.logs.catalogue import SEVERITY_RANK, load_catalogue
+from blackwell_doctor.logs.collect import readable
+
+SCAN_SCHEMA_VERSION = 1
+
+_MARK = {"fail": "[✗]", "warn": "[!]", "info": "[i]"}
+
+
+class ScanReport(msgspec.Struct, frozen=True, kw_only=True):
+    """``scan-logs --format json``: written whole whatever the outcome."""
+
+    schema_version: int
+    tool: ToolInfo
+    sources: list[LogSource]
+    findings: list[LogFinding]
+    exit_code: int
+
+
+def build_report(facts: LogFacts, *, fail_on: str) -> ScanReport:
+    """Exit 2 when inputs were named and none could be read; 1 when a finding is at or above
+    ``fail_on``; else 0."""
+    gate = SEVERITY_RANK[fail_on]
+    if facts.sources and not any(readable(s) for s in facts.sources):
+        code = ExitCode.USAGE
+    elif any(SEVERITY_RANK[f.severity] >= gate for f in facts.findings):
+        code = ExitCode.FINDINGS
+    else:
+        code = ExitCode.OK
+    return ScanReport(
+        schema_version=SCAN_SCHEMA_VERSION,
+        tool=ToolInfo(name=TOOL_NAME, version=__version__),
+        sources=list(facts.sources),
+        findings=list(facts.findings),
+        exit_code=int(code),
+    )
+
+
+def render_json(report: ScanReport) -> str:
+    return (msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n").decode("utf-8")
+
+
+def render_text(report: ScanReport) -> str:
+    catalogue = load_catalogue()
+    out: list[str] = []
+    groups: dict[str, list[LogFinding]] = {}
+    for finding in report.findings:
+        groups.setdefault(finding.signature, []).append(finding)
+    ordered = sorted(
+        groups.items(), key=lambda kv: (-max(SEVERITY_RANK[f.severity] for f in kv[1]), kv[0])
+    )
+    for sig_id, findings in ordered:
+        worst = max((f.severity for f in findings), key=SEVERITY_RANK.__getitem__)
+        total = sum(f.count for f in findings)
+        sig = catalogue.by_id.get(sig_id)
+        check = findings[0].check
+        out.append(f"{_MARK[worst]} {sig_id} ({worst}, {check}): {total} occurrence(s)")
+        for f in findings:
+            where = f"line {f.line}" if f.line == f.last_line else f"lines {f.line}-{f.last_line}"
+            out.append(f"    {f.path}: {where}, {f.count}x, {f.severity}")
+            out.append(f"      | {f.excerpt}")
+        if sig is not None:
+            out.append(f"    What it means: {sig.meaning}")
+            for step in sig.remedy:
+                out.append(f"    Fix: {step}")
+            out.append(f"    Source: {sig.source}")
+        out.append("")
+    out.append("Sources:")
+    for s in report.sources:
+        state = f"error: {s.error}" if s.error else "ok"
+        out.append(f"    {s.name} ({s.kind}): {s.lines} lines, {s.bytes} bytes, {state}")
+    counts = {sev: sum(1 for f in report.findings if f.severity == sev) for sev in _MARK}
+    if not report.findings:
+        out.append("No signatures found.")
+    else:
+        out.append(
+            f"Found {len(groups)} signature(s): {counts['fail']} fail, {counts['warn']} warn, "
+            f"{counts['info']} info (exit {report.exit_code})."
+        )
+    return "\n".join(out) + "\n"

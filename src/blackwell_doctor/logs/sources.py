@@ -1,0 +1,370 @@
+"""Where log bytes come from: files (plain, gzip, docker json-file), stdin, containers, the
+systemd journal and the kernel log. Each opener returns the source's kind and an iterator
+of byte chunks; a problem is a :class:`SourceError` with a reason token, never a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gzip
+import os
+import stat
+import subprocess
+import tempfile
+import threading
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+
+from blackwell_doctor.facts import LogSourceKind
+from blackwell_doctor.logs.matcher import CHUNK_BYTES
+
+JOURNAL_TIMEOUT_S = 120.0
+DMESG_TIMEOUT_S = 20.0
+DOCKER_TIMEOUT_S = 30.0
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_DOCKER_JSON_HEAD = b'{"log":'
+# Docker's json-file driver writes one object per line; a "log" value may be a partial line
+# (split at 16 KiB, no trailing newline), so values are concatenated as they are.
+_DOCKER_BATCH = 1 << 20
+
+
+class SourceError(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def os_reason(exc: OSError, name: str) -> str:
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return f"not-found:{name}"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"permission-denied:{name}"
+    return f"os-error-{errno.errorcode.get(exc.errno or 0, 'EIO').lower()}:{name}"
+
+
+Opened = tuple[LogSourceKind, Iterator[bytes]]
+
+
+# --------------------------------------------------------------------------- files and stdin
+
+
+def open_file(path: Path) -> Opened:
+    """A regular file; gzip by its magic bytes (rotated ``.gz`` or not), docker json-file
+    by its first bytes. FIFOs and devices are refused (a scan must not block)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise SourceError(f"not-a-regular-file:{path}")
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the generator
+    except OSError as exc:
+        raise SourceError(os_reason(exc, str(path))) from None
+    try:
+        head = fh.read(2)
+        fh.seek(0)
+    except OSError as exc:
+        fh.close()
+        raise SourceError(os_reason(exc, str(path))) from None
+    if head == _GZIP_MAGIC:
+        return "gzip", _decoded(_gzip_chunks(fh, str(path)))
+    return "file", _decoded(_file_chunks(fh, str(path)))
+
+
+def _file_chunks(fh: BinaryIO, name: str) -> Iterator[bytes]:
+    with fh:
+        while True:
+            try:
+                chunk = fh.read(CHUNK_BYTES)
+            except OSError as exc:
+                raise SourceError(os_reason(exc, name)) from None
+            if not chunk:
+                return
+            yield chunk
+
+
+def _gzip_chunks(fh: BinaryIO, name: str) -> Iterator[bytes]:
+    # read1 hands back what one decompression step produced, so that a truncated or corrupt
+    # stream (a rotation caught mid-write) still yields everything before the damage.
+    with fh, gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+        pieces: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                piece = gz.read1(CHUNK_BYTES)
+            except (OSError, EOFError, zlib.error) as exc:
+                if pieces:
+                    yield b"".join(pieces)
+                raise SourceError(f"corrupt-gzip:{name}") from exc
+            if piece:
+                pieces.append(piece)
+                size += len(piece)
+            if pieces and (not piece or size >= CHUNK_BYTES):
+                yield b"".join(pieces)
+                pieces, size = [], 0
+            if not piece:
+                return
+
+
+def stdin_chunks(stream: BinaryIO) -> Opened:
+    def chunks() -> Iterator[bytes]:
+        while True:
+            try:
+                chunk = stream.read(CHUNK_BYTES)
+            except OSError as exc:
+                raise SourceError(os_reason(exc, "-")) from None
+            if not chunk:
+                return
+            yield chunk
+
+    return "stdin", _decoded(chunks())
+
+
+def _decoded(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Decode docker's json-file format when the stream starts with it; else as is."""
+    first = next(chunks, b"")
+    if not first:
+        return
+    if first.lstrip()[: len(_DOCKER_JSON_HEAD)] != _DOCKER_JSON_HEAD:
+        yield first
+        yield from chunks
+        return
+
+    def again() -> Iterator[bytes]:
+        yield first
+        yield from chunks
+
+    yield from _docker_json(again())
+
+
+class _DockerLine(msgspec.Struct):
+    log: str = ""
+
+
+_docker_decoder = msgspec.json.Decoder(_DockerLine)
+
+
+def _docker_json(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    carry = b""
+    out: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        data = carry + chunk if carry else chunk
+        lines = data.split(b"\n")
+        carry = lines.pop()
+        for raw in lines:
+            piece = _docker_value(raw)
+            out.append(piece)
+            size += len(piece)
+        if size >= _DOCKER_BATCH:
+            yield b"".join(out)
+            out, size = [], 0
+    if carry:
+        out.append(_docker_value(carry))
+    if out:
+        yield b"".join(out)
+
+
+def _docker_value(raw: bytes) -> bytes:
+    if not raw.strip():
+        return b""
+    try:
+        return _docker_decoder.decode(raw).log.encode("utf-8", errors="surrogateescape")
+    except (msgspec.DecodeError, UnicodeEncodeError):
+        return raw + b"\n"  # not json after all: keep the line as it is
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def command_chunks(args: list[str], *, timeout_s: float, name: str) -> Iterator[bytes]:
+    """Stream a command's standard output; a missing command, a failure or a hang becomes
+    a SourceError (after what it printed has been yielded)."""
+    with tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err
+            )
+        except FileNotFoundError:
+            raise SourceError(f"not-found:{args[0]}") from None
+        except PermissionError:
+            raise SourceError(f"permission-denied:{args[0]}") from None
+        timed_out = threading.Event()
+
+        def kill() -> None:
+            timed_out.set()
+            with contextlib.suppress(OSError):
+                proc.kill()
+
+        timer = threading.Timer(timeout_s, kill)
+        timer.daemon = True
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            while chunk := proc.stdout.read(CHUNK_BYTES):
+                yield chunk
+            code = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        if timed_out.is_set():
+            raise SourceError(f"timeout-{timeout_s:g}s:{name}")
+        if code != 0:
+            err.seek(0)
+            message = err.read(4096).decode("utf-8", errors="replace").lower()
+            if "permission" in message or "not permitted" in message:
+                raise SourceError(f"permission-denied:{name}")
+            raise SourceError(f"exit-{code}:{name}")
+
+
+def journal_chunks() -> Opened:
+    # -b: this boot; short-iso: sortable timestamps; --no-pager: never wait on a terminal.
+    args = ["journalctl", "-b", "-o", "short-iso", "--no-pager"]
+    return "journal", command_chunks(args, timeout_s=JOURNAL_TIMEOUT_S, name="journal")
+
+
+# --------------------------------------------------------------------------- kernel log
+
+
+def kernel_chunks(host_root: Path) -> Opened:
+    """/dev/kmsg under the host root, read without blocking until EAGAIN; where it cannot be
+    opened on this host (root ``/``), ``dmesg``. (HostFS refuses non-regular files on
+    purpose; /dev/kmsg is a character device, so it is opened here.)"""
+    try:
+        return "kernel", _kmsg(host_root)
+    except SourceError as first:
+        if host_root != Path("/"):
+            raise
+        try:
+            return "kernel", _prefetch(
+                command_chunks(["dmesg"], timeout_s=DMESG_TIMEOUT_S, name="dmesg")
+            )
+        except SourceError:
+            raise first from None
+
+
+def _prefetch(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Start the command now, so that a missing ``dmesg`` is known before scanning."""
+    first = next(chunks, b"")
+
+    def rest() -> Iterator[bytes]:
+        if first:
+            yield first
+        yield from chunks
+
+    return rest()
+
+
+def _kmsg(host_root: Path) -> Iterator[bytes]:
+    path = host_root / "dev" / "kmsg"
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    if host_root != Path("/"):
+        flags |= os.O_NOFOLLOW
+    try:
+        mode = os.stat(path).st_mode
+        if not (stat.S_ISCHR(mode) or stat.S_ISREG(mode)):
+            raise SourceError("not-a-log-device:/dev/kmsg")
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise SourceError(os_reason(exc, "/dev/kmsg")) from None
+    return _kmsg_records(fd)
+
+
+def _kmsg_records(fd: int) -> Iterator[bytes]:
+    """/dev/kmsg records: ``prio,seq,usec,flags[,...];message`` then continuation lines that
+    start with a space (key=value), written out as dmesg does: ``[seconds] message``."""
+    carry = b""
+    try:
+        while True:
+            try:
+                data = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                break  # EAGAIN: no more records now
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:
+                    continue  # records overwritten while reading: go on with the next
+                if exc.errno == errno.EINVAL and not carry:
+                    continue
+                raise SourceError(os_reason(exc, "/dev/kmsg")) from None
+            if not data:
+                break
+            lines = (carry + data).split(b"\n")
+            carry = lines.pop()
+            out = [_kmsg_line(line) for line in lines]
+            yield b"".join(out)
+        if carry:
+            yield _kmsg_line(carry)
+    finally:
+        os.close(fd)
+
+
+def _kmsg_line(line: bytes) -> bytes:
+    if not line or line.startswith(b" "):
+        return b""
+    head, sep, message = line.partition(b";")
+    if not sep:
+        return line + b"\n"
+    fields = head.split(b",")
+    try:
+        seconds = int(fields[2]) / 1e6
+    except (IndexError, ValueError):
+        return message + b"\n"
+    return b"[%12.6f] " % seconds + message + b"\n"
+
+
+# --------------------------------------------------------------------------- containers
+
+
+def container_chunks(name: str, docker_host: str | None) -> Opened:
+    """A container's stdout and stderr through the Docker API (the docker SDK, imported only
+    here). Engine down, unknown container, no permission: a SourceError."""
+    label = f"container:{name}"
+    try:
+        import docker
+        import docker.errors
+    except ImportError:
+        raise SourceError("docker-sdk-not-installed") from None
+    try:
+        if docker_host:
+            client = docker.DockerClient(base_url=docker_host, timeout=DOCKER_TIMEOUT_S)
+        else:
+            client = docker.from_env(timeout=DOCKER_TIMEOUT_S)
+        container = client.containers.get(name)
+        stream = container.logs(stdout=True, stderr=True, stream=True, follow=False)
+    except docker.errors.NotFound:
+        raise SourceError(f"container-not-found:{name}") from None
+    except docker.errors.DockerException as exc:
+        raise SourceError(_docker_reason(exc, label)) from None
+    except OSError as exc:
+        raise SourceError(os_reason(exc, label)) from None
+
+    def chunks() -> Iterator[bytes]:
+        try:
+            yield from stream
+        except docker.errors.DockerException as exc:
+            raise SourceError(_docker_reason(exc, label)) from None
+        except OSError as exc:
+            raise SourceError(os_reason(exc, label)) from None
+        finally:
+            with contextlib.suppress(Exception):
+                client.close()
+
+    return "container", chunks()
+
+
+def _docker_reason(exc: Exception, label: str) -> str:
+    text = str(exc).lower()
+    if "permission denied" in text:
+        return f"permission-denied:{label}"
+    if "connection" in text or "no such file" in text or "not found" in text:
+        return f"docker-engine-unreachable:{label}"
+    return f"docker-error:{label}"

@@ -1,0 +1,138 @@
+"""Family logs: what the runtime and kernel logs say, judged per signature group.
+
+A finding's severity comes from the signature catalogue and its context rules (a TMA WS
+init failure inside the FlashInfer autotuner is info, outside it fail; REFERENCE.md §0.3).
+Each check looks only at the findings whose signature names it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from blackwell_doctor.facts import Facts, LogFinding, Unavailable
+from blackwell_doctor.rules.data import RuleData
+from blackwell_doctor.rules.engine import check
+from blackwell_doctor.rules.model import (
+    Evidence,
+    Outcome,
+    Status,
+    not_evaluated,
+    passed,
+    skipped,
+)
+
+_STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
+
+
+_COMMAND_WORDS = frozenset(
+    {"pip", "pip3", "python", "python3", "vllm", "sglang", "sudo", "export", "docker", "uv"}
+    | {"nvidia-smi", "nvidia-ctk", "journalctl", "dmesg", "setpci", "blackwell-doctor"}
+)
+
+
+def _is_command(text: str) -> bool:
+    first = text.split(maxsplit=1)[0] if text.strip() else ""
+    return first in _COMMAND_WORDS or bool(re.match(r"^[A-Z][A-Z0-9_]*=\S", text))
+
+
+def split_steps(steps: list[str]) -> tuple[list[str], list[str]]:
+    """Remedy steps as (prose, commands): "Upgrade FlashInfer: pip install -U x" is the
+    sentence "Upgrade FlashInfer" and the command "pip install -U x"."""
+    prose: list[str] = []
+    commands: list[str] = []
+    for step in steps:
+        head, sep, tail = step.partition(": ")
+        if sep and _is_command(tail):
+            prose.append(_sentence(head))
+            commands.append(_pasteable(tail))
+        elif _is_command(step):
+            commands.append(_pasteable(step))
+        else:
+            prose.append(_sentence(step))
+    return prose, commands
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?", ")")) and not text.endswith(" )") else text + "."
+
+
+def _pasteable(command: str) -> str:
+    # A bare VAR=value on its own line sets nothing for the next command: export it.
+    return f"export {command}" if re.match(r"^[A-Z][A-Z0-9_]*=\S+$", command) else command
+
+
+def _signature_advice(signature: str) -> tuple[str, list[str]]:
+    """(what it means and what to do, commands) from checks/log_signatures.toml."""
+    from blackwell_doctor.logs.catalogue import advice
+
+    meaning, steps = advice(signature)
+    prose, commands = split_steps(steps)
+    return " ".join([meaning, *prose]).strip(), commands
+
+
+def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[str]]]) -> Outcome:
+    logs = facts.logs
+    if logs is None:
+        return skipped("no logs given (--logs, --container, --journal, --kernel-log)")
+    if isinstance(logs, Unavailable):
+        return not_evaluated(f"logs could not be read: {logs.reason}")
+    mine = [f for f in logs.findings if f.check == check_id]
+    evidence: Evidence = {
+        f"{f.signature} x{f.count}": f"{f.path}:{f.line}: {f.excerpt}" for f in mine
+    }
+    unread = [f"{s.name} ({s.error})" for s in logs.sources if s.error and not s.lines]
+    worst = _worst(mine)
+    if worst is not None:
+        bad = [f for f in mine if _STATUS.get(f.severity) is worst]
+        texts: list[str] = []
+        commands: list[str] = []
+        for f in bad:
+            how, cmds = advice(f.signature)
+            if how not in texts:
+                texts.append(how)
+            commands += [c for c in cmds if c not in commands]
+        return Outcome(
+            status=worst,
+            summary="; ".join(
+                f"{f.signature} ({f.count}x, first at {f.path}:{f.line})" for f in bad
+            ),
+            evidence=evidence,
+            remedy_vars={"how": " ".join(texts)},
+            commands=commands,
+        )
+    if unread and len(unread) == len(logs.sources):
+        return not_evaluated("no log could be read: " + ", ".join(unread), **evidence)
+    scanned = sum(s.lines for s in logs.sources)
+    summary = f"no signature of this kind in {scanned:,} lines from {len(logs.sources)} source(s)"
+    if mine:
+        summary = f"only informational signatures ({len(mine)}) in {scanned:,} lines"
+    if unread:
+        summary += "; unreadable: " + ", ".join(unread)
+    return passed(summary, **evidence)
+
+
+def _worst(findings: list[LogFinding]) -> Status | None:
+    if any(f.severity == "fail" for f in findings):
+        return Status.FAIL
+    if any(f.severity == "warn" for f in findings):
+        return Status.WARN
+    return None
+
+
+def _register(check_id: str) -> None:
+    def run(facts: Facts, rules: RuleData) -> Outcome:
+        return judge(check_id, facts, _signature_advice)
+
+    check(check_id)(run)
+
+
+for _id in (
+    "logs.moe_kernels",
+    "logs.arch_support",
+    "logs.p2p",
+    "logs.platform",
+    "logs.kernel_events",
+):
+    _register(_id)

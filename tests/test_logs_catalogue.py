@@ -1,0 +1,73 @@
+"""checks/log_signatures.toml: valid, and every entry is tested against a real excerpt."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from blackwell_doctor.logs.catalogue import CatalogueError, load_catalogue, parse_catalogue
+from blackwell_doctor.resources import data_dir
+from tests.test_logs_fixtures import EXPECTED, NOT_NVIDIA
+
+
+def _raw() -> dict[str, object]:
+    return tomllib.loads((data_dir("checks") / "log_signatures.toml").read_text("utf-8"))
+
+
+def test_catalogue_loads_with_every_check_family() -> None:
+    cat = load_catalogue()
+    assert {s.check for s in cat.signatures} == {
+        "logs.moe_kernels",
+        "logs.arch_support",
+        "logs.p2p",
+        "logs.platform",
+        "logs.kernel_events",
+    }
+
+
+def test_every_signature_has_a_fixture_test() -> None:
+    tested = {sig for expected in EXPECTED.values() for sig in expected} | NOT_NVIDIA
+    assert {s.id for s in load_catalogue().signatures} == tested
+
+
+def test_the_articles_signature_is_catalogued_as_fail() -> None:
+    sig = load_catalogue().by_id["moe.tma_ws_init_failed"]
+    assert sig.severity == "fail"
+    assert sig.rule == "autotuner-wrapped"
+
+
+def test_unknown_field_is_one_clear_error() -> None:
+    raw = _raw()
+    raw["signature"][0]["colour"] = "red"  # type: ignore[index]
+    with pytest.raises(CatalogueError, match=r"log_signatures\.toml.*colour"):
+        parse_catalogue(raw)
+
+
+def test_unknown_check_is_rejected() -> None:
+    raw = _raw()
+    raw["signature"][0]["check"] = "logs.everything"  # type: ignore[index]
+    with pytest.raises(CatalogueError, match="check"):
+        parse_catalogue(raw)
+
+
+def test_duplicate_id_is_rejected() -> None:
+    raw = _raw()
+    sigs = raw["signature"]
+    sigs.append(dict(sigs[0]))  # type: ignore[attr-defined,index]
+    with pytest.raises(CatalogueError, match="duplicate id"):
+        parse_catalogue(raw)
+
+
+def test_bad_regex_is_rejected() -> None:
+    raw = _raw()
+    raw["signature"][0]["regex"] = "([unclosed"  # type: ignore[index]
+    with pytest.raises(CatalogueError, match="bad regex"):
+        parse_catalogue(raw)
+
+
+def test_empty_literal_is_rejected() -> None:
+    raw = _raw()
+    raw["signature"][0]["literals"] = [" "]  # type: ignore[index]
+    with pytest.raises(CatalogueError, match="literals"):
+        parse_catalogue(raw)

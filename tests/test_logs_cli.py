@@ -1,0 +1,113 @@
+"""scan-logs: formats, exit codes, source errors. The command is registered on a fresh app
+here (cli.py registers it on the real one) and run through the same error boundary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+
+from blackwell_doctor.cli import UserError
+from blackwell_doctor.cli_logs import register
+from tests.conftest import FIXTURES
+
+LOGS = FIXTURES / "logs"
+ESCAPED = LOGS / "flashinfer-2077-tma-escaped.log"
+HEALTHY = LOGS / "vllm-31085-healthy-sm120-startup.log"
+MARLIN = LOGS / "composed-vllm-marlin-auto.log"
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    app = typer.Typer()
+    register(app)
+
+    @app.callback()
+    def _root() -> None:
+        """Group, so that the command is invoked by its name."""
+
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=args, prog_name="blackwell-doctor", standalone_mode=False)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except UserError as exc:
+        print(f"error: {exc}")
+        code = 2
+    out = capsys.readouterr()
+    return int(code or 0), out.out, out.err
+
+
+def test_json_document(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["scan-logs", "--format", "json", str(ESCAPED)], capsys)
+    doc = json.loads(out)
+    assert code == 1 == doc["exit_code"]
+    assert doc["schema_version"] == 1
+    assert doc["tool"]["name"] == "blackwell-doctor"
+    (finding,) = doc["findings"]
+    assert finding == {
+        "signature": "moe.tma_ws_init_failed",
+        "severity": "fail",
+        "check": "logs.moe_kernels",
+        "path": str(ESCAPED),
+        "line": 2,
+        "last_line": 2,
+        "count": 1,
+        "excerpt": finding["excerpt"],
+    }
+    assert doc["sources"][0]["lines"] == 2
+
+
+def test_healthy_log_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["scan-logs", str(HEALTHY)], capsys)
+    assert code == 0
+    assert "No signatures found." in out
+
+
+def test_fail_on_warn(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["scan-logs", str(MARLIN)], capsys)[0] == 0
+    assert run(["scan-logs", "--fail-on", "warn", str(MARLIN)], capsys)[0] == 1
+
+
+def test_text_groups_by_signature_with_meaning_and_remedy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(["scan-logs", str(ESCAPED), str(ESCAPED)], capsys)
+    assert code == 1
+    assert out.count("[✗] moe.tma_ws_init_failed (fail, logs.moe_kernels): 2 occurrence(s)") == 1
+    assert "line 2, 1x, fail" in out
+    assert "What it means:" in out
+    assert "Fix: Upgrade FlashInfer" in out
+
+
+def test_unreadable_among_readable_is_shown_not_fatal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "gone.log"
+    code, out, _ = run(["scan-logs", "-f", "json", str(HEALTHY), str(missing)], capsys)
+    assert code == 0
+    assert json.loads(out)["sources"][1]["error"] == f"not-found:{missing}"
+
+
+def test_nothing_readable_exits_2_with_the_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["scan-logs", "-f", "json", str(tmp_path / "gone.log")], capsys)
+    assert code == 2
+    assert json.loads(out)["exit_code"] == 2
+    assert "no log input could be read: not-found:" in err
+
+
+def test_no_input_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["scan-logs"], capsys)
+    assert code == 2
+    assert "needs a PATH" in out
+
+
+def test_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "scan.json"
+    code, out, _ = run(["scan-logs", "-f", "json", "-o", str(target), str(ESCAPED)], capsys)
+    assert code == 1
+    assert out == ""
+    assert json.loads(target.read_text())["findings"][0]["line"] == 2

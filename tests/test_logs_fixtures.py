@@ -1,0 +1,179 @@
+"""Every signature against real log excerpts (tests/fixtures/logs/README.md names each
+file's source), with the context rules of REFERENCE §0.3."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from blackwell_doctor.facts import LogFinding
+from blackwell_doctor.logs.collect import scan_sources
+from tests.conftest import FIXTURES
+
+LOGS = FIXTURES / "logs"
+
+# fixture file -> {signature: (severity, count, first line)}; nothing else may be found.
+EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
+    "flashinfer-2077-autotuner-skipping-tactic.log": {"autotuner.tactic_skipped": ("info", 2, 1)},
+    "flashinfer-2077-tma-escaped.log": {"moe.tma_ws_init_failed": ("fail", 1, 2)},
+    "flashinfer-4049-skipped-summary.log": {"autotuner.tactics_skipped_summary": ("info", 20, 4)},
+    "vllm-31085-healthy-sm120-startup.log": {},
+    "vllm-49011-healthy-engine-config.log": {},
+    "club-3090-617-marlin-fp4-warning.log": {"vllm.fp4_weight_only_marlin": ("warn", 1, 1)},
+    "aeon7-vllm-ultimate-dgx-spark-3-compose-marlin.log": {
+        "vllm.fp4_weight_only_marlin": ("warn", 1, 1)
+    },
+    "composed-vllm-marlin-auto.log": {"vllm.nvfp4_moe_marlin": ("warn", 1, 2)},
+    "composed-vllm-marlin-requested.log": {"vllm.nvfp4_moe_marlin": ("info", 1, 2)},
+    "vllm-45836-no-nvfp4-moe-backend.log": {"vllm.no_nvfp4_moe_backend": ("fail", 1, 2)},
+    "flashinfer-3134-unsupported-tile.log": {"moe.unsupported_tile_shape": ("fail", 1, 1)},
+    "composed-reference-moe-launcher.log": {
+        "moe.tma_ws_run_failed": ("fail", 1, 1),
+        "moe.grouped_gemm_will_fail": ("fail", 1, 2),
+        "moe.unsupported_tile_shape": ("fail", 1, 3),
+        "moe.sm89_kernel_smem": ("fail", 1, 4),
+        "moe.smem_exceeds_device": ("fail", 1, 5),
+        "moe.trtllm_gen_sm100_only": ("fail", 1, 6),
+    },
+    "triton-8182-out-of-resource.log": {"triton.smem_out_of_resource": ("fail", 1, 1)},
+    "wyoming-xtts-1-sm120-not-compatible.log": {"torch.arch_not_compiled": ("fail", 1, 2)},
+    "comfyui-16438-no-kernel-image.log": {"cuda.no_kernel_image": ("fail", 1, 1)},
+    "turbodiffusion-80-nvcc-compute-120a.log": {"nvcc.unsupported_arch_sm12x": ("fail", 1, 2)},
+    "vllm-15853-fa3-unsupported.log": {"vllm.fa3_unsupported": ("info", 1, 1)},
+    "vllm-17619-default-moe-config.log": {"vllm.default_moe_config": ("warn", 1, 1)},
+    "nccl-1637-max-shared-mem.log": {"nccl.max_shared_mem_exceeds": ("fail", 1, 3)},
+    "vllm-4770-custom-allreduce-no-p2p.log": {"vllm.custom_allreduce_no_p2p": ("warn", 1, 2)},
+    "composed-vllm-56128-custom-allreduce-pcie.log": {
+        "vllm.custom_allreduce_pcie_gt2": ("info", 1, 1)
+    },
+    "nccl-1214-p2p-disabled.log": {"nccl.p2p_disabled": ("warn", 2, 2)},
+    "sglang-4814-peer-access.log": {"cuda.peer_access_unsupported": ("fail", 1, 1)},
+    "vllm-1084-wsl-pin-memory.log": {"vllm.wsl_no_pin_memory": ("warn", 1, 1)},
+    "composed-nccl-wsl-realpath.log": {"nccl.wsl_pci_realpath": ("warn", 1, 2)},
+    "composed-rccl-2112-iommu-pt.log": {},
+    "nvsentinel-155-fallen-off-bus.log": {
+        "kernel.gpu_fallen_off_bus": ("fail", 1, 3),
+        "kernel.xid_fallen_off_bus": ("fail", 1, 5),
+    },
+    "composed-xid-13.log": {"kernel.xid": ("warn", 1, 1)},
+    "pop-os-853-amd-vi-io-page-fault.log": {"kernel.amd_vi_io_page_fault": ("warn", 2, 2)},
+    "i915ovmfpkg-23-dmar-fault.log": {"kernel.dmar_fault": ("warn", 2, 1)},
+}
+# Recognised, never a finding on an NVIDIA host (rule not-nvidia).
+NOT_NVIDIA = {"rccl.iommu_pt_missing"}
+
+
+def scan(*paths: Path) -> list[LogFinding]:
+    facts = scan_sources(
+        paths=[str(p) for p in paths],
+        containers=[],
+        journal=False,
+        kernel_log=False,
+        host_root=Path("/"),
+    )
+    assert all(s.error is None for s in facts.sources), facts.sources
+    return facts.findings
+
+
+def test_every_fixture_is_listed() -> None:
+    on_disk = {p.name for p in LOGS.glob("*.log")}
+    assert on_disk == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_findings(name: str) -> None:
+    got = {f.signature: (f.severity, f.count, f.line) for f in scan(LOGS / name)}
+    assert got == EXPECTED[name]
+
+
+@pytest.mark.parametrize("engine", ["re2", "find"])
+def test_both_matching_engines_agree(engine: str) -> None:
+    facts = scan_sources(
+        paths=[str(LOGS)], containers=[], journal=False, kernel_log=False,
+        host_root=Path("/"), engine=engine,
+    )  # fmt: skip
+    got = {(Path(f.path).name, f.signature, f.count) for f in facts.findings}
+    want = {(n, s, c) for n, sigs in EXPECTED.items() for s, (_, c, _) in sigs.items()}
+    assert got == want
+
+
+def test_tma_failure_inside_autotuner_is_not_a_failure() -> None:
+    findings = scan(LOGS / "flashinfer-2077-autotuner-skipping-tactic.log")
+    assert all(f.severity == "info" for f in findings)
+    assert "moe.tma_ws_init_failed" not in {f.signature for f in findings}
+
+
+def test_tma_failure_on_the_line_after_the_autotuner_is_still_inside(tmp_path: Path) -> None:
+    log = tmp_path / "split.log"
+    log.write_text(
+        "2025-11-11 06:41:27,319 - WARNING - autotuner.py:485 - flashinfer.jit: [Autotuner]: "
+        "Skipping tactic <MoERunner object at 0x7c70ccce8350> 15, due to failure while "
+        "profiling:\n[TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA "
+        "WS grouped gemm. Error: Error Internal\n"
+    )
+    assert {f.signature for f in scan(log)} == {"autotuner.tactic_skipped"}
+
+
+def test_tma_failure_long_after_the_autotuner_escapes(tmp_path: Path) -> None:
+    src = (LOGS / "flashinfer-2077-autotuner-skipping-tactic.log").read_text()
+    escaped = (LOGS / "flashinfer-2077-tma-escaped.log").read_text()
+    log = tmp_path / "both.log"
+    log.write_text(src + "filler\n" * 10 + escaped)
+    got = {f.signature: f.severity for f in scan(log)}
+    assert got == {"autotuner.tactic_skipped": "info", "moe.tma_ws_init_failed": "fail"}
+
+
+def test_many_skipped_tactics_warn(tmp_path: Path) -> None:
+    line = (LOGS / "flashinfer-2077-autotuner-skipping-tactic.log").read_text().splitlines()[0]
+    log = tmp_path / "many.log"
+    log.write_text((line + "\n") * 250)
+    (finding,) = scan(log)
+    assert (finding.signature, finding.severity, finding.count) == (
+        "autotuner.tactic_skipped", "warn", 250,
+    )  # fmt: skip
+    assert (finding.line, finding.last_line) == (1, 250)
+
+
+def test_marlin_with_w4a16_checkpoint_is_info(tmp_path: Path) -> None:
+    log = tmp_path / "w4a16.log"
+    log.write_text(
+        "(Worker_TP0 pid=201) INFO 10-24 09:50:01 [model.py:1] Resolved architecture for "
+        "RedHatAI/Qwen3-30B-A3B-NVFP4A16\n"
+        + (LOGS / "club-3090-617-marlin-fp4-warning.log").read_text()
+    )
+    assert {f.signature: f.severity for f in scan(log)} == {"vllm.fp4_weight_only_marlin": "info"}
+
+
+def test_rccl_line_is_no_finding_but_nccl_lines_beside_it_are(tmp_path: Path) -> None:
+    log = tmp_path / "mixed.log"
+    log.write_text(
+        (LOGS / "composed-rccl-2112-iommu-pt.log").read_text()
+        + (LOGS / "nccl-1214-p2p-disabled.log").read_text()
+    )
+    assert {f.signature for f in scan(log)} == {"nccl.p2p_disabled"}
+
+
+def test_healthy_runtime_logs_give_nothing_above_info() -> None:
+    findings = scan(
+        LOGS / "vllm-31085-healthy-sm120-startup.log",
+        LOGS / "vllm-49011-healthy-engine-config.log",
+        LOGS / "flashinfer-4049-skipped-summary.log",
+        LOGS / "vllm-15853-fa3-unsupported.log",
+    )
+    assert {f.severity for f in findings} <= {"info"}
+
+
+def test_excerpt_is_the_first_occurrence_without_colour_and_redacted(tmp_path: Path) -> None:
+    log = tmp_path / "colour.log"
+    log.write_bytes(
+        b"\x1b[33m(EngineCore pid=282) WARNING 06-01 21:52:09 [nvfp4.py:231]\x1b[0m "
+        b"vllm serve m --api-key sk-abcdefghijklmnopqrstuvwxyz012345 No NvFp4 MoE backend "
+        b"supports the deployment configuration.\r\n"
+    )
+    (finding,) = scan(log)
+    assert "\x1b" not in finding.excerpt
+    assert "\r" not in finding.excerpt
+    assert finding.excerpt.startswith("(EngineCore pid=282) WARNING")
+    assert "sk-abcdef" not in finding.excerpt
+    assert "<redacted>" in finding.excerpt

@@ -1,0 +1,63 @@
+"""Property tests: arbitrary bytes never crash the scanner, and line numbers hold."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blackwell_doctor.logs.catalogue import load_catalogue
+from blackwell_doctor.logs.matcher import SourceScanner
+
+_CAT = load_catalogue()
+# Bytes with a good chance of containing signatures, newlines, CR, NUL, ESC and bad UTF-8.
+_PIECES = st.one_of(
+    st.binary(max_size=64),
+    st.sampled_from([*_CAT.literals, b"\n", b"\r\n", b"\x00", b"\x1b[31m", b"\xff\xfe", b"\xc3"]),
+    st.sampled_from([b"[Autotuner]: Skipping tactic <x> 1, due to failure while profiling: "]),
+)
+_DATA = st.lists(_PIECES, max_size=60).map(b"".join)
+
+
+def _scan(data: bytes, cuts: list[int]) -> SourceScanner:
+    scanner = SourceScanner(_CAT, "fuzz")
+    last = 0
+    for cut in sorted(c % (len(data) + 1) for c in cuts):
+        scanner.feed(data[last:cut])
+        last = cut
+    scanner.feed(data[last:])
+    return scanner
+
+
+@settings(max_examples=300, deadline=None)
+@given(_DATA, st.lists(st.integers(min_value=0), max_size=6))
+def test_arbitrary_bytes_never_raise_and_lines_are_consistent(data: bytes, cuts: list[int]) -> None:
+    scanner = _scan(data, cuts)
+    findings = scanner.finish()
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    assert scanner.lines == lines
+    assert scanner.size == len(data)
+    for f in findings:
+        assert 1 <= f.line <= f.last_line <= max(lines, 1)
+        assert f.count >= 1
+        assert f.severity in ("info", "warn", "fail")
+        assert "\x1b" not in f.excerpt
+        assert "\x00" not in f.excerpt
+
+
+@settings(max_examples=150, deadline=None)
+@given(_DATA, st.lists(st.integers(min_value=0), max_size=6))
+def test_chunking_never_changes_the_findings(data: bytes, cuts: list[int]) -> None:
+    whole = SourceScanner(_CAT, "fuzz")
+    whole.feed(data)
+    assert _scan(data, cuts).finish() == whole.finish()
+
+
+@settings(max_examples=100, deadline=None)
+@given(_DATA)
+def test_both_engines_agree(data: bytes) -> None:
+    results = []
+    for engine in ("re2", "find"):
+        scanner = SourceScanner(_CAT, "fuzz", engine=engine)
+        scanner.feed(data)
+        results.append(scanner.finish())
+    assert results[0] == results[1]

@@ -1,0 +1,229 @@
+"""run_p2p_probes: the parent over child processes that hang, crash, print garbage or
+finish. The children run the real P2P child code over a fake driver
+(tests/test_p2p_fakecuda.py), or are tiny scripts. No GPU needed."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+
+import pytest
+
+from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, Unavailable
+from blackwell_doctor.probe import p2p
+from blackwell_doctor.probe.p2p import SINGLE_GPU, measure_p2p, run_p2p_probes
+from blackwell_doctor.probe.p2p_protocol import TEST_HANG_ENV
+from tests.test_p2p_fakecuda import child_argv
+
+SIZE = 64 << 10
+
+
+@pytest.fixture(autouse=True)
+def _no_seam(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TEST_HANG_ENV, raising=False)
+
+
+def _facts(result: P2PProbeFacts | Unavailable) -> P2PProbeFacts:
+    assert isinstance(result, P2PProbeFacts), result
+    return result
+
+
+def _by_pair(facts: P2PProbeFacts) -> dict[tuple[int, int], P2PTransfer]:
+    return {(p.gpu_a, p.gpu_b): p for p in facts.pairs}
+
+
+def test_every_unordered_pair_is_tested_once_in_order() -> None:
+    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=3)))
+    assert [(p.gpu_a, p.gpu_b) for p in facts.pairs] == [(0, 1), (0, 2), (1, 2)]
+    for pair in facts.pairs:
+        assert pair.verdict == "works", pair
+        assert pair.can_access_peer is True
+        assert pair.peer_copy_verified is True
+        assert pair.peer_write_verified is True
+        assert pair.unidirectional_gbps == pytest.approx(100.0, rel=1e-3)
+        assert pair.host_staged_gbps == pytest.approx(20.0, rel=1e-3)
+        assert pair.bidirectional_gbps is not None
+        assert pair.detail is None
+    assert facts.wall_s > 0
+
+
+def test_a_pair_that_hangs_is_named_within_its_deadline_and_the_others_still_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(TEST_HANG_ENV, "sleep:copy@0-2")
+    started = time.monotonic()
+    facts = _facts(
+        run_p2p_probes(
+            timeout_s=60, pair_timeout_s=2, size_bytes=SIZE, child_argv=child_argv(gpus=3)
+        )
+    )
+    elapsed = time.monotonic() - started
+    pairs = _by_pair(facts)
+    hung = pairs[(0, 2)]
+    assert hung.verdict == "granted-but-broken"
+    assert hung.detail == "p2p-timeout:2s at copy"
+    assert hung.can_access_peer is True
+    assert hung.peer_copy_verified is None
+    assert pairs[(0, 1)].verdict == "works"
+    assert pairs[(1, 2)].verdict == "works"
+    # The hang cost its 2 s deadline, not the 3600 s the child sleeps (nor the 60 s overall).
+    assert elapsed < 2 + 10
+
+
+def test_a_hang_in_the_host_staged_control_is_an_error_not_a_broken_pair(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(TEST_HANG_ENV, "sleep:host-staged")
+    facts = _facts(run_p2p_probes(pair_timeout_s=2, size_bytes=SIZE, child_argv=child_argv()))
+    [pair] = facts.pairs
+    assert pair.verdict == "error"
+    assert pair.detail == "p2p-timeout:2s at host-staged"
+    assert pair.peer_copy_verified is True  # what was measured before the hang is kept
+    assert pair.unidirectional_gbps is not None
+
+
+def test_a_child_killed_mid_pair_is_a_crash_and_the_rest_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(TEST_HANG_ENV, "crash:bandwidth@0-1")
+    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=3)))
+    pairs = _by_pair(facts)
+    assert pairs[(0, 1)].verdict == "granted-but-broken"
+    assert pairs[(0, 1)].detail == "p2p-crashed:signal-9 at bandwidth"
+    assert pairs[(0, 1)].peer_write_verified is True
+    assert pairs[(0, 2)].verdict == "works"
+    assert pairs[(1, 2)].verdict == "works"
+
+
+def test_the_overall_deadline_bounds_the_whole_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TEST_HANG_ENV, "sleep:copy")  # every pair hangs
+    started = time.monotonic()
+    facts = _facts(
+        run_p2p_probes(
+            timeout_s=3, pair_timeout_s=2, size_bytes=SIZE, child_argv=child_argv(gpus=4)
+        )
+    )
+    elapsed = time.monotonic() - started
+    assert elapsed < 3 + 5
+    assert len(facts.pairs) == 6  # every pair is reported, run or not
+    first, second, *rest = facts.pairs
+    assert (first.verdict, first.detail) == ("granted-but-broken", "p2p-timeout:2s at copy")
+    assert second.verdict == "error"
+    assert second.detail is not None
+    assert second.detail.startswith("p2p-overall-timeout:3s")
+    for pair in rest:
+        assert (pair.verdict, pair.detail) == ("error", "p2p-not-run:overall-timeout:3s")
+
+
+def test_refused_and_slow_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    facts = _facts(
+        run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=3, deny=[(1, 2)], peer_gbps=5.0))
+    )
+    pairs = _by_pair(facts)
+    assert pairs[(1, 2)].verdict == "not-supported"
+    assert pairs[(1, 2)].can_access_peer is False
+    assert pairs[(1, 2)].peer_copy_verified is None
+    slow = pairs[(0, 1)]
+    assert slow.verdict == "slower-than-host"
+    assert slow.detail == "0->1 peer copy 5.0 GB/s < host-staged 20.0 GB/s"
+
+
+def test_a_corrupting_pair_is_broken() -> None:
+    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(corrupt_peer_copy=True)))
+    [pair] = facts.pairs
+    assert pair.verdict == "granted-but-broken"
+    assert pair.peer_copy_verified is False
+    assert pair.detail is not None
+    assert pair.detail.startswith("mismatch:a-to-b:1/16384 words")
+
+
+def test_one_gpu_is_not_applicable() -> None:
+    assert run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=1)) == Unavailable(SINGLE_GPU)
+
+
+def test_no_device_is_unavailable_with_the_drivers_reason() -> None:
+    result = run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(no_device=True))
+    assert result == Unavailable("cuda-error-no-device")
+
+
+def test_no_libcuda_answers_at_once_without_a_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(p2p, "_can_dlopen", lambda name: False)
+    monkeypatch.setattr(p2p, "run_child", _no_child)
+    assert run_p2p_probes() == Unavailable("libcuda-not-found")
+
+
+def _no_child(*args: object, **kwargs: object) -> object:
+    raise AssertionError("no child should start")
+
+
+def _script(code: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def test_a_first_child_that_hangs_before_counting_is_unavailable() -> None:
+    started = time.monotonic()
+    result = run_p2p_probes(pair_timeout_s=1, child_argv=_script("import time; time.sleep(600)"))
+    assert result == Unavailable("p2p-timeout:1s")
+    assert time.monotonic() - started < 1 + 5
+
+
+def test_garbage_output_is_ignored_and_a_child_saying_nothing_is_unavailable() -> None:
+    code = """
+        import sys
+        print("Segmentation fault (core dumped)")
+        print('{"event": "devices", "count": "two"}')
+        print('{"event": "nonsense"}')
+        sys.stdout.write("\\x00\\xff not json")
+    """
+    assert run_p2p_probes(child_argv=_script(code)) == Unavailable("p2p-child-exited-early")
+
+
+def test_garbage_between_valid_lines_does_not_disturb_the_result() -> None:
+    code = """
+        import sys
+        sys.path.insert(0, {repo!r})
+        from tests.test_p2p_fakecuda import Knobs, fake_compile, fake_driver
+        from blackwell_doctor.probe import _p2p_child
+        _p2p_child.compile_probes = fake_compile
+        real = _p2p_child._emit
+        def noisy(line):
+            print("WARNING: something from the driver", flush=True)
+            print('{{"event": "bandwidth", "kind": "uni", "direction": "a-to-b", "gbps": "fast"}}')
+            print("{{\\"event\\": \\"verify\\", \\"check\\": \\"copy\\"", flush=True)
+            real(line)
+        driver, _ = fake_driver(Knobs())
+        job = _p2p_child.msgspec.json.decode(sys.argv[1], type=_p2p_child.P2PJob)
+        sys.exit(_p2p_child.run_job(job, noisy, driver))
+    """
+    from tests.test_p2p_fakecuda import REPO
+
+    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=_script(code.format(repo=str(REPO)))))
+    [pair] = facts.pairs
+    assert pair.verdict == "works"
+
+
+def test_a_child_that_exits_with_an_error_code_before_counting() -> None:
+    assert run_p2p_probes(child_argv=_script("import sys; sys.exit(3)")) == Unavailable(
+        "p2p-crashed:rc=3"
+    )
+
+
+def test_a_child_that_cannot_start() -> None:
+    result = run_p2p_probes(child_argv=["/nonexistent/python3"])
+    assert result == Unavailable("p2p-start-failed:FileNotFoundError")
+
+
+def test_measure_keeps_each_directions_numbers() -> None:
+    run = measure_p2p(size_bytes=SIZE, child_argv=child_argv(), iterations=2)
+    assert not isinstance(run, Unavailable)
+    [pair] = run.runs
+    assert set(pair.bandwidth) == {
+        ("uni", "a-to-b"),
+        ("uni", "b-to-a"),
+        ("bidi", "both"),
+        ("host", "a-to-b"),
+        ("host", "b-to-a"),
+    }
+    assert pair.done is not None
+    assert pair.done.size_bytes == SIZE
