@@ -465,8 +465,10 @@ def probe(
 def _register_subcommands() -> None:
     # Commands that live in their own modules (imported here, run lazily).
     from blackwell_doctor.cli_logs import register as register_scan_logs
+    from blackwell_doctor.cli_runtime import register as register_runtime
 
     register_scan_logs(app)
+    register_runtime(app)
 
 
 _register_subcommands()

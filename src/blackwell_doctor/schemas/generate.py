@@ -22,6 +22,7 @@ from blackwell_doctor.facts import SCHEMA_VERSION as FACTS_SCHEMA_VERSION
 from blackwell_doctor.facts import Facts
 from blackwell_doctor.logs.report import SCAN_SCHEMA_VERSION, ScanReport
 from blackwell_doctor.probe.report import PROBE_SCHEMA_VERSION, ProbeReport
+from blackwell_doctor.recommend.plan import RECOMMENDATION_SCHEMA_VERSION, Recommendation
 from blackwell_doctor.report import REPORT_SCHEMA_VERSION, Report
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -43,6 +44,9 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "facts.schema.json": lambda: _schema("facts", FACTS_SCHEMA_VERSION, Facts),
     "probe.schema.json": lambda: _schema("probe", PROBE_SCHEMA_VERSION, ProbeReport),
     "scan-logs.schema.json": lambda: _schema("scan-logs", SCAN_SCHEMA_VERSION, ScanReport),
+    "recommend.schema.json": lambda: _schema(
+        "recommend", RECOMMENDATION_SCHEMA_VERSION, Recommendation
+    ),
 }
 
 

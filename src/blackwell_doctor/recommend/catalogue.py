@@ -1,0 +1,180 @@
+"""The runtime catalogue (checks/runtimes.toml, or the user's ``--catalogue FILE``).
+
+Validated at load: a wrong field is one error line naming the file, the runtime and the
+field. Nothing in the shipped catalogue is verified by this project (see the file's header).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from blackwell_doctor.recommend import validate
+from blackwell_doctor.resources import data_dir
+
+CATALOGUE_SCHEMA_VERSION = 1
+# Placeholders a command argument may be (whole arguments only: no string building).
+PLACEHOLDERS = frozenset({"{model}", "{model_name}", "{tp}", "{port}", "{moe_backend}"})
+_ID = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
+
+
+class CatalogueError(Exception):
+    """The catalogue cannot be used (malformed, or a value that fails validation)."""
+
+
+class MoeBackend(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    sm12x: str
+    default: str
+
+
+class Runtime(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    id: str
+    title: str
+    preference: int
+    image: str
+    digest: str = ""
+    verified: bool = False
+    addresses: list[str] = msgspec.field(default_factory=list)
+    min_driver: str = ""
+    cuda: str = ""
+    flashinfer: str = ""
+    entrypoint: list[str] = msgspec.field(default_factory=list)
+    command: list[str] = msgspec.field(default_factory=list)
+    container_port: int = 8000
+    health_path: str = "/health"
+    ready_log: str = ""
+    jit_cache: str = ""
+    shm_size: str = "16g"
+    source: str
+    effect: str
+    confidence: str
+    notes: str = ""
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    moe_backend: MoeBackend | None = None
+
+    @property
+    def pinned(self) -> bool:
+        return bool(self.digest)
+
+    @property
+    def reference(self) -> str:
+        """What to pull and run: pinned by digest when the catalogue has one."""
+        return f"{self.image}@{self.digest}" if self.digest else self.image
+
+    @property
+    def pin_label(self) -> str:
+        return f"pinned {self.digest}" if self.digest else "unpinned"
+
+    def addresses_finding(self, finding_id: str) -> bool:
+        return any(
+            finding_id == a or (a.endswith(".") and finding_id.startswith(a))
+            for a in self.addresses
+        )
+
+
+class Catalogue(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    schema_version: int
+    runtime: list[Runtime]
+
+    def by_id(self, runtime_id: str) -> Runtime:
+        for r in self.runtime:
+            if r.id == runtime_id:
+                return r
+        known = ", ".join(r.id for r in self.runtime)
+        raise CatalogueError(f"no runtime {runtime_id!r} in the catalogue (known: {known})")
+
+    def ordered(self) -> list[Runtime]:
+        return sorted(self.runtime, key=lambda r: (r.preference, r.id))
+
+
+def _check_runtime(r: Runtime) -> None:
+    if not _ID.match(r.id):
+        raise validate.ValidationError(f"id {r.id!r}: lower-case letters, digits, '.', '-'")
+    validate.image_reference(r.image)
+    if "@" in r.image:
+        raise validate.ValidationError("image: put the digest in `digest`, not in `image`")
+    if r.digest:
+        validate.digest(r.digest)
+    if r.min_driver:
+        try:
+            Version(r.min_driver)
+        except InvalidVersion:
+            raise validate.ValidationError(
+                f"min_driver {r.min_driver!r} is not a version"
+            ) from None
+    if r.flashinfer:
+        try:
+            SpecifierSet(r.flashinfer)
+        except InvalidSpecifier:
+            raise validate.ValidationError(
+                f"flashinfer {r.flashinfer!r} is not a version specifier (e.g. >=0.6.11)"
+            ) from None
+    for arg in [*r.entrypoint, *r.command]:
+        if "\x00" in arg or "\n" in arg:
+            raise validate.ValidationError("command/entrypoint: NUL or newline in an argument")
+        if ("{" in arg or "}" in arg) and arg not in PLACEHOLDERS:
+            raise validate.ValidationError(
+                f"command argument {arg!r}: placeholders are whole arguments, one of "
+                + ", ".join(sorted(PLACEHOLDERS))
+            )
+    validate.port(r.container_port)
+    if not r.health_path.startswith("/") or any(c.isspace() for c in r.health_path):
+        raise validate.ValidationError(f"health_path {r.health_path!r}: an absolute URL path")
+    if r.jit_cache:
+        validate.container_path(r.jit_cache)
+    validate.shm_size(r.shm_size)
+    for name, value in r.env.items():
+        validate.env_name(name)
+        validate.env_value(name, value)
+    if "{moe_backend}" in r.command and r.moe_backend is None:
+        raise validate.ValidationError(
+            "command uses {moe_backend} but [runtime.moe_backend] is missing"
+        )
+
+
+def parse_catalogue(text: str, *, source: str) -> Catalogue:
+    try:
+        raw: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogueError(f"{source}: not valid TOML: {exc}") from None
+    version = raw.get("schema_version")
+    if isinstance(version, int) and version > CATALOGUE_SCHEMA_VERSION:
+        raise CatalogueError(
+            f"{source}: schema_version {version} is newer than this tool understands "
+            f"({CATALOGUE_SCHEMA_VERSION})"
+        )
+    try:
+        catalogue = msgspec.convert(raw, type=Catalogue)
+    except msgspec.ValidationError as exc:
+        raise CatalogueError(f"{source}: {exc}") from None
+    if not catalogue.runtime:
+        raise CatalogueError(f"{source}: no [[runtime]] entry")
+    seen: set[str] = set()
+    for r in catalogue.runtime:
+        if r.id in seen:
+            raise CatalogueError(f"{source}: duplicate runtime id {r.id!r}")
+        seen.add(r.id)
+        try:
+            _check_runtime(r)
+        except validate.ValidationError as exc:
+            raise CatalogueError(f"{source}: runtime {r.id!r}: {exc}") from None
+    return catalogue
+
+
+def load_catalogue(path: Path | None = None) -> Catalogue:
+    """The user's catalogue at ``path``, else the shipped checks/runtimes.toml."""
+    if path is None:
+        text = (data_dir("checks") / "runtimes.toml").read_text(encoding="utf-8")
+        return parse_catalogue(text, source="checks/runtimes.toml")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise CatalogueError(f"cannot read catalogue {path}: {reason}") from None
+    return parse_catalogue(text, source=str(path))

@@ -1,0 +1,502 @@
+"""Findings → ordered, deduplicated actions, and the runtime launch for this host.
+
+Each action says why (the finding ids), what to run, the expected effect with its source
+and how sure that is, and how to verify afterwards. No action promises a speed-up
+(REFERENCE §0.2: the K=64 image measured within about ±6% of stock): the tool recommends,
+then the operator measures.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+import msgspec
+from packaging.version import InvalidVersion, Version
+
+from blackwell_doctor import TOOL_NAME, __version__
+from blackwell_doctor.facts import Facts, ToolInfo
+from blackwell_doctor.recommend.catalogue import Catalogue, CatalogueError, Runtime
+from blackwell_doctor.recommend.launch import (
+    LaunchSpec,
+    build_launch,
+    docker_run_argv,
+    reachable_host,
+)
+from blackwell_doctor.recommend.settings import Derived, derive, p2p_findings
+from blackwell_doctor.report import HostLine, Report
+from blackwell_doctor.rules import view
+from blackwell_doctor.rules.data import load_rule_data
+from blackwell_doctor.rules.model import Result, Status
+
+RECOMMENDATION_SCHEMA_VERSION = 1
+_FINDING = frozenset({Status.WARN, Status.FAIL})
+NO_SPEEDUP = (
+    "No speed-up is promised: measure your own workload before and after (REFERENCE §0.2; "
+    "the K=64 image measured within about ±6% of stock in a controlled benchmark)."
+)
+
+
+class Effect(msgspec.Struct, frozen=True, kw_only=True):
+    summary: str
+    source: str
+    confidence: str
+
+
+class FindingRef(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    status: str
+    severity: str
+    summary: str
+
+
+class Action(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    title: str
+    why: list[str]  # finding ids
+    findings: list[FindingRef]
+    commands: list[str]
+    effect: Effect
+    verify: list[str]
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+class Setting(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    value: str
+    why: str
+
+
+class RuntimeInfo(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    title: str
+    image: str
+    digest: str
+    pinned: bool
+    verified: bool
+    min_driver: str
+    cuda: str
+    flashinfer: str
+    source: str
+    notes: str
+
+
+class Launch(msgspec.Struct, frozen=True, kw_only=True):
+    runtime: RuntimeInfo
+    gpu_count: int
+    tensor_parallel_size: int
+    settings: list[Setting]
+    # The container (secret values replaced) and its `docker run` argv; None without
+    # --model-dir.
+    container: LaunchSpec | None
+    docker_run: list[str] | None
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+class Recommendation(msgspec.Struct, frozen=True, kw_only=True):
+    schema_version: int
+    tool: ToolInfo
+    host: HostLine
+    actions: list[Action]
+    launch: Launch | None
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What the user chose for the container (the rest is derived)."""
+
+    model_dir: str | None = None
+    runtime_id: str | None = None
+    name: str = "blackwell-doctor-vllm"
+    bind: str = "127.0.0.1"
+    port: int = 8000
+    shm_size: str | None = None
+    extra_env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Group:
+    key: str
+    title: str
+    prefixes: tuple[str, ...]
+    effect: Effect
+    order: int
+
+    def matches(self, finding_id: str) -> bool:
+        return any(
+            finding_id == p or (p.endswith(".") and finding_id.startswith(p)) for p in self.prefixes
+        )
+
+
+def _verify(ids: list[str]) -> str:
+    return shlex.join([TOOL_NAME, "check", *[a for i in ids for a in ("--select", i)]])
+
+
+_GROUPS = (
+    _Group(
+        "platform",
+        "Serve from native Linux, not WSL",
+        ("platform.wsl",),
+        Effect(
+            summary="the runtime gets the GPU through the Linux driver: PCI peer-to-peer, "
+            "pinned memory, and the IOMMU/ACS checks apply again",
+            source="REFERENCE §4; checks/catalogue.toml platform.wsl (one community report: "
+            "55 tok/s under WSL2 vs 119 tok/s native on the same host)",
+            confidence="the feature differences are documented (NVIDIA CUDA on WSL guide); "
+            "the throughput difference is one community report, not measured here",
+        ),
+        10,
+    ),
+    _Group(
+        "driver",
+        "Upgrade the NVIDIA driver (595 or newer, CUDA 13.2)",
+        ("driver.version", "driver.cuda_version"),
+        Effect(
+            summary="the driver supports CUDA 13.2, which the SM 12.x runtime builds need; "
+            "one upgrade clears both driver findings",
+            source="CUDA 13.2 release notes: CUDA 13.2.0 ships driver 595.45.04, 13.2.1 "
+            "ships 595.71.05 (REFERENCE §0.5)",
+            confidence="documented requirement; the 'SM120 improvements' of 595 are "
+            "community anecdote (one report), no performance change is promised",
+        ),
+        20,
+    ),
+    _Group(
+        "driver-consistency",
+        "Load one driver everywhere (kernel module, NVML, libcuda)",
+        ("driver.consistency",),
+        Effect(
+            summary="NVML and the CUDA driver API answer again with the same version",
+            source="NVIDIA CUDA compatibility guide: user-space and kernel driver must match",
+            confidence="documented",
+        ),
+        25,
+    ),
+    _Group(
+        "iommu",
+        "Put the IOMMU in passthrough (iommu=pt)",
+        ("pci.iommu",),
+        Effect(
+            summary="peer-to-peer DMA between GPUs stops going through IOMMU translation, "
+            "the cause of AMD-Vi IO_PAGE_FAULT and NCCL hangs on Threadripper/EPYC",
+            source="REFERENCE §4; NCCL troubleshooting guide; vllm-project/vllm#33041",
+            confidence="documented failure mode and fix; needs a reboot; throughput effect "
+            "not measured here",
+        ),
+        30,
+    ),
+    _Group(
+        "acs",
+        "Clear ACS redirect on the bridges between GPUs",
+        ("pci.acs",),
+        Effect(
+            summary="peer requests between GPUs go straight across instead of up to the "
+            "root complex",
+            source="NCCL troubleshooting guide (PCI Access Control Services); PCIe base "
+            "spec ACS capability",
+            confidence="documented by NVIDIA; lost at reboot unless made persistent; not for "
+            "hosts that pass devices through to VMs",
+        ),
+        35,
+    ),
+    _Group(
+        "p2p",
+        "Make GPU peer-to-peer work, or keep NCCL off it",
+        ("p2p.",),
+        Effect(
+            summary="collectives stop hanging or corrupting data on broken peer-to-peer; "
+            "with NCCL_P2P_DISABLE=1 they copy through host memory (slower all-reduce)",
+            source="NCCL environment variables documentation (NCCL_P2P_DISABLE); REFERENCE §4",
+            confidence="documented NCCL behaviour; the interim setting trades speed for "
+            "correctness",
+        ),
+        40,
+    ),
+)
+
+
+def _finding_ref(r: Result) -> FindingRef:
+    return FindingRef(id=r.id, status=r.status.value, severity=r.severity.value, summary=r.summary)
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _driver_ok(runtime: Runtime, driver: Version | None) -> bool | None:
+    if not runtime.min_driver or driver is None:
+        return None
+    return driver >= Version(runtime.min_driver)
+
+
+def choose_runtime(
+    catalogue: Catalogue, facts: Facts, runtime_id: str | None
+) -> tuple[Runtime, list[str]]:
+    """The runtime to recommend and notes on the choice. ``runtime_id`` forces one.
+
+    Otherwise the most preferred runtime whose driver requirement this host meets; with an
+    unknown driver, the most preferred one, said so."""
+    text = view.driver_version(facts)
+    try:
+        driver = Version(text) if text else None
+    except InvalidVersion:
+        driver = None
+    notes: list[str] = []
+    if runtime_id is not None:
+        chosen = catalogue.by_id(runtime_id)
+    else:
+        ordered = catalogue.ordered()
+        fitting = [r for r in ordered if _driver_ok(r, driver) is not False]
+        chosen = fitting[0] if fitting else ordered[0]
+        if driver is None:
+            notes.append(
+                "the host's driver version is unknown: the runtime's driver "
+                "requirement could not be checked"
+            )
+    if _driver_ok(chosen, driver) is False:
+        notes.append(
+            f"{chosen.id} needs driver {chosen.min_driver} or newer (CUDA {chosen.cuda}); this "
+            f"host has {text}: upgrade the driver first"
+        )
+    if not chosen.pinned:
+        notes.append(f"{chosen.image} is unpinned: pin the digest you reviewed in the catalogue")
+    if not chosen.verified:
+        notes.append(f"{chosen.id}: not verified by {TOOL_NAME} (contents and digest unchecked)")
+    return chosen, notes
+
+
+def _runtime_info(r: Runtime) -> RuntimeInfo:
+    return RuntimeInfo(
+        id=r.id,
+        title=r.title,
+        image=r.image,
+        digest=r.digest,
+        pinned=r.pinned,
+        verified=r.verified,
+        min_driver=r.min_driver,
+        cuda=r.cuda,
+        flashinfer=r.flashinfer,
+        source=r.source,
+        notes=r.notes,
+    )
+
+
+def launch_spec(runtime: Runtime, derived: Derived, options: LaunchOptions) -> LaunchSpec:
+    """The container for these options (raises validate.ValidationError)."""
+    if options.model_dir is None:
+        raise ValueError("a launch spec needs the model directory")
+    return build_launch(
+        runtime,
+        derived,
+        model_dir=options.model_dir,
+        name=options.name,
+        bind=options.bind,
+        port=options.port,
+        shm_size=options.shm_size,
+        extra_env=dict(options.extra_env),
+    )
+
+
+def _runtime_action(
+    runtime: Runtime,
+    derived: Derived,
+    report: Report,
+    spec: LaunchSpec | None,
+    runtime_notes: list[str],
+) -> Action:
+    addressed = [
+        r for r in report.results if r.status in _FINDING and runtime.addresses_finding(r.id)
+    ]
+    p2p: list[Result] = []
+    if "NCCL_P2P_DISABLE" in derived.env:
+        broken = set(p2p_findings(report))
+        p2p = [r for r in report.results if r.id in broken]
+    findings = addressed + [r for r in p2p if r not in addressed]
+    image = runtime.reference
+    commands = [shlex.join(["docker", "pull", image])]
+    if runtime.flashinfer:
+        probe = ["docker", "run", "--rm", "--entrypoint", "python3", image, "-c"]
+        probe.append("import flashinfer; print(flashinfer.__version__)")
+        commands.append(shlex.join(probe) + f"    # expect {runtime.flashinfer}")
+    notes = [*runtime_notes, *derived.notes]
+    if spec is not None:
+        for k, v in spec.env.items():
+            if spec.is_secret(k):
+                notes.append(f"{k} is a secret: set it in your environment (not printed)")
+            else:
+                commands.append(shlex.join(["export", f"{k}={v}"]))
+        commands.append(shlex.join(docker_run_argv(spec)))
+        notes.append(
+            f"`{TOOL_NAME} apply` with the same options creates this container through the "
+            "Docker API instead (it shows the plan; --yes carries it out, with rollback)"
+        )
+    else:
+        notes.append("give --model-dir to get the docker run command")
+    name = spec.name if spec is not None else "blackwell-doctor-vllm"
+    port = spec.host_port if spec is not None else 8000
+    host = reachable_host(spec.bind if spec is not None else "127.0.0.1")
+    verify = [
+        shlex.join(["curl", "-fsS", f"http://{host}:{port}{runtime.health_path}"]),
+        f"docker logs {shlex.quote(name)} 2>&1 | {TOOL_NAME} scan-logs -",
+    ]
+    if p2p:
+        verify.append(_verify([r.id for r in p2p]))
+    if any(r.id.startswith(("probe.", "gpu.")) for r in addressed):
+        notes.append(
+            "probe and gpu findings describe the GPU, not the runtime: they stay after the "
+            "change; the runtime's own log (scan-logs) shows whether it avoids the fallback"
+        )
+    if runtime.notes:
+        notes.append(runtime.notes)
+    summary = (
+        runtime.effect
+        if addressed
+        else "settings derived for this host; no finding asks for a runtime change"
+    )
+    return Action(
+        id="runtime",
+        title=f"Run {runtime.title}, with settings derived for this host",
+        why=[r.id for r in findings],
+        findings=[_finding_ref(r) for r in findings],
+        commands=commands,
+        effect=Effect(summary=summary, source=runtime.source, confidence=runtime.confidence),
+        verify=verify,
+        notes=_dedupe(notes),
+    )
+
+
+def build_recommendation(
+    facts: Facts,
+    report: Report,
+    catalogue: Catalogue,
+    options: LaunchOptions,
+) -> tuple[Recommendation, LaunchSpec | None]:
+    """The recommendation, and the real launch spec (with secret values) for apply."""
+    rules = load_rule_data()
+    derived = derive(facts, report)
+    findings = [r for r in report.results if r.status in _FINDING]
+    runtime: Runtime | None = None
+    runtime_notes: list[str] = []
+    if derived is not None:
+        runtime, runtime_notes = choose_runtime(catalogue, facts, options.runtime_id)
+    elif options.runtime_id is not None:
+        catalogue.by_id(options.runtime_id)  # still report an unknown id
+    consumed: set[str] = set()
+    ordered: list[tuple[int, int, Action]] = []
+    for group in _GROUPS:
+        hits = [r for r in findings if group.matches(r.id)]
+        if not hits:
+            continue
+        consumed.update(r.id for r in hits)
+        commands: list[str] = []
+        notes: list[str] = []
+        for r in hits:
+            if r.remedy is not None:
+                commands += r.remedy.commands
+                notes.append(f"{r.id}: {r.remedy.summary}")
+        if group.key == "p2p" and derived is not None and "NCCL_P2P_DISABLE" in derived.env:
+            commands.append("export NCCL_P2P_DISABLE=1    # interim, in the serving process only")
+            notes.append(derived.why["NCCL_P2P_DISABLE"])
+        verify = [_verify([r.id for r in hits])]
+        if group.key in ("iommu", "acs", "p2p"):
+            verify.append(shlex.join([TOOL_NAME, "probe", "--p2p"]) + "    # a verified transfer")
+        ordered.append(
+            (
+                group.order,
+                0,
+                Action(
+                    id=group.key,
+                    title=group.title,
+                    why=[r.id for r in hits],
+                    findings=[_finding_ref(r) for r in hits],
+                    commands=_dedupe(commands),
+                    effect=group.effect,
+                    verify=verify,
+                    notes=_dedupe(notes),
+                ),
+            )
+        )
+    spec: LaunchSpec | None = None
+    launch: Launch | None = None
+    if derived is not None and runtime is not None:
+        if options.model_dir is not None:
+            spec = launch_spec(runtime, derived, options)
+        shown = msgspec.structs.replace(spec, env=spec.shown_env()) if spec is not None else None
+        action = _runtime_action(runtime, derived, report, spec, runtime_notes)
+        consumed.update(action.why)
+        ordered.append((50, 0, action))
+        settings = [
+            Setting(
+                name="tensor_parallel_size",
+                value=str(derived.tensor_parallel_size),
+                why=derived.why["tensor_parallel_size"],
+            )
+        ]
+        env = shown.env if shown is not None else derived.env
+        for k, v in env.items():
+            settings.append(
+                Setting(
+                    name=k,
+                    value=v,
+                    why=derived.why.get(
+                        k, "from the runtime catalogue" if k in runtime.env else "given with --env"
+                    ),
+                )
+            )
+        launch = Launch(
+            runtime=_runtime_info(runtime),
+            gpu_count=derived.gpu_count,
+            tensor_parallel_size=derived.tensor_parallel_size,
+            settings=settings,
+            container=shown,
+            docker_run=docker_run_argv(shown) if shown is not None else None,
+            notes=_dedupe([*runtime_notes, *derived.notes]),
+        )
+    severity_rank = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
+    for r in findings:
+        if r.id in consumed:
+            continue
+        spec_ = rules.checks.get(r.id)
+        source = spec_.source if spec_ is not None and spec_.source else f"check {r.id}"
+        ordered.append(
+            (
+                90,
+                severity_rank.get(r.severity.value, 5),
+                Action(
+                    id=r.id,
+                    title=r.title,
+                    why=[r.id],
+                    findings=[_finding_ref(r)],
+                    commands=list(r.remedy.commands) if r.remedy else [],
+                    effect=Effect(
+                        summary=f"clears {r.id}: " + (r.remedy.summary if r.remedy else r.summary),
+                        source=source,
+                        confidence="as the check's remedy states; re-check to confirm",
+                    ),
+                    verify=[_verify([r.id])],
+                ),
+            )
+        )
+    ordered.sort(key=lambda t: (t[0], t[1]))
+    notes = [NO_SPEEDUP]
+    if derived is None:
+        notes.append("no GPU in these facts: there is no runtime to launch")
+    rec = Recommendation(
+        schema_version=RECOMMENDATION_SCHEMA_VERSION,
+        tool=ToolInfo(name=TOOL_NAME, version=__version__),
+        host=report.host,
+        actions=[a for _, _, a in ordered],
+        launch=launch,
+        notes=notes,
+    )
+    return rec, spec
+
+
+__all__ = [
+    "CatalogueError",
+    "LaunchOptions",
+    "Recommendation",
+    "build_recommendation",
+    "choose_runtime",
+]

@@ -1,0 +1,243 @@
+"""Recommendation → text: markdown (for a ticket), json, shell, compose.
+
+The compose file is written by a small emitter rather than a YAML library: PyYAML is not a
+dependency of the package, and the document is a fixed shape. Every scalar is written as a
+JSON string (JSON's escapes are a subset of YAML's double-quoted style, so it parses the
+same in YAML 1.1 and 1.2), numbers and booleans never appear unquoted where compose wants
+strings, and "$" is doubled because compose interpolates "${VAR}" in every value.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import msgspec
+
+from blackwell_doctor import TOOL_NAME
+from blackwell_doctor.recommend.formats import RecommendFormat
+from blackwell_doctor.recommend.launch import LaunchSpec, docker_run_argv
+from blackwell_doctor.recommend.plan import Action, Recommendation
+
+__all__ = ["NeedsLaunch", "RecommendFormat", "render_recommendation"]
+
+
+class NeedsLaunch(Exception):
+    """The format renders the container, and there is none (no --model-dir, or no GPU)."""
+
+
+def render_recommendation(
+    rec: Recommendation, fmt: RecommendFormat, spec: LaunchSpec | None
+) -> str:
+    """``spec`` is the container as apply would create it (secrets are never rendered)."""
+    match fmt:
+        case RecommendFormat.markdown:
+            return render_markdown(rec)
+        case RecommendFormat.json:
+            return render_json(rec)
+        case RecommendFormat.shell:
+            return render_shell(rec, _need(spec, rec))
+        case RecommendFormat.compose:
+            return render_compose(rec, _need(spec, rec))
+
+
+def _need(spec: LaunchSpec | None, rec: Recommendation) -> LaunchSpec:
+    if spec is not None:
+        return spec
+    if rec.launch is None:
+        raise NeedsLaunch("these facts show no GPU: there is no runtime to launch")
+    raise NeedsLaunch("this format needs --model-dir DIR (the model, mounted read-only)")
+
+
+# --------------------------------------------------------------------------- json
+
+
+def render_json(rec: Recommendation) -> str:
+    return msgspec.json.format(msgspec.json.encode(rec), indent=2).decode("utf-8") + "\n"
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _fence(lines: list[str]) -> list[str]:
+    longest = max((len(s) - len(s.lstrip("`")) for s in lines), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}sh", *lines, fence]
+
+
+def _md_action(n: int, a: Action) -> list[str]:
+    out = [f"### {n}. {a.title}", ""]
+    if a.findings:
+        out.append("**Why:** " + ", ".join(f"`{f.id}` ({f.status})" for f in a.findings))
+        out.append("")
+        out += [f"- `{f.id}`: {_md_escape(f.summary)}" for f in a.findings]
+    else:
+        out.append("**Why:** no finding; settings for this host")
+    out.append("")
+    if a.commands:
+        out += ["**Commands:**", "", *_fence(a.commands), ""]
+    out += [
+        f"**Expected effect:** {a.effect.summary}",
+        f"*Source:* {a.effect.source}",
+        f"*Confidence:* {a.effect.confidence}",
+        "",
+        "**Verify afterwards:**",
+        "",
+        *_fence(a.verify),
+        "",
+    ]
+    if a.notes:
+        out += ["**Notes:**", "", *[f"- {_md_escape(n)}" for n in a.notes], ""]
+    return out
+
+
+def render_markdown(rec: Recommendation) -> str:
+    h = rec.host
+    out = [f"## {TOOL_NAME} recommendation", ""]
+    out.append(
+        f"Host: {h.hostname or 'unknown'} · GPUs: {', '.join(h.gpus) or 'none'} · "
+        f"driver: {h.driver_version or 'unknown'} · source: {h.source}"
+    )
+    out.append("")
+    if rec.actions:
+        out += ["| # | action | why |", "|---|---|---|"]
+        for n, a in enumerate(rec.actions, 1):
+            why = ", ".join(f"`{i}`" for i in a.why) or "—"
+            out.append(f"| {n} | {_md_escape(a.title)} | {why} |")
+        out.append("")
+        for n, a in enumerate(rec.actions, 1):
+            out += _md_action(n, a)
+    else:
+        out += ["Nothing to do: no finding.", ""]
+    if rec.launch is not None:
+        la = rec.launch
+        r = la.runtime
+        out += [
+            "### Launch settings",
+            "",
+            f"Runtime `{r.id}`: {r.image} ({'pinned ' + r.digest if r.pinned else 'unpinned'}, "
+            f"{'verified' if r.verified else 'unverified'}); needs driver "
+            f"{r.min_driver or '?'} (CUDA {r.cuda or '?'}), FlashInfer {r.flashinfer or '?'}.",
+            "",
+            "| setting | value | why |",
+            "|---|---|---|",
+        ]
+        out += [
+            f"| `{s.name}` | `{_md_escape(s.value)}` | {_md_escape(s.why)} |" for s in la.settings
+        ]
+        out.append("")
+        if la.docker_run is not None:
+            out += ["Run command (environment values exported as above):", ""]
+            out += [*_fence([shlex.join(la.docker_run)]), ""]
+    out += [f"> {n}" for n in rec.notes]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+# --------------------------------------------------------------------------- shell
+
+
+def render_shell(rec: Recommendation, spec: LaunchSpec) -> str:
+    """Exports, then ``docker run`` with ``--env NAME`` for each (values come from them)."""
+    la = rec.launch
+    out = [
+        "#!/bin/sh",
+        f"# {TOOL_NAME} recommend: {spec.runtime} ({spec.image}, "
+        + ("pinned" if spec.pinned else "unpinned")
+        + ")",
+    ]
+    if la is not None:
+        out += [
+            f"# {s.name}={s.value}: {s.why}"
+            for s in la.settings
+            if s.name == "tensor_parallel_size"
+        ]
+        out += [f"# note: {n}" for n in la.notes]
+    out.append("set -eu")
+    why = {s.name: s.why for s in la.settings} if la is not None else {}
+    for name, value in spec.env.items():
+        if spec.is_secret(name):
+            out.append(f"# {name}: secret, not printed; set it in the environment first")
+            out.append(f': "${{{name}:?set {name} first}}"')
+        else:
+            if name in why:
+                out.append(f"# {why[name]}")
+            out.append("export " + shlex.quote(f"{name}={value}"))
+    out.append(shlex.join(docker_run_argv(spec)))
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- compose
+
+
+def _q(value: str) -> str:
+    """A compose scalar: JSON string syntax (valid YAML), "$" escaped for interpolation."""
+    return json.dumps(value.replace("$", "$$"))
+
+
+def _key(value: str) -> str:
+    return json.dumps(value)
+
+
+def render_compose(rec: Recommendation, spec: LaunchSpec) -> str:
+    service = "vllm"
+    out = [
+        f"# {TOOL_NAME} recommend --format compose: runtime {spec.runtime} "
+        + ("(pinned)" if spec.pinned else "(unpinned: pin the digest you reviewed)"),
+        "# Secrets are not written here: compose takes them from your environment.",
+        "services:",
+        f"  {_key(service)}:",
+        f"    image: {_q(spec.image)}",
+        f"    container_name: {_q(spec.name)}",
+    ]
+    if spec.entrypoint:
+        out.append("    entrypoint:")
+        out += [f"      - {_q(a)}" for a in spec.entrypoint]
+    if spec.command:
+        out.append("    command:")
+        out += [f"      - {_q(a)}" for a in spec.command]
+    if spec.env:
+        out.append("    environment:")
+        for name, value in spec.env.items():
+            # ${NAME:?} makes compose fail when the secret is not set, rather than run
+            # without it; the value itself never reaches this file.
+            shown = json.dumps(f"${{{name}:?set {name}}}") if spec.is_secret(name) else _q(value)
+            out.append(f"      {_key(name)}: {shown}")
+    out += [
+        "    ports:",
+        f"      - {_q(spec.published)}",
+        f"    ipc: {_q(spec.ipc_mode)}",
+        f"    shm_size: {_q(spec.shm_size)}",
+        f"    restart: {_q(spec.restart)}",
+        "    volumes:",
+    ]
+    for m in spec.mounts:
+        out += [
+            f"      - type: {_q(m.type)}",
+            f"        source: {_q(m.source)}",
+            f"        target: {_q(m.target)}",
+        ]
+        if m.read_only:
+            out.append("        read_only: true")
+    if spec.labels:
+        out.append("    labels:")
+        out += [f"      {_key(k)}: {_q(v)}" for k, v in spec.labels.items()]
+    if spec.gpus:
+        out += [
+            "    deploy:",
+            "      resources:",
+            "        reservations:",
+            "          devices:",
+            f"            - driver: {_q('nvidia')}",
+            f"              count: {_q('all')}",
+            "              capabilities:",
+            f"                - {_q('gpu')}",
+        ]
+    volumes = [m.source for m in spec.mounts if m.type == "volume"]
+    if volumes:
+        out.append("volumes:")
+        out += [f"  {_key(v)}:" + "\n" + f"    name: {_q(v)}" for v in volumes]
+    return "\n".join(out) + "\n"

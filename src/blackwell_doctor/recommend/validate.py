@@ -1,0 +1,129 @@
+"""Validation of everything that ends up in a container definition or a command to paste.
+
+Image references follow the grammar of distribution/reference (reference.go) that the Docker
+engine parses; container and volume names the engine's own pattern
+(``[a-zA-Z0-9][a-zA-Z0-9_.-]+``, daemon/names). A value that does not match is refused with
+a one-line reason, never quoted into something that would parse differently.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import PurePosixPath
+
+
+class ValidationError(ValueError):
+    """A value that must not reach Docker or a command line."""
+
+
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_NAME = rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+_REFERENCE = re.compile(rf"^(?P<name>{_NAME})(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$")
+_SHA256_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_NAME_MAX = 255  # reference.go NameTotalLengthMax
+
+# daemon/names/names.go RestrictedNameChars; 2 characters at least.
+_CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
+_CONTAINER_NAME_MAX = 100  # leaves room for "-previous" and friends
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SHM_SIZE = re.compile(r"^[1-9][0-9]{0,12}[bkmgBKMG]?$")
+
+
+def image_reference(ref: str) -> str:
+    """``ref`` when it is a valid image reference (name[:tag][@digest])."""
+    m = _REFERENCE.match(ref)
+    if m is None:
+        raise ValidationError(f"not a valid image reference: {ref!r}")
+    first, sep, _ = m["name"].partition("/")
+    # As the engine normalises it: the first component is a registry only when it looks
+    # like one (a dot, a port or "localhost"); otherwise it is a lower-case path component.
+    domain_like = "." in first or ":" in first or first == "localhost"
+    if sep and not domain_like and not re.fullmatch(_PATH_COMPONENT, first):
+        raise ValidationError(
+            f"not a valid image reference (repository must be lower-case): {ref!r}"
+        )
+    if len(m["name"]) > _NAME_MAX:
+        raise ValidationError(f"image name longer than {_NAME_MAX} characters: {ref!r}")
+    return ref
+
+
+def digest(value: str) -> str:
+    """An image digest as the catalogue pins it: ``sha256:`` and 64 lower-case hex digits."""
+    if not _SHA256_DIGEST.match(value):
+        raise ValidationError(f"not a sha256 digest (sha256:<64 hex>): {value!r}")
+    return value
+
+
+def container_name(name: str) -> str:
+    if len(name) > _CONTAINER_NAME_MAX or not _CONTAINER_NAME.match(name):
+        raise ValidationError(
+            f"not a valid container name: {name!r} (letters, digits, '_', '.', '-'; "
+            f"starting with a letter or digit; 2 to {_CONTAINER_NAME_MAX} characters)"
+        )
+    return name
+
+
+def volume_name(name: str) -> str:
+    if not _CONTAINER_NAME.match(name) or len(name) > _CONTAINER_NAME_MAX:
+        raise ValidationError(f"not a valid volume name: {name!r}")
+    return name
+
+
+def env_name(name: str) -> str:
+    if not _ENV_NAME.match(name):
+        raise ValidationError(f"not a valid environment variable name: {name!r}")
+    return name
+
+
+def env_value(name: str, value: str) -> str:
+    if "\x00" in value or "\n" in value:
+        raise ValidationError(f"environment variable {name} has a NUL or newline in its value")
+    return value
+
+
+def _mount_path(kind: str, path: str) -> str:
+    # "," and ":" would change the meaning of a --mount/-v specification; "$" is compose
+    # interpolation; control characters have no business in a path to paste.
+    if not path.startswith("/"):
+        raise ValidationError(f"{kind} must be an absolute path: {path!r}")
+    if any(c in path for c in ",:$\"'\\") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+        raise ValidationError(
+            f"{kind} contains a character that Docker mount syntax or compose would "
+            f"misread (, : $ quotes backslash or a control character): {path!r}"
+        )
+    if ".." in PurePosixPath(path).parts:
+        raise ValidationError(f"{kind} must not contain '..': {path!r}")
+    return path
+
+
+def host_path(path: str) -> str:
+    return _mount_path("the model directory", path)
+
+
+def container_path(path: str) -> str:
+    return _mount_path("a path inside the container", path)
+
+
+def shm_size(value: str) -> str:
+    if not _SHM_SIZE.match(value):
+        raise ValidationError(f"not a size docker understands (e.g. 16g, 512m): {value!r}")
+    return value
+
+
+def bind_address(value: str) -> str:
+    """An IP address to publish the port on (127.0.0.1 by default; 0.0.0.0 is everywhere)."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValidationError(f"--bind must be an IP address, got {value!r}") from None
+
+
+def port(value: int) -> int:
+    if not 1 <= value <= 65535:
+        raise ValidationError(f"port {value} is outside 1..65535")
+    return value
