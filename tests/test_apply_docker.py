@@ -22,7 +22,7 @@ from blackwell_doctor import cli
 from blackwell_doctor.apply import run as ap
 from blackwell_doctor.cli_runtime import register
 from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import decode_facts
+from blackwell_doctor.facts import Unavailable, decode_facts
 from blackwell_doctor.recommend.catalogue import parse_catalogue
 from blackwell_doctor.recommend.launch import LaunchSpec, build_launch
 from blackwell_doctor.recommend.settings import derive
@@ -80,21 +80,35 @@ def name(client: Any) -> Iterator[str]:
             client.containers.get(base + suffix).remove(force=True)
 
 
-def _catalogue(tmp_path: Path, www: str = "/www") -> Path:
-    path = tmp_path / f"cat-{www.strip('/')}.toml"
-    path.write_text(CATALOGUE.format(image=IMAGE, www=www))
+# Healthy, but its log shows the NVFP4 MoE kernel failing outside the autotuner.
+FALLBACK_COMMAND = (
+    'command = ["sh", "-c", "echo Failed to initialize cutlass TMA WS grouped gemm; '
+    'exec httpd -f -p 8000 -h /www"]'
+)
+
+
+def _catalogue(tmp_path: Path, www: str = "/www", fallback: bool = False) -> Path:
+    path = tmp_path / f"cat-{www.strip('/')}{'-fallback' if fallback else ''}.toml"
+    text = CATALOGUE.format(image=IMAGE, www=www)
+    if fallback:
+        [line] = [x for x in text.splitlines() if x.startswith("command = ")]
+        text = text.replace(line, FALLBACK_COMMAND)
+    path.write_text(text)
     return path
 
 
-def _args(name: str, tmp_path: Path, port: int, *extra: str, www: str = "/www") -> list[str]:
+def _args(
+    name: str, tmp_path: Path, port: int, *extra: str, www: str = "/www", fallback: bool = False
+) -> list[str]:
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
     return [
         "apply",
         "--facts",
         str(FACTS),
+        "--facts-from-another-host",  # the fixture's hostname is redacted
         "--catalogue",
-        str(_catalogue(tmp_path, www)),
+        str(_catalogue(tmp_path, www, fallback)),
         "--model-dir",
         str(model),
         "--name",
@@ -276,3 +290,41 @@ def test_interrupt_through_cli_exits_130(
     assert "interrupted during health" in capsys.readouterr().err
     monkeypatch.setattr(ap, "_wait_healthy", real_wait)
     assert _running(client, name).id == old.id
+
+
+def test_log_scan_that_cannot_run_fails_and_rolls_back(
+    client: Any,
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    port = _free_port()
+    assert _main(_args(name, tmp_path, port, "--yes")) == 0
+    good = _running(client, name)
+    capsys.readouterr()
+
+    monkeypatch.setattr(ap, "collect_logs", lambda **kw: Unavailable("no-log-readable:boom"))
+    assert _main(_args(name, tmp_path, port, "--yes", "-e", "EXTRA=4")) == 5
+    err = capsys.readouterr().err
+    assert "apply failed during logs" in err
+    assert "could not be scanned (no-log-readable:boom)" in err
+    assert "started the previous" in err
+    assert _running(client, name).id == good.id
+    assert len(client.containers.list(all=True, filters={"name": name})) == 1
+
+
+def test_fallback_signature_in_the_new_log_rolls_back(
+    client: Any, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = _free_port()
+    assert _main(_args(name, tmp_path, port, "--yes")) == 0
+    good = _running(client, name)
+    capsys.readouterr()
+
+    assert _main(_args(name, tmp_path, port, "--yes", fallback=True)) == 5
+    err = capsys.readouterr().err
+    assert "apply failed during logs" in err
+    assert "finding log: moe.tma_ws_init_failed" in err
+    assert _running(client, name).id == good.id
+    assert len(client.containers.list(all=True, filters={"name": name})) == 1

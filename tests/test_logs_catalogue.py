@@ -71,3 +71,22 @@ def test_empty_literal_is_rejected() -> None:
     raw["signature"][0]["literals"] = [" "]  # type: ignore[index]
     with pytest.raises(CatalogueError, match="literals"):
         parse_catalogue(raw)
+
+
+def test_a_marker_needs_a_regex() -> None:
+    raw = _raw()
+    del raw["marker"][0]["regex"]  # type: ignore[index]
+    with pytest.raises(CatalogueError, match="regex"):
+        parse_catalogue(raw)
+
+
+def test_input_problems_have_advice_and_are_never_matched() -> None:
+    from blackwell_doctor.logs.catalogue import advice
+
+    cat = load_catalogue()
+    assert set(cat.inputs) == {"input.unreadable", "input.partially_read"}
+    assert all(p.check == "logs.inputs" and p.severity == "warn" for p in cat.inputs.values())
+    meaning, remedy = advice("input.partially_read")
+    assert meaning.startswith("A log input broke off")
+    assert remedy
+    assert not set(cat.inputs) & {s.id for s in cat.signatures}

@@ -111,3 +111,20 @@ def test_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert code == 1
     assert out == ""
     assert json.loads(target.read_text())["findings"][0]["line"] == 2
+
+
+def test_unreadable_among_readable_is_a_warn_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "gone.log"
+    code, out, _ = run(["scan-logs", "-f", "json", "--fail-on", "warn", str(HEALTHY),
+                        str(missing)], capsys)  # fmt: skip
+    assert code == 1
+    (finding,) = json.loads(out)["findings"]
+    assert finding["signature"] == "input.unreadable"
+    assert (finding["severity"], finding["path"]) == ("warn", str(missing))
+    code, out, _ = run(["scan-logs", str(HEALTHY), str(missing)], capsys)
+    assert code == 0
+    assert "[!] input.unreadable (warn, logs.inputs): 1 occurrence(s)" in out
+    assert f"{missing}: not read, 1x, warn" in out
+    assert "What it means: A log input could not be read at all" in out

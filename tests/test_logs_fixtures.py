@@ -17,6 +17,10 @@ LOGS = FIXTURES / "logs"
 EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
     "flashinfer-2077-autotuner-skipping-tactic.log": {"autotuner.tactic_skipped": ("info", 2, 1)},
     "flashinfer-2077-tma-escaped.log": {"moe.tma_ws_init_failed": ("fail", 1, 2)},
+    "composed-2077-autotuner-then-escaped.log": {
+        "autotuner.tactic_skipped": ("info", 2, 1),
+        "moe.tma_ws_init_failed": ("fail", 1, 5),
+    },
     "flashinfer-4049-skipped-summary.log": {"autotuner.tactics_skipped_summary": ("info", 20, 4)},
     "vllm-31085-healthy-sm120-startup.log": {},
     "vllm-49011-healthy-engine-config.log": {},
@@ -104,15 +108,96 @@ def test_tma_failure_inside_autotuner_is_not_a_failure() -> None:
     assert "moe.tma_ws_init_failed" not in {f.signature for f in findings}
 
 
+SKIP_HEAD = (
+    "2025-11-11 06:41:27,319 - WARNING - autotuner.py:485 - flashinfer.jit: [Autotuner]: "
+    "Skipping tactic <MoERunner object at 0x7c70ccce8350> 15, due to failure while profiling:\n"
+)
+TMA = "Failed to initialize cutlass TMA WS grouped gemm. Error: Error Internal"
+
+
 def test_tma_failure_on_the_line_after_the_autotuner_is_still_inside(tmp_path: Path) -> None:
     log = tmp_path / "split.log"
-    log.write_text(
-        "2025-11-11 06:41:27,319 - WARNING - autotuner.py:485 - flashinfer.jit: [Autotuner]: "
-        "Skipping tactic <MoERunner object at 0x7c70ccce8350> 15, due to failure while "
-        "profiling:\n[TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA "
-        "WS grouped gemm. Error: Error Internal\n"
-    )
+    log.write_text(SKIP_HEAD + f"[TensorRT-LLM][ERROR] Assertion failed: {TMA}\n")
     assert {f.signature for f in scan(log)} == {"autotuner.tactic_skipped"}
+
+
+@pytest.mark.parametrize(
+    ("between", "tma_line"),
+    [
+        # vLLM prefixes every line a worker prints: same process, no record of its own.
+        ("", f"(Worker_TP0 pid=7) [TensorRT-LLM][ERROR] Assertion failed: {TMA}"),
+        # A traceback under the record, the message on its last line.
+        (
+            "(Worker_TP0 pid=7) Traceback (most recent call last):\n"
+            + '(Worker_TP0 pid=7)   File "autotuner.py", line 480, in choose_one\n' * 12,
+            f"(Worker_TP0 pid=7) RuntimeError: {TMA}",
+        ),
+        ("", f"(Worker_TP0 pid=7)     {TMA}"),
+    ],
+)
+def test_continuation_lines_of_the_autotuner_record_are_wrapped(
+    tmp_path: Path, between: str, tma_line: str
+) -> None:
+    log = tmp_path / "cont.log"
+    log.write_text("(Worker_TP0 pid=7) " + SKIP_HEAD + between + tma_line + "\n")
+    assert {f.signature for f in scan(log)} == {"autotuner.tactic_skipped"}
+
+
+@pytest.mark.parametrize(
+    ("between", "tma_line"),
+    [
+        # The reviewer's sequence: the real run fails with its own vLLM record.
+        ("", f"(Worker_TP0 pid=7) ERROR 06-01 21:52:10 [core.py:700] RuntimeError: {TMA}"),
+        ("", f"(Worker_TP0 pid=7) 2025-11-11 06:41:28,001 - ERROR - moe.py:9 - {TMA}"),
+        ("", f"(Worker_TP0 pid=7) ERROR:root:{TMA}"),
+        # Another process's line is no continuation of this record.
+        ("", f"(Worker_TP1 pid=8) [TensorRT-LLM][ERROR] Assertion failed: {TMA}"),
+        # A record in between ends the autotuner's; what follows continues that one.
+        (
+            "(Worker_TP0 pid=7) ERROR 06-01 21:52:10 [core.py:700] EngineCore failed:\n",
+            f"(Worker_TP0 pid=7) RuntimeError: {TMA}",
+        ),
+        # Beyond the cap, prefix-less text is not the autotuner's any more.
+        ("(Worker_TP0 pid=7) filler\n" * 60, f"(Worker_TP0 pid=7) RuntimeError: {TMA}"),
+    ],
+)
+def test_a_line_with_its_own_record_is_never_wrapped(
+    tmp_path: Path, between: str, tma_line: str
+) -> None:
+    log = tmp_path / "escaped.log"
+    log.write_text("(Worker_TP0 pid=7) " + SKIP_HEAD + between + tma_line + "\n")
+    got = {f.signature: f.severity for f in scan(log)}
+    assert got == {"autotuner.tactic_skipped": "info", "moe.tma_ws_init_failed": "fail"}
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "Oct 04 13:19:39 host vllm[394]: ",  # journald short
+        "2025-10-04T13:19:39+0000 host vllm[394]: ",  # journald short-iso
+        "2025-10-04T13:19:39.123456789Z ",  # docker logs --timestamps
+    ],
+)
+def test_journald_and_docker_timestamps_start_a_record(tmp_path: Path, prefix: str) -> None:
+    log = tmp_path / "ts.log"
+    log.write_text(prefix + SKIP_HEAD + prefix + f"RuntimeError: {TMA}\n")
+    got = {f.signature: f.severity for f in scan(log)}
+    assert got == {"autotuner.tactic_skipped": "info", "moe.tma_ws_init_failed": "fail"}
+
+
+@pytest.mark.parametrize("size", [1, 5, 97, 4096])
+def test_wrapping_does_not_depend_on_chunking(size: int) -> None:
+    from blackwell_doctor.logs.catalogue import load_catalogue
+    from blackwell_doctor.logs.matcher import SourceScanner
+
+    data = ("(Worker_TP0 pid=7) " + SKIP_HEAD + "(Worker_TP0 pid=7) filler\n" * 5).encode()
+    data += f"(Worker_TP0 pid=7) RuntimeError: {TMA}\n".encode()
+    data += b"(Worker_TP0 pid=7) ERROR 06-01 21:52:10 [core.py:700] " + TMA.encode() + b"\n"
+    scanner = SourceScanner(load_catalogue(), "x")
+    for i in range(0, len(data), size):
+        scanner.feed(data[i : i + size])
+    got = {(f.signature, f.line, f.count) for f in scanner.finish()}
+    assert got == {("autotuner.tactic_skipped", 1, 1), ("moe.tma_ws_init_failed", 8, 1)}
 
 
 def test_tma_failure_long_after_the_autotuner_escapes(tmp_path: Path) -> None:
@@ -135,14 +220,59 @@ def test_many_skipped_tactics_warn(tmp_path: Path) -> None:
     assert (finding.line, finding.last_line) == (1, 250)
 
 
-def test_marlin_with_w4a16_checkpoint_is_info(tmp_path: Path) -> None:
+W4A16_CONFIG = (
+    "(EngineCore pid=201) INFO 10-24 09:50:01 [core.py:114] Initializing a V1 LLM engine "
+    "(v0.25.1) with config: model='RedHatAI/Qwen3-30B-A3B-NVFP4A16', dtype=torch.bfloat16, "
+    "quantization=compressed-tensors, moe_backend='auto'\n"
+)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        W4A16_CONFIG,
+        "(EngineCore pid=201) INFO 10-24 09:50:02 [mixed_precision.py:40] Using "
+        "MarlinLinearKernel for CompressedTensorsW4A16Fp4\n",
+        "(APIServer pid=1) INFO 10-24 09:50:00 [utils.py:253] non-default args: {'model': "
+        "'m', 'quantization': 'fp4_w4a16'}\n",
+    ],
+)
+def test_marlin_with_w4a16_checkpoint_is_info(tmp_path: Path, line: str) -> None:
     log = tmp_path / "w4a16.log"
-    log.write_text(
-        "(Worker_TP0 pid=201) INFO 10-24 09:50:01 [model.py:1] Resolved architecture for "
-        "RedHatAI/Qwen3-30B-A3B-NVFP4A16\n"
-        + (LOGS / "club-3090-617-marlin-fp4-warning.log").read_text()
-    )
+    log.write_text(line + (LOGS / "club-3090-617-marlin-fp4-warning.log").read_text())
     assert {f.signature: f.severity for f in scan(log)} == {"vllm.fp4_weight_only_marlin": "info"}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(APIServer pid=1) INFO 10-24 09:49:58 [api_server.py:1] model card: 'not W4A16'\n",
+        "(APIServer pid=1) WARNING 10-24 09:49:58 [x.py:1] this NVFP4 checkpoint is not w4a16; "
+        "quantization='nvfp4a16' would be\n",
+        "# compose: we could pass --moe-backend marlin to vllm serve here\n",
+        "# vllm serve m --moe-backend marlin   (commented out)\n",
+        "(APIServer pid=1) INFO 10-24 09:49:58 [x.py:1] hint: moe_backend='marlin' is slower\n",
+    ],
+)
+def test_marlin_markers_in_free_text_change_nothing(tmp_path: Path, line: str) -> None:
+    log = tmp_path / "free.log"
+    log.write_text(line + (LOGS / "composed-vllm-marlin-auto.log").read_text())
+    assert {f.signature: f.severity for f in scan(log)} == {"vllm.nvfp4_moe_marlin": "warn"}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(APIServer pid=1) INFO 10-24 09:49:58 [utils.py:253] non-default args: {'model': 'm', "
+        "'moe_backend': 'marlin'}\n",
+        "+ vllm serve unsloth/Qwen3.6-27B-NVFP4 --moe-backend marlin --port 8000\n",
+        "+ python3 -m vllm.entrypoints.openai.api_server --model m --moe-backend=marlin\n",
+    ],
+)
+def test_marlin_requested_where_vllm_prints_it_is_info(tmp_path: Path, line: str) -> None:
+    log = tmp_path / "asked.log"
+    log.write_text(line + (LOGS / "composed-vllm-marlin-auto.log").read_text())
+    assert {f.signature: f.severity for f in scan(log)} == {"vllm.nvfp4_moe_marlin": "info"}
 
 
 def test_rccl_line_is_no_finding_but_nccl_lines_beside_it_are(tmp_path: Path) -> None:

@@ -47,9 +47,13 @@ def test_truncated_gzip_keeps_what_was_read(tmp_path: Path) -> None:
     path = tmp_path / "cut.gz"
     path.write_bytes(data[: len(data) // 2])
     got = facts([str(path)])
-    assert got.sources[0].error == f"corrupt-gzip:{path}"
-    assert got.findings
-    assert got.findings[0].signature == "moe.tma_ws_init_failed"
+    source = got.sources[0]
+    assert source.error == f"truncated-gzip:{path}"
+    assert source.bytes > 0
+    assert {f.signature for f in got.findings} == {"moe.tma_ws_init_failed", "input.partially_read"}
+    (partial,) = [f for f in got.findings if f.signature == "input.partially_read"]
+    assert (partial.severity, partial.check, partial.path) == ("warn", "logs.inputs", str(path))
+    assert (partial.line, partial.excerpt) == (source.lines, f"truncated-gzip:{path}")
 
 
 def test_docker_json_file_is_decoded(tmp_path: Path) -> None:
@@ -205,7 +209,8 @@ def test_hung_command_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(sources, "JOURNAL_TIMEOUT_S", 0.5)
     got = facts([], journal=True)
     assert got.sources[0].error == "timeout-0.5s:journal"
-    assert sigs(got) == {("nccl.p2p_disabled", 1)}  # what it printed before hanging
+    # What it printed before hanging, and that it broke off.
+    assert sigs(got) == {("nccl.p2p_disabled", 1), ("input.partially_read", 1)}
 
 
 def test_unreachable_docker_engine_is_a_source_error(tmp_path: Path) -> None:
@@ -215,3 +220,158 @@ def test_unreachable_docker_engine_is_a_source_error(tmp_path: Path) -> None:
     assert source.kind == "container"
     assert source.error is not None
     assert source.error.endswith("container:vllm")
+
+
+# --------------------------------------------------------------------------- review fixes
+
+
+def test_unreadable_among_readable_is_a_finding(tmp_path: Path) -> None:
+    good = tmp_path / "good.log"
+    good.write_bytes(ESCAPED)
+    missing = tmp_path / "missing.log"
+    got = facts([str(good), str(missing)])
+    (finding,) = [f for f in got.findings if f.path == str(missing)]
+    assert finding.signature == "input.unreadable"
+    assert (finding.severity, finding.check) == ("warn", "logs.inputs")
+    assert (finding.line, finding.count, finding.excerpt) == (0, 1, f"not-found:{missing}")
+
+
+def test_corrupt_gzip_is_a_partial_source(tmp_path: Path) -> None:
+    data = bytearray(gzip.compress(os.urandom(1 << 16).hex().encode() + b"\n" + ESCAPED))
+    data[len(data) // 2 : len(data) // 2 + 64] = b"\x00" * 64
+    path = tmp_path / "bad.gz"
+    path.write_bytes(bytes(data))
+    got = facts([str(path)])
+    assert got.sources[0].error == f"corrupt-gzip:{path}"
+    assert [f.signature for f in got.findings] == ["input.partially_read"]
+
+
+def test_gzip_members_and_zero_padding(tmp_path: Path) -> None:
+    path = tmp_path / "two.gz"
+    path.write_bytes(gzip.compress(ESCAPED) + gzip.compress(ESCAPED) + b"\x00" * 512)
+    got = facts([str(path)])
+    assert got.sources[0].error is None
+    assert sigs(got) == {("moe.tma_ws_init_failed", 2)}
+    assert got.findings[0].count == 2
+    assert got.sources[0].lines == 4
+
+
+def test_gzip_on_stdin_is_decoded() -> None:
+    got = facts(["-"], stdin=io.BytesIO(gzip.compress(ESCAPED)))
+    assert (got.sources[0].kind, got.sources[0].error) == ("stdin", None)
+    assert got.sources[0].bytes == len(ESCAPED)
+    assert sigs(got) == {("moe.tma_ws_init_failed", 2)}
+
+
+def test_truncated_gzip_on_stdin_is_partial() -> None:
+    data = gzip.compress(ESCAPED * 2000)
+    got = facts(["-"], stdin=io.BytesIO(data[: len(data) // 2]))
+    assert got.sources[0].error == "truncated-gzip:-"
+    assert {f.signature for f in got.findings} == {"moe.tma_ws_init_failed", "input.partially_read"}
+
+
+def _docker(records: list[str]) -> bytes:
+    return "".join(json.dumps({"log": r, "stream": "stderr"}) + "\n" for r in records).encode()
+
+
+def test_docker_json_kind_is_reported(tmp_path: Path) -> None:
+    from blackwell_doctor.logs.sources import DOCKER_JSON_KIND
+
+    plain = tmp_path / "plain.log"
+    plain.write_bytes(ESCAPED)
+    docker = tmp_path / "c-json.log"
+    docker.write_bytes(_docker(ESCAPED.decode().splitlines(keepends=True)))
+    rotated = tmp_path / "c-json.log.1.gz"  # json-file with compress=true
+    rotated.write_bytes(gzip.compress(docker.read_bytes()))
+    got = facts([str(plain), str(docker), str(rotated)])
+    assert [s.kind for s in got.sources] == ["file", DOCKER_JSON_KIND, "gzip"]
+    assert sorted((f.path, f.line) for f in got.findings) == sorted(
+        [(str(plain), 2), (str(docker), 2), (str(rotated), 2)]
+    )
+    # Decoded: the excerpt is the log line, not the JSON record.
+    assert all(f.excerpt.startswith("(Worker_PP0 pid=38385) ERROR") for f in got.findings)
+
+
+def test_directory_walk_reports_what_it_cannot_read(tmp_path: Path) -> None:
+    import socket
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "one.log").write_bytes(ESCAPED)
+    os.mkfifo(tmp_path / "a" / "fifo")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone.log")
+    (tmp_path / "loop").symlink_to(tmp_path)  # followed once, not forever
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(tmp_path / "s.sock"))
+        got = facts([str(tmp_path)])
+    finally:
+        sock.close()
+    errors = {Path(s.name).name: s.error for s in got.sources}
+    assert errors == {
+        "one.log": None,
+        "fifo": f"not-a-regular-file:{tmp_path / 'a' / 'fifo'}",
+        "dangling": f"broken-symlink:{tmp_path / 'dangling'}",
+        "s.sock": f"not-a-regular-file:{tmp_path / 's.sock'}",
+    }
+    unreadable = {Path(f.path).name for f in got.findings if f.signature == "input.unreadable"}
+    assert unreadable == {"fifo", "dangling", "s.sock"}
+
+
+def test_unreadable_subdirectory_is_a_source_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "one.log").write_bytes(ESCAPED)
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "two.log").write_bytes(ESCAPED)
+    real = os.scandir
+
+    def scandir(path: str) -> object:
+        if str(path).endswith("secret"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    got = facts([str(tmp_path)])
+    assert [(Path(s.name).name, s.error) for s in got.sources] == [
+        ("one.log", None), ("secret", f"permission-denied:{tmp_path / 'secret'}"),
+    ]  # fmt: skip
+    assert {f.signature for f in got.findings} == {"moe.tma_ws_init_failed", "input.unreadable"}
+
+
+def test_glob_reports_non_regular_matches(tmp_path: Path) -> None:
+    (tmp_path / "a.log").write_bytes(ESCAPED)
+    os.mkfifo(tmp_path / "b.log")
+    got = facts([str(tmp_path / "*.log")])
+    assert [s.error for s in got.sources] == [None, f"not-a-regular-file:{tmp_path / 'b.log'}"]
+
+
+def test_excerpt_of_a_huge_line_is_centred_on_the_match() -> None:
+    scanner = SourceScanner(load_catalogue(), "huge")
+    literal = b"No NvFp4 MoE backend supports the deployment configuration."
+    scanner.feed(b"(EngineCore pid=1) ERROR 06-01 21:52:10 [core.py:1] ")
+    blob = b"A" * (1 << 20)
+    for _ in range(25):  # 25 MiB before the match, 25 MiB after, one line
+        scanner.feed(blob)
+    scanner.feed(literal)
+    for _ in range(25):
+        scanner.feed(blob)
+    (finding,) = scanner.finish()
+    assert literal.decode() in finding.excerpt
+    assert len(finding.excerpt) == matcher.EXCERPT_CHARS
+    assert finding.excerpt.startswith("…")
+    assert finding.excerpt.endswith("…")
+    at = finding.excerpt.index(literal.decode())
+    assert abs(at - (len(finding.excerpt) - at - len(literal))) <= 2  # centred
+
+
+def test_excerpt_keeps_the_line_start_when_the_match_is_near_it() -> None:
+    scanner = SourceScanner(load_catalogue(), "long")
+    scanner.feed(b"(EngineCore pid=1) ERROR No NvFp4 MoE backend supports the deployment "
+                 b"configuration. " + b"B" * 5000 + b"\n")  # fmt: skip
+    (finding,) = scanner.finish()
+    assert finding.excerpt.startswith("(EngineCore pid=1) ERROR No NvFp4")
+    assert finding.excerpt.endswith("…")
+    assert len(finding.excerpt) == matcher.EXCERPT_CHARS

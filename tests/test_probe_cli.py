@@ -145,3 +145,49 @@ def test_k64_vs_k128_ratio_is_measured_not_assumed() -> None:
     assert "K=64 vs K=128" in text
     assert "2.00x" in text
     assert "not the production MoE kernel" in text
+
+
+def _measured(tiles: list[TileProbe]) -> ProbeFacts:
+    return ProbeFacts(nvrtc_version="13.0", cache="hit", wall_s=1.0, devices=[_device(tiles)])
+
+
+def test_tiles_that_cannot_run_are_cleared_by_runtime_logs_without_fallback() -> None:
+    from blackwell_doctor.facts import LogFacts, LogFinding, LogSource
+
+    facts = load("sm120-driver580")
+    assert status(facts, "probe.tiles") is Status.WARN  # no logs: cannot tell
+    clean = LogFacts(sources=[LogSource(name="vllm.log", kind="file", lines=900, bytes=9000)])
+    assert status(replace(facts, logs=clean), "probe.tiles") is Status.PASS
+    fallback = LogFacts(
+        sources=clean.sources,
+        findings=[
+            LogFinding(
+                signature="moe.tma_ws_init_failed",
+                severity="fail",
+                check="logs.moe_kernels",
+                path="vllm.log",
+                line=5,
+                last_line=5,
+                count=1,
+                excerpt="Failed to initialize cutlass TMA WS grouped gemm",
+            )
+        ],
+    )
+    assert status(replace(facts, logs=fallback), "probe.tiles") is Status.WARN
+
+
+def test_a_hung_tile_probe_is_not_evaluated_not_blamed_on_shared_memory() -> None:
+    tiles = _measured_tiles()
+    tiles[0] = msgspec.structs.replace(tiles[0], launched=False, launch_error="probe-timeout:12s")
+    r = result(_with_probes("sm120-driver580", _measured(tiles)), "probe.tiles")  # type: ignore[arg-type]
+    assert r.status is Status.ERROR
+    assert "probe-timeout:12s" in r.summary
+    assert "99 KB" not in r.summary
+
+
+def test_measured_device_with_no_tiles_or_unlaunched_tiles_is_not_a_pass() -> None:
+    empty = _with_probes("b200-x8", _measured([]))
+    assert status(empty, "probe.tiles") is Status.ERROR  # type: ignore[arg-type]
+    tiles = [msgspec.structs.replace(t, launched=None) for t in _measured_tiles()]
+    unlaunched = _with_probes("b200-x8", _measured(tiles))
+    assert status(unlaunched, "probe.tiles") is Status.ERROR  # type: ignore[arg-type]

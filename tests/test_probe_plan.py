@@ -124,3 +124,23 @@ def test_plan_invariants(m: int, n: int, k: int, limit: int, epilogue: int) -> N
         # one more stage would not have fitted the formula's budget
         assert (plan.stages + 1) * plan.stage_bytes > limit - epilogue - KERNEL_EXTRA_BYTES
     assert plan.fits == (plan.stages >= MIN_STAGES and 0 < plan.smem_bytes <= limit)
+
+
+def test_cutlass_3144_is_reproduced_by_padding_not_by_the_formula() -> None:
+    # TRT-LLM's CtaShape128x256x64B on GB10: "requires 102400 bytes shared memory but device
+    # supports 101376" (NVIDIA/cutlass#3144). The formula's 3 stages fit its budget; the
+    # padded storage does not.
+    plan = {(t.m, t.n, t.k): t for t in plan_catalogue(SM12X)}[(128, 256, 128)]
+    assert plan.stages == 3
+    assert plan.smem_bytes == 102_400
+    assert not plan.fits
+    assert plan.reason is not None
+    assert "1,024 B over" in plan.reason
+    assert 3 * plan.stage_bytes + plan.epilogue_bytes + KERNEL_EXTRA_BYTES <= SM12X
+
+
+def test_the_k64_tile_fits_sm12x_where_the_256_wide_tiles_do_not() -> None:
+    plans = {(t.m, t.n, t.k): t for t in plan_catalogue(SM12X)}
+    assert plans[(128, 128, 64)].fits
+    assert not plans[(256, 128, 128)].fits
+    assert not plans[(128, 256, 128)].fits

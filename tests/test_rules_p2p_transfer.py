@@ -9,7 +9,8 @@ from blackwell_doctor.probe.report import build_p2p
 from blackwell_doctor.rules.model import Status
 from tests.factsutil import load, replace, result
 
-PAIRS = [(0, 1), (0, 2), (1, 2)]
+# the Threadripper fixture has 4 GPUs: 6 pairs
+PAIRS = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
 
 
 def _pair(a: int, b: int, verdict: P2PVerdict, detail: str | None = None) -> P2PTransfer:
@@ -29,6 +30,9 @@ def _pair(a: int, b: int, verdict: P2PVerdict, detail: str | None = None) -> P2P
 
 
 def _facts(verdicts: list[P2PVerdict], detail: str | None = None) -> object:
+    verdicts = verdicts + ["works"] * (len(PAIRS) - len(verdicts))
+    if all(v == "not-supported" for v in verdicts[:3]):
+        verdicts = ["not-supported"] * len(PAIRS)
     pairs = [_pair(a, b, v, detail) for (a, b), v in zip(PAIRS, verdicts, strict=True)]
     return replace(
         load("rtxpro6000x4-threadripper-iommu"),
@@ -99,3 +103,14 @@ def test_not_run_or_not_applicable(value: object, expected: Status) -> None:
 )
 def test_probe_p2p_exit_codes(value: P2PProbeFacts | Unavailable, code: int) -> None:
     assert build_p2p(value).exit_code == code
+
+
+def test_pairs_missing_from_the_test_are_not_evaluated_never_a_pass() -> None:
+    pairs = [_pair(0, 1, "works")]
+    facts = replace(
+        load("rtxpro6000x4-threadripper-iommu"),
+        p2p_transfers=P2PProbeFacts(wall_s=1.0, pairs=pairs),
+    )
+    r = result(facts, "p2p.transfer")
+    assert r.status is Status.ERROR
+    assert "only 1 of 6 GPU pairs" in r.summary

@@ -191,25 +191,39 @@ def _finite(option: str, value: float) -> float:
     return value
 
 
-def _with_logs(
+def with_logs(
     facts: Facts,
     *,
-    paths: list[str],
-    containers: list[str],
+    facts_file: Path | None,
+    logs: list[str] | None,
+    containers: list[str] | None,
     journal: bool,
     kernel_log: bool,
-    host_root: Path,
+    host_root: Path | None,
 ) -> Facts:
+    """``facts`` with the logs given by --logs/--container/--journal/--kernel-log scanned in
+    (unchanged when none is given); the usage errors of those options. Shared by every
+    command that takes them (check, recommend, apply)."""
+    if not (logs or containers or journal or kernel_log):
+        return facts
+    if facts_file is not None and (containers or journal or kernel_log):
+        raise UserError(
+            "--container, --journal and --kernel-log read this host; with --facts, "
+            "pass that host's log files with --logs"
+        )
+    if logs and "-" in logs and facts_file is not None and str(facts_file) == "-":
+        raise UserError("--facts - and --logs - cannot both read standard input")
     import msgspec
 
     from blackwell_doctor.logs.collect import collect_logs
 
+    paths = logs or []
     scanned = collect_logs(
         paths=paths,
-        containers=containers,
+        containers=containers or [],
         journal=journal,
         kernel_log=kernel_log,
-        host_root=host_root,
+        host_root=host_root or Path("/"),
         stdin=sys.stdin.buffer if "-" in paths else None,
     )
     return msgspec.structs.replace(facts, logs=scanned)
@@ -298,22 +312,15 @@ def check(
             probes=not no_probe,
         )
         source = "live"
-    if logs or containers or journal or kernel_log:
-        if facts_file is not None and (containers or journal or kernel_log):
-            raise UserError(
-                "--container, --journal and --kernel-log read this host; with --facts, "
-                "pass that host's log files with --logs"
-            )
-        if logs and "-" in logs and facts_file is not None and str(facts_file) == "-":
-            raise UserError("--facts - and --logs - cannot both read standard input")
-        facts = _with_logs(
-            facts,
-            paths=logs or [],
-            containers=containers or [],
-            journal=journal,
-            kernel_log=kernel_log,
-            host_root=host_root or Path("/"),
-        )
+    facts = with_logs(
+        facts,
+        facts_file=facts_file,
+        logs=logs,
+        containers=containers,
+        journal=journal,
+        kernel_log=kernel_log,
+        host_root=host_root,
+    )
     try:
         report = evaluate(
             facts,

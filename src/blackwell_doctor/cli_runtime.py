@@ -8,7 +8,9 @@ imported from anywhere in cli.py.
 from __future__ import annotations
 
 import os
+import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,6 +19,7 @@ import typer
 from blackwell_doctor import TOOL_NAME
 from blackwell_doctor.exitcodes import ExitCode
 from blackwell_doctor.recommend.formats import RecommendFormat
+from blackwell_doctor.redact import REDACTED
 
 if TYPE_CHECKING:
     from blackwell_doctor.facts import Facts
@@ -70,6 +73,44 @@ Port = Annotated[int, typer.Option("--port", help="Host port for the API.")]
 ShmSize = Annotated[
     str | None, typer.Option("--shm-size", help="Shared memory (default: the catalogue's).")
 ]
+Logs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--logs",
+        help="Scan these runtime logs too (files, .gz, directories, globs; - for stdin). "
+        "Repeatable.",
+    ),
+]
+Containers = Annotated[
+    list[str] | None,
+    typer.Option("--container", help="Scan this container's logs (Docker API). Repeatable."),
+]
+Journal = Annotated[bool, typer.Option("--journal", help="Scan the systemd journal of this boot.")]
+KernelLog = Annotated[
+    bool,
+    typer.Option("--kernel-log", help="Scan the kernel log for Xid and IOMMU faults."),
+]
+FactsFromAnotherHost = Annotated[
+    bool,
+    typer.Option(
+        "--facts-from-another-host",
+        help="Apply although --facts does not show this host's name (redacted, or another "
+        "host's): the launch (tensor-parallel size, threads, P2P setting) is derived from "
+        "that file's GPUs and CPUs, not this host's.",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    """--logs/--container/--journal/--kernel-log, as `check` takes them."""
+
+    logs: list[str] | None = None
+    containers: list[str] | None = None
+    journal: bool = False
+    kernel_log: bool = False
+
+
 EnvVars = Annotated[
     list[str] | None,
     typer.Option(
@@ -82,7 +123,11 @@ EnvVars = Annotated[
 
 
 def _facts_and_report(
-    facts_file: Path | None, host_root: Path | None, gpu_timeout: float | None, no_probe: bool
+    facts_file: Path | None,
+    host_root: Path | None,
+    gpu_timeout: float | None,
+    no_probe: bool,
+    log_options: LogOptions,
 ) -> tuple[Facts, Report]:
     from blackwell_doctor import cli
     from blackwell_doctor.evaluate import evaluate
@@ -107,7 +152,45 @@ def _facts_and_report(
             probes=not no_probe,
         )
         source = "live"
+    facts = cli.with_logs(
+        facts,
+        facts_file=facts_file,
+        logs=log_options.logs,
+        containers=log_options.containers,
+        journal=log_options.journal,
+        kernel_log=log_options.kernel_log,
+        host_root=host_root,
+    )
     return facts, evaluate(facts, source=source)
+
+
+def check_facts_host(facts: Facts, facts_file: Path, *, allowed: bool) -> None:
+    """apply changes this host: refuse (exit 2) a facts file that does not name it.
+
+    The launch is derived from the file's GPU count and CPUs, so another node's file would
+    start the wrong tensor-parallel size here. Only the hostname identifies a host: a
+    redacted file has none, and PCI bus ids or GPU counts coincide on identical nodes of a
+    cluster (they cannot tell node A from node B), so those need the explicit
+    --facts-from-another-host, as does a different name."""
+    from blackwell_doctor import cli
+
+    if allowed:
+        return
+    theirs = facts.platform.hostname
+    mine = socket.gethostname()
+    if isinstance(theirs, str) and theirs == mine:
+        return
+    if not isinstance(theirs, str):
+        what = f"does not say which host it describes ({theirs.reason})"
+    elif theirs == REDACTED:
+        what = "has its hostname redacted"
+    else:
+        what = f"describes host {theirs!r}, not this host ({mine!r})"
+    raise cli.UserError(
+        f"--facts {facts_file} {what}: apply would run a launch derived from that file's "
+        "GPUs and CPUs on this host's engine. Collect this host's facts (or drop --facts), "
+        "or pass --facts-from-another-host if that is what you mean"
+    )
 
 
 def _env_pairs(values: list[str] | None) -> tuple[tuple[str, str], ...]:
@@ -159,6 +242,9 @@ def _build(
     no_probe: bool,
     catalogue: Path | None,
     options: LaunchOptions,
+    log_options: LogOptions,
+    *,
+    other_host_ok: bool = True,
 ) -> tuple[Any, LaunchSpec | None]:
     from blackwell_doctor import cli
     from blackwell_doctor.recommend.catalogue import CatalogueError, load_catalogue
@@ -169,7 +255,9 @@ def _build(
         cat = load_catalogue(catalogue)
     except CatalogueError as exc:
         raise cli.UserError(str(exc)) from None
-    facts, report = _facts_and_report(facts_file, host_root, gpu_timeout, no_probe)
+    facts, report = _facts_and_report(facts_file, host_root, gpu_timeout, no_probe, log_options)
+    if facts_file is not None:
+        check_facts_host(facts, facts_file, allowed=other_host_ok)
     try:
         return build_recommendation(facts, report, cat, options)
     except (CatalogueError, ValidationError) as exc:
@@ -237,6 +325,10 @@ def register(app: typer.Typer) -> None:
         no_probe: NoProbe = False,
         host_root: HostRoot = None,
         gpu_timeout: GpuTimeout = None,
+        logs: Logs = None,
+        containers: Containers = None,
+        journal: Journal = False,
+        kernel_log: KernelLog = False,
     ) -> None:
         """Turn the findings into ordered actions and a runtime launch derived from this host
         (markdown, json, shell, compose). Never promises a speed-up: measure after."""
@@ -244,7 +336,10 @@ def register(app: typer.Typer) -> None:
         from blackwell_doctor.recommend.render import NeedsLaunch, render_recommendation
 
         options = _options(model_dir, runtime, name, bind, port, shm_size, env)
-        rec, spec = _build(facts_file, host_root, gpu_timeout, no_probe, catalogue, options)
+        log_options = LogOptions(logs, containers, journal, kernel_log)
+        rec, spec = _build(
+            facts_file, host_root, gpu_timeout, no_probe, catalogue, options, log_options
+        )
         try:
             text = render_recommendation(rec, fmt, spec)
         except NeedsLaunch as exc:
@@ -295,6 +390,11 @@ def register(app: typer.Typer) -> None:
         no_probe: NoProbe = False,
         host_root: HostRoot = None,
         gpu_timeout: GpuTimeout = None,
+        logs: Logs = None,
+        containers: Containers = None,
+        journal: Journal = False,
+        kernel_log: KernelLog = False,
+        facts_from_another_host: FactsFromAnotherHost = False,
     ) -> None:
         """Run the recommended runtime through the Docker API (DOCKER_HOST): a plan by
         default; --yes pulls, creates with all GPUs, starts, waits for health, scans the
@@ -337,7 +437,17 @@ def register(app: typer.Typer) -> None:
         if model_dir is None:
             raise cli.UserError("apply needs --model-dir DIR (the model, mounted read-only)")
         options = _options(model_dir, runtime, name, bind, port, shm_size, env)
-        _, spec = _build(facts_file, host_root, gpu_timeout, no_probe, catalogue, options)
+        log_options = LogOptions(logs, containers, journal, kernel_log)
+        _, spec = _build(
+            facts_file,
+            host_root,
+            gpu_timeout,
+            no_probe,
+            catalogue,
+            options,
+            log_options,
+            other_host_ok=facts_from_another_host,
+        )
         if spec is None:
             raise cli.UserError("these facts show no GPU: there is no runtime to launch")
         try:

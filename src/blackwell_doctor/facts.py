@@ -309,7 +309,7 @@ class P2PProbeFacts(Available, frozen=True):
 # --------------------------------------------------------------------------- runtime logs
 
 LogSeverity = Literal["info", "warn", "fail"]
-LogSourceKind = Literal["file", "gzip", "stdin", "container", "journal", "kernel"]
+LogSourceKind = Literal["file", "gzip", "stdin", "container", "journal", "kernel", "docker-json"]
 
 
 class LogSource(msgspec.Struct, frozen=True, kw_only=True):
@@ -327,7 +327,7 @@ class LogFinding(msgspec.Struct, frozen=True, kw_only=True):
     severity: LogSeverity
     check: str  # the logs.* check that judges it
     path: str  # the LogSource name
-    line: int  # 1-based, first occurrence
+    line: int  # 1-based, first occurrence (0: the source could not be read at all)
     last_line: int
     count: int
     excerpt: str  # the first occurrence: ANSI stripped, secrets redacted, truncated

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import importlib
+import io
+import shlex
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blackwell_doctor.apply.state import Change, diff
+from blackwell_doctor.apply.state import Change, diff, spec_mounts, spec_ports
+from blackwell_doctor.facts import Unavailable
+from blackwell_doctor.logs.collect import collect_logs
 from blackwell_doctor.recommend import validate
 from blackwell_doctor.recommend.launch import LABEL_MANAGED, LaunchSpec, reachable_host
 from blackwell_doctor.redact import redact_text
@@ -126,8 +128,8 @@ def make_plan(spec: LaunchSpec, client: Any | None, engine_error: str | None = N
     if client is None:
         plan.steps = [
             f"pull {spec.image} unless present",
-            f"create {name} and start it; on success the current {name} (if any) is stopped "
-            f"and kept as {previous}",
+            f"create {name} (as below) and start it; on success the current {name} (if any) "
+            f"is stopped and kept as {previous}",
         ]
         return plan
     image = _get_image(client, spec.image)
@@ -183,11 +185,35 @@ def render_plan(plan: Plan) -> str:
     if plan.changes:
         out.append("  changes:")
         out += [f"    {c.field}: {c.current or '(none)'} -> {c.wanted}" for c in plan.changes]
+    if not plan.up_to_date:
+        out += _container_lines(spec)
     out.append("  steps:")
     out += [f"    {n}. {s}" for n, s in enumerate(plan.steps, 1)]
     if not plan.up_to_date:
         out.append("Nothing was changed. Run again with --yes to carry it out.")
     return "\n".join(out) + "\n"
+
+
+def _container_lines(spec: LaunchSpec) -> list[str]:
+    """The container apply would create, as the engine will get it (secrets redacted)."""
+    out = ["  container to create:"]
+    if spec.entrypoint:
+        out.append(f"    entrypoint: {shlex.join(spec.entrypoint)}")
+    out.append(
+        f"    command: {shlex.join(spec.command) if spec.command else '(the image default)'}"
+    )
+    out.append("    env:" if spec.env else "    env: (none)")
+    out += [f"      {k}={v}" for k, v in spec.shown_env().items()]
+    out.append(f"    ports: {', '.join(spec_ports(spec))}")
+    out.append("    mounts:")
+    out += [f"      {m}" for m in spec_mounts(spec)]
+    out.append(
+        "    gpus: all (device request: count -1, capabilities [[gpu]])"
+        if spec.gpus
+        else "    gpus: none"
+    )
+    out.append(f"    ipc: {spec.ipc_mode}; shm size: {spec.shm_size}; restart: {spec.restart}")
+    return out
 
 
 # --------------------------------------------------------------------------- apply
@@ -298,6 +324,10 @@ def _wait_healthy(
         time.sleep(0.5)
 
 
+class LogScanFailed(Exception):
+    """The new container's log could not be scanned: verification did not happen."""
+
+
 @dataclass(frozen=True)
 class LogScan:
     note: str
@@ -306,31 +336,27 @@ class LogScan:
 
 
 def scan_container_log(data: bytes) -> LogScan:
-    """Fallback signatures in the new container's log, through ``blackwell_doctor.logs``
-    when this build has it (issue 4); otherwise skipped, and said so."""
-    try:
-        module = importlib.import_module("blackwell_doctor.logs.collect")
-        collect_logs = module.collect_logs
-    except (ImportError, AttributeError):
-        return LogScan(note="log scan skipped: blackwell_doctor.logs is not in this build")
-    with tempfile.TemporaryDirectory(prefix="blackwell-doctor-apply-") as tmp:
-        path = Path(tmp) / "container.log"
-        path.write_bytes(data)
-        try:
-            # logs/collect.py (issue 4): keyword-only inputs.
-            result = collect_logs(
-                paths=[str(path)],
-                containers=[],
-                journal=False,
-                kernel_log=False,
-                host_root=Path("/"),
-            )
-        except TypeError as exc:
-            return LogScan(note=f"log scan skipped: collect_logs not callable as expected ({exc})")
-    findings = getattr(result, "findings", None)
-    if not isinstance(findings, list):
-        reason = getattr(result, "reason", "no findings list")
-        return LogScan(note=f"log scan skipped: the log could not be scanned ({reason})")
+    """Fallback signatures in the new container's log (the same scanner as ``scan-logs``).
+
+    Raises LogScanFailed when the log could not be scanned, in whole or in part: a scan
+    that did not run verifies nothing, so apply fails and rolls back rather than report a
+    success it has not checked."""
+    result = collect_logs(
+        paths=["-"],
+        containers=[],
+        journal=False,
+        kernel_log=False,
+        host_root=Path("/"),
+        stdin=io.BytesIO(data),
+    )
+    if isinstance(result, Unavailable):
+        raise LogScanFailed(f"the new container's log could not be scanned ({result.reason})")
+    unread = [f"{s.name}: {s.error}" for s in result.sources if s.error is not None]
+    if unread:
+        raise LogScanFailed(
+            "the new container's log could not be scanned in full (" + "; ".join(unread) + ")"
+        )
+    findings = result.findings
     fails = [f"{f.signature} x{f.count}: {f.excerpt}" for f in findings if f.severity == "fail"]
     warns = [f"{f.signature} x{f.count}: {f.excerpt}" for f in findings if f.severity == "warn"]
     return LogScan(

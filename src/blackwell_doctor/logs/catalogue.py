@@ -19,7 +19,12 @@ from blackwell_doctor.resources import data_dir
 CATALOGUE_FILE = "log_signatures.toml"
 
 LogCheck = Literal[
-    "logs.moe_kernels", "logs.arch_support", "logs.p2p", "logs.platform", "logs.kernel_events"
+    "logs.moe_kernels",
+    "logs.arch_support",
+    "logs.p2p",
+    "logs.platform",
+    "logs.kernel_events",
+    "logs.inputs",
 ]
 ContextRule = Literal["autotuner-wrapped", "autotuner-summary", "marlin-requested", "not-nvidia"]
 
@@ -48,16 +53,33 @@ class Signature(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A line that is no finding itself but changes how others are judged."""
+    """A line that is no finding itself but changes how others are judged. ``regex`` is
+    required: a marker counts only where the program prints it (a config line, a command
+    line), never because its literal turns up in free text."""
 
     id: str
     literals: list[str]
+    regex: str
+    source: str
+
+
+class InputProblem(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A finding about an input, not about its text: a source that could not be read, whole
+    or in part. Never matched against log lines (it has no literals)."""
+
+    id: str
+    component: str
+    severity: LogSeverity
+    check: LogCheck
+    meaning: str
+    remedy: list[str]
     source: str
 
 
 class _File(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     signature: list[Signature]
     marker: list[Marker] = msgspec.field(default_factory=list)
+    input: list[InputProblem] = msgspec.field(default_factory=list)
 
 
 class Catalogue:
@@ -67,15 +89,26 @@ class Catalogue:
     ``("sig", index)`` into :attr:`signatures` or ``("marker", index)`` into :attr:`markers`.
     """
 
-    def __init__(self, signatures: list[Signature], markers: list[Marker]) -> None:
+    def __init__(
+        self,
+        signatures: list[Signature],
+        markers: list[Marker],
+        inputs: list[InputProblem] | None = None,
+    ) -> None:
         self.signatures = signatures
         self.markers = markers
+        self.inputs = {p.id: p for p in inputs or []}
         self.by_id = {s.id: s for s in signatures}
         self.regex: list[re.Pattern[str] | None] = []
         self.unless: list[re.Pattern[str] | None] = []
         for sig in signatures:
             self.regex.append(_compile(sig.id, "regex", sig.regex))
             self.unless.append(_compile(sig.id, "unless", sig.unless))
+        self.marker_regex: list[re.Pattern[str]] = []
+        for marker in markers:
+            compiled = _compile(marker.id, "regex", marker.regex)
+            assert compiled is not None
+            self.marker_regex.append(compiled)
         index: dict[bytes, int] = {}
         self.literals: list[bytes] = []
         self.owners: list[list[tuple[str, int]]] = []
@@ -90,6 +123,10 @@ class Catalogue:
                     self.owners.append([])
                 self.owners[index[key]].append((kind, n))
         self.max_literal = max((len(lit) for lit in self.literals), default=1)
+
+    def entry(self, entry_id: str) -> Signature | InputProblem | None:
+        """A signature or an input problem by id (what it means, the remedy, the source)."""
+        return self.by_id.get(entry_id) or self.inputs.get(entry_id)
 
 
 def _compile(sig_id: str, field: str, pattern: str | None) -> re.Pattern[str] | None:
@@ -110,6 +147,7 @@ def parse_catalogue(raw: dict[str, Any], *, name: str = CATALOGUE_FILE) -> Catal
     seen: set[str] = set()
     entries: list[tuple[str, list[str]]] = [(s.id, s.literals) for s in data.signature]
     entries += [(m.id, m.literals) for m in data.marker]
+    entries += [(p.id, ["-"]) for p in data.input]
     for entry_id, literals in entries:
         where = f"checks/{name}: {entry_id!r}"
         if entry_id in seen:
@@ -127,7 +165,10 @@ def parse_catalogue(raw: dict[str, Any], *, name: str = CATALOGUE_FILE) -> Catal
             raise CatalogueError(f"{where}: warn_at must be >= 1")
         if sig.rule == "autotuner-summary" and (sig.regex is None or "(?P<n>" not in sig.regex):
             raise CatalogueError(f"{where}: rule autotuner-summary needs a regex with (?P<n>...)")
-    return Catalogue(data.signature, data.marker)
+    for problem in data.input:
+        if not re.match(_ID, problem.id):
+            raise CatalogueError(f"checks/{name}: {problem.id!r}: id is not area.name (lowercase)")
+    return Catalogue(data.signature, data.marker, data.input)
 
 
 @functools.cache
@@ -143,7 +184,7 @@ def load_catalogue() -> Catalogue:
 def advice(signature: str) -> tuple[str, list[str]]:
     """(what it means, the remedy steps) for a signature id; empty for an unknown id (a
     facts file from a newer catalogue)."""
-    sig = load_catalogue().by_id.get(signature)
+    sig = load_catalogue().entry(signature)
     if sig is None:
         return "", []
     return sig.meaning, list(sig.remedy)

@@ -12,7 +12,7 @@ from typing import BinaryIO
 
 from blackwell_doctor.facts import LogFacts, LogFinding, LogSource, LogSourceKind, Unavailable
 from blackwell_doctor.logs import sources
-from blackwell_doctor.logs.catalogue import SEVERITY_RANK, load_catalogue
+from blackwell_doctor.logs.catalogue import SEVERITY_RANK, Catalogue, load_catalogue
 from blackwell_doctor.logs.matcher import SourceScanner
 from blackwell_doctor.logs.sources import Opened, SourceError
 
@@ -81,11 +81,34 @@ def scan_sources(
         except OSError as exc:
             error = sources.os_reason(exc, name)
         found.extend(scanner.finish())
-        read.append(
-            LogSource(name=name, kind=kind, lines=scanner.lines, bytes=scanner.size, error=error)
+        source = LogSource(
+            name=name, kind=kind, lines=scanner.lines, bytes=scanner.size, error=error
         )
+        read.append(source)
+        if error is not None:
+            found.append(input_finding(source, catalogue))
     found.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.signature, f.path, f.line))
     return LogFacts(sources=read, findings=found)
+
+
+def input_finding(source: LogSource, catalogue: Catalogue) -> LogFinding:
+    """The finding for a source that could not be read (``input.unreadable``: line 0, nothing
+    was read) or broke off (``input.partially_read``: line = the last line read). The
+    excerpt is the reason token."""
+    assert source.error is not None
+    partial = readable(source)
+    problem = catalogue.inputs["input.partially_read" if partial else "input.unreadable"]
+    line = source.lines if partial else 0
+    return LogFinding(
+        signature=problem.id,
+        severity=problem.severity,
+        check=problem.check,
+        path=source.name,
+        line=line,
+        last_line=line,
+        count=1,
+        excerpt=source.error,
+    )
 
 
 def _inputs(
@@ -122,26 +145,51 @@ def _inputs(
 
 
 def _path_inputs(given: str) -> Iterator[_Input]:
-    """A file, a directory (every regular file below it, sorted) or a glob."""
+    """A file, a directory (everything below it, sorted) or a glob. What cannot be read is
+    an input with its reason, never dropped: an unreadable subdirectory, a FIFO, a socket,
+    a device, a dangling symbolic link (open_file refuses the non-regular ones)."""
     if os.path.isdir(given):
-        files: list[str] = []
-        for top, dirs, names in os.walk(given, onerror=None):
-            dirs.sort()
-            files.extend(os.path.join(top, name) for name in sorted(names))
-        if not files:
+        found = list(_walk(given))
+        if not found:
             yield given, "file", _fails(f"empty-directory:{given}")
-        for name in files:
-            if os.path.isfile(name):
-                yield name, "file", _opens(name)
+        yield from found
         return
     if not os.path.lexists(given) and _GLOB_CHARS & set(given):
-        matches = sorted(m for m in glob.glob(given, recursive=True) if os.path.isfile(m))
+        # Directories a glob matches are not descended into (``**`` lists their files).
+        matches = sorted(m for m in glob.glob(given, recursive=True) if not os.path.isdir(m))
         if not matches:
             yield given, "file", _fails(f"not-found:{given}")
         for name in matches:
             yield name, "file", _opens(name)
         return
     yield given, "file", _opens(given)
+
+
+def _walk(top_dir: str) -> Iterator[_Input]:
+    """Every entry below ``top_dir`` that is not a directory, in sorted order. Symbolic links
+    to directories are followed once each (a link back up is not walked again)."""
+    errors: list[OSError] = []
+    seen: set[tuple[int, int]] = set()
+    for top, dirs, names in os.walk(top_dir, onerror=errors.append, followlinks=True):
+        while errors:
+            exc = errors.pop(0)
+            name = str(exc.filename or top)
+            yield name, "file", _fails(sources.os_reason(exc, name))
+        try:
+            st = os.stat(top)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            dirs.clear()
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(top, name)
+            yield path, "file", _opens(path)
+    for exc in errors:  # the top directory itself, or the last subdirectory
+        name = str(exc.filename or top_dir)
+        yield name, "file", _fails(sources.os_reason(exc, name))
 
 
 def _opens(name: str) -> Callable[[], Opened]:

@@ -4,20 +4,32 @@
   MoE tactic failures) inside FlashInfer/TRT-LLM's ``[Autotuner]: Skipping tactic ... due to
   failure while profiling: ...`` is one skipped tactic. It is counted once, under
   ``autotuner.tactic_skipped`` (info; warn from its ``warn_at`` count), and not as a failure.
-  "Inside" means on the Skipping line itself, or within :data:`AUTOTUNER_WINDOW_LINES` after
-  one (the exception text may continue on the next lines). Anywhere else it is ``fail``.
+  "Inside" means on the Skipping line itself, or on a *continuation line* of that record: a
+  line with no log-record prefix of its own (traceback text, an indented line, the exception
+  message carried on), written through the same per-line transport (vLLM's ``(Worker_TP0
+  pid=N)`` or docker compose's ``service  |``), at most :data:`AUTOTUNER_CONTINUATION_LINES`
+  lines after it, with only continuation lines between. A line with its own record prefix
+  (vLLM ``LEVEL mm-dd hh:mm:ss``, Python logging ``... - LEVEL -``, ``LEVEL:``, journald,
+  docker or syslog timestamps, dmesg) starts a new record and is never wrapped: the real run
+  failing right after tuning, ``(EngineCore pid=282) ERROR 06-01 21:52:10 [core.py:700]
+  RuntimeError: ... Failed to initialize cutlass TMA WS grouped gemm``, is ``fail``.
+  Anywhere else it is ``fail``.
 - ``autotuner-summary``: FlashInfer >= 0.6.8 logs each failure at DEBUG and one INFO line
   ``[Autotuner]: Skipped N unsupported tactic(s) for <op>``; the finding's count is the sum
   of N, and ``warn_at`` applies to it.
 - ``marlin-requested``: vLLM choosing Marlin for NVFP4 is a slow-path warning unless the same
-  source shows it was asked for (``moe_backend='marlin'``, ``--moe-backend marlin``) or the
-  checkpoint is W4A16 (weight-only: Marlin is the right kernel); then it is info.
+  source shows it was asked for or the checkpoint is W4A16 (weight-only: Marlin is the right
+  kernel); then it is info. The markers (checks/log_signatures.toml) count only where vLLM
+  prints its configuration (``moe_backend='marlin'`` on the engine config line,
+  ``'moe_backend': 'marlin'`` in non-default args, ``--moe-backend marlin`` on a ``vllm
+  serve`` command line, a ``...a16`` quantization or W4A16 checkpoint there), not free text.
 - ``not-nvidia``: lines only AMD's RCCL prints (``NCCL WARN Missing "iommu=pt" ...``) are
   recognised and dropped: they are no finding on an NVIDIA host.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from blackwell_doctor.facts import LogFinding
@@ -28,14 +40,44 @@ if TYPE_CHECKING:
 
 AUTOTUNER_SKIPPED = "autotuner.tactic_skipped"
 AUTOTUNER_WRAPPER = "[Autotuner]: Skipping tactic"
-AUTOTUNER_WINDOW_LINES = 3
+# A traceback or a C++ backtrace under the record fits; a run never extends further.
+AUTOTUNER_CONTINUATION_LINES = 48
+# Enough of a line's start to see its prefixes.
+HEAD_BYTES = 256
 MARLIN_MARKERS = frozenset({"marlin-requested", "w4a16-checkpoint"})
 
+_LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+# Per-line transport prefixes that do not start a record by themselves: docker compose
+# ("vllm-1  | ") and vLLM's per-process prefix, which it writes on every line a worker prints
+# (the backtrace lines under a Skipping record carry it too).
+_TRANSPORT = re.compile(r"(?:[\w.-]+ +\| )?(?:\([\w.-]+ pid=\d+\) ?)?")
+_RECORD = re.compile(
+    r"(?:"
+    rf"{_LEVEL}\s+\d\d-\d\d \d\d:\d\d:\d\d"  # vLLM: INFO 06-01 21:52:09
+    rf"|{_LEVEL}:"  # logging.basicConfig, uvicorn: WARNING:root:..., INFO:     ...
+    r"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S*\s+-\s+(?:[\w.]+\s+-\s+)?"
+    rf"{_LEVEL}\s+-"  # Python logging: 2025-11-11 06:41:27,319 - WARNING - ...
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*\s"  # docker --timestamps, journald short-iso
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ \S+?:\s"  # journald / syslog short
+    r"|\[\s*\d+\.\d+\]\s"  # dmesg
+    r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d"  # [2025-11-11 06:41:27] ...
+    r")"
+)
 
-def inside_autotuner(scanner: SourceScanner, text: str, line: int) -> bool:
-    if AUTOTUNER_WRAPPER in text:
-        return True
-    return 0 <= line - scanner.last_autotuner_line <= AUTOTUNER_WINDOW_LINES
+
+def transport(head: str) -> str:
+    """The per-line transport prefix of a line (``""`` when it has none)."""
+    match = _TRANSPORT.match(head)
+    return match.group() if match else ""
+
+
+def continues(head: str, key: str) -> bool:
+    """Whether a line (its :func:`line_head`) can be a continuation of a record that was
+    written through transport ``key``: the same transport, and no record prefix after it."""
+    prefix = transport(head)
+    if prefix.strip() != key.strip():
+        return False
+    return _RECORD.match(head, len(prefix)) is None
 
 
 def judge(scanner: SourceScanner) -> list[LogFinding]:

@@ -100,18 +100,36 @@ def make_finder(literals: list[bytes], *, engine: str = "auto") -> Finder:
     return _find_finder(literals)
 
 
+def strip_codes(text: str) -> str:
+    return _CONTROL.sub("", _ANSI.sub("", text))
+
+
 def clean_line(raw: bytes) -> str:
     """A line as a person should see it: decoded, colour codes and control bytes gone."""
-    text = raw.decode("utf-8", errors="replace")
-    text = _ANSI.sub("", text)
-    return _CONTROL.sub("", text).strip()
+    return strip_codes(raw.decode("utf-8", errors="replace")).strip()
 
 
-def make_excerpt(text: str) -> str:
+def line_head(raw: bytes) -> str:
+    """The start of a line as text for prefix tests: colour codes and control bytes gone,
+    nothing stripped (an indented line stays indented)."""
+    return strip_codes(raw[: context.HEAD_BYTES].decode("utf-8", errors="replace"))
+
+
+def make_excerpt(text: str, anchor: str = "") -> str:
+    """At most :data:`EXCERPT_CHARS` characters of a line, secrets redacted. A longer line
+    keeps its start when ``anchor`` (the matched text) lies within it; else the excerpt is
+    centred on the anchor, with an ellipsis on each cut side."""
     text = redact_text(text)
-    if len(text) > EXCERPT_CHARS:
-        text = text[: EXCERPT_CHARS - 1] + "…"
-    return text
+    if len(text) <= EXCERPT_CHARS:
+        return text
+    at = text.find(anchor) if anchor else -1
+    if at == -1 or at + len(anchor) <= EXCERPT_CHARS - 1:
+        return text[: EXCERPT_CHARS - 1] + "…"
+    width = EXCERPT_CHARS - 2
+    left = max(1, at + len(anchor) // 2 - width // 2)
+    if left + width >= len(text):
+        return "…" + text[-(EXCERPT_CHARS - 1) :]
+    return "…" + text[left : left + width] + "…"
 
 
 @dataclass
@@ -136,10 +154,20 @@ class SourceScanner:
     size: int = 0  # bytes read
     occurrences: dict[int, Occurrences] = field(default_factory=dict)
     markers: set[str] = field(default_factory=set)
-    last_autotuner_line: int = -(10**9)
+    # Called with (signature id, line) for every occurrence counted (benchmarks, tests).
+    on_occurrence: Callable[[str, int], None] | None = None
+    # The autotuner record being followed (context.py): the Skipping line, the transport its
+    # lines carry, the last line known to continue it, the next line to classify, and
+    # whether more lines may still continue it.
+    run_line: int = 0
+    run_key: str = ""
+    run_last: int = 0
+    run_next: int = 0
+    run_open: bool = False
     _carry: bytes = b""
     _carry_searched: int = 0
     _finder: Finder | None = None
+    _mid_line: bool = False  # the region being scanned starts inside a line
 
     def __post_init__(self) -> None:
         self._finder = make_finder(self.catalogue.literals, engine=self.engine)
@@ -199,6 +227,9 @@ class SourceScanner:
         literals = self.catalogue.literals
         cursor = start
         line = self.lines + 1
+        self._mid_line = searched > start
+        if self.run_open:
+            self._resume_run(buf, start, end, line)
         for pos, lit in self._finder(buf, start, end):
             if pos + len(literals[lit]) <= searched:
                 continue
@@ -212,16 +243,68 @@ class SourceScanner:
         stop = buf.find(b"\n", pos, min(hi, pos + WINDOW_BYTES))
         if stop == -1:
             stop = min(hi, pos + WINDOW_BYTES)
+        cat = self.catalogue
         text: str | None = None
-        for kind, n in self.catalogue.owners[lit]:
-            if kind == "marker":
-                self.markers.add(self.catalogue.markers[n].id)
-                continue
+        for kind, n in cat.owners[lit]:
             if text is None:
                 text = clean_line(buf[start:stop])
-            self._signature(n, text, line)
+            if kind == "marker":
+                if cat.marker_regex[n].search(text):
+                    self.markers.add(cat.markers[n].id)
+                continue
+            if cat.signatures[n].id == context.AUTOTUNER_SKIPPED:
+                at_line_start = start > floor or (start == lo and not self._mid_line)
+                self._open_run(buf, start if at_line_start else -1, pos, hi, line)
+            self._signature(n, text, line, cat.literals[lit].decode("utf-8", "replace"))
 
-    def _signature(self, n: int, text: str, line: int) -> None:
+    # ------------------------------------------------- autotuner records (context.py)
+
+    def _open_run(self, buf: bytes, start: int, pos: int, hi: int, line: int) -> None:
+        """A Skipping record starts at ``line``: follow the lines that continue it."""
+        if self.run_line == line:
+            return  # a second Skipping text on the same line
+        self.run_line = self.run_last = line
+        self.run_next = line + 1
+        self.run_open = True
+        # Where the line's start is not in view (a line of many KiB), no transport is known.
+        self.run_key = context.transport(line_head(buf[start:pos])) if start >= 0 else ""
+        nl = buf.find(b"\n", pos, hi)
+        if nl != -1:
+            self._walk(buf, nl + 1, hi, line + 1)
+
+    def _resume_run(self, buf: bytes, start: int, end: int, first: int) -> None:
+        """A new region: classify its lines that may continue the open record."""
+        if not self._mid_line and self.run_next == first:
+            self._walk(buf, start, end, first)
+        elif self._mid_line and self.run_next == first + 1:
+            nl = buf.find(b"\n", start, end)
+            if nl != -1:
+                self._walk(buf, nl + 1, end, first + 1)
+
+    def _walk(self, buf: bytes, pos: int, end: int, line: int) -> None:
+        """Classify the lines starting at ``pos`` (line ``line``) until one does not continue
+        the record, the cap is reached or the region ends. Every line start classified has
+        its whole line, or megabytes of it, in the region: the result does not depend on
+        how the stream was chunked."""
+        cap = self.run_line + context.AUTOTUNER_CONTINUATION_LINES
+        while pos < end:
+            if line > cap:
+                self.run_open = False
+                return
+            nl = buf.find(b"\n", pos, min(end, pos + context.HEAD_BYTES))
+            head = line_head(buf[pos : nl if nl != -1 else min(end, pos + context.HEAD_BYTES)])
+            if not context.continues(head, self.run_key):
+                self.run_open = False
+                return
+            self.run_last = line
+            line += 1
+            self.run_next = line
+            nl = buf.find(b"\n", pos, end)
+            if nl == -1:
+                return
+            pos = nl + 1
+
+    def _signature(self, n: int, text: str, line: int, anchor: str = "") -> None:
         cat = self.catalogue
         sig = cat.signatures[n]
         regex, unless = cat.regex[n], cat.unless[n]
@@ -230,16 +313,19 @@ class SourceScanner:
             return
         if unless is not None and unless.search(text):
             return
-        if sig.id == context.AUTOTUNER_SKIPPED:
-            self.last_autotuner_line = line
-        if sig.rule == "autotuner-wrapped" and context.inside_autotuner(self, text, line):
+        if sig.rule == "autotuner-wrapped" and (
+            context.AUTOTUNER_WRAPPER in text or self.run_line < line <= self.run_last
+        ):
             return
         occ = self.occurrences.get(n)
         if occ is None:
-            occ = self.occurrences[n] = Occurrences(first_line=line, excerpt=make_excerpt(text))
+            excerpt = make_excerpt(text, anchor)
+            occ = self.occurrences[n] = Occurrences(first_line=line, excerpt=excerpt)
         elif occ.last_line == line:
             return  # once per line
         occ.last_line = line
         occ.count += 1
+        if self.on_occurrence is not None:
+            self.on_occurrence(sig.id, line)
         if sig.rule == "autotuner-summary" and match is not None:
             occ.n_sum += int(match.group("n"))

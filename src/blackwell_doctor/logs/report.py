@@ -60,11 +60,16 @@ def render_text(report: ScanReport) -> str:
     for sig_id, findings in ordered:
         worst = max((f.severity for f in findings), key=SEVERITY_RANK.__getitem__)
         total = sum(f.count for f in findings)
-        sig = catalogue.by_id.get(sig_id)
+        sig = catalogue.entry(sig_id)
         check = findings[0].check
         out.append(f"{_MARK[worst]} {sig_id} ({worst}, {check}): {total} occurrence(s)")
         for f in findings:
-            where = f"line {f.line}" if f.line == f.last_line else f"lines {f.line}-{f.last_line}"
+            if f.line == 0:  # input.unreadable: nothing was read
+                where = "not read"
+            elif f.line == f.last_line:
+                where = f"line {f.line}"
+            else:
+                where = f"lines {f.line}-{f.last_line}"
             out.append(f"    {f.path}: {where}, {f.count}x, {f.severity}")
             out.append(f"      | {f.excerpt}")
         if sig is not None:

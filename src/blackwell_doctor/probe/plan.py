@@ -13,6 +13,11 @@ Two numbers matter and they disagree:
 
 This module computes both for any shared-memory limit, so ``probe --plan`` works anywhere;
 the probe kernels then lay their shared memory out the same way and let the driver decide.
+
+REFERENCE.md §2 derives per-stage bytes with the pipeline rounded up to 128 B (18,560 B for
+128x128x128); the CUTLASS source charges sizeof(PipelineTmaUmmaAsync<1>::SharedStorage) =
+16 B (18,448 B). No stage count in the catalogue differs between the two; this module follows
+the source.
 """
 
 from __future__ import annotations
@@ -176,10 +181,10 @@ class TilePlan:
             )
         if self.smem_bytes > self.smem_limit:
             return (
-                f"the formula picked {self.stages} stages, but with alignment padding the "
-                f"storage is {self.smem_bytes:,} B, {self.smem_bytes - self.smem_limit:,} B over "
-                "the limit (initialize() fails: 'Failed to initialize cutlass TMA WS grouped "
-                "gemm')"
+                f"the formula picked {self.stages} stages, but with alignment padding and TMA "
+                f"descriptors the storage is {self.smem_bytes:,} B, "
+                f"{self.smem_bytes - self.smem_limit:,} B over the limit (initialize() fails: "
+                "'Failed to initialize cutlass TMA WS grouped gemm')"
             )
         return None
 

@@ -22,6 +22,11 @@ CATALOGUE_SCHEMA_VERSION = 1
 # Placeholders a command argument may be (whole arguments only: no string building).
 PLACEHOLDERS = frozenset({"{model}", "{model_name}", "{tp}", "{port}", "{moe_backend}"})
 _ID = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
+# The findings a change of serving runtime can clear, and so the only ones a runtime may
+# claim in `addresses`: the runtime's own kernels (its MoE GEMM tiles, its architecture
+# support). Platform, driver, PCI, P2P and kernel-log findings (Xid, IOMMU faults, WSL) are
+# not cleared by another image: a runtime claiming them would hide their real remedies.
+RUNTIME_CLEARABLE = frozenset({"probe.tiles", "logs.moe_kernels", "logs.arch_support"})
 
 
 class CatalogueError(Exception):
@@ -72,10 +77,9 @@ class Runtime(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
         return f"pinned {self.digest}" if self.digest else "unpinned"
 
     def addresses_finding(self, finding_id: str) -> bool:
-        return any(
-            finding_id == a or (a.endswith(".") and finding_id.startswith(a))
-            for a in self.addresses
-        )
+        # Exact ids only (RUNTIME_CLEARABLE): a family prefix would take in findings that
+        # another image cannot clear.
+        return finding_id in self.addresses
 
 
 class Catalogue(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -101,6 +105,18 @@ def _check_runtime(r: Runtime) -> None:
         raise validate.ValidationError("image: put the digest in `digest`, not in `image`")
     if r.digest:
         validate.digest(r.digest)
+    if r.verified and not r.digest:
+        raise validate.ValidationError(
+            "verified = true needs `digest` (sha256:<64 hex>): a verification applies to "
+            "one image, and a tag can move to another"
+        )
+    for address in r.addresses:
+        if address not in RUNTIME_CLEARABLE:
+            raise validate.ValidationError(
+                f"addresses: {address!r} is not something a runtime change can clear "
+                f"(one of {', '.join(sorted(RUNTIME_CLEARABLE))}); its own check's remedy "
+                "stays the action for it"
+            )
     if r.min_driver:
         try:
             Version(r.min_driver)

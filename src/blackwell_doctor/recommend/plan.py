@@ -16,14 +16,25 @@ from packaging.version import InvalidVersion, Version
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.facts import Facts, ToolInfo
-from blackwell_doctor.recommend.catalogue import Catalogue, CatalogueError, Runtime
+from blackwell_doctor.recommend.catalogue import (
+    RUNTIME_CLEARABLE,
+    Catalogue,
+    CatalogueError,
+    Runtime,
+)
 from blackwell_doctor.recommend.launch import (
     LaunchSpec,
     build_launch,
     docker_run_argv,
     reachable_host,
 )
-from blackwell_doctor.recommend.settings import Derived, derive, p2p_findings
+from blackwell_doctor.recommend.settings import (
+    MEASURE_P2P,
+    Derived,
+    derive,
+    p2p_decision,
+    p2p_findings,
+)
 from blackwell_doctor.report import HostLine, Report
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.data import load_rule_data
@@ -298,15 +309,23 @@ def launch_spec(runtime: Runtime, derived: Derived, options: LaunchOptions) -> L
     )
 
 
+def runtime_clears(runtime: Runtime, finding_id: str) -> bool:
+    """The runtime claims the finding and a runtime change can clear it at all (a user
+    catalogue is validated for this too; this keeps the plan right whatever it says)."""
+    return finding_id in RUNTIME_CLEARABLE and runtime.addresses_finding(finding_id)
+
+
 def _runtime_action(
     runtime: Runtime,
     derived: Derived,
     report: Report,
     spec: LaunchSpec | None,
     runtime_notes: list[str],
-) -> Action:
+) -> tuple[Action, list[str]]:
+    """The action, and the ids of the findings it clears (the only ones it consumes: the
+    P2P findings it lists are the p2p action's to clear)."""
     addressed = [
-        r for r in report.results if r.status in _FINDING and runtime.addresses_finding(r.id)
+        r for r in report.results if r.status in _FINDING and runtime_clears(runtime, r.id)
     ]
     p2p: list[Result] = []
     if "NCCL_P2P_DISABLE" in derived.env:
@@ -342,10 +361,10 @@ def _runtime_action(
     ]
     if p2p:
         verify.append(_verify([r.id for r in p2p]))
-    if any(r.id.startswith(("probe.", "gpu.")) for r in addressed):
+    if any(r.id.startswith("probe.") for r in addressed):
         notes.append(
-            "probe and gpu findings describe the GPU, not the runtime: they stay after the "
-            "change; the runtime's own log (scan-logs) shows whether it avoids the fallback"
+            "probe.tiles describes the GPU, not the runtime: it stays after the change; the "
+            "runtime's own log (scan-logs) shows whether it avoids the fallback"
         )
     if runtime.notes:
         notes.append(runtime.notes)
@@ -354,7 +373,7 @@ def _runtime_action(
         if addressed
         else "settings derived for this host; no finding asks for a runtime change"
     )
-    return Action(
+    action = Action(
         id="runtime",
         title=f"Run {runtime.title}, with settings derived for this host",
         why=[r.id for r in findings],
@@ -364,6 +383,7 @@ def _runtime_action(
         verify=verify,
         notes=_dedupe(notes),
     )
+    return action, [r.id for r in addressed]
 
 
 def build_recommendation(
@@ -375,6 +395,7 @@ def build_recommendation(
     """The recommendation, and the real launch spec (with secret values) for apply."""
     rules = load_rule_data()
     derived = derive(facts, report)
+    p2p = p2p_decision(facts, report)
     findings = [r for r in report.results if r.status in _FINDING]
     runtime: Runtime | None = None
     runtime_notes: list[str] = []
@@ -396,8 +417,17 @@ def build_recommendation(
                 commands += r.remedy.commands
                 notes.append(f"{r.id}: {r.remedy.summary}")
         if group.key == "p2p" and derived is not None and "NCCL_P2P_DISABLE" in derived.env:
-            commands.append("export NCCL_P2P_DISABLE=1    # interim, in the serving process only")
+            basis = (
+                "measured by p2p.transfer"
+                if p2p is not None and p2p.measured
+                else f"the driver's answer only: measure with {MEASURE_P2P}"
+            )
+            commands.append(
+                f"export NCCL_P2P_DISABLE=1    # interim, in the serving process only ({basis})"
+            )
             notes.append(derived.why["NCCL_P2P_DISABLE"])
+        elif group.key == "p2p" and p2p is not None:
+            notes.append(p2p.why)
         verify = [_verify([r.id for r in hits])]
         if group.key in ("iommu", "acs", "p2p"):
             verify.append(shlex.join([TOOL_NAME, "probe", "--p2p"]) + "    # a verified transfer")
@@ -423,8 +453,8 @@ def build_recommendation(
         if options.model_dir is not None:
             spec = launch_spec(runtime, derived, options)
         shown = msgspec.structs.replace(spec, env=spec.shown_env()) if spec is not None else None
-        action = _runtime_action(runtime, derived, report, spec, runtime_notes)
-        consumed.update(action.why)
+        action, cleared = _runtime_action(runtime, derived, report, spec, runtime_notes)
+        consumed.update(cleared)
         ordered.append((50, 0, action))
         settings = [
             Setting(

@@ -10,6 +10,7 @@ strings, and "$" is doubled because compose interpolates "${VAR}" in every value
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 import msgspec
@@ -63,10 +64,23 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _longest_backtick_run(text: str) -> int:
+    return max((len(m) for m in re.findall(r"`+", text)), default=0)
+
+
 def _fence(lines: list[str]) -> list[str]:
-    longest = max((len(s) - len(s.lstrip("`")) for s in lines), default=0)
+    """A code block whose fence is longer than any backtick run in it (CommonMark: a
+    shorter or equal run inside would close it), wherever in a line the run is."""
+    longest = max((_longest_backtick_run(s) for s in lines), default=0)
     fence = "`" * max(3, longest + 1)
     return [f"{fence}sh", *lines, fence]
+
+
+def _code(text: str) -> str:
+    """An inline code span that holds ``text`` whatever backticks it contains."""
+    ticks = "`" * (_longest_backtick_run(text) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def _md_action(n: int, a: Action) -> list[str]:
@@ -127,7 +141,8 @@ def render_markdown(rec: Recommendation) -> str:
             "|---|---|---|",
         ]
         out += [
-            f"| `{s.name}` | `{_md_escape(s.value)}` | {_md_escape(s.why)} |" for s in la.settings
+            f"| {_code(s.name)} | {_code(_md_escape(s.value))} | {_md_escape(s.why)} |"
+            for s in la.settings
         ]
         out.append("")
         if la.docker_run is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from blackwell_doctor.facts import CpuFacts, Facts, PciFacts, Unavailable
+from blackwell_doctor.facts import CpuFacts, Facts, P2PProbeFacts, PciFacts, Unavailable
 from blackwell_doctor.report import Report
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.model import Status
@@ -104,6 +104,98 @@ def p2p_findings(report: Report) -> list[str]:
     ]
 
 
+# Verdicts of `probe --p2p` that come from moving data (an "error" pair was not measured).
+_MEASURED = frozenset({"works", "granted-but-broken", "slower-than-host", "not-supported"})
+MEASURE_P2P = "blackwell-doctor probe --p2p"
+
+
+@dataclass(frozen=True)
+class P2PDecision:
+    """Whether NCCL should keep off peer-to-peer, and on what evidence."""
+
+    disable: bool
+    measured: bool  # decided from measured transfers (p2p.transfer), not the driver's answer
+    why: str
+
+
+def p2p_decision(facts: Facts, report: Report) -> P2PDecision | None:
+    """NCCL_P2P_DISABLE for this host; None when nothing says anything about P2P.
+
+    Measured transfers (``probe --p2p``) outrank the driver: NVML's answer is a grant or a
+    refusal, not a test (REFERENCE §4: patched drivers answer OK while transfers hang, and a
+    refusal in NVML does not stop a pair from copying correctly and fast). So when pairs were
+    measured, only their verdicts decide and NVML's refusal alone never sets the variable.
+    """
+    t = facts.p2p_transfers
+    pairs = t.pairs if isinstance(t, P2PProbeFacts) else []
+    measured = [p for p in pairs if p.verdict in _MEASURED]
+    if measured:
+        broken = [
+            f"GPU{p.gpu_a}-GPU{p.gpu_b}" for p in measured if p.verdict == "granted-but-broken"
+        ]
+        slower = [f"GPU{p.gpu_a}-GPU{p.gpu_b}" for p in measured if p.verdict == "slower-than-host"]
+        unmeasured = len(pairs) - len(measured)
+        tail = f" ({unmeasured} pair(s) could not be tested)" if unmeasured else ""
+        if broken:
+            # Data wrong, a fault or a hang: correctness first, whatever the IOMMU mode.
+            return P2PDecision(
+                disable=True,
+                measured=True,
+                why=f"measured transfers are broken for {', '.join(broken)} (p2p.transfer): "
+                "NCCL would hang or compute garbage over P2P; it copies through host memory "
+                "instead. Remove it once `" + MEASURE_P2P + "` reports the pairs working" + tail,
+            )
+        if slower:
+            # Slower than the host-staged control copy: P2P here is the slow path (peer
+            # traffic routed up through the root complex by ACS, or translated by the
+            # IOMMU), so NCCL's host-memory path is measured to be faster. Disabling P2P
+            # helps whether or not iommu=pt is in effect; it is not only a hang workaround.
+            return P2PDecision(
+                disable=True,
+                measured=True,
+                why=f"measured peer transfers are slower than staging through host memory "
+                f"for {', '.join(slower)} (p2p.transfer): NCCL's host path was measured to "
+                "be faster. Remove it once pci.acs/pci.iommu are fixed and `"
+                + MEASURE_P2P
+                + "` shows P2P faster than host staging"
+                + tail,
+            )
+        refused = [i for i in p2p_findings(report) if i != "p2p.transfer"]
+        if refused:
+            return P2PDecision(
+                disable=False,
+                measured=True,
+                why=f"NCCL_P2P_DISABLE not set: {', '.join(refused)} reports a refusal by the "
+                "driver, but measured transfers (p2p.transfer) show no broken or slow pair; "
+                "the measurement decides" + tail,
+            )
+        return None
+    broken_ids = p2p_findings(report)
+    if not broken_ids:
+        return None
+    pt = iommu_passthrough_in_effect(facts)
+    basis = (
+        " This is based on the driver's answer (NVML) only, not on a transfer: measure with `"
+        + MEASURE_P2P
+        + "` (a verified copy per GPU pair, against host staging) before keeping it."
+    )
+    if pt is not True:
+        return P2PDecision(
+            disable=True,
+            measured=False,
+            why=f"P2P findings ({', '.join(broken_ids)}) and iommu=pt is "
+            + ("not known to be in effect" if pt is None else "not in effect")
+            + "; NCCL copies through host memory instead (slower all-reduce, no hang). "
+            "Remove it once the pci findings are fixed and the p2p checks pass." + basis,
+        )
+    return P2PDecision(
+        disable=False,
+        measured=False,
+        why=f"NCCL_P2P_DISABLE not set: P2P findings ({', '.join(broken_ids)}) while iommu=pt "
+        "is in effect, so the IOMMU is not the cause; look at pci.acs and the BIOS first." + basis,
+    )
+
+
 @dataclass(frozen=True)
 class Derived:
     """Settings for one host, each with the reason it has its value."""
@@ -138,21 +230,12 @@ def derive(facts: Facts, report: Report) -> Derived | None:
         threads = omp_num_threads(cpus, tp)
         env["OMP_NUM_THREADS"] = str(threads)
         why["OMP_NUM_THREADS"] = f"{cpus} logical CPUs / tensor-parallel size {tp}"
-    broken = p2p_findings(report)
-    pt = iommu_passthrough_in_effect(facts)
-    if broken and pt is not True:
+    decision = p2p_decision(facts, report)
+    if decision is not None and decision.disable:
         env["NCCL_P2P_DISABLE"] = "1"
-        why["NCCL_P2P_DISABLE"] = (
-            f"P2P findings ({', '.join(broken)}) and iommu=pt is "
-            + ("not known to be in effect" if pt is None else "not in effect")
-            + "; NCCL copies through host memory instead (slower all-reduce, no hang). "
-            "Remove it once the pci findings are fixed and the p2p checks pass."
-        )
-    elif broken:
-        notes.append(
-            f"NCCL_P2P_DISABLE not set: P2P findings ({', '.join(broken)}) while iommu=pt is "
-            "in effect, so the IOMMU is not the cause; look at pci.acs and the BIOS first"
-        )
+        why["NCCL_P2P_DISABLE"] = decision.why
+    elif decision is not None:
+        notes.append(decision.why)
     return Derived(
         gpu_count=count,
         tensor_parallel_size=tp,

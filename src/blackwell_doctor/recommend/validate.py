@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from pathlib import PurePosixPath
 
 
@@ -81,8 +82,14 @@ def env_name(name: str) -> str:
 
 
 def env_value(name: str, value: str) -> str:
-    if "\x00" in value or "\n" in value:
-        raise ValidationError(f"environment variable {name} has a NUL or newline in its value")
+    """A value that prints as itself: no control character (NUL, CR, LF, ESC, DEL, C1 ...)
+    nor line/paragraph separator, which a terminal, a shell script or a markdown ticket
+    would act on instead of showing (an ESC sequence can rewrite what the reader sees)."""
+    for c in value:
+        if unicodedata.category(c) in ("Cc", "Zl", "Zp"):
+            raise ValidationError(
+                f"environment variable {name} has a control character ({c!a}) in its value"
+            )
     return value
 
 

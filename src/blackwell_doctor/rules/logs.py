@@ -134,5 +134,6 @@ for _id in (
     "logs.p2p",
     "logs.platform",
     "logs.kernel_events",
+    "logs.inputs",
 ):
     _register(_id)

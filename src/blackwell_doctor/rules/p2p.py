@@ -122,6 +122,12 @@ def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
     if not t.pairs:
         return not_evaluated("the peer-transfer test measured no pair")
     evidence: Evidence = {}
+    n = view.nvml(facts)
+    gpu_count = len(n.gpus) if n is not None else None
+    measured = {(p.gpu_a, p.gpu_b) for p in t.pairs}
+    if gpu_count is not None and len(measured) < gpu_count * (gpu_count - 1) // 2:
+        expected = gpu_count * (gpu_count - 1) // 2
+        evidence["pairs measured"] = f"{len(measured)} of {expected}"
     by_verdict: dict[str, list[str]] = {}
     for p in t.pairs:
         name = f"GPU{p.gpu_a}-GPU{p.gpu_b}"
@@ -152,6 +158,11 @@ def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
         )
     if "error" in by_verdict:
         return not_evaluated("the test failed for " + "; ".join(by_verdict["error"]), **evidence)
+    if "pairs measured" in evidence:
+        return not_evaluated(
+            f"only {evidence['pairs measured']} GPU pairs were tested; the rest are unknown",
+            **evidence,
+        )
     works = by_verdict.get("works", [])
     unsupported = by_verdict.get("not-supported", [])
     if not works:

@@ -1,12 +1,15 @@
 """Family probe: what the probe kernels measured on this GPU.
 
-Tiles are judged on SM 12.x, where 99 KB per block is what breaks MoE GEMM tiles sized for
-227 KB parts; elsewhere a tile that does not fit is still reported, as information.
+Tiles are judged hardest on SM 12.x, where 99 KB per block is what breaks MoE GEMM tiles
+sized for 227 KB parts. A tile that cannot run there is a warning, unless the runtime's own
+logs were scanned and show no MoE kernel fallback: then the runtime evidently does not use
+it. Elsewhere a tile that does not fit or launch is a warning too (it points at the driver).
+A probe that hung or crashed is a failure of the test, not an answer: not evaluated.
 """
 
 from __future__ import annotations
 
-from blackwell_doctor.facts import DeviceProbe, Facts, ProbeFacts, Unavailable
+from blackwell_doctor.facts import DeviceProbe, Facts, LogFacts, ProbeFacts, Unavailable
 from blackwell_doctor.probe.plan import MIN_STAGES
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.data import RuleData
@@ -42,6 +45,14 @@ def _probes(facts: Facts) -> ProbeFacts | Outcome:
     return p
 
 
+def _limit(d: DeviceProbe) -> int:
+    """The limit the device's tiles were planned for: what launches accept, else the
+    attribute (reconstructed facts have no measured launch limit)."""
+    if isinstance(d.smem_launch_limit, int):
+        return d.smem_launch_limit
+    return d.smem_optin_attribute if isinstance(d.smem_optin_attribute, int) else 0
+
+
 def _label(d: DeviceProbe) -> str:
     name = d.name if isinstance(d.name, str) else "GPU"
     return f"GPU{d.ordinal} {name}"
@@ -62,7 +73,8 @@ def probe_smem_limit(facts: Facts, rules: RuleData) -> Outcome:
             limit if isinstance(limit, int) else view.reason(limit)
         )
         if not isinstance(limit, int) or not isinstance(attr, int):
-            unmeasured.append(_label(d))
+            why = view.reason(limit if not isinstance(limit, int) else attr)
+            unmeasured.append(f"{_label(d)} ({why})")
         elif limit != attr:
             wrong.append(f"{_label(d)}: launches accept {limit:,} B, the attribute says {attr:,} B")
     if wrong:
@@ -89,6 +101,16 @@ def probe_smem_limit(facts: Facts, rules: RuleData) -> Outcome:
     )
 
 
+def _runtime_logs_clean(facts: Facts) -> bool | None:
+    """True when runtime logs were scanned and show no MoE kernel fallback; None: no logs."""
+    logs = facts.logs
+    if not isinstance(logs, LogFacts) or not logs.sources:
+        return None
+    return not any(
+        f.check == "logs.moe_kernels" and f.severity in ("warn", "fail") for f in logs.findings
+    )
+
+
 @check("probe.tiles")
 def probe_tiles(facts: Facts, rules: RuleData) -> Outcome:
     p = _probes(facts)
@@ -97,8 +119,12 @@ def probe_tiles(facts: Facts, rules: RuleData) -> Outcome:
     evidence: Evidence = {}
     sm12x_problems: list[str] = []
     other_problems: list[str] = []
+    test_failures: list[str] = []
     for d in p.devices:
         cc = d.compute_capability if isinstance(d.compute_capability, tuple) else None
+        measured = isinstance(d.smem_launch_limit, int)
+        if not d.tiles:
+            test_failures.append(f"GPU{d.ordinal}: no tile was probed")
         for t in d.tiles:
             name = f"{t.m}x{t.n}x{t.k}"
             if t.stages < MIN_STAGES:
@@ -113,17 +139,47 @@ def probe_tiles(facts: Facts, rules: RuleData) -> Outcome:
                 if t.macs_per_s:
                     shown += f", {t.macs_per_s / 1e9:,.0f} GMAC/s"
             evidence[f"GPU{d.ordinal} {name} (K {t.k_bytes} B)"] = shown
-            bad = (not t.fits) or t.launched is False
-            if bad:
-                problem = f"{name} ({t.reason or t.launch_error or shown})"
+            error = t.launch_error or ""
+            if error.startswith("probe-"):
+                # a hang, crash or corrupted guard: the test failed, the GPU did not answer
+                test_failures.append(f"{name} ({error})")
+                continue
+            if measured and t.fits and t.launched is None:
+                test_failures.append(f"{name} (fits but was not launched)")
+                continue
+            if (not t.fits) or t.launched is False:
+                if t.launched is False and t.fits:
+                    problem = f"{name} rejected by the driver ({t.launch_error})"
+                elif t.stages < MIN_STAGES:
+                    problem = f"{name} gets {t.stages} stage (CUTLASS needs {MIN_STAGES})"
+                else:
+                    over = t.smem_bytes - _limit(d)
+                    problem = f"{name} needs {t.smem_bytes:,} B, {over:,} B over"
+                if t.reason:
+                    evidence[f"GPU{d.ordinal} {name} (K {t.k_bytes} B)"] = f"{shown}: {t.reason}"
                 (sm12x_problems if view.is_sm12x(cc) else other_problems).append(problem)
+    if test_failures:
+        return not_evaluated("tile probes failed: " + "; ".join(test_failures), **evidence)
     if sm12x_problems:
+        summary = (
+            f"{view.plural(len(sm12x_problems), 'NVFP4 tile')} of the catalogue cannot run in "
+            "SM 12.x's 99 KB: " + "; ".join(sm12x_problems)
+        )
+        if _runtime_logs_clean(facts):
+            return passed(
+                summary + " — but the runtime logs scanned show no MoE kernel fallback, so the "
+                "runtime is not relying on them",
+                **evidence,
+            )
         return Outcome(
             status=Status.WARN,
-            summary=f"{view.plural(len(sm12x_problems), 'NVFP4 tile')} of the catalogue "
-            "cannot run in SM 12.x's 99 KB: " + "; ".join(sm12x_problems),
+            summary=summary,
             evidence=evidence,
             remedy_vars={"how": _UPGRADE},
+            commands=[
+                "blackwell-doctor check --logs <the runtime's log> --select logs,probe"
+                "    # a runtime that never falls back clears this"
+            ],
         )
     if other_problems:
         return Outcome(
@@ -136,8 +192,8 @@ def probe_tiles(facts: Facts, rules: RuleData) -> Outcome:
             },
         )
     count = sum(len(d.tiles) for d in p.devices)
+    ran = all(t.launched for d in p.devices for t in d.tiles)
     return passed(
-        f"all {count} catalogue tiles fit"
-        + (" and ran" if all(t.launched for d in p.devices for t in d.tiles) else ""),
+        f"all {count} catalogue tiles fit" + (" and ran" if ran else " (arithmetic only)"),
         **evidence,
     )
