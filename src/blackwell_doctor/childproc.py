@@ -14,6 +14,7 @@ later hangs or dies), and can cut the child off when no line has arrived for a w
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import selectors
 import signal
@@ -166,3 +167,14 @@ def kill_group(child: subprocess.Popen[bytes]) -> None:
     # Unkillable (uninterruptible sleep in the driver): leave it behind.
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.wait(timeout=REAP_GRACE_S)
+
+
+def can_dlopen(name: str) -> bool:
+    """Whether a native library loads: the no-driver fast path, asked before any child is
+    started or any binding imported. ctypes.util.find_library would run ldconfig/gcc in a
+    subprocess; dlopen is the question the bindings ask anyway."""
+    try:
+        ctypes.CDLL(name)
+    except OSError:
+        return False
+    return True

@@ -11,12 +11,12 @@ loaded, and the answer comes at once, without importing pynvml or cuda-python
 
 from __future__ import annotations
 
-import ctypes
 import sys
 from collections.abc import Sequence
 
 import msgspec
 
+from blackwell_doctor.childproc import can_dlopen as _can_dlopen
 from blackwell_doctor.childproc import run_child
 from blackwell_doctor.facts import CudaFacts, NvmlFacts, Unavailable
 
@@ -30,16 +30,6 @@ class GpuDocument(msgspec.Struct, frozen=True, kw_only=True):
 
     nvml: NvmlFacts | Unavailable
     cuda: CudaFacts | Unavailable
-
-
-def _can_dlopen(name: str) -> bool:
-    # ctypes.util.find_library would run ldconfig/gcc in a subprocess; dlopen is the
-    # question the bindings ask anyway.
-    try:
-        ctypes.CDLL(name)
-    except OSError:
-        return False
-    return True
 
 
 def collect_gpu(

@@ -17,7 +17,6 @@ pure, so the verdict logic is tested from made-up measurements.
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import time
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from blackwell_doctor.childproc import ChildResult, run_child
+from blackwell_doctor.childproc import can_dlopen as _can_dlopen
 from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, P2PVerdict, Unavailable
 from blackwell_doctor.probe.p2p_protocol import (
     AccessLine,
@@ -55,14 +55,6 @@ DEFAULT_SIZE_BYTES = 256 << 20
 PEER_STAGES: frozenset[Stage] = frozenset(
     {"enable", "copy", "peer-write", "bandwidth", "after-load"}
 )
-
-
-def _can_dlopen(name: str) -> bool:
-    try:
-        ctypes.CDLL(name)
-    except OSError:
-        return False
-    return True
 
 
 @dataclass

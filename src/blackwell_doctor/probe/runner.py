@@ -9,7 +9,6 @@ answer is immediate and imports no CUDA binding.
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import time
 from collections.abc import Sequence
@@ -18,7 +17,9 @@ from dataclasses import dataclass, field
 import msgspec
 
 from blackwell_doctor.childproc import ChildResult, run_child
+from blackwell_doctor.childproc import can_dlopen as _can_dlopen
 from blackwell_doctor.facts import DeviceProbe, ProbeFacts, TileProbe, Unavailable
+from blackwell_doctor.probe.catalogue import tile_probe
 from blackwell_doctor.probe.plan import Tile, TilePlan, plan_tile
 from blackwell_doctor.probe.protocol import (
     LIMIT_STEP,
@@ -37,14 +38,6 @@ CUDA_LIBRARY = "libcuda.so.1"
 CHILD_MODULE = "blackwell_doctor.probe._child"
 
 Step = tuple[int, int]  # (ordinal, LIMIT_STEP or tile index)
-
-
-def _can_dlopen(name: str) -> bool:
-    try:
-        ctypes.CDLL(name)
-    except OSError:
-        return False
-    return True
 
 
 @dataclass
@@ -243,22 +236,14 @@ def _device_probe(ordinal: int, state: _DeviceState, tiles: Sequence[Tile]) -> D
 
 
 def _tile_probe(plan: TilePlan, measured: TileLine | None) -> TileProbe:
-    layout = plan.layout
-    return TileProbe(
-        m=plan.tile.m,
-        n=plan.tile.n,
-        k=plan.tile.k,
-        k_bytes=plan.k_bytes,
-        stage_bytes=plan.stage_bytes,
-        stages=plan.stages,
-        mainloop_bytes=layout.mainloop_bytes if layout is not None else 0,
-        epilogue_bytes=plan.tile.epilogue_bytes,
-        smem_bytes=plan.smem_bytes,
-        fits=plan.fits,
-        reason=plan.reason,
-        launched=measured.launched if measured is not None else None,
-        launch_error=measured.launch_error if measured is not None else None,
-        time_us=measured.time_us if measured is not None else None,
-        k_iterations=measured.k_iterations if measured is not None else None,
-        macs_per_s=measured.macs_per_s if measured is not None else None,
+    planned = tile_probe(plan)
+    if measured is None:
+        return planned
+    return msgspec.structs.replace(
+        planned,
+        launched=measured.launched,
+        launch_error=measured.launch_error,
+        time_us=measured.time_us,
+        k_iterations=measured.k_iterations,
+        macs_per_s=measured.macs_per_s,
     )
