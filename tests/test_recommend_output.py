@@ -303,3 +303,20 @@ def test_cli_invalid_bind_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
     )
     assert code == 2
     assert "--bind must be an IP address" in capsys.readouterr().err
+
+
+def test_recommend_for_another_node_takes_that_nodes_model_path(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from blackwell_doctor.cli import main
+    from tests.conftest import FACTS_FIXTURES
+
+    facts = str(FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json")
+    # the directory exists on that node, not here: the run command still uses it, read-only
+    assert main(
+        ["recommend", "--facts", facts, "--model-dir", "/srv/models/qwen35", "-f", "shell"]
+    ) in (0, 1)
+    out = capsys.readouterr().out
+    assert "source=/srv/models/qwen35,target=/model,readonly" in out
+    assert main(["recommend", "--facts", facts, "--model-dir", "models/qwen35"]) == 2
+    assert "absolute path on that host" in capsys.readouterr().err

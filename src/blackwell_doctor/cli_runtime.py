@@ -215,15 +215,26 @@ def _options(
     port: int,
     shm_size: str | None,
     env: list[str] | None,
+    *,
+    on_this_host: bool,
 ) -> LaunchOptions:
+    """``on_this_host``: the launch is for this machine, so the model directory must exist
+    here. With --facts from another node it lives there: only its form can be checked."""
     from blackwell_doctor import cli
     from blackwell_doctor.recommend.plan import LaunchOptions
 
     model: str | None = None
     if model_dir is not None:
-        if not model_dir.is_dir():
-            raise cli.UserError(f"--model-dir {model_dir} is not a directory")
-        model = str(model_dir.resolve())
+        if on_this_host:
+            if not model_dir.is_dir():
+                raise cli.UserError(f"--model-dir {model_dir} is not a directory")
+            model = str(model_dir.resolve())
+        elif not model_dir.is_absolute():
+            raise cli.UserError(
+                f"--model-dir {model_dir}: with --facts give the absolute path on that host"
+            )
+        else:
+            model = str(model_dir)
     return LaunchOptions(
         model_dir=model,
         runtime_id=runtime,
@@ -335,7 +346,9 @@ def register(app: typer.Typer) -> None:
         from blackwell_doctor import cli
         from blackwell_doctor.recommend.render import NeedsLaunch, render_recommendation
 
-        options = _options(model_dir, runtime, name, bind, port, shm_size, env)
+        options = _options(
+            model_dir, runtime, name, bind, port, shm_size, env, on_this_host=facts_file is None
+        )
         log_options = LogOptions(logs, containers, journal, kernel_log)
         rec, spec = _build(
             facts_file, host_root, gpu_timeout, no_probe, catalogue, options, log_options
@@ -436,7 +449,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(int(ExitCode.OK))
         if model_dir is None:
             raise cli.UserError("apply needs --model-dir DIR (the model, mounted read-only)")
-        options = _options(model_dir, runtime, name, bind, port, shm_size, env)
+        options = _options(model_dir, runtime, name, bind, port, shm_size, env, on_this_host=True)
         log_options = LogOptions(logs, containers, journal, kernel_log)
         _, spec = _build(
             facts_file,

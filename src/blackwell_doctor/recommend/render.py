@@ -19,6 +19,7 @@ from blackwell_doctor import TOOL_NAME
 from blackwell_doctor.recommend.formats import RecommendFormat
 from blackwell_doctor.recommend.launch import LaunchSpec, docker_run_argv
 from blackwell_doctor.recommend.plan import Action, Recommendation
+from blackwell_doctor.render.common import gpus_phrase
 
 __all__ = ["NeedsLaunch", "RecommendFormat", "render_recommendation"]
 
@@ -113,7 +114,7 @@ def render_markdown(rec: Recommendation) -> str:
     h = rec.host
     out = [f"## {TOOL_NAME} recommendation", ""]
     out.append(
-        f"Host: {h.hostname or 'unknown'} · GPUs: {', '.join(h.gpus) or 'none'} · "
+        f"Host: {h.hostname or 'unknown'} · GPUs: {gpus_phrase(h) or 'none'} · "
         f"driver: {h.driver_version or 'unknown'} · source: {h.source}"
     )
     out.append("")
