@@ -69,48 +69,52 @@ def probe_findings(device: DeviceProbe) -> list[str]:
     return out
 
 
+def _report(
+    mode: Literal["plan", "measured", "p2p"],
+    exit_code: ExitCode,
+    *,
+    smem_limit: int | None = None,
+    smem_optin_attribute: int | None = None,
+    smem_launch_limit: int | None = None,
+    tiles: list[TileProbe] | None = None,
+    probes: ProbeFacts | Unavailable | None = None,
+    p2p: P2PProbeFacts | Unavailable | None = None,
+) -> ProbeReport:
+    """The fields every probe document carries, plus what its mode fills in."""
+    return ProbeReport(
+        schema_version=PROBE_SCHEMA_VERSION,
+        tool=ToolInfo(name=TOOL_NAME, version=__version__),
+        mode=mode,
+        smem_limit=smem_limit,
+        smem_optin_attribute=smem_optin_attribute,
+        smem_launch_limit=smem_launch_limit,
+        tiles=tiles if tiles is not None else [],
+        probes=probes,
+        exit_code=int(exit_code),
+        p2p=p2p,
+    )
+
+
 def build_measured(facts: ProbeFacts | Unavailable) -> ProbeReport:
     if isinstance(facts, Unavailable) or not facts.devices:
-        return ProbeReport(
-            schema_version=PROBE_SCHEMA_VERSION,
-            tool=ToolInfo(name=TOOL_NAME, version=__version__),
-            mode="measured",
-            smem_limit=None,
-            smem_optin_attribute=None,
-            smem_launch_limit=None,
-            tiles=[],
-            probes=facts,
-            exit_code=int(ExitCode.NOT_EVALUATED),
-        )
+        return _report("measured", ExitCode.NOT_EVALUATED, probes=facts)
     first = facts.devices[0]
     attr = first.smem_optin_attribute if isinstance(first.smem_optin_attribute, int) else None
     limit = first.smem_launch_limit if isinstance(first.smem_launch_limit, int) else None
     found = [f for d in facts.devices for f in probe_findings(d)]
-    return ProbeReport(
-        schema_version=PROBE_SCHEMA_VERSION,
-        tool=ToolInfo(name=TOOL_NAME, version=__version__),
-        mode="measured",
+    return _report(
+        "measured",
+        ExitCode.FINDINGS if found else ExitCode.OK,
         smem_limit=attr,
         smem_optin_attribute=attr,
         smem_launch_limit=limit,
         tiles=list(first.tiles),
         probes=facts,
-        exit_code=int(ExitCode.FINDINGS if found else ExitCode.OK),
     )
 
 
 def build_plan(smem_limit: int, tiles: list[TileProbe]) -> ProbeReport:
-    return ProbeReport(
-        schema_version=PROBE_SCHEMA_VERSION,
-        tool=ToolInfo(name=TOOL_NAME, version=__version__),
-        mode="plan",
-        smem_limit=smem_limit,
-        smem_optin_attribute=None,
-        smem_launch_limit=None,
-        tiles=tiles,
-        probes=None,
-        exit_code=int(ExitCode.OK),
-    )
+    return _report("plan", ExitCode.OK, smem_limit=smem_limit, tiles=tiles)
 
 
 def build_p2p(facts: P2PProbeFacts | Unavailable) -> ProbeReport:
@@ -124,18 +128,7 @@ def build_p2p(facts: P2PProbeFacts | Unavailable) -> ProbeReport:
         code = ExitCode.NOT_EVALUATED
     else:
         code = ExitCode.OK
-    return ProbeReport(
-        schema_version=PROBE_SCHEMA_VERSION,
-        tool=ToolInfo(name=TOOL_NAME, version=__version__),
-        mode="p2p",
-        smem_limit=None,
-        smem_optin_attribute=None,
-        smem_launch_limit=None,
-        tiles=[],
-        probes=None,
-        exit_code=int(code),
-        p2p=facts,
-    )
+    return _report("p2p", code, p2p=facts)
 
 
 def render_json(report: ProbeReport) -> str:

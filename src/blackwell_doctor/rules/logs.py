@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import get_args
 
 from blackwell_doctor.facts import Facts, LogFinding, Unavailable
+from blackwell_doctor.logs.catalogue import LogCheck
 from blackwell_doctor.rules.data import RuleData
 from blackwell_doctor.rules.engine import check
 from blackwell_doctor.rules.model import (
@@ -128,12 +130,6 @@ def _register(check_id: str) -> None:
     check(check_id)(run)
 
 
-for _id in (
-    "logs.moe_kernels",
-    "logs.arch_support",
-    "logs.p2p",
-    "logs.platform",
-    "logs.kernel_events",
-    "logs.inputs",
-):
+# One list of logs checks: the catalogue's LogCheck (a signature may only name these).
+for _id in get_args(LogCheck):
     _register(_id)
