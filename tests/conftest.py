@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import functools
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -69,3 +70,39 @@ def docker_host() -> str:
 @pytest.fixture
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
+
+
+def require_component(missing: str) -> NoReturn:
+    """Skip a test whose real component is missing, except under CI=true, where .ci/run is
+    supposed to provide it and a skip would hide a broken setup: there it is an error."""
+    import os
+
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {missing}", pytrace=False)
+    pytest.skip(missing)
+
+
+@pytest.fixture(scope="session")
+def node_exporter_bin() -> str:
+    """Debian's prometheus-node-exporter (.ci/run installs it when root)."""
+    import shutil
+
+    path = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+    if path is None:
+        require_component("no node_exporter on PATH (apt-get install prometheus-node-exporter)")
+    return path
+
+
+# The test Slurm cluster: ci/slurm.sh starts munged, slurmctld and slurmd on localhost and
+# .ci/run exports its slurm.conf here. Tests marked `slurm` skip cleanly without it.
+SLURM_CONF_ENV = "BLACKWELL_DOCTOR_TEST_SLURM_CONF"
+
+
+@pytest.fixture(scope="session")
+def slurm_conf() -> Path:
+    import os
+
+    conf = os.environ.get(SLURM_CONF_ENV)
+    if not conf:
+        require_component(f"no test Slurm cluster ({SLURM_CONF_ENV} unset; see ci/slurm.sh)")
+    return Path(conf)

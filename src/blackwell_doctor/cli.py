@@ -15,6 +15,7 @@ import os
 import stat
 import sys
 import tempfile
+import time
 import traceback
 from enum import StrEnum
 from pathlib import Path
@@ -39,6 +40,7 @@ class FormatChoice(StrEnum):
     json = "json"
     junit = "junit"
     markdown = "markdown"
+    prometheus = "prometheus"
 
 
 class FailOnChoice(StrEnum):
@@ -288,6 +290,7 @@ def check(
     ] = False,
 ) -> None:
     """Collect facts (or read --facts), run every check, and report. The CI gate."""
+    started_at, clock = time.time(), time.monotonic()
     from blackwell_doctor.evaluate import evaluate
     from blackwell_doctor.facts import FactsError, decode_facts
     from blackwell_doctor.render import Format, render
@@ -336,7 +339,10 @@ def check(
     to_terminal = not _writes_to_file(output) and sys.stdout.isatty()
     # no-color.org: NO_COLOR set to a non-empty value disables colour.
     color = to_terminal and fmt is FormatChoice.rich and not os.environ.get("NO_COLOR")
-    text = render(report, Format(fmt.value), color=color, verbose=verbose)
+    from blackwell_doctor.render.prometheus import RunTiming
+
+    timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
+    text = render(report, Format(fmt.value), color=color, verbose=verbose, timing=timing)
     _write(text, output)
     if _writes_to_file(output):
         s = report.summary

@@ -8,9 +8,12 @@ prints. Each renderer module is imported only when its format is asked for, so
 from __future__ import annotations
 
 import enum
-from typing import assert_never
+from typing import TYPE_CHECKING, assert_never
 
 from blackwell_doctor.report import Report
+
+if TYPE_CHECKING:
+    from blackwell_doctor.render.prometheus import RunTiming
 
 
 class Format(enum.StrEnum):
@@ -18,6 +21,7 @@ class Format(enum.StrEnum):
     JSON = "json"
     JUNIT = "junit"
     MARKDOWN = "markdown"
+    PROMETHEUS = "prometheus"
 
     @property
     def extension(self) -> str:
@@ -31,15 +35,24 @@ class Format(enum.StrEnum):
                 return "xml"
             case Format.MARKDOWN:
                 return "md"
+            case Format.PROMETHEUS:
+                return "prom"
             case _:
                 assert_never(self)
 
 
 def render(
-    report: Report, fmt: Format, *, color: bool, verbose: bool = False, width: int = 100
+    report: Report,
+    fmt: Format,
+    *,
+    color: bool,
+    verbose: bool = False,
+    width: int = 100,
+    timing: RunTiming | None = None,
 ) -> str:
     """``report`` as ``fmt`` text. ``color``, ``verbose`` and ``width`` matter to "rich" only:
-    the machine formats are complete and identical whatever the terminal."""
+    the machine formats are complete and identical whatever the terminal. ``timing`` (when
+    the run started, how long it took) matters to "prometheus" only."""
     match fmt:
         case Format.RICH:
             from blackwell_doctor.render.text import render_text
@@ -57,6 +70,10 @@ def render(
             from blackwell_doctor.render.markdown import render_markdown
 
             return render_markdown(report)
+        case Format.PROMETHEUS:
+            from blackwell_doctor.render.prometheus import render_prometheus
+
+            return render_prometheus(report, timing)
         case _:
             assert_never(fmt)
 
