@@ -20,7 +20,7 @@ import pytest
 
 from blackwell_doctor import cli
 from blackwell_doctor.apply import run as ap
-from blackwell_doctor.cli_runtime import register
+from blackwell_doctor.cli.apply import register
 from blackwell_doctor.evaluate import evaluate
 from blackwell_doctor.facts import Unavailable, decode_facts
 from blackwell_doctor.recommend.catalogue import parse_catalogue

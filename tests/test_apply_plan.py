@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from blackwell_doctor import cli
+from blackwell_doctor import cli, obtain
 from blackwell_doctor.apply import run as ap
-from blackwell_doctor.cli_runtime import register
+from blackwell_doctor.cli.apply import register
 from blackwell_doctor.facts import Unavailable
 from tests.conftest import FACTS_FIXTURES
 
@@ -205,13 +205,13 @@ def test_apply_scans_given_logs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seen: list[list[str]] = []
-    real = cli.with_logs
+    real = obtain.with_logs
 
-    def spy(facts: Any, **kw: Any) -> Any:
-        seen.append(list(kw["logs"] or []))
-        return real(facts, **kw)
+    def spy(facts: Any, logs: Any, **kw: Any) -> Any:
+        seen.append(list(logs.paths))
+        return real(facts, logs, **kw)
 
-    monkeypatch.setattr(cli, "with_logs", spy)
+    monkeypatch.setattr(obtain, "with_logs", spy)
     log = LOGS / "composed-xid-13.log"
     args = ["apply", "--facts", str(FACTS), OTHER, "--model-dir", str(tmp_path)]
     assert _main([*args, "--logs", str(log)]) == 0

@@ -248,11 +248,18 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
         assert option in out
 
 
-def test_the_cli_format_choices_are_exactly_the_renderers() -> None:
-    from blackwell_doctor.cli import FormatChoice
+def test_the_cli_format_choices_are_exactly_the_renderers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from blackwell_doctor.render import Format
 
-    assert [f.value for f in FormatChoice] == [f.value for f in Format]
+    for fmt in Format:
+        code, out, _ = run(["check", "--facts", NO_GPU, "--format", fmt.value], capsys)
+        assert code == 1, fmt
+        assert out, fmt
+    code, _, err = run(["check", "--facts", NO_GPU, "--format", "yaml"], capsys)
+    assert code == 2
+    assert "'yaml' is not one of 'rich', 'json', 'junit', 'markdown', 'prometheus'" in err
 
 
 def test_output_into_a_fifo_writes_into_it_and_keeps_it_a_fifo(tmp_path: Path) -> None:

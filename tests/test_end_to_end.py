@@ -120,3 +120,28 @@ def test_collect_to_stdout_is_a_valid_facts_document(
     facts = decode_facts(capsys.readouterr().out.encode())
     assert facts.platform.wsl.kind == "wsl2"
     assert facts.host_root == str(tree.root)
+
+
+def test_a_capture_carries_the_logs_collect_was_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = Path(__file__).parent / "fixtures" / "logs" / "flashinfer-2077-tma-escaped.log"
+    tree = threadripper_4x_rtx_pro_6000(tmp_path / "host")
+    bare, with_log = tmp_path / "bare.json", tmp_path / "with-log.json"
+    _collect(tree.root, bare)
+    _collect(tree.root, with_log, "--logs", str(log))
+    assert json.loads(bare.read_text())["logs"] is None
+    (source,) = json.loads(with_log.read_text())["logs"]["sources"]
+    assert source["name"] == str(log)
+    assert _check(bare, capsys)["logs.moe_kernels"] == "skip"
+    assert _check(with_log, capsys)["logs.moe_kernels"] == "fail"
+    # The capture judges as check does live with the same log.
+    capsys.readouterr()
+    main(["check", "--host-root", str(tree.root), "--logs", str(log), "--format", "json"])
+    live = {r["id"]: r["status"] for r in json.loads(capsys.readouterr().out)["results"]}
+    assert live["logs.moe_kernels"] == "fail"
+
+
+def test_collect_refuses_stdin_twice_for_logs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["collect", "--logs", "-", "--logs", "-"]) == 2
+    assert "- (standard input) can be given only once" in capsys.readouterr().err

@@ -1,5 +1,5 @@
 """scan-logs: formats, exit codes, source errors. The command is registered on a fresh app
-here (cli.py registers it on the real one) and run through the same error boundary."""
+here (the CLI registers it on the real one) and run through the same error boundary."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import typer
 
 from blackwell_doctor.cli import UserError
-from blackwell_doctor.cli_logs import register
+from blackwell_doctor.cli.scan_logs import register
 from tests.conftest import FIXTURES
 
 LOGS = FIXTURES / "logs"

@@ -13,7 +13,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from blackwell_doctor import cli
-from blackwell_doctor.cli_runtime import register
+from blackwell_doctor.cli.recommend import register
 from blackwell_doctor.evaluate import evaluate
 from blackwell_doctor.facts import (
     Facts,

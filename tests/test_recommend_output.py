@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from blackwell_doctor import cli
-from blackwell_doctor.cli_runtime import register
+from blackwell_doctor.cli.recommend import register
 from blackwell_doctor.evaluate import evaluate
 from blackwell_doctor.facts import decode_facts
 from blackwell_doctor.recommend import validate

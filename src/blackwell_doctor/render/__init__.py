@@ -10,13 +10,14 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, assert_never
 
-from blackwell_doctor.report import Report
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the CLI declares --format from Format without loading the report model
     from blackwell_doctor.render.prometheus import RunTiming
+    from blackwell_doctor.report import Report
 
 
 class Format(enum.StrEnum):
+    """The formats of the check report (``check --format``)."""
+
     RICH = "rich"
     JSON = "json"
     JUNIT = "junit"

@@ -9,8 +9,8 @@ from packaging.version import Version
 from blackwell_doctor.facts import CpuFacts, Facts, OsRelease, Unavailable
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.engine import check
 from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
+from blackwell_doctor.rules.registry import check
 
 _CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos"
 

@@ -3,35 +3,20 @@
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from blackwell_doctor.facts import Facts
 from blackwell_doctor.rules.data import CheckSpec, RuleData
 from blackwell_doctor.rules.model import Outcome, Remedy, Result, Status
-
-CheckFn = Callable[[Facts, RuleData], Outcome]
-
-_REGISTRY: dict[str, CheckFn] = {}
-
-
-def check(check_id: str) -> Callable[[CheckFn], CheckFn]:
-    """Register ``fn`` as the logic of ``check_id`` (its text lives in checks/catalogue.toml)."""
-
-    def register(fn: CheckFn) -> CheckFn:
-        if check_id in _REGISTRY:
-            raise RuntimeError(f"check {check_id} registered twice")
-        _REGISTRY[check_id] = fn
-        return fn
-
-    return register
+from blackwell_doctor.rules.registry import REGISTRY, CheckFn
 
 
 def registered_checks() -> dict[str, CheckFn]:
     # Importing the family modules registers their checks.
     from blackwell_doctor.rules import families  # noqa: F401
 
-    return dict(_REGISTRY)
+    return dict(REGISTRY)
 
 
 class SelectionError(ValueError):

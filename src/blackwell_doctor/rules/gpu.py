@@ -6,8 +6,8 @@ from blackwell_doctor.facts import Facts, NvmlFacts, PciGpu, Unavailable
 from blackwell_doctor.pciaddr import normalize_pci_bus_id
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.engine import check
 from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed
+from blackwell_doctor.rules.registry import check
 
 
 @check("gpu.present")

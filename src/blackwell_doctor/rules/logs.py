@@ -14,7 +14,6 @@ from typing import get_args
 from blackwell_doctor.facts import Facts, LogFinding, Unavailable
 from blackwell_doctor.logs.catalogue import LogCheck
 from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.engine import check
 from blackwell_doctor.rules.model import (
     Evidence,
     Outcome,
@@ -23,6 +22,7 @@ from blackwell_doctor.rules.model import (
     passed,
     skipped,
 )
+from blackwell_doctor.rules.registry import check
 
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from blackwell_doctor.facts import Facts, Unavailable
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.engine import check
 from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
+from blackwell_doctor.rules.registry import check
 
 # Short names used in the field (nvidia-smi topo -p2p r legend).
 SHORT = {

@@ -11,8 +11,8 @@ from itertools import combinations
 from blackwell_doctor.facts import AcsFacts, Facts, OsRelease, PciFacts, PciGpu, Unavailable
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.engine import check
 from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
+from blackwell_doctor.rules.registry import check
 
 _TRANSLATING = frozenset({"DMA", "DMA-FQ"})
 _REDIRECT_BITS = ("ReqRedir", "CmpltRedir")

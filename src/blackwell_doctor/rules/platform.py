@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from blackwell_doctor.facts import Facts, Unavailable
 from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.engine import check
 from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed
+from blackwell_doctor.rules.registry import check
 
 
 @check("platform.wsl")

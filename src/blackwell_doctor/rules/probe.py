@@ -13,7 +13,6 @@ from blackwell_doctor.facts import DeviceProbe, Facts, LogFacts, ProbeFacts, Una
 from blackwell_doctor.probe.plan import MIN_STAGES
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.engine import check
 from blackwell_doctor.rules.model import (
     Evidence,
     Outcome,
@@ -22,6 +21,7 @@ from blackwell_doctor.rules.model import (
     passed,
     skipped,
 )
+from blackwell_doctor.rules.registry import check
 
 _UPGRADE = (
     "Run a runtime that ships SM 12.x tiles: FlashInfer 0.6.11 or newer (small-N SM120 grouped "

@@ -1,0 +1,60 @@
+"""The one error boundary: every outcome of a command becomes a documented exit code.
+
+Usage errors (click's, and :class:`~blackwell_doctor.errors.UserError` from anywhere below)
+are one line and exit 2, Ctrl-C is 130, a bug is exit 4 with the path of a crash log, never
+a bare traceback. This module imports no command.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from blackwell_doctor import TOOL_NAME, __version__
+from blackwell_doctor.errors import UserError
+from blackwell_doctor.exitcodes import ExitCode
+
+
+def _crash_log(exc: BaseException) -> Path:
+    import datetime as dt
+    import tempfile
+    import traceback
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    fd, name = tempfile.mkstemp(prefix=f"{TOOL_NAME}-crash-{stamp}-", suffix=".log")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(f"{TOOL_NAME} {__version__}\nargv: {sys.argv!r}\n\n")
+        fh.write("".join(traceback.format_exception(exc)))
+    return Path(name)
+
+
+def run(app: typer.Typer, argv: list[str] | None = None) -> int:
+    """Run ``app`` on ``argv`` (default: the process's) and return the exit code."""
+    command = typer.main.get_command(app)
+    try:
+        # Not standalone: click returns an Exit's code instead of calling sys.exit.
+        returned = command.main(args=argv, prog_name=TOOL_NAME, standalone_mode=False)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.TyperException as exc:  # click's usage errors: bad flag, bad value
+        sys.stderr.write(f"{TOOL_NAME}: error: {' '.join(exc.format_message().split())}\n")
+        return int(ExitCode.USAGE)
+    except UserError as exc:
+        sys.stderr.write(f"{TOOL_NAME}: error: {exc}\n")
+        return int(ExitCode.USAGE)
+    except (KeyboardInterrupt, typer.Abort):
+        sys.stderr.write(f"{TOOL_NAME}: interrupted\n")
+        return int(ExitCode.INTERRUPTED)
+    except Exception as exc:
+        path = _crash_log(exc)
+        sys.stderr.write(
+            f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc}\n"
+            f"This is a bug in {TOOL_NAME}; the details are in {path}\n"
+        )
+        return int(ExitCode.INTERNAL)
+    if returned == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into a silent Exit(130)
+        sys.stderr.write(f"{TOOL_NAME}: interrupted\n")
+    return returned if isinstance(returned, int) else int(ExitCode.OK)

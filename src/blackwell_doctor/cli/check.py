@@ -1,0 +1,118 @@
+"""``check``: judge this host (or a facts file) and report. The CI gate."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from blackwell_doctor.cli.options import (
+    Containers,
+    FailOn,
+    GpuTimeout,
+    HostRoot,
+    Journal,
+    KernelLog,
+    Logs,
+    NoProbe,
+    Output,
+    facts_request,
+    split,
+)
+from blackwell_doctor.cli.output import write, writes_to_file
+from blackwell_doctor.render import Format
+
+
+def check(
+    facts_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--facts",
+            help="Judge a facts file written by `collect` (or - for stdin) instead of this host.",
+        ),
+    ] = None,
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.RICH,
+    output: Output = None,
+    fail_on: Annotated[
+        FailOn,
+        typer.Option("--fail-on", help="Lowest status that makes the exit code 1."),
+    ] = FailOn.fail,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="Exit 3 when a check could not be evaluated."),
+    ] = False,
+    select: Annotated[
+        list[str] | None,
+        typer.Option("--select", help="Only these check ids or families (prefixes, repeatable)."),
+    ] = None,
+    ignore: Annotated[
+        list[str] | None,
+        typer.Option("--ignore", help="Skip these check ids or families (prefixes, repeatable)."),
+    ] = None,
+    no_probe: NoProbe = False,
+    host_root: HostRoot = None,
+    gpu_timeout: GpuTimeout = None,
+    logs: Logs = None,
+    containers: Containers = None,
+    journal: Journal = False,
+    kernel_log: KernelLog = False,
+    embed_facts: Annotated[
+        bool, typer.Option("--embed-facts", help="Include the judged facts in JSON output.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show evidence for passing checks too.")
+    ] = False,
+) -> None:
+    """Collect facts (or read --facts), run every check, and report. The CI gate."""
+    started_at, clock = time.time(), time.monotonic()
+    from blackwell_doctor.errors import UserError
+    from blackwell_doctor.evaluate import evaluate
+    from blackwell_doctor.obtain import obtain_facts
+    from blackwell_doctor.render import render
+    from blackwell_doctor.rules.engine import SelectionError
+
+    request = facts_request(
+        facts_file=facts_file,
+        host_root=host_root,
+        gpu_timeout=gpu_timeout,
+        no_probe=no_probe,
+        logs=logs,
+        containers=containers,
+        journal=journal,
+        kernel_log=kernel_log,
+    )
+    obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
+    try:
+        report = evaluate(
+            obtained.facts,
+            select=split(select),
+            ignore=split(ignore),
+            fail_on=fail_on.value,
+            strict=strict,
+            source=obtained.source,
+            embed_facts=embed_facts,
+        )
+    except SelectionError as exc:
+        raise UserError(str(exc)) from None
+    to_terminal = not writes_to_file(output) and sys.stdout.isatty()
+    # no-color.org: NO_COLOR set to a non-empty value disables colour.
+    color = to_terminal and fmt is Format.RICH and not os.environ.get("NO_COLOR")
+    from blackwell_doctor.render.prometheus import RunTiming
+
+    timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
+    write(render(report, fmt, color=color, verbose=verbose, timing=timing), output)
+    if writes_to_file(output):
+        s = report.summary
+        sys.stderr.write(
+            f"wrote {output}: {s.fail} failed, {s.warn} warnings, {s.error} not evaluated "
+            f"(exit {report.exit_code})\n"
+        )
+    raise typer.Exit(report.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(check)

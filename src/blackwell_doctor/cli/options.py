@@ -1,0 +1,160 @@
+"""Options more than one command takes, declared once (typer ``Annotated`` aliases).
+
+Importing this module costs typer and the standard library only: commands import it at
+start-up, before knowing which of them runs. ``recommend`` and ``apply`` word a few of them
+more briefly (``...Brief``); the behaviour is the same.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from blackwell_doctor.obtain import FactsRequest, LogRequest
+
+
+class FailOn(enum.StrEnum):
+    """``--fail-on``: the lowest status (check) or severity (scan-logs) that makes exit 1."""
+
+    warn = "warn"
+    fail = "fail"
+
+
+def split(values: list[str] | None) -> list[str]:
+    """Repeatable options that also take comma-separated lists (``--select a,b``)."""
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+Output = Annotated[
+    Path | None,
+    typer.Option("--output", "-o", help="Write to this file instead of standard output."),
+]
+NoProbe = Annotated[
+    bool, typer.Option("--no-probe", help="Do not run the probe kernels on the GPU.")
+]
+HostRoot = Annotated[
+    Path | None,
+    typer.Option(
+        "--host-root",
+        help="Read /proc, /sys, /dev, /etc and /usr/lib/wsl under this directory "
+        "(e.g. /host when the host is mounted into a container). Default: /.",
+    ),
+]
+HostRootBrief = Annotated[
+    Path | None,
+    typer.Option("--host-root", help="Read /proc, /sys, ... under this directory. Default: /."),
+]
+GpuTimeout = Annotated[
+    float | None,
+    typer.Option(
+        "--gpu-timeout",
+        min=1.0,
+        max=3600.0,
+        help="Seconds NVML and the CUDA driver get to answer; a hung GPU becomes a finding "
+        "(default 20).",
+    ),
+]
+GpuTimeoutBrief = Annotated[
+    float | None,
+    typer.Option("--gpu-timeout", min=1.0, max=3600.0, help="Seconds NVML/CUDA get to answer."),
+]
+
+# The logs scanned into the facts (check, collect, recommend, apply).
+Logs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--logs",
+        help="Scan these runtime logs too (files, .gz, directories, globs; - for stdin). "
+        "Repeatable.",
+    ),
+]
+Containers = Annotated[
+    list[str] | None,
+    typer.Option("--container", help="Scan this container's logs (Docker API). Repeatable."),
+]
+Journal = Annotated[bool, typer.Option("--journal", help="Scan the systemd journal of this boot.")]
+KernelLog = Annotated[
+    bool,
+    typer.Option("--kernel-log", help="Scan the kernel log for Xid and IOMMU faults."),
+]
+
+
+def facts_request(
+    *,
+    facts_file: Path | None = None,
+    host_root: Path | None,
+    gpu_timeout: float | None,
+    no_probe: bool,
+    logs: list[str] | None,
+    containers: list[str] | None,
+    journal: bool,
+    kernel_log: bool,
+    redact: bool = False,
+) -> FactsRequest:
+    """The options above as the request :func:`blackwell_doctor.obtain.obtain_facts` takes."""
+    return FactsRequest(
+        facts_file=facts_file,
+        host_root=host_root,
+        gpu_timeout_s=gpu_timeout,
+        probes=not no_probe,
+        redact=redact,
+        logs=LogRequest(
+            paths=tuple(logs or ()),
+            containers=tuple(containers or ()),
+            journal=journal,
+            kernel_log=kernel_log,
+        ),
+    )
+
+
+# recommend and apply: the launch derived from the facts.
+LaunchFactsFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--facts",
+        help="Recommend from a facts file written by `collect` (or - for stdin) instead of "
+        "this host.",
+    ),
+]
+ModelDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--model-dir",
+        help="The model directory on this host, mounted read-only at /model (required for "
+        "the run command, shell, compose and apply).",
+    ),
+]
+RuntimeId = Annotated[
+    str | None,
+    typer.Option("--runtime", help="A runtime id from the catalogue (default: the preferred one)."),
+]
+CatalogueFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--catalogue", help="Your own runtime catalogue (format of checks/runtimes.toml)."
+    ),
+]
+Name = Annotated[str, typer.Option("--name", help="The container's name.")]
+Bind = Annotated[
+    str,
+    typer.Option("--bind", help="Address to publish the port on (0.0.0.0: every interface)."),
+]
+Port = Annotated[int, typer.Option("--port", help="Host port for the API.")]
+ShmSize = Annotated[
+    str | None, typer.Option("--shm-size", help="Shared memory (default: the catalogue's).")
+]
+EnvVars = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--env",
+        "-e",
+        help="Extra environment NAME=VALUE, or NAME to take it from this environment "
+        "(repeatable). Secret-looking values are never printed.",
+    ),
+]
+DEFAULT_NAME = "blackwell-doctor-vllm"
+DEFAULT_BIND = "127.0.0.1"
+DEFAULT_PORT = 8000

@@ -1,0 +1,65 @@
+"""Where a command's document goes: standard output or ``--output FILE``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+from pathlib import Path
+
+from blackwell_doctor.errors import UserError
+
+
+def writes_to_file(output: Path | None) -> bool:
+    return output is not None and str(output) not in ("-", "/dev/stdout")
+
+
+def write(text: str, output: Path | None = None) -> None:
+    """Standard output, or the file ``output``.
+
+    A regular file (or a new one) is written whole: a temporary file beside it, then a
+    rename, so a reader never sees half a report; the old file's permissions are kept.
+    Anything else (a device such as /dev/null, a FIFO, a terminal) is written in place and
+    never replaced: renaming over /dev/null as root would destroy it.
+    """
+    if output is None or not writes_to_file(output):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        try:
+            st: os.stat_result | None = os.stat(output)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return
+        import tempfile
+
+        target = output.resolve()
+        if st is not None:
+            mode = stat.S_IMODE(st.st_mode)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise UserError(f"cannot write {output}: {exc.strerror or exc}") from None
+
+
+def say(line: str) -> None:
+    """One line of progress or failure on standard error (apply's narration)."""
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()

@@ -1,0 +1,104 @@
+"""``probe``: measure what this GPU grants (shared memory, block-scaled tiles, P2P), or the
+tile arithmetic alone (``--plan``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from blackwell_doctor.cli.options import Output
+from blackwell_doctor.cli.output import write
+from blackwell_doctor.probe.formats import ProbeFormat
+
+# Bounds for --smem-limit: below the 48 KB default nothing is interesting; no GPU grants 1 MiB.
+_SMEM_LIMIT_RANGE = (1024, 1 << 20)
+
+
+def probe(
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help="Arithmetic only, no GPU needed: what CUTLASS would choose and need for each "
+            "tile under --smem-limit.",
+        ),
+    ] = False,
+    smem_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--smem-limit",
+            help="Shared memory per block for --plan, in bytes: 101376 for SM 12.x, 232448 for "
+            "SM 9.0/10.x.",
+        ),
+    ] = None,
+    fmt: Annotated[
+        ProbeFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = ProbeFormat.RICH,
+    output: Output = None,
+    p2p: Annotated[
+        bool,
+        typer.Option(
+            "--p2p",
+            help="Test peer-to-peer between every GPU pair: verified copies and peer writes, "
+            "bandwidth against a copy staged through host memory.",
+        ),
+    ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=1.0,
+            max=3600.0,
+            help="Seconds each probe child gets; a hang is a named failure.",
+        ),
+    ] = 60.0,
+) -> None:
+    """Measure this GPU's shared-memory limit and run the block-scaled tile probes."""
+    from blackwell_doctor.errors import UserError
+    from blackwell_doctor.obtain import finite_seconds
+    from blackwell_doctor.probe import report as probe_report
+    from blackwell_doctor.probe.catalogue import plan_catalogue
+
+    if p2p:
+        if plan or smem_limit is not None:
+            raise UserError("--p2p measures transfers; it does not combine with --plan")
+        from blackwell_doctor.probe.p2p import run_p2p_probes
+        from blackwell_doctor.probe.p2p_report import render_p2p_text
+
+        facts = run_p2p_probes(timeout_s=finite_seconds("--timeout", timeout))
+        result = probe_report.build_p2p(facts)
+        write(
+            probe_report.render_json(result) if fmt is ProbeFormat.JSON else render_p2p_text(facts),
+            output,
+        )
+        raise typer.Exit(result.exit_code)
+    if plan:
+        if smem_limit is None:
+            raise UserError(
+                "--plan needs --smem-limit BYTES (101376 for SM 12.x, 232448 for SM 9.0/10.x)"
+            )
+        low, high = _SMEM_LIMIT_RANGE
+        if not low <= smem_limit <= high:
+            raise UserError(f"--smem-limit {smem_limit} is outside {low}..{high} bytes")
+        result = probe_report.build_plan(smem_limit, plan_catalogue(smem_limit))
+    else:
+        if smem_limit is not None:
+            raise UserError("--smem-limit applies to --plan; a measured probe uses the GPU's own")
+        from blackwell_doctor.probe.catalogue import load_catalogue
+        from blackwell_doctor.probe.runner import run_probes
+
+        _, tiles = load_catalogue()
+        result = probe_report.build_measured(
+            run_probes(tiles=tiles, timeout_s=finite_seconds("--timeout", timeout))
+        )
+    if fmt is ProbeFormat.JSON:
+        text = probe_report.render_json(result)
+    else:
+        text = probe_report.render_text(result)
+    write(text, output)
+    raise typer.Exit(result.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(probe)

@@ -1,0 +1,100 @@
+"""``recommend``: the findings as ordered actions and a runtime launch derived from the
+facts."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from blackwell_doctor.cli.options import (
+    DEFAULT_BIND,
+    DEFAULT_NAME,
+    DEFAULT_PORT,
+    Bind,
+    CatalogueFile,
+    Containers,
+    EnvVars,
+    GpuTimeoutBrief,
+    HostRootBrief,
+    Journal,
+    KernelLog,
+    LaunchFactsFile,
+    Logs,
+    ModelDir,
+    Name,
+    NoProbe,
+    Output,
+    Port,
+    RuntimeId,
+    ShmSize,
+    facts_request,
+)
+from blackwell_doctor.cli.output import write
+from blackwell_doctor.recommend.formats import RecommendFormat
+
+
+def recommend(
+    facts_file: LaunchFactsFile = None,
+    fmt: Annotated[
+        RecommendFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = RecommendFormat.markdown,
+    output: Output = None,
+    model_dir: ModelDir = None,
+    runtime: RuntimeId = None,
+    catalogue: CatalogueFile = None,
+    name: Name = DEFAULT_NAME,
+    bind: Bind = DEFAULT_BIND,
+    port: Port = DEFAULT_PORT,
+    shm_size: ShmSize = None,
+    env: EnvVars = None,
+    no_probe: NoProbe = False,
+    host_root: HostRootBrief = None,
+    gpu_timeout: GpuTimeoutBrief = None,
+    logs: Logs = None,
+    containers: Containers = None,
+    journal: Journal = False,
+    kernel_log: KernelLog = False,
+) -> None:
+    """Turn the findings into ordered actions and a runtime launch derived from this host
+    (markdown, json, shell, compose). Never promises a speed-up: measure after."""
+    from blackwell_doctor.advise import advise
+    from blackwell_doctor.errors import UserError
+    from blackwell_doctor.recommend.options import launch_options
+    from blackwell_doctor.recommend.render import NeedsLaunch, render_recommendation
+
+    options = launch_options(
+        model_dir=model_dir,
+        runtime=runtime,
+        name=name,
+        bind=bind,
+        port=port,
+        shm_size=shm_size,
+        env=env or [],
+        environ=os.environ,
+        on_this_host=facts_file is None,
+    )
+    request = facts_request(
+        facts_file=facts_file,
+        host_root=host_root,
+        gpu_timeout=gpu_timeout,
+        no_probe=no_probe,
+        logs=logs,
+        containers=containers,
+        journal=journal,
+        kernel_log=kernel_log,
+    )
+    advice = advise(
+        request, options, catalogue=catalogue, environ=os.environ, stdin=sys.stdin.buffer
+    )
+    try:
+        text = render_recommendation(advice.recommendation, fmt, advice.spec)
+    except NeedsLaunch as exc:
+        raise UserError(f"--format {fmt.value}: {exc}") from None
+    write(text, output)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(recommend)
