@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import socket
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -133,25 +133,17 @@ def carry_out(
     except run.EngineUnavailable as exc:
         say(f"{TOOL_NAME}: apply failed: Docker engine not reachable ({exc}); nothing was changed")
         return Outcome(Ending.FAILED)
+    progress = nullcontext(None) if pull_progress is None else pull_progress()
     try:
-        if pull_progress is None:
+        with progress as on_pull_event:
             message = run.apply(
                 spec,
                 client,
                 health_timeout_s=health_timeout_s,
                 stop_timeout_s=stop_timeout_s,
                 say=say,
+                on_pull_event=on_pull_event,
             )
-        else:
-            with pull_progress() as on_pull_event:
-                message = run.apply(
-                    spec,
-                    client,
-                    health_timeout_s=health_timeout_s,
-                    stop_timeout_s=stop_timeout_s,
-                    say=say,
-                    on_pull_event=on_pull_event,
-                )
     except run.ApplyFailed as exc:
         say(f"{TOOL_NAME}: {exc.message}")
         for finding in exc.findings:

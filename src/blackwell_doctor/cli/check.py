@@ -101,9 +101,13 @@ def check(
     to_terminal = not writes_to_file(output) and sys.stdout.isatty()
     # no-color.org: NO_COLOR set to a non-empty value disables colour.
     color = to_terminal and fmt is Format.RICH and not os.environ.get("NO_COLOR")
-    from blackwell_doctor.render.prometheus import RunTiming
+    timing = None
+    # Only prometheus reports the run's timing; importing prometheus_client for the other
+    # formats would add tens of milliseconds to every check.
+    if fmt is Format.PROMETHEUS:
+        from blackwell_doctor.render.prometheus import RunTiming
 
-    timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
+        timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
     write(render(report, fmt, color=color, verbose=verbose, timing=timing), output)
     if writes_to_file(output):
         s = report.summary
