@@ -145,3 +145,24 @@ def test_a_capture_carries_the_logs_collect_was_given(
 def test_collect_refuses_stdin_twice_for_logs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["collect", "--logs", "-", "--logs", "-"]) == 2
     assert "- (standard input) can be given only once" in capsys.readouterr().err
+
+
+def test_collect_redact_hides_the_host_in_the_logs_it_carries(tmp_path: Path) -> None:
+    tree = threadripper_4x_rtx_pro_6000(tmp_path / "host")
+    log = tmp_path / "tr-pro-ws-vllm.log"
+    log.write_text(
+        "INFO tr-pro-ws worker 0 started\n"
+        "ERROR Failed to initialize cutlass TMA WS grouped gemm on tr-pro-ws\n"
+    )
+    plain, redacted = tmp_path / "plain.json", tmp_path / "redacted.json"
+    _collect(tree.root, plain, "--logs", str(log))
+    _collect(tree.root, redacted, "--logs", str(log), "--redact")
+    assert "tr-pro-ws" in plain.read_text()
+    text = redacted.read_text()
+    assert "tr-pro-ws" not in text
+    (finding,) = json.loads(text)["logs"]["findings"]
+    assert finding["signature"] == "moe.tma_ws_init_failed"
+    assert finding["excerpt"].endswith("grouped gemm on <redacted>")
+    (source,) = json.loads(text)["logs"]["sources"]
+    assert source["name"] == finding["path"]
+    assert source["name"] == str(tmp_path / "<redacted>-vllm.log")

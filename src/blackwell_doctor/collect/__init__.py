@@ -8,6 +8,7 @@ collector raises for a host problem (missing driver, no permission): those becom
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from blackwell_doctor.facts import (
     SCHEMA_VERSION,
     CudaFacts,
     Facts,
+    LogFacts,
     NvmlFacts,
     P2PProbeFacts,
     PlatformFacts,
@@ -137,10 +139,51 @@ def redact_identity(facts: Facts) -> Facts:
                 for g in nvml.gpus
             ],
         )
+    known = (
+        {} if not isinstance(facts.platform.hostname, str) else {facts.platform.hostname: REDACTED}
+    )
+    if isinstance(facts.nvml, NvmlFacts):
+        known |= {
+            g.uuid: pseudonym("GPU", g.uuid) for g in facts.nvml.gpus if isinstance(g.uuid, str)
+        }
     return msgspec.structs.replace(
         facts,
         platform=platform,
         nvml=nvml,
         env=redact_env_identity(facts.env),
+        logs=_redact_log_identity(facts.logs, known),
         redacted=True,
+    )
+
+
+def _redact_log_identity(
+    logs: LogFacts | Unavailable | None, known: Mapping[str, str]
+) -> LogFacts | Unavailable | None:
+    """Log lines and file names can carry the host's name, its GPUs' UUIDs and home
+    directories (``collect --redact --logs``): each becomes what the facts show instead. A
+    name is replaced wherever no letter or digit touches it (``node7-vllm.log`` too):
+    better a word too many redacted than the host named."""
+    if not isinstance(logs, LogFacts):
+        return logs
+    from blackwell_doctor.redact import redact_home_dirs
+
+    names = sorted((n for n in known if n), key=len, reverse=True)
+    pattern = (
+        re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])" for n in names))
+        if names
+        else None
+    )
+
+    def scrub(text: str) -> str:
+        if pattern is not None:
+            text = pattern.sub(lambda m: known[m[0]], text)
+        return redact_home_dirs(text)
+
+    return msgspec.structs.replace(
+        logs,
+        sources=[msgspec.structs.replace(s, name=scrub(s.name)) for s in logs.sources],
+        findings=[
+            msgspec.structs.replace(f, path=scrub(f.path), excerpt=scrub(f.excerpt))
+            for f in logs.findings
+        ],
     )
