@@ -16,8 +16,8 @@ from blackwell_doctor.collect.cuda import (
     CudaCallError,
     RealCuda,
     collect_cuda,
-    cuda_error_reason,
 )
+from blackwell_doctor.cuda_driver import reason_token as cuda_error_reason
 from blackwell_doctor.facts import CudaDevice, CudaFacts, Unavailable
 
 # RTX PRO 6000 Blackwell (CC 12.0): REFERENCE §1 (188 SMs, 100 KB SMEM/SM, 101,376 opt-in).

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from blackwell_doctor import checkdata
+from blackwell_doctor.checkdata import CatalogueError
 from blackwell_doctor.exitcodes import ExitCode
 from blackwell_doctor.facts import Facts
 from blackwell_doctor.report import gate_exit_code
-from blackwell_doctor.rules import data as rule_data
-from blackwell_doctor.rules.data import RuleData, RuleDataError, load_rule_data
+from blackwell_doctor.rules.data import RuleData, load_rule_data
 from blackwell_doctor.rules.engine import Engine, SelectionError, registered_checks, select_ids
 from blackwell_doctor.rules.model import Outcome, Result, Severity, Status
 from tests.factsutil import load
@@ -119,10 +120,10 @@ def test_malformed_rule_data_is_a_clear_error(
 
     assert isinstance(tmp_path, Path)
     (tmp_path / "catalogue.toml").write_text('[[check]]\nid = "gpu.present"\ntitle = 3\n')
-    monkeypatch.setattr(rule_data, "data_dir", lambda name: tmp_path)
+    monkeypatch.setattr(checkdata, "data_dir", lambda name: tmp_path)
     load_rule_data.cache_clear()
     try:
-        with pytest.raises(RuleDataError, match=r"checks/catalogue.toml: .*title"):
+        with pytest.raises(CatalogueError, match=r"checks/catalogue.toml: .*title"):
             load_rule_data()
     finally:
         load_rule_data.cache_clear()

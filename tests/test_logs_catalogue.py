@@ -6,7 +6,8 @@ import tomllib
 
 import pytest
 
-from blackwell_doctor.logs.catalogue import CatalogueError, load_catalogue, parse_catalogue
+from blackwell_doctor.checkdata import CatalogueError
+from blackwell_doctor.logs.catalogue import load_catalogue, parse_catalogue
 from blackwell_doctor.resources import data_dir
 from tests.test_logs_fixtures import EXPECTED, NOT_NVIDIA
 

@@ -15,7 +15,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
-from blackwell_doctor.probe._child import Driver
+from blackwell_doctor.cuda_driver import Driver
 from blackwell_doctor.probe._p2p_child import pattern_bytes, pattern_word
 from blackwell_doctor.probe.nvrtc import CompiledProbes, Target
 

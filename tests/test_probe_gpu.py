@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from blackwell_doctor.facts import ProbeFacts
-from blackwell_doctor.probe.catalogue import load_catalogue
-from blackwell_doctor.probe.plan import Tile, plan_tile
 from blackwell_doctor.probe.runner import run_probes
+from blackwell_doctor.tiles.catalogue import load_catalogue
+from blackwell_doctor.tiles.plan import Tile, plan_tile
 
 pytestmark = pytest.mark.gpu
 
@@ -74,11 +74,12 @@ def test_k64_and_k128_are_both_measured(probes: ProbeFacts) -> None:
 def test_the_mainloop_matches_a_host_reference(
     m: int, n: int, k: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from blackwell_doctor.cuda_driver import Driver
     from blackwell_doctor.probe import _child
     from blackwell_doctor.probe.nvrtc import CompiledProbes, compile_probes
 
     monkeypatch.setenv("BLACKWELL_DOCTOR_CACHE_DIR", str(tmp_path))
-    driver = _child.Driver()
+    driver = Driver()
     driver.call("cuInit", 0)
     session = _child.DeviceSession(driver, 0)
     major = driver.attribute(session.device, "COMPUTE_CAPABILITY_MAJOR")

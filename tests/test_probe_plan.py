@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blackwell_doctor.probe.catalogue import load_catalogue, plan_catalogue
-from blackwell_doctor.probe.plan import (
+from blackwell_doctor.tiles.catalogue import load_catalogue, plan_catalogue
+from blackwell_doctor.tiles.plan import (
     KERNEL_EXTRA_BYTES,
     MIN_STAGES,
     NVFP4,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from blackwell_doctor.facts import ProbeFacts, Unavailable
-from blackwell_doctor.probe.plan import Tile, plan_tile
 from blackwell_doctor.probe.protocol import LIMIT_STEP
 from blackwell_doctor.probe.runner import run_probes
+from blackwell_doctor.tiles.plan import Tile, plan_tile
 
 TILES = [
     Tile(m=128, n=128, k=64, epilogue_bytes=11264),
@@ -252,7 +252,7 @@ def _driver_present() -> bool:
 def test_without_libcuda_the_answer_is_immediate_and_imports_no_binding() -> None:
     code = (
         "import sys, time\n"
-        "from blackwell_doctor.probe.plan import Tile\n"
+        "from blackwell_doctor.tiles.plan import Tile\n"
         "from blackwell_doctor.probe.runner import run_probes\n"
         "t = time.monotonic()\n"
         "r = run_probes(tiles=[Tile(m=128, n=128, k=64, epilogue_bytes=0)])\n"

@@ -13,6 +13,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from blackwell_doctor import cli
+from blackwell_doctor.checkdata import CatalogueError
 from blackwell_doctor.cli.recommend import register
 from blackwell_doctor.evaluate import evaluate
 from blackwell_doctor.facts import (
@@ -30,7 +31,6 @@ from blackwell_doctor.facts import (
 from blackwell_doctor.recommend import validate
 from blackwell_doctor.recommend.catalogue import (
     RUNTIME_CLEARABLE,
-    CatalogueError,
     load_catalogue,
     parse_catalogue,
 )

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from blackwell_doctor import cli
+from blackwell_doctor.checkdata import CatalogueError
 from blackwell_doctor.cli.recommend import register
 from blackwell_doctor.evaluate import evaluate
 from blackwell_doctor.facts import decode_facts
 from blackwell_doctor.recommend import validate
-from blackwell_doctor.recommend.catalogue import CatalogueError, load_catalogue, parse_catalogue
+from blackwell_doctor.recommend.catalogue import load_catalogue, parse_catalogue
 from blackwell_doctor.recommend.launch import docker_run_argv
 from blackwell_doctor.recommend.plan import LaunchOptions, build_recommendation
 from blackwell_doctor.recommend.render import RecommendFormat, render_recommendation

@@ -39,8 +39,9 @@ def advise(
     """Load the runtime catalogue (``catalogue``, or the shipped one), obtain and judge the
     facts, let ``vet`` refuse them (it raises UserError), and derive the recommendation.
     A bad catalogue or launch option is a UserError."""
+    from blackwell_doctor.checkdata import CatalogueError
     from blackwell_doctor.evaluate import evaluate
-    from blackwell_doctor.recommend.catalogue import CatalogueError, load_catalogue
+    from blackwell_doctor.recommend.catalogue import load_catalogue
     from blackwell_doctor.recommend.plan import build_recommendation
     from blackwell_doctor.recommend.validate import ValidationError
 

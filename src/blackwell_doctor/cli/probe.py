@@ -58,7 +58,7 @@ def probe(
     from blackwell_doctor.errors import UserError
     from blackwell_doctor.obtain import finite_seconds
     from blackwell_doctor.probe import report as probe_report
-    from blackwell_doctor.probe.catalogue import plan_catalogue
+    from blackwell_doctor.tiles.catalogue import plan_catalogue
 
     if p2p:
         if plan or smem_limit is not None:
@@ -85,8 +85,8 @@ def probe(
     else:
         if smem_limit is not None:
             raise UserError("--smem-limit applies to --plan; a measured probe uses the GPU's own")
-        from blackwell_doctor.probe.catalogue import load_catalogue
         from blackwell_doctor.probe.runner import run_probes
+        from blackwell_doctor.tiles.catalogue import load_catalogue
 
         _, tiles = load_catalogue()
         result = probe_report.build_measured(

@@ -79,8 +79,8 @@ def _collect_probes(
         return Unavailable(f"skipped:no CUDA device ({cuda.reason})")
     if not cuda.devices:
         return Unavailable("skipped:no CUDA device")
-    from blackwell_doctor.probe.catalogue import load_catalogue
     from blackwell_doctor.probe.runner import run_probes
+    from blackwell_doctor.tiles.catalogue import load_catalogue
 
     _, tiles = load_catalogue()
     return run_probes(tiles=tiles, timeout_s=timeout_s)

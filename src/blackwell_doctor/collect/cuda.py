@@ -1,7 +1,8 @@
-"""CUDA driver API: the only collector that imports ``cuda.bindings.driver``, inside functions.
+"""CUDA driver API facts: :func:`collect_cuda`, pure logic over :class:`CudaApi`.
 
-A thin adapter (:class:`CudaApi`, :class:`RealCuda`) turns every CUresult error into a reason
-token (``cuda-error-no-device``); :func:`collect_cuda` is pure logic over it. The attribute
+:class:`RealCuda` implements it over the one CUDA adapter
+(:mod:`blackwell_doctor.cuda_driver`), which turns every CUresult error into a reason token
+(``cuda-error-no-device``). The attribute
 that decides SM12x tile fits is ``MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`` (REFERENCE §1), read
 here, never assumed from a table.
 """
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from blackwell_doctor.collect.nvml import format_cuda_version
+from blackwell_doctor.cuda_driver import CudaFailure, Driver
 from blackwell_doctor.facts import CudaDevice, CudaFacts, Unavailable
 from blackwell_doctor.pciaddr import normalize_pci_bus_id
 
@@ -27,11 +29,6 @@ DEVICE_ATTRIBUTES: dict[str, str] = {
     "smem_per_sm": "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
     "reserved_smem_per_block": "RESERVED_SHARED_MEMORY_PER_BLOCK",
 }
-
-
-def cuda_error_reason(result_name: str) -> str:
-    """``CUDA_ERROR_NO_DEVICE`` → ``cuda-error-no-device``."""
-    return "cuda-error-" + result_name.removeprefix("CUDA_ERROR_").lower().replace("_", "-")
 
 
 class CudaCallError(Exception):
@@ -116,46 +113,24 @@ def _c_string(value: object) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace").strip()
 
 
-class _NeverRaised(Exception):
-    pass
-
-
 class RealCuda:
-    """:class:`CudaApi` over cuda-bindings. ``Any`` from the untyped binding stays in here."""
+    """:class:`CudaApi` over the one CUDA adapter, :class:`blackwell_doctor.cuda_driver.Driver`."""
 
     def __init__(self) -> None:
-        self._driver: Any = None
-        self._lib_not_found: type[Exception] = _NeverRaised
+        self._driver: Driver | None = None
         self._devices: dict[int, Any] = {}
-
-    def _binding(self) -> Any:
-        if self._driver is None:
-            try:
-                import cuda.bindings.driver as driver  # noqa: TID251 -- the CUDA adapter
-            except ImportError:
-                raise CudaCallError("cuda-binding-not-installed") from None
-            try:
-                from cuda.pathfinder import DynamicLibNotFoundError  # noqa: TID251
-            except ImportError:  # cuda-bindings before pathfinder: nothing raises it
-                pass
-            else:
-                self._lib_not_found = DynamicLibNotFoundError
-            self._driver = driver
-        return self._driver
 
     def _call(self, function: str, *args: Any) -> Any:
         """The call's value(s) after the CUresult; raises CudaCallError on an error."""
-        driver = self._binding()
+        if self._driver is None:
+            try:
+                self._driver = Driver()
+            except ImportError:
+                raise CudaCallError("cuda-binding-not-installed") from None
         try:
-            result, *values = getattr(driver, function)(*args)
-        except self._lib_not_found:
-            # Without a driver, cuda-bindings 13 raises cuda.pathfinder's
-            # DynamicLibNotFoundError at the first call instead of returning a CUresult.
-            raise CudaCallError("libcuda-not-found") from None
-        if int(result) != 0:
-            name = getattr(result, "name", None)
-            raise CudaCallError(cuda_error_reason(name) if name else f"cuda-error-{int(result)}")
-        return values[0] if len(values) == 1 else tuple(values)
+            return self._driver.call(function, *args)
+        except CudaFailure as exc:
+            raise CudaCallError(exc.reason) from None
 
     def _device(self, ordinal: int) -> Any:
         if ordinal not in self._devices:
@@ -178,11 +153,9 @@ class RealCuda:
         return _c_string(self._call("cuDeviceGetPCIBusId", 64, self._device(ordinal)))
 
     def device_attribute(self, ordinal: int, attribute: str) -> int:
-        enum = self._driver_enum("CUdevice_attribute", f"CU_DEVICE_ATTRIBUTE_{attribute}")
-        return int(self._call("cuDeviceGetAttribute", enum, self._device(ordinal)))
-
-    def _driver_enum(self, enum_type: str, member: str) -> Any:
-        value = getattr(getattr(self._binding(), enum_type), member, None)
-        if value is None:  # a cuda-bindings older than the attribute
-            raise CudaCallError(f"cuda-binding-missing:{member}")
-        return value
+        device = self._device(ordinal)
+        assert self._driver is not None  # _device called the driver
+        try:
+            return self._driver.attribute(device, attribute)
+        except CudaFailure as exc:
+            raise CudaCallError(exc.reason) from None

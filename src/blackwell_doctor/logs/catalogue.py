@@ -1,20 +1,19 @@
 """The log-signature catalogue: ``checks/log_signatures.toml``, validated at load.
 
-A typo in the data file is one clear :class:`CatalogueError` naming the file, the entry and
-the field, never a silently wrong verdict.
+A typo in the data file is one clear :class:`~blackwell_doctor.checkdata.CatalogueError`
+naming the file, the entry and the field, never a silently wrong verdict.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from typing import Any, Literal
 
 import msgspec
 
+from blackwell_doctor.checkdata import CatalogueError, convert, read_shipped, shipped_source
 from blackwell_doctor.facts import LogSeverity
-from blackwell_doctor.resources import data_dir
 
 CATALOGUE_FILE = "log_signatures.toml"
 
@@ -31,10 +30,6 @@ ContextRule = Literal["autotuner-wrapped", "autotuner-summary", "marlin-requeste
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warn": 1, "fail": 2}
 
 _ID = r"^[a-z0-9_]+(\.[a-z0-9_]+)+$"
-
-
-class CatalogueError(Exception):
-    """checks/log_signatures.toml is malformed (a packaging or editing bug, not user input)."""
 
 
 class Signature(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -140,10 +135,7 @@ def _compile(sig_id: str, field: str, pattern: str | None) -> re.Pattern[str] | 
 
 def parse_catalogue(raw: dict[str, Any], *, name: str = CATALOGUE_FILE) -> Catalogue:
     """Validate a decoded TOML document (also used by tests on broken documents)."""
-    try:
-        data = msgspec.convert(raw, type=_File)
-    except msgspec.ValidationError as exc:
-        raise CatalogueError(f"checks/{name}: {exc}") from None
+    data = convert(raw, _File, source=shipped_source(name))
     seen: set[str] = set()
     entries: list[tuple[str, list[str]]] = [(s.id, s.literals) for s in data.signature]
     entries += [(m.id, m.literals) for m in data.marker]
@@ -173,12 +165,7 @@ def parse_catalogue(raw: dict[str, Any], *, name: str = CATALOGUE_FILE) -> Catal
 
 @functools.cache
 def load_catalogue() -> Catalogue:
-    path = data_dir("checks") / CATALOGUE_FILE
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise CatalogueError(f"checks/{CATALOGUE_FILE}: {exc}") from None
-    return parse_catalogue(raw)
+    return parse_catalogue(read_shipped(CATALOGUE_FILE))
 
 
 def advice(signature: str) -> tuple[str, list[str]]:

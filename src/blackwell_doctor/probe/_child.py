@@ -3,7 +3,7 @@
 Runs the steps of a :class:`~blackwell_doctor.probe.protocol.Job` on the GPU and prints one
 :mod:`~blackwell_doctor.probe.protocol` line per finished step, flushed at once. It may hang
 or die in the driver; the parent (:mod:`blackwell_doctor.probe.runner`) copes with that.
-The only other module importing cuda-python's driver API for the probes.
+It calls the driver through :mod:`blackwell_doctor.cuda_driver`, the one CUDA adapter.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 
 import msgspec
 
+from blackwell_doctor.cuda_driver import CudaFailure, Driver, StickyFailure, reason_token
 from blackwell_doctor.facts import Unavailable
 from blackwell_doctor.probe.nvrtc import CompiledProbes, compile_probes
-from blackwell_doctor.probe.plan import Tile, TilePlan, plan_tile, stage_buffers
 from blackwell_doctor.probe.protocol import (
     LIMIT_STEP,
     THREADS_PER_BLOCK,
@@ -36,6 +36,7 @@ from blackwell_doctor.probe.protocol import (
     TileSpec,
     encode_line,
 )
+from blackwell_doctor.tiles.plan import Tile, TilePlan, plan_tile, stage_buffers
 
 # Launch results that say "this configuration is refused", leaving the context usable.
 _REJECTIONS = frozenset(
@@ -46,109 +47,6 @@ _REJECTIONS = frozenset(
         "CUDA_ERROR_NOT_SUPPORTED",
     }
 )
-
-
-class CudaFailure(Exception):
-    """A driver call failed; ``name`` is the CUresult name (``CUDA_ERROR_INVALID_VALUE``)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-
-class StickyFailure(Exception):
-    """The context is unusable after this error: report it and let a fresh child go on."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-
-def reason_token(name: str) -> str:
-    """``CUDA_ERROR_NO_DEVICE`` → ``cuda-error-no-device``."""
-    return "cuda-error-" + name.removeprefix("CUDA_ERROR_").lower().replace("_", "-")
-
-
-class Driver:
-    """The few driver API calls the probes make, over cuda-bindings."""
-
-    def __init__(self) -> None:
-        import cuda.bindings.driver as driver  # noqa: TID251 -- the probe child
-
-        self.d: Any = driver
-        self._lib_not_found: tuple[type[Exception], ...] = ()
-        try:
-            from cuda.pathfinder import DynamicLibNotFoundError  # noqa: TID251
-        except ImportError:
-            pass
-        else:
-            self._lib_not_found = (DynamicLibNotFoundError,)
-
-    def call(self, function: str, *args: Any) -> Any:
-        try:
-            result, *values = getattr(self.d, function)(*args)
-        except self._lib_not_found:
-            raise CudaFailure("LIBCUDA_NOT_FOUND") from None
-        if int(result) != 0:
-            raise CudaFailure(getattr(result, "name", None) or f"CUDA_ERROR_{int(result)}")
-        if not values:
-            return None
-        return values[0] if len(values) == 1 else tuple(values)
-
-    def attribute(self, device: Any, name: str) -> int:
-        enum = getattr(self.d.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
-        return int(self.call("cuDeviceGetAttribute", enum, device))
-
-    def set_max_dynamic_smem(self, function: Any, size: int) -> None:
-        attr = self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        self.call("cuFuncSetAttribute", function, attr, size)
-
-    def launch(
-        self, function: Any, grid: int, block: int, smem: int, params: Sequence[Any]
-    ) -> None:
-        """cuLaunchKernel with ctypes parameter values (kept alive for the call)."""
-        pointers = (ctypes.c_void_p * len(params))(*[ctypes.addressof(p) for p in params])
-        self.call(
-            "cuLaunchKernel",
-            function,
-            grid,
-            1,
-            1,
-            block,
-            1,
-            1,
-            smem,
-            self.d.CUstream(0),
-            ctypes.addressof(pointers),
-            0,
-        )
-
-    def synchronize(self) -> None:
-        try:
-            self.call("cuCtxSynchronize")
-        except CudaFailure as exc:
-            raise StickyFailure(exc.name) from None
-
-    def alloc(self, size: int) -> int:
-        return int(self.call("cuMemAlloc", max(size, 1)))
-
-    def free(self, pointer: int) -> None:
-        self.call("cuMemFree", self.d.CUdeviceptr(pointer))
-
-    def upload(self, pointer: int, data: bytes) -> None:
-        buffer = ctypes.create_string_buffer(data, len(data))
-        self.call("cuMemcpyHtoD", self.d.CUdeviceptr(pointer), ctypes.addressof(buffer), len(data))
-
-    def download(self, pointer: int, size: int) -> bytes:
-        buffer = ctypes.create_string_buffer(size)
-        self.call("cuMemcpyDtoH", ctypes.addressof(buffer), self.d.CUdeviceptr(pointer), size)
-        return buffer.raw
-
-    def elapsed_ms(self, start: Any, end: Any) -> float:
-        name = "cuEventElapsedTime"
-        if not hasattr(self.d, name):
-            name = "cuEventElapsedTime_v2"
-        return float(self.call(name, start, end))
 
 
 # --------------------------------------------------------------------------- test data
@@ -382,7 +280,7 @@ def run_job(job: Job, emit: Callable[[Line], None], driver: Driver | None = None
         driver.call("cuInit", 0)
         ordinals = job.devices if job.devices is not None else select_devices(driver)
     except CudaFailure as exc:
-        emit(FatalLine(reason=_fatal_reason(exc.name)))
+        emit(FatalLine(reason=exc.reason))
         return 0
     emit(DevicesLine(ordinals=ordinals))
     tiles = _tiles(job)
@@ -399,10 +297,6 @@ def run_job(job: Job, emit: Callable[[Line], None], driver: Driver | None = None
             emit(RestartLine(reason=exc.name))
             return 0
     return 0
-
-
-def _fatal_reason(name: str) -> str:
-    return "libcuda-not-found" if name == "LIBCUDA_NOT_FOUND" else reason_token(name)
 
 
 def _run_device(

@@ -3,8 +3,8 @@
 Tests one GPU pair (A, B) of a :class:`~blackwell_doctor.probe.p2p_protocol.P2PJob` by
 moving data, and prints one :mod:`~blackwell_doctor.probe.p2p_protocol` line per stage and
 measurement, flushed at once. It may hang or die in the driver; the parent
-(:mod:`blackwell_doctor.probe.p2p`) copes with that. Besides the probe child, the only
-module importing cuda-python's driver API for the probes (through its :class:`Driver`).
+(:mod:`blackwell_doctor.probe.p2p`) copes with that. It calls the driver through
+:mod:`blackwell_doctor.cuda_driver`, the one CUDA adapter.
 
 What it does, after ``cuDeviceCanAccessPeer`` allows both directions:
 
@@ -42,8 +42,8 @@ from typing import Any
 
 import msgspec
 
+from blackwell_doctor.cuda_driver import CudaFailure, Driver, StickyFailure, reason_token
 from blackwell_doctor.facts import Unavailable
-from blackwell_doctor.probe._child import CudaFailure, Driver, StickyFailure, reason_token
 from blackwell_doctor.probe.nvrtc import compile_probes
 from blackwell_doctor.probe.p2p_protocol import (
     TEST_HANG_ENV,
@@ -617,8 +617,7 @@ def run_job(job: P2PJob, emit: Callable[[Line], None], driver: Driver | None = N
         driver.call("cuInit", 0)
         count = int(driver.call("cuDeviceGetCount"))
     except CudaFailure as exc:
-        reason = "libcuda-not-found" if exc.name == "LIBCUDA_NOT_FOUND" else reason_token(exc.name)
-        emit(FatalLine(reason=reason))
+        emit(FatalLine(reason=reason_token(exc.name)))
         return 0
     emit(DevicesLine(count=count))
     if not (0 <= job.gpu_a < count and 0 <= job.gpu_b < count) or job.gpu_a == job.gpu_b:

@@ -16,7 +16,7 @@ from blackwell_doctor.facts import (
     ToolInfo,
     Unavailable,
 )
-from blackwell_doctor.probe.plan import MIN_STAGES
+from blackwell_doctor.tiles.plan import MIN_STAGES
 
 PROBE_SCHEMA_VERSION = 1
 

@@ -19,8 +19,6 @@ import msgspec
 from blackwell_doctor.childproc import ChildResult, run_child
 from blackwell_doctor.childproc import can_dlopen as _can_dlopen
 from blackwell_doctor.facts import DeviceProbe, ProbeFacts, TileProbe, Unavailable
-from blackwell_doctor.probe.catalogue import tile_probe
-from blackwell_doctor.probe.plan import Tile, TilePlan, plan_tile
 from blackwell_doctor.probe.protocol import (
     LIMIT_STEP,
     DeviceLine,
@@ -33,6 +31,8 @@ from blackwell_doctor.probe.protocol import (
     TileSpec,
     decode_line,
 )
+from blackwell_doctor.tiles.catalogue import tile_probe
+from blackwell_doctor.tiles.plan import Tile, TilePlan, plan_tile
 
 CUDA_LIBRARY = "libcuda.so.1"
 CHILD_MODULE = "blackwell_doctor.probe._child"

@@ -7,7 +7,6 @@ field. Nothing in the shipped catalogue is verified by this project (see the fil
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,14 @@ import msgspec
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from blackwell_doctor.checkdata import (
+    CatalogueError,
+    convert,
+    parse_toml,
+    read_shipped,
+    shipped_source,
+)
 from blackwell_doctor.recommend import validate
-from blackwell_doctor.resources import data_dir
 
 CATALOGUE_SCHEMA_VERSION = 1
 # Placeholders a command argument may be (whole arguments only: no string building).
@@ -27,10 +32,6 @@ _ID = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
 # support). Platform, driver, PCI, P2P and kernel-log findings (Xid, IOMMU faults, WSL) are
 # not cleared by another image: a runtime claiming them would hide their real remedies.
 RUNTIME_CLEARABLE = frozenset({"probe.tiles", "logs.moe_kernels", "logs.arch_support"})
-
-
-class CatalogueError(Exception):
-    """The catalogue cannot be used (malformed, or a value that fails validation)."""
 
 
 class MoeBackend(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -155,20 +156,17 @@ def _check_runtime(r: Runtime) -> None:
 
 
 def parse_catalogue(text: str, *, source: str) -> Catalogue:
-    try:
-        raw: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogueError(f"{source}: not valid TOML: {exc}") from None
+    return _validate(parse_toml(text, source=source), source=source)
+
+
+def _validate(raw: dict[str, Any], *, source: str) -> Catalogue:
     version = raw.get("schema_version")
     if isinstance(version, int) and version > CATALOGUE_SCHEMA_VERSION:
         raise CatalogueError(
             f"{source}: schema_version {version} is newer than this tool understands "
             f"({CATALOGUE_SCHEMA_VERSION})"
         )
-    try:
-        catalogue = msgspec.convert(raw, type=Catalogue)
-    except msgspec.ValidationError as exc:
-        raise CatalogueError(f"{source}: {exc}") from None
+    catalogue = convert(raw, Catalogue, source=source)
     if not catalogue.runtime:
         raise CatalogueError(f"{source}: no [[runtime]] entry")
     seen: set[str] = set()
@@ -186,8 +184,7 @@ def parse_catalogue(text: str, *, source: str) -> Catalogue:
 def load_catalogue(path: Path | None = None) -> Catalogue:
     """The user's catalogue at ``path``, else the shipped checks/runtimes.toml."""
     if path is None:
-        text = (data_dir("checks") / "runtimes.toml").read_text(encoding="utf-8")
-        return parse_catalogue(text, source="checks/runtimes.toml")
+        return _validate(read_shipped("runtimes.toml"), source=shipped_source("runtimes.toml"))
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -15,13 +15,9 @@ import msgspec
 from packaging.version import InvalidVersion, Version
 
 from blackwell_doctor import TOOL_NAME, __version__
+from blackwell_doctor.checkdata import CatalogueError
 from blackwell_doctor.facts import Facts, ToolInfo
-from blackwell_doctor.recommend.catalogue import (
-    RUNTIME_CLEARABLE,
-    Catalogue,
-    CatalogueError,
-    Runtime,
-)
+from blackwell_doctor.recommend.catalogue import RUNTIME_CLEARABLE, Catalogue, Runtime
 from blackwell_doctor.recommend.launch import (
     LaunchSpec,
     build_launch,

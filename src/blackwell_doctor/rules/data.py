@@ -7,19 +7,11 @@ load: a typo in a data file is a clear error naming the file and the field, not 
 from __future__ import annotations
 
 import functools
-import tomllib
-from typing import Any, TypeVar
 
 import msgspec
 
-from blackwell_doctor.resources import data_dir
+from blackwell_doctor.checkdata import CatalogueError, load_shipped
 from blackwell_doctor.rules.model import Remedy, Severity
-
-_T = TypeVar("_T")
-
-
-class RuleDataError(Exception):
-    """A rule-data file is malformed (a packaging or editing bug, not user input)."""
 
 
 class CheckSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -82,36 +74,21 @@ class _GpusFile(msgspec.Struct, forbid_unknown_fields=True):
     arch: list[Architecture]
 
 
-def _read_toml(name: str) -> dict[str, Any]:
-    path = data_dir("checks") / name
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise RuleDataError(f"checks/{name}: {exc}") from None
-
-
-def _convert(name: str, raw: dict[str, Any], kind: type[_T]) -> _T:
-    try:
-        return msgspec.convert(raw, type=kind)
-    except msgspec.ValidationError as exc:
-        raise RuleDataError(f"checks/{name}: {exc}") from None
-
-
 @functools.cache
 def load_rule_data() -> RuleData:
-    catalogue = _convert("catalogue.toml", _read_toml("catalogue.toml"), _CatalogueFile)
-    gpus = _convert("gpus.toml", _read_toml("gpus.toml"), _GpusFile)
-    thresholds = _convert("thresholds.toml", _read_toml("thresholds.toml"), Thresholds)
+    catalogue = load_shipped("catalogue.toml", _CatalogueFile)
+    gpus = load_shipped("gpus.toml", _GpusFile)
+    thresholds = load_shipped("thresholds.toml", Thresholds)
     checks: dict[str, CheckSpec] = {}
     for spec in catalogue.check:
         if spec.id in checks:
-            raise RuleDataError(f"checks/catalogue.toml: duplicate check id {spec.id!r}")
+            raise CatalogueError(f"checks/catalogue.toml: duplicate check id {spec.id!r}")
         if "." not in spec.id:
-            raise RuleDataError(f"checks/catalogue.toml: id {spec.id!r} is not family.name")
+            raise CatalogueError(f"checks/catalogue.toml: id {spec.id!r} is not family.name")
         checks[spec.id] = spec
     for spec in checks.values():
         for dep in spec.requires:
             if dep not in checks:
-                raise RuleDataError(f"checks/catalogue.toml: {spec.id} requires unknown {dep!r}")
+                raise CatalogueError(f"checks/catalogue.toml: {spec.id} requires unknown {dep!r}")
     archs = {a.cc_tuple: a for a in gpus.arch}
     return RuleData(checks=checks, architectures=archs, thresholds=thresholds)

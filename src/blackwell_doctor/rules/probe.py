@@ -10,7 +10,6 @@ A probe that hung or crashed is a failure of the test, not an answer: not evalua
 from __future__ import annotations
 
 from blackwell_doctor.facts import DeviceProbe, Facts, LogFacts, ProbeFacts, Unavailable
-from blackwell_doctor.probe.plan import MIN_STAGES
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.data import RuleData
 from blackwell_doctor.rules.model import (
@@ -22,6 +21,7 @@ from blackwell_doctor.rules.model import (
     skipped,
 )
 from blackwell_doctor.rules.registry import check
+from blackwell_doctor.tiles.plan import MIN_STAGES
 
 _UPGRADE = (
     "Run a runtime that ships SM 12.x tiles: FlashInfer 0.6.11 or newer (small-N SM120 grouped "

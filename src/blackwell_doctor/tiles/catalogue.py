@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import functools
-import tomllib
 
 import msgspec
 
+from blackwell_doctor.checkdata import CatalogueError, load_shipped
 from blackwell_doctor.facts import TileProbe
-from blackwell_doctor.probe.plan import BlockScaledFormat, Tile, TilePlan, plan_tile
-from blackwell_doctor.resources import data_dir
-from blackwell_doctor.rules.data import RuleDataError
+from blackwell_doctor.tiles.plan import BlockScaledFormat, Tile, TilePlan, plan_tile
 
 
 class _Format(msgspec.Struct, forbid_unknown_fields=True):
@@ -36,16 +34,12 @@ class _File(msgspec.Struct, forbid_unknown_fields=True):
 
 @functools.cache
 def load_catalogue() -> tuple[BlockScaledFormat, tuple[Tile, ...]]:
-    path = data_dir("checks") / "tiles.toml"
-    try:
-        raw = msgspec.convert(tomllib.loads(path.read_text(encoding="utf-8")), type=_File)
-    except (OSError, tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
-        raise RuleDataError(f"checks/tiles.toml: {exc}") from None
+    raw = load_shipped("tiles.toml", _File)
     fmt = BlockScaledFormat(**msgspec.structs.asdict(raw.format))
     tiles: list[Tile] = []
     for t in raw.tile:
         if t.k % fmt.sf_vector or t.m % 16 or t.n % 16 or min(t.m, t.n, t.k) <= 0:
-            raise RuleDataError(f"checks/tiles.toml: tile {t.m}x{t.n}x{t.k} is not a valid shape")
+            raise CatalogueError(f"checks/tiles.toml: tile {t.m}x{t.n}x{t.k} is not a valid shape")
         tiles.append(Tile(m=t.m, n=t.n, k=t.k, epilogue_bytes=t.epilogue_bytes, note=t.note))
     return fmt, tuple(tiles)
 

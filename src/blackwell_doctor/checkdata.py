@@ -1,0 +1,60 @@
+"""The one loader for every TOML file under ``checks/`` (and a user's ``--catalogue FILE``).
+
+The check catalogue, the GPU table, the thresholds, the tiles, the log signatures and the
+runtimes are all read here and validated into typed structs with msgspec. A problem is one
+:class:`CatalogueError` line naming the file (and, from the caller, the entry and the field),
+never a traceback and never a silently wrong verdict.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any, TypeVar
+
+import msgspec
+
+from blackwell_doctor.resources import data_dir
+
+_T = TypeVar("_T")
+
+
+class CatalogueError(Exception):
+    """A data file under checks/ (or a user's catalogue) is malformed or fails validation.
+
+    For the shipped files this is a packaging or editing bug, not user input."""
+
+
+def shipped_source(name: str) -> str:
+    """How errors name a shipped file: ``checks/<name>``."""
+    return f"checks/{name}"
+
+
+def parse_toml(text: str, *, source: str) -> dict[str, Any]:
+    """Decode TOML text; ``source`` names it in the error."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogueError(f"{source}: not valid TOML: {exc}") from None
+
+
+def read_shipped(name: str) -> dict[str, Any]:
+    """The decoded TOML of the shipped ``checks/<name>``."""
+    source = shipped_source(name)
+    try:
+        text = (data_dir("checks") / name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CatalogueError(f"{source}: {exc}") from None
+    return parse_toml(text, source=source)
+
+
+def convert(raw: Any, kind: type[_T], *, source: str) -> _T:
+    """Validate decoded TOML into ``kind``; msgspec's message names the field ($.check[3].id)."""
+    try:
+        return msgspec.convert(raw, type=kind)
+    except msgspec.ValidationError as exc:
+        raise CatalogueError(f"{source}: {exc}") from None
+
+
+def load_shipped(name: str, kind: type[_T]) -> _T:
+    """``checks/<name>`` validated into ``kind``."""
+    return convert(read_shipped(name), kind, source=shipped_source(name))
