@@ -28,6 +28,7 @@ from blackwell_doctor.facts import Unavailable
 from blackwell_doctor.probe.p2p import P2PRun, measure_p2p
 from blackwell_doctor.probe.p2p_protocol import P2PJob
 from blackwell_doctor.probe.p2p_report import render_p2p_text
+from blackwell_doctor.rules.p2p import pair_verdict
 
 TRIALS = P2PJob(gpu_a=0, gpu_b=1, size_bytes=0).trials
 Key = tuple[int, int, str]  # (gpu_a, gpu_b, "a-to-b" | "b-to-a" | "bidi")
@@ -138,7 +139,7 @@ def main(argv: list[str]) -> int:
         print(f"== run {repeat + 1}: blackwell-doctor measure_p2p ({took:.1f} s)")
         print(render_p2p_text(run.facts))
         for pair_run, pair in zip(run.runs, run.facts.pairs, strict=True):
-            if pair.verdict != "works" and pair_run.stderr_tail:
+            if pair_verdict(pair).verdict != "works" and pair_run.stderr_tail:
                 tail = pair_run.stderr_tail.decode("utf-8", "replace")
                 print(f"-- GPU{pair.gpu_a}<->GPU{pair.gpu_b} child stderr (tail):\n{tail}")
         facts_json.append(json.loads(_encode(run.facts)))

@@ -82,12 +82,11 @@ def test_a_marker_needs_a_regex() -> None:
 
 
 def test_input_problems_have_advice_and_are_never_matched() -> None:
-    from blackwell_doctor.logs.catalogue import advice
-
     cat = load_catalogue()
     assert set(cat.inputs) == {"input.unreadable", "input.partially_read"}
     assert all(p.check == "logs.inputs" and p.severity == "warn" for p in cat.inputs.values())
-    meaning, remedy = advice("input.partially_read")
-    assert meaning.startswith("A log input broke off")
-    assert remedy
+    entry = cat.entry("input.partially_read")
+    assert entry is not None
+    assert entry.meaning.startswith("A log input broke off")
+    assert entry.remedy
     assert not set(cat.inputs) & {s.id for s in cat.signatures}

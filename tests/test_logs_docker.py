@@ -15,6 +15,7 @@ import pytest
 
 from blackwell_doctor.facts import LogFacts
 from blackwell_doctor.logs.collect import collect_logs
+from blackwell_doctor.rules.logs import judge_findings
 
 pytestmark = pytest.mark.docker
 
@@ -64,7 +65,7 @@ def test_a_container_log_is_scanned_through_the_docker_api(
     assert source.name == f"container:{logging_container}"
     assert source.error is None
     assert source.lines == 2
-    [finding] = [f for f in facts.findings if f.signature == "moe.tma_ws_init_failed"]
+    [finding] = [f for f in judge_findings(facts) if f.signature == "moe.tma_ws_init_failed"]
     assert finding.severity == "fail"
     assert finding.line == 2
     assert "Failed to initialize cutlass TMA WS grouped gemm" in finding.excerpt

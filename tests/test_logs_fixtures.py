@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.facts import LogFinding
 from blackwell_doctor.logs.collect import scan_sources
+from blackwell_doctor.rules.logs import JudgedFinding, judge_findings
 from tests.conftest import FIXTURES
 
 LOGS = FIXTURES / "logs"
@@ -68,7 +68,8 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
 NOT_NVIDIA = {"rccl.iommu_pt_missing"}
 
 
-def scan(*paths: Path) -> list[LogFinding]:
+def scan(*paths: Path) -> list[JudgedFinding]:
+    """The findings of ``paths`` as the rules judge them (what scan-logs reports)."""
     facts = scan_sources(
         paths=[str(p) for p in paths],
         containers=[],
@@ -77,7 +78,7 @@ def scan(*paths: Path) -> list[LogFinding]:
         host_root=Path("/"),
     )
     assert all(s.error is None for s in facts.sources), facts.sources
-    return facts.findings
+    return judge_findings(facts)
 
 
 def test_every_fixture_is_listed() -> None:
@@ -97,7 +98,7 @@ def test_both_matching_engines_agree(engine: str) -> None:
         paths=[str(LOGS)], containers=[], journal=False, kernel_log=False,
         host_root=Path("/"), engine=engine,
     )  # fmt: skip
-    got = {(Path(f.path).name, f.signature, f.count) for f in facts.findings}
+    got = {(Path(f.path).name, f.signature, f.count) for f in judge_findings(facts)}
     want = {(n, s, c) for n, sigs in EXPECTED.items() for s, (_, c, _) in sigs.items()}
     assert got == want
 

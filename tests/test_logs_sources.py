@@ -16,6 +16,7 @@ from blackwell_doctor.logs import matcher
 from blackwell_doctor.logs.catalogue import load_catalogue
 from blackwell_doctor.logs.collect import collect_logs, scan_sources
 from blackwell_doctor.logs.matcher import SourceScanner
+from blackwell_doctor.rules.logs import judge_findings
 from tests.conftest import FIXTURES
 
 LOGS = FIXTURES / "logs"
@@ -51,7 +52,7 @@ def test_truncated_gzip_keeps_what_was_read(tmp_path: Path) -> None:
     assert source.error == f"truncated-gzip:{path}"
     assert source.bytes > 0
     assert {f.signature for f in got.findings} == {"moe.tma_ws_init_failed", "input.partially_read"}
-    (partial,) = [f for f in got.findings if f.signature == "input.partially_read"]
+    (partial,) = [f for f in judge_findings(got) if f.signature == "input.partially_read"]
     assert (partial.severity, partial.check, partial.path) == ("warn", "logs.inputs", str(path))
     assert (partial.line, partial.excerpt) == (source.lines, f"truncated-gzip:{path}")
 
@@ -230,7 +231,7 @@ def test_unreadable_among_readable_is_a_finding(tmp_path: Path) -> None:
     good.write_bytes(ESCAPED)
     missing = tmp_path / "missing.log"
     got = facts([str(good), str(missing)])
-    (finding,) = [f for f in got.findings if f.path == str(missing)]
+    (finding,) = [f for f in judge_findings(got) if f.path == str(missing)]
     assert finding.signature == "input.unreadable"
     assert (finding.severity, finding.check) == ("warn", "logs.inputs")
     assert (finding.line, finding.count, finding.excerpt) == (0, 1, f"not-found:{missing}")

@@ -16,7 +16,7 @@ from blackwell_doctor.probe._p2p_child import (
     run_job,
     spot_windows,
 )
-from blackwell_doctor.probe.p2p import PairRun, judge
+from blackwell_doctor.probe.p2p import PairRun, to_transfer
 from blackwell_doctor.probe.p2p_protocol import (
     TEST_HANG_ENV,
     AccessLine,
@@ -33,6 +33,7 @@ from blackwell_doctor.probe.p2p_protocol import (
     decode_line,
     encode_line,
 )
+from tests.factsutil import Judged
 from tests.test_p2p_fakecuda import FakeCuda, Knobs, fake_compile, fake_driver
 
 SIZE = 64 << 10
@@ -108,7 +109,7 @@ def test_a_healthy_pair_runs_every_stage_and_measures_everything() -> None:
     assert fake.peer_enabled == {(0, 1), (1, 0)}
     # The peer write really ran on A into B's memory (the fake enforces peer access).
     assert fake.sticky is None
-    transfer = judge(_pair_run(lines))
+    transfer = Judged(to_transfer(_pair_run(lines)))
     assert transfer.verdict == "works"
     assert transfer.detail is None
 
@@ -118,7 +119,7 @@ def test_a_refused_pair_stops_after_the_access_query() -> None:
     assert AccessLine(a_to_b=True, b_to_a=False) in lines
     assert isinstance(lines[-1], DoneLine)
     assert "cuCtxEnablePeerAccess" not in fake.calls
-    transfer = judge(_pair_run(lines))
+    transfer = Judged(to_transfer(_pair_run(lines)))
     assert transfer.verdict == "not-supported"
     assert transfer.detail == "asymmetric: only 0->1 allowed"
 
@@ -132,7 +133,7 @@ def test_a_corrupting_peer_copy_is_a_mismatch_and_the_test_stops() -> None:
     assert "mismatch:a-to-b:1/16384 words" in verify.detail
     assert "mismatch:b-to-a:1/16384 words" in verify.detail
     assert not any(isinstance(line, DoneLine | BandwidthLine) for line in lines)
-    transfer = judge(_pair_run(lines))
+    transfer = Judged(to_transfer(_pair_run(lines)))
     assert transfer.verdict == "granted-but-broken"
     assert transfer.peer_copy_verified is False
 
@@ -142,13 +143,13 @@ def test_a_peer_write_that_loses_data_is_caught_by_the_device_check() -> None:
     verifies = {line.check: line for line in lines if isinstance(line, VerifyLine)}
     assert verifies["copy"].verified is True
     assert verifies["peer-write"].verified is False
-    assert judge(_pair_run(lines)).verdict == "granted-but-broken"
+    assert Judged(to_transfer(_pair_run(lines))).verdict == "granted-but-broken"
 
 
 def test_a_fault_on_the_peer_path_is_a_fault() -> None:
     lines, _fake = _run(Knobs(peer_copy_error="CUDA_ERROR_ILLEGAL_ADDRESS"))
     assert lines[-1] == FaultLine(stage="copy", reason="cuda-error-illegal-address")
-    transfer = judge(_pair_run(lines))
+    transfer = Judged(to_transfer(_pair_run(lines)))
     assert transfer.verdict == "granted-but-broken"
     assert transfer.detail == "cuda-error-illegal-address at copy"
 
@@ -158,7 +159,7 @@ def test_enable_refused_although_granted_is_broken() -> None:
     assert lines[-1] == FaultLine(
         stage="enable", reason="enable-peer-access:cuda-error-peer-access-unsupported"
     )
-    assert judge(_pair_run(lines)).verdict == "granted-but-broken"
+    assert Judged(to_transfer(_pair_run(lines))).verdict == "granted-but-broken"
 
 
 def test_short_memory_halves_the_buffers_down_to_the_floor(
@@ -176,7 +177,7 @@ def test_memory_too_short_even_at_the_floor_is_an_error_not_a_fault(
     monkeypatch.setattr(_p2p_child, "MIN_FALLBACK_BYTES", 16 << 10)
     lines, _fake = _run(Knobs(alloc_limit=8 << 10), size=64 << 10)
     assert lines[-1] == ErrorLine(stage="setup", reason="cuda-error-out-of-memory")
-    assert judge(_pair_run(lines)).verdict == "error"
+    assert Judged(to_transfer(_pair_run(lines))).verdict == "error"
 
 
 def test_no_device_is_fatal() -> None:
@@ -196,7 +197,7 @@ def test_a_bug_in_the_child_is_an_error_of_the_test(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(_p2p_child.PairTest, "_peer_write", boom)
     lines, _fake = _run()
     assert lines[-1] == ErrorLine(stage="peer-write", reason="p2p-child-error:ZeroDivisionError")
-    assert judge(_pair_run(lines)).verdict == "error"
+    assert Judged(to_transfer(_pair_run(lines))).verdict == "error"
 
 
 def test_the_hang_seam_parses() -> None:

@@ -20,6 +20,7 @@ from blackwell_doctor.probe.p2p_protocol import (
     P2PJob,
     VerifyLine,
 )
+from tests.factsutil import judged
 
 pytestmark = pytest.mark.gpu
 
@@ -57,7 +58,7 @@ def test_every_pair_is_tested_and_granted_pairs_are_verified() -> None:
     facts = _facts(run_p2p_probes(timeout_s=120, size_bytes=SIZE))
     n = _gpu_count()
     assert len(facts.pairs) == n * (n - 1) // 2
-    for pair in facts.pairs:
+    for pair in judged(facts):
         assert pair.verdict != "error", pair
         if pair.can_access_peer is True and pair.verdict != "granted-but-broken":
             assert pair.peer_copy_verified is True
@@ -77,7 +78,7 @@ def test_a_child_blocked_in_the_driver_is_killed_at_the_pair_deadline(
     started = time.monotonic()
     facts = _facts(run_p2p_probes(timeout_s=60, pair_timeout_s=8, size_bytes=SIZE))
     elapsed = time.monotonic() - started
-    first = facts.pairs[0]
+    first = judged(facts)[0]
     if first.can_access_peer is not True:
         pytest.skip("GPUs 0 and 1 have no peer access: nothing to hang on")
     assert (first.verdict, first.detail) == ("granted-but-broken", "p2p-timeout:8s at peer-write")
@@ -86,13 +87,13 @@ def test_a_child_blocked_in_the_driver_is_killed_at_the_pair_deadline(
     # The GPUs are usable again at once: the killed child's kernel went with it.
     monkeypatch.delenv(TEST_HANG_ENV)
     again = _facts(run_p2p_probes(timeout_s=60, size_bytes=SIZE))
-    assert again.pairs[0].verdict in ("works", "slower-than-host"), again.pairs[0]
+    assert judged(again)[0].verdict in ("works", "slower-than-host"), again.pairs[0]
 
 
 def test_a_child_killed_mid_transfer_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TEST_HANG_ENV, "crash:bandwidth@0-1")
     facts = _facts(run_p2p_probes(timeout_s=60, size_bytes=SIZE))
-    first = facts.pairs[0]
+    first = judged(facts)[0]
     if first.can_access_peer is not True:
         pytest.skip("GPUs 0 and 1 have no peer access")
     assert (first.verdict, first.detail) == (

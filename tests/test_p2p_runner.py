@@ -10,10 +10,11 @@ import time
 
 import pytest
 
-from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, Unavailable
+from blackwell_doctor.facts import P2PProbeFacts, Unavailable
 from blackwell_doctor.probe import p2p
 from blackwell_doctor.probe.p2p import SINGLE_GPU, measure_p2p, run_p2p_probes
 from blackwell_doctor.probe.p2p_protocol import TEST_HANG_ENV
+from tests.factsutil import Judged, judged
 from tests.test_p2p_fakecuda import child_argv
 
 SIZE = 64 << 10
@@ -29,14 +30,14 @@ def _facts(result: P2PProbeFacts | Unavailable) -> P2PProbeFacts:
     return result
 
 
-def _by_pair(facts: P2PProbeFacts) -> dict[tuple[int, int], P2PTransfer]:
-    return {(p.gpu_a, p.gpu_b): p for p in facts.pairs}
+def _by_pair(facts: P2PProbeFacts) -> dict[tuple[int, int], Judged]:
+    return {(p.gpu_a, p.gpu_b): p for p in judged(facts)}
 
 
 def test_every_unordered_pair_is_tested_once_in_order() -> None:
     facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=3)))
     assert [(p.gpu_a, p.gpu_b) for p in facts.pairs] == [(0, 1), (0, 2), (1, 2)]
-    for pair in facts.pairs:
+    for pair in judged(facts):
         assert pair.verdict == "works", pair
         assert pair.can_access_peer is True
         assert pair.peer_copy_verified is True
@@ -76,7 +77,7 @@ def test_a_hang_in_the_host_staged_control_is_an_error_not_a_broken_pair(
 ) -> None:
     monkeypatch.setenv(TEST_HANG_ENV, "sleep:host-staged")
     facts = _facts(run_p2p_probes(pair_timeout_s=2, size_bytes=SIZE, child_argv=child_argv()))
-    [pair] = facts.pairs
+    [pair] = judged(facts)
     assert pair.verdict == "error"
     assert pair.detail == "p2p-timeout:2s at host-staged"
     assert pair.peer_copy_verified is True  # what was measured before the hang is kept
@@ -107,7 +108,7 @@ def test_the_overall_deadline_bounds_the_whole_run(monkeypatch: pytest.MonkeyPat
     elapsed = time.monotonic() - started
     assert elapsed < 3 + 5
     assert len(facts.pairs) == 6  # every pair is reported, run or not
-    first, second, *rest = facts.pairs
+    first, second, *rest = judged(facts)
     assert (first.verdict, first.detail) == ("granted-but-broken", "p2p-timeout:2s at copy")
     assert second.verdict == "error"
     assert second.detail is not None
@@ -131,7 +132,7 @@ def test_refused_and_slow_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_corrupting_pair_is_broken() -> None:
     facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(corrupt_peer_copy=True)))
-    [pair] = facts.pairs
+    [pair] = judged(facts)
     assert pair.verdict == "granted-but-broken"
     assert pair.peer_copy_verified is False
     assert pair.detail is not None
@@ -199,7 +200,7 @@ def test_garbage_between_valid_lines_does_not_disturb_the_result() -> None:
     from tests.test_p2p_fakecuda import REPO
 
     facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=_script(code.format(repo=str(REPO)))))
-    [pair] = facts.pairs
+    [pair] = judged(facts)
     assert pair.verdict == "works"
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, P2PVerdict, Unavailable
-from blackwell_doctor.probe.p2p import PairRun, judge
+from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, Unavailable
+from blackwell_doctor.probe.p2p import PairRun, to_transfer
 from blackwell_doctor.probe.p2p_protocol import (
     AccessLine,
     DoneLine,
@@ -15,6 +15,13 @@ from blackwell_doctor.probe.p2p_protocol import (
     VerifyLine,
 )
 from blackwell_doctor.probe.p2p_report import REMEDIES, render_p2p_text
+from blackwell_doctor.rules.p2p import P2PVerdict
+from tests.factsutil import Judged
+
+
+def judge(run: PairRun) -> Judged:
+    """The facts the run gives, and the verdict the rules give them."""
+    return Judged(to_transfer(run))
 
 
 def _run(
@@ -148,8 +155,8 @@ def _facts(*pairs: P2PTransfer) -> P2PProbeFacts:
 
 
 def test_the_table_has_every_column_and_a_remedy_per_verdict_present() -> None:
-    works = judge(_run())
-    slow = judge(_run(uni=(4.0, 24.0), host=(12.0, 12.0)))
+    works = to_transfer(_run())
+    slow = to_transfer(_run(uni=(4.0, 24.0), host=(12.0, 12.0)))
     slow = msgspec.structs.replace(slow, gpu_b=2)
     text = render_p2p_text(_facts(works, slow))
     lines = text.splitlines()
@@ -174,7 +181,7 @@ def test_broken_not_supported_and_error_rows() -> None:
     broken = _run(copy=False)
     refused = PairRun(gpu_a=0, gpu_b=2, access=AccessLine(a_to_b=False, b_to_a=False))
     failed = PairRun(gpu_a=1, gpu_b=2, failure="p2p-not-run:overall-timeout:60s")
-    text = render_p2p_text(_facts(judge(broken), judge(refused), judge(failed)))
+    text = render_p2p_text(_facts(to_transfer(broken), to_transfer(refused), to_transfer(failed)))
     assert "MISMATCH" in text
     assert "not allowed" in text
     assert "unknown" in text

@@ -24,7 +24,6 @@ from blackwell_doctor.facts import (
     NvmlFacts,
     P2PProbeFacts,
     P2PTransfer,
-    P2PVerdict,
     PciFacts,
     decode_facts,
 )
@@ -38,7 +37,9 @@ from blackwell_doctor.recommend.plan import LaunchOptions, Recommendation, build
 from blackwell_doctor.recommend.render import RecommendFormat, render_recommendation
 from blackwell_doctor.recommend.settings import derive
 from blackwell_doctor.rules.model import Status
+from blackwell_doctor.rules.p2p import P2PVerdict
 from tests.conftest import FACTS_FIXTURES
+from tests.factsutil import made_pair
 
 RTXPRO = FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json"
 SM120 = FACTS_FIXTURES / "sm120-driver580.json"
@@ -73,11 +74,10 @@ def _recommend(facts: Facts, model_dir: str | None = None, **kw: object) -> Reco
     return rec
 
 
-def _log_finding(signature: str, check: str, severity: str = "fail") -> LogFinding:
+def _log_finding(signature: str) -> LogFinding:
+    """One occurrence of ``signature``; its severity and check are the catalogue's."""
     return LogFinding(
         signature=signature,
-        severity=severity,  # type: ignore[arg-type]
-        check=check,
         path="serve.log",
         line=3,
         last_line=3,
@@ -88,12 +88,12 @@ def _log_finding(signature: str, check: str, severity: str = "fail") -> LogFindi
 
 def _with_all_log_findings(facts: Facts) -> Facts:
     findings = [
-        _log_finding("moe.tma_ws_init_failed", "logs.moe_kernels"),
-        _log_finding("cuda.no_kernel_image", "logs.arch_support"),
-        _log_finding("vllm.custom_allreduce_no_p2p", "logs.p2p", "warn"),
-        _log_finding("vllm.wsl_no_pin_memory", "logs.platform", "warn"),
-        _log_finding("kernel.xid_fallen_off_bus", "logs.kernel_events"),
-        _log_finding("kernel.amd_vi_io_page_fault", "logs.kernel_events"),
+        _log_finding("moe.tma_ws_init_failed"),
+        _log_finding("cuda.no_kernel_image"),
+        _log_finding("vllm.custom_allreduce_no_p2p"),
+        _log_finding("vllm.wsl_no_pin_memory"),
+        _log_finding("kernel.xid_fallen_off_bus"),
+        _log_finding("kernel.amd_vi_io_page_fault"),
     ]
     logs = LogFacts(
         sources=[LogSource(name="serve.log", kind="file", lines=10, bytes=100)],
@@ -224,17 +224,7 @@ def test_cli_verified_without_digest_exit_2(
 
 
 def _pair(a: int, b: int, verdict: P2PVerdict) -> P2PTransfer:
-    ok = verdict in ("works", "slower-than-host")
-    return P2PTransfer(
-        gpu_a=a,
-        gpu_b=b,
-        can_access_peer=verdict != "not-supported",
-        peer_copy_verified=ok,
-        peer_write_verified=ok,
-        unidirectional_gbps=50.0 if verdict == "works" else 8.0,
-        host_staged_gbps=20.0,
-        verdict=verdict,
-    )
+    return made_pair(a, b, verdict)
 
 
 def _measured(facts: Facts, *verdicts: P2PVerdict) -> Facts:

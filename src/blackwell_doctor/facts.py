@@ -7,17 +7,21 @@ are short and machine-readable: ``nvml-library-not-found``, ``not-found:/proc/cm
 ``permission-denied:/sys/bus/pci/devices/0000:41:00.0/config``.
 
 ``check --facts FILE`` decodes this document with full validation, so a facts file from any
-host replays every check anywhere. Additive changes keep ``SCHEMA_VERSION``; a reader rejects
-a document whose version is newer than the one it knows.
+host is judged anywhere, by the reading tool's rules: facts hold what was measured or seen,
+never a verdict. Additive changes keep ``SCHEMA_VERSION``; a reader rejects a document whose
+version is newer than the one it knows and converts older ones (:func:`_upgrade`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 1 froze verdicts into the facts (P2P pair verdicts, log finding severities);
+# :func:`decode_facts` converts it to version 2 on read.
+OLDEST_SCHEMA_VERSION = 1
 
 
 class Unavailable(msgspec.Struct, frozen=True, tag_field="status", tag="unavailable"):
@@ -277,28 +281,37 @@ class ProbeFacts(Available, frozen=True):
 
 # ------------------------------------------------------------- GPU peer-to-peer transfers
 
-P2PVerdict = Literal[
-    "works",  # peer access enabled, copies and peer writes verified, not slower than host
-    "granted-but-broken",  # the driver allows it but data is wrong, a fault, or a hang
-    "slower-than-host",  # verified, but slower than staging through host memory (ACS/IOMMU)
-    "not-supported",  # the driver does not allow peer access for this pair
-    "error",  # the test itself could not run (reason in detail)
-]
-
 
 class P2PTransfer(msgspec.Struct, frozen=True, kw_only=True):
-    """One GPU pair, tested by actually moving data (REFERENCE §4: a grant is not proof)."""
+    """One GPU pair, tested by actually moving data (REFERENCE §4: a grant is not proof).
+
+    Only what was measured or seen; the verdict (works, broken, slower than the host...) is
+    the p2p.transfer check's (:func:`blackwell_doctor.rules.p2p.pair_verdict`), so a capture
+    is judged again by the rules of the tool that reads it (schema_version 2; version 1
+    documents carried a frozen verdict and are converted on read)."""
 
     gpu_a: int
     gpu_b: int
     can_access_peer: bool | Unavailable  # cuDeviceCanAccessPeer, both directions
+    # The driver allows one direction only: the allowed one ("0->1").
+    access_only: str | None = None
     peer_copy_verified: bool | None = None  # cuMemcpyPeer of a pattern, read back and compared
     peer_write_verified: bool | None = None  # a kernel on A writing B's memory via the mapping
+    after_load_verified: bool | None = None  # the copy verified again after the bandwidth load
+    # Bandwidth in the direction that fares worst against its host-staged control (without a
+    # control, the slower one): ``direction`` names it ("1->0").
     unidirectional_gbps: float | None = None
     bidirectional_gbps: float | None = None
     host_staged_gbps: float | None = None  # control: A -> pinned host -> B
-    verdict: P2PVerdict
-    detail: str | None = None  # mismatch count, CUresult name, "p2p-timeout:20s", ...
+    direction: str | None = None
+    # What went wrong, as seen (reason tokens, never prose):
+    mismatch: str | None = (
+        None  # a verification read back other data: "mismatch:a-to-b:1/16384 words"
+    )
+    fault: str | None = None  # a fault, hang or crash on the peer path: "p2p-timeout:20s at copy"
+    error: str | None = None  # the test itself stopped: "cuda-error-out-of-memory at buffers"
+    # Measurements the child never reported ("after-load", "uni:b-to-a", "done-not-seen").
+    not_measured: list[str] = msgspec.field(default_factory=list)
 
 
 class P2PProbeFacts(Available, frozen=True):
@@ -308,7 +321,6 @@ class P2PProbeFacts(Available, frozen=True):
 
 # --------------------------------------------------------------------------- runtime logs
 
-LogSeverity = Literal["info", "warn", "fail"]
 LogSourceKind = Literal["file", "gzip", "stdin", "container", "journal", "kernel", "docker-json"]
 
 
@@ -318,17 +330,22 @@ class LogSource(msgspec.Struct, frozen=True, kw_only=True):
     lines: int = 0
     bytes: int = 0
     error: str | None = None  # reason token when it could not be read (whole or in part)
+    # Context markers seen in this source (checks/log_signatures.toml [[marker]] ids): lines
+    # that are no finding themselves but change how the rules judge the others.
+    markers: list[str] = msgspec.field(default_factory=list)
 
 
 class LogFinding(msgspec.Struct, frozen=True, kw_only=True):
-    """All occurrences of one signature in one source."""
+    """All occurrences of one signature in one source, as seen. Its severity and the check
+    that judges it are the rules' (:mod:`blackwell_doctor.rules.logs`), from the catalogue
+    the reading tool ships (schema_version 2; version 1 froze them in and is converted)."""
 
     signature: str  # stable id from checks/log_signatures.toml
-    severity: LogSeverity
-    check: str  # the logs.* check that judges it
     path: str  # the LogSource name
     line: int  # 1-based, first occurrence (0: the source could not be read at all)
     last_line: int
+    # Occurrences; for a summary signature (rule autotuner-summary), the sum of the counts
+    # its lines report ("Skipped 3 unsupported tactic(s)" adds 3).
     count: int
     excerpt: str  # the first occurrence: ANSI stripped, secrets redacted, truncated
 
@@ -391,11 +408,13 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
             f"{source}: schema_version {header.schema_version} is newer than this tool "
             f"understands ({SCHEMA_VERSION}); upgrade blackwell-doctor"
         )
-    if header.schema_version < 1:
+    if header.schema_version < OLDEST_SCHEMA_VERSION:
         raise FactsError(f"{source}: schema_version {header.schema_version} is not valid")
     try:
+        if header.schema_version < SCHEMA_VERSION:
+            return msgspec.convert(_upgrade(msgspec.json.decode(data)), type=Facts)
         return msgspec.json.decode(data, type=Facts)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise FactsError(f"{source}: invalid facts document: {_one_line(exc)}") from None
     except RecursionError:
         raise FactsError(f"{source}: invalid facts document: nested too deeply") from None
@@ -403,6 +422,54 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
 
 class _Header(msgspec.Struct):
     schema_version: int
+
+
+# --------------------------------------------------------------------------- version 1
+
+
+def _upgrade(doc: Any) -> Any:
+    """A version 1 document as version 2: the frozen verdicts become what they were drawn
+    from, so the current rules judge it (a v1 pair "slower-than-host" becomes its measured
+    bandwidths, fully verified; a v1 log finding loses its severity and check). Anything
+    malformed is left for the typed conversion to reject."""
+    if not isinstance(doc, dict):
+        return doc
+    doc = dict(doc, schema_version=SCHEMA_VERSION)
+    transfers = doc.get("p2p_transfers")
+    if isinstance(transfers, dict) and isinstance(transfers.get("pairs"), list):
+        pairs = [_upgrade_pair(p) if isinstance(p, dict) else p for p in transfers["pairs"]]
+        doc["p2p_transfers"] = dict(transfers, pairs=pairs)
+    logs = doc.get("logs")
+    if isinstance(logs, dict) and isinstance(logs.get("findings"), list):
+        findings = [
+            {k: v for k, v in f.items() if k not in ("severity", "check")}
+            if isinstance(f, dict)
+            else f
+            for f in logs["findings"]
+        ]
+        doc["logs"] = dict(logs, findings=findings)
+    return doc
+
+
+def _upgrade_pair(pair: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in pair.items() if k not in ("verdict", "detail")}
+    verdict, detail = pair.get("verdict"), pair.get("detail")
+    detail = detail if isinstance(detail, str) else None
+    if verdict in ("works", "slower-than-host"):
+        out["after_load_verified"] = True  # v1 gave these verdicts only when it was
+        if detail and "->" in detail.split(" ", 1)[0]:
+            out["direction"] = detail.split(" ", 1)[0]
+    elif verdict == "not-supported" and detail and detail.startswith("asymmetric: only "):
+        out["access_only"] = detail.removeprefix("asymmetric: only ").removesuffix(" allowed")
+    elif verdict == "granted-but-broken":
+        verified = (pair.get("peer_copy_verified"), pair.get("peer_write_verified"))
+        out["mismatch" if False in verified else "fault"] = detail or "unknown"
+    elif verdict == "error" and not isinstance(pair.get("can_access_peer"), dict):
+        if detail and detail.startswith("p2p-incomplete:"):
+            out["not_measured"] = detail.removeprefix("p2p-incomplete:").split(",")
+        else:
+            out["error"] = detail or "unknown"
+    return out
 
 
 def _one_line(exc: Exception) -> str:

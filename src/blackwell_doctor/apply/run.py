@@ -26,6 +26,7 @@ from blackwell_doctor.logs.collect import collect_logs
 from blackwell_doctor.recommend import validate
 from blackwell_doctor.recommend.launch import LABEL_MANAGED, LaunchSpec, reachable_host
 from blackwell_doctor.redact import redact_text
+from blackwell_doctor.rules.logs import judge_findings
 
 Say = Callable[[str], None]
 StepHook = Callable[[str], None]
@@ -356,7 +357,7 @@ def scan_container_log(data: bytes) -> LogScan:
         raise LogScanFailed(
             "the new container's log could not be scanned in full (" + "; ".join(unread) + ")"
         )
-    findings = result.findings
+    findings = judge_findings(result)
     fails = [f"{f.signature} x{f.count}: {f.excerpt}" for f in findings if f.severity == "fail"]
     warns = [f"{f.signature} x{f.count}: {f.excerpt}" for f in findings if f.severity == "warn"]
     return LogScan(

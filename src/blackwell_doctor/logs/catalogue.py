@@ -13,9 +13,10 @@ from typing import Any, Literal
 import msgspec
 
 from blackwell_doctor.checkdata import CatalogueError, convert, read_shipped, shipped_source
-from blackwell_doctor.facts import LogSeverity
 
 CATALOGUE_FILE = "log_signatures.toml"
+
+LogSeverity = Literal["info", "warn", "fail"]
 
 LogCheck = Literal[
     "logs.moe_kernels",
@@ -166,12 +167,3 @@ def parse_catalogue(raw: dict[str, Any], *, name: str = CATALOGUE_FILE) -> Catal
 @functools.cache
 def load_catalogue() -> Catalogue:
     return parse_catalogue(read_shipped(CATALOGUE_FILE))
-
-
-def advice(signature: str) -> tuple[str, list[str]]:
-    """(what it means, the remedy steps) for a signature id; empty for an unknown id (a
-    facts file from a newer catalogue)."""
-    sig = load_catalogue().entry(signature)
-    if sig is None:
-        return "", []
-    return sig.meaning, list(sig.remedy)

@@ -12,7 +12,7 @@ from typing import BinaryIO
 
 from blackwell_doctor.facts import LogFacts, LogFinding, LogSource, LogSourceKind, Unavailable
 from blackwell_doctor.logs import sources
-from blackwell_doctor.logs.catalogue import SEVERITY_RANK, Catalogue, load_catalogue
+from blackwell_doctor.logs.catalogue import Catalogue, load_catalogue
 from blackwell_doctor.logs.matcher import SourceScanner
 from blackwell_doctor.logs.sources import Opened, SourceError
 
@@ -82,12 +82,17 @@ def scan_sources(
             error = sources.os_reason(exc, name)
         found.extend(scanner.finish())
         source = LogSource(
-            name=name, kind=kind, lines=scanner.lines, bytes=scanner.size, error=error
+            name=name,
+            kind=kind,
+            lines=scanner.lines,
+            bytes=scanner.size,
+            error=error,
+            markers=sorted(scanner.markers),
         )
         read.append(source)
         if error is not None:
             found.append(input_finding(source, catalogue))
-    found.sort(key=lambda f: (-SEVERITY_RANK[f.severity], f.signature, f.path, f.line))
+    found.sort(key=lambda f: (f.signature, f.path, f.line))
     return LogFacts(sources=read, findings=found)
 
 
@@ -101,8 +106,6 @@ def input_finding(source: LogSource, catalogue: Catalogue) -> LogFinding:
     line = source.lines if partial else 0
     return LogFinding(
         signature=problem.id,
-        severity=problem.severity,
-        check=problem.check,
         path=source.name,
         line=line,
         last_line=line,

@@ -1,5 +1,9 @@
 """Context rules: the same line means different things in different places (REFERENCE §0.3).
 
+What is seen is decided here, while reading (which record a line belongs to, which markers a
+source shows); what it means, its severity, is decided by the rules (``rules/logs.py``) from
+the facts, so a capture is judged again with the catalogue of whichever tool reads it.
+
 - ``autotuner-wrapped``: ``Failed to initialize cutlass TMA WS grouped gemm`` (and the other
   MoE tactic failures) inside FlashInfer/TRT-LLM's ``[Autotuner]: Skipping tactic ... due to
   failure while profiling: ...`` is one skipped tactic. It is counted once, under
@@ -33,7 +37,6 @@ import re
 from typing import TYPE_CHECKING
 
 from blackwell_doctor.facts import LogFinding
-from blackwell_doctor.logs.catalogue import SEVERITY_RANK
 
 if TYPE_CHECKING:
     from blackwell_doctor.logs.matcher import SourceScanner
@@ -44,7 +47,6 @@ AUTOTUNER_WRAPPER = "[Autotuner]: Skipping tactic"
 AUTOTUNER_CONTINUATION_LINES = 48
 # Enough of a line's start to see its prefixes.
 HEAD_BYTES = 256
-MARLIN_MARKERS = frozenset({"marlin-requested", "w4a16-checkpoint"})
 
 _LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 # Per-line transport prefixes that do not start a record by themselves: docker compose
@@ -80,29 +82,21 @@ def continues(head: str, key: str) -> bool:
     return _RECORD.match(head, len(prefix)) is None
 
 
-def judge(scanner: SourceScanner) -> list[LogFinding]:
-    """The findings of one source once it has been read to the end."""
+def findings(scanner: SourceScanner) -> list[LogFinding]:
+    """What one source showed once it has been read to the end: each signature's
+    occurrences (a summary signature's count is the sum of its N). Their severity, and
+    whether a marker makes them info, is the rules' (:mod:`blackwell_doctor.rules.logs`)."""
     out: list[LogFinding] = []
     signatures = scanner.catalogue.signatures
     for n, occ in sorted(scanner.occurrences.items(), key=lambda kv: kv[1].first_line):
         sig = signatures[n]
-        if sig.rule == "not-nvidia":
-            continue
-        severity = sig.severity
-        count = occ.n_sum if sig.rule == "autotuner-summary" else occ.count
-        if sig.rule == "marlin-requested" and scanner.markers & MARLIN_MARKERS:
-            severity = "info"
-        if sig.warn_at is not None and count >= sig.warn_at and SEVERITY_RANK[severity] < 1:
-            severity = "warn"
         out.append(
             LogFinding(
                 signature=sig.id,
-                severity=severity,
-                check=sig.check,
                 path=scanner.name,
                 line=occ.first_line,
                 last_line=occ.last_line,
-                count=count,
+                count=occ.n_sum if sig.rule == "autotuner-summary" else occ.count,
                 excerpt=occ.excerpt,
             )
         )

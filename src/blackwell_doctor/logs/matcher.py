@@ -216,7 +216,7 @@ class SourceScanner:
             self._scan(self._carry, 0, len(self._carry), self._carry_searched)
             self.lines += 1
             self._carry = b""
-        return context.judge(self)
+        return context.findings(self)
 
     # ---------------------------------------------------------------- internals
 

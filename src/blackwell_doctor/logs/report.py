@@ -6,9 +6,10 @@ import msgspec
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.exitcodes import ExitCode
-from blackwell_doctor.facts import LogFacts, LogFinding, LogSource, ToolInfo
+from blackwell_doctor.facts import LogFacts, LogSource, ToolInfo
 from blackwell_doctor.logs.catalogue import SEVERITY_RANK, load_catalogue
 from blackwell_doctor.logs.collect import readable
+from blackwell_doctor.rules.logs import JudgedFinding, judge_findings
 
 SCAN_SCHEMA_VERSION = 1
 
@@ -21,7 +22,7 @@ class ScanReport(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int
     tool: ToolInfo
     sources: list[LogSource]
-    findings: list[LogFinding]
+    findings: list[JudgedFinding]  # judged by the rules (rules/logs.py), worst first
     exit_code: int
 
 
@@ -29,9 +30,10 @@ def build_report(facts: LogFacts, *, fail_on: str) -> ScanReport:
     """Exit 2 when inputs were named and none could be read; 1 when a finding is at or above
     ``fail_on``; else 0."""
     gate = SEVERITY_RANK[fail_on]
+    findings = judge_findings(facts)
     if facts.sources and not any(readable(s) for s in facts.sources):
         code = ExitCode.USAGE
-    elif any(SEVERITY_RANK[f.severity] >= gate for f in facts.findings):
+    elif any(SEVERITY_RANK[f.severity] >= gate for f in findings):
         code = ExitCode.FINDINGS
     else:
         code = ExitCode.OK
@@ -39,7 +41,7 @@ def build_report(facts: LogFacts, *, fail_on: str) -> ScanReport:
         schema_version=SCAN_SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
         sources=list(facts.sources),
-        findings=list(facts.findings),
+        findings=findings,
         exit_code=int(code),
     )
 
@@ -51,7 +53,7 @@ def render_json(report: ScanReport) -> str:
 def render_text(report: ScanReport) -> str:
     catalogue = load_catalogue()
     out: list[str] = []
-    groups: dict[str, list[LogFinding]] = {}
+    groups: dict[str, list[JudgedFinding]] = {}
     for finding in report.findings:
         groups.setdefault(finding.signature, []).append(finding)
     ordered = sorted(

@@ -11,8 +11,9 @@ The first child (pair 0-1) also says how many GPUs the driver sees: fewer than t
 whole result is ``Unavailable("skipped:one GPU: no pair")``. Without libcuda the answer is
 immediate and no CUDA binding is imported.
 
-:func:`judge` turns what a child said (a :class:`PairRun`) into the pair's verdict; it is
-pure, so the verdict logic is tested from made-up measurements.
+:func:`to_transfer` turns what a child said (a :class:`PairRun`) into the pair's facts:
+what was measured and seen. The verdict is the rules' (``rules/p2p.py``), so a capture is
+judged again by the rules of whichever tool reads it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import msgspec
 
 from blackwell_doctor.childproc import ChildResult, run_child
 from blackwell_doctor.childproc import can_dlopen as _can_dlopen
-from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, P2PVerdict, Unavailable
+from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, Unavailable
 from blackwell_doctor.probe.p2p_protocol import (
     AccessLine,
     BandwidthKind,
@@ -187,7 +188,7 @@ def measure_p2p(
             overall = run.failure.startswith("p2p-overall-timeout")
             run.failure_on_peer_path = stage in PEER_STAGES and not overall
         runs.append(run)
-    transfers = [judge(run) for run in runs]
+    transfers = [to_transfer(run) for run in runs]
     facts = P2PProbeFacts(wall_s=round(time.monotonic() - started, 3), pairs=transfers)
     return P2PRun(facts=facts, runs=runs)
 
@@ -210,7 +211,7 @@ def _failure_reason(
     return f"p2p-child-exited-early{where}"
 
 
-# --------------------------------------------------------------------------- the verdict
+# --------------------------------------------------------------------------- the facts
 
 
 def _can_access(run: PairRun) -> bool | Unavailable:
@@ -253,51 +254,38 @@ def _bandwidths(run: PairRun) -> tuple[float | None, float | None, Direction | N
     return None, None, None
 
 
-def judge(run: PairRun) -> P2PTransfer:
-    """The pair's verdict from what its child said (see :data:`P2PVerdict`)."""
-    can = _can_access(run)
-    copy = _verified(run, "copy")
-    write = _verified(run, "peer-write")
-    after = _verified(run, "after-load")
+def to_transfer(run: PairRun) -> P2PTransfer:
+    """What the pair's child measured and saw, as facts. The verdict is the rules'
+    (:func:`blackwell_doctor.rules.p2p.pair_verdict`)."""
     uni, host, direction = _bandwidths(run)
-    verdict: P2PVerdict
-    detail: str | None = None
+    access = run.access
+    access_only: str | None = None
+    directions = (access.a_to_b, access.b_to_a) if access is not None else (None, None)
+    if None not in directions and directions[0] != directions[1]:
+        access_only = _arrow(run, "a-to-b" if directions[0] else "b-to-a")
     mismatches = [line.detail or line.check for line in run.verified.values() if not line.verified]
-    if isinstance(can, Unavailable):
-        verdict, detail = "error", can.reason
-    elif not can:
-        verdict = "not-supported"
-        access = run.access
-        if access is not None and access.a_to_b != access.b_to_a:
-            allowed: Direction = "a-to-b" if access.a_to_b else "b-to-a"
-            detail = f"asymmetric: only {_arrow(run, allowed)} allowed"
-    elif mismatches:
-        verdict, detail = "granted-but-broken", mismatches[0]
-    elif run.fault is not None:
-        verdict, detail = "granted-but-broken", f"{run.fault.reason} at {run.fault.stage}"
+    fault: str | None = None
+    if run.fault is not None:
+        fault = f"{run.fault.reason} at {run.fault.stage}"
     elif run.failure is not None and run.failure_on_peer_path:
-        verdict, detail = "granted-but-broken", run.failure
-    elif run.fatal is not None or run.error is not None or run.failure is not None:
-        verdict, detail = "error", run.fatal or _stopped(run)
-    elif not (copy and write and after) or uni is None or host is None:
-        verdict, detail = "error", "p2p-incomplete:" + _missing(run)
-    elif uni < host:
-        verdict = "slower-than-host"
-        arrow = _arrow(run, direction) if direction is not None else "peer"
-        detail = f"{arrow} peer copy {uni:.1f} GB/s < host-staged {host:.1f} GB/s"
-    else:
-        verdict = "works"
+        fault = run.failure
+    error = (run.fatal or _stopped(run)) if fault is None else None
     return P2PTransfer(
         gpu_a=run.gpu_a,
         gpu_b=run.gpu_b,
-        can_access_peer=can,
-        peer_copy_verified=copy,
-        peer_write_verified=write,
+        can_access_peer=_can_access(run),
+        access_only=access_only,
+        peer_copy_verified=_verified(run, "copy"),
+        peer_write_verified=_verified(run, "peer-write"),
+        after_load_verified=_verified(run, "after-load"),
         unidirectional_gbps=uni,
         bidirectional_gbps=run.bandwidth.get(("bidi", "both")),
         host_staged_gbps=host,
-        verdict=verdict,
-        detail=detail,
+        direction=_arrow(run, direction) if direction is not None else None,
+        mismatch=mismatches[0] if mismatches else None,
+        fault=fault,
+        error=error,
+        not_measured=_missing(run),
     )
 
 
@@ -307,10 +295,10 @@ def _arrow(run: PairRun, direction: Direction) -> str:
     return f"{run.gpu_a}->{run.gpu_b}"
 
 
-def _missing(run: PairRun) -> str:
-    missing = [c for c in ("copy", "peer-write", "after-load") if c not in run.verified]
+def _missing(run: PairRun) -> list[str]:
+    missing: list[str] = [c for c in ("copy", "peer-write", "after-load") if c not in run.verified]
     missing += [f"{k}:{d}" for k, d in _EXPECTED_BANDWIDTH if (k, d) not in run.bandwidth]
-    return ",".join(missing) or "done-not-seen"
+    return missing
 
 
 _EXPECTED_BANDWIDTH: tuple[tuple[BandwidthKind, Direction], ...] = (

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
-from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, P2PVerdict, Unavailable
+from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, Unavailable
+from blackwell_doctor.rules.p2p import P2PVerdict, PairVerdict, pair_verdict
 
 WIDTH = 96
 HEADERS = (
@@ -63,7 +64,8 @@ def render_p2p_text(facts: P2PProbeFacts | Unavailable) -> str:
     if not facts.pairs:
         lines.append("no GPU pair was tested")
         return "\n".join(lines) + "\n"
-    rows = [list(HEADERS), *(_row(pair) for pair in facts.pairs)]
+    judged = [(pair, pair_verdict(pair)) for pair in facts.pairs]
+    rows = [list(HEADERS), *(_row(pair, v) for pair, v in judged)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADERS))]
     numeric = {4, 5, 6}
     for index, row in enumerate(rows):
@@ -74,17 +76,17 @@ def render_p2p_text(facts: P2PProbeFacts | Unavailable) -> str:
         lines.append("  ".join(cells).rstrip())
         if index == 0:
             lines.append("  ".join("-" * w for w in widths))
-    details = [p for p in facts.pairs if p.detail]
+    details = [(p, v) for p, v in judged if v.detail]
     if details:
         lines.append("")
-        for pair in details:
-            lines.append(f"{_pair(pair)}: {pair.detail}")
+        for pair, v in details:
+            lines.append(f"{_pair(pair)}: {v.detail}")
     seen: list[P2PVerdict] = []
-    for pair in facts.pairs:
-        if pair.verdict not in seen and REMEDIES.get(pair.verdict):
-            seen.append(pair.verdict)
+    for _, v in judged:
+        if v.verdict not in seen and REMEDIES.get(v.verdict):
+            seen.append(v.verdict)
     for verdict in seen:
-        pairs = ", ".join(_pair(p) for p in facts.pairs if p.verdict == verdict)
+        pairs = ", ".join(_pair(p) for p, v in judged if v.verdict == verdict)
         remedy = textwrap.fill(
             REMEDIES[verdict] or "", width=WIDTH, initial_indent="  ", subsequent_indent="  "
         )
@@ -96,7 +98,7 @@ def _pair(pair: P2PTransfer) -> str:
     return f"GPU{pair.gpu_a}<->GPU{pair.gpu_b}"
 
 
-def _row(pair: P2PTransfer) -> list[str]:
+def _row(pair: P2PTransfer, judged: PairVerdict) -> list[str]:
     return [
         _pair(pair),
         _access(pair.can_access_peer),
@@ -105,7 +107,7 @@ def _row(pair: P2PTransfer) -> list[str]:
         _gbps(pair.unidirectional_gbps),
         _gbps(pair.bidirectional_gbps),
         _gbps(pair.host_staged_gbps),
-        pair.verdict,
+        judged.verdict,
     ]
 
 

@@ -16,9 +16,12 @@ from blackwell_doctor.facts import (
     ToolInfo,
     Unavailable,
 )
+from blackwell_doctor.rules.p2p import pair_verdict
 from blackwell_doctor.tiles.plan import MIN_STAGES
 
-PROBE_SCHEMA_VERSION = 1
+# 2: the measured P2P pairs carry no verdict (facts schema 2); ``p2p_verdicts`` holds the
+# p2p.transfer check's verdict per pair.
+PROBE_SCHEMA_VERSION = 2
 
 DISCLAIMER = (
     "The timings come from blackwell-doctor's probe kernel: a multi-stage block-scaled "
@@ -26,6 +29,15 @@ DISCLAIMER = (
     "CUDA cores. It measures this GPU's limits and how a tile shape behaves, not the "
     "production MoE kernel; it promises no speed-up for a runtime."
 )
+
+
+class P2PPairVerdict(msgspec.Struct, frozen=True, kw_only=True):
+    """One tested pair's verdict, as the p2p.transfer check decides it from the facts."""
+
+    gpu_a: int
+    gpu_b: int
+    verdict: str  # works, granted-but-broken, slower-than-host, not-supported, error
+    detail: str | None = None
 
 
 class ProbeReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,8 +53,10 @@ class ProbeReport(msgspec.Struct, frozen=True, kw_only=True):
     # measured: everything the probes recorded, per device (or why they could not run).
     probes: ProbeFacts | Unavailable | None
     exit_code: int
-    # mode "p2p": the verified peer-transfer test per GPU pair.
+    # mode "p2p": the verified peer-transfer test per GPU pair (what was measured)...
     p2p: P2PProbeFacts | Unavailable | None = None
+    # ... and the verdict the rules give each pair.
+    p2p_verdicts: list[P2PPairVerdict] = msgspec.field(default_factory=list)
 
 
 def k64_vs_k128(tiles: list[TileProbe]) -> float | None:
@@ -79,6 +93,7 @@ def _report(
     tiles: list[TileProbe] | None = None,
     probes: ProbeFacts | Unavailable | None = None,
     p2p: P2PProbeFacts | Unavailable | None = None,
+    p2p_verdicts: list[P2PPairVerdict] | None = None,
 ) -> ProbeReport:
     """The fields every probe document carries, plus what its mode fills in."""
     return ProbeReport(
@@ -92,6 +107,7 @@ def _report(
         probes=probes,
         exit_code=int(exit_code),
         p2p=p2p,
+        p2p_verdicts=p2p_verdicts or [],
     )
 
 
@@ -120,15 +136,30 @@ def build_plan(smem_limit: int, tiles: list[TileProbe]) -> ProbeReport:
 def build_p2p(facts: P2PProbeFacts | Unavailable) -> ProbeReport:
     """Exit 0: every pair works or has no peer access by design; 1: a pair is broken or
     slower than the host-staged control; 3: the test could not run (one GPU is 0)."""
+    judged = verdicts(facts) if isinstance(facts, P2PProbeFacts) else []
+    found = {j.verdict for j in judged}
     if isinstance(facts, Unavailable):
         code = ExitCode.OK if facts.reason.startswith("skipped:one GPU") else ExitCode.NOT_EVALUATED
-    elif any(p.verdict in ("granted-but-broken", "slower-than-host") for p in facts.pairs):
+    elif found & {"granted-but-broken", "slower-than-host"}:
         code = ExitCode.FINDINGS
-    elif any(p.verdict == "error" for p in facts.pairs) or not facts.pairs:
+    elif "error" in found or not facts.pairs:
         code = ExitCode.NOT_EVALUATED
     else:
         code = ExitCode.OK
-    return _report("p2p", code, p2p=facts)
+    return _report("p2p", code, p2p=facts, p2p_verdicts=judged)
+
+
+def verdicts(facts: P2PProbeFacts) -> list[P2PPairVerdict]:
+    """Each pair's verdict, as the p2p.transfer check decides it."""
+    out: list[P2PPairVerdict] = []
+    for p in facts.pairs:
+        judged = pair_verdict(p)
+        out.append(
+            P2PPairVerdict(
+                gpu_a=p.gpu_a, gpu_b=p.gpu_b, verdict=judged.verdict, detail=judged.detail
+            )
+        )
+    return out
 
 
 def render_json(report: ProbeReport) -> str:

@@ -13,6 +13,7 @@ from blackwell_doctor.facts import CpuFacts, Facts, P2PProbeFacts, PciFacts, Una
 from blackwell_doctor.report import Report
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.model import Status
+from blackwell_doctor.rules.p2p import pair_verdict
 from blackwell_doctor.rules.pci import iommu_passthrough_requested
 
 # Findings that say GPU peer-to-peer is broken or refused on this host.
@@ -128,12 +129,12 @@ def p2p_decision(facts: Facts, report: Report) -> P2PDecision | None:
     """
     t = facts.p2p_transfers
     pairs = t.pairs if isinstance(t, P2PProbeFacts) else []
-    measured = [p for p in pairs if p.verdict in _MEASURED]
+    # The verdicts are the p2p.transfer check's, from the measurements (never frozen ones).
+    verdicts = [(f"GPU{p.gpu_a}-GPU{p.gpu_b}", pair_verdict(p).verdict) for p in pairs]
+    measured = [(name, v) for name, v in verdicts if v in _MEASURED]
     if measured:
-        broken = [
-            f"GPU{p.gpu_a}-GPU{p.gpu_b}" for p in measured if p.verdict == "granted-but-broken"
-        ]
-        slower = [f"GPU{p.gpu_a}-GPU{p.gpu_b}" for p in measured if p.verdict == "slower-than-host"]
+        broken = [name for name, v in measured if v == "granted-but-broken"]
+        slower = [name for name, v in measured if v == "slower-than-host"]
         unmeasured = len(pairs) - len(measured)
         tail = f" ({unmeasured} pair(s) could not be tested)" if unmeasured else ""
         if broken:

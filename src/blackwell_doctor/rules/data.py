@@ -56,8 +56,15 @@ class DriverThresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     source: str
 
 
+class P2PThresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # A verified pair is slower-than-host below this fraction of the host-staged control.
+    min_peer_vs_host: float = 1.0
+    source: str = ""
+
+
 class Thresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     driver: DriverThresholds
+    p2p: P2PThresholds = msgspec.field(default_factory=P2PThresholds)
 
 
 class RuleData(msgspec.Struct, frozen=True, kw_only=True):

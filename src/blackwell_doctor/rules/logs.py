@@ -1,8 +1,12 @@
 """Family logs: what the runtime and kernel logs say, judged per signature group.
 
-A finding's severity comes from the signature catalogue and its context rules (a TMA WS
-init failure inside the FlashInfer autotuner is info, outside it fail; REFERENCE.md §0.3).
-Each check looks only at the findings whose signature names it.
+A finding's severity and the check that judges it are decided here (:func:`judge_findings`),
+from what the facts saw (signature ids, counts, the markers of each source) and the signature
+catalogue this tool ships: a capture made with an older catalogue is judged with this one.
+A marker that shows Marlin was asked for makes the Marlin warning info; ``warn_at`` turns an
+info signature seen that often into a warning; signatures only AMD's RCCL prints are no
+finding here (REFERENCE.md §0.3). Each check looks only at the findings whose signature
+names it; ``scan-logs`` reports the same judged findings.
 """
 
 from __future__ import annotations
@@ -11,8 +15,17 @@ import re
 from collections.abc import Callable
 from typing import get_args
 
-from blackwell_doctor.facts import Facts, LogFinding, Unavailable
-from blackwell_doctor.logs.catalogue import LogCheck
+import msgspec
+
+from blackwell_doctor.facts import Facts, LogFacts, Unavailable
+from blackwell_doctor.logs.catalogue import (
+    SEVERITY_RANK,
+    Catalogue,
+    InputProblem,
+    LogCheck,
+    LogSeverity,
+    load_catalogue,
+)
 from blackwell_doctor.rules.data import RuleData
 from blackwell_doctor.rules.model import (
     Evidence,
@@ -25,6 +38,57 @@ from blackwell_doctor.rules.model import (
 from blackwell_doctor.rules.registry import check
 
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
+# Markers (checks/log_signatures.toml [[marker]]) that make a Marlin choice deliberate.
+MARLIN_MARKERS = frozenset({"marlin-requested", "w4a16-checkpoint"})
+
+
+class JudgedFinding(msgspec.Struct, frozen=True, kw_only=True):
+    """A log finding with the severity and the check the rules gave it."""
+
+    signature: str
+    severity: LogSeverity
+    check: str  # the logs.* check that judges it
+    path: str
+    line: int
+    last_line: int
+    count: int
+    excerpt: str
+
+
+def judge_findings(logs: LogFacts, catalogue: Catalogue | None = None) -> list[JudgedFinding]:
+    """Every finding of ``logs`` judged with ``catalogue`` (the shipped one by default), worst
+    first. A signature the catalogue does not know (a capture from a newer tool) or one that
+    is no finding on an NVIDIA host (rule ``not-nvidia``) is left out."""
+    cat = catalogue if catalogue is not None else load_catalogue()
+    markers = {s.name: set(s.markers) for s in logs.sources}
+    out: list[JudgedFinding] = []
+    for f in logs.findings:
+        entry = cat.entry(f.signature)
+        if entry is None:
+            continue
+        severity: LogSeverity = entry.severity
+        if not isinstance(entry, InputProblem):
+            if entry.rule == "not-nvidia":
+                continue
+            if entry.rule == "marlin-requested" and markers.get(f.path, set()) & MARLIN_MARKERS:
+                severity = "info"
+            often = entry.warn_at is not None and f.count >= entry.warn_at
+            if often and SEVERITY_RANK[severity] < SEVERITY_RANK["warn"]:
+                severity = "warn"
+        out.append(
+            JudgedFinding(
+                signature=f.signature,
+                severity=severity,
+                check=entry.check,
+                path=f.path,
+                line=f.line,
+                last_line=f.last_line,
+                count=f.count,
+                excerpt=f.excerpt,
+            )
+        )
+    out.sort(key=lambda j: (-SEVERITY_RANK[j.severity], j.signature, j.path, j.line))
+    return out
 
 
 _COMMAND_WORDS = frozenset(
@@ -67,9 +131,8 @@ def _pasteable(command: str) -> str:
 
 def _signature_advice(signature: str) -> tuple[str, list[str]]:
     """(what it means and what to do, commands) from checks/log_signatures.toml."""
-    from blackwell_doctor.logs.catalogue import advice
-
-    meaning, steps = advice(signature)
+    entry = load_catalogue().entry(signature)
+    meaning, steps = (entry.meaning, list(entry.remedy)) if entry is not None else ("", [])
     prose, commands = split_steps(steps)
     return " ".join([meaning, *prose]).strip(), commands
 
@@ -80,7 +143,7 @@ def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[s
         return skipped("no logs given (--logs, --container, --journal, --kernel-log)")
     if isinstance(logs, Unavailable):
         return not_evaluated(f"logs could not be read: {logs.reason}")
-    mine = [f for f in logs.findings if f.check == check_id]
+    mine = [f for f in judge_findings(logs) if f.check == check_id]
     evidence: Evidence = {
         f"{f.signature} x{f.count}": f"{f.path}:{f.line}: {f.excerpt}" for f in mine
     }
@@ -115,7 +178,7 @@ def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[s
     return passed(summary, **evidence)
 
 
-def _worst(findings: list[LogFinding]) -> Status | None:
+def _worst(findings: list[JudgedFinding]) -> Status | None:
     if any(f.severity == "fail" for f in findings):
         return Status.FAIL
     if any(f.severity == "warn" for f in findings):

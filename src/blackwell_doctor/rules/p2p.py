@@ -6,9 +6,12 @@ report OK while transfers hang), so a pass here says only what the driver claims
 
 from __future__ import annotations
 
-from blackwell_doctor.facts import Facts, Unavailable
+from dataclasses import dataclass
+from typing import Literal
+
+from blackwell_doctor.facts import Facts, P2PTransfer, Unavailable
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import RuleData
+from blackwell_doctor.rules.data import P2PThresholds, RuleData, load_rule_data
 from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
 from blackwell_doctor.rules.registry import check
 
@@ -95,6 +98,54 @@ def p2p_nvml_status(facts: Facts, rules: RuleData) -> Outcome:
     )
 
 
+P2PVerdict = Literal[
+    "works",  # peer access enabled, copies and peer writes verified, not slower than host
+    "granted-but-broken",  # the driver allows it but data is wrong, a fault, or a hang
+    "slower-than-host",  # verified, but slower than staging through host memory (ACS/IOMMU)
+    "not-supported",  # the driver does not allow peer access for this pair
+    "error",  # the test itself could not run (reason in detail)
+]
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    verdict: P2PVerdict
+    detail: str | None = None
+
+
+def pair_verdict(t: P2PTransfer, thresholds: P2PThresholds | None = None) -> PairVerdict:
+    """One tested pair's verdict from its measurements (the only place it is decided:
+    p2p.transfer, ``probe --p2p``, recommend and apply all ask here)."""
+    if thresholds is None:
+        thresholds = load_rule_data().thresholds.p2p
+    can = t.can_access_peer
+    if isinstance(can, Unavailable):
+        return PairVerdict("error", can.reason)
+    if not can:
+        asymmetric = f"asymmetric: only {t.access_only} allowed" if t.access_only else None
+        return PairVerdict("not-supported", asymmetric)
+    if t.mismatch is not None:
+        return PairVerdict("granted-but-broken", t.mismatch)
+    if t.fault is not None:
+        return PairVerdict("granted-but-broken", t.fault)
+    if t.error is not None:
+        return PairVerdict("error", t.error)
+    verified = (t.peer_copy_verified, t.peer_write_verified, t.after_load_verified)
+    uni, host = t.unidirectional_gbps, t.host_staged_gbps
+    if not all(verified) or uni is None or host is None:
+        return PairVerdict(
+            "error", "p2p-incomplete:" + (",".join(t.not_measured) or "done-not-seen")
+        )
+    ratio = thresholds.min_peer_vs_host
+    if uni < host * ratio:
+        arrow = t.direction or "peer"
+        control = "host-staged" if ratio == 1.0 else f"{ratio:g}x host-staged"
+        return PairVerdict(
+            "slower-than-host", f"{arrow} peer copy {uni:.1f} GB/s < {control} {host:.1f} GB/s"
+        )
+    return PairVerdict("works")
+
+
 _BROKEN_HOW = (
     "The driver allows peer access but transfers between these GPUs fail, corrupt data or "
     "hang: a tensor-parallel runtime using P2P will hang or compute garbage. Fix the path "
@@ -130,6 +181,7 @@ def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
         evidence["pairs measured"] = f"{len(measured)} of {expected}"
     by_verdict: dict[str, list[str]] = {}
     for p in t.pairs:
+        judged = pair_verdict(p, rules.thresholds.p2p)
         name = f"GPU{p.gpu_a}-GPU{p.gpu_b}"
         bw = (
             f"{p.unidirectional_gbps:.1f} GB/s uni"
@@ -138,8 +190,9 @@ def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
         )
         if p.host_staged_gbps is not None:
             bw += f", host-staged {p.host_staged_gbps:.1f} GB/s"
-        evidence[name] = f"{p.verdict}: {bw}" + (f" ({p.detail})" if p.detail else "")
-        by_verdict.setdefault(p.verdict, []).append(name + (f" ({p.detail})" if p.detail else ""))
+        detail = f" ({judged.detail})" if judged.detail else ""
+        evidence[name] = f"{judged.verdict}: {bw}{detail}"
+        by_verdict.setdefault(judged.verdict, []).append(name + detail)
     if "granted-but-broken" in by_verdict:
         return Outcome(
             status=Status.FAIL,

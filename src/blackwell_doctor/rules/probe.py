@@ -12,6 +12,7 @@ from __future__ import annotations
 from blackwell_doctor.facts import DeviceProbe, Facts, LogFacts, ProbeFacts, Unavailable
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.data import RuleData
+from blackwell_doctor.rules.logs import judge_findings
 from blackwell_doctor.rules.model import (
     Evidence,
     Outcome,
@@ -107,7 +108,8 @@ def _runtime_logs_clean(facts: Facts) -> bool | None:
     if not isinstance(logs, LogFacts) or not logs.sources:
         return None
     return not any(
-        f.check == "logs.moe_kernels" and f.severity in ("warn", "fail") for f in logs.findings
+        f.check == "logs.moe_kernels" and f.severity in ("warn", "fail")
+        for f in judge_findings(logs)
     )
 
 
