@@ -151,7 +151,9 @@ def test_truncated_facts_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     assert "malformed" in err or "truncated" in err
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.binary(max_size=2048))
 def test_any_bytes_as_facts_exit_2_with_one_line(
     data: bytes, tmp_path_factory: pytest.TempPathFactory
