@@ -14,7 +14,7 @@ from blackwell_doctor.probe.p2p_protocol import (
     FaultLine,
     VerifyLine,
 )
-from blackwell_doctor.probe.p2p_report import REMEDIES, render_p2p_text
+from blackwell_doctor.probe.p2p_report import remedy, render_p2p_text
 from blackwell_doctor.rules.p2p import P2PVerdict
 from tests.factsutil import Judged
 
@@ -187,9 +187,9 @@ def test_broken_not_supported_and_error_rows() -> None:
     assert "unknown" in text
     verdicts: tuple[P2PVerdict, ...] = ("granted-but-broken", "not-supported", "error")
     for verdict in verdicts:
-        remedy = REMEDIES[verdict]
-        assert remedy is not None
-        assert " ".join(remedy.split()) in " ".join(text.split())
+        words = remedy(verdict)
+        assert words is not None
+        assert " ".join(words.split()) in " ".join(text.split())
     assert "iommu=pt" in text
 
 

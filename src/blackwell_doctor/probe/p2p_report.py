@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, Unavailable
+from blackwell_doctor.rules.data import load_rule_data
 from blackwell_doctor.rules.p2p import P2PVerdict, PairVerdict, pair_verdict
 
 WIDTH = 96
@@ -20,37 +21,12 @@ HEADERS = (
     "verdict",
 )
 
-# What to do, per verdict (None: nothing). Check ids are those `blackwell-doctor check` reports.
-REMEDIES: dict[P2PVerdict, str | None] = {
-    "works": None,
-    "granted-but-broken": (
-        "The driver allows peer access but transfers fail, corrupt data or hang: a "
-        "tensor-parallel runtime using P2P will hang or compute garbage. The usual cause is "
-        "a translating IOMMU (see the pci.iommu finding: boot with iommu=pt on the "
-        "kernel command line) or ACS redirect on a "
-        "bridge between the GPUs (see pci.acs); also check the BIOS (Above 4G decoding, "
-        "Resizable BAR). Re-test with `blackwell-doctor probe --p2p`. Last resort until "
-        "fixed: NCCL_P2P_DISABLE=1 (and vLLM --disable-custom-all-reduce)."
-    ),
-    "slower-than-host": (
-        "Peer copies work but are slower than staging through host memory: the signature "
-        "of peer traffic sent up to the root complex by ACS redirect (see pci.acs: clear "
-        "ReqRedir/CmpltRedir on the bridges between the GPUs) or translated by the IOMMU "
-        "(see pci.iommu: iommu=pt). Last resort: NCCL_P2P_DISABLE=1, so NCCL stages "
-        "through host memory, which is faster on this host."
-    ),
-    "not-supported": (
-        "The driver does not allow peer access for this pair (GeForce cards on stock "
-        "drivers, GPUs under different CPU sockets or root complexes, a blocking topology). "
-        "Runtimes copy through host memory by themselves; nothing to fix unless P2P was "
-        "expected (then see pci.acs, pci.iommu and `nvidia-smi topo -p2p r`)."
-    ),
-    "error": (
-        "The test itself could not run for this pair (see the detail). Run "
-        "`blackwell-doctor probe --p2p` again; if it persists, report it with "
-        "`blackwell-doctor collect --redact -o facts.json` attached."
-    ),
-}
+
+def remedy(verdict: P2PVerdict) -> str | None:
+    """What to do about a verdict (None: nothing): the p2p.transfer check's words for that
+    case in checks/catalogue.toml, the same ones `check` prints."""
+    case = load_rule_data().checks["p2p.transfer"].cases.get(verdict)
+    return case.summary if case is not None else None
 
 
 def render_p2p_text(facts: P2PProbeFacts | Unavailable) -> str:
@@ -83,14 +59,14 @@ def render_p2p_text(facts: P2PProbeFacts | Unavailable) -> str:
             lines.append(f"{_pair(pair)}: {v.detail}")
     seen: list[P2PVerdict] = []
     for _, v in judged:
-        if v.verdict not in seen and REMEDIES.get(v.verdict):
+        if v.verdict not in seen and remedy(v.verdict):
             seen.append(v.verdict)
     for verdict in seen:
         pairs = ", ".join(_pair(p) for p, v in judged if v.verdict == verdict)
-        remedy = textwrap.fill(
-            REMEDIES[verdict] or "", width=WIDTH, initial_indent="  ", subsequent_indent="  "
+        words = textwrap.fill(
+            remedy(verdict) or "", width=WIDTH, initial_indent="  ", subsequent_indent="  "
         )
-        lines += ["", f"{verdict} ({pairs}):", remedy]
+        lines += ["", f"{verdict} ({pairs}):", words]
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,16 @@ import functools
 import msgspec
 
 from blackwell_doctor.checkdata import CatalogueError, load_shipped
-from blackwell_doctor.rules.model import Remedy, Severity
+from blackwell_doctor.rules.model import Severity
+
+
+class RemedyText(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A remedy as the catalogue words it: ``{name}`` placeholders are filled from the values
+    the check returns with its case."""
+
+    summary: str = ""
+    commands: list[str] = msgspec.field(default_factory=list)
+    links: list[str] = msgspec.field(default_factory=list)
 
 
 class CheckSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -22,7 +31,10 @@ class CheckSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     severity: Severity
     # Checks that must pass first; otherwise this one is a skip "blocked by <id>".
     requires: list[str] = msgspec.field(default_factory=list)
-    remedy: Remedy | None = None
+    remedy: RemedyText | None = None
+    # The remedy per case a check function returns (Outcome.case): [check.cases.<case>].
+    # A case without links takes the check's.
+    cases: dict[str, RemedyText] = msgspec.field(default_factory=dict)
     source: str = ""
 
     @property

@@ -197,11 +197,7 @@ def driver_consistency(facts: Facts, rules: RuleData) -> Outcome:
             status=Status.FAIL,
             summary=f"NVML: driver/library version mismatch (kernel module {module_v or '?'})",
             evidence=evidence,
-            remedy_vars={
-                "how": "The user-space driver was upgraded but the old kernel module is still "
-                "loaded. Reboot (or stop every GPU process and reload the nvidia modules)."
-            },
-            commands=["sudo reboot"],
+            case="nvml_library_mismatch",
         )
     if n is None and c is None and module_v is None:
         return skipped("no NVIDIA driver on this host")
@@ -216,11 +212,7 @@ def driver_consistency(facts: Facts, rules: RuleData) -> Outcome:
             status=Status.FAIL,
             summary=f"kernel module {module_v} but user-space driver {nvml_driver}",
             evidence=evidence,
-            remedy_vars={
-                "how": "The kernel module and the user-space driver come from different "
-                "driver versions (upgraded without a reboot?). Reboot so both match."
-            },
-            commands=["sudo reboot", "cat /proc/driver/nvidia/version && nvidia-smi"],
+            case="module_mismatch",
         )
     nvml_cuda = n.cuda_driver_version if n is not None else None
     libcuda = c.driver_version if c is not None else None
@@ -232,16 +224,7 @@ def driver_consistency(facts: Facts, rules: RuleData) -> Outcome:
                 "another libcuda shadows the driver's"
             ),
             evidence=evidence,
-            remedy_vars={
-                "how": "The process loads a libcuda.so.1 that is not the installed driver's "
-                "(a CUDA forward-compatibility package or a copy on LD_LIBRARY_PATH, often in "
-                "containers). Remove it from the library path unless you rely on forward "
-                "compatibility on a datacenter GPU."
-            },
-            commands=[
-                "ldconfig -p | grep libcuda.so",
-                "echo $LD_LIBRARY_PATH",
-            ],
+            case="libcuda_shadowed",
         )
     known = [v for v in (module_v, nvml_driver, nvml_cuda, libcuda) if isinstance(v, str)]
     if len(known) < 2:

@@ -6,6 +6,8 @@ import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import msgspec
+
 from blackwell_doctor.facts import Facts
 from blackwell_doctor.rules.data import CheckSpec, RuleData
 from blackwell_doctor.rules.model import Outcome, Remedy, Result, Status
@@ -97,17 +99,29 @@ class Engine:
                     evidence={"at": f"{where.filename}:{where.lineno}"},
                 ),
             )
-        return _result(spec, outcome)
+        try:
+            return _result(spec, outcome)
+        except KeyError as exc:
+            return _result(
+                spec, Outcome(status=Status.ERROR, summary=f"not evaluated: {exc.args[0]}")
+            )
 
 
 def _result(spec: CheckSpec, outcome: Outcome) -> Result:
     remedy: Remedy | None = None
-    if outcome.status in (Status.WARN, Status.FAIL) and spec.remedy is not None:
+    words = spec.remedy
+    if outcome.case is not None:
+        case = spec.cases.get(outcome.case)
+        if case is None:  # a check and its catalogue entry disagree: a bug, shown as one
+            raise KeyError(f"checks/catalogue.toml has no [check.cases.{outcome.case}]")
+        links = case.links or (spec.remedy.links if spec.remedy is not None else [])
+        words = msgspec.structs.replace(case, links=links)
+    if outcome.status in (Status.WARN, Status.FAIL) and words is not None:
         remedy = Remedy(
-            summary=_fill(spec.remedy.summary, outcome.remedy_vars),
-            commands=[_fill(c, outcome.remedy_vars) for c in spec.remedy.commands]
+            summary=_fill(words.summary, outcome.remedy_vars),
+            commands=[_fill(c, outcome.remedy_vars) for c in words.commands]
             + list(outcome.commands),
-            links=list(spec.remedy.links),
+            links=list(words.links),
         )
     elif outcome.status in (Status.WARN, Status.FAIL) and outcome.commands:
         remedy = Remedy(summary="", commands=list(outcome.commands))

@@ -59,13 +59,15 @@ class Result(msgspec.Struct, frozen=True, kw_only=True):
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     """What a check function returns; the engine adds id, family, title, severity, remedy.
 
-    ``remedy_vars`` fill the placeholders of the remedy text kept in checks/catalogue.toml;
-    ``commands`` are extra commands computed from facts (e.g. one setpci line per bridge).
+    ``case`` names the remedy words in the check's catalogue entry ([check.cases.<case>];
+    None: its [check.remedy]); ``remedy_vars`` fill their placeholders; ``commands`` are
+    extra commands computed from facts (e.g. one setpci line per bridge).
     """
 
     status: Status
     summary: str
     evidence: dict[str, EvidenceValue] = msgspec.field(default_factory=dict)
+    case: str | None = None
     remedy_vars: dict[str, str] = msgspec.field(default_factory=dict)
     commands: list[str] = msgspec.field(default_factory=list)
 

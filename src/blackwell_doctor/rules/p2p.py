@@ -77,17 +77,11 @@ def p2p_nvml_status(facts: Facts, rules: RuleData) -> Outcome:
             **matrix,
         )
     if refused:
-        how = (
-            "The driver refuses peer-to-peer between these GPUs. On RTX PRO/datacenter "
-            "cards check the pci.iommu and pci.acs findings, the BIOS (Above 4G decoding, "
-            "Resizable BAR, ACS), and the topology (`nvidia-smi topo -m`)."
-        )
         return Outcome(
             status=Status.WARN,
             summary="NVML refuses P2P for " + "; ".join(refused),
             evidence=matrix,
-            remedy_vars={"how": how},
-            commands=["nvidia-smi topo -p2p r", "nvidia-smi topo -m"],
+            case="refused",
         )
     if unreadable:
         return not_evaluated("; ".join(unreadable), **matrix)
@@ -146,21 +140,6 @@ def pair_verdict(t: P2PTransfer, thresholds: P2PThresholds | None = None) -> Pai
     return PairVerdict("works")
 
 
-_BROKEN_HOW = (
-    "The driver allows peer access but transfers between these GPUs fail, corrupt data or "
-    "hang: a tensor-parallel runtime using P2P will hang or compute garbage. Fix the path "
-    "first (pci.iommu: iommu=pt; pci.acs: clear ACS redirect; BIOS: Above 4G decoding, "
-    "Resizable BAR), then run `blackwell-doctor probe --p2p` again. Until then, serve with "
-    "NCCL_P2P_DISABLE=1 (and vLLM --disable-custom-all-reduce)."
-)
-_SLOW_HOW = (
-    "Peer transfers work but are slower than copying through host memory: the signature of "
-    "peer traffic routed up through the root complex (ACS redirect) or translated by the "
-    "IOMMU. See the pci.acs and pci.iommu findings; NCCL_P2P_DISABLE=1 is the fallback "
-    "that at least stops P2P from being the slower path."
-)
-
-
 @check("p2p.transfer")
 def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
     t = facts.p2p_transfers
@@ -199,7 +178,7 @@ def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
             summary="peer access is granted but transfers fail for "
             + "; ".join(by_verdict["granted-but-broken"]),
             evidence=evidence,
-            remedy_vars={"how": _BROKEN_HOW},
+            case="granted-but-broken",
         )
     if "slower-than-host" in by_verdict:
         return Outcome(
@@ -207,7 +186,7 @@ def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
             summary="peer transfers are slower than staging through host memory for "
             + ", ".join(by_verdict["slower-than-host"]),
             evidence=evidence,
-            remedy_vars={"how": _SLOW_HOW},
+            case="slower-than-host",
         )
     if "error" in by_verdict:
         return not_evaluated("the test failed for " + "; ".join(by_verdict["error"]), **evidence)

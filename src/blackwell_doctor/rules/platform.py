@@ -31,11 +31,7 @@ def platform_wsl(facts: Facts, rules: RuleData) -> Outcome:
             status=Status.FAIL,
             summary="WSL1: no GPU access at all (CUDA needs WSL2)",
             evidence=evidence,
-            remedy_vars={
-                "how": "WSL1 has no GPU paravirtualisation. Convert the distribution to WSL2 "
-                "(or, better for serving, run native Linux)."
-            },
-            commands=["wsl.exe --set-version <distro> 2    # from Windows", "wsl.exe -l -v"],
+            case="wsl1",
         )
     if wsl.kind == "wsl2":
         return Outcome(
@@ -46,10 +42,6 @@ def platform_wsl(facts: Facts, rules: RuleData) -> Outcome:
                 "under WSL2 against 119 tok/s native on the same machine"
             ),
             evidence=evidence,
-            remedy_vars={
-                "how": "For serving, run native Linux on the box (dual boot or a dedicated "
-                "install). The figures are one community report (55 vs 119 tok/s on the same "
-                "4x RTX PRO 6000 box); measure your own workload before and after."
-            },
+            case="wsl2",
         )
     return passed("native Linux (no WSL signal)", **evidence)

@@ -83,11 +83,7 @@ def probe_smem_limit(facts: Facts, rules: RuleData) -> Outcome:
             status=Status.WARN,
             summary="; ".join(wrong),
             evidence=evidence,
-            remedy_vars={
-                "how": "Kernels sized from the attribute will fail to launch (or leave memory "
-                "unused). Capture the facts (`blackwell-doctor collect --redact`) and compare "
-                "with another driver version; MIG and vGPU profiles change the limit."
-            },
+            case="limit_differs",
         )
     if unmeasured:
         return not_evaluated("limit not measured on " + ", ".join(unmeasured), **evidence)
@@ -177,21 +173,14 @@ def probe_tiles(facts: Facts, rules: RuleData) -> Outcome:
             status=Status.WARN,
             summary=summary,
             evidence=evidence,
-            remedy_vars={"how": _UPGRADE},
-            commands=[
-                "blackwell-doctor check --logs <the runtime's log> --select logs,probe"
-                "    # a runtime that never falls back clears this"
-            ],
+            case="sm12x_tiles_do_not_fit",
         )
     if other_problems:
         return Outcome(
             status=Status.WARN,
             summary="tiles that do not fit or did not launch: " + "; ".join(other_problems),
             evidence=evidence,
-            remedy_vars={
-                "how": "A tile that fits by arithmetic but does not launch points at the "
-                "driver or a MIG/vGPU limit; capture the facts and compare drivers."
-            },
+            case="launch_failed",
         )
     count = sum(len(d.tiles) for d in p.devices)
     ran = all(t.launched for d in p.devices for t in d.tiles)
