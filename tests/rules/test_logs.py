@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -105,17 +106,24 @@ def _capture(log: str) -> bytes:
     return encode_facts(replace(load("sm120-driver580"), logs=scanned))
 
 
+def _in_entry(signature: str, old: str, new: str) -> Callable[[str], str]:
+    """An edit of checks/log_signatures.toml: the first ``old`` after the signature's id."""
+
+    def edit(text: str) -> str:
+        block = f'id = "{signature}"'
+        head, tail = text.split(block, 1)
+        return head + block + tail.replace(old, new, 1)
+
+    return edit
+
+
 def test_a_capture_is_judged_again_after_a_signature_severity_changes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     capture = _capture("vllm-4770-custom-allreduce-no-p2p.log")
     assert result(decode_facts(capture), "logs.p2p").status is Status.WARN
 
-    def fail_it(text: str) -> str:
-        block = 'id = "vllm.custom_allreduce_no_p2p"'
-        head, tail = text.split(block, 1)
-        return head + block + tail.replace('severity = "warn"', 'severity = "fail"', 1)
-
+    fail_it = _in_entry("vllm.custom_allreduce_no_p2p", 'severity = "warn"', 'severity = "fail"')
     with edited_checks(monkeypatch, tmp_path, "log_signatures.toml", fail_it):
         r = result(decode_facts(capture), "logs.p2p")
         assert r.status is Status.FAIL
@@ -134,11 +142,7 @@ def test_a_capture_is_judged_again_after_a_context_rule_changes(
     assert "marlin-requested" in facts.logs.sources[0].markers  # seen, not judged
     assert result(facts, "logs.moe_kernels").status is Status.PASS
 
-    def no_rule(text: str) -> str:
-        block = 'id = "vllm.nvfp4_moe_marlin"'
-        head, tail = text.split(block, 1)
-        return head + block + tail.replace('rule = "marlin-requested"\n', "", 1)
-
+    no_rule = _in_entry("vllm.nvfp4_moe_marlin", 'rule = "marlin-requested"\n', "")
     with edited_checks(monkeypatch, tmp_path, "log_signatures.toml", no_rule):
         r = result(decode_facts(capture), "logs.moe_kernels")
         assert r.status is Status.WARN

@@ -75,18 +75,8 @@ def judge_findings(logs: LogFacts, catalogue: Catalogue | None = None) -> list[J
             often = entry.warn_at is not None and f.count >= entry.warn_at
             if often and SEVERITY_RANK[severity] < SEVERITY_RANK["warn"]:
                 severity = "warn"
-        out.append(
-            JudgedFinding(
-                signature=f.signature,
-                severity=severity,
-                check=entry.check,
-                path=f.path,
-                line=f.line,
-                last_line=f.last_line,
-                count=f.count,
-                excerpt=f.excerpt,
-            )
-        )
+        seen = msgspec.structs.asdict(f)
+        out.append(JudgedFinding(**seen, severity=severity, check=entry.check))
     out.sort(key=lambda j: (-SEVERITY_RANK[j.severity], j.signature, j.path, j.line))
     return out
 
