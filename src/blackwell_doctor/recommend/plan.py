@@ -122,105 +122,8 @@ class LaunchOptions:
     extra_env: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
-class _Group:
-    key: str
-    title: str
-    prefixes: tuple[str, ...]
-    effect: Effect
-    order: int
-
-    def matches(self, finding_id: str) -> bool:
-        return any(
-            finding_id == p or (p.endswith(".") and finding_id.startswith(p)) for p in self.prefixes
-        )
-
-
 def _verify(ids: list[str]) -> str:
     return shlex.join([TOOL_NAME, "check", *[a for i in ids for a in ("--select", i)]])
-
-
-_GROUPS = (
-    _Group(
-        "platform",
-        "Serve from native Linux, not WSL",
-        ("platform.wsl",),
-        Effect(
-            summary="the runtime gets the GPU through the Linux driver: PCI peer-to-peer, "
-            "pinned memory, and the IOMMU/ACS checks apply again",
-            source="REFERENCE §4; checks/catalogue.toml platform.wsl (one community report: "
-            "55 tok/s under WSL2 vs 119 tok/s native on the same host)",
-            confidence="the feature differences are documented (NVIDIA CUDA on WSL guide); "
-            "the throughput difference is one community report, not measured here",
-        ),
-        10,
-    ),
-    _Group(
-        "driver",
-        "Upgrade the NVIDIA driver (595 or newer, CUDA 13.2)",
-        ("driver.version", "driver.cuda_version"),
-        Effect(
-            summary="the driver supports CUDA 13.2, which the SM 12.x runtime builds need; "
-            "one upgrade clears both driver findings",
-            source="CUDA 13.2 release notes: CUDA 13.2.0 ships driver 595.45.04, 13.2.1 "
-            "ships 595.71.05 (REFERENCE §0.5)",
-            confidence="documented requirement; the 'SM120 improvements' of 595 are "
-            "community anecdote (one report), no performance change is promised",
-        ),
-        20,
-    ),
-    _Group(
-        "driver-consistency",
-        "Load one driver everywhere (kernel module, NVML, libcuda)",
-        ("driver.consistency",),
-        Effect(
-            summary="NVML and the CUDA driver API answer again with the same version",
-            source="NVIDIA CUDA compatibility guide: user-space and kernel driver must match",
-            confidence="documented",
-        ),
-        25,
-    ),
-    _Group(
-        "iommu",
-        "Put the IOMMU in passthrough (iommu=pt)",
-        ("pci.iommu",),
-        Effect(
-            summary="peer-to-peer DMA between GPUs stops going through IOMMU translation, "
-            "the cause of AMD-Vi IO_PAGE_FAULT and NCCL hangs on Threadripper/EPYC",
-            source="REFERENCE §4; NCCL troubleshooting guide; vllm-project/vllm#33041",
-            confidence="documented failure mode and fix; needs a reboot; throughput effect "
-            "not measured here",
-        ),
-        30,
-    ),
-    _Group(
-        "acs",
-        "Clear ACS redirect on the bridges between GPUs",
-        ("pci.acs",),
-        Effect(
-            summary="peer requests between GPUs go straight across instead of up to the "
-            "root complex",
-            source="NCCL troubleshooting guide (PCI Access Control Services); PCIe base "
-            "spec ACS capability",
-            confidence="documented by NVIDIA; lost at reboot unless made persistent; not for "
-            "hosts that pass devices through to VMs",
-        ),
-        35,
-    ),
-    _Group(
-        "p2p",
-        "Make GPU peer-to-peer work, or keep NCCL off it",
-        ("p2p.",),
-        Effect(
-            summary="collectives stop hanging or corrupting data on broken peer-to-peer; "
-            "with NCCL_P2P_DISABLE=1 they copy through host memory (slower all-reduce)",
-            source="NCCL environment variables documentation (NCCL_P2P_DISABLE); REFERENCE §4",
-            confidence="documented NCCL behaviour; the interim setting trades speed for "
-            "correctness",
-        ),
-        40,
-    ),
-)
 
 
 def _finding_ref(r: Result) -> FindingRef:
@@ -401,7 +304,7 @@ def build_recommendation(
         catalogue.by_id(options.runtime_id)  # still report an unknown id
     consumed: set[str] = set()
     ordered: list[tuple[int, int, Action]] = []
-    for group in _GROUPS:
+    for group in load_rule_data().actions:
         hits = [r for r in findings if group.matches(r.id)]
         if not hits:
             continue
@@ -424,9 +327,7 @@ def build_recommendation(
             notes.append(derived.why["NCCL_P2P_DISABLE"])
         elif group.key == "p2p" and p2p is not None:
             notes.append(p2p.why)
-        verify = [_verify([r.id for r in hits])]
-        if group.key in ("iommu", "acs", "p2p"):
-            verify.append(shlex.join([TOOL_NAME, "probe", "--p2p"]) + "    # a verified transfer")
+        verify = [_verify([r.id for r in hits]), *group.verify]
         ordered.append(
             (
                 group.order,
@@ -437,7 +338,7 @@ def build_recommendation(
                     why=[r.id for r in hits],
                     findings=[_finding_ref(r) for r in hits],
                     commands=_dedupe(commands),
-                    effect=group.effect,
+                    effect=Effect(**msgspec.structs.asdict(group.effect)),
                     verify=verify,
                     notes=_dedupe(notes),
                 ),

@@ -42,6 +42,30 @@ class CheckSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         return self.id.split(".", 1)[0]
 
 
+class EffectText(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    summary: str
+    source: str
+    confidence: str
+
+
+class ActionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One [[action]] of checks/catalogue.toml: what `recommend` makes of some checks'
+    findings (its title, the effect of fixing them, where that comes from, how sure)."""
+
+    key: str
+    title: str
+    # Check ids, or family prefixes ending in "." ("p2p.").
+    checks: list[str]
+    order: int
+    effect: EffectText
+    verify: list[str] = msgspec.field(default_factory=list)
+
+    def matches(self, check_id: str) -> bool:
+        return any(
+            check_id == p or (p.endswith(".") and check_id.startswith(p)) for p in self.checks
+        )
+
+
 class Architecture(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One compute capability of checks/gpus.toml (CUDA Programming Guide tables)."""
 
@@ -81,12 +105,14 @@ class Thresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
 class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     checks: dict[str, CheckSpec]
+    actions: list[ActionSpec] = msgspec.field(default_factory=list)
     architectures: dict[tuple[int, int], Architecture]
     thresholds: Thresholds
 
 
 class _CatalogueFile(msgspec.Struct, forbid_unknown_fields=True):
     check: list[CheckSpec]
+    action: list[ActionSpec] = msgspec.field(default_factory=list)
 
 
 class _GpusFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -109,5 +135,10 @@ def load_rule_data() -> RuleData:
         for dep in spec.requires:
             if dep not in checks:
                 raise CatalogueError(f"checks/catalogue.toml: {spec.id} requires unknown {dep!r}")
+    for action in catalogue.action:
+        if not any(action.matches(c) for c in checks):
+            raise CatalogueError(f"checks/catalogue.toml: action {action.key!r} names no check")
     archs = {a.cc_tuple: a for a in gpus.arch}
-    return RuleData(checks=checks, architectures=archs, thresholds=thresholds)
+    return RuleData(
+        checks=checks, actions=catalogue.action, architectures=archs, thresholds=thresholds
+    )
