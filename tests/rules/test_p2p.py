@@ -1,4 +1,5 @@
-"""p2p.transfer: what the verified transfer test found, per pair, as a verdict."""
+"""Family p2p: what the driver grants (p2p.nvml_status) and what the verified transfer test
+found per pair (p2p.transfer), as verdicts."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from blackwell_doctor.facts import (
     SCHEMA_VERSION,
+    NvmlFacts,
     P2PProbeFacts,
     P2PTransfer,
     Unavailable,
@@ -18,7 +20,7 @@ from blackwell_doctor.probe.report import build_p2p
 from blackwell_doctor.rules.model import Status
 from blackwell_doctor.rules.p2p import P2PVerdict
 from tests.conftest import FACTS_FIXTURES
-from tests.factsutil import Judged, judged, load, made_pair, replace, result
+from tests.factsutil import Judged, judged, load, made_pair, replace, result, status
 from tests.rules.rulesutil import edited_checks
 
 # the Threadripper fixture has 4 GPUs: 6 pairs
@@ -202,3 +204,57 @@ def test_version_1_pairs_convert_to_the_same_verdict_under_the_same_rules(
     doc["p2p_transfers"]["pairs"][0].update(v1)
     [pair] = judged_pairs(json.dumps(doc).encode())
     assert (pair.verdict, pair.detail) == expected
+
+
+# --------------------------------------------------------------------- p2p.nvml_status
+
+
+def test_p2p_refused_names_the_status_and_its_short_form() -> None:
+    facts = load("rtxpro6000x4-threadripper-iommu")
+    nvml = facts.nvml
+    assert isinstance(nvml, NvmlFacts)
+    assert not isinstance(nvml.p2p, Unavailable)
+    pairs = list(nvml.p2p)
+    pairs[0] = replace(pairs[0], read="CHIPSET_NOT_SUPPORTED")
+    r = result(replace(facts, nvml=replace(nvml, p2p=pairs)), "p2p.nvml_status")
+    assert r.status is Status.WARN
+    assert "CHIPSET_NOT_SUPPORTED (CNS)" in r.summary
+    assert "GPU0-GPU1" in r.summary
+
+
+def test_p2p_on_geforce_says_stock_drivers_have_none() -> None:
+    facts = load("rtxpro6000x4-threadripper-iommu")
+    nvml = facts.nvml
+    assert isinstance(nvml, NvmlFacts)
+    assert not isinstance(nvml.p2p, Unavailable)
+    gpus = [replace(g, name="NVIDIA GeForce RTX 5090") for g in nvml.gpus]
+    pairs = [replace(p, read="GPU_NOT_SUPPORTED", write="GPU_NOT_SUPPORTED") for p in nvml.p2p]
+    r = result(replace(facts, nvml=replace(nvml, gpus=gpus, p2p=pairs)), "p2p.nvml_status")
+    # Nothing to fix on stock drivers: not applicable, so --fail-on warn stays usable.
+    assert r.status is Status.SKIP
+    assert "GeForce" in r.summary
+
+
+def test_p2p_with_pairs_missing_is_not_evaluated_never_a_pass() -> None:
+    facts = load("rtxpro6000x4-threadripper-iommu")
+    nvml = facts.nvml
+    assert isinstance(nvml, NvmlFacts)
+    assert not isinstance(nvml.p2p, Unavailable)
+    r = result(replace(facts, nvml=replace(nvml, p2p=nvml.p2p[:1])), "p2p.nvml_status")
+    assert r.status is Status.ERROR
+    assert "1 of 6 pairs" in r.summary
+
+
+def test_p2p_status_unavailable_is_not_evaluated() -> None:
+    facts = load("b200-x8")
+    nvml = facts.nvml
+    assert isinstance(nvml, NvmlFacts)
+    facts = replace(facts, nvml=replace(nvml, p2p=Unavailable("nvml-function-not-found")))
+    assert status(facts, "p2p.nvml_status") is Status.ERROR
+
+
+def test_nvlink_not_supported_alone_is_not_a_finding() -> None:
+    # PCIe-only workstations report NVLINK NOT_SUPPORTED for every pair; that is normal.
+    r = result(load("rtxpro6000x4-threadripper-iommu"), "p2p.nvml_status")
+    assert r.status is Status.PASS
+    assert any("nvlink=NS" in str(v) for v in r.evidence.values())
