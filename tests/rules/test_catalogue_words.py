@@ -12,28 +12,49 @@ from blackwell_doctor.rules.p2p import P2PVerdict
 RULES = Path(__file__).resolve().parents[2] / "src" / "blackwell_doctor" / "rules"
 
 
+def _literal_cases(fn: ast.AST) -> set[str]:
+    """``case="..."`` keywords and ``case = "..."`` assignments in a function."""
+    out: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.keyword) and node.arg == "case":
+            value: ast.AST = node.value
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "case" for t in node.targets
+        ):
+            value = node.value
+        else:
+            continue
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            out.add(value.value)
+    return out
+
+
 def _cases_in_code() -> dict[str, set[str]]:
-    """check id -> the case names its @check function returns (literal ``case="..."``)."""
+    """check id -> the case names its @check function returns, directly or through the
+    module's helper functions it calls."""
     out: dict[str, set[str]] = {}
     for path in RULES.glob("*.py"):
-        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(fn, ast.FunctionDef):
-                continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+        for fn in functions.values():
             ids = [
-                d.args[0].value
+                str(d.args[0].value)
                 for d in fn.decorator_list
                 if isinstance(d, ast.Call)
                 and getattr(d.func, "id", None) == "check"
                 and isinstance(d.args[0], ast.Constant)
             ]
+            called = {
+                functions[c.func.id]
+                for c in ast.walk(fn)
+                if isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Name)
+                and c.func.id in functions
+            }
             for check_id in ids:
-                out.setdefault(str(check_id), set()).update(
-                    str(k.value.value)
-                    for node in ast.walk(fn)
-                    if isinstance(node, ast.Call)
-                    for k in node.keywords
-                    if k.arg == "case" and isinstance(k.value, ast.Constant)
-                )
+                found = out.setdefault(check_id, set())
+                for f in (fn, *called):
+                    found |= _literal_cases(f)
     return out
 
 
@@ -41,6 +62,7 @@ def test_the_scan_sees_the_checks() -> None:
     found = _cases_in_code()
     assert {"platform.wsl", "driver.consistency", "p2p.transfer"} <= set(found)
     assert found["platform.wsl"] == {"wsl1", "wsl2"}
+    assert {"hidden", "fallen_off", "wsl", "none_found"} <= found["gpu.present"]
 
 
 def test_every_case_a_check_returns_has_its_words() -> None:

@@ -42,47 +42,34 @@ def gpu_present(facts: Facts, rules: RuleData) -> Outcome:
         "pci_gpus": on_pci if pci is not None else pci_note,
         "cuda": view.reason(facts.cuda) if isinstance(facts.cuda, Unavailable) else "ok",
     }
+    values = {"nvml_reason": nvml_reason}
     if on_pci:
-        how = (
-            f"{view.plural(len(on_pci), 'NVIDIA GPU')} on the PCI bus ({', '.join(on_pci)}), "
-            f"but the driver does not answer ({nvml_reason}). Install or repair the NVIDIA "
-            "driver (open kernel modules are required for Blackwell), then reboot."
-        )
+        case = "driver_not_usable"
         if nvml_reason == "nvml-driver-library-mismatch":
-            how = (
-                "The loaded kernel module and the user-space driver libraries differ "
-                "(upgraded without a reboot?). Reboot, or unload and reload the nvidia modules."
-            )
+            case = "library_mismatch"
         return Outcome(
             status=Status.FAIL,
             summary=f"GPU(s) on PCI but the driver is not usable: {nvml_reason}",
             evidence=evidence,
-            remedy_vars={"reason": how},
+            case=case,
+            remedy_vars={
+                **values,
+                "gpus": view.plural(len(on_pci), "NVIDIA GPU"),
+                "bdfs": ", ".join(on_pci),
+            },
         )
     if view.is_wsl(facts):
-        how = (
-            "Under WSL2 the GPU comes from the Windows driver through /dev/dxg: install the "
-            "NVIDIA Windows driver on the host (not a Linux driver inside WSL) and run "
-            "`nvidia-smi` in WSL to confirm."
-        )
+        case = "wsl"
     elif pci is None:
-        how = (
-            f"The driver does not answer ({nvml_reason}) and the PCI bus could not be read "
-            f"({view.reason(facts.pci)}), so whether a GPU is installed is unknown. In a "
-            "container, mount the host's /sys and pass --host-root; otherwise run as a user "
-            "who can read /sys/bus/pci."
-        )
+        case = "pci_unreadable"
     else:
-        how = (
-            "No NVIDIA GPU was found on the PCI bus or through NVML. In a container, run it "
-            "with the GPU (`docker run --gpus all ...`) and mount the host's /sys and /proc "
-            "(`--host-root`); otherwise check the hardware and BIOS."
-        )
+        case = "none_found"
     return Outcome(
         status=Status.FAIL,
         summary=f"no NVIDIA GPU found (NVML: {nvml_reason}; {pci_note})",
         evidence=evidence,
-        remedy_vars={"reason": how},
+        case=case,
+        remedy_vars={**values, "pci_reason": view.reason(facts.pci)},
     )
 
 
@@ -100,21 +87,13 @@ def _gpus_missing_from_nvml(
             status=Status.WARN,
             summary=summary,
             evidence=evidence,
-            remedy_vars={
-                "reason": "These GPUs are bound to vfio-pci (passed to a VM) or hidden from "
-                "this container (NVIDIA_VISIBLE_DEVICES / --gpus). If they should serve "
-                "here, give them back to the nvidia driver or to the container."
-            },
+            case="hidden",
         )
     return Outcome(
         status=Status.FAIL,
         summary=summary,
         evidence=evidence,
-        remedy_vars={
-            "reason": "A GPU on the bus that the driver does not list has usually fallen off "
-            "the bus (Xid 79) or failed to initialise. Look for Xid errors in the kernel log "
-            "(`sudo dmesg | grep -i xid`), reseat power and riser cables, then reboot."
-        },
+        case="fallen_off",
     )
 
 
