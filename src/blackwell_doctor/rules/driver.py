@@ -64,34 +64,24 @@ def _repo_arch(facts: Facts) -> tuple[str | None, str]:
 
 
 def driver_install_commands(facts: Facts, rules: RuleData) -> tuple[str, list[str]]:
-    """How to get the SM 12.x driver floor on this host: (one sentence, commands)."""
+    """How to get the SM 12.x driver floor on this host: (the case whose words say it in
+    checks/catalogue.toml, the commands for this host's repository)."""
     floor = rules.thresholds.driver.min_version_sm12x
     verify = (
         f"nvidia-smi --query-gpu=driver_version --format=csv,noheader    # expect {floor} or newer"
     )
     if view.is_wsl(facts):
-        return (
-            f"Under WSL the driver is the Windows one: install NVIDIA's Windows driver {floor} "
-            "or newer on the host (never a Linux driver inside WSL), then restart WSL.",
-            ["wsl.exe --shutdown    # from Windows, after installing the driver", "nvidia-smi"],
-        )
+        case = "windows_driver"  # its commands are the catalogue's
+        return case, []
     if any("GB10" in g.label for g in view.gpus(facts)):
-        return (
-            "DGX Spark gets its driver through DGX OS updates, not NVIDIA's generic CUDA "
-            f"repository: install the DGX OS update that brings driver {floor} or newer "
-            "(DGX Dashboard, or apt as below), then reboot.",
-            ["sudo apt update && sudo apt full-upgrade", "sudo reboot", verify],
-        )
+        case = "dgx_os"  # its commands are the catalogue's
+        return case, []
     repo, arch = _repo_arch(facts)
-    sentence = (
-        f"Install driver {floor} or newer from NVIDIA's CUDA repository (not the "
-        "distribution's packages), with the open kernel modules that Blackwell requires, "
-        "then reboot."
-    )
+    case = "cuda_repository"
     if repo is None:
-        return sentence, [verify]
+        return case, [verify]
     if repo.startswith(("ubuntu", "debian")):
-        return sentence, [
+        return case, [
             f"wget {_CUDA_REPO}/{repo}/{arch}/cuda-keyring_1.1-1_all.deb",
             "sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update",
             "sudo apt-get install -y nvidia-open    # open kernel modules, newest branch",
@@ -105,7 +95,7 @@ def driver_install_commands(facts: Facts, rules: RuleData) -> tuple[str, list[st
         if fedora_dnf5
         else f"sudo dnf config-manager --add-repo {repo_file}"
     )
-    return sentence, [add_repo, "sudo dnf install -y nvidia-open", "sudo reboot", verify]
+    return case, [add_repo, "sudo dnf install -y nvidia-open", "sudo reboot", verify]
 
 
 @check("driver.version")
@@ -125,7 +115,7 @@ def driver_version(facts: Facts, rules: RuleData) -> Outcome:
     }
     if version >= Version(floor):
         return passed(f"driver {text} on SM 12.x (>= {floor})", **evidence)
-    how, commands = driver_install_commands(facts, rules)
+    case, commands = driver_install_commands(facts, rules)
     cuda_driver = rules.thresholds.driver.cuda_13_2_driver
     return Outcome(
         status=Status.FAIL,
@@ -134,7 +124,8 @@ def driver_version(facts: Facts, rules: RuleData) -> Outcome:
             f"runtime images) need {cuda_driver} or newer"
         ),
         evidence=evidence,
-        remedy_vars={"how": how},
+        case=case,
+        remedy_vars={"floor": floor},
         commands=commands,
     )
 

@@ -49,26 +49,6 @@ def _passthrough_note(facts: Facts, requested: bool) -> str:
     return " and iommu=pt is not set"
 
 
-def _iommu_remedy(facts: Facts, gpus: list[PciGpu], kinds: list[str], requested: bool) -> str:
-    where = f"The IOMMU translates DMA for {', '.join(g.bdf for g in gpus)} ({'/'.join(kinds)})"
-    if isinstance(facts.platform.kernel_cmdline, Unavailable):
-        state = "; the kernel command line could not be read, so check it for iommu=pt."
-    elif requested:
-        state = (
-            "; iommu=pt is on the command line but these domains still translate: check for a "
-            "later iommu= option or a driver that forces DMA domains (iommu.passthrough=0)."
-        )
-    else:
-        state = " and iommu=pt is not on the kernel command line."
-    return (
-        where
-        + state
-        + " GPU peer-to-peer DMA then page-faults (AMD-Vi IO_PAGE_FAULT) or hangs. Put the "
-        "IOMMU in passthrough with iommu=pt (it stays available for VFIO). Last resort "
-        "instead, per serving process: NCCL_P2P_DISABLE=1 (no P2P, slower all-reduce)."
-    )
-
-
 def _iommu_commands(facts: Facts) -> list[str]:
     verify = "cat /proc/cmdline /sys/kernel/iommu_groups/*/type    # after the reboot: identity"
     os = facts.platform.os_release
@@ -116,6 +96,12 @@ def pci_iommu(facts: Facts, rules: RuleData) -> Outcome:
     if translating:
         kinds = sorted({str(g.iommu_domain_type) for g in translating})
         pt = iommu_passthrough_requested(options)
+        if isinstance(facts.platform.kernel_cmdline, Unavailable):
+            case = "translating_cmdline_unreadable"
+        elif pt:
+            case = "translating_despite_pt"
+        else:
+            case = "translating"
         return Outcome(
             status=Status.WARN,
             summary=(
@@ -123,7 +109,11 @@ def pci_iommu(facts: Facts, rules: RuleData) -> Outcome:
                 f"({', '.join(kinds)})" + _passthrough_note(facts, pt)
             ),
             evidence=evidence,
-            remedy_vars={"how": _iommu_remedy(facts, translating, kinds, pt)},
+            case=case,
+            remedy_vars={
+                "bdfs": ", ".join(g.bdf for g in translating),
+                "kinds": "/".join(kinds),
+            },
             commands=_iommu_commands(facts),
         )
     if unreadable:
