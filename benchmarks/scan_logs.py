@@ -1,23 +1,35 @@
-"""scan-logs against ``grep -E -f`` on the same generated runtime logs, in the same run:
-speed, peak memory at two sizes, and whether both found the same lines.
+"""scan-logs against ``grep -E -c -f`` on the same generated runtime logs, in the same run:
+speed, memory at two sizes, plain and gzip, and whether both found the same lines.
 
-For each size (default 64 and 256 MiB) it generates a vLLM-like log (request, throughput,
+For each size (default 256 and 1024 MiB) it generates a vLLM-like log (request, throughput,
 scheduler lines) with real signature lines planted in it: every line of
 ``tests/fixtures/logs/`` that the scanner counts for exactly one signature (but the
 autotuner summary, whose count is a number of tactics, not lines). It writes the
-catalogue's literals as an ERE pattern file, then times ``blackwell-doctor scan-logs
---format json`` and ``grep -E -n -f`` (output to a file: grep stops at the first match when
-writing to /dev/null) and prints both times, the ratio and each child's peak RSS, and
-scan-logs' fixed start-up (the same command on a one-line log), which dominates the ratio on
-small logs.
+catalogue's literals as an ERE pattern file and times, best of ``--repeat``, interleaved:
 
-Correctness, untimed: the set of line numbers grep prints (``-n``) must equal the set of
+* ``grep -E -c -f`` (the baseline; its output to a file: GNU grep stops at the first match
+  when its output is /dev/null);
+* ``blackwell-doctor scan-logs --format json`` with the engine it picks here (Hyperscan);
+* the same command with ``hyperscan`` made unimportable: the fallback (RE2) a host without
+  the wheel gets;
+* for gzip (``--gzip``, default on): ``zcat | grep -E -c -f`` against scan-logs on the
+  ``.gz``.
+
+Memory: each command's peak RSS (``ru_maxrss`` of the child; scan-logs reads with
+``read()``, no mmap, so its RSS holds no page cache of the log), and scan-logs' peak
+anonymous memory: ``RssAnon`` of ``/proc/self/status`` sampled every 2 ms in the CLI's own
+process, in an extra untimed run. Flat in the log size means the same at 256 and 1024 MiB.
+
+Correctness, untimed: the set of line numbers ``grep -n`` prints must equal the set of
 planted lines and the set of lines the scanner counts (the same scanner in-process, with
-its per-occurrence hook). The CLI's JSON reports per-signature *counts* (first and last
-line only); their sum must equal the number of planted lines, since each planted line
-carries exactly one signature and nothing else matches. A mismatch exits 1.
+its per-occurrence hook), grep's count must equal the number of planted lines, and so must
+the sum of the CLI's per-signature counts (each planted line carries exactly one signature
+and nothing else matches), for every engine and for the ``.gz``. A mismatch exits 1.
 
-    .venv/bin/python benchmarks/scan_logs.py [--mib 64 256] [--repeat 3] [--keep DIR]
+    .venv/bin/python benchmarks/scan_logs.py [--mib 256 1024] [--repeat 3] [--no-gzip]
+        [--keep DIR]
+
+Run it on an otherwise idle host; ``taskset -c 0,1`` gives the 2-core figures.
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ import time
 from pathlib import Path
 
 from blackwell_doctor.logs.catalogue import load_catalogue
-from blackwell_doctor.logs.matcher import CHUNK_BYTES, SourceScanner
+from blackwell_doctor.logs.matcher import CHUNK_BYTES, SourceScanner, engine_name
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "logs"
 
@@ -128,8 +140,40 @@ def write_patterns(path: Path) -> None:
     path.write_text("\n".join(escaped) + "\n", encoding="utf-8")
 
 
+# The CLI in a fresh interpreter, optionally without hyperscan, optionally sampling RssAnon.
+_CLI = """
+import runpy, sys, threading, time
+if {hide_hs!r}:
+    sys.modules["hyperscan"] = None  # import fails: the engine a host without the wheel gets
+peak = [0]
+def sample():
+    while True:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("RssAnon:"):
+                    peak[0] = max(peak[0], int(line.split()[1]))
+        time.sleep(0.002)
+if {sample!r}:
+    threading.Thread(target=sample, daemon=True).start()
+sys.argv = ["blackwell-doctor", *{args!r}]
+try:
+    runpy.run_module("blackwell_doctor", run_name="__main__", alter_sys=True)
+except SystemExit:
+    pass
+finally:
+    if {sample!r}:
+        sys.stderr.write("RSSANON %d\\n" % peak[0])
+"""
+
+
+def cli(args: list[str], *, hide_hs: bool = False, sample: bool = False) -> list[str]:
+    code = _CLI.format(hide_hs=hide_hs, sample=sample, args=args)
+    return [sys.executable, "-c", code]
+
+
 def measure(args: list[str], out: Path) -> tuple[float, int, int]:
-    """Run in a fresh interpreter so RUSAGE_CHILDREN covers only this command."""
+    """Run in a fresh interpreter so RUSAGE_CHILDREN covers only this command: wall seconds,
+    peak RSS (KiB), exit status."""
     code = (
         "import resource,subprocess,sys,time,json;"
         "t=time.perf_counter();"
@@ -142,71 +186,138 @@ def measure(args: list[str], out: Path) -> tuple[float, int, int]:
     return float(wall), int(rss), int(rc)
 
 
+def rss_anon_peak(args: list[str]) -> int:
+    """Peak RssAnon (KiB) of scan-logs, sampled inside its process (untimed run)."""
+    res = subprocess.run(cli(args, sample=True), capture_output=True, text=True, check=False)
+    found = re.search(r"RSSANON (\d+)", res.stderr)
+    if found is None:
+        raise RuntimeError(f"no RssAnon sample: {res.stderr[-500:]}")
+    return int(found.group(1))
+
+
 def grep_line_numbers(path: Path) -> set[int]:
     with open(path, "rb") as fh:
         return {int(line.split(b":", 1)[0]) for line in fh}
 
 
-def bench(work: Path, mib: int, repeat: int) -> bool:
+def occurrences(report: Path) -> int:
+    return sum(f["count"] for f in json.loads(report.read_text(encoding="utf-8"))["findings"])
+
+
+def best_of(
+    runs: dict[str, tuple[list[str], Path]], repeat: int
+) -> dict[str, tuple[float, int, int]]:
+    """Each command ``repeat`` times, interleaved; the fastest run of each."""
+    best: dict[str, tuple[float, int, int]] = {}
+    for _ in range(repeat):
+        for name, (args, out) in runs.items():
+            result = measure(args, out)
+            if name not in best or result[0] < best[name][0]:
+                best[name] = result
+    return best
+
+
+def show(name: str, result: tuple[float, int, int], base: float | None, extra: str = "") -> None:
+    ratio = f"  {result[0] / base:5.2f}x" if base else "       "
+    print(f"  {name:34s} {result[0]:6.2f} s{ratio}  peak RSS {result[1] / 1024:6.1f} MiB{extra}")
+
+
+def bench(work: Path, mib: int, repeat: int, gz: bool) -> bool:
     log, patterns = work / f"runtime-{mib}.log", work / "patterns.txt"
     t0 = time.perf_counter()
     planted = generate(log, mib)
     write_patterns(patterns)
     print(f"== {log.stat().st_size / 2**20:.0f} MiB: {len(planted)} planted signature lines "
           f"(generated in {time.perf_counter() - t0:.1f} s)")  # fmt: skip
-    doctor = [sys.executable, "-m", "blackwell_doctor", "scan-logs", "--format", "json", str(log)]
-    grep_env = ["env", f"LC_ALL={os.environ.get('BENCH_GREP_LOCALE', 'C.UTF-8')}"]
-    grep = [*grep_env, "grep", "-E", "-n", "-f", str(patterns), str(log)]
+    lc = f"LC_ALL={os.environ.get('BENCH_GREP_LOCALE', 'C.UTF-8')}"
+    grep = ["env", lc, "grep", "-E", "-c", "-f", str(patterns)]
+    doctor = ["scan-logs", "--format", "json"]
     subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
-    best: dict[str, tuple[float, int, int]] = {}
-    for _ in range(repeat):
-        for name, args, out in (
-            ("grep", grep, work / "grep.out"),
-            ("scan-logs", doctor, work / "scan.json"),
-        ):
-            result = measure(args, out)
-            if name not in best or result[0] < best[name][0]:
-                best[name] = result
-    # The fixed cost in scan-logs' time: the interpreter and the CLI on a one-line log.
+    plain = best_of(
+        {
+            "grep": ([*grep, str(log)], work / "grep.out"),
+            "scan": (cli([*doctor, str(log)]), work / "scan.json"),
+            "fallback": (cli([*doctor, str(log)], hide_hs=True), work / "fallback.json"),
+        },
+        repeat,
+    )
     tiny = work / "one-line.log"
     tiny.write_bytes(b"hello\n")
-    idle = min(measure([*doctor[:-1], str(tiny)], work / "idle.json")[0] for _ in range(repeat))
-    report = json.loads((work / "scan.json").read_text(encoding="utf-8"))
-    occurrences = sum(f["count"] for f in report["findings"])
-    by_grep = grep_line_numbers(work / "grep.out")
+    idle = best_of({"idle": (cli([*doctor, str(tiny)]), work / "idle.json")}, repeat)["idle"]
+    engine = engine_name(load_catalogue().literals)
+    anon = rss_anon_peak([*doctor, str(log)])
+    g = plain["grep"][0]
+    print(f"  plain, {engine} engine here; ratio = time / grep's")
+    show("grep -E -c -f", plain["grep"], g)
+    show(f"scan-logs ({engine})", plain["scan"], g, f", peak RssAnon {anon / 1024:.1f} MiB")
+    show("scan-logs (fallback: no hyperscan)", plain["fallback"], g)
+    show("scan-logs start-up (one-line log)", idle, g)
+    ok = True
+    # Correctness: grep -n (untimed) against the planted lines and the scanner's own.
+    with open(work / "grep-n.out", "wb") as fh:
+        subprocess.run(["env", lc, "grep", "-E", "-n", "-f", str(patterns), str(log)],
+                       stdout=fh, check=True)  # fmt: skip
+    by_grep = grep_line_numbers(work / "grep-n.out")
+    grep_count = int((work / "grep.out").read_text().strip())
     by_scan = set(scan_lines(log))
-    g, s = best["grep"], best["scan-logs"]
-    print(f"grep -E -n -f : {g[0]:6.2f} s  peak RSS {g[1] / 1024:7.1f} MiB  "
-          f"({len(by_grep)} matching lines)")  # fmt: skip
-    findings = len(report["findings"])
-    print(f"scan-logs     : {s[0]:6.2f} s  peak RSS {s[1] / 1024:7.1f} MiB  "
-          f"({occurrences} occurrences in {findings} findings, exit {s[2]})")  # fmt: skip
-    print(f"ratio scan-logs / grep: {s[0] / g[0]:.2f}x (target <= 1.5x)")
-    print(f"  scan-logs start-up (one-line log): {idle:.2f} s; "
-          f"without it {(s[0] - idle) / g[0]:.2f}x grep")  # fmt: skip
-    same = planted == by_grep == by_scan and occurrences == len(planted)
-    verdict = "same" if same else "DIFFERENT"
-    print(f"lines: planted {len(planted)}, grep -n {len(by_grep)}, scanner {len(by_scan)}, "
-          f"CLI occurrences {occurrences}: {verdict}")  # fmt: skip
+    counts = {n: occurrences(work / f"{n}.json") for n in ("scan", "fallback")}
+    same = planted == by_grep == by_scan and grep_count == len(planted)
+    same = same and all(c == len(planted) for c in counts.values())
+    print(f"  lines: planted {len(planted)}, grep -n {len(by_grep)}, grep -c {grep_count}, "
+          f"scanner {len(by_scan)}, CLI occurrences {counts}: "
+          f"{'same' if same else 'DIFFERENT'}")  # fmt: skip
     if not same:
         print(f"  grep only: {sorted(by_grep - by_scan)[:10]}  "
               f"scanner only: {sorted(by_scan - by_grep)[:10]}  "
               f"not found: {sorted(planted - by_grep)[:10]}")  # fmt: skip
+    ok = ok and same
+    if gz:
+        packed = work / f"runtime-{mib}.log.gz"
+        with open(packed, "wb") as fh:
+            subprocess.run(["gzip", "-6", "-c", str(log)], stdout=fh, check=True)
+        subprocess.run(["cat", str(packed)], stdout=subprocess.DEVNULL, check=True)
+        zgrep = f"zcat {packed} | env {lc} grep -E -c -f {patterns}"
+        packed_runs = best_of(
+            {
+                "zgrep": (["sh", "-c", zgrep], work / "zgrep.out"),
+                "zscan": (cli([*doctor, str(packed)]), work / "zscan.json"),
+            },
+            repeat,
+        )
+        zanon = rss_anon_peak([*doctor, str(packed)])
+        z = packed_runs["zgrep"][0]
+        print(f"  gzip ({packed.stat().st_size / 2**20:.0f} MiB compressed, level 6); "
+              "ratio = time / zcat | grep's")  # fmt: skip
+        show("zcat | grep -E -c -f", packed_runs["zgrep"], z)
+        show(f"scan-logs ({engine}) on the .gz", packed_runs["zscan"], z,
+             f", peak RssAnon {zanon / 1024:.1f} MiB")  # fmt: skip
+        zcount = int((work / "zgrep.out").read_text().strip())
+        zsame = zcount == len(planted) == occurrences(work / "zscan.json")
+        print(
+            f"  gzip lines: grep -c {zcount}, CLI occurrences "
+            f"{occurrences(work / 'zscan.json')}: {'same' if zsame else 'DIFFERENT'}"
+        )
+        ok = ok and zsame
+        packed.unlink()
     log.unlink()
-    return same
+    return ok
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--mib", type=int, nargs="+", default=[64, 256],
+    parser.add_argument("--mib", type=int, nargs="+", default=[256, 1024],
                         help="log sizes in MiB (multiples of 4)")  # fmt: skip
     parser.add_argument("--keep", type=Path, help="directory to keep the outputs in")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is kept")
+    parser.add_argument("--no-gzip", dest="gzip", action="store_false",
+                        help="skip the gzip comparison")  # fmt: skip
     ns = parser.parse_args()
     work = ns.keep or Path(tempfile.mkdtemp(prefix="scan-logs-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {len(_literals())} literals")
-    results = [bench(work, mib, ns.repeat) for mib in ns.mib]  # every size, even after a miss
+    affinity = len(os.sched_getaffinity(0))
+    print(f"{affinity} of {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
+          f"{len(_literals())} literals, load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    results = [bench(work, mib, ns.repeat, ns.gzip) for mib in ns.mib]  # every size
     if ns.keep is None:
         for p in work.iterdir():
             p.unlink()

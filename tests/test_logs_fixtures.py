@@ -92,7 +92,7 @@ def test_fixture_findings(name: str) -> None:
     assert got == EXPECTED[name]
 
 
-@pytest.mark.parametrize("engine", ["re2", "find"])
+@pytest.mark.parametrize("engine", ["hyperscan", "re2", "find"])
 def test_both_matching_engines_agree(engine: str) -> None:
     facts = scan_sources(
         paths=[str(LOGS)], containers=[], journal=False, kernel_log=False,

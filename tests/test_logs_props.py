@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blackwell_doctor.logs.catalogue import load_catalogue
-from blackwell_doctor.logs.matcher import SourceScanner
+from blackwell_doctor.logs.matcher import COUNT_BLOCK_BYTES, PARALLEL_MIN_BYTES, SourceScanner
 
 _CAT = load_catalogue()
 # Bytes with a good chance of containing signatures, newlines, CR, NUL, ESC and bad UTF-8.
@@ -56,8 +56,32 @@ def test_chunking_never_changes_the_findings(data: bytes, cuts: list[int]) -> No
 @given(_DATA)
 def test_both_engines_agree(data: bytes) -> None:
     results = []
-    for engine in ("re2", "find"):
+    for engine in ("hyperscan", "re2", "find"):
         scanner = SourceScanner(_CAT, "fuzz", engine=engine)
         scanner.feed(data)
         results.append(scanner.finish())
+    assert results[0] == results[1] == results[2]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3 * 2**20), st.sampled_from(_CAT.literals)), max_size=12))
+def test_hyperscan_beside_the_newline_count_finds_the_same_lines(
+    planted: list[tuple[int, bytes]],
+) -> None:
+    """Regions over PARALLEL_MIN_BYTES take the threaded path (hits and newlines counted
+    apart, per COUNT_BLOCK_BYTES block): the same findings and line numbers as the
+    one-thread engines, also for hits right at block edges."""
+    filler = bytearray(b"INFO step ok, nothing to see\n" * (3 * 2**20 // 29))
+    for at, literal in planted:
+        at = at - at % COUNT_BLOCK_BYTES if at % 3 == 0 else at  # some at a block's start
+        filler[at : at + len(literal) + 2] = b"\n" + literal + b"\n"
+    data = bytes(filler)
+    assert len(data) >= PARALLEL_MIN_BYTES
+    results, lines = [], []
+    for engine in ("hyperscan", "find"):
+        scanner = SourceScanner(_CAT, "big", engine=engine)
+        scanner.feed(data)
+        results.append(scanner.finish())
+        lines.append(scanner.lines)
     assert results[0] == results[1]
+    assert lines[0] == lines[1] == data.count(b"\n")

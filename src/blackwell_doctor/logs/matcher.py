@@ -1,41 +1,54 @@
-"""Find catalogue signatures in a byte stream, at grep speed, in constant memory.
+"""Find catalogue signatures in a byte stream, faster than grep, in constant memory.
 
 How it works: the stream is read in large chunks (8 MiB). Every signature names exact
 *literals*; one multi-literal search runs over the whole chunk, and only around a hit is a
 line cut out, decoded, stripped of ANSI colour codes and checked against the signature's
-regex. Line numbers come from counting newlines between hits (``bytes.count``, memchr
-speed). A line is never held whole: a line longer than the chunk is searched in pieces
-with a small overlap, and only a window of a few KiB around a hit is ever decoded.
+regex (the confirmation: a few hundred lines per GiB). Line numbers come from counting
+newlines (``bytes.count``), each byte once. A line is never held whole: a line longer than
+the chunk is searched in pieces with a small overlap, and only a window of a few KiB
+around a hit is ever decoded.
 
-Why this approach (measured by ``benchmarks/scan_logs.py`` and its predecessor on a
-256 MiB vLLM-like log, 40 literals, 153 hits, 2-core x86_64 VM, CPython 3.11;
-GNU grep 3.8 ``grep -E -n -f`` took 0.96-1.08 s there):
+Engines, measured on this catalogue's 41 literals over a 256 MiB vLLM-like log in 8 MiB
+chunks from the page cache (2-core x86_64 VM, CPython 3.11.7, load ~1; the component
+timings of ``benchmarks/scan_logs.py``'s log, best of 3):
 
 =====================================================  ===========
-multi-literal search over 8 MiB chunks                  time
+one pass over 256 MiB                                   time
 =====================================================  ===========
-read + newline count only (the floor)                   0.27 s
-``hyperscan`` 0.9.1 database of literals                 0.46 s
-``google-re2`` alternation of escaped literals           0.77 s
-stdlib ``bytes.find`` per literal (40 passes)            2.74 s
-``pyahocorasick`` (str only: each chunk decoded)         7.07 s
-stdlib ``re`` alternation of escaped literals           12.91 s
+``read()`` of the chunks alone                           0.03 s
+``read()`` + newline count (``bytes.count``)             0.12 s
+``hyperscan`` 0.9.1 literal database, ``read()``         0.18 s
+``hyperscan`` over an ``mmap`` (no copy)                 0.16 s
+``google-re2`` 1.1 alternation of escaped literals       0.47 s
+``pyahocorasick`` 2.3 (str only: latin-1 decode)         3.67 s
+  (the latin-1 decode alone                              0.19 s)
 =====================================================  ===========
 
-``google-re2`` is used: under grep's time with room for the per-hit work, one API, and the
-same release (1.1) has wheels for CPython 3.11 and 3.12 on manylinux x86_64 and aarch64.
-``hyperscan`` is faster but its aarch64 wheels lag (0.7.x against 0.9.x on x86_64) and
-it is an x86-first engine. Without ``re2`` installed the scanner falls back to the stdlib
-``bytes.find`` loop: the same results, about 2.7x grep's time.
+``hyperscan`` is the engine where its wheel installs (CPython 3.11-3.13, manylinux
+x86_64 and aarch64: 0.9.1). Its scan releases the GIL, so on a region of a MiB or more it
+runs in a thread while this one counts newlines: the two passes take about as long, and
+both cores work (:meth:`SourceScanner._scan_beside_count`). Two scans cannot overlap: the
+bindings hold one global lock around every Hyperscan call, so more scan threads gain
+nothing, and worker processes would need every context rule (autotuner records, markers,
+once per line) merged across chunk edges for at most the newline count's share (about
+0.06 s per 256 MiB). ``mmap`` saves about 0.02 s per 256 MiB over ``read()`` but would
+fork the one chunked path that stdin, gzip, journald and Docker share; ``read()`` keeps
+anonymous memory at one chunk plus the carried line.
 
-A literal that starts inside another literal's match at the same place is not seen by the
-RE2 alternation (leftmost, non-overlapping); the catalogue's literals do not overlap that
+Where ``hyperscan`` is missing the scanner falls back to ``google-re2`` (one thread: RE2
+holds the GIL), then to the stdlib ``bytes.find`` loop: the same findings, slower (the
+end-to-end figures, ratio to ``grep -E -c -f``, are in ``benchmarks/scan_logs.py``'s
+output and in the pyproject comment). Hyperscan reports every literal, overlapping ones
+too; the RE2 alternation misses a literal that starts inside another literal's match at
+the same place (leftmost, non-overlapping): the catalogue's literals do not overlap that
 way, and each signature counts once per line anyway.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +64,10 @@ LONG_LINE_BYTES = 8 << 20
 # Bytes kept either side of a hit: enough for a vLLM prefix and the autotuner's wrapper.
 WINDOW_BYTES = 4096
 EXCERPT_CHARS = 400
+# Regions at least this large are scanned by Hyperscan in a thread beside the newline count;
+# the count goes in blocks so that a hit's line costs at most one block's count.
+PARALLEL_MIN_BYTES = 1 << 20
+COUNT_BLOCK_BYTES = 64 << 10
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -58,6 +75,35 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 Hits = list[tuple[int, int]]
 # finder(buf, start, end): (position, literal index) of every hit in buf[start:end], in order.
 Finder = Callable[[bytes, int, int], Hits]
+
+
+ENGINES = ("auto", "hyperscan", "re2", "find")
+
+
+def _hyperscan_finder(literals: list[bytes]) -> Finder | None:
+    """One Hyperscan block-mode database of the literals (its pure-literal compiler). The
+    scan releases the GIL, so it runs beside the newline count (see :func:`_scan_region`)."""
+    try:
+        import hyperscan  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    db: Any = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=literals, ids=list(range(len(literals))), flags=0, literal=True)
+    lengths = [len(lit) for lit in literals]
+
+    def hits(buf: bytes, start: int, end: int) -> Hits:
+        out: Hits = []
+
+        def on_match(n: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            # Hyperscan reports where a match ends; a literal's start follows from it.
+            out.append((start + to - lengths[n], n))
+
+        with memoryview(buf) as view, view[start:end] as region:
+            db.scan(region, match_event_handler=on_match)
+        out.sort()
+        return out
+
+    return hits
 
 
 def _re2_finder(literals: list[bytes]) -> Finder | None:
@@ -89,15 +135,30 @@ def _find_finder(literals: list[bytes]) -> Finder:
     return hits
 
 
+@functools.cache
+def _finder(literals: tuple[bytes, ...], engine: str) -> tuple[str, Finder]:
+    chain = ("hyperscan", "re2", "find") if engine == "auto" else (engine,)
+    makers = {"hyperscan": _hyperscan_finder, "re2": _re2_finder}
+    for name in chain:
+        if name == "find":
+            return name, _find_finder(list(literals))
+        if name not in makers:
+            raise ValueError(f"unknown matching engine {engine!r}")
+        made = makers[name](list(literals))
+        if made is not None:
+            return name, made
+    raise RuntimeError(f"the {engine} matching engine is not installed")
+
+
 def make_finder(literals: list[bytes], *, engine: str = "auto") -> Finder:
-    """``engine``: ``auto`` (re2 when installed), ``re2`` or ``find`` (stdlib)."""
-    if engine in ("auto", "re2"):
-        finder = _re2_finder(literals)
-        if finder is not None:
-            return finder
-        if engine == "re2":
-            raise RuntimeError("google-re2 is not installed")
-    return _find_finder(literals)
+    """``engine``: ``auto`` (the first installed of hyperscan, re2, find), or one by name;
+    a named engine that is not installed is a RuntimeError. Built once per literal set."""
+    return _finder(tuple(literals), engine)[1]
+
+
+def engine_name(literals: list[bytes], engine: str = "auto") -> str:
+    """The engine that ``engine`` resolves to here (benchmarks report it)."""
+    return _finder(tuple(literals), engine)[0]
 
 
 def strip_codes(text: str) -> str:
@@ -167,10 +228,11 @@ class SourceScanner:
     _carry: bytes = b""
     _carry_searched: int = 0
     _finder: Finder | None = None
+    _engine: str = ""
     _mid_line: bool = False  # the region being scanned starts inside a line
 
     def __post_init__(self) -> None:
-        self._finder = make_finder(self.catalogue.literals, engine=self.engine)
+        self._engine, self._finder = _finder(tuple(self.catalogue.literals), self.engine)
 
     def feed(self, data: bytes) -> None:
         if not data:
@@ -193,8 +255,7 @@ class SourceScanner:
             self._partial(data[start:] if start else data, 0)
             return
         end = last_nl + 1
-        self._scan(data, start, end, start)
-        self.lines += data.count(b"\n", start, end)
+        self.lines += self._scan(data, start, end, start)
         self._carry = data[end:]
         self._carry_searched = 0
 
@@ -220,22 +281,61 @@ class SourceScanner:
 
     # ---------------------------------------------------------------- internals
 
-    def _scan(self, buf: bytes, start: int, end: int, searched: int) -> None:
+    def _scan(self, buf: bytes, start: int, end: int, searched: int) -> int:
         """Hits in ``buf[start:end]`` (whole lines, or a piece of one long line) not already
-        seen: a hit ending inside the first ``searched`` bytes was found by an earlier call."""
+        seen: a hit ending inside the first ``searched`` bytes was found by an earlier call.
+        Returns the number of newlines in ``buf[start:end]``, each byte counted once."""
         assert self._finder is not None
         literals = self.catalogue.literals
-        cursor = start
-        line = self.lines + 1
+        first = self.lines + 1
         self._mid_line = searched > start
         if self.run_open:
-            self._resume_run(buf, start, end, line)
+            self._resume_run(buf, start, end, first)
+        if self._engine == "hyperscan" and end - start >= PARALLEL_MIN_BYTES:
+            hits, before = self._scan_beside_count(buf, start, end)
+            step = COUNT_BLOCK_BYTES
+            for pos, lit in hits:
+                if pos + len(literals[lit]) <= searched:
+                    continue
+                block = (pos - start) // step
+                line = first + before[block] + buf.count(b"\n", start + block * step, pos)
+                self._hit(buf, start, end, pos, lit, line)
+            return before[-1]
+        cursor, line = start, first
         for pos, lit in self._finder(buf, start, end):
             if pos + len(literals[lit]) <= searched:
                 continue
             line += buf.count(b"\n", cursor, pos)
             cursor = pos
             self._hit(buf, start, end, pos, lit, line)
+        return line - first + buf.count(b"\n", cursor, end)
+
+    def _scan_beside_count(self, buf: bytes, start: int, end: int) -> tuple[Hits, list[int]]:
+        """Hyperscan scans without the GIL: its scan of ``buf[start:end]`` runs in a thread
+        while this one counts newlines per block of :data:`COUNT_BLOCK_BYTES` (the two take
+        about as long; both cores work). Returns the hits and ``before[k]``, the newlines
+        before block ``k`` (``before[-1]``: all of them)."""
+        assert self._finder is not None
+        finder = self._finder
+        found: list[Hits] = []
+        failed: list[BaseException] = []
+
+        def scan() -> None:
+            try:
+                found.append(finder(buf, start, end))
+            except BaseException as exc:  # raised again below, in the scanning thread
+                failed.append(exc)
+
+        worker = threading.Thread(target=scan, name="scan-logs-hyperscan", daemon=True)
+        worker.start()
+        step = COUNT_BLOCK_BYTES
+        before = [0]
+        for at in range(start, end, step):
+            before.append(before[-1] + buf.count(b"\n", at, min(at + step, end)))
+        worker.join()
+        if failed:
+            raise failed[0]
+        return found[0], before
 
     def _hit(self, buf: bytes, lo: int, hi: int, pos: int, lit: int, line: int) -> None:
         floor = max(lo, pos - WINDOW_BYTES)

@@ -15,6 +15,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from queue import Full, Queue
 from typing import BinaryIO
 
 import msgspec
@@ -81,7 +82,7 @@ def _sniff(raw: Iterator[bytes], name: str, *, plain: LogSourceKind) -> Opened:
     kind = plain
     first = next(raw, b"")
     if first[:2] == _GZIP_MAGIC:
-        raw = _gunzip(_again(first, raw), name)
+        raw = _ahead(_gunzip(_again(first, raw), name))
         first = next(raw, b"")
         kind = "gzip" if plain == "file" else plain
     if first.lstrip()[: len(_DOCKER_JSON_HEAD)] == _DOCKER_JSON_HEAD:
@@ -138,6 +139,50 @@ def _gunzip(raw: Iterator[bytes], name: str) -> Iterator[bytes]:
             data = unzip.unused_data if unzip.eof else unzip.unconsumed_tail
     if fed and not unzip.eof:
         raise SourceError(f"truncated-gzip:{name}")
+
+
+_AHEAD = 2  # chunks decompressed ahead of the scan: 2 x CHUNK_BYTES of memory at most
+
+
+def _ahead(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Run ``chunks`` (the gzip decompression) in a thread, at most :data:`_AHEAD` chunks
+    ahead of the consumer: zlib inflates without the GIL, so decompression and the scan use
+    both cores (benchmarks/scan_logs.py). Its SourceError (or any error) is raised here, in
+    order, after the chunks before it; a consumer that stops early stops the thread."""
+    queue: Queue[tuple[bytes | None, BaseException | None]] = Queue(maxsize=_AHEAD)
+    stop = threading.Event()
+
+    def put(item: tuple[bytes | None, BaseException | None]) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+            except Full:
+                continue
+            return True
+        return False
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                if not put((chunk, None)):
+                    return
+            put((None, None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            put((None, exc))
+
+    worker = threading.Thread(target=produce, name="scan-logs-gunzip", daemon=True)
+    worker.start()
+    try:
+        while True:
+            chunk, error = queue.get()
+            if error is not None:
+                raise error
+            if chunk is None:
+                return
+            yield chunk
+    finally:
+        stop.set()
+        worker.join()
 
 
 def _slices(raw: Iterator[bytes]) -> Iterator[bytes]:
