@@ -376,3 +376,21 @@ def test_excerpt_keeps_the_line_start_when_the_match_is_near_it() -> None:
     assert finding.excerpt.startswith("(EngineCore pid=1) ERROR No NvFp4")
     assert finding.excerpt.endswith("…")
     assert len(finding.excerpt) == matcher.EXCERPT_CHARS
+
+
+def test_decompression_ahead_stops_when_the_scan_stops(tmp_path: Path) -> None:
+    """gzip is inflated in a thread ahead of the scan: a consumer that stops early (an
+    error, a closed generator) leaves no thread behind, and the file is closed."""
+    import threading
+
+    from blackwell_doctor.logs.sources import open_file
+
+    path = tmp_path / "big.log.gz"
+    # 34 MiB inflated: more than the chunks the thread may run ahead, so it is blocked.
+    path.write_bytes(gzip.compress(b"INFO a log line of text\n" * (3 << 19), compresslevel=1))
+    kind, chunks = open_file(path)
+    assert kind == "gzip"
+    first = next(chunks)
+    assert first
+    chunks.close()  # type: ignore[attr-defined]
+    assert not [t for t in threading.enumerate() if t.name == "scan-logs-gunzip"]
