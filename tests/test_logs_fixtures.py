@@ -21,7 +21,36 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
         "autotuner.tactic_skipped": ("info", 2, 1),
         "moe.tma_ws_init_failed": ("fail", 1, 5),
     },
-    "flashinfer-4049-skipped-summary.log": {"autotuner.tactics_skipped_summary": ("info", 20, 4)},
+    "flashinfer-4049-skipped-summary.log": {
+        "moe.tma_descriptor_init_failed": ("info", 1, 3),
+        "autotuner.tactics_skipped_summary": ("info", 20, 4),
+    },
+    # The engine dies after the autotuner's skips: a failure, not the info of skipped tactics.
+    "composed-4049-autotuner-then-engine-died.log": {
+        "moe.tma_descriptor_init_failed": ("info", 1, 3),
+        "autotuner.tactics_skipped_summary": ("info", 20, 4),
+        "runtime.engine_died": ("fail", 1, 5),
+    },
+    "sglang-29562-scheduler-died.log": {"runtime.engine_died": ("fail", 2, 1)},
+    "vllm-52029-engine-core-init-failed.log": {"runtime.engine_died": ("fail", 1, 1)},
+    # Dense (non-MoE) block-scaled GEMM initialisation failures.
+    "vllm-24377-fp4-gemm-init.log": {"gemm.block_scaled_init_failed": ("fail", 1, 1)},
+    "flashinfer-3568-mxfp8-gemm-init.log": {"gemm.block_scaled_init_failed": ("fail", 1, 1)},
+    "vllm-33416-moe-backend-unsupported-device.log": {
+        "vllm.moe_backend_unsupported_device": ("warn", 1, 1)
+    },
+    "composed-flashinfer-b12x-cuda12.log": {"moe.b12x_needs_cuda13": ("fail", 1, 1)},
+    # SGLang's and TensorRT-LLM's words for events the catalogue first knew in vLLM's.
+    "sglang-12343-default-moe-kernel-config.log": {"vllm.default_moe_config": ("warn", 1, 1)},
+    "sglang-4028-default-moe-config.log": {"vllm.default_moe_config": ("warn", 1, 3)},
+    "sglang-19003-down-moe-config.log": {"vllm.default_moe_config": ("warn", 2, 1)},
+    "trtllm-1034-peer-access-not-available.log": {"trtllm.peer_access_unavailable": ("warn", 3, 1)},
+    "lmdeploy-2076-turbomind-peer-access.log": {"trtllm.peer_access_unavailable": ("warn", 3, 1)},
+    "trtllm-1625-peer-access-unsupported.log": {"cuda.peer_access_unsupported": ("fail", 1, 1)},
+    "trtllm-1374-enable-access.log": {"cuda.peer_access_unsupported": ("fail", 1, 1)},
+    # A person quoting a warning and dismissing it underneath: no finding.
+    "ktransformers-2008-dismissed-warning.log": {},
+    "ktransformers-2029-faq-dismissal.log": {},
     "vllm-31085-healthy-sm120-startup.log": {},
     "vllm-49011-healthy-engine-config.log": {},
     "club-3090-617-marlin-fp4-warning.log": {"vllm.fp4_weight_only_marlin": ("warn", 1, 1)},
@@ -308,3 +337,47 @@ def test_excerpt_is_the_first_occurrence_without_colour_and_redacted(tmp_path: P
     assert finding.excerpt.startswith("(EngineCore pid=282) WARNING")
     assert "sk-abcdef" not in finding.excerpt
     assert "<redacted>" in finding.excerpt
+
+
+def test_prose_quoting_a_message_on_its_line_is_not_the_message(tmp_path: Path) -> None:
+    """A person's sentence that quotes a message (code span, typographic quotes) or
+    dismisses it on the same line is not the runtime printing it; the runtime's own line,
+    with or without a record prefix, still counts."""
+    log = tmp_path / "comment.log"
+    log.write_text(
+        "If this were a MoE crash you would have seen: `EngineCore encountered a fatal error`\n"
+        "The engine even logs it: \u201cCustom allreduce is disabled because your platform "
+        "lacks GPU P2P capability or P2P test failed.\u201d\n"
+        "Custom allreduce is disabled because your platform lacks GPU P2P capability - "
+        "this is expected on GeForce, NCCL takes over\n"
+        "(EngineCore pid=8) ERROR 05-01 16:52:10 [core.py:1136] EngineCore failed to start.\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {}\n",
+        encoding="utf-8",
+    )
+    got = {f.signature: (f.count, f.line) for f in scan(log)}
+    assert got == {"runtime.engine_died": (2, 4)}
+
+
+def test_a_dismissal_retracts_only_the_lines_just_above_it(tmp_path: Path) -> None:
+    """A dismissal on its own line takes back what was found at most PROSE_LOOKBACK_LINES
+    above it; a record further up, a record below, and a log record that happens to hold
+    dismissal words change nothing."""
+    from blackwell_doctor.logs.context import PROSE_LOOKBACK_LINES
+
+    warn = "(Worker pid=9) WARNING 05-03 17:42:23 [fused_moe.py:668] Using default MoE config. "
+    warn += "Performance might be sub-optimal! Config file not found at /x.json\n"
+    filler = ["some unrelated text\n"] * PROSE_LOOKBACK_LINES
+    log = tmp_path / "thread.log"
+    log.write_text(
+        warn  # line 1: too far above the dismissal: stays
+        + "".join(filler)
+        + warn  # line 2 + lookback: retracted
+        + "This warning is expected and can be safely ignored.\n"
+        + warn  # after the dismissal: stays
+        + "(Worker pid=9) INFO 05-03 17:42:24 [x.py:1] this warning is expected\n",
+        encoding="utf-8",
+    )
+    (finding,) = scan(log)
+    assert (finding.signature, finding.count, finding.line) == ("vllm.default_moe_config", 2, 1)
+    assert finding.last_line == PROSE_LOOKBACK_LINES + 4

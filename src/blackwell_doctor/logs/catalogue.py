@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from blackwell_doctor.checkdata import CatalogueError, convert, read_shipped, shipped_source
+from blackwell_doctor.logs import dismissal
 
 CATALOGUE_FILE = "log_signatures.toml"
 
@@ -82,7 +83,8 @@ class Catalogue:
     """Signatures and markers, with every literal numbered for the matcher.
 
     ``literals[i]`` is a distinct byte string; ``owners[i]`` lists what it belongs to:
-    ``("sig", index)`` into :attr:`signatures` or ``("marker", index)`` into :attr:`markers`.
+    ``("sig", index)`` into :attr:`signatures`, ``("marker", index)`` into :attr:`markers`,
+    or ``("dismissal", 0)``: a word of prose dismissal (:mod:`blackwell_doctor.logs.dismissal`).
     """
 
     def __init__(
@@ -110,6 +112,8 @@ class Catalogue:
         self.owners: list[list[tuple[str, int]]] = []
         numbered = [("sig", n, s.literals) for n, s in enumerate(signatures)]
         numbered += [("marker", n, m.literals) for n, m in enumerate(markers)]
+        # Prose dismissals (context rule "prose"): found by the same search, owned by no entry.
+        numbered += [("dismissal", 0, list(dismissal.LITERALS))]
         for kind, n, texts in numbered:
             for text in texts:
                 key = text.encode("utf-8")

@@ -27,6 +27,15 @@ the facts, so a capture is judged again with the catalogue of whichever tool rea
   prints its configuration (``moe_backend='marlin'`` on the engine config line,
   ``'moe_backend': 'marlin'`` in non-default args, ``--moe-backend marlin`` on a ``vllm
   serve`` command line, a ``...a16`` quantization or W4A16 checkpoint there), not free text.
+- prose (every signature): a line that is no log record (no record prefix after its
+  transport) and either quotes the message (inside a Markdown code span or typographic
+  quotes: ``If this were a crash you would see `EngineCore encountered a fatal error```) or
+  dismisses it (``... this warning can be safely ignored``, ``... is expected``) is a
+  person's text about the message, not the message: it is not counted. A person quoting a
+  log and dismissing it on a line of its own (``This warning is expected and can be safely
+  ignored.`` under a pasted record, within :data:`PROSE_LOOKBACK_LINES` lines) retracts what
+  was found in the lines above it. The runtime's own lines carry no backticks and no such
+  words (:mod:`blackwell_doctor.logs.dismissal`), and a record prefix never reads as prose.
 - ``not-nvidia``: lines only AMD's RCCL prints (``NCCL WARN Missing "iommu=pt" ...``) are
   recognised and dropped: they are no finding on an NVIDIA host.
 """
@@ -37,6 +46,7 @@ import re
 from typing import TYPE_CHECKING
 
 from blackwell_doctor.facts import LogFinding
+from blackwell_doctor.logs import dismissal
 
 if TYPE_CHECKING:
     from blackwell_doctor.logs.matcher import SourceScanner
@@ -47,6 +57,8 @@ AUTOTUNER_WRAPPER = "[Autotuner]: Skipping tactic"
 AUTOTUNER_CONTINUATION_LINES = 48
 # Enough of a line's start to see its prefixes.
 HEAD_BYTES = 256
+# A dismissal line retracts what was found at most this many lines above it.
+PROSE_LOOKBACK_LINES = 8
 
 _LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 # Per-line transport prefixes that do not start a record by themselves: docker compose
@@ -80,6 +92,42 @@ def continues(head: str, key: str) -> bool:
     if prefix.strip() != key.strip():
         return False
     return _RECORD.match(head, len(prefix)) is None
+
+
+# Marks that open a quotation in prose, just before the quoted message: a Markdown code span,
+# typographic quotes, an emphasised quote (*"...").
+_QUOTE_OPEN = ("`", "\u201c", "\u2018", "\u00ab", '*"', '_"')
+
+
+def is_record(head: str) -> bool:
+    """Whether a line (its :func:`line_head`) starts with a log-record prefix after its
+    transport prefix."""
+    return _RECORD.match(head, len(transport(head))) is not None
+
+
+def is_prose(text: str, anchor: str) -> bool:
+    """Whether a line is a person's prose about a message rather than the message: no log
+    record prefix, and the message quoted in it (code span, typographic or emphasised
+    quotes) or dismissed by it ("can be safely ignored", "is expected", ...)."""
+    if is_record(text):
+        return False
+    at = text.find(anchor) if anchor else -1
+    if at != -1:
+        before = text[:at].rstrip()
+        if before.endswith(_QUOTE_OPEN):
+            return True
+    return dismissal.DISMISSAL.search(text) is not None
+
+
+def dismisses_above(text: str) -> bool:
+    """Whether a line is a person's dismissal of a message shown just above it ("This
+    warning is expected and can be safely ignored"): no record prefix, a dismissal, and a
+    word pointing back at the message."""
+    return (
+        not is_record(text)
+        and dismissal.DISMISSAL.search(text) is not None
+        and dismissal.DEICTIC.search(text) is not None
+    )
 
 
 def findings(scanner: SourceScanner) -> list[LogFinding]:

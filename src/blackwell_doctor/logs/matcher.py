@@ -230,6 +230,8 @@ class SourceScanner:
     _finder: Finder | None = None
     _engine: str = ""
     _mid_line: bool = False  # the region being scanned starts inside a line
+    # Occurrences not yet counted: (signature, line, text, matched literal, regex match).
+    _pending: list[tuple[int, int, str, str, re.Match[str] | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._engine, self._finder = _finder(tuple(self.catalogue.literals), self.engine)
@@ -277,6 +279,7 @@ class SourceScanner:
             self._scan(self._carry, 0, len(self._carry), self._carry_searched)
             self.lines += 1
             self._carry = b""
+        self._commit()
         return context.findings(self)
 
     # ---------------------------------------------------------------- internals
@@ -352,6 +355,11 @@ class SourceScanner:
                 if cat.marker_regex[n].search(text):
                     self.markers.add(cat.markers[n].id)
                 continue
+            if kind == "dismissal":
+                if context.dismisses_above(text):
+                    floor_line = line - context.PROSE_LOOKBACK_LINES
+                    self._pending = [p for p in self._pending if not floor_line <= p[1] < line]
+                continue
             if cat.signatures[n].id == context.AUTOTUNER_SKIPPED:
                 at_line_start = start > floor or (start == lo and not self._mid_line)
                 self._open_run(buf, start if at_line_start else -1, pos, hi, line)
@@ -413,10 +421,30 @@ class SourceScanner:
             return
         if unless is not None and unless.search(text):
             return
+        if context.is_prose(text, anchor):
+            return
         if sig.rule == "autotuner-wrapped" and (
             context.AUTOTUNER_WRAPPER in text or self.run_line < line <= self.run_last
         ):
             return
+        # Counted once no dismissal can follow it any more (the prose rule's lookback).
+        self._pending.append((n, line, text, anchor, match))
+        self._commit(line - context.PROSE_LOOKBACK_LINES)
+
+    def _commit(self, before: int | None = None) -> None:
+        """Count the pending occurrences on lines before ``before`` (all: None)."""
+        keep = 0
+        for n, line, text, anchor, match in self._pending:
+            if before is not None and line >= before:
+                break
+            keep += 1
+            self._count(n, line, text, anchor, match)
+        del self._pending[:keep]
+
+    def _count(
+        self, n: int, line: int, text: str, anchor: str, match: re.Match[str] | None
+    ) -> None:
+        sig = self.catalogue.signatures[n]
         occ = self.occurrences.get(n)
         if occ is None:
             excerpt = make_excerpt(text, anchor)
