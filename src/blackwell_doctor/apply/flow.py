@@ -96,9 +96,13 @@ def launch_spec(
                 hostname=socket.gethostname(),
             )
 
+    from blackwell_doctor.recommend.launch import is_placeholder
+
     spec = advise(request, options, catalogue=catalogue, environ=environ, stdin=stdin, vet=vet).spec
     if spec is None:
         raise UserError("these facts show no GPU: there is no runtime to launch")
+    if is_placeholder(spec):  # recommend's MODEL_DIR placeholder: never a container
+        raise UserError("apply needs --model-dir DIR (the model, mounted read-only)")
     return spec
 
 

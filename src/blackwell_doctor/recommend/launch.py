@@ -23,6 +23,11 @@ DEFAULT_NAME = "blackwell-doctor-vllm"
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 8000
 MODEL_TARGET = "/model"
+# Without --model-dir, shell and compose are written with a placeholder for the model
+# directory (MODEL_DIR) and the served name (MODEL_NAME). The spec carries this sentinel path;
+# only those renderers turn it into ${MODEL_DIR}, and apply refuses it (it needs a real
+# directory). Its characters are all shell-safe, so shlex leaves it as it is.
+MODEL_DIR_PLACEHOLDER = "/__blackwell_doctor_MODEL_DIR__"
 LABEL_PREFIX = "io.github.blackwell-doctor"
 LABEL_MANAGED = f"{LABEL_PREFIX}.managed"
 LABEL_RUNTIME = f"{LABEL_PREFIX}.runtime"
@@ -153,6 +158,11 @@ def build_launch(
         LABEL_SPEC: spec_digest(spec),
     }
     return msgspec.structs.replace(spec, labels=labels)
+
+
+def is_placeholder(spec: LaunchSpec) -> bool:
+    """The spec was built without a model directory (see MODEL_DIR_PLACEHOLDER)."""
+    return any(m.source == MODEL_DIR_PLACEHOLDER for m in spec.mounts)
 
 
 def docker_run_argv(spec: LaunchSpec) -> list[str]:

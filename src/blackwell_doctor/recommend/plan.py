@@ -8,6 +8,7 @@ then the operator measures.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from blackwell_doctor.checkdata import CatalogueError
 from blackwell_doctor.facts import Facts, ToolInfo
 from blackwell_doctor.recommend.catalogue import RUNTIME_CLEARABLE, Catalogue, Runtime
 from blackwell_doctor.recommend.launch import (
+    MODEL_DIR_PLACEHOLDER,
     LaunchSpec,
     build_launch,
     docker_run_argv,
@@ -291,7 +293,9 @@ def build_recommendation(
     catalogue: Catalogue,
     options: LaunchOptions,
 ) -> tuple[Recommendation, LaunchSpec | None]:
-    """The recommendation, and the real launch spec (with secret values) for apply."""
+    """The recommendation, and the launch spec (with secret values): the real one for
+    apply, or without ``options.model_dir`` one with the MODEL_DIR placeholder that only the
+    shell and compose formats render (``launch.is_placeholder``; apply refuses it)."""
     rules = load_rule_data()
     derived = derive(facts, report)
     p2p = p2p_decision(facts, report)
@@ -345,10 +349,19 @@ def build_recommendation(
             )
         )
     spec: LaunchSpec | None = None
+    template: LaunchSpec | None = None
     launch: Launch | None = None
     if derived is not None and runtime is not None:
         if options.model_dir is not None:
             spec = launch_spec(runtime, derived, options)
+        else:
+            # Shell and compose are still written, with a MODEL_DIR placeholder; the actions,
+            # the markdown and the JSON show no docker run without a real directory.
+            template = launch_spec(
+                runtime,
+                derived,
+                dataclasses.replace(options, model_dir=MODEL_DIR_PLACEHOLDER),
+            )
         shown = msgspec.structs.replace(spec, env=spec.shown_env()) if spec is not None else None
         action, cleared = _runtime_action(runtime, derived, report, spec, runtime_notes)
         consumed.update(cleared)
@@ -417,7 +430,7 @@ def build_recommendation(
         launch=launch,
         notes=notes,
     )
-    return rec, spec
+    return rec, spec if spec is not None else template
 
 
 __all__ = [

@@ -17,7 +17,13 @@ import msgspec
 
 from blackwell_doctor import TOOL_NAME
 from blackwell_doctor.recommend.formats import RecommendFormat
-from blackwell_doctor.recommend.launch import LaunchSpec, docker_run_argv
+from blackwell_doctor.recommend.launch import (
+    MODEL_DIR_PLACEHOLDER,
+    LaunchSpec,
+    docker_run_argv,
+    is_placeholder,
+    model_name,
+)
 from blackwell_doctor.recommend.plan import Action, Recommendation
 from blackwell_doctor.render.common import gpus_phrase
 
@@ -49,6 +55,38 @@ def _need(spec: LaunchSpec | None, rec: Recommendation) -> LaunchSpec:
     if rec.launch is None:
         raise NeedsLaunch("these facts show no GPU: there is no runtime to launch")
     raise NeedsLaunch("this format needs --model-dir DIR (the model, mounted read-only)")
+
+
+_MODEL_NAME_PLACEHOLDER = model_name(MODEL_DIR_PLACEHOLDER)
+
+
+def _shell_arg(arg: str) -> str:
+    """One argument of the shell script; the placeholders become ${MODEL_DIR} and
+    ${MODEL_NAME} inside double quotes (the rest of such an argument is shell-safe)."""
+    if MODEL_DIR_PLACEHOLDER in arg or arg == _MODEL_NAME_PLACEHOLDER:
+        text = arg.replace(MODEL_DIR_PLACEHOLDER, "${MODEL_DIR}")
+        return '"' + ("${MODEL_NAME}" if arg == _MODEL_NAME_PLACEHOLDER else text) + '"'
+    return shlex.quote(arg)
+
+
+def _host_steps(rec: Recommendation) -> list[str]:
+    """The host actions (driver, kernel command line, BIOS/ACS, ...) as commented steps in
+    the plan's order: they need root and some a reboot, so the script never runs them."""
+    steps = [a for a in rec.actions if a.id != "runtime"]
+    if not steps:
+        return []
+    out = [
+        "#",
+        "# Host actions, in this order, before the launch below. They need root and some a",
+        "# reboot: this script never runs them. Verify each as shown, then re-run",
+        f"# `{TOOL_NAME} check`.",
+    ]
+    for n, a in enumerate(steps, 1):
+        out.append(f"# {n}. {a.title}" + (f" ({', '.join(a.why)})" if a.why else ""))
+        out += [f"#      {c}" for c in a.commands]
+        out += [f"#      verify: {v}" for v in a.verify]
+    out.append("#")
+    return out
 
 
 # --------------------------------------------------------------------------- json
@@ -172,7 +210,16 @@ def render_shell(rec: Recommendation, spec: LaunchSpec) -> str:
             if s.name == "tensor_parallel_size"
         ]
         out += [f"# note: {n}" for n in la.notes]
+    out += _host_steps(rec)
     out.append("set -eu")
+    if is_placeholder(spec):
+        out += [
+            "# No --model-dir was given: MODEL_DIR is a placeholder. Set it to the model's",
+            "# directory on this host (mounted read-only), here or in the environment.",
+            'MODEL_DIR="${MODEL_DIR:-}"',
+            ': "${MODEL_DIR:?set MODEL_DIR to the model directory first}"',
+            'MODEL_NAME="${MODEL_NAME:-$(basename "$MODEL_DIR")}"',
+        ]
     why = {s.name: s.why for s in la.settings} if la is not None else {}
     for name, value in spec.env.items():
         if spec.is_secret(name):
@@ -182,7 +229,7 @@ def render_shell(rec: Recommendation, spec: LaunchSpec) -> str:
             if name in why:
                 out.append(f"# {why[name]}")
             out.append("export " + shlex.quote(f"{name}={value}"))
-    out.append(shlex.join(docker_run_argv(spec)))
+    out.append(" ".join(_shell_arg(a) for a in docker_run_argv(spec)))
     return "\n".join(out) + "\n"
 
 
@@ -190,7 +237,12 @@ def render_shell(rec: Recommendation, spec: LaunchSpec) -> str:
 
 
 def _q(value: str) -> str:
-    """A compose scalar: JSON string syntax (valid YAML), "$" escaped for interpolation."""
+    """A compose scalar: JSON string syntax (valid YAML), "$" escaped for interpolation;
+    the MODEL_DIR / MODEL_NAME placeholders become compose variables that must be set."""
+    if value == MODEL_DIR_PLACEHOLDER:
+        return json.dumps("${MODEL_DIR:?set MODEL_DIR to the model directory}")
+    if value == _MODEL_NAME_PLACEHOLDER:
+        return json.dumps("${MODEL_NAME:?set MODEL_NAME to the served model name}")
     return json.dumps(value.replace("$", "$$"))
 
 
@@ -204,6 +256,18 @@ def render_compose(rec: Recommendation, spec: LaunchSpec) -> str:
         f"# {TOOL_NAME} recommend --format compose: runtime {spec.runtime} "
         + ("(pinned)" if spec.pinned else "(unpinned: pin the digest you reviewed)"),
         "# Secrets are not written here: compose takes them from your environment.",
+        *(
+            [
+                "# No --model-dir was given: set MODEL_DIR (the model directory, mounted",
+                "# read-only) and MODEL_NAME (the served name) in the environment or in .env.",
+            ]
+            if is_placeholder(spec)
+            else []
+        ),
+        *[
+            f"# Host action {n}, before this (root; not done by compose): {a.title}"
+            for n, a in enumerate((a for a in rec.actions if a.id != "runtime"), 1)
+        ],
         "services:",
         f"  {_key(service)}:",
         f"    image: {_q(spec.image)}",
