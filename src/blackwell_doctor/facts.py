@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from blackwell_doctor.facts_model import ModelFacts
+
 SCHEMA_VERSION = 2
 # Version 1 froze verdicts into the facts (P2P pair verdicts, log finding severities);
 # :func:`decode_facts` converts it to version 2 on read.
@@ -382,6 +384,9 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     p2p_transfers: P2PProbeFacts | Unavailable | None = None
     # Runtime and kernel logs scanned for fallback/failure signatures; None: none given.
     logs: LogFacts | Unavailable | None = None
+    # The model directory given with --model-dir (config, quantization, safetensors
+    # headers; never weights); None: none given.
+    model: ModelFacts | Unavailable | None = None
     # For fixtures and hand-made captures: where the numbers came from.
     provenance: str | None = None
 

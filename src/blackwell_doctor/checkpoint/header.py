@@ -1,0 +1,231 @@
+"""The safetensors header, read by its documented layout and nothing more.
+
+A safetensors file is an unsigned 64-bit little-endian header length N, N bytes of UTF-8
+JSON (``{"name": {"dtype": ..., "shape": [...], "data_offsets": [begin, end]}, ...,
+"__metadata__": {str: str}}``, possibly padded with spaces), then the tensor data, whose
+offsets are relative to the first byte after the header.
+
+Why not the ``safetensors`` library: ``safe_open`` needs the whole file present and
+consistent (a shard still downloading is an exception, not a "truncated shard" finding), maps
+the file, and returns tensors through a framework (torch/numpy) this tool does not install.
+Reading 8 bytes plus a bounded header and decoding it with msgspec needs nothing new, bounds
+every read before it happens, and lets each inconsistency be named. The library remains the
+oracle in the tests (files it writes, it reads, we read) and the floor in
+``benchmarks/model_headers.py``.
+
+Never reads past the header: the data region is only measured (``fstat``) so offsets that
+point past the end of the file are reported.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+# The safetensors library refuses headers above 100 MB (MAX_HEADER_SIZE in its Rust
+# source); a real header is about 150 bytes per tensor, so even 100k tensors are ~15 MB.
+MAX_HEADER_BYTES = 100_000_000
+MAX_DIMS = 16
+
+# Bits per element of every dtype the safetensors format names (its Rust ``Dtype`` enum).
+DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8,
+    "F8_E5M2FNUZ": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "C64": 64,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+}
+
+
+class HeaderError(Exception):
+    """A safetensors file whose header cannot be used; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.begin
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """One file's header: its tensors, metadata and the sizes that were checked."""
+
+    tensors: list[TensorInfo]
+    metadata: dict[str, str] = field(default_factory=dict)
+    header_bytes: int = 0
+    file_bytes: int = 0
+
+
+def _open_regular(path: Path) -> tuple[int, int]:
+    """An fd and size of ``path`` (symlinks followed) if it is a regular file.
+
+    O_NONBLOCK keeps a FIFO planted under a shard's name from blocking the open; the
+    fstat then refuses it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise HeaderError("missing (or a dangling symlink)") from None
+    except OSError as exc:
+        raise HeaderError(f"cannot open: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise HeaderError(f"cannot stat: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise HeaderError("not a regular file")
+    return fd, st.st_size
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks: list[bytes] = []
+    left = n
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 24))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_header(path: Path, *, max_header_bytes: int = MAX_HEADER_BYTES) -> Header:
+    """Read and validate the header of the safetensors file ``path``."""
+    fd, size = _open_regular(path)
+    try:
+        if size < 8:
+            raise HeaderError(f"truncated: {size} bytes, shorter than the 8-byte length")
+        prefix = _read_exact(fd, 8)
+        if len(prefix) < 8:
+            raise HeaderError("truncated while reading the 8-byte length")
+        n = int.from_bytes(prefix, "little")
+        if n > max_header_bytes:
+            raise HeaderError(
+                f"header length {n} bytes exceeds the {max_header_bytes}-byte limit "
+                "(corrupt, or not a safetensors file)"
+            )
+        if 8 + n > size:
+            raise HeaderError(
+                f"header length {n} bytes runs past the end of the {size}-byte file "
+                "(truncated download, or a length that lies)"
+            )
+        raw = _read_exact(fd, n)
+        if len(raw) < n:
+            raise HeaderError(f"file shrank while reading: {len(raw)} of {n} header bytes")
+    finally:
+        os.close(fd)
+    return parse_header(raw, data_bytes=size - 8 - n, file_bytes=size)
+
+
+def parse_header(raw: bytes, *, data_bytes: int, file_bytes: int | None = None) -> Header:
+    """Validate the JSON header ``raw`` against a data region of ``data_bytes``."""
+    if not raw.lstrip(b" ").startswith(b"{"):
+        raise HeaderError("header is not a JSON object")
+    try:
+        doc: Any = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise HeaderError(f"header is not valid JSON: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise HeaderError("header is nested too deeply") from None
+    if not isinstance(doc, dict):
+        raise HeaderError("header is not a JSON object")
+    metadata: dict[str, str] = {}
+    tensors: list[TensorInfo] = []
+    for name, entry in doc.items():
+        if name == "__metadata__":
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                raise HeaderError("__metadata__ must map strings to strings")
+            metadata = entry
+            continue
+        tensors.append(_tensor(name, entry, data_bytes))
+    _check_overlaps(tensors)
+    return Header(
+        tensors=tensors,
+        metadata=metadata,
+        header_bytes=len(raw),
+        file_bytes=file_bytes if file_bytes is not None else 8 + len(raw) + data_bytes,
+    )
+
+
+def _tensor(name: str, entry: Any, data_bytes: int) -> TensorInfo:
+    shown = name if len(name) <= 120 else name[:117] + "..."
+    if not isinstance(entry, dict):
+        raise HeaderError(f"tensor {shown!r}: entry is not an object")
+    dtype = entry.get("dtype")
+    shape = entry.get("shape")
+    offsets = entry.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise HeaderError(f"tensor {shown!r}: unknown dtype {str(dtype)[:20]!r}")
+    if (
+        not isinstance(shape, list)
+        or len(shape) > MAX_DIMS
+        or not all(type(d) is int and d >= 0 for d in shape)
+    ):
+        raise HeaderError(f"tensor {shown!r}: shape must be a list of non-negative integers")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(type(o) is int for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1]
+    ):
+        raise HeaderError(f"tensor {shown!r}: data_offsets must be [begin, end], 0 <= begin <= end")
+    begin, end = offsets
+    info = TensorInfo(name=name, dtype=dtype, shape=tuple(shape), begin=begin, end=end)
+    bits = info.numel * DTYPE_BITS[dtype]
+    expected = (bits + 7) // 8
+    if end - begin != expected:
+        raise HeaderError(
+            f"tensor {shown!r}: {dtype}{list(shape)} needs {expected} bytes but its offsets "
+            f"span {end - begin}"
+        )
+    if end > data_bytes:
+        raise HeaderError(
+            f"tensor {shown!r} ends at byte {end} of the data but the file holds only "
+            f"{data_bytes} bytes of data (truncated download?)"
+        )
+    return info
+
+
+def _check_overlaps(tensors: list[TensorInfo]) -> None:
+    spans = sorted((t.begin, t.end, t.name) for t in tensors if t.end > t.begin)
+    for (_, end_a, name_a), (begin_b, _, name_b) in zip(spans, spans[1:], strict=False):
+        if begin_b < end_a:
+            raise HeaderError(f"tensors {name_a!r} and {name_b!r} overlap in the data")

@@ -1,0 +1,106 @@
+"""The ``model`` section of the facts document: what was read from a model directory
+(config.json, the quantization description, safetensors headers), never a verdict.
+
+Kept in its own module so that facts.py only gains one optional field. Every count carries
+where it came from: ``"tensors"`` (read from the safetensors headers) or ``"config"``
+(computed from config.json, e.g. before the weights are downloaded).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+QuantMethod = Literal[
+    "nvfp4",  # NVFP4: E2M1 weights, E4M3 scales per 16 elements (ModelOpt or compressed-tensors)
+    "mxfp4",  # MXFP4: E2M1 weights, E8M0 scales per 32 elements (gpt-oss)
+    "fp8",  # FP8 E4M3 weights (per tensor, channel or 128x128 block)
+    "w4a16",  # 4-bit integer weights, 16-bit activations (AWQ, GPTQ, compressed-tensors)
+    "unquantized",  # BF16/FP16/FP32 weights
+    "unknown",  # a description this tool does not recognise
+]
+ParamSource = Literal["tensors", "config"]
+
+
+class MoeFacts(msgspec.Struct, frozen=True, kw_only=True):
+    experts: int  # routed experts per MoE layer
+    experts_per_token: int
+    shared_experts: int = 0  # always-active experts per MoE layer
+    moe_layers: list[int] = msgspec.field(default_factory=list)  # decoder layer indices
+    expert_intermediate_size: int | None = None
+
+
+class MlaFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """DeepSeek-style multi-head latent attention: the cache holds one compressed latent
+    (kv_lora_rank) plus the shared RoPE key (qk_rope_head_dim) per token and layer."""
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+
+
+class ArchFacts(msgspec.Struct, frozen=True, kw_only=True):
+    architecture: str  # architectures[0], or model_type
+    model_type: str | None = None
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    max_position_embeddings: int | None = None
+    dtype: str | None = None  # torch_dtype / dtype as config.json says
+    tie_word_embeddings: bool = False
+    text_config: bool = False  # read from a nested text_config (multimodal checkpoints)
+    # Layers that keep a per-token KV cache for the whole context, and those that keep at
+    # most ``sliding_window`` tokens; linear-attention layers keep a fixed-size state.
+    full_attention_layers: int
+    sliding_window_layers: int = 0
+    sliding_window: int | None = None
+    linear_attention_layers: int = 0
+    linear_state_bytes_per_layer: int = 0  # per sequence, at the model dtype
+    moe: MoeFacts | None = None
+    mla: MlaFacts | None = None
+
+
+class QuantFacts(msgspec.Struct, frozen=True, kw_only=True):
+    method: QuantMethod
+    format: str  # e.g. "modelopt NVFP4", "compressed-tensors nvfp4-pack-quantized", "awq gemm"
+    group_size: int | None = None
+    weight_bits: int | None = None
+    kv_cache_dtype: str | None = None  # "fp8" when the checkpoint quantizes the KV cache
+    # Where the verdict comes from: description keys and tensors that agree (or disagree).
+    evidence: list[str] = msgspec.field(default_factory=list)
+
+
+class ParamFacts(msgspec.Struct, frozen=True, kw_only=True):
+    source: ParamSource
+    total: int
+    # Parameters one token uses: every non-expert tensor, the shared experts, and
+    # experts_per_token of the routed experts. Includes the input embedding table, as
+    # Hugging Face, Qwen, DeepSeek and Mistral count it.
+    active: int | None
+    embedding: int = 0  # the input embedding table (gpt-oss counts active without it)
+    routed_experts: int = 0  # parameters in routed experts (all of them)
+    mtp: int = 0  # multi-token-prediction layers past num_hidden_layers (not in active)
+
+
+class ModelProblem(msgspec.Struct, frozen=True, kw_only=True):
+    """Something in the directory that stops a complete reading, or that the runtime will
+    trip over: a bad header, a missing shard, a symlink leaving the directory."""
+
+    kind: str  # config, quantization, header, index, missing-shard, symlink
+    path: str  # relative to the model directory
+    detail: str
+
+
+class ModelFacts(msgspec.Struct, frozen=True, kw_only=True, tag_field="status", tag="ok"):
+    path: str
+    arch: ArchFacts | None  # None: config.json missing or unusable (see problems)
+    quantization: QuantFacts
+    parameters: ParamFacts | None
+    weights_bytes: int | None  # sum of tensor data in the headers; None without weights
+    bytes_by_dtype: dict[str, int] = msgspec.field(default_factory=dict)
+    shards: int = 0
+    tensors: int = 0
+    problems: list[ModelProblem] = msgspec.field(default_factory=list)
