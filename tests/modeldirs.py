@@ -9,13 +9,13 @@ zeros: only the headers matter, and the tests check they are all that is read.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import safetensors._safetensors_rust as st
+import safetensors._safetensors_rust as st  # type: ignore[import-not-found]
 
 # Header dtype -> (library dtype name, bytes per stored element).
 DTYPES: dict[str, tuple[str, int]] = {
@@ -38,10 +38,10 @@ def write_safetensors(path: Path, tensors: Tensors, metadata: dict[str, str] | N
     for name, (dtype, shape) in tensors.items():
         lib, size = DTYPES[dtype]
         nbytes = math.prod(shape) * size
-        buf = np.zeros(max(nbytes, 1), np.uint8)
+        buf = ctypes.create_string_buffer(max(nbytes, 1))
         buffers.append(buf)
         specs[name] = st.TensorSpec(
-            dtype=lib, shape=list(shape), data_ptr=buf.ctypes.data, data_len=nbytes
+            dtype=lib, shape=list(shape), data_ptr=ctypes.addressof(buf), data_len=nbytes
         )
     st.serialize_file(specs, str(path), metadata)
 
@@ -178,7 +178,11 @@ QUANT_DESCRIPTIONS: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None
                 "quant_algo": "NVFP4",
                 "kv_cache_quant_algo": None,
                 "group_size": 16,
-                "exclude_modules": ["lm_head", "model.layers.*.self_attn*", "model.layers.*.mlp.gate"],
+                "exclude_modules": [
+                    "lm_head",
+                    "model.layers.*.self_attn*",
+                    "model.layers.*.mlp.gate",
+                ],
             },
         },
     ),
@@ -192,12 +196,20 @@ QUANT_DESCRIPTIONS: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None
                 "group_0": {
                     "targets": ["Linear"],
                     "weights": {
-                        "num_bits": 4, "type": "float", "strategy": "tensor_group",
-                        "group_size": 16, "symmetric": True, "dynamic": False,
+                        "num_bits": 4,
+                        "type": "float",
+                        "strategy": "tensor_group",
+                        "group_size": 16,
+                        "symmetric": True,
+                        "dynamic": False,
                     },
                     "input_activations": {
-                        "num_bits": 4, "type": "float", "strategy": "tensor_group",
-                        "group_size": 16, "symmetric": True, "dynamic": "local",
+                        "num_bits": 4,
+                        "type": "float",
+                        "strategy": "tensor_group",
+                        "group_size": 16,
+                        "symmetric": True,
+                        "dynamic": "local",
                     },
                 }
             },
@@ -215,13 +227,18 @@ QUANT_DESCRIPTIONS: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None
         None,
     ),
     "awq": (
-        {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True,
-         "version": "gemm"},
+        {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True, "version": "gemm"},
         None,
     ),
     "gptq": (
-        {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": False,
-         "sym": True, "checkpoint_format": "gptq"},
+        {
+            "quant_method": "gptq",
+            "bits": 4,
+            "group_size": 32,
+            "desc_act": False,
+            "sym": True,
+            "checkpoint_format": "gptq",
+        },
         None,
     ),
 }
@@ -260,10 +277,8 @@ def write_shards(root: Path, tensors: Tensors, shards: int) -> list[str]:
     for i, f in enumerate(files):
         part = {n: tensors[n] for n in names[i::shards]}
         write_safetensors(root / f, part, {"format": "pt"})
-        weight_map |= {n: f for n in part}
-    total = sum(
-        math.prod(s) * DTYPES[d][1] for d, s in tensors.values()
-    )
+        weight_map |= dict.fromkeys(part, f)
+    total = sum(math.prod(s) * DTYPES[d][1] for d, s in tensors.values())
     (root / "model.safetensors.index.json").write_text(
         json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2)
     )

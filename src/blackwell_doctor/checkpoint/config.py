@@ -187,10 +187,8 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
         if cfg.get("topk_method") == "noaux_tc":
             router += moe.experts  # DeepSeek V3's e_score_correction_bias
         shared_inter = _int(cfg, "shared_expert_intermediate_size", default=0) or 0
-        if shared_inter:
-            shared = 3 * h * shared_inter + h  # Qwen MoE: one shared expert and its gate
-        else:
-            shared = moe.shared_experts * per_expert
+        # Qwen MoE: one shared expert of its own size and its gate; DeepSeek: n_shared.
+        shared = 3 * h * shared_inter + h if shared_inter else moe.shared_experts * per_expert
         routed = moe.experts * per_expert
         moe_total = routed + shared + router
         moe_active = moe.experts_per_token * per_expert + shared + router

@@ -119,8 +119,13 @@ def gpu_pool(facts: Facts, data: FitData | None = None) -> GpuPool:
             os_reserve_bytes=int(unified.os_reserve_gib * GIB),
         )
     label = names[0] if len(set(names)) == 1 else f"{len(set(names))} GPU models (smallest used)"
-    return GpuPool(count=len(sizes), name=label, memory_bytes=min(sizes), unified=False,
-                   source="NVML memory total")
+    return GpuPool(
+        count=len(sizes),
+        name=label,
+        memory_bytes=min(sizes),
+        unified=False,
+        source="NVML memory total",
+    )
 
 
 class FitEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,9 +204,13 @@ def kv_bytes_per_token(model: ModelFacts, tp: int, data: FitData) -> tuple[int, 
     if arch.mla is not None:
         width = arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim
         full = width * kvb * arch.full_attention_layers
-        return full, 0, (
-            f"MLA: ({arch.mla.kv_lora_rank} + {arch.mla.qk_rope_head_dim}) x {kvb} B x "
-            f"{arch.full_attention_layers} layers = {full:,} B/token, on every rank"
+        return (
+            full,
+            0,
+            (
+                f"MLA: ({arch.mla.kv_lora_rank} + {arch.mla.qk_rope_head_dim}) x {kvb} B x "
+                f"{arch.full_attention_layers} layers = {full:,} B/token, on every rank"
+            ),
         )
     heads = math.ceil(arch.num_kv_heads / tp)
     per_layer = 2 * heads * arch.head_dim * kvb
@@ -264,7 +273,12 @@ def fit(
 
 
 def _entry(
-    model: ModelFacts, pool: GpuPool, t: int, util: float, wbytes: int, overhead: int,
+    model: ModelFacts,
+    pool: GpuPool,
+    t: int,
+    util: float,
+    wbytes: int,
+    overhead: int,
     data: FitData,
 ) -> FitEntry:
     arch = model.arch
@@ -298,9 +312,15 @@ def _entry(
     limit = arch.max_position_embeddings
     if budget <= 0:
         return FitEntry(
-            tensor_parallel=t, expert_parallel=ep, fits=False, max_context=None,
-            reason=head + ": the weights do not fit", usable_bytes=usable,
-            weights_per_gpu_bytes=per_gpu, overhead_bytes=overhead, kv_budget_bytes=budget,
+            tensor_parallel=t,
+            expert_parallel=ep,
+            fits=False,
+            max_context=None,
+            reason=head + ": the weights do not fit",
+            usable_bytes=usable,
+            weights_per_gpu_bytes=per_gpu,
+            overhead_bytes=overhead,
+            kv_budget_bytes=budget,
             kv_bytes_per_token=full + sliding,
         )
     window = arch.sliding_window or 0
@@ -321,7 +341,14 @@ def _entry(
     if not fits:
         reason += f": below the {needed:,}-token minimum (checks/model_fit.toml)"
     return FitEntry(
-        tensor_parallel=t, expert_parallel=ep, fits=fits, max_context=ctx if fits else None,
-        reason=reason, usable_bytes=usable, weights_per_gpu_bytes=per_gpu,
-        overhead_bytes=overhead, kv_budget_bytes=budget, kv_bytes_per_token=full + sliding,
+        tensor_parallel=t,
+        expert_parallel=ep,
+        fits=fits,
+        max_context=ctx if fits else None,
+        reason=reason,
+        usable_bytes=usable,
+        weights_per_gpu_bytes=per_gpu,
+        overhead_bytes=overhead,
+        kv_budget_bytes=budget,
+        kv_bytes_per_token=full + sliding,
     )

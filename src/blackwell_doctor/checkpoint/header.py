@@ -19,6 +19,7 @@ point past the end of the file are reported.
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 from dataclasses import dataclass, field
@@ -226,6 +227,6 @@ def _tensor(name: str, entry: Any, data_bytes: int) -> TensorInfo:
 
 def _check_overlaps(tensors: list[TensorInfo]) -> None:
     spans = sorted((t.begin, t.end, t.name) for t in tensors if t.end > t.begin)
-    for (_, end_a, name_a), (begin_b, _, name_b) in zip(spans, spans[1:], strict=False):
+    for (_, end_a, name_a), (begin_b, _, name_b) in itertools.pairwise(spans):
         if begin_b < end_a:
             raise HeaderError(f"tensors {name_a!r} and {name_b!r} overlap in the data")

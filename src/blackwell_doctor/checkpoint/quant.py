@@ -57,13 +57,12 @@ def describe(
         return QuantFacts(
             method="unquantized",
             format="none",
-            evidence=["config.json has no quantization_config and there is no "
-                      "hf_quant_config.json"],
+            evidence=[
+                "config.json has no quantization_config and there is no hf_quant_config.json"
+            ],
         ), None
     method = str(config_quant.get("quant_method") or "").lower()
-    if method in ("modelopt", "modelopt_fp4") or (
-        not method and "quant_algo" in config_quant
-    ):
+    if method in ("modelopt", "modelopt_fp4") or (not method and "quant_algo" in config_quant):
         algo = str(config_quant.get("quant_algo") or "").upper()
         group = config_quant.get("group_size")
         for g in _groups(config_quant):
@@ -81,8 +80,12 @@ def describe(
         block = config_quant.get("weight_block_size")
         return QuantFacts(
             method="fp8",
-            format="fp8" + (f" block {block[0]}x{block[1]}" if isinstance(block, list) and
-                            len(block) == 2 else ""),
+            format="fp8"
+            + (
+                f" block {block[0]}x{block[1]}"
+                if isinstance(block, list) and len(block) == 2
+                else ""
+            ),
             weight_bits=8,
             evidence=[
                 f"config.json quantization_config: quant_method 'fp8', fmt "
@@ -120,9 +123,7 @@ def describe(
     ), f"unrecognised quantization description ({fmt}): sizes come from the tensors only"
 
 
-def _modelopt(
-    algo: str, group: Any, kv: Any, evidence: str
-) -> tuple[QuantFacts, str | None]:
+def _modelopt(algo: str, group: Any, kv: Any, evidence: str) -> tuple[QuantFacts, str | None]:
     kv_dtype = "fp8" if str(kv or "").upper() == "FP8" else None
     if algo in ("NVFP4", "NVFP4_AWQ"):
         return QuantFacts(
@@ -135,18 +136,24 @@ def _modelopt(
         ), None
     if algo.startswith("FP8"):
         return QuantFacts(
-            method="fp8", format=f"modelopt {algo}", weight_bits=8, kv_cache_dtype=kv_dtype,
+            method="fp8",
+            format=f"modelopt {algo}",
+            weight_bits=8,
+            kv_cache_dtype=kv_dtype,
             evidence=[evidence],
         ), None
     if algo in ("W4A16_AWQ", "W4A8_AWQ", "INT4_AWQ"):
         return QuantFacts(
-            method="w4a16", format=f"modelopt {algo}", group_size=group if type(group) is int
-            else None, weight_bits=4, kv_cache_dtype=kv_dtype, evidence=[evidence],
+            method="w4a16",
+            format=f"modelopt {algo}",
+            group_size=group if type(group) is int else None,
+            weight_bits=4,
+            kv_cache_dtype=kv_dtype,
+            evidence=[evidence],
         ), None
-    return QuantFacts(method="unknown", format=f"modelopt {algo or '(none)'}",
-                      evidence=[evidence]), (
-        f"unrecognised ModelOpt quant_algo {algo or '(none)'!r}: sizes come from the tensors only"
-    )
+    return QuantFacts(
+        method="unknown", format=f"modelopt {algo or '(none)'}", evidence=[evidence]
+    ), (f"unrecognised ModelOpt quant_algo {algo or '(none)'!r}: sizes come from the tensors only")
 
 
 def _compressed_tensors(q: dict[str, Any]) -> tuple[QuantFacts, str | None]:
@@ -164,7 +171,7 @@ def _compressed_tensors(q: dict[str, Any]) -> tuple[QuantFacts, str | None]:
             for w in weights
         )
     )
-    groups = {w.get("group_size") for w in weights if type(w.get("group_size")) is int}
+    groups = {g for w in weights if type(g := w.get("group_size")) is int}
     group = min(groups) if groups else None
     if "nvfp4-pack-quantized" in fmts or any(
         w.get("type") == "float" and w.get("num_bits") == 4 for w in weights
@@ -181,13 +188,20 @@ def _compressed_tensors(q: dict[str, Any]) -> tuple[QuantFacts, str | None]:
         w.get("type") == "float" and w.get("num_bits") == 8 for w in weights
     ):
         return QuantFacts(
-            method="fp8", format="compressed-tensors float-quantized", weight_bits=8,
-            kv_cache_dtype=kv_dtype, evidence=[ev],
+            method="fp8",
+            format="compressed-tensors float-quantized",
+            weight_bits=8,
+            kv_cache_dtype=kv_dtype,
+            evidence=[ev],
         ), None
     if any(w.get("type") == "int" and w.get("num_bits") == 4 for w in weights):
         return QuantFacts(
-            method="w4a16", format="compressed-tensors pack-quantized", group_size=group,
-            weight_bits=4, kv_cache_dtype=kv_dtype, evidence=[ev],
+            method="w4a16",
+            format="compressed-tensors pack-quantized",
+            group_size=group,
+            weight_bits=4,
+            kv_cache_dtype=kv_dtype,
+            evidence=[ev],
         ), None
     return QuantFacts(method="unknown", format="compressed-tensors", evidence=[ev]), (
         f"unrecognised compressed-tensors scheme ({', '.join(sorted(fmts)) or 'no format'})"

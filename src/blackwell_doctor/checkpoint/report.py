@@ -164,11 +164,11 @@ def render_text(report: ModelReport, *, markdown: bool = False) -> str:
         if not s.entries:
             out.append("no tensor-parallel size divides the attention heads on these GPUs")
         for e in s.entries:
-            verdict = (
-                f"fits, max context {e.max_context:,} tokens" if e.fits else "does NOT fit"
-            )
-            ep = "" if e.expert_parallel is None else (
-                ", expert parallel possible" if e.expert_parallel else ""
+            verdict = f"fits, max context {e.max_context:,} tokens" if e.fits else "does NOT fit"
+            ep = (
+                ""
+                if e.expert_parallel is None
+                else (", expert parallel possible" if e.expert_parallel else "")
             )
             bullet = "- " if markdown else "  "
             out.append(f"{bullet}TP {e.tensor_parallel}: {verdict}{ep}")

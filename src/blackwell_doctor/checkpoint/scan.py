@@ -73,7 +73,9 @@ class _Tally:
     fp4_example: str | None = None
     fp8_example: str | None = None
     int4_example: str | None = None
+    # A few packed weights and their scales (pairs are matched per shard, in any order).
     packed_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    scale_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     scale_groups: Counter[int] = field(default_factory=Counter)
 
 
@@ -91,9 +93,8 @@ def _fold(tally: _Tally, header_tensors: Any, method: str, num_layers: int | Non
             if len(tally.packed_shapes) < 256 and t.shape:
                 tally.packed_shapes[prefix] = t.shape
         elif t.dtype == "F8_E4M3" and last == "weight_scale" and t.shape:
-            packed = tally.packed_shapes.get(prefix)
-            if packed and t.shape[-1]:
-                tally.scale_groups[packed[-1] * 2 // t.shape[-1]] += 1
+            if len(tally.scale_shapes) < 256:
+                tally.scale_shapes[prefix] = t.shape
         elif t.dtype.startswith("F8_") and last == "weight":
             tally.fp8_weights += 1
             tally.fp8_example = tally.fp8_example or f"{name} {t.dtype}{list(t.shape)}"
@@ -114,6 +115,16 @@ def _fold(tally: _Tally, header_tensors: Any, method: str, num_layers: int | Non
             tally.routed += n
         if name.endswith(_EMBEDDING_SUFFIXES):
             tally.embedding += n
+
+
+def _match_scales(tally: _Tally) -> None:
+    """Block size of NVFP4 pairs seen in one shard: packed columns x 2 / scale columns."""
+    for prefix, scale in tally.scale_shapes.items():
+        packed = tally.packed_shapes.get(prefix)
+        if packed and scale[-1]:
+            tally.scale_groups[packed[-1] * 2 // scale[-1]] += 1
+    tally.packed_shapes.clear()
+    tally.scale_shapes.clear()
 
 
 def _shard_names(root: Path, problems: list[ModelProblem]) -> tuple[list[str], int | None]:
@@ -214,14 +225,14 @@ def read_model_dir(path: Path) -> ModelFacts:
             continue
         read_ok += 1
         _fold(tally, header.tensors, qf.method, arch.num_layers if arch else None)
+        _match_scales(tally)
         del header
     if index_count is not None and read_ok == len(names) and tally.tensors < index_count:
         problems.append(
             ModelProblem(
                 kind="index",
                 path="model.safetensors.index.json",
-                detail=f"the index maps {index_count} tensors but the shards hold "
-                f"{tally.tensors}",
+                detail=f"the index maps {index_count} tensors but the shards hold {tally.tensors}",
             )
         )
     qf = _confirm(qf, tally, problems)

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from blackwell_doctor.checkpoint.report import MODEL_SCHEMA_VERSION, ModelReport
 from blackwell_doctor.facts import SCHEMA_VERSION as FACTS_SCHEMA_VERSION
 from blackwell_doctor.facts import Facts
 from blackwell_doctor.logs.report import SCAN_SCHEMA_VERSION, ScanReport
@@ -47,6 +48,7 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "recommend.schema.json": lambda: _schema(
         "recommend", RECOMMENDATION_SCHEMA_VERSION, Recommendation
     ),
+    "model.schema.json": lambda: _schema("model", MODEL_SCHEMA_VERSION, ModelReport),
 }
 
 
