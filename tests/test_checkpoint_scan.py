@@ -269,3 +269,24 @@ def test_fused_experts_with_leading_expert_dimension(tmp_path: Path) -> None:
     routed = e * 3 * h * i
     assert p.routed_experts == routed
     assert p.active == h * h + routed * TOPK // e
+
+
+def test_an_entry_that_lies_about_its_size_is_a_problem(tmp_path: Path) -> None:
+    """Header length honest, one tensor's offsets not: the shard is a problem and nothing
+    of it is counted."""
+    root = make_model(tmp_path / "m", moe=False, shards=2)
+    shard = sorted(root.glob("*.safetensors"))[1]
+    data = shard.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    name = next(k for k in header if k != "__metadata__")
+    begin, end = header[name]["data_offsets"]
+    header[name]["data_offsets"] = [begin, end + 1]
+    raw = json.dumps(header).encode()
+    shard.write_bytes(len(raw).to_bytes(8, "little") + raw + data[8 + n :])
+    facts = read_model_dir(root)
+    (problem,) = facts.problems
+    assert (problem.kind, problem.path) == ("header", shard.name)
+    assert "offsets span" in problem.detail
+    assert facts.shards == 1
+    assert facts.weights_bytes is None

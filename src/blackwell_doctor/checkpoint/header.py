@@ -20,11 +20,13 @@ point past the end of the file are reported.
 from __future__ import annotations
 
 import itertools
+import math
+import operator
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, NoReturn
 
 import msgspec
 
@@ -84,14 +86,46 @@ class TensorInfo:
         return self.end - self.begin
 
 
+_Dim = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _Entry(msgspec.Struct, frozen=True, gc=False):
+    """One header entry as decoded; every field optional so that ``__metadata__`` (a map
+    of strings) decodes too and is then taken apart from the tensors."""
+
+    dtype: str | None = None
+    shape: list[_Dim] | None = None
+    data_offsets: tuple[_Dim, _Dim] | None = None
+
+
+class _Meta(msgspec.Struct, frozen=True):
+    metadata: dict[str, str] | None = msgspec.field(default=None, name="__metadata__")
+
+
+_ENTRIES = msgspec.json.Decoder(dict[str, _Entry])
+_METADATA = msgspec.json.Decoder(_Meta)
+
+
 @dataclass(frozen=True, slots=True)
 class Header:
-    """One file's header: its tensors, metadata and the sizes that were checked."""
+    """One file's header: its tensors (name -> entry), metadata and the sizes checked."""
 
-    tensors: list[TensorInfo]
+    entries: dict[str, _Entry]
     metadata: dict[str, str] = field(default_factory=dict)
+    data_bytes: int = 0
     header_bytes: int = 0
     file_bytes: int = 0
+
+    @property
+    def tensors(self) -> list[TensorInfo]:
+        out = []
+        for name, e in self.entries.items():
+            assert e.dtype is not None
+            assert e.shape is not None
+            assert e.data_offsets is not None
+            begin, end = e.data_offsets
+            out.append(TensorInfo(name, e.dtype, tuple(e.shape), begin, end))
+        return out
 
 
 def _open_regular(path: Path) -> tuple[int, int]:
@@ -128,8 +162,13 @@ def _read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_header(path: Path, *, max_header_bytes: int = MAX_HEADER_BYTES) -> Header:
-    """Read and validate the header of the safetensors file ``path``."""
+def read_header(
+    path: Path, *, max_header_bytes: int = MAX_HEADER_BYTES, check_entries: bool = True
+) -> Header:
+    """Read and validate the header of the safetensors file ``path``.
+
+    ``check_entries=False`` leaves the per-tensor checks (:func:`check_entries_fast`) to a
+    caller that walks the tensors anyway (the directory scan does both in one pass)."""
     fd, size = _open_regular(path)
     try:
         if size < 8:
@@ -153,40 +192,84 @@ def read_header(path: Path, *, max_header_bytes: int = MAX_HEADER_BYTES) -> Head
             raise HeaderError(f"file shrank while reading: {len(raw)} of {n} header bytes")
     finally:
         os.close(fd)
-    return parse_header(raw, data_bytes=size - 8 - n, file_bytes=size)
+    return parse_header(raw, data_bytes=size - 8 - n, file_bytes=size, check_entries=check_entries)
 
 
-def parse_header(raw: bytes, *, data_bytes: int, file_bytes: int | None = None) -> Header:
+def parse_header(
+    raw: bytes, *, data_bytes: int, file_bytes: int | None = None, check_entries: bool = True
+) -> Header:
     """Validate the JSON header ``raw`` against a data region of ``data_bytes``."""
     if not raw.lstrip(b" ").startswith(b"{"):
         raise HeaderError("header is not a JSON object")
     try:
-        doc: Any = msgspec.json.decode(raw)
+        entries = _ENTRIES.decode(raw)
+    except msgspec.ValidationError:
+        _explain(raw, data_bytes)  # the slow path names the entry; always raises
+        raise HeaderError("header does not match the safetensors layout") from None
     except msgspec.DecodeError as exc:
         raise HeaderError(f"header is not valid JSON: {' '.join(str(exc).split())}") from None
     except RecursionError:
         raise HeaderError("header is nested too deeply") from None
-    if not isinstance(doc, dict):
-        raise HeaderError("header is not a JSON object")
     metadata: dict[str, str] = {}
-    tensors: list[TensorInfo] = []
-    for name, entry in doc.items():
-        if name == "__metadata__":
-            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
-                raise HeaderError("__metadata__ must map strings to strings")
-            metadata = entry
-            continue
-        tensors.append(_tensor(name, entry, data_bytes))
-    _check_overlaps(tensors)
+    if entries.pop("__metadata__", None) is not None:
+        try:
+            metadata = _METADATA.decode(raw).metadata or {}
+        except msgspec.ValidationError:
+            raise HeaderError("__metadata__ must map strings to strings") from None
+    if check_entries:
+        bits_of = DTYPE_BITS.get
+        prod = math.prod
+        for name, e in entries.items():
+            shape, offsets = e.shape, e.data_offsets
+            bits = bits_of(e.dtype)  # type: ignore[arg-type]  # None -> None
+            if (
+                bits is None
+                or shape is None
+                or offsets is None
+                or len(shape) > MAX_DIMS
+                or offsets[1] - offsets[0] != (prod(shape) * bits + 7) >> 3
+                or offsets[1] > data_bytes
+            ):
+                bad_entry(name, e, data_bytes)
+        check_overlaps(entries)
     return Header(
-        tensors=tensors,
+        entries=entries,
         metadata=metadata,
+        data_bytes=data_bytes,
         header_bytes=len(raw),
         file_bytes=file_bytes if file_bytes is not None else 8 + len(raw) + data_bytes,
     )
 
 
+def bad_entry(name: str, e: _Entry, data_bytes: int) -> NoReturn:
+    """Raise the HeaderError naming what is wrong with an entry that failed a fast check."""
+    _tensor(
+        name,
+        {"dtype": e.dtype, "shape": e.shape, "data_offsets": list(e.data_offsets or [])},
+        data_bytes,
+    )
+    raise HeaderError(f"tensor {name[:120]!r}: inconsistent entry")
+
+
+def _explain(raw: bytes, data_bytes: int) -> None:
+    """Raise the HeaderError that names what is wrong in a header the typed decoder
+    refused (generic decode, entry by entry)."""
+    try:
+        doc: Any = msgspec.json.decode(raw)
+    except RecursionError:
+        raise HeaderError("header is nested too deeply") from None
+    if not isinstance(doc, dict):
+        raise HeaderError("header is not a JSON object")
+    for name, entry in doc.items():
+        if name == "__metadata__":
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                raise HeaderError("__metadata__ must map strings to strings")
+            continue
+        _tensor(name, entry, data_bytes)
+
+
 def _tensor(name: str, entry: Any, data_bytes: int) -> TensorInfo:
+    """The entry as a TensorInfo, or the HeaderError that names what is wrong with it."""
     shown = name if len(name) <= 120 else name[:117] + "..."
     if not isinstance(entry, dict):
         raise HeaderError(f"tensor {shown!r}: entry is not an object")
@@ -225,8 +308,21 @@ def _tensor(name: str, entry: Any, data_bytes: int) -> TensorInfo:
     return info
 
 
-def _check_overlaps(tensors: list[TensorInfo]) -> None:
-    spans = sorted((t.begin, t.end, t.name) for t in tensors if t.end > t.begin)
-    for (_, end_a, name_a), (begin_b, _, name_b) in itertools.pairwise(spans):
-        if begin_b < end_a:
-            raise HeaderError(f"tensors {name_a!r} and {name_b!r} overlap in the data")
+_OFFSETS = operator.attrgetter("data_offsets")
+
+
+def check_overlaps(entries: dict[str, _Entry]) -> None:
+    """No two tensors share a byte of the data: spans sorted and compared in C; a pair that
+    looks like an overlap is examined in Python (an empty tensor inside another is not one)."""
+    if len(entries) < 2:
+        return
+    spans: list[tuple[int, int]] = sorted(map(_OFFSETS, entries.values()))
+    begins = [b for b, _ in spans[1:]]
+    ends = [e for _, e in spans[:-1]]
+    if not any(map(operator.lt, begins, ends)):
+        return
+    real = [(b, e) for b, e in spans if e > b]
+    for (b1, e1), (b2, e2) in itertools.pairwise(real):
+        if b2 < e1:
+            names = [n for n, e in entries.items() if e.data_offsets in ((b1, e1), (b2, e2))]
+            raise HeaderError(f"tensors {names[0]!r} and {names[-1]!r} overlap in the data")

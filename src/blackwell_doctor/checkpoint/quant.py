@@ -233,14 +233,20 @@ NOT_PARAMETERS = (
 )
 
 
+_NOT_PARAMETERS = frozenset(NOT_PARAMETERS)
+
+
+def is_parameter_suffix(last: str) -> bool:
+    """Whether a tensor whose name ends in ``.last`` holds parameters (not scales)."""
+    return last not in _NOT_PARAMETERS and not last.endswith("_scales")
+
+
 def is_parameter(name: str) -> bool:
-    last = name.rsplit(".", 1)[-1]
-    return last not in NOT_PARAMETERS and not last.endswith("_scales")
+    return is_parameter_suffix(name.rsplit(".", 1)[-1])
 
 
-def values_per_element(name: str, dtype: str, method: str) -> int:
-    """How many weights one stored element holds (packing)."""
-    last = name.rsplit(".", 1)[-1]
+def values_per_element(last: str, dtype: str, method: str) -> int:
+    """How many weights one stored element of a tensor named ``*.last`` holds (packing)."""
     if dtype == "U8" and (method in ("nvfp4", "mxfp4") or last.endswith("_blocks")):
         return 2  # two E2M1 values per byte
     if dtype == "I32" and (last in ("qweight", "weight_packed") or method == "w4a16"):

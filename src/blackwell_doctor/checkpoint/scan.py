@@ -7,6 +7,7 @@ dropped before the next is read.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import Counter
@@ -18,7 +19,16 @@ import msgspec
 
 from blackwell_doctor.checkpoint import quant
 from blackwell_doctor.checkpoint.config import ConfigError, arch_from_config, params_from_config
-from blackwell_doctor.checkpoint.header import HeaderError, _open_regular, _read_exact, read_header
+from blackwell_doctor.checkpoint.header import (
+    DTYPE_BITS,
+    MAX_DIMS,
+    HeaderError,
+    _open_regular,
+    _read_exact,
+    bad_entry,
+    check_overlaps,
+    read_header,
+)
 from blackwell_doctor.facts_model import ArchFacts, ModelFacts, ModelProblem, ParamFacts, QuantFacts
 
 MAX_JSON_BYTES = 64 << 20  # config.json and index files; the largest real index is ~10 MB
@@ -52,10 +62,6 @@ def _read_json(path: Path) -> Any:
         raise HeaderError("nested too deeply") from None
 
 
-def _is_routed_expert(name: str) -> bool:
-    return ".experts." in name and "shared_expert" not in name
-
-
 @dataclass
 class _Tally:
     total: int = 0
@@ -65,66 +71,119 @@ class _Tally:
     weights_bytes: int = 0
     tensors: int = 0
     bytes_by_dtype: Counter[str] = field(default_factory=Counter)
-    # Quantization evidence from the tensors.
-    packed_fp4: int = 0
-    fp8_weights: int = 0
-    int4_packed: int = 0
-    high_precision_weights: int = 0
-    fp4_example: str | None = None
-    fp8_example: str | None = None
-    int4_example: str | None = None
-    # A few packed weights and their scales (pairs are matched per shard, in any order).
-    packed_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    scale_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # Quantization evidence from the tensors: counts per kind and a first example of each.
+    kinds: Counter[int] = field(default_factory=Counter)
+    examples: dict[int, str] = field(default_factory=dict)
+    # Block sizes seen: packed FP4 columns x 2 / scale columns, per module (matched per
+    # shard, in any order).
     scale_groups: Counter[int] = field(default_factory=Counter)
+    # (name suffix, dtype) -> (values per stored element, 0 for scales; evidence kind).
+    decisions: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
 
-def _fold(tally: _Tally, header_tensors: Any, method: str, num_layers: int | None) -> None:
-    for t in header_tensors:
-        tally.tensors += 1
-        tally.weights_bytes += t.nbytes
-        tally.bytes_by_dtype[t.dtype] += t.nbytes
-        name: str = t.name
-        last = name.rsplit(".", 1)[-1]
-        prefix = name.rsplit(".", 1)[0]
-        if t.dtype == "U8" and last in ("weight", "weight_packed"):
-            tally.packed_fp4 += 1
-            tally.fp4_example = tally.fp4_example or f"{name} U8{list(t.shape)}"
-            if len(tally.packed_shapes) < 256 and t.shape:
-                tally.packed_shapes[prefix] = t.shape
-        elif t.dtype == "F8_E4M3" and last == "weight_scale" and t.shape:
-            if len(tally.scale_shapes) < 256:
-                tally.scale_shapes[prefix] = t.shape
-        elif t.dtype.startswith("F8_") and last == "weight":
-            tally.fp8_weights += 1
-            tally.fp8_example = tally.fp8_example or f"{name} {t.dtype}{list(t.shape)}"
-        elif t.dtype == "I32" and last in ("qweight", "weight_packed"):
-            tally.int4_packed += 1
-            tally.int4_example = tally.int4_example or f"{name} I32{list(t.shape)}"
-        elif t.dtype in ("BF16", "F16", "F32") and last == "weight" and len(t.shape) == 2:
-            tally.high_precision_weights += 1
-        if not quant.is_parameter(name):
+# What a (name suffix, dtype) says about the quantization.
+_PACKED_FP4, _FP4_SCALE, _FP8, _INT4, _HIGH = 1, 2, 3, 4, 5
+
+
+def _kind(last: str, dtype: str) -> int:
+    if dtype == "U8" and last in ("weight", "weight_packed"):
+        return _PACKED_FP4
+    if dtype == "F8_E4M3" and last == "weight_scale":
+        return _FP4_SCALE
+    if dtype.startswith("F8_") and last == "weight":
+        return _FP8
+    if dtype == "I32" and last in ("qweight", "weight_packed"):
+        return _INT4
+    if dtype in ("BF16", "F16", "F32") and last == "weight":
+        return _HIGH
+    return 0
+
+
+def _mtp_pattern(num_layers: int | None) -> re.Pattern[str] | None:
+    """Names of decoder layers past num_hidden_layers (DeepSeek's MTP layer 61)."""
+    if num_layers is None:
+        return None
+    numbers = "|".join(str(num_layers + i) for i in range(16))
+    return re.compile(rf"(?:^|\.)layers\.(?:{numbers})\.", re.MULTILINE)
+
+
+def _fold(
+    tally: _Tally,
+    entries: dict[str, Any],
+    data_bytes: int,
+    method: str,
+    mtp_layer: re.Pattern[str] | None,
+) -> None:
+    """Check one shard's tensors and add them to the running totals in the same pass.
+
+    The checks are header.parse_header's (dtype known, size = elements x bits, inside the
+    file), inlined here so the tensors are walked once; a failure raises HeaderError before
+    anything is added. Per-name decisions (scale or parameter, packing, evidence kind) are
+    cached by (suffix, dtype)."""
+    by_dtype: Counter[str] = Counter()
+    seen: Counter[int] = Counter()
+    cache = tally.decisions
+    bits_of = DTYPE_BITS.get
+    total = routed = embedding = mtp = weights = 0
+    # Layers past num_hidden_layers are rare (one MTP layer in a few shards): one search
+    # over the shard's names decides whether any name needs the per-tensor test.
+    mtp_search = None
+    if mtp_layer is not None and mtp_layer.search("\n".join(entries)):
+        mtp_search = mtp_layer.search
+    prod = math.prod
+    packed: dict[str, int] = {}
+    scales: dict[str, int] = {}
+    for name, e in entries.items():
+        dtype, shape, offsets = e.dtype, e.shape, e.data_offsets
+        bits = bits_of(dtype)
+        if bits is None or shape is None or offsets is None or len(shape) > MAX_DIMS:
+            bad_entry(name, e, data_bytes)
+        numel = prod(shape)
+        nbytes = offsets[1] - offsets[0]
+        if nbytes != (numel * bits + 7) >> 3 or offsets[1] > data_bytes:
+            bad_entry(name, e, data_bytes)
+        weights += nbytes
+        by_dtype[dtype] += nbytes
+        prefix, _, last = name.rpartition(".")
+        key = (last, dtype)
+        decision = cache.get(key)
+        if decision is None:
+            mult = (
+                quant.values_per_element(last, dtype, method)
+                if quant.is_parameter_suffix(last)
+                else 0
+            )
+            decision = cache[key] = (mult, _kind(last, dtype))
+            tally.examples.setdefault(decision[1], f"{name} {dtype}{list(shape)}")
+        mult, kind = decision
+        if kind:
+            seen[kind] += 1
+            if kind <= _FP4_SCALE and shape and len(packed) + len(scales) < 512:
+                (packed if kind == _PACKED_FP4 else scales)[prefix] = shape[-1]
+        if not mult:
             continue
-        n = t.numel * quant.values_per_element(name, t.dtype, method)
-        m = _LAYER.search(name)
-        if num_layers is not None and m is not None and int(m.group(1)) >= num_layers:
-            tally.mtp += n
+        n = numel * mult
+        if mtp_search is not None and mtp_search(name):
+            mtp += n
             continue
-        tally.total += n
-        if _is_routed_expert(name):
-            tally.routed += n
-        if name.endswith(_EMBEDDING_SUFFIXES):
-            tally.embedding += n
-
-
-def _match_scales(tally: _Tally) -> None:
-    """Block size of NVFP4 pairs seen in one shard: packed columns x 2 / scale columns."""
-    for prefix, scale in tally.scale_shapes.items():
-        packed = tally.packed_shapes.get(prefix)
-        if packed and scale[-1]:
-            tally.scale_groups[packed[-1] * 2 // scale[-1]] += 1
-    tally.packed_shapes.clear()
-    tally.scale_shapes.clear()
+        total += n
+        if ".experts." in name and "shared_expert" not in name:
+            routed += n
+        if last == "weight" and name.endswith(_EMBEDDING_SUFFIXES):
+            embedding += n
+    check_overlaps(entries)
+    tally.total += total
+    tally.routed += routed
+    tally.embedding += embedding
+    tally.mtp += mtp
+    tally.weights_bytes += weights
+    tally.tensors += len(entries)
+    tally.bytes_by_dtype.update(by_dtype)
+    tally.kinds.update(seen)
+    for p, scale in scales.items():
+        cols = packed.get(p)
+        if cols and scale:
+            tally.scale_groups[cols * 2 // scale] += 1
 
 
 def _shard_names(root: Path, problems: list[ModelProblem]) -> tuple[list[str], int | None]:
@@ -143,7 +202,11 @@ def _shard_names(root: Path, problems: list[ModelProblem]) -> tuple[list[str], i
         problems.append(ModelProblem(kind="index", path=name, detail="no weight_map object"))
         return sorted(p.name for p in root.glob("*.safetensors")), None
     files: set[str] = set()
-    for value in wmap.values():
+    for value in (
+        set(map(str, wmap.values()))
+        if all(isinstance(v, str) for v in wmap.values())
+        else wmap.values()
+    ):
         if not isinstance(value, str) or not _SHARD_NAME.match(value) or value.startswith("."):
             problems.append(
                 ModelProblem(
@@ -212,20 +275,20 @@ def read_model_dir(path: Path) -> ModelFacts:
 
     names, index_count = _shard_names(root, problems)
     tally = _Tally()
+    mtp_layer = _mtp_pattern(arch.num_layers if arch else None)
     read_ok = 0
     for name in names:
         link = _symlink_problem(root_real, root, name)
         if link is not None:
             problems.append(link)
         try:
-            header = read_header(root / name)
+            header = read_header(root / name, check_entries=False)
+            _fold(tally, header.entries, header.data_bytes, qf.method, mtp_layer)
         except HeaderError as exc:
             kind = "missing-shard" if str(exc).startswith("missing") else "header"
             problems.append(ModelProblem(kind=kind, path=name, detail=str(exc)))
             continue
         read_ok += 1
-        _fold(tally, header.tensors, qf.method, arch.num_layers if arch else None)
-        _match_scales(tally)
         del header
     if index_count is not None and read_ok == len(names) and tally.tensors < index_count:
         problems.append(
@@ -274,27 +337,27 @@ def _confirm(qf: QuantFacts, tally: _Tally, problems: list[ModelProblem]) -> Qua
     """Add what the tensors show to the evidence; a disagreement is a problem."""
     if tally.tensors == 0:
         return qf
+    packed_fp4, fp8, int4, high = (tally.kinds[k] for k in (_PACKED_FP4, _FP8, _INT4, _HIGH))
+    ex = tally.examples
     ev = list(qf.evidence)
-    if tally.packed_fp4:
+    if packed_fp4:
         groups = ", ".join(f"1 per {g}" for g, _ in tally.scale_groups.most_common(2))
         ev.append(
-            f"tensors: {tally.packed_fp4} U8 weights (two FP4 values a byte), e.g. "
-            f"{tally.fp4_example}" + (f"; F8_E4M3 block scales {groups} weights" if groups else "")
+            f"tensors: {packed_fp4} U8 weights (two FP4 values a byte), e.g. "
+            f"{ex[_PACKED_FP4]}" + (f"; F8_E4M3 block scales {groups} weights" if groups else "")
         )
-    if tally.fp8_weights:
-        ev.append(f"tensors: {tally.fp8_weights} FP8 weights, e.g. {tally.fp8_example}")
-    if tally.int4_packed:
-        ev.append(
-            f"tensors: {tally.int4_packed} I32 packed 4-bit weights, e.g. {tally.int4_example}"
-        )
-    if tally.high_precision_weights:
-        ev.append(f"tensors: {tally.high_precision_weights} BF16/F16/F32 weight matrices")
+    if fp8:
+        ev.append(f"tensors: {fp8} FP8 weights, e.g. {ex[_FP8]}")
+    if int4:
+        ev.append(f"tensors: {int4} I32 packed 4-bit weights, e.g. {ex[_INT4]}")
+    if high:
+        ev.append(f"tensors: {high} BF16/F16/F32 weights")
     seen = {
-        "nvfp4": tally.packed_fp4 > 0,
+        "nvfp4": packed_fp4 > 0,
         "mxfp4": True,  # gpt-oss keeps its MXFP4 experts as *_blocks U8 (not .weight)
-        "fp8": tally.fp8_weights > 0,
-        "w4a16": tally.int4_packed > 0,
-        "unquantized": not (tally.packed_fp4 or tally.fp8_weights or tally.int4_packed),
+        "fp8": fp8 > 0,
+        "w4a16": int4 > 0,
+        "unquantized": not (packed_fp4 or fp8 or int4),
         "unknown": True,
     }[qf.method]
     if not seen:
