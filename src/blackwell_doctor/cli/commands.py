@@ -12,7 +12,7 @@ import importlib
 
 import typer
 
-COMMANDS = ("check", "collect", "probe", "scan_logs", "recommend", "apply")
+COMMANDS = ("check", "collect", "probe", "scan_logs", "recommend", "apply", "model")
 
 
 def register_commands(app: typer.Typer) -> None:
