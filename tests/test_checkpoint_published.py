@@ -106,7 +106,7 @@ def test_fit_verdicts(model: str, host: str) -> None:
     got = {e.tensor_parallel: (e.max_context if e.fits else None) for e in result.entries}
     assert got == EXPECTED[(model, host)], HOST_NAMES[host]
     for e in result.entries:
-        assert f"TP {e.tensor_parallel}: " in e.reason
+        assert f"/ {e.tensor_parallel}) - " in e.reason
         assert "usable" in e.reason
         assert "runtime overhead" in e.reason
 

@@ -55,6 +55,10 @@ class FactsRequest:
     probes: bool = True
     redact: bool = False
     logs: LogRequest = field(default_factory=LogRequest)
+    # --model-dir: read into facts.model (config, quantization, safetensors headers). With
+    # --facts the directory is usually on that node: read when it exists here, otherwise the
+    # file's own model section (collect --model-dir on that node) stands.
+    model_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
         )
         source = "live"
     facts = with_logs(facts, request.logs, host_root=request.host_root, stdin=stdin)
+    facts = with_model(facts, request.model_dir, required=request.facts_file is None)
     if request.redact:
         from blackwell_doctor.collect import redact_identity
 
@@ -112,6 +117,23 @@ def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: 
         stdin=stdin if logs.reads_stdin else None,
     )
     return msgspec.structs.replace(facts, logs=scanned)
+
+
+def with_model(facts: Facts, model_dir: Path | None, *, required: bool) -> Facts:
+    """``facts`` with the model directory read into ``facts.model``. ``required``: the
+    directory must exist here (a live run); otherwise a missing one leaves the facts as
+    they are (it is on the node the facts come from)."""
+    if model_dir is None:
+        return facts
+    if not model_dir.is_dir():
+        if required:
+            raise UserError(f"--model-dir {model_dir} is not a directory")
+        return facts
+    import msgspec
+
+    from blackwell_doctor.checkpoint.scan import read_model_dir
+
+    return msgspec.structs.replace(facts, model=read_model_dir(model_dir))
 
 
 def obtain_logs(logs: LogRequest, *, host_root: Path | None, stdin: BinaryIO) -> LogFacts:

@@ -304,7 +304,7 @@ def _entry(
     budget = usable - per_gpu - overhead - state
     ep = None if arch.moe is None else (t > 1 and arch.moe.experts % t == 0)
     head = (
-        f"TP {t}: {usable_text} - {_gib(per_gpu)} weights ({_gib(wbytes)} / {t}) - "
+        f"{usable_text} - {_gib(per_gpu)} weights ({_gib(wbytes)} / {t}) - "
         f"{_gib(overhead)} runtime overhead"
         + (f" - {_gib(state)} linear-attention state" if state else "")
         + f" = {_gib(budget)} for the KV cache"

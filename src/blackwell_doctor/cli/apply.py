@@ -134,6 +134,7 @@ def apply(
             containers=containers,
             journal=journal,
             kernel_log=kernel_log,
+            model_dir=model_dir,
         )
         spec = flow.launch_spec(
             request,

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
+    CheckModelDir,
     Containers,
     FailOn,
     GpuTimeout,
@@ -60,6 +61,7 @@ def check(
     containers: Containers = None,
     journal: Journal = False,
     kernel_log: KernelLog = False,
+    model_dir: CheckModelDir = None,
     embed_facts: Annotated[
         bool, typer.Option("--embed-facts", help="Include the judged facts in JSON output.")
     ] = False,
@@ -84,6 +86,7 @@ def check(
         containers=containers,
         journal=journal,
         kernel_log=kernel_log,
+        model_dir=model_dir,
     )
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     try:

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
+    CheckModelDir,
     Containers,
     GpuTimeout,
     HostRoot,
@@ -39,6 +40,7 @@ def collect(
     containers: Containers = None,
     journal: Journal = False,
     kernel_log: KernelLog = False,
+    model_dir: CheckModelDir = None,
 ) -> None:
     """Write the facts document: everything read from this host, for `check --facts`."""
     from blackwell_doctor.facts import encode_facts
@@ -53,6 +55,7 @@ def collect(
         journal=journal,
         kernel_log=kernel_log,
         redact=redact,
+        model_dir=model_dir,
     )
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     write(encode_facts(obtained.facts).decode("utf-8"), output)

@@ -93,6 +93,7 @@ def facts_request(
     journal: bool,
     kernel_log: bool,
     redact: bool = False,
+    model_dir: Path | None = None,
 ) -> FactsRequest:
     """The options above as the request :func:`blackwell_doctor.obtain.obtain_facts` takes."""
     return FactsRequest(
@@ -101,6 +102,7 @@ def facts_request(
         gpu_timeout_s=gpu_timeout,
         probes=not no_probe,
         redact=redact,
+        model_dir=model_dir,
         logs=LogRequest(
             paths=tuple(logs or ()),
             containers=tuple(containers or ()),
@@ -109,6 +111,17 @@ def facts_request(
         ),
     )
 
+
+# check and collect: the model the host is meant to serve (model.* checks).
+CheckModelDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--model-dir",
+        help="Also read this model directory (config, quantization, safetensors headers; "
+        "never the weights) and run the model checks: does it fit, does the SM 12.x tile "
+        "problem apply to it.",
+    ),
+]
 
 # recommend and apply: the launch derived from the facts.
 LaunchFactsFile = Annotated[

@@ -85,6 +85,7 @@ def recommend(
         containers=containers,
         journal=journal,
         kernel_log=kernel_log,
+        model_dir=model_dir,
     )
     advice = advise(
         request, options, catalogue=catalogue, environ=os.environ, stdin=sys.stdin.buffer

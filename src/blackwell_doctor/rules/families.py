@@ -1,3 +1,12 @@
 """Importing this module registers every check family."""
 
-from blackwell_doctor.rules import driver, gpu, logs, p2p, pci, platform, probe  # noqa: F401
+from blackwell_doctor.rules import (  # noqa: F401
+    checkpoint,
+    driver,
+    gpu,
+    logs,
+    p2p,
+    pci,
+    platform,
+    probe,
+)

@@ -26,6 +26,7 @@ from blackwell_doctor.logs.catalogue import (
     LogSeverity,
     load_catalogue,
 )
+from blackwell_doctor.rules.checkpoint import marlin_expected
 from blackwell_doctor.rules.data import RuleData
 from blackwell_doctor.rules.model import (
     Evidence,
@@ -55,10 +56,13 @@ class JudgedFinding(msgspec.Struct, frozen=True, kw_only=True):
     excerpt: str
 
 
-def judge_findings(logs: LogFacts, catalogue: Catalogue | None = None) -> list[JudgedFinding]:
+def judge_findings(
+    logs: LogFacts, catalogue: Catalogue | None = None, *, w4a16_checkpoint: bool = False
+) -> list[JudgedFinding]:
     """Every finding of ``logs`` judged with ``catalogue`` (the shipped one by default), worst
     first. A signature the catalogue does not know (a capture from a newer tool) or one that
-    is no finding on an NVIDIA host (rule ``not-nvidia``) is left out."""
+    is no finding on an NVIDIA host (rule ``not-nvidia``) is left out. ``w4a16_checkpoint``:
+    the model given with --model-dir is W4A16 (model.w4a16), so Marlin is its own kernel."""
     cat = catalogue if catalogue is not None else load_catalogue()
     markers = {s.name: set(s.markers) for s in logs.sources}
     out: list[JudgedFinding] = []
@@ -70,7 +74,9 @@ def judge_findings(logs: LogFacts, catalogue: Catalogue | None = None) -> list[J
         if not isinstance(entry, InputProblem):
             if entry.rule == "not-nvidia":
                 continue
-            if entry.rule == "marlin-requested" and markers.get(f.path, set()) & MARLIN_MARKERS:
+            if entry.rule == "marlin-requested" and (
+                w4a16_checkpoint or markers.get(f.path, set()) & MARLIN_MARKERS
+            ):
                 severity = "info"
             often = entry.warn_at is not None and f.count >= entry.warn_at
             if often and SEVERITY_RANK[severity] < SEVERITY_RANK["warn"]:
@@ -133,7 +139,9 @@ def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[s
         return skipped("no logs given (--logs, --container, --journal, --kernel-log)")
     if isinstance(logs, Unavailable):
         return not_evaluated(f"logs could not be read: {logs.reason}")
-    mine = [f for f in judge_findings(logs) if f.check == check_id]
+    # A W4A16 checkpoint (model.w4a16): Marlin is its kernel, not a fallback.
+    judged = judge_findings(logs, w4a16_checkpoint=marlin_expected(facts))
+    mine = [f for f in judged if f.check == check_id]
     evidence: Evidence = {
         f"{f.signature} x{f.count}": f"{f.path}:{f.line}: {f.excerpt}" for f in mine
     }

@@ -1,0 +1,202 @@
+"""Family model: the model directory given with --model-dir, judged against these GPUs.
+
+(Named ``checkpoint`` beside ``rules.model``, which holds the results' types.) The reading is
+in ``blackwell_doctor.checkpoint``; the verdicts are here: whether the model fits at some
+tensor-parallel size, whether the SM 12.x tile problem applies to it, and whether Marlin in
+the runtime's log is expected (W4A16) or a slow path (NVFP4).
+"""
+
+from __future__ import annotations
+
+from blackwell_doctor.checkpoint.fit import GIB, FitResult, PoolError, fit, gpu_pool
+from blackwell_doctor.facts import Facts, Unavailable
+from blackwell_doctor.facts_model import ModelFacts
+from blackwell_doctor.rules import view
+from blackwell_doctor.rules.data import RuleData
+from blackwell_doctor.rules.model import (
+    Evidence,
+    Outcome,
+    Status,
+    not_evaluated,
+    passed,
+    skipped,
+)
+from blackwell_doctor.rules.registry import check
+
+NO_MODEL = "no model directory given (--model-dir)"
+# Problems that make the reading incomplete or break a container launch.
+_SERIOUS = ("header", "missing-shard", "index", "symlink")
+
+
+def _model(facts: Facts) -> ModelFacts | Outcome:
+    m = facts.model
+    if m is None:
+        return skipped(NO_MODEL)
+    if isinstance(m, Unavailable):
+        return not_evaluated(f"the model directory could not be read: {m.reason}")
+    if m.arch is None:
+        detail = next((p.detail for p in m.problems if p.kind == "config"), "missing")
+        return not_evaluated(f"config.json is unusable ({detail})", path=m.path)
+    return m
+
+
+def model_fit_result(facts: Facts) -> FitResult | str:
+    """The fit of the facts' model on the facts' GPUs, or why there is none (recommend
+    uses this too)."""
+    m = facts.model
+    if m is None or isinstance(m, Unavailable) or m.arch is None:
+        return NO_MODEL if m is None else "the model's config.json is unusable"
+    try:
+        pool = gpu_pool(facts)
+    except PoolError as exc:
+        return str(exc)
+    result = fit(m, pool)
+    return result if result is not None else "neither the weights nor config.json give a size"
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:,.1f} GB ({n / GIB:,.1f} GiB)"
+
+
+@check("model.fit")
+def model_fit(facts: Facts, rules: RuleData) -> Outcome:
+    m = _model(facts)
+    if isinstance(m, Outcome):
+        return m
+    result = model_fit_result(facts)
+    if isinstance(result, str):
+        return not_evaluated(result, path=m.path)
+    arch = m.arch
+    assert arch is not None
+    evidence: Evidence = {
+        "model": f"{arch.architecture} at {m.path}",
+        "gpus": f"{result.gpus}, {_gb(result.memory_per_gpu_bytes)} each ({result.memory_source})",
+        "weights": f"{_gb(result.weights_bytes)} ({result.weights_source})",
+        "gpu_memory_utilization": result.gpu_memory_utilization,
+    }
+    for e in result.entries:
+        evidence[f"TP {e.tensor_parallel}"] = e.reason
+    problems = [f"{p.path}: {p.detail}" for p in m.problems if p.kind in _SERIOUS]
+    if problems:
+        evidence["problems"] = problems
+    fitting = [e for e in result.entries if e.fits]
+    if not result.entries:
+        return not_evaluated(
+            f"no tensor-parallel size up to {result.gpu_count} divides the "
+            f"{arch.num_attention_heads} attention heads",
+            **evidence,
+        )
+    if not fitting:
+        widest = result.entries[-1]
+        return Outcome(
+            status=Status.FAIL,
+            summary=f"{arch.architecture} ({_gb(result.weights_bytes)} of weights) does not fit "
+            f"on {result.gpus} at any tensor-parallel size; at TP {widest.tensor_parallel}: "
+            f"{widest.reason}",
+            evidence=evidence,
+            remedy_vars={
+                "how": "Serve it on more or larger GPUs, or pick a smaller quantization of the "
+                "model (NVFP4 holds a parameter in 4.5 bits, FP8 in 8, BF16 in 16); `blackwell-"
+                f"doctor model {m.path} --facts <other host>.json` sizes it for another host."
+            },
+        )
+    best = fitting[-1]
+    summary = (
+        f"fits at tensor-parallel size {', '.join(str(e.tensor_parallel) for e in fitting)}; "
+        f"at TP {best.tensor_parallel} the longest context is {best.max_context:,} tokens"
+    )
+    if problems:
+        return Outcome(
+            status=Status.WARN,
+            summary=summary + "; but the directory has problems: " + "; ".join(problems),
+            evidence=evidence,
+            remedy_vars={
+                "how": "Fix the model directory: re-download missing or truncated shards, and "
+                "keep every shard inside the directory (a symlink to elsewhere dangles in a "
+                "container that mounts only the directory)."
+            },
+        )
+    return passed(summary, **evidence)
+
+
+def _is_moe_nvfp4(m: ModelFacts) -> bool:
+    return m.arch is not None and m.arch.moe is not None and m.quantization.method == "nvfp4"
+
+
+@check("model.kernel_path")
+def model_kernel_path(facts: Facts, rules: RuleData) -> Outcome:
+    m = _model(facts)
+    if isinstance(m, Outcome):
+        return m
+    arch = m.arch
+    assert arch is not None
+    gpus = view.gpus(facts)
+    if not gpus or any(g.cc is None for g in gpus):
+        return not_evaluated("the GPUs' compute capability is unknown")
+    sm12x = any(view.is_sm12x(g.cc) for g in gpus)
+    q = m.quantization
+    kind = f"{'MoE' if arch.moe else 'dense'} {q.method}" + (
+        f" ({arch.moe.experts} experts, {arch.moe.experts_per_token} per token)" if arch.moe else ""
+    )
+    evidence: Evidence = {
+        "model": kind,
+        "quantization": q.format,
+        "compute_capability": sorted({view.cc_str(g.cc) for g in gpus}),
+    }
+    if _is_moe_nvfp4(m) and sm12x:
+        return Outcome(
+            status=Status.WARN,
+            summary=f"{kind} on SM 12.x: the MoE layers run block-scaled FP4 grouped GEMMs "
+            "whose stock tiles are sized for 227 KB of shared memory per block; with 99 KB the "
+            "runtime must ship SM 12.x tiles or it falls back (Marlin, Triton) or fails. The "
+            "runtime advice of `recommend` applies to this model",
+            evidence=evidence,
+            remedy_vars={
+                "how": "Run a runtime whose FlashInfer/CUTLASS ships SM120 NVFP4 grouped-GEMM "
+                "tiles (see `blackwell-doctor recommend --model-dir ...`), then check its log "
+                "with `blackwell-doctor scan-logs` for the fallback signatures."
+            },
+        )
+    if not sm12x:
+        why = "these GPUs are not SM 12.x: their 227 KB of shared memory holds the stock tiles"
+    elif arch.moe is None:
+        why = "a dense model runs ordinary (non-grouped) GEMMs, whose tiles fit 99 KB"
+    else:
+        why = (
+            f"{q.method} MoE GEMMs do not use the block-scaled FP4 grouped tiles that overflow "
+            "99 KB"
+        )
+    return passed(
+        f"{kind}: the standard kernel path is right ({why}); no patched runtime is needed",
+        **evidence,
+    )
+
+
+@check("model.w4a16")
+def model_w4a16(facts: Facts, rules: RuleData) -> Outcome:
+    m = _model(facts)
+    if isinstance(m, Outcome):
+        return m
+    q = m.quantization
+    evidence: Evidence = {"quantization": f"{q.method} ({q.format})", "evidence": q.evidence}
+    if q.method == "w4a16":
+        return passed(
+            "W4A16 checkpoint: Marlin (weight-only 4-bit GEMM) is the expected kernel; Marlin "
+            "lines in the runtime's log are not a fallback (logs.moe_kernels treats them as "
+            "info)",
+            **evidence,
+        )
+    if q.method == "nvfp4":
+        return passed(
+            "NVFP4 checkpoint (W4A4): Marlin in the runtime's log means the native FP4 path "
+            "was not taken, a slow fallback (logs.moe_kernels warns)",
+            **evidence,
+        )
+    return passed(f"{q.method} checkpoint: Marlin is not expected for it", **evidence)
+
+
+def marlin_expected(facts: Facts) -> bool:
+    """The checkpoint is W4A16, so vLLM choosing Marlin is the right path (the context rule
+    marlin-requested of checks/log_signatures.toml)."""
+    m = facts.model
+    return m is not None and not isinstance(m, Unavailable) and m.quantization.method == "w4a16"
