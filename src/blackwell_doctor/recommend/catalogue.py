@@ -25,7 +25,19 @@ from blackwell_doctor.recommend import validate
 
 CATALOGUE_SCHEMA_VERSION = 1
 # Placeholders a command argument may be (whole arguments only: no string building).
-PLACEHOLDERS = frozenset({"{model}", "{model_name}", "{tp}", "{port}", "{moe_backend}"})
+PLACEHOLDERS = frozenset(
+    {
+        "{model}",
+        "{model_name}",
+        "{tp}",
+        "{port}",
+        "{moe_backend}",
+        # From the model's fit (--model-dir); with no model sized, the placeholder and the
+        # option word before it are left out.
+        "{max_model_len}",
+        "{gpu_memory_utilization}",
+    }
+)
 _ID = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
 # The findings a change of serving runtime can clear, and so the only ones a runtime may
 # claim in `addresses`: the runtime's own kernels (its MoE GEMM tiles, its architecture

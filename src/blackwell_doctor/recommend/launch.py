@@ -89,8 +89,21 @@ def model_name(model_dir: str) -> str:
     return base if _MODEL_NAME.match(base) else "model"
 
 
-def _fill(args: list[str], values: dict[str, str]) -> list[str]:
-    return [values.get(a, a) for a in args]
+def _fill(args: list[str], values: dict[str, str | None]) -> list[str]:
+    """The command with its placeholders filled; a placeholder without a value (None) is
+    left out with the option word before it (``--max-model-len {max_model_len}``)."""
+    out: list[str] = []
+    for a in args:
+        if a in values:
+            value = values[a]
+            if value is None:
+                if out and out[-1].startswith("--"):
+                    out.pop()
+                continue
+            out.append(value)
+        else:
+            out.append(a)
+    return out
 
 
 def spec_digest(spec: LaunchSpec) -> str:
@@ -120,14 +133,19 @@ def build_launch(
     validate.port(port)
     size = validate.shm_size(shm_size or runtime.shm_size)
     moe = ""
-    if runtime.moe_backend is not None:
+    if derived.moe_backend is not None:
+        moe = derived.moe_backend  # chosen for the model's quantization
+    elif runtime.moe_backend is not None:
         moe = runtime.moe_backend.sm12x if derived.sm12x else runtime.moe_backend.default
-    values = {
+    sized = derived.max_model_len is not None
+    values: dict[str, str | None] = {
         "{model}": MODEL_TARGET,
         "{model_name}": model_name(model_dir),
         "{tp}": str(derived.tensor_parallel_size),
         "{port}": str(runtime.container_port),
         "{moe_backend}": moe,
+        "{max_model_len}": str(derived.max_model_len) if sized else None,
+        "{gpu_memory_utilization}": f"{derived.gpu_memory_utilization:g}" if sized else None,
     }
     env = {**derived.env, **runtime.env}
     for key, value in (extra_env or {}).items():

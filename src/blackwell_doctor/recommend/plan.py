@@ -373,6 +373,27 @@ def build_recommendation(
                 why=derived.why["tensor_parallel_size"],
             )
         ]
+        if derived.max_model_len is not None:  # the model was sized (--model-dir)
+            settings.append(
+                Setting(
+                    name="max_model_len",
+                    value=str(derived.max_model_len),
+                    why=derived.why["max_model_len"],
+                )
+            )
+            settings.append(
+                Setting(
+                    name="gpu_memory_utilization",
+                    value=f"{derived.gpu_memory_utilization:g}",
+                    why=derived.why["gpu_memory_utilization"],
+                )
+            )
+        if derived.moe_backend is not None:
+            settings.append(
+                Setting(
+                    name="moe_backend", value=derived.moe_backend, why=derived.why["moe_backend"]
+                )
+            )
         env = shown.env if shown is not None else derived.env
         for k, v in env.items():
             settings.append(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from blackwell_doctor.facts import CpuFacts, Facts, P2PProbeFacts, PciFacts, Unavailable
+from blackwell_doctor.recommend.validate import ValidationError
 from blackwell_doctor.report import Report
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.model import Status
@@ -207,6 +208,93 @@ class Derived:
     env: dict[str, str] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # From the model (--model-dir), when it was sized: the longest context the KV budget
+    # holds at the chosen TP, the utilization that arithmetic assumed, and the MoE backend
+    # its quantization calls for (None: the runtime catalogue's choice).
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    moe_backend: str | None = None
+
+
+class ModelDoesNotFit(ValidationError):
+    """The model cannot be launched on these GPUs at any tensor-parallel size (one line)."""
+
+
+@dataclass(frozen=True)
+class ModelSizing:
+    tensor_parallel_size: int
+    max_model_len: int
+    gpu_memory_utilization: float
+    moe_backend: str | None
+    why: dict[str, str]
+
+
+def _round_context(tokens: int, limit: int | None) -> int:
+    """The context to launch with: the model's own limit when the budget reaches it, else
+    the budget rounded down to a multiple of 1024 tokens (never below 1024 when it fits)."""
+    if limit is not None and tokens >= limit:
+        return limit
+    return max(1024, tokens // 1024 * 1024) if tokens >= 1024 else tokens
+
+
+def size_model(facts: Facts, gpu_count: int) -> ModelSizing | str | None:
+    """The launch the model's fit calls for; None without a model; a string when it cannot
+    be sized (the reason, shown as a note). Raises ModelDoesNotFit."""
+    from blackwell_doctor.rules.checkpoint import model_fit_result
+
+    m = facts.model
+    if m is None:
+        return None
+    result = model_fit_result(facts)
+    if isinstance(result, str):
+        return f"the model was not sized: {result}"
+    assert not isinstance(m, Unavailable)
+    arch = m.arch
+    assert arch is not None
+    fitting = [e for e in result.entries if e.fits and e.tensor_parallel <= gpu_count]
+    if not fitting:
+        widest = result.entries[-1] if result.entries else None
+        detail = f"; at TP {widest.tensor_parallel}: {widest.reason}" if widest else ""
+        raise ModelDoesNotFit(
+            f"refusing to launch {arch.architecture} from {m.path}: it does not fit on "
+            f"{result.gpus} at any tensor-parallel size{detail}"
+        )
+    best = fitting[-1]
+    assert best.max_context is not None
+    length = _round_context(best.max_context, arch.max_position_embeddings)
+    q = m.quantization
+    backend: str | None = None
+    why = {
+        "tensor_parallel_size": f"the largest tensor-parallel size at which {arch.architecture} "
+        f"fits on {result.gpus} (model.fit: TP "
+        + ", ".join(str(e.tensor_parallel) for e in fitting)
+        + f"): {best.reason}",
+        "max_model_len": f"the KV budget at TP {best.tensor_parallel} holds "
+        f"{best.max_context:,} tokens of one sequence"
+        + (
+            f" (the model's max_position_embeddings {arch.max_position_embeddings:,})"
+            if length == arch.max_position_embeddings
+            else ", rounded down to a multiple of 1024"
+        ),
+        "gpu_memory_utilization": f"{result.gpu_memory_utilization:g}: what the fit arithmetic "
+        "assumed (checks/model_fit.toml)",
+    }
+    if arch.moe is not None and q.method == "w4a16":
+        backend = "marlin"
+        why["moe_backend"] = "W4A16 checkpoint: Marlin is its MoE kernel (model.w4a16)"
+    elif arch.moe is not None and q.method not in ("nvfp4", "mxfp4"):
+        backend = "auto"
+        why["moe_backend"] = (
+            f"{q.method} MoE: the runtime's own choice; the SM 12.x FP4 tile backend is for "
+            "NVFP4 (model.kernel_path)"
+        )
+    return ModelSizing(
+        tensor_parallel_size=best.tensor_parallel,
+        max_model_len=length,
+        gpu_memory_utilization=result.gpu_memory_utilization,
+        moe_backend=backend,
+        why=why,
+    )
 
 
 def derive(facts: Facts, report: Report) -> Derived | None:
@@ -221,6 +309,13 @@ def derive(facts: Facts, report: Report) -> Derived | None:
         + ("" if tp == count else f" ({count - tp} GPU(s) left idle: heads split evenly)"),
     }
     notes: list[str] = []
+    sizing = size_model(facts, count)
+    if isinstance(sizing, str):
+        notes.append(sizing)
+        sizing = None
+    if sizing is not None:
+        tp = sizing.tensor_parallel_size
+        why.update(sizing.why)
     for name, (value, reason) in FIXED_ENV.items():
         env[name] = value
         why[name] = reason
@@ -244,4 +339,7 @@ def derive(facts: Facts, report: Report) -> Derived | None:
         env=env,
         why=why,
         notes=notes,
+        max_model_len=sizing.max_model_len if sizing else None,
+        gpu_memory_utilization=sizing.gpu_memory_utilization if sizing else 0.9,
+        moe_backend=sizing.moe_backend if sizing else None,
     )
