@@ -139,10 +139,18 @@ def render_text(report: ModelReport, *, markdown: bool = False) -> str:
     out.extend(f"  evidence: {e}" for e in q.evidence)
     if report.parameters is not None:
         out.extend(_params(report.parameters))
-    out.append(
-        f"weights: {_b(report.weights_bytes)} in {report.shards} shard(s), "
-        f"{report.tensors:,} tensors"
-    )
+    if report.weights_bytes is not None:
+        out.append(
+            f"weights: {_b(report.weights_bytes)} in {report.shards} shard(s), "
+            f"{report.tensors:,} tensors"
+        )
+    elif report.shards == 0 and not report.problems:
+        out.append("weights: no safetensors in the directory (sizes computed from config.json)")
+    else:
+        out.append(
+            f"weights: incomplete ({report.shards} shard(s) read; see the problems below): "
+            "sizes computed from config.json"
+        )
     if report.bytes_by_dtype:
         out.append(
             "  by dtype: "
