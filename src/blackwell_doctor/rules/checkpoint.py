@@ -94,11 +94,8 @@ def model_fit(facts: Facts, rules: RuleData) -> Outcome:
             f"on {result.gpus} at any tensor-parallel size; at TP {widest.tensor_parallel}: "
             f"{widest.reason}",
             evidence=evidence,
-            remedy_vars={
-                "how": "Serve it on more or larger GPUs, or pick a smaller quantization of the "
-                "model (NVFP4 holds a parameter in 4.5 bits, FP8 in 8, BF16 in 16); `blackwell-"
-                f"doctor model {m.path} --facts <other host>.json` sizes it for another host."
-            },
+            case="does-not-fit",
+            remedy_vars={"path": m.path},
         )
     best = fitting[-1]
     summary = (
@@ -110,11 +107,7 @@ def model_fit(facts: Facts, rules: RuleData) -> Outcome:
             status=Status.WARN,
             summary=summary + "; but the directory has problems: " + "; ".join(problems),
             evidence=evidence,
-            remedy_vars={
-                "how": "Fix the model directory: re-download missing or truncated shards, and "
-                "keep every shard inside the directory (a symlink to elsewhere dangles in a "
-                "container that mounts only the directory)."
-            },
+            case="directory-problems",
         )
     return passed(summary, **evidence)
 
@@ -151,11 +144,7 @@ def model_kernel_path(facts: Facts, rules: RuleData) -> Outcome:
             "runtime must ship SM 12.x tiles or it falls back (Marlin, Triton) or fails. The "
             "runtime advice of `recommend` applies to this model",
             evidence=evidence,
-            remedy_vars={
-                "how": "Run a runtime whose FlashInfer/CUTLASS ships SM120 NVFP4 grouped-GEMM "
-                "tiles (see `blackwell-doctor recommend --model-dir ...`), then check its log "
-                "with `blackwell-doctor scan-logs` for the fallback signatures."
-            },
+            case="tile-problem-applies",
         )
     if not sm12x:
         why = "these GPUs are not SM 12.x: their 227 KB of shared memory holds the stock tiles"
