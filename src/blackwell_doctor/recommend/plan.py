@@ -27,7 +27,6 @@ from blackwell_doctor.recommend.launch import (
     reachable_host,
 )
 from blackwell_doctor.recommend.settings import (
-    MEASURE_P2P,
     Derived,
     derive,
     p2p_decision,
@@ -320,14 +319,10 @@ def build_recommendation(
                 commands += r.remedy.commands
                 notes.append(f"{r.id}: {r.remedy.summary}")
         if group.key == "p2p" and derived is not None and "NCCL_P2P_DISABLE" in derived.env:
-            basis = (
-                "measured by p2p.transfer"
-                if p2p is not None and p2p.measured
-                else f"the driver's answer only: measure with {MEASURE_P2P}"
+            basis = group.note(
+                "export_measured" if p2p is not None and p2p.measured else "export_driver_only"
             )
-            commands.append(
-                f"export NCCL_P2P_DISABLE=1    # interim, in the serving process only ({basis})"
-            )
+            commands.append(group.note("export", basis=basis))
             notes.append(derived.why["NCCL_P2P_DISABLE"])
         elif group.key == "p2p" and p2p is not None:
             notes.append(p2p.why)

@@ -13,6 +13,7 @@ from blackwell_doctor.facts import CpuFacts, Facts, P2PProbeFacts, PciFacts, Una
 from blackwell_doctor.recommend.validate import ValidationError
 from blackwell_doctor.report import Report
 from blackwell_doctor.rules import view
+from blackwell_doctor.rules.data import load_rule_data
 from blackwell_doctor.rules.model import Status
 from blackwell_doctor.rules.p2p import pair_verdict
 from blackwell_doctor.rules.pci import iommu_passthrough_requested
@@ -108,7 +109,13 @@ def p2p_findings(report: Report) -> list[str]:
 
 # Verdicts of `probe --p2p` that come from moving data (an "error" pair was not measured).
 _MEASURED = frozenset({"works", "granted-but-broken", "slower-than-host", "not-supported"})
-MEASURE_P2P = "blackwell-doctor probe --p2p"
+
+
+def _p2p_note(case: str, **values: str) -> str:
+    """recommend's words about NCCL_P2P_DISABLE: the p2p action's [action.notes] in
+    checks/catalogue.toml."""
+    [action] = [a for a in load_rule_data().actions if a.key == "p2p"]
+    return action.note(case, **values)
 
 
 @dataclass(frozen=True)
@@ -137,15 +144,13 @@ def p2p_decision(facts: Facts, report: Report) -> P2PDecision | None:
         broken = [name for name, v in measured if v == "granted-but-broken"]
         slower = [name for name, v in measured if v == "slower-than-host"]
         unmeasured = len(pairs) - len(measured)
-        tail = f" ({unmeasured} pair(s) could not be tested)" if unmeasured else ""
+        tail = _p2p_note("untested", n=str(unmeasured)) if unmeasured else ""
         if broken:
             # Data wrong, a fault or a hang: correctness first, whatever the IOMMU mode.
             return P2PDecision(
                 disable=True,
                 measured=True,
-                why=f"measured transfers are broken for {', '.join(broken)} (p2p.transfer): "
-                "NCCL would hang or compute garbage over P2P; it copies through host memory "
-                "instead. Remove it once `" + MEASURE_P2P + "` reports the pairs working" + tail,
+                why=_p2p_note("measured_broken", pairs=", ".join(broken), untested=tail),
             )
         if slower:
             # Slower than the host-staged control copy: P2P here is the slow path (peer
@@ -155,47 +160,29 @@ def p2p_decision(facts: Facts, report: Report) -> P2PDecision | None:
             return P2PDecision(
                 disable=True,
                 measured=True,
-                why=f"measured peer transfers are slower than staging through host memory "
-                f"for {', '.join(slower)} (p2p.transfer): NCCL's host path was measured to "
-                "be faster. Remove it once pci.acs/pci.iommu are fixed and `"
-                + MEASURE_P2P
-                + "` shows P2P faster than host staging"
-                + tail,
+                why=_p2p_note("measured_slower", pairs=", ".join(slower), untested=tail),
             )
         refused = [i for i in p2p_findings(report) if i != "p2p.transfer"]
         if refused:
             return P2PDecision(
                 disable=False,
                 measured=True,
-                why=f"NCCL_P2P_DISABLE not set: {', '.join(refused)} reports a refusal by the "
-                "driver, but measured transfers (p2p.transfer) show no broken or slow pair; "
-                "the measurement decides" + tail,
+                why=_p2p_note("measured_fine", checks=", ".join(refused), untested=tail),
             )
         return None
     broken_ids = p2p_findings(report)
     if not broken_ids:
         return None
     pt = iommu_passthrough_in_effect(facts)
-    basis = (
-        " This is based on the driver's answer (NVML) only, not on a transfer: measure with `"
-        + MEASURE_P2P
-        + "` (a verified copy per GPU pair, against host staging) before keeping it."
-    )
+    values = {"checks": ", ".join(broken_ids), "basis": _p2p_note("driver_only")}
     if pt is not True:
+        pt_state = _p2p_note("pt_unknown" if pt is None else "pt_off")
         return P2PDecision(
             disable=True,
             measured=False,
-            why=f"P2P findings ({', '.join(broken_ids)}) and iommu=pt is "
-            + ("not known to be in effect" if pt is None else "not in effect")
-            + "; NCCL copies through host memory instead (slower all-reduce, no hang). "
-            "Remove it once the pci findings are fixed and the p2p checks pass." + basis,
+            why=_p2p_note("driver_disable", pt_state=pt_state, **values),
         )
-    return P2PDecision(
-        disable=False,
-        measured=False,
-        why=f"NCCL_P2P_DISABLE not set: P2P findings ({', '.join(broken_ids)}) while iommu=pt "
-        "is in effect, so the IOMMU is not the cause; look at pci.acs and the BIOS first." + basis,
-    )
+    return P2PDecision(disable=False, measured=False, why=_p2p_note("driver_keep", **values))
 
 
 @dataclass(frozen=True)

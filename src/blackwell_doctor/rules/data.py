@@ -14,6 +14,14 @@ from blackwell_doctor.checkdata import CatalogueError, load_shipped
 from blackwell_doctor.rules.model import Severity
 
 
+def fill(template: str, values: dict[str, str]) -> str:
+    """Fill ``{name}`` placeholders; unknown ones stay visible rather than raising."""
+    out = template
+    for key, value in values.items():
+        out = out.replace("{" + key + "}", value)
+    return out
+
+
 class RemedyText(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A remedy as the catalogue words it: ``{name}`` placeholders are filled from the values
     the check returns with its case."""
@@ -59,6 +67,12 @@ class ActionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     order: int
     effect: EffectText
     verify: list[str] = msgspec.field(default_factory=list)
+    # What recommend says about the settings this action may derive, per case
+    # ([action.notes]; placeholders filled by recommend/settings.py and plan.py).
+    notes: dict[str, str] = msgspec.field(default_factory=dict)
+
+    def note(self, case: str, **values: str) -> str:
+        return fill(self.notes[case], values)
 
     def matches(self, check_id: str) -> bool:
         return any(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import msgspec
 
 from blackwell_doctor.facts import Facts
-from blackwell_doctor.rules.data import CheckSpec, RuleData
+from blackwell_doctor.rules.data import CheckSpec, RuleData, fill
 from blackwell_doctor.rules.model import Outcome, Remedy, Result, Status
 from blackwell_doctor.rules.registry import REGISTRY, CheckFn
 
@@ -118,8 +118,8 @@ def _result(spec: CheckSpec, outcome: Outcome) -> Result:
         words = msgspec.structs.replace(case, links=links)
     if outcome.status in (Status.WARN, Status.FAIL) and words is not None:
         remedy = Remedy(
-            summary=_fill(words.summary, outcome.remedy_vars),
-            commands=[_fill(c, outcome.remedy_vars) for c in words.commands]
+            summary=fill(words.summary, outcome.remedy_vars),
+            commands=[fill(c, outcome.remedy_vars) for c in words.commands]
             + list(outcome.commands),
             links=list(words.links),
         )
@@ -135,11 +135,3 @@ def _result(spec: CheckSpec, outcome: Outcome) -> Result:
         evidence=dict(outcome.evidence),
         remedy=remedy,
     )
-
-
-def _fill(template: str, values: dict[str, str]) -> str:
-    """Fill ``{name}`` placeholders; unknown ones stay visible rather than raising."""
-    out = template
-    for key, value in values.items():
-        out = out.replace("{" + key + "}", value)
-    return out
