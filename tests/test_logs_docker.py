@@ -83,3 +83,27 @@ def test_an_unknown_container_is_a_source_error_not_a_crash(docker_host: str) ->
     # nothing could be read: Unavailable with the reason, never an exception
     assert not isinstance(facts, LogFacts)
     assert "bd-no-such-container" in facts.reason or "not-found" in facts.reason
+
+
+def test_a_tty_container_log_has_no_frames_and_is_read_whole(docker_host: str) -> None:
+    # With a TTY the engine sends one raw stream, not multiplexed frames: read as it is.
+    import docker
+
+    client = docker.DockerClient(base_url=docker_host)
+    name = f"bd-logs-tty-{uuid.uuid4().hex[:8]}"
+    container = client.containers.run(
+        IMAGE, ["sh", "-c", f"echo '{HEALTHY}'; echo '{FAILURE}'"], name=name, tty=True,
+        detach=True,
+    )  # fmt: skip
+    try:
+        container.wait(timeout=30)
+        facts = collect_logs(
+            paths=[], containers=[name], journal=False, kernel_log=False, host_root=Path("/"),
+            docker_host=docker_host,
+        )  # fmt: skip
+    finally:
+        container.remove(force=True)
+        client.close()
+    assert isinstance(facts, LogFacts)
+    assert facts.sources[0].error is None
+    assert [f.signature for f in facts.findings] == ["moe.tma_ws_init_failed"]

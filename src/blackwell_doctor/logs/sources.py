@@ -8,10 +8,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import socket
 import stat
+import struct
 import subprocess
 import tempfile
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +36,7 @@ _DOCKER_JSON_HEAD = b'{"log":'
 # Docker's json-file driver writes one object per line; a "log" value may be a partial line
 # (split at 16 KiB, no trailing newline), so values are concatenated as they are.
 _DOCKER_BATCH = 1 << 20
+_DOCKER_MAX_RECORD = 1 << 20
 
 
 class SourceError(Exception):
@@ -217,18 +221,44 @@ _docker_decoder = msgspec.json.Decoder(_DockerLine)
 
 
 def _docker_json(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The ``log`` values of json-file records, in batches. A record longer than
+    _DOCKER_MAX_RECORD (the driver splits messages at 16 KiB, so only a damaged or hostile
+    file has one) is not decoded: its bytes pass through as text up to its end, so that
+    memory stays bounded as for a plain file's long line, and records after it are decoded
+    again."""
     carry = b""
     out: list[bytes] = []
     size = 0
+    runaway = False  # inside a record too long to decode, passing it through
     for chunk in chunks:
-        data = carry + chunk if carry else chunk
-        lines = data.split(b"\n")
-        carry = lines.pop()
-        for raw in lines:
-            piece = _docker_value(raw)
-            out.append(piece)
-            size += len(piece)
-        if size >= _DOCKER_BATCH:
+        start = 0
+        if runaway:
+            nl = chunk.find(b"\n")
+            if nl == -1:
+                yield chunk
+                continue
+            yield chunk[: nl + 1]
+            runaway, start = False, nl + 1
+        last_nl = chunk.rfind(b"\n", start)
+        if last_nl == -1:
+            carry += chunk[start:] if start else chunk
+        else:
+            if carry:
+                first_nl = chunk.find(b"\n", start)
+                piece = _docker_value(carry + chunk[start:first_nl])
+                out.append(piece)
+                size += len(piece)
+                start, carry = first_nl + 1, b""
+            for raw in chunk[start:last_nl].split(b"\n") if start <= last_nl else ():
+                piece = _docker_value(raw)
+                out.append(piece)
+                size += len(piece)
+            carry = chunk[last_nl + 1 :]
+        if len(carry) > _DOCKER_MAX_RECORD:
+            out.append(carry)
+            size += len(carry)
+            carry, runaway = b"", True
+        if size >= _DOCKER_BATCH or runaway:
             yield b"".join(out)
             out, size = [], 0
     if carry:
@@ -392,47 +422,179 @@ def _kmsg_line(line: bytes) -> bytes:
 # --------------------------------------------------------------------------- containers
 
 
-def container_chunks(name: str, docker_host: str | None) -> Opened:
+def container_chunks(
+    name: str, docker_host: str | None, *, deadline_s: float | None = None
+) -> Opened:
     """A container's stdout and stderr through the Docker API (the docker SDK, imported only
-    here). Engine down, unknown container, no permission: a SourceError."""
+    here). Engine down, unknown container, no permission: a SourceError.
+
+    The log stream is read here rather than through the SDK's ``logs(stream=True)``: the
+    SDK turns the socket's timeout off for streams and reads each frame whole at the size
+    its header announces, so an engine that stalls after one frame hangs the scan forever
+    and one that announces a 4 GB frame makes it allocate that much. Here every read has
+    the API timeout, the whole stream has ``deadline_s`` (checked between reads and
+    enforced by shutting the socket down, so a peer that trickles a byte at a time cannot
+    outlast it), frame headers are checked, and a frame's payload is passed on in pieces
+    of at most DOCKER_READ_BYTES whatever size it announces."""
     label = f"container:{name}"
+    deadline = DOCKER_DEADLINE_S if deadline_s is None else deadline_s
+    read_timeout = min(DOCKER_TIMEOUT_S, deadline)
     try:
         import docker
         import docker.errors
+        import requests
     except ImportError:
         raise SourceError("docker-sdk-not-installed") from None
+    watchdog = _Watchdog(deadline)
     try:
         if docker_host:
-            client = docker.DockerClient(base_url=docker_host, timeout=DOCKER_TIMEOUT_S)
+            client = docker.DockerClient(base_url=docker_host, timeout=read_timeout)
         else:
-            client = docker.from_env(timeout=DOCKER_TIMEOUT_S)
+            client = docker.from_env(timeout=read_timeout)
         container = client.containers.get(name)
-        stream = container.logs(stdout=True, stderr=True, stream=True, follow=False)
+        tty = bool(container.attrs.get("Config", {}).get("Tty"))
+        api = client.api
+        response = api.get(
+            api._url("/containers/{0}/logs", container.id),
+            params={"stdout": 1, "stderr": 1, "follow": 0, "timestamps": 0, "tail": "all"},
+            stream=True,
+            timeout=(read_timeout, read_timeout),
+        )
+        api._raise_for_status(response)
+        watchdog.arm(response)
     except docker.errors.NotFound:
+        watchdog.cancel()
         raise SourceError(f"container-not-found:{name}") from None
-    except docker.errors.DockerException as exc:
-        raise SourceError(_docker_reason(exc, label)) from None
-    except OSError as exc:
-        raise SourceError(os_reason(exc, label)) from None
+    except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+        watchdog.cancel()
+        raise SourceError(_docker_reason(exc, label, watchdog, read_timeout)) from None
 
     def chunks() -> Iterator[bytes]:
         try:
-            yield from stream
-        except docker.errors.DockerException as exc:
-            raise SourceError(_docker_reason(exc, label)) from None
-        except OSError as exc:
-            raise SourceError(os_reason(exc, label)) from None
+            raw = response.raw
+            yield from (_raw_stream(raw, watchdog) if tty else _frames(raw, watchdog, label))
+            if watchdog.fired:
+                raise SourceError(f"timeout-{deadline:g}s:{label}")
+        except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+            raise SourceError(_docker_reason(exc, label, watchdog, read_timeout)) from None
+        except Exception as exc:  # urllib3/http.client errors of a socket shut mid-read
+            if watchdog.fired:
+                raise SourceError(f"timeout-{deadline:g}s:{label}") from None
+            if isinstance(exc, SourceError):
+                raise
+            raise SourceError(f"docker-stream-error:{label}") from None
         finally:
+            watchdog.cancel()
+            with contextlib.suppress(Exception):
+                response.close()
             with contextlib.suppress(Exception):
                 client.close()
 
     return "container", chunks()
 
 
-def _docker_reason(exc: Exception, label: str) -> str:
+# The whole of one container's log must arrive within this (the API timeout above bounds
+# each read); a peer that sends a byte now and then cannot keep a scan going.
+DOCKER_DEADLINE_S = 120.0
+DOCKER_READ_BYTES = 1 << 20
+# A multiplexed stream's frame header (Docker Engine API, "Attach to a container"): stream
+# type (0 stdin, 1 stdout, 2 stderr), three zero bytes, the payload size big-endian.
+_FRAME_HEADER = struct.Struct(">BxxxL")
+
+
+class _Watchdog:
+    """Ends a stream at a deadline: shuts its socket down, which wakes a blocked read."""
+
+    def __init__(self, deadline_s: float) -> None:
+        self.seconds = deadline_s
+        self.deadline = time.monotonic() + deadline_s
+        self.fired = False
+        self._timer: threading.Timer | None = None
+
+    def arm(self, response: object) -> None:
+        def fire() -> None:
+            self.fired = True
+            for sock in _sockets(response):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+        self._timer = threading.Timer(max(0.0, self.deadline - time.monotonic()), fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def expired(self) -> bool:
+        return self.fired or time.monotonic() >= self.deadline
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _sockets(response: object) -> list[socket.socket]:
+    """The socket under a requests response (unix socket or TCP), found by walking the
+    wrappers urllib3 and http.client put around it."""
+    found: list[socket.socket] = []
+    node: object = getattr(response, "raw", None)
+    for attr in ("_fp", "fp", "raw", "_sock"):
+        if node is None:
+            break
+        if isinstance(node, socket.socket):
+            break
+        node = getattr(node, attr, None)
+    if isinstance(node, socket.socket):
+        found.append(node)
+    return found
+
+
+def _read(raw: BinaryIO, size: int, watchdog: _Watchdog) -> bytes:
+    if watchdog.expired():
+        return b""
+    return raw.read(size)
+
+
+def _raw_stream(raw: BinaryIO, watchdog: _Watchdog) -> Iterator[bytes]:
+    # A container with a TTY has one stream and no frames.
+    while data := _read(raw, DOCKER_READ_BYTES, watchdog):
+        yield data
+
+
+def _frames(raw: BinaryIO, watchdog: _Watchdog, label: str) -> Iterator[bytes]:
+    while True:
+        header = _read(raw, _FRAME_HEADER.size, watchdog)
+        if not header:
+            return
+        stream, zeros = header[:1], header[1:4]
+        if len(header) < _FRAME_HEADER.size or stream not in b"\0\1\2" or zeros != b"\0\0\0":
+            if watchdog.expired():
+                return
+            raise SourceError(f"docker-bad-frame:{label}")
+        _, left = _FRAME_HEADER.unpack(header)
+        while left:
+            data = _read(raw, min(left, DOCKER_READ_BYTES), watchdog)
+            if not data:
+                return  # cut short: the deadline, or the engine closed the stream
+            left -= len(data)
+            yield data
+
+
+def _docker_reason(exc: BaseException, label: str, watchdog: _Watchdog, timeout_s: float) -> str:
+    """One reason token for a Docker API failure: a timeout says so (a requests timeout is
+    an OSError without errno, which read as ``os-error-eio``), then permissions, an
+    unreachable engine, the API's status code."""
+    import requests
+
+    if watchdog.fired:
+        return f"timeout-{watchdog.seconds:g}s:{label}"
     text = str(exc).lower()
+    if isinstance(exc, (requests.Timeout, TimeoutError)) or "timed out" in text:
+        return f"timeout-{timeout_s:g}s:{label}"
     if "permission denied" in text:
         return f"permission-denied:{label}"
     if "connection" in text or "no such file" in text or "not found" in text:
         return f"docker-engine-unreachable:{label}"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return f"docker-error-{status}:{label}"
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return os_reason(exc, label)
     return f"docker-error:{label}"
