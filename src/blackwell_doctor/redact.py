@@ -13,10 +13,13 @@ import re
 
 REDACTED = "<redacted>"
 
-# Names that hold credentials: HF_TOKEN, VLLM_API_KEY, NCCL_..._PASSWORD, AWS_SECRET_ACCESS_KEY.
+# Names that hold credentials: HF_TOKEN, VLLM_API_KEY, NCCL_..._PASSWORD, AWS_SECRET_ACCESS_KEY,
+# VLLM_PASSPHRASE, MYSQL_PWD, TLS_PRIVATE_KEY, SESSION_SECRET, HF_HUB_COOKIE, SENTRY_DSN (its
+# URL carries the key), CI_JOB_JWT. Checked against a table of real names in
+# tests/test_secret_names.py; TOKENIZERS_PARALLELISM and PWD (the working directory) are not.
 _SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSW(OR)?D?|(^|_)PASS($|_)|API_?KEY|(^|_)KEY($|_)|CREDENTIAL|AUTH|COOKIE|"
-    r"SESSION|PRIVATE)",
+    r"(TOKEN(?!IZER)|SECRET|PASSW(OR)?D?|PASSPHRASE|(^|_)PASS($|_)|_PWD$|API_?KEY|(^|_)KEY($|_)|"
+    r"PRIVATE|CREDENTIAL|AUTH|COOKIE|SESSION|(^|_)DSN$|(^|_)JWT($|_))",
     re.IGNORECASE,
 )
 # Values that are credentials whatever the variable is called.
@@ -30,7 +33,10 @@ _URL_CREDENTIALS = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://(?P<value>[^/\s:@]+:[^
 # A flag's or pair's value: a quoted string (to its closing quote, or to the end when the
 # quote is never closed: better too much redacted than a leak) or a word.
 _VALUE = r"""(?:"[^"]*"?|'[^']*'?|[^\s"']\S*)"""
-_FLAG_WORDS = r"(?:token|secret|passw(?:or)?d|api[-_]?key|auth|credential)"
+_FLAG_WORDS = (
+    r"(?:token|secret|passw(?:or)?d|passphrase|api[-_]?key|auth|credential|private[-_]?key|"
+    r"cookie|session)"
+)
 _FLAG_NAME = rf"--?[A-Za-z0-9_-]*{_FLAG_WORDS}[A-Za-z0-9_-]*"
 # --api-key X, --api-key  X, --token=X, --password "two words", --token='x y'.
 _SECRET_FLAG = re.compile(_FLAG_NAME, re.IGNORECASE)
@@ -39,7 +45,8 @@ _SECRET_FLAG = re.compile(_FLAG_NAME, re.IGNORECASE)
 _FLAG_VALUE = re.compile(rf"(?:=|\s+(?!{_FLAG_NAME}))(?P<value>{_VALUE})", re.IGNORECASE)
 # key=value pairs with a secret-looking key (HF_TOKEN=x, db.password='x y').
 _SECRET_PAIR = re.compile(
-    r"\b[A-Za-z0-9_.-]*(?:token|secret|passw(?:or)?d|api[-_]?key|credential)[A-Za-z0-9_.-]*(?==)",
+    r"\b[A-Za-z0-9_.-]*(?:token|secret|passw(?:or)?d|passphrase|api[-_]?key|credential|"
+    r"private[-_]?key|cookie)[A-Za-z0-9_.-]*(?==)",
     re.IGNORECASE,
 )
 _PAIR_VALUE = re.compile(rf"=(?P<value>{_VALUE})")
@@ -65,6 +72,28 @@ def redact_value(name: str, value: str) -> str:
     if value and is_secret_name(name):
         return REDACTED
     return redact_text(value)
+
+
+# One command-line argument that is an assignment: NAME=VALUE, or --env=NAME=VALUE.
+_ARG_ASSIGNMENT = re.compile(r"^(?P<flag>--?[A-Za-z0-9-]+=)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=")
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """A command line, argument by argument, as it may be written to a log: the value after
+    a secret-looking flag (``--api-key X``), the value of a secret-looking assignment
+    (``-e VLLM_PASSPHRASE=x``, ``--env=HF_TOKEN=x``), and secrets inside any argument."""
+    out: list[str] = []
+    after_flag = False
+    for arg in argv:
+        assignment = _ARG_ASSIGNMENT.match(arg)
+        if after_flag and not arg.startswith("-"):
+            out.append(REDACTED)
+        elif assignment and is_secret_name(assignment["name"]):
+            out.append(arg[: assignment.end()] + REDACTED)
+        else:
+            out.append(redact_text(arg))
+        after_flag = "=" not in arg and bool(_SECRET_FLAG.fullmatch(arg))
+    return out
 
 
 def redact_text(text: str) -> str:

@@ -18,16 +18,21 @@ from blackwell_doctor.errors import UserError
 from blackwell_doctor.exitcodes import ExitCode
 
 
-def _crash_log(exc: BaseException) -> Path:
+def _crash_log(exc: BaseException, argv: list[str] | None = None) -> Path:
+    """The traceback, for a bug report: argv redacted as every other output (the message
+    asks users to share this file)."""
     import datetime as dt
     import tempfile
     import traceback
 
+    from blackwell_doctor.redact import redact_argv, redact_text
+
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     fd, name = tempfile.mkstemp(prefix=f"{TOOL_NAME}-crash-{stamp}-", suffix=".log")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(f"{TOOL_NAME} {__version__}\nargv: {sys.argv!r}\n\n")
-        fh.write("".join(traceback.format_exception(exc)))
+        args = redact_argv(sys.argv[1:] if argv is None else argv)
+        fh.write(f"{TOOL_NAME} {__version__}\nargv: {args!r}\n\n")
+        fh.write(redact_text("".join(traceback.format_exception(exc))))
     return Path(name)
 
 
@@ -49,9 +54,11 @@ def run(app: typer.Typer, argv: list[str] | None = None) -> int:
         sys.stderr.write(f"{TOOL_NAME}: interrupted\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:
-        path = _crash_log(exc)
+        from blackwell_doctor.redact import redact_text
+
+        path = _crash_log(exc, argv)
         sys.stderr.write(
-            f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc}\n"
+            f"{TOOL_NAME}: internal error: {type(exc).__name__}: {redact_text(str(exc))}\n"
             f"This is a bug in {TOOL_NAME}; the details are in {path}\n"
         )
         return int(ExitCode.INTERNAL)
