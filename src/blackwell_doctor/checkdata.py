@@ -35,6 +35,8 @@ def parse_toml(text: str, *, source: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogueError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise CatalogueError(f"{source}: not valid TOML: nested too deeply") from None
 
 
 def read_shipped(name: str) -> dict[str, Any]:

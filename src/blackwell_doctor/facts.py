@@ -36,6 +36,23 @@ class Available(msgspec.Struct, frozen=True, kw_only=True, tag_field="status", t
     """Base of every structured fact that may instead be :class:`Unavailable`."""
 
 
+# Ranges: facts files are untrusted input, and their numbers end up in launch settings
+# (OMP_NUM_THREADS from logical_cpus) and in report text ("grants -5 B"). Counts of GPUs are
+# bounded too: no host exposes more than MAX_GPUS, and per-pair checks grow with the square.
+MAX_GPUS = 64
+MAX_PAIRS = MAX_GPUS * (MAX_GPUS - 1)
+Gpus = msgspec.Meta(max_length=MAX_GPUS, description=f"at most {MAX_GPUS} GPUs")
+Pairs = msgspec.Meta(max_length=MAX_PAIRS, description=f"at most {MAX_PAIRS} ordered GPU pairs")
+GpuIndex = Annotated[int, msgspec.Meta(ge=0, lt=MAX_GPUS)]
+Bytes = Annotated[int, msgspec.Meta(ge=0, le=1 << 50)]
+SmemBytes = Annotated[int, msgspec.Meta(ge=0, le=1 << 24)]  # shared memory: KiB, not GiB
+Count = Annotated[int, msgspec.Meta(ge=0, le=1 << 20)]
+# Linux's CONFIG_NR_CPUS tops out at 8192; 1 << 16 leaves room and refuses nonsense.
+LogicalCpus = Annotated[int, msgspec.Meta(ge=1, le=1 << 16)]
+CcPart = Annotated[int, msgspec.Meta(ge=0, le=99)]
+ComputeCapability = tuple[CcPart, CcPart]
+
+
 # --------------------------------------------------------------------------- platform
 
 
@@ -83,7 +100,7 @@ class VirtualizationFacts(msgspec.Struct, frozen=True, kw_only=True):
 class CpuFacts(Available, frozen=True):
     vendor: str | None = None
     model: str | None = None
-    logical_cpus: int | None = None
+    logical_cpus: LogicalCpus | None = None
 
 
 class PlatformFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -159,7 +176,7 @@ class IommuFacts(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PciFacts(Available, frozen=True):
-    gpus: list[PciGpu] = msgspec.field(default_factory=list)
+    gpus: Annotated[list[PciGpu], Gpus] = msgspec.field(default_factory=list)
     bridges: list[PciBridge] = msgspec.field(default_factory=list)
     iommu: IommuFacts = msgspec.field(default_factory=IommuFacts)
 
@@ -182,20 +199,20 @@ P2P_STATUS_NAMES: dict[int, str] = {
 
 
 class NvmlGpu(msgspec.Struct, frozen=True, kw_only=True):
-    index: int
+    index: GpuIndex
     name: str | Unavailable
     uuid: str | Unavailable
     pci_bus_id: str | Unavailable
-    compute_capability: tuple[int, int] | Unavailable
+    compute_capability: ComputeCapability | Unavailable
     # GB10 (DGX Spark) answers NOT_SUPPORTED: its memory is unified with the CPU's.
-    memory_total_bytes: int | Unavailable
+    memory_total_bytes: Bytes | Unavailable
 
 
 class P2PPair(msgspec.Struct, frozen=True, kw_only=True):
     """NVML's answer for one ordered pair; values are P2P_STATUS_NAMES entries."""
 
-    gpu_a: int
-    gpu_b: int
+    gpu_a: GpuIndex
+    gpu_b: GpuIndex
     read: str | Unavailable
     write: str | Unavailable
     nvlink: str | Unavailable
@@ -207,31 +224,31 @@ class NvmlFacts(Available, frozen=True):
     # e.g. "13.0" from nvmlSystemGetCudaDriverVersion (13000).
     cuda_driver_version: str | Unavailable
     nvml_version: str | Unavailable
-    gpus: list[NvmlGpu] = msgspec.field(default_factory=list)
-    p2p: list[P2PPair] | Unavailable = msgspec.field(default_factory=list)
+    gpus: Annotated[list[NvmlGpu], Gpus] = msgspec.field(default_factory=list)
+    p2p: Annotated[list[P2PPair], Pairs] | Unavailable = msgspec.field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- CUDA driver API
 
 
 class CudaDevice(msgspec.Struct, frozen=True, kw_only=True):
-    ordinal: int
+    ordinal: GpuIndex
     name: str | Unavailable
     pci_bus_id: str | Unavailable
-    compute_capability: tuple[int, int] | Unavailable
-    sm_count: int | Unavailable
-    max_threads_per_sm: int | Unavailable
-    l2_cache_bytes: int | Unavailable
-    smem_per_block: int | Unavailable
-    smem_per_block_optin: int | Unavailable
-    smem_per_sm: int | Unavailable
-    reserved_smem_per_block: int | Unavailable
+    compute_capability: ComputeCapability | Unavailable
+    sm_count: Count | Unavailable
+    max_threads_per_sm: Count | Unavailable
+    l2_cache_bytes: Bytes | Unavailable
+    smem_per_block: SmemBytes | Unavailable
+    smem_per_block_optin: SmemBytes | Unavailable
+    smem_per_sm: SmemBytes | Unavailable
+    reserved_smem_per_block: SmemBytes | Unavailable
 
 
 class CudaFacts(Available, frozen=True):
     # e.g. "13.0" from cuDriverGetVersion (13000).
     driver_version: str | Unavailable
-    devices: list[CudaDevice] = msgspec.field(default_factory=list)
+    devices: Annotated[list[CudaDevice], Gpus] = msgspec.field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- probes
@@ -262,13 +279,13 @@ class TileProbe(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class DeviceProbe(msgspec.Struct, frozen=True, kw_only=True):
-    ordinal: int
+    ordinal: GpuIndex
     name: str | Unavailable
-    compute_capability: tuple[int, int] | Unavailable
+    compute_capability: ComputeCapability | Unavailable
     # CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, as the driver reports it.
-    smem_optin_attribute: int | Unavailable
+    smem_optin_attribute: SmemBytes | Unavailable
     # The largest dynamic shared memory a real launch accepted, bisected to the byte.
-    smem_launch_limit: int | Unavailable
+    smem_launch_limit: SmemBytes | Unavailable
     # How the probe kernels were built: "sm_90 cubin", "compute_90 PTX (driver JIT)".
     compiled_as: str | Unavailable
     tiles: list[TileProbe] = msgspec.field(default_factory=list)
@@ -278,7 +295,7 @@ class ProbeFacts(Available, frozen=True):
     nvrtc_version: str | Unavailable
     cache: str  # "hit", "miss" or "rebuilt" (a corrupt entry was replaced)
     wall_s: float
-    devices: list[DeviceProbe] = msgspec.field(default_factory=list)
+    devices: Annotated[list[DeviceProbe], Gpus] = msgspec.field(default_factory=list)
 
 
 # ------------------------------------------------------------- GPU peer-to-peer transfers
@@ -292,8 +309,8 @@ class P2PTransfer(msgspec.Struct, frozen=True, kw_only=True):
     is judged again by the rules of the tool that reads it (schema_version 2; version 1
     documents carried a frozen verdict and are converted on read)."""
 
-    gpu_a: int
-    gpu_b: int
+    gpu_a: GpuIndex
+    gpu_b: GpuIndex
     can_access_peer: bool | Unavailable  # cuDeviceCanAccessPeer, both directions
     # The driver allows one direction only: the allowed one ("0->1").
     access_only: str | None = None
@@ -318,7 +335,7 @@ class P2PTransfer(msgspec.Struct, frozen=True, kw_only=True):
 
 class P2PProbeFacts(Available, frozen=True):
     wall_s: float
-    pairs: list[P2PTransfer] = msgspec.field(default_factory=list)
+    pairs: Annotated[list[P2PTransfer], Pairs] = msgspec.field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- runtime logs
@@ -401,7 +418,12 @@ def encode_facts(facts: Facts) -> bytes:
 
 
 def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
-    """Validate and decode a facts document; every problem becomes one FactsError line."""
+    """Validate and decode a facts document; every problem becomes one FactsError line.
+    A UTF-8 byte-order mark (Windows editors write one) is accepted; UTF-16 is named."""
+    if data.startswith(_BOM_UTF8):
+        data = data[len(_BOM_UTF8) :]
+    elif data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise FactsError(f"{source}: not a facts document: UTF-16 text; save it as UTF-8")
     try:
         header = msgspec.json.decode(data, type=_Header)
     except RecursionError:
@@ -420,9 +442,21 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
             return msgspec.convert(_upgrade(msgspec.json.decode(data)), type=Facts)
         return msgspec.json.decode(data, type=Facts)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise FactsError(f"{source}: invalid facts document: {_one_line(exc)}") from None
+        raise FactsError(f"{source}: invalid facts document: {_limits(_one_line(exc))}") from None
     except RecursionError:
         raise FactsError(f"{source}: invalid facts document: nested too deeply") from None
+
+
+_BOM_UTF8 = b"\xef\xbb\xbf"
+
+
+def _limits(message: str) -> str:
+    # msgspec says "Expected `array` of length <= 64"; say what the limit is about.
+    if f"length <= {MAX_GPUS} " in message:
+        return f"{message} (at most {MAX_GPUS} GPUs per host)"
+    if f"length <= {MAX_PAIRS} " in message:
+        return f"{message} (at most {MAX_PAIRS} GPU pairs, for {MAX_GPUS} GPUs)"
+    return message
 
 
 class _Header(msgspec.Struct):

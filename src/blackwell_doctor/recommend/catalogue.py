@@ -156,7 +156,10 @@ def _check_runtime(r: Runtime) -> None:
     if not r.health_path.startswith("/") or any(c.isspace() for c in r.health_path):
         raise validate.ValidationError(f"health_path {r.health_path!r}: an absolute URL path")
     if r.jit_cache:
-        validate.container_path(r.jit_cache)
+        try:
+            validate.container_path(r.jit_cache)
+        except validate.ValidationError as exc:
+            raise validate.ValidationError(f"jit_cache: {exc}") from None
     validate.shm_size(r.shm_size)
     for name, value in r.env.items():
         validate.env_name(name)

@@ -9,6 +9,7 @@ a one-line reason, never quoted into something that would parse differently.
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 import re
 import unicodedata
 from pathlib import PurePosixPath
@@ -112,8 +113,28 @@ def host_path(path: str) -> str:
     return _mount_path("the model directory", path)
 
 
+# Directories of the image a volume must not cover: mounted over, they hide the runtime's
+# own files (a volume at / replaces the whole image), or they are the kernel's (/proc).
+# /model is where the model directory is mounted.
+_SYSTEM_DIRS = frozenset(
+    "/ /bin /boot /dev /etc /lib /lib32 /lib64 /libx32 /model /opt /proc /root /run /sbin "
+    "/srv /sys /tmp /usr /usr/bin /usr/lib /usr/local /usr/local/bin /usr/local/lib "
+    "/usr/sbin /usr/share /var /var/lib /var/run /home".split()
+)
+
+
 def container_path(path: str) -> str:
-    return _mount_path("a path inside the container", path)
+    _mount_path("a path inside the container", path)
+    normal = posixpath.normpath(path)
+    normal = "/" + normal.lstrip("/")  # POSIX keeps a leading "//"; Docker does not
+    if normal in _SYSTEM_DIRS or normal.startswith("/proc/") or normal.startswith("/sys/"):
+        raise ValidationError(
+            f"{path!r} is a system directory of the image: a volume there would hide it "
+            "(use a directory of its own, e.g. /root/.cache)"
+        )
+    if "/model".startswith(normal + "/") or normal.startswith("/model/"):
+        raise ValidationError(f"{path!r} overlaps /model, where the model is mounted")
+    return path
 
 
 def shm_size(value: str) -> str:

@@ -27,6 +27,9 @@ SHORT = {
 }
 
 
+_ABSENT_SHOWN = 8
+
+
 @check("p2p.nvml_status")
 def p2p_nvml_status(facts: Facts, rules: RuleData) -> Outcome:
     n = view.nvml(facts)
@@ -67,7 +70,10 @@ def p2p_nvml_status(facts: Facts, rules: RuleData) -> Outcome:
         if (a.index, b.index) not in listed
     ]
     if absent:
-        unreadable.append(f"no status for {', '.join(absent)} ({len(listed)} of {expected} pairs)")
+        # Named up to a few, then counted: the text stays readable and bounded.
+        shown = ", ".join(absent[:_ABSENT_SHOWN])
+        more = f" and {len(absent) - _ABSENT_SHOWN} more" if len(absent) > _ABSENT_SHOWN else ""
+        unreadable.append(f"no status for {shown}{more} ({len(listed)} of {expected} pairs)")
     geforce = all(isinstance(g.name, str) and "GeForce" in g.name for g in n.gpus)
     if refused and geforce:
         # Not a fault to fix: NVIDIA's stock drivers give GeForce cards no P2P at all.
