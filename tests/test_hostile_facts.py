@@ -5,8 +5,8 @@ never a crash, a hang, gigabytes of memory, or a launch with nonsense in it."""
 from __future__ import annotations
 
 import copy
-import re
 import json
+import re
 import tracemalloc
 from collections.abc import Callable
 from typing import Any
@@ -31,10 +31,14 @@ def mutated(change: Callable[[dict[str, Any]], None]) -> bytes:
 
 def with_gpus(n: int, *, pairs: bool) -> dict[str, Any]:
     """b200-x8 with ``n`` GPUs in every inventory (and NVML's status for every pair)."""
-    doc = copy.deepcopy(B200)
+    doc: dict[str, Any] = copy.deepcopy(B200)
     nvml, cuda, pci = doc["nvml"], doc["cuda"], doc["pci"]
     nvml["gpus"] = [
-        {**nvml["gpus"][i % 8], "index": i, "pci_bus_id": f"00000000:{i % 256:02X}:{i // 256:02X}.0"}
+        {
+            **nvml["gpus"][i % 8],
+            "index": i,
+            "pci_bus_id": f"00000000:{i % 256:02X}:{i // 256:02X}.0",
+        }
         for i in range(n)
     ]
     cuda["devices"] = [{**cuda["devices"][i % 8], "ordinal": i} for i in range(n)]
@@ -43,12 +47,7 @@ def with_gpus(n: int, *, pairs: bool) -> dict[str, Any]:
     ]
     template = nvml["p2p"][0]
     nvml["p2p"] = (
-        [
-            {**template, "gpu_a": a, "gpu_b": b}
-            for a in range(n)
-            for b in range(n)
-            if a != b
-        ]
+        [{**template, "gpu_a": a, "gpu_b": b} for a in range(n) for b in range(n) if a != b]
         if pairs
         else []
     )

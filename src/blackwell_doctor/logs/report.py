@@ -9,6 +9,7 @@ from blackwell_doctor.exitcodes import ExitCode
 from blackwell_doctor.facts import LogFacts, LogSource, ToolInfo
 from blackwell_doctor.logs.catalogue import SEVERITY_RANK, load_catalogue
 from blackwell_doctor.logs.collect import readable
+from blackwell_doctor.render.common import json_safe, sanitize_line, scrub
 from blackwell_doctor.rules.logs import JudgedFinding, judge_findings
 
 SCAN_SCHEMA_VERSION = 1
@@ -47,10 +48,14 @@ def build_report(facts: LogFacts, *, fail_on: str) -> ScanReport:
 
 
 def render_json(report: ScanReport) -> str:
+    report = scrub(report, json_safe)  # file names may hold undecodable bytes
     return (msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n").decode("utf-8")
 
 
 def render_text(report: ScanReport) -> str:
+    # File names and log lines are other people's text: one line each, nothing a terminal
+    # would act on.
+    report = scrub(report, sanitize_line)
     catalogue = load_catalogue()
     out: list[str] = []
     groups: dict[str, list[JudgedFinding]] = {}

@@ -10,7 +10,6 @@ strings, and "$" is doubled because compose interpolates "${VAR}" in every value
 from __future__ import annotations
 
 import json
-import re
 import shlex
 
 import msgspec
@@ -25,7 +24,8 @@ from blackwell_doctor.recommend.launch import (
     model_name,
 )
 from blackwell_doctor.recommend.plan import Action, Recommendation
-from blackwell_doctor.render.common import gpus_phrase
+from blackwell_doctor.render.common import gpus_phrase, json_safe, sanitize, sanitize_line, scrub
+from blackwell_doctor.render.markdown import cell, code, fence, prose
 
 __all__ = ["NeedsLaunch", "RecommendFormat", "render_recommendation"]
 
@@ -37,14 +37,18 @@ class NeedsLaunch(Exception):
 def render_recommendation(
     rec: Recommendation, fmt: RecommendFormat, spec: LaunchSpec | None
 ) -> str:
-    """``spec`` is the container as apply would create it (secrets are never rendered)."""
+    """``spec`` is the container as apply would create it (secrets are never rendered).
+
+    The recommendation quotes facts from other hosts (hostname, GPU names, findings): each
+    format gets one sanitising step over the whole of it first (see render.render); the
+    shell script's comments are one line each, so no value can start a command."""
     match fmt:
         case RecommendFormat.markdown:
-            return render_markdown(rec)
+            return render_markdown(scrub(rec, sanitize))
         case RecommendFormat.json:
-            return render_json(rec)
+            return render_json(scrub(rec, json_safe))
         case RecommendFormat.shell:
-            return render_shell(rec, _need(spec, rec))
+            return render_shell(scrub(rec, sanitize_line), _need(spec, rec))
         case RecommendFormat.compose:
             return render_compose(rec, _need(spec, rec))
 
@@ -99,44 +103,28 @@ def render_json(rec: Recommendation) -> str:
 # --------------------------------------------------------------------------- markdown
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _longest_backtick_run(text: str) -> int:
-    return max((len(m) for m in re.findall(r"`+", text)), default=0)
-
-
 def _fence(lines: list[str]) -> list[str]:
     """A code block whose fence is longer than any backtick run in it (CommonMark: a
     shorter or equal run inside would close it), wherever in a line the run is."""
-    longest = max((_longest_backtick_run(s) for s in lines), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [f"{fence}sh", *lines, fence]
-
-
-def _code(text: str) -> str:
-    """An inline code span that holds ``text`` whatever backticks it contains."""
-    ticks = "`" * (_longest_backtick_run(text) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
+    marker = fence("\n".join(lines))
+    return [f"{marker}sh", *lines, marker]
 
 
 def _md_action(n: int, a: Action) -> list[str]:
-    out = [f"### {n}. {a.title}", ""]
+    out = [f"### {n}. {prose(a.title)}", ""]
     if a.findings:
-        out.append("**Why:** " + ", ".join(f"`{f.id}` ({f.status})" for f in a.findings))
+        out.append("**Why:** " + ", ".join(f"{code(f.id)} ({prose(f.status)})" for f in a.findings))
         out.append("")
-        out += [f"- `{f.id}`: {_md_escape(f.summary)}" for f in a.findings]
+        out += [f"- {code(f.id)}: {prose(f.summary)}" for f in a.findings]
     else:
         out.append("**Why:** no finding; settings for this host")
     out.append("")
     if a.commands:
         out += ["**Commands:**", "", *_fence(a.commands), ""]
     out += [
-        f"**Expected effect:** {a.effect.summary}",
-        f"*Source:* {a.effect.source}",
-        f"*Confidence:* {a.effect.confidence}",
+        f"**Expected effect:** {prose(a.effect.summary)}",
+        f"*Source:* {prose(a.effect.source)}",
+        f"*Confidence:* {prose(a.effect.confidence)}",
         "",
         "**Verify afterwards:**",
         "",
@@ -144,7 +132,7 @@ def _md_action(n: int, a: Action) -> list[str]:
         "",
     ]
     if a.notes:
-        out += ["**Notes:**", "", *[f"- {_md_escape(n)}" for n in a.notes], ""]
+        out += ["**Notes:**", "", *[f"- {prose(n)}" for n in a.notes], ""]
     return out
 
 
@@ -152,15 +140,15 @@ def render_markdown(rec: Recommendation) -> str:
     h = rec.host
     out = [f"## {TOOL_NAME} recommendation", ""]
     out.append(
-        f"Host: {h.hostname or 'unknown'} · GPUs: {gpus_phrase(h) or 'none'} · "
-        f"driver: {h.driver_version or 'unknown'} · source: {h.source}"
+        f"Host: {prose(h.hostname or 'unknown')} · GPUs: {prose(gpus_phrase(h) or 'none')} · "
+        f"driver: {prose(h.driver_version or 'unknown')} · source: {code(h.source)}"
     )
     out.append("")
     if rec.actions:
         out += ["| # | action | why |", "|---|---|---|"]
         for n, a in enumerate(rec.actions, 1):
-            why = ", ".join(f"`{i}`" for i in a.why) or "—"
-            out.append(f"| {n} | {_md_escape(a.title)} | {why} |")
+            why = ", ".join(code(i) for i in a.why) or "—"
+            out.append(f"| {n} | {cell(prose(a.title))} | {cell(why)} |")
         out.append("")
         for n, a in enumerate(rec.actions, 1):
             out += _md_action(n, a)
@@ -169,25 +157,27 @@ def render_markdown(rec: Recommendation) -> str:
     if rec.launch is not None:
         la = rec.launch
         r = la.runtime
+        pin = "pinned " + r.digest if r.pinned else "unpinned"
         out += [
             "### Launch settings",
             "",
-            f"Runtime `{r.id}`: {r.image} ({'pinned ' + r.digest if r.pinned else 'unpinned'}, "
+            f"Runtime {code(r.id)}: {prose(r.image)} ({prose(pin)}, "
             f"{'verified' if r.verified else 'unverified'}); needs driver "
-            f"{r.min_driver or '?'} (CUDA {r.cuda or '?'}), FlashInfer {r.flashinfer or '?'}.",
+            f"{prose(r.min_driver or '?')} (CUDA {prose(r.cuda or '?')}), FlashInfer "
+            f"{prose(r.flashinfer or '?')}.",
             "",
             "| setting | value | why |",
             "|---|---|---|",
         ]
         out += [
-            f"| {_code(s.name)} | {_code(_md_escape(s.value))} | {_md_escape(s.why)} |"
+            f"| {cell(code(s.name))} | {cell(code(s.value))} | {cell(prose(s.why))} |"
             for s in la.settings
         ]
         out.append("")
         if la.docker_run is not None:
             out += ["Run command (environment values exported as above):", ""]
             out += [*_fence([shlex.join(la.docker_run)]), ""]
-    out += [f"> {n}" for n in rec.notes]
+    out += [f"> {prose(n)}" for n in rec.notes]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

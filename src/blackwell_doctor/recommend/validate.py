@@ -117,9 +117,12 @@ def host_path(path: str) -> str:
 # own files (a volume at / replaces the whole image), or they are the kernel's (/proc).
 # /model is where the model directory is mounted.
 _SYSTEM_DIRS = frozenset(
-    "/ /bin /boot /dev /etc /lib /lib32 /lib64 /libx32 /model /opt /proc /root /run /sbin "
-    "/srv /sys /tmp /usr /usr/bin /usr/lib /usr/local /usr/local/bin /usr/local/lib "
-    "/usr/sbin /usr/share /var /var/lib /var/run /home".split()
+    (
+        *("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32"),
+        *("/model", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp"),  # noqa: S108
+        *("/usr", "/usr/bin", "/usr/lib", "/usr/local", "/usr/local/bin", "/usr/local/lib"),
+        *("/usr/sbin", "/usr/share", "/var", "/var/lib", "/var/run"),
+    )
 )
 
 
@@ -127,7 +130,7 @@ def container_path(path: str) -> str:
     _mount_path("a path inside the container", path)
     normal = posixpath.normpath(path)
     normal = "/" + normal.lstrip("/")  # POSIX keeps a leading "//"; Docker does not
-    if normal in _SYSTEM_DIRS or normal.startswith("/proc/") or normal.startswith("/sys/"):
+    if normal in _SYSTEM_DIRS or normal.startswith(("/proc/", "/sys/")):
         raise ValidationError(
             f"{path!r} is a system directory of the image: a volume there would hide it "
             "(use a directory of its own, e.g. /root/.cache)"

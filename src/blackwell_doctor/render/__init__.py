@@ -53,7 +53,16 @@ def render(
 ) -> str:
     """``report`` as ``fmt`` text. ``color``, ``verbose`` and ``width`` matter to "rich" only:
     the machine formats are complete and identical whatever the terminal. ``timing`` (when
-    the run started, how long it took) matters to "prometheus" only."""
+    the run started, how long it took) matters to "prometheus" only.
+
+    Strings in a report come from other hosts (facts files, logs, file names): each format
+    gets one sanitising step here, over the whole document, before its renderer sees it
+    (terminal, Markdown, XML and Prometheus: unsafe characters shown escaped; JSON: lone
+    surrogates). The renderers then only escape what their syntax needs where a value is
+    placed."""
+    from blackwell_doctor.render.common import json_safe, sanitize, scrub
+
+    report = scrub(report, json_safe if fmt is Format.JSON else sanitize)
     match fmt:
         case Format.RICH:
             from blackwell_doctor.render.text import render_text

@@ -6,6 +6,9 @@ being quoted, grepped and read aloud.
 
 from __future__ import annotations
 
+import re
+from urllib.parse import quote
+
 from blackwell_doctor.render.common import (
     FINDING_STATUSES,
     counts_phrase,
@@ -14,6 +17,7 @@ from blackwell_doctor.render.common import (
     gpus_phrase,
     longest_run,
     sanitize,
+    sanitize_line,
 )
 from blackwell_doctor.report import Report
 from blackwell_doctor.rules.model import Result, Status
@@ -32,11 +36,39 @@ _STATUS_WORD: dict[Status, str] = {
 _INLINE = str.maketrans({c: "\\" + c for c in "\\`*_[]!~"})
 
 
+# What starts a block when it begins a line (CommonMark 4-5): a heading, a quote, a list
+# item, a thematic break or setext underline, a table row.
+_BLOCK_START = re.compile(r"^(?:>|[#+=-]+(?=[ \t]|$)|\d{1,9}[.)](?=[ \t]|$))")
+
+
 def prose(text: str) -> str:
     """Data as Markdown text: no control characters, no raw HTML (a ``<tag>`` in a log line
-    would vanish or render in the ticket instead of being shown), and no inline syntax: a
-    GPU name like ``[click](https://x)`` must print as text, not become a link."""
-    return sanitize(text).translate(_INLINE).replace("<", "&lt;")
+    would vanish or render in the ticket instead of being shown), no inline syntax (a GPU
+    name like ``[click](https://x)`` must print as text, not become a link), and one line
+    that starts no block: a hostname ``a\\n# Heading`` must not add a heading."""
+    text = " ".join(sanitize(text).split("\n")).strip(" ")
+    text = text.translate(_INLINE).replace("<", "&lt;")
+    return _BLOCK_START.sub(_escape_block_start, text)
+
+
+def _escape_block_start(match: re.Match[str]) -> str:
+    start = match.group()
+    if start[0].isdigit():  # "1." starts a list, "1\." does not; "\1." would
+        return start[:-1] + "\\" + start[-1]
+    return "\\" + start
+
+
+def link(url: str) -> str:
+    """An autolink, its characters that could end it, or turn it into raw HTML or another
+    link, percent-encoded; something that is not an absolute URL is shown as code."""
+    url = sanitize_line(url)
+    if not _SCHEME.match(url):
+        return code(url)
+    return "<" + quote(url, safe=_URL_SAFE) + ">"
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]")
+_URL_SAFE = "/:?#@!$&'*+,;=%~-._"
 
 
 def cell(text: str) -> str:
@@ -62,7 +94,7 @@ def fence(text: str) -> str:
 def render_markdown(report: Report) -> str:
     host = report.host
     out = [
-        f"# {report.tool.name} report: {prose(host.hostname or 'unknown host')}",
+        f"# {prose(report.tool.name)} report: {prose(host.hostname or 'unknown host')}",
         "",
         f"**{counts_phrase(report.summary)}** — "
         f"{gate_phrase(report.exit_code, report.fail_on, report.strict)}",
@@ -118,6 +150,6 @@ def _finding(result: Result) -> list[str]:
         marker = fence(script)
         out += [f"{marker}sh", script, marker, ""]
     if remedy.links:
-        out += [f"- <{sanitize(link).replace('>', '%3E')}>" for link in remedy.links]
+        out += [f"- {link(url)}" for url in remedy.links]
         out.append("")
     return out

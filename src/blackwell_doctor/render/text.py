@@ -21,6 +21,7 @@ from blackwell_doctor.render.common import (
     gpus_phrase,
     group_by_family,
     sanitize,
+    sanitize_line,
 )
 from blackwell_doctor.report import Report
 from blackwell_doctor.rules.model import Result, Status
@@ -107,19 +108,19 @@ def _layout(report: Report, glyphs: _Glyphs, *, verbose: bool) -> list[_Line]:
         _Line(
             0,
             (
-                (f"{report.tool.name} {report.tool.version}", "id"),
-                (f"{glyphs.sep}host {sanitize(host.hostname or 'unknown')}", "plain"),
-                (f"{glyphs.sep}driver {sanitize(host.driver_version or 'unknown')}", "plain"),
+                (sanitize_line(f"{report.tool.name} {report.tool.version}"), "id"),
+                (f"{glyphs.sep}host {sanitize_line(host.hostname or 'unknown')}", "plain"),
+                (f"{glyphs.sep}driver {sanitize_line(host.driver_version or 'unknown')}", "plain"),
             ),
         ),
-        _Line(0, (("GPUs: ", "label"), (sanitize(gpus_phrase(host)), "plain"))),
+        _Line(0, (("GPUs: ", "label"), (sanitize_line(gpus_phrase(host)), "plain"))),
         # A path is one unbreakable token: on its own line it wraps as a whole, if at all.
-        _Line(0, (("Facts: ", "label"), (sanitize(source), "plain"))),
+        _Line(0, (("Facts: ", "label"), (sanitize_line(source), "plain"))),
     ]
     mark_width = max(len(m) for m in glyphs.marks.values())
-    id_width = max((len(sanitize(r.id)) for r in report.results), default=0)
+    id_width = max((len(sanitize_line(r.id)) for r in report.results), default=0)
     for family, results in group_by_family(report.results):
-        lines += [_Line(0, ()), _Line(0, ((sanitize(family), "heading"),))]
+        lines += [_Line(0, ()), _Line(0, ((sanitize_line(family), "heading"),))]
         for result in results:
             lines += _check_lines(result, glyphs, mark_width, id_width, verbose=verbose)
     if not report.results:
@@ -144,11 +145,11 @@ def _check_lines(
     result: Result, glyphs: _Glyphs, mark_width: int, id_width: int, *, verbose: bool
 ) -> list[_Line]:
     status = result.status
-    check_id = sanitize(result.id)
+    check_id = sanitize_line(result.id)
     lines = [
         _Line(
             2,
-            ((sanitize(result.title), "plain"),),
+            ((sanitize_line(result.title), "plain"),),
             lead=(
                 (glyphs.marks[status].ljust(mark_width), status),
                 (" ", "plain"),
@@ -167,7 +168,7 @@ def _check_lines(
         lines.append(_Line(at, ((f"severity: {result.severity}", "dim"),)))
     if finding or verbose:
         lines += [
-            _Line(at, ((f"{sanitize(key)}: {sanitize(evidence_text(value))}", "dim"),))
+            _Line(at, ((f"{sanitize_line(key)}: {sanitize_line(evidence_text(value))}", "dim"),))
             for key, value in result.evidence.items()
         ]
     if finding and result.remedy is not None:
@@ -178,7 +179,7 @@ def _check_lines(
             for command in remedy.commands
         ]
         lines += [
-            _Line(at, (("See: ", "label"), (sanitize(link), "link")), wrap=False)
+            _Line(at, (("See: ", "label"), (sanitize_line(link), "link")), wrap=False)
             for link in remedy.links
         ]
     return lines
@@ -187,20 +188,26 @@ def _check_lines(
 # --------------------------------------------------------------------------- writers
 
 
+_HANG = 4
+
+
 def _write_plain(lines: list[_Line], width: int) -> str:
     out: list[str] = []
     for line in lines:
         text = "".join(t for t, _ in line.spans)
         lead = "".join(t for t, _ in line.lead)
         pad = " " * line.indent
+        # Wrapped lines hang under the text, never at the margin where a heading or a
+        # check's mark starts: a long value cannot pass for a line of the report.
+        hang = " " * max(line.indent + len(lead), _HANG)
         for i, para in enumerate(text.split("\n")):
-            first = pad + lead if i == 0 else pad + " " * len(lead)
+            first = pad + lead if i == 0 else hang
             if line.wrap and para:
                 out += textwrap.wrap(
                     para,
                     width=width,
                     initial_indent=first,
-                    subsequent_indent=pad + " " * len(lead),
+                    subsequent_indent=hang,
                     # Paths, versions and tokens stay whole: a broken path cannot be pasted.
                     break_long_words=False,
                     break_on_hyphens=False,
@@ -220,7 +227,7 @@ def _write_rich(lines: list[_Line], width: int) -> str:
     for line in lines:
         text = Text.assemble(*[(t, _RICH_STYLES[s]) for t, s in line.spans])
         lead = Text.assemble(*[(t, _RICH_STYLES[s]) for t, s in line.lead])
-        hang = " " * (line.indent + lead.cell_len)
+        hang = " " * max(line.indent + lead.cell_len, _HANG)
         if line.wrap:
             parts = list(text.wrap(console, max(width - len(hang), 20)))
         else:

@@ -1,0 +1,269 @@
+"""Strings from other hosts (facts files, log lines, file names) cannot rewrite the reader's
+terminal, forge Markdown structure, break JSON or make JUnit ill-formed.
+
+Property: put a hostile string at both ends of EVERY string field of a real report
+(`check`), recommendation (`recommend`) and scan report (`scan-logs`), render every format,
+and hold each output kind to its rule:
+- terminal: no control character but newline, no bidirectional override, no lone
+  surrogate; an injected newline never starts a line of its own at the left margin;
+- Markdown: the same, and the document's structure (headings, table rows, links, HTML)
+  is the one of the clean document;
+- JSON: encodes as UTF-8 and parses back;
+- JUnit: ElementTree parses it, no character XML forbids.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+import typing
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from blackwell_doctor.evaluate import evaluate
+from blackwell_doctor.facts import decode_facts
+from blackwell_doctor.logs.collect import scan_sources
+from blackwell_doctor.logs.report import ScanReport, build_report
+from blackwell_doctor.logs.report import render_json as scan_json
+from blackwell_doctor.logs.report import render_text as scan_text
+from blackwell_doctor.recommend.catalogue import load_catalogue
+from blackwell_doctor.recommend.formats import RecommendFormat
+from blackwell_doctor.recommend.plan import LaunchOptions, Recommendation, build_recommendation
+from blackwell_doctor.recommend.render import render_recommendation
+from blackwell_doctor.render import Format, render
+from blackwell_doctor.report import Report
+from tests.conftest import FACTS_FIXTURES, FIXTURES
+
+MARK = "FORGED"
+# Pieces an attacker would use; hypothesis combines them with arbitrary text.
+PIECES = [
+    "\x1b[2J",
+    "\x1b]0;T\x07",
+    "\x9b31m",
+    "\r",
+    "\x00",
+    "\x08",
+    f"\n{MARK}",
+    f"\n# {MARK}",
+    f"\n## {MARK}",
+    f"\n\n{MARK}\n===",
+    f"\n- {MARK}",
+    f"\n1. {MARK}",
+    f"\n> {MARK}",
+    f"\n    {MARK}",
+    f"\n```\n{MARK}",
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "[click](https://evil.example)",
+    "![i](https://evil.example/i.png)",
+    "<https://evil.example>",
+    "|",
+    "`",
+    "```",
+    "*",
+    "_",
+    "\\",
+    "&lt;b&gt;",
+    "\u202e",
+    "\u2066",
+    "\ufffe",
+    "\uffff",
+    "\udcff",
+    "\ud800",
+    "#",
+    "]]>",
+]
+HOSTILE = st.lists(
+    st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), min_size=1, max_size=6
+).map("".join)
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+SGR = re.compile(r"\x1b\[[0-9;]*m")  # rich's own colours, in the colour output only
+XML_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def _is_literal(hint: Any) -> bool:
+    if get_origin(hint) is Literal:
+        return True
+    return any(_is_literal(a) for a in get_args(hint))
+
+
+@cache
+def _literal_fields(cls: type) -> frozenset[str]:
+    hints = typing.get_type_hints(cls)
+    return frozenset(name for name, hint in hints.items() if _is_literal(hint))
+
+
+def inject(obj: Any, wrap: Callable[[str], str]) -> Any:
+    """``obj`` with ``wrap`` applied to every free-text string: struct fields, list items,
+    dict keys and values; enum values and Literal-typed fields keep their meaning."""
+    if isinstance(obj, enum.Enum):
+        return obj
+    if isinstance(obj, str):
+        return wrap(obj)
+    if isinstance(obj, msgspec.Struct):
+        skip = _literal_fields(type(obj))
+        changes = {
+            name: inject(getattr(obj, name), wrap)
+            for name in obj.__struct_fields__
+            if name not in skip
+        }
+        return msgspec.structs.replace(obj, **changes)
+    if isinstance(obj, list):
+        return [inject(x, wrap) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(inject(x, wrap) for x in obj)
+    if isinstance(obj, dict):
+        return {inject(k, wrap): inject(v, wrap) for k, v in obj.items()}
+    return obj
+
+
+@cache
+def report() -> Report:
+    path = FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json"
+    facts = decode_facts(path.read_bytes())
+    return evaluate(facts, source=str(path), embed_facts=True)
+
+
+@cache
+def recommendation() -> Recommendation:
+    path = FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json"
+    facts = decode_facts(path.read_bytes())
+    options = LaunchOptions(model_dir="/models/qwen3", extra_env=(("HF_HOME", "/models/hf"),))
+    rec, _ = build_recommendation(facts, evaluate(facts), load_catalogue(), options)
+    return rec
+
+
+@cache
+def scan() -> ScanReport:
+    facts = scan_sources(
+        paths=[str(FIXTURES / "logs")],
+        containers=[],
+        journal=False,
+        kernel_log=False,
+        host_root=Path("/"),
+    )
+    return build_report(facts, fail_on="warn")
+
+
+def test_the_documents_have_findings_to_inject_into() -> None:
+    assert any(r.remedy for r in report().results)
+    assert recommendation().actions
+    assert scan().findings
+
+
+# --------------------------------------------------------------------------- rules per kind
+
+
+def assert_no_unsafe_characters(text: str) -> None:
+    assert not CONTROL.search(text), CONTROL.search(text)
+    text.encode("utf-8")  # no lone surrogate
+
+
+def assert_terminal_safe(text: str) -> None:
+    assert_no_unsafe_characters(text)
+    for line in text.splitlines():
+        assert not re.match(rf"\s{{0,2}}(#+ |- |> |1\. )?{MARK}", line), line
+
+
+def markdown_shape(text: str) -> tuple[list[str], int]:
+    """The structure a reader sees: the block tokens (headings by level, table rows, list
+    items, code blocks, HTML blocks), and how many links, images and inline HTML there are."""
+    md = MarkdownIt("commonmark").enable("table")
+    blocks: list[str] = []
+    inline = 0
+    for token in md.parse(text):
+        if token.type == "inline":
+            kinds = ("link_open", "image", "html_inline")
+            inline += sum(1 for child in token.children or [] if child.type in kinds)
+        elif token.nesting >= 0:
+            blocks.append(token.tag if token.type == "heading_open" else token.type)
+    return blocks, inline
+
+
+def assert_markdown_safe(text: str, clean: str) -> None:
+    assert_no_unsafe_characters(text)  # a forged line would show in the structure
+    blocks, inline = markdown_shape(text)
+    clean_blocks, clean_inline = markdown_shape(clean)
+    assert blocks == clean_blocks
+    # A link may turn into text when a hostile value is part of its address; none appears.
+    assert inline <= clean_inline
+
+
+def assert_json_safe(text: str) -> None:
+    json.loads(text.encode("utf-8"))
+
+
+def assert_junit_safe(text: str) -> None:
+    assert not XML_FORBIDDEN.search(text)
+    ET.fromstring(text.encode("utf-8"))
+
+
+def hostile(payload: str) -> Callable[[str], str]:
+    return lambda value: f"{payload}{value}{payload}"
+
+
+EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@EXAMPLES
+@given(payload=HOSTILE)
+def test_check_report_every_format(payload: str) -> None:
+    clean = report()
+    evil = inject(clean, hostile(payload))
+    assert_terminal_safe(render(evil, Format.RICH, color=False, verbose=True))
+    assert_terminal_safe(SGR.sub("", render(evil, Format.RICH, color=True, verbose=True)))
+    assert_markdown_safe(
+        render(evil, Format.MARKDOWN, color=False), render(clean, Format.MARKDOWN, color=False)
+    )
+    assert_json_safe(render(evil, Format.JSON, color=False))
+    assert_junit_safe(render(evil, Format.JUNIT, color=False))
+
+
+@EXAMPLES
+@given(payload=HOSTILE)
+def test_recommendation_markdown_and_json(payload: str) -> None:
+    clean = recommendation()
+    evil = inject(clean, hostile(payload))
+    assert_markdown_safe(
+        render_recommendation(evil, RecommendFormat.markdown, None),
+        render_recommendation(clean, RecommendFormat.markdown, None),
+    )
+    assert_json_safe(render_recommendation(evil, RecommendFormat.json, None))
+
+
+@EXAMPLES
+@given(payload=HOSTILE)
+def test_scan_logs_text_and_json(payload: str) -> None:
+    evil = inject(scan(), hostile(payload))
+    assert_terminal_safe(scan_text(evil))
+    assert_json_safe(scan_json(evil))
+
+
+@pytest.mark.parametrize(
+    "hostname", ["evil\x1b[2J\x1b]0;T\x07", "a\n# Heading", "<b>x</b>", "x\ufffe\udcff"]
+)
+def test_the_audits_hostnames(hostname: str) -> None:
+    clean = report()
+    evil = msgspec.structs.replace(
+        clean, host=msgspec.structs.replace(clean.host, hostname=hostname)
+    )
+    assert_terminal_safe(render(evil, Format.RICH, color=False))
+    assert_markdown_safe(
+        render(evil, Format.MARKDOWN, color=False), render(clean, Format.MARKDOWN, color=False)
+    )
+    assert_json_safe(render(evil, Format.JSON, color=False))
+    assert_junit_safe(render(evil, Format.JUNIT, color=False))
