@@ -24,8 +24,7 @@ def write(text: str, output: Path | None = None) -> None:
     never replaced: renaming over /dev/null as root would destroy it.
     """
     if output is None or not writes_to_file(output):
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        _write_stdout(text)
         return
     try:
         try:
@@ -57,6 +56,24 @@ def write(text: str, output: Path | None = None) -> None:
             raise
     except OSError as exc:
         raise UserError(f"cannot write {output}: {exc.strerror or exc}") from None
+
+
+def _write_stdout(text: str) -> None:
+    """Standard output in its own encoding (ASCII glyphs where it cannot take others). One
+    that cannot be written (``> /dev/full``, a closed pipe) is a usage error, exit 2, as
+    ``-o /dev/full`` is; what is left unwritten is dropped so that the interpreter's flush
+    at exit does not fail a second time."""
+    from blackwell_doctor.render.common import encodable
+
+    try:
+        sys.stdout.write(encodable(text, sys.stdout.encoding or "utf-8"))
+        sys.stdout.flush()
+    except OSError as exc:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        raise UserError(f"cannot write standard output: {exc.strerror or exc}") from None
 
 
 def say(line: str) -> None:

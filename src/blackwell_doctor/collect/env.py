@@ -22,10 +22,16 @@ NAMES = frozenset(
 def collect_env(environ: Mapping[str, str]) -> dict[str, str]:
     """Matching variables, sorted, with secret-looking values redacted (always)."""
     return {
-        name: redact_value(name, value)
+        _text(name): redact_value(name, _text(value))
         for name, value in sorted(environ.items())
         if name in NAMES or name.startswith(PREFIXES)
     }
+
+
+def _text(value: str) -> str:
+    """Bytes that are not UTF-8 (Python keeps them as lone surrogates) shown as ``\\xNN``:
+    a facts document is UTF-8 JSON."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def redact_env_identity(env: Mapping[str, str]) -> dict[str, str]:

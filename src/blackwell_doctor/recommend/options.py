@@ -36,6 +36,8 @@ def model_location(model_dir: Path | None, *, on_this_host: bool) -> str | None:
 
 def env_pairs(values: Sequence[str], environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """``--env NAME=VALUE`` as given; ``--env NAME`` takes the value from ``environ``."""
+    from blackwell_doctor.recommend import validate
+
     pairs: list[tuple[str, str]] = []
     for item in values:
         name, sep, value = item.partition("=")
@@ -43,6 +45,10 @@ def env_pairs(values: Sequence[str], environ: Mapping[str, str]) -> tuple[tuple[
             if name not in environ:
                 raise UserError(f"--env {name}: not set in this environment")
             value = environ[name]
+        try:  # checked here, not only when a launch is built: with or without --model-dir
+            validate.env_value(validate.env_name(name), value)
+        except validate.ValidationError as exc:
+            raise UserError(f"--env: {exc}") from None
         pairs.append((name, value))
     return tuple(pairs)
 

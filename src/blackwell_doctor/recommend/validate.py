@@ -76,7 +76,18 @@ def volume_name(name: str) -> str:
     return name
 
 
+def _utf8(kind: str, text: str) -> None:
+    # Undecodable bytes from argv or the file system arrive as lone surrogates; Docker's
+    # API, compose files and reports are UTF-8, so they cannot be passed on as they are.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise ValidationError(f"{kind} is not valid UTF-8: {shown!r}") from None
+
+
 def env_name(name: str) -> str:
+    _utf8("an environment variable name", name)
     if not _ENV_NAME.match(name):
         raise ValidationError(f"not a valid environment variable name: {name!r}")
     return name
@@ -86,6 +97,7 @@ def env_value(name: str, value: str) -> str:
     """A value that prints as itself: no control character (NUL, CR, LF, ESC, DEL, C1 ...)
     nor line/paragraph separator, which a terminal, a shell script or a markdown ticket
     would act on instead of showing (an ESC sequence can rewrite what the reader sees)."""
+    _utf8(f"environment variable {name}", value)
     for c in value:
         if unicodedata.category(c) in ("Cc", "Zl", "Zp"):
             raise ValidationError(
@@ -95,6 +107,7 @@ def env_value(name: str, value: str) -> str:
 
 
 def _mount_path(kind: str, path: str) -> str:
+    _utf8(kind, path)
     # "," and ":" would change the meaning of a --mount/-v specification; "$" is compose
     # interpolation; control characters have no business in a path to paste.
     if not path.startswith("/"):

@@ -49,6 +49,45 @@ def json_safe(text: str) -> str:
     return _SURROGATE.sub(_shown, text)
 
 
+# Glyphs of the reports and their ASCII stand-ins, for an output that cannot encode them
+# (PYTHONIOENCODING=ascii, a C locale): words stay readable instead of a crash.
+_ASCII = str.maketrans(
+    {
+        "—": "-",
+        "–": "-",
+        "·": "|",
+        "✓": "ok",
+        "✗": "x",
+        "≥": ">=",
+        "≤": "<=",
+        "≈": "~",
+        "→": "->",
+        "←": "<-",
+        "…": "...",
+        "×": "x",
+        "µ": "u",
+        "’": "'",
+        "‘": "'",
+        "“": '"',
+        "”": '"',
+        "\u00a0": " ",
+    }
+)
+
+
+def encodable(text: str, encoding: str) -> str:
+    """``text`` as it can be written in ``encoding``: unchanged when it can, else with the
+    glyphs above in ASCII and anything else left shown as a ``\\u`` escape."""
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        text = text.translate(_ASCII)
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:
+        return text
+    return text
+
+
 T = TypeVar("T")
 
 
