@@ -9,7 +9,6 @@ import msgspec
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.exitcodes import ExitCode
 from blackwell_doctor.facts import (
-    DeviceProbe,
     P2PProbeFacts,
     ProbeFacts,
     TileProbe,
@@ -17,6 +16,7 @@ from blackwell_doctor.facts import (
     Unavailable,
 )
 from blackwell_doctor.rules.p2p import pair_verdict
+from blackwell_doctor.rules.probe import probe_findings
 from blackwell_doctor.tiles.plan import MIN_STAGES
 
 # 2: the measured P2P pairs carry no verdict (facts schema 2); ``p2p_verdicts`` holds the
@@ -66,21 +66,6 @@ def k64_vs_k128(tiles: list[TileProbe]) -> float | None:
     if k64 is None or k128 is None or not k64.macs_per_s or not k128.macs_per_s:
         return None
     return k64.macs_per_s / k128.macs_per_s
-
-
-def probe_findings(device: DeviceProbe) -> list[str]:
-    """What a measured device run found wrong (empty: nothing)."""
-    out: list[str] = []
-    attr, limit = device.smem_optin_attribute, device.smem_launch_limit
-    if isinstance(limit, Unavailable):
-        out.append(f"shared-memory limit not measured: {limit.reason}")
-    elif isinstance(attr, int) and attr != limit:
-        out.append(f"launches accept {limit:,} B but the opt-in attribute says {attr:,} B")
-    for t in device.tiles:
-        name = f"{t.m}x{t.n}x{t.k}"
-        if t.fits and t.launched is False:
-            out.append(f"{name} fits by arithmetic but did not run: {t.launch_error}")
-    return out
 
 
 def _report(

@@ -59,6 +59,22 @@ def _label(d: DeviceProbe) -> str:
     return f"GPU{d.ordinal} {name}"
 
 
+def probe_findings(device: DeviceProbe) -> list[str]:
+    """What ``probe`` reports wrong with one measured device (empty: nothing); its exit
+    code follows. The checks above judge the same facts for `check`."""
+    out: list[str] = []
+    attr, limit = device.smem_optin_attribute, device.smem_launch_limit
+    if isinstance(limit, Unavailable):
+        out.append(f"shared-memory limit not measured: {limit.reason}")
+    elif isinstance(attr, int) and attr != limit:
+        out.append(f"launches accept {limit:,} B but the opt-in attribute says {attr:,} B")
+    for t in device.tiles:
+        name = f"{t.m}x{t.n}x{t.k}"
+        if t.fits and t.launched is False:
+            out.append(f"{name} fits by arithmetic but did not run: {t.launch_error}")
+    return out
+
+
 @check("probe.smem_limit")
 def probe_smem_limit(facts: Facts, rules: RuleData) -> Outcome:
     p = _probes(facts)
