@@ -106,6 +106,7 @@ def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: 
         return facts
     import msgspec
 
+    from blackwell_doctor.facts import Unavailable
     from blackwell_doctor.logs.collect import collect_logs
 
     scanned = collect_logs(
@@ -116,6 +117,13 @@ def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: 
         host_root=host_root or Path("/"),
         stdin=stdin if logs.reads_stdin else None,
     )
+    if isinstance(scanned, Unavailable) and not (
+        logs.containers or logs.journal or logs.kernel_log
+    ):
+        # The user named files and none could be read: a usage error (README: exit 2), not
+        # a report whose log checks all say "not evaluated".
+        reason = scanned.reason.removeprefix("no-log-readable:")
+        raise UserError(f"--logs: no log could be read ({reason})")
     return msgspec.structs.replace(facts, logs=scanned)
 
 

@@ -164,6 +164,18 @@ def rollback(name: str, *, yes: bool, stop_timeout_s: int, say: Say) -> Outcome:
     """``apply --rollback``: bring back ``<name>-previous``; without ``yes``, the plan."""
     from blackwell_doctor.apply import run
 
+    if not yes:
+        try:
+            engine = run.connect()
+        except run.EngineUnavailable as exc:
+            # Without --yes this is a plan, as plain apply's is: exit 0 whatever the engine.
+            return Outcome(
+                Ending.DONE,
+                f"rollback plan (Docker engine not reachable: {exc}; what would happen):\n"
+                f"  1. stop {name} (if running) and rename it to {name}{run.ROLLED_BACK_SUFFIX}\n"
+                f"  2. rename {name}{run.PREVIOUS_SUFFIX} to {name} and start it\n"
+                "Nothing was changed. Run again with --yes to carry it out.\n",
+            )
     try:
         engine = run.connect()
         if not yes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import io
+import os
 import shlex
 import signal
 import threading
@@ -73,11 +74,26 @@ def connect(timeout_s: float = 15.0) -> Any:
     try:
         client = docker.from_env(timeout=int(timeout_s))
         client.ping()
-    except DockerException as exc:
-        raise EngineUnavailable(_one_line(exc)) from None
-    except OSError as exc:
-        raise EngineUnavailable(exc.strerror or str(exc)) from None
+    except (DockerException, OSError) as exc:
+        raise EngineUnavailable(engine_reason(exc, timeout_s)) from None
     return client
+
+
+def engine_reason(exc: BaseException, timeout_s: float = 15.0) -> str:
+    """Why the engine did not answer, in words: the SDK's message is an exception repr
+    ("('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))")."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    where = host.removeprefix("unix://")
+    text = str(exc)
+    if "FileNotFoundError" in text or "No such file" in text:
+        return f"no Docker engine socket at {where}"
+    if "PermissionError" in text or "Permission denied" in text:
+        return f"permission denied on {where} (root, or a member of the docker group)"
+    if "ConnectionRefused" in text or "Connection refused" in text:
+        return f"connection refused at {where}"
+    if "timed out" in text.lower() or "Timeout" in text:
+        return f"no answer from {where} within {timeout_s:g} s"
+    return _one_line(exc)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -129,7 +145,7 @@ def make_plan(spec: LaunchSpec, client: Any | None, engine_error: str | None = N
     if client is None:
         plan.steps = [
             f"pull {spec.image} unless present",
-            f"create {name} (as below) and start it; on success the current {name} (if any) "
+            f"create {name} (as above) and start it; on success the current {name} (if any) "
             f"is stopped and kept as {previous}",
         ]
         return plan
@@ -213,7 +229,8 @@ def _container_lines(spec: LaunchSpec) -> list[str]:
         if spec.gpus
         else "    gpus: none"
     )
-    out.append(f"    ipc: {spec.ipc_mode}; shm size: {spec.shm_size}; restart: {spec.restart}")
+    shm = "the host's /dev/shm" if spec.sized_shm is None else spec.sized_shm
+    out.append(f"    ipc: {spec.ipc_mode}; shm: {shm}; restart: {spec.restart}")
     return out
 
 
@@ -268,7 +285,7 @@ def _create(client: Any, spec: LaunchSpec, name: str) -> Any:
         ports={f"{spec.container_port}/tcp": (spec.bind, spec.host_port)},
         mounts=mounts,
         ipc_mode=spec.ipc_mode,
-        shm_size=spec.shm_size,
+        shm_size=spec.sized_shm,
         device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if spec.gpus else [],
         restart_policy={"Name": spec.restart},
         labels=dict(spec.labels),

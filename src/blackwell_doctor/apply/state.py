@@ -131,7 +131,7 @@ def diff(
         )
     if host.get("IpcMode") != spec.ipc_mode:
         changes.append(Change("ipc", str(host.get("IpcMode")), spec.ipc_mode))
-    if host.get("ShmSize") != parse_size(spec.shm_size):
+    if spec.sized_shm is not None and host.get("ShmSize") != parse_size(spec.sized_shm):
         changes.append(Change("shm_size", str(host.get("ShmSize")), str(parse_size(spec.shm_size))))
     want_gpus = "all GPUs" if spec.gpus else "none"
     if _gpus(container_attrs) != want_gpus:

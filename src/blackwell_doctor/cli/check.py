@@ -111,7 +111,8 @@ def check(
         from blackwell_doctor.render.prometheus import RunTiming
 
         timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
-    write(render(report, fmt, color=color, verbose=verbose, timing=timing), output)
+    text = render(report, fmt, color=color, verbose=verbose, timing=timing, width=_width(output))
+    write(text, output)
     if writes_to_file(output):
         s = report.summary
         sys.stderr.write(
@@ -119,6 +120,16 @@ def check(
             f"(exit {report.exit_code})\n"
         )
     raise typer.Exit(report.exit_code)
+
+
+def _width(output: Path | None) -> int:
+    """The terminal's width (COLUMNS, else the terminal standard output is, else 100 for
+    pipes and files), never under 40: the text report wraps to it."""
+    import shutil
+
+    if writes_to_file(output):
+        return 100
+    return max(40, shutil.get_terminal_size((100, 24)).columns)
 
 
 def register(app: typer.Typer) -> None:

@@ -19,7 +19,8 @@ def write(text: str, output: Path | None = None) -> None:
     """Standard output, or the file ``output``.
 
     A regular file (or a new one) is written whole: a temporary file beside it, then a
-    rename, so a reader never sees half a report; the old file's permissions are kept.
+    rename, so a reader never sees half a report; the old file's permissions are kept (and,
+    written by root, its owner).
     Anything else (a device such as /dev/null, a FIFO, a terminal) is written in place and
     never replaced: renaming over /dev/null as root would destroy it.
     """
@@ -48,6 +49,9 @@ def write(text: str, output: Path | None = None) -> None:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
+            if st is not None and os.geteuid() == 0:
+                # root writing onto a user's report: it stays theirs, not root's.
+                os.chown(tmp, st.st_uid, st.st_gid)
             os.chmod(tmp, mode)
             os.replace(tmp, target)
         except BaseException:
@@ -56,6 +60,18 @@ def write(text: str, output: Path | None = None) -> None:
             raise
     except OSError as exc:
         raise UserError(f"cannot write {output}: {exc.strerror or exc}") from None
+
+
+def write_outcome(text: str, output: Path | None, *, failed: str | None) -> None:
+    """:func:`write`, except that a command that failed (``failed``: why) leaves an existing
+    ``--output`` file as it was: a report of nothing must not replace a good one. Standard
+    output still gets the document."""
+    if failed is not None and writes_to_file(output):
+        from blackwell_doctor import TOOL_NAME
+
+        sys.stderr.write(f"{TOOL_NAME}: {output} not written: {failed}\n")
+        return
+    write(text, output)
 
 
 def _write_stdout(text: str) -> None:

@@ -3,13 +3,17 @@ tile arithmetic alone (``--plan``)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from blackwell_doctor.cli.options import Output
-from blackwell_doctor.cli.output import write
+from blackwell_doctor.cli.output import write_outcome
+from blackwell_doctor.exitcodes import ExitCode
 from blackwell_doctor.probe.formats import ProbeFormat
+
+if TYPE_CHECKING:
+    from blackwell_doctor.probe.report import ProbeReport
 
 # Bounds for --smem-limit: below the 48 KB default nothing is interesting; no GPU grants 1 MiB.
 _SMEM_LIMIT_RANGE = (1024, 1 << 20)
@@ -68,9 +72,10 @@ def probe(
 
         facts = run_p2p_probes(timeout_s=finite_seconds("--timeout", timeout))
         result = probe_report.build_p2p(facts)
-        write(
+        write_outcome(
             probe_report.render_json(result) if fmt is ProbeFormat.JSON else render_p2p_text(facts),
             output,
+            failed=_not_run(result),
         )
         raise typer.Exit(result.exit_code)
     if plan:
@@ -96,8 +101,15 @@ def probe(
         text = probe_report.render_json(result)
     else:
         text = probe_report.render_text(result)
-    write(text, output)
+    write_outcome(text, output, failed=_not_run(result))
     raise typer.Exit(result.exit_code)
+
+
+def _not_run(result: ProbeReport) -> str | None:
+    """Why the probes measured nothing (exit 3), else None."""
+    if result.exit_code != ExitCode.NOT_EVALUATED:
+        return None
+    return "the probes could not run (exit 3)"
 
 
 def register(app: typer.Typer) -> None:

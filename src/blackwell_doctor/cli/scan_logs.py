@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import FailOn, Output
-from blackwell_doctor.cli.output import write
+from blackwell_doctor.cli.output import write_outcome
 from blackwell_doctor.logs.formats import ScanLogsFormat
 
 
@@ -73,7 +73,11 @@ def scan_logs(
         raise UserError("scan-logs needs a PATH, - (stdin), --container, --journal or --kernel-log")
     facts = obtain_logs(request, host_root=host_root, stdin=sys.stdin.buffer)
     report = build_report(facts, fail_on=fail_on.value)
-    write(render_json(report) if fmt is ScanLogsFormat.JSON else render_text(report), output)
+    write_outcome(
+        render_json(report) if fmt is ScanLogsFormat.JSON else render_text(report),
+        output,
+        failed="no log input could be read (exit 2)" if report.exit_code == 2 else None,
+    )
     if report.exit_code == 2:
         errors = "; ".join(s.error or "unreadable" for s in report.sources)
         sys.stderr.write(f"{TOOL_NAME}: error: no log input could be read: {errors}\n")

@@ -52,6 +52,10 @@ def render_json(report: ScanReport) -> str:
     return (msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n").decode("utf-8")
 
 
+# Sources listed one by one up to this many (per signature, and in "Sources:").
+_LISTED = 20
+
+
 def render_text(report: ScanReport) -> str:
     # File names and log lines are other people's text: one line each, nothing a terminal
     # would act on.
@@ -70,7 +74,7 @@ def render_text(report: ScanReport) -> str:
         sig = catalogue.entry(sig_id)
         check = findings[0].check
         out.append(f"{_MARK[worst]} {sig_id} ({worst}, {check}): {total} occurrence(s)")
-        for f in findings:
+        for f in findings[:_LISTED]:
             if f.line == 0:  # input.unreadable: nothing was read
                 where = "not read"
             elif f.line == f.last_line:
@@ -79,6 +83,12 @@ def render_text(report: ScanReport) -> str:
                 where = f"lines {f.line}-{f.last_line}"
             out.append(f"    {f.path}: {where}, {f.count}x, {f.severity}")
             out.append(f"      | {f.excerpt}")
+        if len(findings) > _LISTED:
+            rest = findings[_LISTED:]
+            out.append(
+                f"    ... and {len(rest)} more sources ({sum(f.count for f in rest)} "
+                "occurrences; --format json lists them all)"
+            )
         if sig is not None:
             out.append(f"    What it means: {sig.meaning}")
             for step in sig.remedy:
@@ -86,10 +96,24 @@ def render_text(report: ScanReport) -> str:
             out.append(f"    Source: {sig.source}")
         out.append("")
     out.append("Sources:")
-    for s in report.sources:
+    failed = [s for s in report.sources if s.error]
+    fine = [s for s in report.sources if not s.error]
+    for s in failed[:_LISTED] if len(report.sources) > _LISTED else report.sources:
         state = f"error: {s.error}" if s.error else "ok"
         out.append(f"    {s.name} ({s.kind}): {s.lines} lines, {s.bytes} bytes, {state}")
-    counts = {sev: sum(1 for f in report.findings if f.severity == sev) for sev in _MARK}
+    if len(report.sources) > _LISTED:
+        # A scan of thousands of files: the ones that need attention, then a count.
+        if len(failed) > _LISTED:
+            out.append(f"    ... and {len(failed) - _LISTED} more that could not be read")
+        out.append(
+            f"    {len(fine)} sources read: {sum(s.lines for s in fine)} lines, "
+            f"{sum(s.bytes for s in fine)} bytes, ok (--format json lists them all)"
+        )
+    # Signatures, each counted once under its worst severity: the numbers add up.
+    worst_of: list[str] = [
+        max((f.severity for f in fs), key=SEVERITY_RANK.__getitem__) for fs in groups.values()
+    ]
+    counts = {sev: worst_of.count(sev) for sev in _MARK}
     if not report.findings:
         out.append("No signatures found.")
     else:

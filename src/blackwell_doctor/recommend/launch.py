@@ -71,6 +71,12 @@ class LaunchSpec(msgspec.Struct, frozen=True, kw_only=True):
         return {k: (REDACTED if self.is_secret(k) else v) for k, v in self.env.items()}
 
     @property
+    def sized_shm(self) -> str | None:
+        """The /dev/shm size to ask Docker for; None with ``ipc: host``, where the container
+        shares the host's /dev/shm and a size would be ignored (and say something false)."""
+        return None if self.ipc_mode == "host" else self.shm_size
+
+    @property
     def published(self) -> str:
         host = f"[{self.bind}]" if ":" in self.bind else self.bind
         return f"{host}:{self.host_port}:{self.container_port}"
@@ -190,7 +196,9 @@ def docker_run_argv(spec: LaunchSpec) -> list[str]:
     argv = ["docker", "run", "--detach", "--name", spec.name]
     if spec.gpus:
         argv += ["--gpus", "all"]
-    argv += ["--ipc", spec.ipc_mode, "--shm-size", spec.shm_size]
+    argv += ["--ipc", spec.ipc_mode]
+    if spec.sized_shm is not None:
+        argv += ["--shm-size", spec.sized_shm]
     argv += ["--restart", spec.restart, "--publish", spec.published]
     for m in spec.mounts:
         opts = f"type={m.type},source={m.source},target={m.target}"

@@ -280,7 +280,7 @@ def render_compose(rec: Recommendation, spec: LaunchSpec) -> str:
         "    ports:",
         f"      - {_q(spec.published)}",
         f"    ipc: {_q(spec.ipc_mode)}",
-        f"    shm_size: {_q(spec.shm_size)}",
+        *([f"    shm_size: {_q(spec.sized_shm)}"] if spec.sized_shm is not None else []),
         f"    restart: {_q(spec.restart)}",
         "    volumes:",
     ]

@@ -58,7 +58,7 @@ def gpu_present(facts: Facts, rules: RuleData) -> Outcome:
                 "bdfs": ", ".join(on_pci),
             },
         )
-    if view.is_wsl(facts):
+    if facts.platform.wsl.kind in ("wsl1", "wsl2"):  # not "unknown": /proc/version unread
         case = "wsl"
     elif pci is None:
         case = "pci_unreadable"
