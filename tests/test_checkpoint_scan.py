@@ -290,3 +290,81 @@ def test_an_entry_that_lies_about_its_size_is_a_problem(tmp_path: Path) -> None:
     assert "offsets span" in problem.detail
     assert facts.shards == 1
     assert facts.weights_bytes is None
+
+
+def test_hybrid_linear_attention_counts_agree(tmp_path: Path) -> None:
+    """Qwen3-Next/3.5 layout: every 2nd layer full (gated) attention, the others Gated
+    DeltaNet; MoE with a shared expert and its gate. Tensor names and shapes follow
+    transformers' Qwen3Next modules; config.json names only full_attention_interval."""
+    h, layers, nh, kvh, hd = 64, 4, 4, 2, 16
+    nk, nv, dk, dv, conv = 2, 4, 8, 8, 4
+    e, k, mi, si, vocab = 8, 2, 16, 32, 128
+    cfg = {
+        "architectures": ["Qwen3NextForCausalLM"],
+        "model_type": "qwen3_next",
+        "hidden_size": h,
+        "num_hidden_layers": layers,
+        "num_attention_heads": nh,
+        "num_key_value_heads": kvh,
+        "head_dim": hd,
+        "intermediate_size": 4 * h,
+        "vocab_size": vocab,
+        "max_position_embeddings": 4096,
+        "full_attention_interval": 2,
+        "linear_num_key_heads": nk,
+        "linear_num_value_heads": nv,
+        "linear_key_head_dim": dk,
+        "linear_value_head_dim": dv,
+        "linear_conv_kernel_dim": conv,
+        "num_experts": e,
+        "num_experts_per_tok": k,
+        "moe_intermediate_size": mi,
+        "shared_expert_intermediate_size": si,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+    root = tmp_path / "next"
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps(cfg))
+    t: dict[str, tuple[str, list[int]]] = {
+        "model.embed_tokens.weight": ("BF16", [vocab, h]),
+        "model.norm.weight": ("BF16", [h]),
+        "lm_head.weight": ("BF16", [vocab, h]),
+    }
+    qkv = 2 * nk * dk + nv * dv
+    for i in range(layers):
+        p = f"model.layers.{i}"
+        t[f"{p}.input_layernorm.weight"] = ("BF16", [h])
+        t[f"{p}.post_attention_layernorm.weight"] = ("BF16", [h])
+        if (i + 1) % 2 == 0:
+            t[f"{p}.self_attn.q_proj.weight"] = ("BF16", [nh * hd * 2, h])
+            t[f"{p}.self_attn.k_proj.weight"] = ("BF16", [kvh * hd, h])
+            t[f"{p}.self_attn.v_proj.weight"] = ("BF16", [kvh * hd, h])
+            t[f"{p}.self_attn.o_proj.weight"] = ("BF16", [h, nh * hd])
+            t[f"{p}.self_attn.q_norm.weight"] = ("BF16", [hd])
+            t[f"{p}.self_attn.k_norm.weight"] = ("BF16", [hd])
+        else:
+            t[f"{p}.linear_attn.in_proj_qkvz.weight"] = ("BF16", [qkv + nv * dv, h])
+            t[f"{p}.linear_attn.in_proj_ba.weight"] = ("BF16", [2 * nv, h])
+            t[f"{p}.linear_attn.conv1d.weight"] = ("BF16", [qkv, 1, conv])
+            t[f"{p}.linear_attn.dt_bias"] = ("BF16", [nv])
+            t[f"{p}.linear_attn.A_log"] = ("F32", [nv])
+            t[f"{p}.linear_attn.norm.weight"] = ("F32", [dv])
+            t[f"{p}.linear_attn.out_proj.weight"] = ("BF16", [h, nv * dv])
+        t[f"{p}.mlp.gate.weight"] = ("BF16", [e, h])
+        t[f"{p}.mlp.shared_expert_gate.weight"] = ("BF16", [1, h])
+        for name, out, inp in (("gate_proj", si, h), ("up_proj", si, h), ("down_proj", h, si)):
+            t[f"{p}.mlp.shared_expert.{name}.weight"] = ("BF16", [out, inp])
+        for x in range(e):
+            for name, out, inp in (("gate_proj", mi, h), ("up_proj", mi, h), ("down_proj", h, mi)):
+                t[f"{p}.mlp.experts.{x}.{name}.weight"] = ("BF16", [out, inp])
+    write_safetensors(root / "model.safetensors", t)
+    facts = read_model_dir(root)
+    assert facts.arch is not None
+    computed = params_from_config(cfg, facts.arch)
+    assert facts.parameters is not None
+    assert (facts.parameters.total, facts.parameters.active) == (computed.total, computed.active)
+    assert (facts.arch.full_attention_layers, facts.arch.linear_attention_layers) == (2, 2)
+    assert facts.arch.linear_state_bytes_per_layer == 2 * (nv * dk * dv + qkv * (conv - 1))

@@ -58,6 +58,27 @@ def _moe_layers(cfg: dict[str, Any], layers: int) -> list[int]:
     return [i for i in range(layers) if i not in dense and (i + 1) % step == 0]
 
 
+def layer_kinds(cfg: dict[str, Any], layers: int) -> list[str] | None:
+    """Each decoder layer's attention kind: ``layer_types`` as given, or Qwen3-Next's
+    ``full_attention_interval`` (every n-th layer full attention, the others linear)."""
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and len(kinds) == layers:
+        return [str(k) for k in kinds]
+    interval = _int(cfg, "full_attention_interval")
+    if interval:
+        return [
+            "full_attention" if (i + 1) % interval == 0 else "linear_attention"
+            for i in range(layers)
+        ]
+    return None
+
+
+def _gated_attention(cfg: dict[str, Any]) -> bool:
+    """Qwen3-Next/3.5 attention: q_proj also produces a per-head output gate."""
+    kind = str(cfg.get("model_type", ""))
+    return bool(cfg.get("attn_output_gate", kind.startswith(("qwen3_next", "qwen3_5"))))
+
+
 def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
     cfg, nested = text_config(raw)
     archs = raw.get("architectures") or cfg.get("architectures")
@@ -94,10 +115,10 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
     kv_lora = _int(cfg, "kv_lora_rank")
     if kv_lora:
         mla = MlaFacts(kv_lora_rank=kv_lora, qk_rope_head_dim=_int(cfg, "qk_rope_head_dim") or 0)
-    kinds = cfg.get("layer_types")
+    kinds = layer_kinds(cfg, layers)
     full, sliding, linear = layers, 0, 0
     window = _int(cfg, "sliding_window")
-    if isinstance(kinds, list) and len(kinds) == layers:
+    if kinds is not None:
         sliding = sum(1 for k in kinds if k == "sliding_attention")
         linear = sum(1 for k in kinds if k == "linear_attention")
         full = layers - sliding - linear
@@ -162,6 +183,8 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
             attn += nh * hd + 2 * kvh * hd + h
         if str(cfg.get("model_type", "")).startswith("qwen3"):
             attn += 2 * hd  # q_norm, k_norm
+        if _gated_attention(cfg):
+            attn += h * nh * hd  # the output gate's half of q_proj
         if str(cfg.get("model_type", "")) == "gpt_oss":
             attn += nh  # attention sinks
     linear_attn = 0
@@ -196,7 +219,7 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
     total = active = 0
     routed_all = 0
     moe_set = set(moe.moe_layers) if moe is not None else set()
-    kinds = cfg.get("layer_types") if isinstance(cfg.get("layer_types"), list) else None
+    kinds = layer_kinds(cfg, arch.num_layers)
     for i in range(arch.num_layers):
         mixer = linear_attn if kinds is not None and kinds[i] == "linear_attention" else attn
         if i in moe_set:
