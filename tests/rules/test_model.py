@@ -14,6 +14,7 @@ from blackwell_doctor.checkpoint.scan import read_model_dir
 from blackwell_doctor.cli import main
 from blackwell_doctor.evaluate import evaluate
 from blackwell_doctor.facts import Facts, decode_facts
+from blackwell_doctor.facts_model import ModelFacts
 from blackwell_doctor.rules.model import Result, Status
 from tests.conftest import FACTS_FIXTURES, FIXTURES
 from tests.modeldirs import make_model
@@ -171,3 +172,15 @@ def test_collect_records_the_model_and_check_replays_it(
     assert code == 0
     statuses = {r["id"]: r["status"] for r in doc["results"]}
     assert statuses == {"model.fit": "pass", "model.kernel_path": "warn", "model.w4a16": "pass"}
+
+
+def test_collect_redact_hides_the_home_directory_in_the_model_path(tmp_path: Path) -> None:
+    from blackwell_doctor.collect import redact_identity
+
+    root = make_model(tmp_path / "m", moe=False)
+    facts = _facts(PRO4, root)
+    assert isinstance(facts.model, ModelFacts)
+    home = msgspec.structs.replace(facts.model, path="/home/alice/models/qwen")
+    redacted = redact_identity(msgspec.structs.replace(facts, model=home))
+    assert isinstance(redacted.model, ModelFacts)
+    assert redacted.model.path == "/home/<redacted>/models/qwen"

@@ -29,6 +29,7 @@ from blackwell_doctor.facts import (
     ToolInfo,
     Unavailable,
 )
+from blackwell_doctor.facts_model import ModelFacts
 from blackwell_doctor.redact import REDACTED, pseudonym, redact_text
 
 
@@ -152,7 +153,26 @@ def redact_identity(facts: Facts) -> Facts:
         nvml=nvml,
         env=redact_env_identity(facts.env),
         logs=_redact_log_identity(facts.logs, known),
+        model=_redact_model_identity(facts.model),
         redacted=True,
+    )
+
+
+def _redact_model_identity(
+    model: ModelFacts | Unavailable | None,
+) -> ModelFacts | Unavailable | None:
+    """The model directory's path (and the problems that name files in it) may sit in a
+    home directory: ``/home/alice/models/x`` becomes ``/home/<redacted>/models/x``."""
+    if not isinstance(model, ModelFacts):
+        return model
+    from blackwell_doctor.redact import redact_home_dirs
+
+    return msgspec.structs.replace(
+        model,
+        path=redact_home_dirs(model.path),
+        problems=[
+            msgspec.structs.replace(p, detail=redact_home_dirs(p.detail)) for p in model.problems
+        ],
     )
 
 
