@@ -24,8 +24,11 @@ def evaluate(
     strict: bool = False,
     source: str = "live",
     embed_facts: bool = False,
+    engine: Engine | None = None,
 ) -> Report:
-    results = default_engine().run(facts, select=select, ignore=ignore)
+    """The report on ``facts``. ``engine``: one built by :func:`default_engine`, passed in by
+    callers that judge many documents (``fleet``) so the rule data is loaded once."""
+    results = (engine or default_engine()).run(facts, select=select, ignore=ignore)
     return build_report(
         facts, results, fail_on=fail_on, strict=strict, source=source, embed_facts=embed_facts
     )

@@ -12,7 +12,7 @@ import importlib
 
 import typer
 
-COMMANDS = ("check", "collect", "probe", "scan_logs", "recommend", "apply", "model")
+COMMANDS = ("check", "collect", "probe", "scan_logs", "recommend", "apply", "model", "fleet")
 
 
 def register_commands(app: typer.Typer) -> None:

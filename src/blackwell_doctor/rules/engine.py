@@ -61,15 +61,13 @@ class Engine:
     ) -> list[Result]:
         order = list(self.rules.checks)  # catalogue order is report order
         chosen = set(select_ids(order, select, ignore))
+        # Prerequisites run even when not selected, so "blocked by" is always decidable.
+        needed = chosen.union(*(self._all_requires(c) for c in chosen))
         done: dict[str, Result] = {}
         for check_id in order:
-            # Prerequisites run even when not selected, so "blocked by" is always decidable.
-            if check_id in chosen or self._is_prerequisite(check_id, chosen):
+            if check_id in needed:
                 done[check_id] = self._run_one(check_id, facts, done)
         return [done[i] for i in order if i in chosen]
-
-    def _is_prerequisite(self, check_id: str, chosen: set[str]) -> bool:
-        return any(check_id in self._all_requires(c) for c in chosen)
 
     def _all_requires(self, check_id: str) -> set[str]:
         out: set[str] = set()

@@ -21,6 +21,7 @@ import msgspec
 from blackwell_doctor.checkpoint.report import MODEL_SCHEMA_VERSION, ModelReport
 from blackwell_doctor.facts import SCHEMA_VERSION as FACTS_SCHEMA_VERSION
 from blackwell_doctor.facts import Facts
+from blackwell_doctor.fleet.model import FLEET_SCHEMA_VERSION, FleetReport
 from blackwell_doctor.logs.report import SCAN_SCHEMA_VERSION, ScanReport
 from blackwell_doctor.probe.report import PROBE_SCHEMA_VERSION, ProbeReport
 from blackwell_doctor.recommend.plan import RECOMMENDATION_SCHEMA_VERSION, Recommendation
@@ -45,6 +46,7 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "facts.schema.json": lambda: _schema("facts", FACTS_SCHEMA_VERSION, Facts),
     "probe.schema.json": lambda: _schema("probe", PROBE_SCHEMA_VERSION, ProbeReport),
     "scan-logs.schema.json": lambda: _schema("scan-logs", SCAN_SCHEMA_VERSION, ScanReport),
+    "fleet.schema.json": lambda: _schema("fleet", FLEET_SCHEMA_VERSION, FleetReport),
     "recommend.schema.json": lambda: _schema(
         "recommend", RECOMMENDATION_SCHEMA_VERSION, Recommendation
     ),

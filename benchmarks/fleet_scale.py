@@ -1,0 +1,129 @@
+"""``fleet`` against reading and parsing the same facts files with msgspec alone, in the
+same run, at several fleet sizes (default 1,000 to 10,000 nodes).
+
+It writes N facts files, one per node (``node00001.json`` ...), cycling through every facts
+fixture (1 to 8 GPUs; the 8-GPU B200 node carries all 28 P2P pairs) with the hostname set,
+so the fleet is as varied as the fixtures. Then, alternating, ``--repeat`` times each:
+
+- baseline: for each file, ``read_bytes`` and ``msgspec.json.decode(data, type=Facts)``,
+  the least any judge of these files must do;
+- fleet: what ``blackwell-doctor fleet DIR --format json`` does after start-up, in-process:
+  expand the inputs, judge every node through ``evaluate``, group, render the JSON; once in
+  this process (serial, ``--jobs 1``) and once with the default worker pool (one process
+  per CPU; on a shared or small machine that is the figure that moves most).
+
+It prints the best time of each, the ratio (goal: <= 2), and the per-node cost at each size:
+flat per-node figures mean linear growth. Also, once, the whole command as a child process
+at the largest size (start-up included). Correctness, untimed: the fleet must judge all N
+nodes and no file may be unjudged; otherwise it exits 1.
+
+    .venv/bin/python benchmarks/fleet_scale.py [--nodes 1000 5000 10000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+
+from blackwell_doctor.facts import Facts, decode_facts, encode_facts
+from blackwell_doctor.fleet.formats import FleetFormat
+from blackwell_doctor.fleet.judge import default_jobs, expand_inputs, judge_fleet
+from blackwell_doctor.fleet.render import render_fleet
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "facts"
+
+
+def generate(directory: Path, nodes: int) -> list[Path]:
+    templates = [decode_facts(p.read_bytes()) for p in sorted(FIXTURES.glob("*.json"))]
+    paths = []
+    for i in range(nodes):
+        facts = templates[i % len(templates)]
+        name = f"node{i + 1:05d}"
+        facts = msgspec.structs.replace(
+            facts,
+            redacted=False,
+            platform=msgspec.structs.replace(facts.platform, hostname=name),
+        )
+        path = directory / f"{name}.json"
+        path.write_bytes(encode_facts(facts))
+        paths.append(path)
+    return paths
+
+
+def baseline(paths: list[Path]) -> float:
+    t = time.perf_counter()
+    decoder = msgspec.json.Decoder(Facts)
+    for p in paths:
+        decoder.decode(p.read_bytes())
+    return time.perf_counter() - t
+
+
+def fleet(directory: Path, nodes: int, jobs: int) -> float:
+    t = time.perf_counter()
+    paths, missing = expand_inputs([str(directory)])
+    report = judge_fleet(paths, missing, jobs=jobs)
+    render_fleet(report, FleetFormat.JSON)
+    elapsed = time.perf_counter() - t
+    if report.summary.nodes != nodes or report.unjudged:
+        sys.exit(f"fleet judged {report.summary.nodes} of {nodes}; unjudged: {report.unjudged}")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 2000, 5000, 10000])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    jobs = default_jobs(max(args.nodes))
+    print(
+        f"python {sys.version.split()[0]}, msgspec {msgspec.__version__}, "
+        f"{os.cpu_count()} CPUs, fleet workers: {jobs}"
+    )
+    print(
+        f"{'nodes':>6} {'parse s':>8} {'serial s':>9} {'ratio':>6} {'pool s':>7} {'ratio':>6}"
+        f" {'parse us/node':>14} {'serial us/node':>15} {'pool us/node':>13}"
+    )
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bd-fleet-bench-") as tmp:
+        for n in args.nodes:
+            directory = Path(tmp) / str(n)
+            directory.mkdir()
+            paths = generate(directory, n)
+            base, serial, pool = [], [], []
+            for _ in range(args.repeat):
+                base.append(baseline(paths))
+                serial.append(fleet(directory, n, 1))
+                pool.append(fleet(directory, n, jobs))
+            b, f, p = min(base), min(serial), min(pool)
+            rows.append((n, b, f, p))
+            print(
+                f"{n:>6} {b:>8.3f} {f:>9.3f} {f / b:>6.2f} {p:>7.3f} {p / b:>6.2f}"
+                f" {b / n * 1e6:>14.1f} {f / n * 1e6:>15.1f} {p / n * 1e6:>13.1f}"
+            )
+        n = rows[-1][0]
+        cmd = [sys.executable, "-m", "blackwell_doctor", "fleet", str(Path(tmp) / str(n))]
+        t = time.perf_counter()
+        proc = subprocess.run([*cmd, "-f", "json"], capture_output=True, timeout=600, check=False)
+        whole = time.perf_counter() - t
+        print(
+            f"whole command, {n} nodes, start-up included: {whole:.3f} s (exit {proc.returncode})"
+        )
+    first, last = rows[0], rows[-1]
+    for label, col in (("serial", 2), ("pool", 3)):
+        growth = (last[col] / last[0]) / (first[col] / first[0])
+        print(
+            f"{label} per-node cost at {last[0]} / at {first[0]} nodes: {growth:.2f} "
+            "(1.00 = linear)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

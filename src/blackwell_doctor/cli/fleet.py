@@ -1,0 +1,104 @@
+"""``fleet``: judge many nodes' facts at once; the work lives in ``blackwell_doctor.fleet``."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Annotated
+
+import typer
+
+from blackwell_doctor.cli.options import FailOn, Output, split
+from blackwell_doctor.cli.output import write, writes_to_file
+from blackwell_doctor.fleet.formats import FleetFormat
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``fleet`` to ``app``."""
+
+    @app.command("fleet")
+    def fleet(
+        inputs: Annotated[
+            list[str],
+            typer.Argument(
+                help="Facts files written by `collect` on each node: files, directories "
+                "(searched for *.json), globs (** recurses).",
+                show_default=False,
+            ),
+        ],
+        fmt: Annotated[
+            FleetFormat, typer.Option("--format", "-f", help="Output format.")
+        ] = FleetFormat.RICH,
+        output: Output = None,
+        fail_on: Annotated[
+            FailOn,
+            typer.Option("--fail-on", help="Lowest status that makes the exit code 1."),
+        ] = FailOn.fail,
+        strict: Annotated[
+            bool,
+            typer.Option(
+                "--strict",
+                help="Exit 3 when a check could not be evaluated or a node's facts could not "
+                "be read.",
+            ),
+        ] = False,
+        select: Annotated[
+            list[str] | None,
+            typer.Option("--select", help="Only these check ids or families (repeatable)."),
+        ] = None,
+        ignore: Annotated[
+            list[str] | None,
+            typer.Option("--ignore", help="Skip these check ids or families (repeatable)."),
+        ] = None,
+        jobs: Annotated[
+            int | None,
+            typer.Option(
+                "--jobs",
+                "-j",
+                min=1,
+                max=256,
+                help="Worker processes (default: one per CPU for 400 files or more, else 1).",
+            ),
+        ] = None,
+        verbose: Annotated[
+            bool, typer.Option("--verbose", "-v", help="List every node of every group.")
+        ] = False,
+    ) -> None:
+        """Judge many nodes' facts at once: nodes grouped by finding, worst first, one
+        action per group. Unreadable or future-version facts are listed, not fatal."""
+        from blackwell_doctor.errors import UserError
+        from blackwell_doctor.fleet.judge import expand_inputs, judge_fleet
+        from blackwell_doctor.fleet.render import render_fleet
+        from blackwell_doctor.rules.engine import SelectionError
+
+        started_at, clock = time.time(), time.monotonic()
+        paths, missing = expand_inputs(inputs)
+        try:
+            report = judge_fleet(
+                paths,
+                missing,
+                select=split(select),
+                ignore=split(ignore),
+                fail_on=fail_on.value,
+                strict=strict,
+                jobs=jobs,
+            )
+        except SelectionError as exc:
+            raise UserError(str(exc)) from None
+        timing = None
+        if fmt is FleetFormat.PROMETHEUS:  # the only format with timing: import it only then
+            from blackwell_doctor.render.prometheus import RunTiming
+
+            timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
+        to_terminal = not writes_to_file(output) and sys.stdout.isatty()
+        color = to_terminal and fmt is FleetFormat.RICH and not os.environ.get("NO_COLOR")
+        text = render_fleet(report, fmt, color=color, verbose=verbose, timing=timing)
+        write(text, output)
+        if writes_to_file(output):
+            s = report.summary
+            sys.stderr.write(
+                f"wrote {output}: {s.nodes} nodes judged, {s.findings} with findings, "
+                f"{s.unjudged} not judged (exit {report.exit_code})\n"
+            )
+        raise typer.Exit(report.exit_code)

@@ -1,0 +1,229 @@
+"""The fleet view in each format: rich (a terminal), markdown (a ticket), json (machines;
+schema: schemas/fleet.schema.json) and prometheus (a central textfile). Text from facts
+files (hostnames, summaries) is data: sanitised, never markup."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from io import StringIO
+from typing import TYPE_CHECKING, assert_never
+
+import msgspec
+
+from blackwell_doctor.fleet.formats import FleetFormat
+from blackwell_doctor.fleet.model import FleetGroup, FleetReport
+from blackwell_doctor.render.common import sanitize
+from blackwell_doctor.rules.model import Status
+
+if TYPE_CHECKING:
+    from blackwell_doctor.render.prometheus import RunTiming
+
+
+# How many node names the terminal view lists per group before "+N more" (all with -v).
+NODES_SHOWN = 20
+
+_WORD = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.ERROR: "NOT EVALUATED"}
+_STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.ERROR: "magenta"}
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def hostlist(names: Sequence[str]) -> list[str]:
+    """Names in Slurm hostlist notation where they are numbered alike: ``gpu[001-003,007]``
+    for gpu001, gpu002, gpu003, gpu007 (``scontrol update NodeName=`` takes it as is).
+    Names that are not prefix+digits stay as they are. Order: first appearance of a prefix."""
+    runs: dict[tuple[str, int], list[int]] = {}
+    out: list[tuple[str, int] | str] = []
+    for name in names:
+        m = _NUMBERED.match(name)
+        if m is None or any(c in name for c in "[],"):
+            out.append(name)
+            continue
+        key = (m.group(1), len(m.group(2)))
+        if key not in runs:
+            runs[key] = []
+            out.append(key)
+        runs[key].append(int(m.group(2)))
+    result: list[str] = []
+    for item in out:
+        if isinstance(item, str):
+            result.append(item)
+            continue
+        prefix, width = item
+        numbers = sorted(set(runs[item]))
+        if len(numbers) == 1:
+            result.append(f"{prefix}{numbers[0]:0{width}d}")
+            continue
+        spans: list[str] = []
+        start = prev = numbers[0]
+        for n in [*numbers[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            spans.append(
+                f"{start:0{width}d}" if start == prev else f"{start:0{width}d}-{prev:0{width}d}"
+            )
+            if n is not None:
+                start = prev = n
+        result.append(f"{prefix}[{','.join(spans)}]")
+    return result
+
+
+def _nodes_phrase(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
+
+
+def headline(report: FleetReport) -> str:
+    s = report.summary
+    parts = [f"{_nodes_phrase(s.nodes)} judged"]
+    if s.unjudged:
+        parts.append(f"{s.unjudged} not judged")
+    verdicts = [f"{s.ok} ok", f"{s.findings} with findings"]
+    if s.not_evaluated:
+        verdicts.append(f"{s.not_evaluated} not fully evaluated")
+    gate = f"gate: {report.fail_on}, strict" if report.strict else f"gate: {report.fail_on}"
+    return f"{', '.join(parts)}: {', '.join(verdicts)} (exit {report.exit_code}, {gate})"
+
+
+def _group_line(g: FleetGroup) -> str:
+    return f"{_nodes_phrase(len(g.nodes))}: {g.id} ({g.severity.value}) - {sanitize(g.summary)}"
+
+
+def render_rich(report: FleetReport, *, color: bool, verbose: bool, width: int = 100) -> str:
+    from rich.console import Console
+    from rich.text import Text
+
+    buf = StringIO()
+    console = Console(
+        file=buf,
+        width=width,
+        force_terminal=color,
+        no_color=not color,
+        color_system="standard" if color else None,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+    def line(text: str = "", style: str = "") -> None:
+        console.print(Text(text, style=style))
+
+    line(f"blackwell-doctor fleet: {headline(report)}", "bold")
+    for g in report.groups:
+        line()
+        line(f"{_WORD[g.status]}  {_group_line(g)}", _STYLE[g.status])
+        line(f"      {sanitize(g.title)}")
+        if g.remedy is not None:
+            if g.remedy.summary:
+                line(f"      fix: {sanitize(g.remedy.summary)}")
+            for cmd in g.remedy.commands:
+                line(f"        $ {sanitize(cmd)}")
+        names = hostlist(g.nodes)
+        shown = names if verbose else names[:NODES_SHOWN]
+        more = len(names) - len(shown)
+        tail = f" (+{more} more; all with --verbose or --format json)" if more else ""
+        line(f"      nodes: {sanitize(', '.join(shown))}{tail}")
+    if report.unjudged:
+        line()
+        line(f"Not judged ({len(report.unjudged)}):", "bold")
+        for u in report.unjudged:
+            line(f"  {sanitize(u.source)}: {sanitize(u.reason)}")
+    if not report.groups and report.summary.nodes:
+        line()
+        line("No findings on any node.", "green")
+    return buf.getvalue()
+
+
+def render_markdown(report: FleetReport) -> str:
+    from blackwell_doctor.render.markdown import code, prose
+
+    out = ["# blackwell-doctor fleet", "", prose(headline(report)), ""]
+    for g in report.groups:
+        out.append(f"## {_WORD[g.status]}: {code(g.id)} on {_nodes_phrase(len(g.nodes))}")
+        out.append("")
+        out.append(f"{prose(g.title)} ({g.severity.value}): {prose(g.summary)}")
+        out.append("")
+        if g.remedy is not None:
+            if g.remedy.summary:
+                out.append(f"Fix: {prose(g.remedy.summary)}")
+                out.append("")
+            for cmd in g.remedy.commands:
+                out.append(f"- {code(cmd)}")
+            if g.remedy.commands:
+                out.append("")
+        out.append(f"Nodes: {', '.join(code(n) for n in hostlist(g.nodes))}")
+        out.append("")
+    if report.unjudged:
+        out.append(f"## Not judged ({len(report.unjudged)})")
+        out.append("")
+        out.extend(f"- {code(u.source)}: {prose(u.reason)}" for u in report.unjudged)
+        out.append("")
+    return "\n".join(out)
+
+
+def render_json(report: FleetReport) -> str:
+    return msgspec.json.format(msgspec.json.encode(report), indent=2).decode("utf-8") + "\n"
+
+
+def render_prometheus(report: FleetReport, timing: RunTiming | None = None) -> str:
+    from prometheus_client.core import GaugeMetricFamily
+
+    from blackwell_doctor.render.prometheus import PREFIX, exposition, timing_metrics
+
+    prefix = f"{PREFIX}_fleet"
+    s = report.summary
+    nodes = GaugeMetricFamily(
+        f"{prefix}_nodes",
+        "Nodes by verdict: ok, findings, not_evaluated (--strict), unjudged (unreadable facts).",
+        labels=["verdict"],
+    )
+    for verdict, n in (
+        ("ok", s.ok),
+        ("findings", s.findings),
+        ("not_evaluated", s.not_evaluated),
+        ("unjudged", s.unjudged),
+    ):
+        nodes.add_metric([verdict], float(n))
+    per_check: dict[tuple[str, str, str, str], int] = {}
+    for g in report.groups:
+        key = (g.id, g.family, g.severity.value, g.status.value)
+        per_check[key] = per_check.get(key, 0) + len(g.nodes)
+    checks = GaugeMetricFamily(
+        f"{prefix}_check_nodes",
+        "Nodes on which a check ended with this status (warn, fail, error).",
+        labels=["check", "family", "severity", "status"],
+    )
+    for key, n in per_check.items():
+        checks.add_metric(list(key), float(n))
+    node_exit = GaugeMetricFamily(
+        f"{prefix}_node_exit_code",
+        "What `check --facts` exits with on each node's facts.",
+        labels=["node"],
+    )
+    for node in report.nodes:
+        node_exit.add_metric([sanitize(node.name)], float(node.exit_code))
+    exit_code = GaugeMetricFamily(
+        f"{prefix}_exit_code", "The fleet run's exit code.", value=float(report.exit_code)
+    )
+    return exposition([nodes, checks, node_exit, exit_code, *timing_metrics(prefix, timing)])
+
+
+def render_fleet(
+    report: FleetReport,
+    fmt: FleetFormat,
+    *,
+    color: bool = False,
+    verbose: bool = False,
+    timing: RunTiming | None = None,
+) -> str:
+    match fmt:
+        case FleetFormat.RICH:
+            return render_rich(report, color=color, verbose=verbose)
+        case FleetFormat.MARKDOWN:
+            return render_markdown(report)
+        case FleetFormat.JSON:
+            return render_json(report)
+        case FleetFormat.PROMETHEUS:
+            return render_prometheus(report, timing)
+        case _:
+            assert_never(fmt)
