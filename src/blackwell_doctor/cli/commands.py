@@ -12,7 +12,17 @@ import importlib
 
 import typer
 
-COMMANDS = ("check", "collect", "probe", "scan_logs", "recommend", "apply", "model", "fleet")
+COMMANDS = (
+    "check",
+    "collect",
+    "probe",
+    "scan_logs",
+    "recommend",
+    "apply",
+    "model",
+    "fleet",
+    "slurm_health",
+)
 
 
 def register_commands(app: typer.Typer) -> None:

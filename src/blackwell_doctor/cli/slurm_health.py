@@ -1,0 +1,132 @@
+"""``slurm-health``: Slurm's HealthCheckProgram (or NHC's). The drain/resume policy lives in
+``blackwell_doctor.slurm``; the facts come from :func:`blackwell_doctor.obtain.obtain_facts`
+like every other command's."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from blackwell_doctor.cli.options import (
+    FailOn,
+    GpuTimeout,
+    HostRoot,
+    facts_request,
+    split,
+)
+from blackwell_doctor.exitcodes import ExitCode
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``slurm-health`` to ``app``."""
+
+    @app.command("slurm-health")
+    def slurm_health(
+        node: Annotated[
+            str | None,
+            typer.Option(
+                "--node",
+                help="This node's NodeName in Slurm (default: $SLURMD_NODENAME, else the "
+                "short hostname).",
+            ),
+        ] = None,
+        facts_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--facts", help="Judge this facts file instead of collecting (replays, tests)."
+            ),
+        ] = None,
+        fail_on: Annotated[
+            FailOn,
+            typer.Option("--fail-on", help="Lowest status that drains the node."),
+        ] = FailOn.fail,
+        strict: Annotated[
+            bool,
+            typer.Option("--strict", help="Also drain when a check could not be evaluated."),
+        ] = False,
+        select: Annotated[
+            list[str] | None,
+            typer.Option("--select", help="Only these check ids or families (repeatable)."),
+        ] = None,
+        ignore: Annotated[
+            list[str] | None,
+            typer.Option("--ignore", help="Skip these check ids or families (repeatable)."),
+        ] = None,
+        no_probe: Annotated[
+            bool,
+            typer.Option(
+                "--no-probe", help="Do not run the probe kernels (recommended: jobs own the GPUs)."
+            ),
+        ] = False,
+        host_root: HostRoot = None,
+        gpu_timeout: GpuTimeout = None,
+        dry_run: Annotated[
+            bool,
+            typer.Option("--dry-run", help="Say what would be done; change nothing in Slurm."),
+        ] = False,
+    ) -> None:
+        """Health check for Slurm: on findings at or above --fail-on, drain this node with a
+        reason naming the check ids; when healthy again, resume it only if blackwell-doctor
+        drained it (never a node drained for another reason). Exit codes as `check`; 5 when
+        sinfo/scontrol failed."""
+        from blackwell_doctor.errors import UserError
+        from blackwell_doctor.evaluate import evaluate
+        from blackwell_doctor.obtain import obtain_facts
+        from blackwell_doctor.rules.engine import SelectionError
+        from blackwell_doctor.slurm import (
+            Action,
+            SlurmError,
+            apply_decision,
+            decide,
+            node_state,
+        )
+
+        name = node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+        request = facts_request(
+            facts_file=facts_file,
+            host_root=host_root,
+            gpu_timeout=gpu_timeout,
+            no_probe=no_probe,
+            logs=None,
+            containers=None,
+            journal=False,
+            kernel_log=False,
+        )
+        obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
+        try:
+            report = evaluate(
+                obtained.facts,
+                select=split(select),
+                ignore=split(ignore),
+                fail_on=fail_on.value,
+                strict=strict,
+                source=obtained.source,
+            )
+        except SelectionError as exc:
+            raise UserError(str(exc)) from None
+        try:
+            state = node_state(name)
+            decision = decide(state, report)
+            if not dry_run:
+                apply_decision(name, decision)
+        except SlurmError as exc:
+            sys.stderr.write(f"blackwell-doctor: slurm-health: {name}: {exc}\n")
+            raise typer.Exit(int(ExitCode.APPLY_FAILED)) from None
+        done = {
+            Action.DRAIN: "drained",
+            Action.RESUME: "resumed",
+            Action.KEEP: "unchanged",
+            Action.LEAVE: "left alone",
+        }[decision.action]
+        prefix = (
+            "dry run, would be "
+            if dry_run and decision.action in (Action.DRAIN, Action.RESUME)
+            else ""
+        )
+        sys.stdout.write(f"{name}: {prefix}{done}: {decision.why}\n")
+        raise typer.Exit(report.exit_code)
