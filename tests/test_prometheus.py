@@ -18,7 +18,7 @@ from prometheus_client.samples import Sample
 
 from blackwell_doctor.evaluate import evaluate
 from blackwell_doctor.render import Format, render
-from blackwell_doctor.render.prometheus import RunTiming
+from blackwell_doctor.render.timing import RunTiming
 from blackwell_doctor.rules.model import Status
 from tests.conftest import FACTS_FIXTURES
 from tests.factsutil import load, replace

@@ -97,7 +97,8 @@ def check(
             fail_on=fail_on.value,
             strict=strict,
             source=obtained.source,
-            embed_facts=embed_facts,
+            # nfd labels the GPUs' compute capability, which only the facts carry.
+            embed_facts=embed_facts or fmt is Format.NFD,
         )
     except SelectionError as exc:
         raise UserError(str(exc)) from None
@@ -105,10 +106,9 @@ def check(
     # no-color.org: NO_COLOR set to a non-empty value disables colour.
     color = to_terminal and fmt is Format.RICH and not os.environ.get("NO_COLOR")
     timing = None
-    # Only prometheus reports the run's timing; importing prometheus_client for the other
-    # formats would add tens of milliseconds to every check.
-    if fmt is Format.PROMETHEUS:
-        from blackwell_doctor.render.prometheus import RunTiming
+    # Only prometheus and nfd report the run's time (importing nothing for the others).
+    if fmt in (Format.PROMETHEUS, Format.NFD):
+        from blackwell_doctor.render.timing import RunTiming
 
         timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
     text = render(report, fmt, color=color, verbose=verbose, timing=timing, width=_width(output))

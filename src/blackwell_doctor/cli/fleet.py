@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
             raise UserError(str(exc)) from None
         timing = None
         if fmt is FleetFormat.PROMETHEUS:  # the only format with timing: import it only then
-            from blackwell_doctor.render.prometheus import RunTiming
+            from blackwell_doctor.render.timing import RunTiming
 
             timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
         to_terminal = not writes_to_file(output) and sys.stdout.isatty()

@@ -17,7 +17,7 @@ from blackwell_doctor.render.common import sanitize
 from blackwell_doctor.rules.model import Status
 
 if TYPE_CHECKING:
-    from blackwell_doctor.render.prometheus import RunTiming
+    from blackwell_doctor.render.timing import RunTiming
 
 
 # How many node names the terminal view lists per group before "+N more" (all with -v).

@@ -11,7 +11,7 @@ import enum
 from typing import TYPE_CHECKING, assert_never
 
 if TYPE_CHECKING:  # the CLI declares --format from Format without loading the report model
-    from blackwell_doctor.render.prometheus import RunTiming
+    from blackwell_doctor.render.timing import RunTiming
     from blackwell_doctor.report import Report
 
 
@@ -23,6 +23,7 @@ class Format(enum.StrEnum):
     JUNIT = "junit"
     MARKDOWN = "markdown"
     PROMETHEUS = "prometheus"
+    NFD = "nfd"
 
     @property
     def extension(self) -> str:
@@ -38,6 +39,8 @@ class Format(enum.StrEnum):
                 return "md"
             case Format.PROMETHEUS:
                 return "prom"
+            case Format.NFD:
+                return "nfd"
             case _:
                 assert_never(self)
 
@@ -84,6 +87,10 @@ def render(
             from blackwell_doctor.render.prometheus import render_prometheus
 
             return render_prometheus(report, timing)
+        case Format.NFD:
+            from blackwell_doctor.render.nfd import render_nfd
+
+            return render_nfd(report, timing)
         case _:
             assert_never(fmt)
 

@@ -15,25 +15,17 @@ is written to a temporary name in DIR and renamed, so node_exporter never reads 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from blackwell_doctor.render.common import sanitize
+from blackwell_doctor.render.timing import RunTiming
 from blackwell_doctor.report import Report
 from blackwell_doctor.rules.model import Status
 
 PREFIX = "blackwell_doctor"
-
-
-@dataclass(frozen=True)
-class RunTiming:
-    """When the run started (Unix seconds) and how long collecting and judging took."""
-
-    started_at: float
-    duration_s: float
 
 
 def timing_metrics(prefix: str, timing: RunTiming | None) -> list[Metric]:
