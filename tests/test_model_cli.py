@@ -154,3 +154,20 @@ def test_the_installed_command_runs(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["model"]["quantization"]["format"] == "modelopt NVFP4"
+
+
+def test_hostile_names_in_config_reach_no_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_model(tmp_path / "m", moe=False)
+    cfg = json.loads((root / "config.json").read_text())
+    cfg["architectures"] = ["Evil\x1b[2J\n## Forged heading\u202e"]
+    (root / "config.json").write_text(json.dumps(cfg))
+    for fmt in ("rich", "markdown"):
+        code, out, _ = run(["model", str(root), "--facts", TR, "-f", fmt], capsys)
+        assert code == 0
+        assert "\x1b" not in out
+        assert "\u202e" not in out
+        assert "\n## Forged heading" not in out
+    code, out, _ = run(["model", str(root), "--facts", TR, "-f", "json"], capsys)
+    assert json.loads(out)["model"]["architecture"].startswith("Evil\x1b")

@@ -83,6 +83,9 @@ def build_report(model: ModelFacts, result: FitResult | None, note: str | None) 
 
 
 def render_json(report: ModelReport) -> str:
+    from blackwell_doctor.render.common import json_safe, scrub
+
+    report = scrub(report, json_safe)  # config.json and file names are untrusted text
     return (msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n").decode()
 
 
@@ -108,6 +111,11 @@ def _params(p: ParamFacts) -> list[str]:
 
 
 def render_text(report: ModelReport, *, markdown: bool = False) -> str:
+    from blackwell_doctor.render.common import sanitize_line, scrub
+
+    # Names from config.json, tensor names and paths come from whoever made the checkpoint:
+    # controls, bidi overrides and newlines are shown escaped, never sent to the terminal.
+    report = scrub(report, sanitize_line)
     m = report.model
     out: list[str] = []
     h = "## " if markdown else ""
