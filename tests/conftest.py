@@ -43,6 +43,8 @@ def gpu_unusable_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A test that kills a shared server runs after all the others (stable sort).
+    items.sort(key=lambda item: "kills_server" in item.keywords)
     reason = gpu_unusable_reason()
     if reason is None:
         return
@@ -65,6 +67,40 @@ def docker_host() -> str:
     if not host:
         pytest.skip(f"no test Docker engine ({DOCKER_HOST_ENV} unset; see ci/docker-engine.sh)")
     return host
+
+
+# The real vLLM CPU servers (ci/vllm-cpu-server.sh): .ci/run starts them and exports their
+# URLs here. Tests that need them (marker `vllm`) skip cleanly without them, except under
+# CI=true, where a missing server is an error: CI must run them.
+VLLM_URL_ENV = "BLACKWELL_DOCTOR_TEST_VLLM_URL"
+VLLM_SLOW_URL_ENV = "BLACKWELL_DOCTOR_TEST_VLLM_SLOW_URL"
+VLLM_SLOW_PIDFILE_ENV = "BLACKWELL_DOCTOR_TEST_VLLM_SLOW_PIDFILE"
+
+
+def _vllm_env(name: str) -> str:
+    import os
+
+    value = os.environ.get(name)
+    if not value:
+        require_component(f"no test vLLM server ({name} unset; see ci/vllm-cpu-server.sh)")
+    return value
+
+
+@pytest.fixture(scope="session")
+def vllm_url() -> str:
+    """The main server: tiny Qwen3-MoE, qwen3 reasoning parser."""
+    return _vllm_env(VLLM_URL_ENV)
+
+
+@pytest.fixture(scope="session")
+def vllm_slow_url() -> str:
+    """The same model and parser with --max-num-seqs 1: one request at a time."""
+    return _vllm_env(VLLM_SLOW_URL_ENV)
+
+
+@pytest.fixture(scope="session")
+def vllm_slow_pidfile() -> str:
+    return _vllm_env(VLLM_SLOW_PIDFILE_ENV)
 
 
 @pytest.fixture

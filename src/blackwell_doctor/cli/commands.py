@@ -22,6 +22,7 @@ COMMANDS = (
     "model",
     "fleet",
     "slurm_health",
+    "bench",
 )
 
 

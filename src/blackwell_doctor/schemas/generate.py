@@ -18,6 +18,12 @@ from typing import Any
 
 import msgspec
 
+from blackwell_doctor.bench.report import (
+    BENCH_SCHEMA_VERSION,
+    COMPARE_SCHEMA_VERSION,
+    BenchRun,
+    CompareDocument,
+)
 from blackwell_doctor.checkpoint.report import MODEL_SCHEMA_VERSION, ModelReport
 from blackwell_doctor.facts import SCHEMA_VERSION as FACTS_SCHEMA_VERSION
 from blackwell_doctor.facts import Facts
@@ -51,6 +57,10 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
         "recommend", RECOMMENDATION_SCHEMA_VERSION, Recommendation
     ),
     "model.schema.json": lambda: _schema("model", MODEL_SCHEMA_VERSION, ModelReport),
+    "bench.schema.json": lambda: _schema("bench", BENCH_SCHEMA_VERSION, BenchRun),
+    "bench-compare.schema.json": lambda: _schema(
+        "bench-compare", COMPARE_SCHEMA_VERSION, CompareDocument
+    ),
 }
 
 

@@ -1,0 +1,167 @@
+"""Text and Markdown renderings of the ``bench`` documents (JSON is ``report.encode``)."""
+
+from __future__ import annotations
+
+from blackwell_doctor.bench.report import (
+    ESTIMATED,
+    USAGE,
+    BenchRun,
+    CompareDocument,
+    ShapeResult,
+    Stats,
+)
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _stats_row(label: str, s: Stats) -> list[str]:
+    return [label, _f(s.mean, 2), _f(s.p50, 2), _f(s.p90, 2), _f(s.p95, 2), _f(s.p99, 2)]
+
+
+def _table(rows: list[list[str]], *, markdown: bool) -> list[str]:
+    if markdown:
+        out = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join("---" for _ in rows[0]) + "|"]
+        out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        return out
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+
+
+def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
+    m = shape.metrics
+    head = f"{shape.name}: {shape.completed}/{shape.requests} requests ok"
+    if shape.errors:
+        head += " — errors: " + ", ".join(f"{k} {v}" for k, v in sorted(shape.errors.items()))
+    if not shape.complete:
+        head += " (partial)"
+    out = [f"### {head}" if markdown else head]
+    size = "" if shape.input_size_source == "tokenize" else " (estimated)"
+    out.append(
+        f"{shape.concurrency} concurrent, ~{shape.input_tokens} tokens in{size}, up to "
+        f"{shape.output_tokens_max} out, {shape.duration_s:.1f} s"
+    )
+    if markdown:
+        out.append("")
+    rows = [["ms", "mean", "p50", "p90", "p95", "p99"]]
+    rows.append(_stats_row("TTFT", m.ttft_ms))
+    rows.append(_stats_row("TPOT", m.tpot_ms))
+    rows.append(_stats_row("ITL", m.itl_ms))
+    rows.append(_stats_row("E2E", m.e2e_ms))
+    out += _table(rows, markdown=markdown)
+    if markdown:
+        out.append("")
+    estimated = "" if m.token_source == USAGE else " (estimated)"
+    out.append(
+        f"output: {m.output_tokens} tokens{estimated} = {m.answer_tokens} answer + "
+        f"{m.reasoning_tokens} reasoning"
+        + (" (reasoning estimated)" if m.reasoning_source == ESTIMATED else "")
+    )
+    out.append(
+        f"throughput: {_f(m.output_tokens_per_s)} output tok/s, of which "
+        f"{_f(m.answer_tokens_per_s)} answer tok/s; {_f(m.requests_per_s, 2)} req/s; "
+        f"per user {_f(m.output_tokens_per_s_per_user.p50)} tok/s (p50)"
+    )
+    if shape.server is not None:
+        s = shape.server
+        parts = [f"generation tokens {_f(s.generation_tokens, 0)}"]
+        if s.ttft is not None:
+            parts.append(f"TTFT mean {_f(s.ttft.mean_ms, 2)} ms")
+        if s.itl is not None:
+            parts.append(f"ITL mean {_f(s.itl.mean_ms, 2)} ms")
+        parts.append(f"preemptions {_f(s.preemptions, 0)}")
+        parts.append(f"peak KV cache {_f(s.kv_cache_usage_peak_pct)}%")
+        out.append("server /metrics: " + ", ".join(parts))
+    for note in shape.notes:
+        out.append(f"note: {note}")
+    failed = [s for s in shape.samples if not s.ok]
+    for sample in failed[:3]:
+        out.append(f"error: {sample.error}: {sample.detail}")
+    if len(failed) > 3:
+        out.append(f"... and {len(failed) - 3} more failed requests")
+    return out
+
+
+def render_run(doc: BenchRun, *, markdown: bool = False) -> str:
+    server = doc.server
+    title = f"bench {server.url} model {server.model or '-'}"
+    out = [f"## {title}" if markdown else title]
+    if server.error:
+        out.append(f"error: {server.error}")
+    if doc.interrupted:
+        out.append("interrupted: partial result")
+    for finding in doc.findings:
+        out.append(f"finding: {finding}")
+    for shape in doc.shapes:
+        out.append("")
+        out += _shape_lines(shape, markdown=markdown)
+    return "\n".join(out) + "\n"
+
+
+def render_compare(doc: CompareDocument, *, markdown: bool = False) -> str:
+    title = f"compare {doc.before} -> {doc.after}"
+    out = [f"## {title}" if markdown else title]
+    sc = doc.scorecard
+    out.append("")
+    card = [
+        ["scorecard", "verdict"],
+        ["latency", sc.latency],
+        ["throughput", sc.throughput],
+        ["equivalence", sc.equivalence],
+        ["errors", sc.errors],
+        ["overall", sc.overall],
+    ]
+    out += _table(card, markdown=markdown)
+    out.append("")
+    rows = [
+        [
+            "shape",
+            "metric",
+            "before",
+            "after",
+            "change",
+            f"{doc.per_comparison_confidence:.2%} CI",
+            "verdict",
+        ]
+    ]
+    for r in doc.comparisons:
+        ci = (
+            "-"
+            if r.ci_low_pct is None or r.ci_high_pct is None
+            else f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]"
+        )
+        change = "-" if r.change_pct is None else f"{r.change_pct:+.1f}%"
+        rows.append([r.shape, r.metric, _f(r.before, 2), _f(r.after, 2), change, ci, r.verdict])
+    out += _table(rows, markdown=markdown)
+    out.append("")
+    for e in doc.equivalence:
+        rate = "-" if e.exact_match_rate is None else f"{e.exact_match_rate:.0%}"
+        line = f"equivalence {e.shape}: {rate} of {e.prompts} greedy prompts identical"
+        if e.first_divergence:
+            line += (
+                " (first divergence: "
+                + ", ".join(f"{k} at char {v}" for k, v in sorted(e.first_divergence.items()))
+                + ")"
+            )
+        out.append(line)
+    for phase in ("before", "after"):
+        if doc.errors[phase]:
+            out.append(
+                f"errors {phase}: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(doc.errors[phase].items()))
+            )
+    out.append(
+        f"verdicts need the interval to exclude 0 and a change of at least "
+        f"{doc.threshold_pct:g}%; the intervals hold together at {doc.confidence:.0%} "
+        f"({doc.resamples} bootstrap resamples by request, seed {doc.seed})"
+    )
+    for regression in doc.regressions:
+        out.append(f"regression: {regression}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,210 @@
+"""The ``bench`` and ``bench --compare`` documents (JSON schemas shipped in ``schemas/``)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from blackwell_doctor.facts import ToolInfo
+
+BENCH_SCHEMA_VERSION = 1
+# Where a token count comes from: the server's usage, or this client's estimate.
+USAGE = "usage"
+ESTIMATED = "estimated"
+COMPARE_SCHEMA_VERSION = 1
+
+
+class Stats(msgspec.Struct, frozen=True, kw_only=True):
+    """mean and percentiles in milliseconds, as ``vllm bench serve`` computes them; all null
+    when there is no sample (e.g. TPOT of one-token answers)."""
+
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+
+class ShapeMetrics(msgspec.Struct, frozen=True, kw_only=True):
+    ttft_ms: Stats
+    tpot_ms: Stats
+    itl_ms: Stats
+    e2e_ms: Stats
+    # usage.completion_tokens summed over successful requests: answer + reasoning.
+    output_tokens: int
+    # Of those, tokens the server put in reasoning deltas (its own count when it gives
+    # completion_tokens_details.reasoning_tokens, else estimated: see reasoning_source).
+    reasoning_tokens: int
+    answer_tokens: int
+    output_tokens_per_s: float | None
+    answer_tokens_per_s: float | None
+    output_tokens_per_s_per_user: Stats
+    requests_per_s: float | None
+    # "usage": the server's usage.completion_tokens; "estimated": the server sent no usage
+    # and the count is the number of token chunks (a finding).
+    token_source: str
+    # "usage", "estimated" (server /tokenize of the reasoning text, or chunks), or "none".
+    reasoning_source: str
+    prompt_tokens_mean: float | None
+    server_generation_tokens: float | None
+
+
+class Histogram(msgspec.Struct, frozen=True, kw_only=True):
+    count: float
+    mean_ms: float | None
+
+
+class ServerSide(msgspec.Struct, frozen=True, kw_only=True):
+    """The server's own /metrics over the measured requests (deltas; peaks while running)."""
+
+    generation_tokens: float | None = None
+    prompt_tokens: float | None = None
+    preemptions: float | None = None
+    ttft: Histogram | None = None
+    itl: Histogram | None = None
+    e2e: Histogram | None = None
+    kv_cache_usage_peak_pct: float | None = None
+    running_peak: float | None = None
+    waiting_peak: float | None = None
+
+
+class RequestSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One measured request: what --compare resamples. Times in milliseconds."""
+
+    ok: bool
+    error: str | None = None
+    detail: str | None = None
+    start_ms: float = 0.0  # since the shape's first measured request
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    itl_ms: list[float] = msgspec.field(default_factory=list)
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+class EquivalenceOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """A greedy prompt's answer, kept so two runs can be compared for drift."""
+
+    prompt_id: str
+    ok: bool
+    text: str = ""
+    reasoning: str = ""
+    output_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+class ShapeResult(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    description: str
+    concurrency: int
+    input_tokens: int  # the size asked for, after the server's cap
+    input_tokens_requested: int
+    input_size_source: str  # "tokenize" (the server's /tokenize) or "estimated"
+    output_tokens_max: int
+    requests: int  # measured requests sent (finished or failed)
+    completed: int
+    errors: dict[str, int]
+    duration_s: float
+    complete: bool  # false when interrupted or stopped by --duration before all requests
+    metrics: ShapeMetrics
+    server: ServerSide | None
+    equivalence: list[EquivalenceOutput]
+    samples: list[RequestSample]
+    notes: list[str]
+
+
+class ServerInfo(msgspec.Struct, frozen=True, kw_only=True):
+    url: str  # without credentials
+    model: str | None
+    models: list[str]  # ids /v1/models listed
+    max_model_len: int | None
+    metrics_endpoint: bool
+    tokenize_endpoint: bool
+    error: str | None = None  # why the server could not be asked (e.g. unreachable)
+
+
+class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
+    schema_version: int
+    tool: ToolInfo
+    started_at: str
+    seed: int
+    server: ServerInfo
+    complete: bool
+    interrupted: bool
+    findings: list[str]
+    shapes: list[ShapeResult]
+    exit_code: int
+
+
+class Comparison(msgspec.Struct, frozen=True, kw_only=True):
+    shape: str
+    metric: str  # e.g. "ttft_ms.p50", "output_tokens_per_s"
+    better: str  # "lower" or "higher"
+    before: float | None
+    after: float | None
+    change_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    verdict: str  # "better", "worse", "no significant change", "not comparable"
+
+
+class EquivalenceComparison(msgspec.Struct, frozen=True, kw_only=True):
+    shape: str
+    prompts: int
+    exact_match_rate: float | None
+    # prompt id -> first differing character position (answer, then reasoning text).
+    first_divergence: dict[str, int]
+    verdict: str  # "equivalent", "drift", "not comparable"
+
+
+class Scorecard(msgspec.Struct, frozen=True, kw_only=True):
+    latency: str
+    throughput: str
+    equivalence: str
+    errors: str
+    overall: str
+
+
+class CompareDocument(msgspec.Struct, frozen=True, kw_only=True):
+    schema_version: int
+    tool: ToolInfo
+    before: str
+    after: str
+    confidence: float  # of all the intervals together (family-wise)
+    per_comparison_confidence: float  # of each interval (Bonferroni)
+    resamples: int
+    seed: int
+    threshold_pct: float
+    fail_on_regression_pct: float | None
+    comparisons: list[Comparison]
+    equivalence: list[EquivalenceComparison]
+    errors: dict[str, dict[str, int]]  # "before"/"after" -> error kind -> count
+    scorecard: Scorecard
+    regressions: list[str]
+    exit_code: int
+
+
+def encode(doc: BenchRun | CompareDocument) -> str:
+    return (msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n").decode("utf-8")
+
+
+class RunFileError(Exception):
+    """A run file --compare cannot read (one line)."""
+
+
+def decode_run(data: bytes, *, source: str) -> BenchRun:
+    try:
+        head = msgspec.json.decode(data, type=dict[str, object])
+    except msgspec.DecodeError as exc:
+        raise RunFileError(f"{source} is not JSON: {exc}") from None
+    version = head.get("schema_version")
+    if version != BENCH_SCHEMA_VERSION:
+        raise RunFileError(
+            f"{source}: not a bench run of schema_version {BENCH_SCHEMA_VERSION} "
+            f"(schema_version: {version!r})"
+        )
+    try:
+        return msgspec.json.decode(data, type=BenchRun)
+    except msgspec.ValidationError as exc:
+        raise RunFileError(f"{source}: not a valid bench run: {exc}") from None

@@ -1,0 +1,617 @@
+"""A ``bench`` run: ask the server what it serves, then measure each shape.
+
+The run fills a :class:`RunState` as it goes, so whatever stops it (the end, a failure,
+Ctrl-C) the caller can still build and write the document of what was measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime as dt
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from blackwell_doctor import TOOL_NAME, __version__
+from blackwell_doctor.bench import client, prompts
+from blackwell_doctor.bench.metrics import shape_metrics
+from blackwell_doctor.bench.report import (
+    BENCH_SCHEMA_VERSION,
+    ESTIMATED,
+    USAGE,
+    BenchRun,
+    EquivalenceOutput,
+    RequestSample,
+    ServerInfo,
+    ShapeResult,
+)
+from blackwell_doctor.bench.server_metrics import MetricsParseError, Snapshot, delta, parse
+from blackwell_doctor.bench.shapes import Shape
+from blackwell_doctor.exitcodes import ExitCode
+from blackwell_doctor.facts import ToolInfo
+
+# A prompt capped by max_model_len keeps this share of the room left by max_tokens free:
+# prompts of one shape differ by a few tokens (different words), and a prompt that leaves
+# less than max_tokens ends early with finish_reason "length", shortening the answer.
+_CAP_SHARE = 0.9
+_EQUIVALENCE_MAX_TOKENS = 48
+_PROBE_DEADLINE_S = 15.0
+_POLL_INTERVAL_S = 1.0
+
+
+class UrlError(Exception):
+    """An unusable --url (one line)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base: str  # scheme://host:port[/prefix], credentials removed
+    display: str  # the same, for output
+    authorization: str | None  # "Basic ..." from user:password@ in the URL
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+
+def parse_url(url: str) -> Endpoint:
+    """``--url``: the server's root or its /v1; user:password@ becomes Basic auth and is
+    never shown."""
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UrlError(f"--url must be an http:// or https:// URL, got {url!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise UrlError(f"--url has an invalid port: {url!r}") from None
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = host + (f":{port}" if port else "")
+    path = parts.path.rstrip("/")
+    path = path.removesuffix("/v1")
+    authorization = None
+    if parts.username:
+        pair = (
+            f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        )
+        authorization = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+    base = urllib.parse.urlunsplit((parts.scheme, netloc, path, "", ""))
+    return Endpoint(base=base, display=base, authorization=authorization)
+
+
+@dataclass
+class BenchConfig:
+    url: str
+    model: str | None
+    api_key: str | None
+    shapes: list[Shape]
+    seed: int = 0
+    requests: int | None = None  # overrides each shape's count
+    duration_s: float | None = None  # per shape: no new request after this
+    deadline_s: float = 300.0  # per request
+    equivalence: bool = True
+
+
+@dataclass
+class Live:
+    """Progress of the shape being measured (read by the CLI's display)."""
+
+    shape: str = ""
+    phase: str = ""
+    total: int = 0
+    done: int = 0
+    errors: int = 0
+    ttft_s: list[float] = field(default_factory=list)
+    e2e_s: list[float] = field(default_factory=list)
+
+
+@dataclass
+class _Current:
+    shape: Shape
+    input_tokens: int
+    size_source: str
+    notes: list[str]
+    total: int
+    t0: float = 0.0
+    outcomes: list[client.Outcome] = field(default_factory=list)
+    before: Snapshot | None = None
+    peaks: list[Snapshot] = field(default_factory=list)
+
+
+@dataclass
+class RunState:
+    started_at: str = ""
+    seed: int = 0
+    server: ServerInfo | None = None
+    findings: list[str] = field(default_factory=list)
+    shapes: list[ShapeResult] = field(default_factory=list)
+    current: _Current | None = None
+
+
+Progress = Callable[[Live], None]
+
+
+def _sample(o: client.Outcome, t0: float) -> RequestSample:
+    ms = 1000.0
+    return RequestSample(
+        ok=o.ok,
+        error=o.error,
+        detail=o.detail,
+        start_ms=(o.start_s - t0) * ms,
+        ttft_ms=None if o.ttft_s is None else o.ttft_s * ms,
+        e2e_ms=None if o.latency_s is None else o.latency_s * ms,
+        itl_ms=[v * ms for v in o.itl_s] if o.ok else [],
+        prompt_tokens=o.prompt_tokens,
+        output_tokens=o.completion_tokens,
+        reasoning_tokens=o.reasoning_tokens,
+    )
+
+
+def _shape_result(
+    cur: _Current,
+    *,
+    end: float,
+    complete: bool,
+    after: Snapshot | None,
+    equivalence: list[EquivalenceOutput],
+    reasoning_estimates: list[int | None] | None = None,
+) -> ShapeResult:
+    samples = [_sample(o, cur.t0) for o in cur.outcomes]
+    errors: dict[str, int] = {}
+    for s in samples:
+        if s.error:
+            errors[s.error] = errors.get(s.error, 0) + 1
+    server = None
+    if cur.before is not None and after is not None:
+        server = delta(cur.before, after, cur.peaks)
+    estimates = reasoning_estimates or [
+        o.reasoning_chunks if o.reasoning_text else None for o in cur.outcomes
+    ]
+    metrics = shape_metrics(
+        samples,
+        duration_s=max(0.0, end - cur.t0) if cur.t0 else 0.0,
+        reasoning_estimates=estimates,
+        server_generation_tokens=None if server is None else server.generation_tokens,
+    )
+    notes = list(cur.notes)
+    if metrics.token_source != USAGE:
+        notes.append(
+            "the server sent no usage for some requests: their output tokens are counted "
+            "from token chunks (estimated)"
+        )
+    if metrics.reasoning_source == ESTIMATED:
+        notes.append("reasoning tokens are estimated (the server did not count them)")
+    if (
+        server is not None
+        and server.generation_tokens is not None
+        and complete
+        and server.generation_tokens != metrics.output_tokens
+    ):
+        notes.append(
+            f"the server counted {server.generation_tokens:g} generated tokens, the client "
+            f"{metrics.output_tokens} (other traffic on the server, or failed requests?)"
+        )
+    return ShapeResult(
+        name=cur.shape.name,
+        description=cur.shape.description,
+        concurrency=cur.shape.concurrency,
+        input_tokens=cur.input_tokens,
+        input_tokens_requested=cur.shape.input_tokens,
+        input_size_source=cur.size_source,
+        output_tokens_max=cur.shape.output_tokens,
+        requests=len(samples),
+        completed=sum(1 for s in samples if s.ok),
+        errors=errors,
+        duration_s=max(0.0, end - cur.t0) if cur.t0 else 0.0,
+        complete=complete,
+        metrics=metrics,
+        server=server,
+        equivalence=equivalence,
+        samples=samples,
+        notes=notes,
+    )
+
+
+def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
+    """The run document from whatever ``state`` holds (a shape in progress included)."""
+    shapes = list(state.shapes)
+    if state.current is not None and state.current.outcomes:
+        shapes.append(
+            _shape_result(
+                state.current, end=time.perf_counter(), complete=False, after=None, equivalence=[]
+            )
+        )
+    server = state.server or ServerInfo(
+        url="",
+        model=None,
+        models=[],
+        max_model_len=None,
+        metrics_endpoint=False,
+        tokenize_endpoint=False,
+        error="not contacted",
+    )
+    failed = server.error is not None or any(s.errors for s in shapes)
+    complete = not interrupted and server.error is None and all(s.complete for s in shapes)
+    if interrupted:
+        code = ExitCode.INTERRUPTED
+    elif failed or not complete:
+        code = ExitCode.FINDINGS
+    else:
+        code = ExitCode.OK
+    return BenchRun(
+        schema_version=BENCH_SCHEMA_VERSION,
+        tool=ToolInfo(name=TOOL_NAME, version=__version__),
+        started_at=state.started_at,
+        seed=state.seed,
+        server=server,
+        complete=complete,
+        interrupted=interrupted,
+        findings=list(state.findings),
+        shapes=shapes,
+        exit_code=int(code),
+    )
+
+
+class _Server:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        endpoint: Endpoint,
+        key: str | None,
+        deadline_s: float,
+    ) -> None:
+        self.session = session
+        # Probes (/v1/models, /tokenize, /metrics) get the request deadline, at most 15 s.
+        self.deadline_s = min(_PROBE_DEADLINE_S, deadline_s)
+        self.endpoint = endpoint
+        self.headers = {"Content-Type": "application/json"}
+        if key:
+            self.headers["Authorization"] = f"Bearer {key}"
+        elif endpoint.authorization:
+            self.headers["Authorization"] = endpoint.authorization
+
+    async def get_json(self, path: str) -> Any:
+        async with asyncio.timeout(self.deadline_s):
+            async with self.session.get(self.endpoint.url(path), headers=self.headers) as r:
+                if r.status != 200:
+                    raise _HttpStatus(r.status)
+                return msgspec.json.decode(await r.read())
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> Any:
+        async with asyncio.timeout(self.deadline_s):
+            async with self.session.post(
+                self.endpoint.url(path), data=msgspec.json.encode(body), headers=self.headers
+            ) as r:
+                if r.status != 200:
+                    raise _HttpStatus(r.status)
+                return msgspec.json.decode(await r.read())
+
+    async def metrics(self, model: str | None) -> Snapshot | None:
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                async with self.session.get(
+                    self.endpoint.url("/metrics"), headers=self.headers
+                ) as r:
+                    if r.status != 200:
+                        return None
+                    text = (await r.read()).decode("utf-8", "replace")
+            return parse(text, model=model)
+        except (TimeoutError, aiohttp.ClientError, OSError, MetricsParseError):
+            return None
+
+    async def count_tokens(self, model: str, text: str, *, chat: bool) -> int | None:
+        body: dict[str, Any] = {"model": model}
+        if chat:
+            body["messages"] = [{"role": "user", "content": text}]
+        else:
+            body["prompt"] = text
+            body["add_special_tokens"] = False
+        try:
+            answer = await self.post_json("/tokenize", body)
+        except (_HttpStatus, TimeoutError, aiohttp.ClientError, OSError, msgspec.DecodeError):
+            return None
+        count = answer.get("count") if isinstance(answer, dict) else None
+        return count if isinstance(count, int) else None
+
+
+class _HttpStatus(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+def _describe(exc: BaseException, deadline_s: float) -> str:
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"{client.UNREACHABLE}: cannot connect to {exc.host}:{exc.port}: {exc.os_error}"
+    if isinstance(exc, TimeoutError):
+        return f"{client.STALLED}: /v1/models did not answer within {deadline_s:g} s"
+    if isinstance(exc, _HttpStatus):
+        kind = client.HTTP_5XX if exc.status >= 500 else client.HTTP_4XX
+        return f"{kind}: /v1/models answered HTTP {exc.status}"
+    return f"{client.EARLY_CLOSE}: {type(exc).__name__}: {exc}"
+
+
+async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
+    endpoint = srv.endpoint
+    models: list[str] = []
+    max_len: int | None = None
+    error: str | None = None
+    try:
+        listing = await srv.get_json("/v1/models")
+        data = listing.get("data", []) if isinstance(listing, dict) else []
+        for entry in data if isinstance(data, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                models.append(entry["id"])
+                chosen = config.model or (models[0] if len(models) == 1 else None)
+                if entry["id"] == chosen and isinstance(entry.get("max_model_len"), int):
+                    max_len = entry["max_model_len"]
+    except (_HttpStatus, TimeoutError, aiohttp.ClientError, OSError, msgspec.DecodeError) as e:
+        # Without --model nothing can be asked; with it, only a server that cannot be
+        # reached at all stops the run (a stalled or failing server is measured failing).
+        if config.model is None or isinstance(e, aiohttp.ClientConnectorError):
+            error = _describe(e, srv.deadline_s)
+        else:
+            state.findings.append(f"/v1/models could not be read ({_describe(e, srv.deadline_s)})")
+    model = config.model
+    if error is None and model is None:
+        if not models:
+            error = "the server lists no model at /v1/models; pass --model"
+        else:
+            model = models[0]
+            if len(models) > 1:
+                state.findings.append(
+                    f"the server serves {len(models)} models; measuring {model} (use --model)"
+                )
+    tokenize = False
+    metrics = False
+    if error is None and model is not None:
+        tokenize = await srv.count_tokens(model, "hello", chat=True) is not None
+        metrics = await srv.metrics(model) is not None
+        if not tokenize:
+            state.findings.append(
+                "the server has no /tokenize: prompt sizes are estimated "
+                f"(~{prompts.TOKENS_PER_WORD_ESTIMATE} tokens per word)"
+            )
+        if not metrics:
+            state.findings.append(
+                "the server has no Prometheus /metrics: no server-side cross-check"
+            )
+    state.server = ServerInfo(
+        url=endpoint.display,
+        model=model,
+        models=models,
+        max_model_len=max_len,
+        metrics_endpoint=metrics,
+        tokenize_endpoint=tokenize,
+        error=error,
+    )
+    return error is None
+
+
+async def _calibrate(srv: _Server, model: str, shape: Shape, target: int, seed: int) -> int:
+    """Words per prompt so that the chat-templated prompt has about ``target`` tokens."""
+    n = max(1, round(target / prompts.TOKENS_PER_WORD_ESTIMATE))
+    for _ in range(5):
+        count = await srv.count_tokens(model, prompts.words(seed, shape.name, 0, n), chat=True)
+        if count is None or count <= 0:
+            return n
+        if abs(count - target) <= max(2, target // 50):
+            return n
+        n = max(1, round(n * target / count) - (1 if count > target else 0))
+    return n
+
+
+async def _settled_metrics(srv: _Server, model: str | None) -> Snapshot | None:
+    """/metrics once its generation counter stops moving (the server updates its counters
+    just after streaming the last token)."""
+    last = await srv.metrics(model)
+    for _ in range(10):
+        await asyncio.sleep(0.2)
+        now = await srv.metrics(model)
+        if now is None or last is None:
+            return now or last
+        if now.counters.get("generation_tokens") == last.counters.get("generation_tokens"):
+            return now
+        last = now
+    return last
+
+
+async def _measure_shape(
+    srv: _Server,
+    config: BenchConfig,
+    state: RunState,
+    shape: Shape,
+    live: Live,
+    progress: Progress,
+) -> None:
+    server = state.server
+    assert server is not None
+    assert server.model is not None
+    model = server.model
+    notes: list[str] = []
+    target = shape.input_tokens
+    if server.max_model_len is not None:
+        cap = int((server.max_model_len - shape.output_tokens) * _CAP_SHARE)
+        if cap < 1:
+            notes.append(
+                f"output_tokens {shape.output_tokens} leaves no room for a prompt within "
+                f"max_model_len {server.max_model_len}"
+            )
+            cap = 1
+        if target > cap:
+            notes.append(
+                f"input capped from {target} to {cap} tokens by the server's max_model_len "
+                f"{server.max_model_len}"
+            )
+            target = cap
+    if server.tokenize_endpoint:
+        n_words = await _calibrate(srv, model, shape, target, config.seed)
+        size_source = "tokenize"
+    else:
+        n_words = max(1, round(target / prompts.TOKENS_PER_WORD_ESTIMATE))
+        size_source = ESTIMATED
+    total = config.requests or shape.requests
+    chat_url = srv.endpoint.url("/v1/chat/completions")
+
+    def body(index: int, *, salt: str = "") -> bytes:
+        return client.request_body(
+            model=model,
+            prompt=prompts.words(config.seed, shape.name + salt, index, n_words),
+            max_tokens=shape.output_tokens,
+            ignore_eos=shape.ignore_eos,
+            extra=shape.extra_body,
+        )
+
+    live.shape, live.total, live.done, live.errors = shape.name, total, 0, 0
+    live.ttft_s, live.e2e_s = [], []
+    if shape.warmup:
+        live.phase = "warm-up"
+        progress(live)
+        await asyncio.gather(
+            *(
+                client.stream_chat(
+                    srv.session,
+                    chat_url,
+                    body(i, salt="/warmup"),
+                    srv.headers,
+                    deadline_s=config.deadline_s,
+                )
+                for i in range(shape.warmup)
+            )
+        )
+    cur = _Current(
+        shape=shape, input_tokens=target, size_source=size_source, notes=notes, total=total
+    )
+    state.current = cur
+    if server.metrics_endpoint:
+        cur.before = await _settled_metrics(srv, model)
+    bodies = [body(i) for i in range(total)]
+    limit = asyncio.Semaphore(shape.concurrency)
+    live.phase = "measuring"
+    progress(live)
+    cur.t0 = time.perf_counter()
+    stop_at = cur.t0 + config.duration_s if config.duration_s else None
+    stopped = False
+
+    async def one(data: bytes) -> None:
+        nonlocal stopped
+        async with limit:
+            if stop_at is not None and time.perf_counter() >= stop_at:
+                stopped = True
+                return
+            outcome = await client.stream_chat(
+                srv.session, chat_url, data, srv.headers, deadline_s=config.deadline_s
+            )
+        cur.outcomes.append(outcome)
+        live.done += 1
+        if outcome.ok:
+            assert outcome.ttft_s is not None
+            assert outcome.latency_s is not None
+            live.ttft_s.append(outcome.ttft_s)
+            live.e2e_s.append(outcome.latency_s)
+        else:
+            live.errors += 1
+        progress(live)
+
+    async def poll() -> None:
+        while True:
+            await asyncio.sleep(_POLL_INTERVAL_S)
+            snap = await srv.metrics(model)
+            if snap is not None:
+                cur.peaks.append(snap)
+
+    poller = asyncio.create_task(poll()) if server.metrics_endpoint else None
+    try:
+        await asyncio.gather(*(one(b) for b in bodies))
+        # vLLM's benchmark_duration: from before the first request to after the last.
+        end = time.perf_counter()
+    finally:
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+    after = await _settled_metrics(srv, model) if server.metrics_endpoint else None
+    if stopped:
+        notes.append(
+            f"--duration {config.duration_s:g} s reached: {len(cur.outcomes)} of "
+            f"{total} requests sent"
+        )
+    estimates: list[int | None] = []
+    for o in cur.outcomes:
+        if not o.reasoning_text or o.reasoning_tokens is not None:
+            estimates.append(None)
+            continue
+        counted = None
+        if server.tokenize_endpoint:
+            counted = await srv.count_tokens(model, o.reasoning_text, chat=False)
+        estimates.append(counted if counted is not None else o.reasoning_chunks)
+    equivalence: list[EquivalenceOutput] = []
+    if config.equivalence:
+        live.phase = "equivalence"
+        progress(live)
+        for prompt_id, text in prompts.EQUIVALENCE_PROMPTS:
+            o = await client.stream_chat(
+                srv.session,
+                chat_url,
+                client.request_body(
+                    model=model,
+                    prompt=text,
+                    max_tokens=min(shape.output_tokens, _EQUIVALENCE_MAX_TOKENS),
+                    ignore_eos=shape.ignore_eos,
+                    extra=shape.extra_body,
+                    greedy=True,
+                ),
+                srv.headers,
+                deadline_s=config.deadline_s,
+            )
+            equivalence.append(
+                EquivalenceOutput(
+                    prompt_id=prompt_id,
+                    ok=o.ok,
+                    text=o.text,
+                    reasoning=o.reasoning_text,
+                    output_tokens=o.completion_tokens,
+                    finish_reason=o.finish_reason,
+                    error=o.error,
+                )
+            )
+    state.shapes.append(
+        _shape_result(
+            cur,
+            end=end,
+            complete=not stopped,
+            after=after,
+            equivalence=equivalence,
+            reasoning_estimates=estimates,
+        )
+    )
+    state.current = None
+    live.phase = "done"
+    progress(live)
+
+
+async def run_bench(config: BenchConfig, state: RunState, progress: Progress) -> None:
+    """Measure every shape of ``config`` into ``state``."""
+    endpoint = parse_url(config.url)
+    state.started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    state.seed = config.seed
+    width = max(s.concurrency for s in config.shapes) + 4
+    connector = aiohttp.TCPConnector(
+        limit=width, limit_per_host=width, ttl_dns_cache=300, keepalive_timeout=60
+    )
+    async with aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None),
+        read_bufsize=1 << 20,
+    ) as session:
+        srv = _Server(session, endpoint, config.api_key, config.deadline_s)
+        if not await _discover(srv, config, state):
+            return
+        live = Live()
+        for shape in config.shapes:
+            await _measure_shape(srv, config, state, shape, live, progress)

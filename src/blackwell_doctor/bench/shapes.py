@@ -1,0 +1,127 @@
+"""Shapes: named sets of requests. Three are built in; users add their own in TOML.
+
+A shapes file (``bench --shapes FILE``) holds one table per shape::
+
+    [shape.chat-8k]
+    input_tokens = 8192       # prompt size in the server's tokens (capped by max_model_len)
+    output_tokens = 256       # max_tokens of each request
+    concurrency = 16          # requests in flight at once (users)
+    requests = 64             # measured requests (--requests overrides)
+    warmup = 2                # requests sent first and not counted
+    ignore_eos = true         # ask the server to generate exactly output_tokens (vLLM, SGLang)
+    [shape.chat-8k.extra_body]  # merged into every request body of this shape
+    chat_template_kwargs = { enable_thinking = false }
+
+A file's shape with a built-in's name replaces the built-in.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+
+class ShapeError(Exception):
+    """A shapes file that cannot be used (one line, for the CLI)."""
+
+
+class Shape(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: str = ""
+    description: str = ""
+    input_tokens: int
+    output_tokens: int
+    concurrency: int = 1
+    requests: int = 8
+    warmup: int = 1
+    ignore_eos: bool = True
+    extra_body: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+# The seed article's checklist: short, long-context and high-concurrency shapes.
+BUILTIN_SHAPES: dict[str, Shape] = {
+    "short": Shape(
+        name="short",
+        description="one user, ~128 tokens in and 128 out: latency of a small turn",
+        input_tokens=128,
+        output_tokens=128,
+        concurrency=1,
+        requests=8,
+    ),
+    "long": Shape(
+        name="long",
+        description="one user, a long context (16k tokens, capped by the server's "
+        "max_model_len): prefill",
+        input_tokens=16384,
+        output_tokens=128,
+        concurrency=1,
+        requests=4,
+    ),
+    "concurrent": Shape(
+        name="concurrent",
+        description="32 users at once, ~128 in and 128 out each: batching and decode",
+        input_tokens=128,
+        output_tokens=128,
+        concurrency=32,
+        requests=64,
+        warmup=4,
+    ),
+}
+
+_LIMITS = {
+    "input_tokens": (1, 10_000_000),
+    "output_tokens": (1, 1_000_000),
+    "concurrency": (1, 10_000),
+    "requests": (1, 1_000_000),
+    "warmup": (0, 10_000),
+}
+
+
+def _check(shape: Shape, where: str) -> Shape:
+    for field, (low, high) in _LIMITS.items():
+        value = getattr(shape, field)
+        if not low <= value <= high:
+            raise ShapeError(f"{where}: {field} = {value} is outside {low}..{high}")
+    if not shape.name or not shape.name.replace("-", "").replace("_", "").isalnum():
+        raise ShapeError(f"{where}: a shape name is letters, digits, - and _ only")
+    return shape
+
+
+def load_shapes(path: Path | None) -> dict[str, Shape]:
+    """The built-in shapes, plus (and overridden by) those of the file at ``path``."""
+    shapes = dict(BUILTIN_SHAPES)
+    if path is None:
+        return shapes
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ShapeError(f"cannot read shapes file {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ShapeError(f"{path} is not valid TOML: {exc}") from None
+    table = data.get("shape")
+    if not isinstance(table, dict) or not table or set(data) - {"shape"}:
+        raise ShapeError(f"{path}: expected only [shape.NAME] tables")
+    for name, body in table.items():
+        if not isinstance(body, dict):
+            raise ShapeError(f"{path}: shape.{name} is not a table")
+        try:
+            shape = msgspec.convert({**body, "name": name}, Shape)
+        except msgspec.ValidationError as exc:
+            raise ShapeError(f"{path}: shape.{name}: {exc}") from None
+        shapes[name] = _check(shape, f"{path}: shape.{name}")
+    return shapes
+
+
+def select_shapes(shapes: dict[str, Shape], names: list[str]) -> list[Shape]:
+    """The shapes named (in the order given), or every built-in one when none is."""
+    if not names:
+        return [shapes[n] for n in BUILTIN_SHAPES]
+    chosen: list[Shape] = []
+    for name in names:
+        if name not in shapes:
+            raise ShapeError(f"unknown shape {name!r}; known: {', '.join(sorted(shapes))}")
+        if shapes[name] not in chosen:
+            chosen.append(shapes[name])
+    return chosen

@@ -1,0 +1,501 @@
+"""`bench` against a real vLLM (PyPI's CPU build) serving a tiny random Qwen3-MoE model.
+
+.ci/run starts two servers (see tests/conftest.py): "main" with the qwen3 reasoning parser
+and "slow", identical but with --max-num-seqs 1. Shapes are kept small so the whole file
+runs in a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from blackwell_doctor.bench.client import EARLY_CLOSE, UNREACHABLE
+from blackwell_doctor.resources import schema_text
+
+pytestmark = pytest.mark.vllm
+
+# Small versions of the three shapes, plus a reasoning shape (see test_reasoning_split).
+SMALL_SHAPES = """
+[shape.tiny-short]
+input_tokens = 64
+output_tokens = 16
+requests = 4
+[shape.tiny-concurrent]
+input_tokens = 64
+output_tokens = 24
+concurrency = 8
+requests = 24
+warmup = 2
+"""
+
+
+def bench(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "blackwell_doctor", "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def load(path: Path) -> dict[str, Any]:
+    doc = json.loads(path.read_text())
+    assert isinstance(doc, dict)
+    return doc
+
+
+def validate(doc: dict[str, Any], schema: str) -> None:
+    jsonschema.Draft202012Validator(json.loads(schema_text(schema))).validate(doc)
+
+
+def shapes_file(tmp_path: Path, text: str = SMALL_SHAPES) -> Path:
+    path = tmp_path / "shapes.toml"
+    path.write_text(text)
+    return path
+
+
+def server_counter(url: str, name: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(
+        s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == name
+        for s in f.samples
+        if s.name == name + "_total"
+    )
+
+
+def test_every_builtin_shape_measures_what_the_server_counted(
+    vllm_url: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "run.json"
+    before = server_counter(vllm_url, "vllm:generation_tokens")
+    r = bench("--url", vllm_url, "--requests", "6", "-o", str(out), "--format", "markdown")
+    assert r.returncode == 0, r.stderr
+    doc = load(out)
+    validate(doc, "bench.schema.json")
+    assert doc["server"]["model"] == "tiny-moe"  # discovered from /v1/models
+    assert doc["server"]["max_model_len"] == 2048
+    assert [s["name"] for s in doc["shapes"]] == ["short", "long", "concurrent"]
+    total = 0
+    for shape in doc["shapes"]:
+        m = shape["metrics"]
+        assert shape["completed"] == shape["requests"] == 6
+        assert shape["errors"] == {}
+        # ignore_eos: every request generates exactly max_tokens, counted by the server.
+        assert m["output_tokens"] == 6 * shape["output_tokens_max"]
+        assert m["token_source"] == "usage"
+        # The client's count equals the server's own generation counter over the shape.
+        assert m["server_generation_tokens"] == m["output_tokens"]
+        assert m["reasoning_tokens"] + m["answer_tokens"] == m["output_tokens"]
+        for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+            s = m[key]
+            assert 0 <= s["p50"] <= s["p90"] <= s["p95"] <= s["p99"], key
+        assert m["ttft_ms"]["p50"] < m["e2e_ms"]["p50"]
+        assert m["output_tokens_per_s"] > 0
+        assert shape["input_size_source"] == "tokenize"
+        assert len(shape["equivalence"]) == 3
+        total += m["output_tokens"]
+    short, long, concurrent = doc["shapes"]
+    # Prompts are sized in the server's tokens (usage.prompt_tokens is the truth).
+    assert abs(short["metrics"]["prompt_tokens_mean"] - 128) <= 128 * 0.1
+    # The long shape asks 16k tokens; the server's max_model_len (2048) caps it.
+    assert long["input_tokens"] < 2048 - 128
+    assert any("capped" in n for n in long["notes"])
+    assert long["metrics"]["prompt_tokens_mean"] > 1500
+    assert concurrent["concurrency"] == 32
+    # The markdown rendering on stdout carries the same figures.
+    assert "### short: 6/6 requests ok" in r.stdout
+    assert "| TTFT |" in r.stdout
+    # Warm-up and equivalence requests generated tokens too, outside the measured window.
+    assert server_counter(vllm_url, "vllm:generation_tokens") - before > total
+
+
+def think_end_token(url: str) -> int:
+    body = json.dumps({"model": "tiny-moe", "prompt": "</think>", "add_special_tokens": False})
+    req = urllib.request.Request(
+        f"{url}/tokenize", data=body.encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        tokens = json.loads(r.read())["tokens"]
+    assert len(tokens) == 1  # a special token of the recipe's tokenizer
+    return int(tokens[0])
+
+
+def test_reasoning_tokens_are_counted_apart_from_answer_tokens(
+    vllm_url: str, tmp_path: Path
+) -> None:
+    # The qwen3 parser puts everything before </think> in `reasoning` deltas. A random
+    # model rarely emits </think>, so a logit bias makes it likely within a few tokens
+    # (sampled with a seed: reproducible), forcing a think block followed by an answer.
+    token = think_end_token(vllm_url)
+    shapes = shapes_file(
+        tmp_path,
+        f"""
+[shape.think]
+input_tokens = 32
+output_tokens = 32
+requests = 6
+warmup = 0
+[shape.think.extra_body]
+temperature = 1.0
+seed = 7  # reproducible sampling (one user, short prompts: no chunked prefill)
+logit_bias = {{ "{token}" = 3.0 }}
+""",
+    )
+    out = tmp_path / "think.json"
+    r = bench("--url", vllm_url, "--shapes", str(shapes), "--shape", "think", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = load(out)
+    m = doc["shapes"][0]["metrics"]
+    assert m["reasoning_source"] == "usage"  # the server's completion_tokens_details
+    assert m["reasoning_tokens"] > 0
+    assert m["answer_tokens"] > 0
+    assert m["reasoning_tokens"] + m["answer_tokens"] == m["output_tokens"] == 6 * 32
+    assert m["server_generation_tokens"] == m["output_tokens"]
+    for sample in doc["shapes"][0]["samples"]:
+        assert 0 < sample["reasoning_tokens"] < sample["output_tokens"]
+    # Answer tok/s never includes thinking.
+    assert m["answer_tokens_per_s"] < m["output_tokens_per_s"]
+    assert "reasoning" in r.stdout
+    # The greedy equivalence prompts ran with the shape's body (its bias included).
+    for e in doc["shapes"][0]["equivalence"]:
+        assert e["ok"]
+        assert e["output_tokens"] == 32
+        assert e["text"] or e["reasoning"]
+
+
+def split_interleaved(run: Path, even: Path, odd: Path) -> None:
+    """Two run documents from one: the shape's even-numbered and odd-numbered requests."""
+    import msgspec
+
+    from blackwell_doctor.bench.metrics import shape_metrics
+    from blackwell_doctor.bench.report import decode_run, encode
+
+    doc = decode_run(run.read_bytes(), source=str(run))
+    for path, part in ((even, 0), (odd, 1)):
+        shapes = []
+        for shape in doc.shapes:
+            samples = shape.samples[part::2]
+            metrics = shape_metrics(
+                samples,
+                duration_s=shape.duration_s,
+                reasoning_estimates=[None] * len(samples),
+                server_generation_tokens=None,
+            )
+            shapes.append(msgspec.structs.replace(shape, samples=samples, metrics=metrics))
+        path.write_text(encode(msgspec.structs.replace(doc, shapes=shapes)))
+
+
+def test_one_configuration_twice_is_no_significant_change(vllm_url: str, tmp_path: Path) -> None:
+    # Two samples of one configuration taken interleaved: a run's even and odd requests.
+    # On this shared 2-core machine (load averages near 10 while other CI jobs run) two
+    # runs one after the other differ by tens of percent: that is the machine, not the
+    # server. Interleaving gives both sides the same conditions, so any verdict here would
+    # be a false alarm of the statistics themselves.
+    shapes = shapes_file(
+        tmp_path,
+        "[shape.pair]\ninput_tokens = 64\noutput_tokens = 32\nconcurrency = 2\nrequests = 48\n",
+    )
+    run = tmp_path / "run.json"
+    r = bench(
+        "--url",
+        vllm_url,
+        "--shapes",
+        str(shapes),
+        "--shape",
+        "pair",
+        "-o",
+        str(run),
+        "--format",
+        "json",
+    )
+    assert r.returncode == 0, r.stderr
+    split_interleaved(run, tmp_path / "even.json", tmp_path / "odd.json")
+    r = bench(
+        "--compare",
+        str(tmp_path / "even.json"),
+        str(tmp_path / "odd.json"),
+        "--format",
+        "json",
+        "--fail-on-regression",
+        "5",
+    )
+    assert r.returncode == 0, r.stdout
+    doc = json.loads(r.stdout)
+    validate(doc, "bench-compare.schema.json")
+    verdicts = {c["metric"]: c["verdict"] for c in doc["comparisons"]}
+    # 24 requests a side: fewer than 10 samples above a p99, so no verdict is claimed.
+    for metric in ("ttft_ms.p99", "e2e_ms.p99", "itl_ms.p99"):
+        assert verdicts.pop(metric) == "too few samples"
+    assert set(verdicts.values()) == {"no significant change"}, doc["comparisons"]
+    for c in doc["comparisons"]:
+        if c["ci_low_pct"] is not None:
+            assert c["ci_low_pct"] <= c["change_pct"] <= c["ci_high_pct"]
+    assert doc["scorecard"]["overall"] == "no significant change"
+    assert doc["per_comparison_confidence"] == pytest.approx(1 - 0.05 / 8)
+
+
+def test_the_same_server_twice_gives_the_same_greedy_outputs(vllm_url: str, tmp_path: Path) -> None:
+    shapes = shapes_file(tmp_path)
+    runs = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path in runs:
+        r = bench(
+            "--url",
+            vllm_url,
+            "--shapes",
+            str(shapes),
+            "--shape",
+            "tiny-short",
+            "-o",
+            str(path),
+            "--format",
+            "json",
+        )
+        assert r.returncode == 0, r.stderr
+    r = bench("--compare", str(runs[0]), str(runs[1]), "--format", "json")
+    doc = json.loads(r.stdout)
+    assert doc["equivalence"] == [
+        {
+            "shape": "tiny-short",
+            "prompts": 3,
+            "exact_match_rate": 1.0,
+            "first_divergence": {},
+            "verdict": "equivalent",
+        }
+    ]
+    assert doc["scorecard"]["equivalence"] == "equivalent"
+    outputs = [load(p)["shapes"][0]["equivalence"] for p in runs]
+    assert outputs[0] == outputs[1]
+    assert all(e["ok"] and e["output_tokens"] == 16 for e in outputs[0])
+
+
+def test_one_sequence_at_a_time_is_worse_under_concurrency(
+    vllm_url: str, vllm_slow_url: str, tmp_path: Path
+) -> None:
+    # 8 users, 64 tokens each: one server batches them, the other (--max-num-seqs 1)
+    # serves them one after the other, so its median user waits for ~4 answers first.
+    shapes = shapes_file(
+        tmp_path,
+        "[shape.tiny-concurrent]\ninput_tokens = 64\noutput_tokens = 64\nconcurrency = 8\n"
+        "requests = 32\nwarmup = 2\n",
+    )
+    fast, slow = tmp_path / "fast.json", tmp_path / "slow.json"
+    for url, path in ((vllm_url, fast), (vllm_slow_url, slow)):
+        r = bench(
+            "--url",
+            url,
+            "--shapes",
+            str(shapes),
+            "--shape",
+            "tiny-concurrent",
+            "-o",
+            str(path),
+            "--format",
+            "json",
+        )
+        assert r.returncode == 0, r.stderr
+    r = bench(
+        "--compare",
+        str(fast),
+        str(slow),
+        "--fail-on-regression",
+        "10",
+        "-o",
+        str(tmp_path / "cmp.json"),
+    )
+    assert r.returncode == 1, r.stdout  # the CI gate
+    doc = load(tmp_path / "cmp.json")
+    rows = {c["metric"]: c for c in doc["comparisons"]}
+    # 8 users queued behind one sequence: waiting shows in TTFT and E2E, and throughput
+    # drops; each interval excludes zero.
+    for metric in ("ttft_ms.p50", "e2e_ms.p50"):
+        assert rows[metric]["verdict"] == "worse"
+        assert rows[metric]["ci_low_pct"] > 0
+    assert rows["output_tokens_per_s"]["verdict"] == "worse"
+    assert rows["output_tokens_per_s"]["ci_high_pct"] < 0
+    # Same model, same greedy prompts: the outputs do not depend on batching here.
+    assert doc["scorecard"]["equivalence"] == "equivalent"
+    assert doc["scorecard"]["overall"] in ("worse", "mixed: not a win")
+    assert any("ttft_ms.p50" in reg for reg in doc["regressions"])
+    assert "regression:" in r.stdout
+
+
+def test_a_wrong_model_name_is_a_named_4xx_error(vllm_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "bad.json"
+    shapes = shapes_file(tmp_path)
+    r = bench(
+        "--url",
+        vllm_url,
+        "--model",
+        "no-such-model",
+        "--shapes",
+        str(shapes),
+        "--shape",
+        "tiny-short",
+        "-o",
+        str(out),
+    )
+    assert r.returncode == 1
+    shape = load(out)["shapes"][0]
+    assert shape["errors"] == {"http_4xx": 4}
+    assert shape["samples"][0]["detail"].startswith("HTTP 404")
+
+
+def test_ctrl_c_writes_the_partial_result_and_exits_130(vllm_slow_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "partial.json"
+    shapes = shapes_file(
+        tmp_path,
+        "[shape.slowish]\ninput_tokens = 64\noutput_tokens = 64\nrequests = 200\nwarmup = 0\n",
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "blackwell_doctor",
+            "bench",
+            "--url",
+            vllm_slow_url,
+            "--shapes",
+            str(shapes),
+            "--shape",
+            "slowish",
+            "-o",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:  # plain progress lines when piped: one per tenth of the shape
+        if "measuring" in line and " 20/200" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    doc = load(out)
+    assert doc["interrupted"] is True
+    assert doc["complete"] is False
+    assert doc["exit_code"] == 130
+    shape = doc["shapes"][0]
+    assert shape["complete"] is False
+    assert 20 <= shape["completed"] < 200
+    assert shape["metrics"]["output_tokens"] == 64 * shape["completed"]
+
+
+def test_a_port_that_never_answers_is_stalled_not_a_hang(tmp_path: Path) -> None:
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)  # accepts (the kernel completes the handshake) and never answers
+    port = listener.getsockname()[1]
+    out = tmp_path / "stalled.json"
+    started = time.monotonic()
+    try:
+        r = bench(
+            "--url",
+            f"http://127.0.0.1:{port}",
+            "--model",
+            "m",
+            "--shape",
+            "short",
+            "--requests",
+            "2",
+            "--request-timeout",
+            "1",
+            "--no-equivalence",
+            "-o",
+            str(out),
+            timeout=60,
+        )
+    finally:
+        listener.close()
+    assert time.monotonic() - started < 30
+    assert r.returncode == 1
+    doc = load(out)
+    validate(doc, "bench.schema.json")
+    assert any("did not answer within 1 s" in f for f in doc["findings"])
+    assert doc["shapes"][0]["errors"] == {"stalled": 2}
+
+
+def test_an_unreachable_url_is_named_and_written(tmp_path: Path) -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    out = tmp_path / "down.json"
+    r = bench("--url", f"http://127.0.0.1:{port}", "-o", str(out))
+    assert r.returncode == 1
+    doc = load(out)
+    assert doc["server"]["error"].startswith(UNREACHABLE)
+    assert doc["shapes"] == []
+    assert "unreachable" in r.stdout
+
+
+@pytest.mark.kills_server
+def test_a_server_killed_mid_run_gives_named_errors_and_a_partial_result(
+    vllm_slow_url: str, vllm_slow_pidfile: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "killed.json"
+    shapes = shapes_file(
+        tmp_path,
+        "[shape.victim]\ninput_tokens = 64\noutput_tokens = 64\nconcurrency = 2\n"
+        "requests = 40\nwarmup = 0\n",
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "blackwell_doctor",
+            "bench",
+            "--url",
+            vllm_slow_url,
+            "--shapes",
+            str(shapes),
+            "--shape",
+            "victim",
+            "--request-timeout",
+            "20",
+            "-o",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "measuring" in line and " 4/40" in line:
+            break
+    pid = int(Path(vllm_slow_pidfile).read_text())
+    os.killpg(pid, signal.SIGKILL)  # the API server and its engine core, without warning
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    doc = load(out)
+    validate(doc, "bench.schema.json")
+    shape = doc["shapes"][0]
+    assert shape["completed"] >= 4
+    # In-flight streams were cut (early close); later requests found no server.
+    assert shape["errors"].get(EARLY_CLOSE, 0) >= 1
+    assert shape["errors"].get(UNREACHABLE, 0) >= 1
+    assert shape["completed"] + sum(shape["errors"].values()) == 40
+    assert shape["metrics"]["output_tokens"] == 64 * shape["completed"]
