@@ -2,15 +2,18 @@
 same run, at several fleet sizes (default 1,000 to 10,000 nodes).
 
 It writes N facts files, one per node (``node00001.json`` ...), cycling through every facts
-fixture (1 to 8 GPUs; the 8-GPU B200 node carries all 28 P2P pairs) with the hostname set,
-so the fleet is as varied as the fixtures. Then, alternating, ``--repeat`` times each:
+fixture (1 to 8 GPUs; the 8-GPU B200 node carries all 28 P2P pairs), each with its own
+hostname, collection time and GPU UUIDs: a fleet of the fixtures' kinds of machine. The
+fleet judges each distinct configuration once (``fleet.judge.IDENTITY_FIELDS``: what no
+check reads) and every file is still read and decoded; the pool's workers each judge the
+configurations of their chunks again. Then, alternating, ``--repeat`` times each:
 
 - baseline: for each file, ``read_bytes`` and ``msgspec.json.decode(data, type=Facts)``,
   the least any judge of these files must do;
 - fleet: what ``blackwell-doctor fleet DIR --format json`` does after start-up, in-process:
   expand the inputs, judge every node through ``evaluate``, group, render the JSON; once in
-  this process (serial, ``--jobs 1``) and once with the default worker pool (one process
-  per CPU; on a shared or small machine that is the figure that moves most).
+  this process (serial, the default ``--jobs 1``) and once with ``--jobs 0`` (one worker
+  process per CPU).
 
 It prints the best time of each, the ratio (goal: <= 2), and the per-node cost at each size:
 flat per-node figures mean linear growth. Also, once, the whole command as a child process
@@ -32,7 +35,7 @@ from pathlib import Path
 
 import msgspec
 
-from blackwell_doctor.facts import Facts, decode_facts, encode_facts
+from blackwell_doctor.facts import Facts, NvmlFacts, decode_facts, encode_facts
 from blackwell_doctor.fleet.formats import FleetFormat
 from blackwell_doctor.fleet.judge import default_jobs, expand_inputs, judge_fleet
 from blackwell_doctor.fleet.render import render_fleet
@@ -46,10 +49,19 @@ def generate(directory: Path, nodes: int) -> list[Path]:
     for i in range(nodes):
         facts = templates[i % len(templates)]
         name = f"node{i + 1:05d}"
+        # What differs between two machines of one kind: name, collection time, GPU UUIDs.
+        nvml = facts.nvml
+        if isinstance(nvml, NvmlFacts):
+            gpus = [
+                msgspec.structs.replace(g, uuid=f"GPU-{i:05d}-{g.index:02d}") for g in nvml.gpus
+            ]
+            nvml = msgspec.structs.replace(nvml, gpus=gpus)
         facts = msgspec.structs.replace(
             facts,
             redacted=False,
+            collected_at=f"2026-11-23T04:{i // 60 % 60:02d}:{i % 60:02d}Z",
             platform=msgspec.structs.replace(facts.platform, hostname=name),
+            nvml=nvml,
         )
         path = directory / f"{name}.json"
         path.write_bytes(encode_facts(facts))
@@ -81,7 +93,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 2000, 5000, 10000])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    jobs = default_jobs(max(args.nodes))
+    jobs = default_jobs()
     print(
         f"python {sys.version.split()[0]}, msgspec {msgspec.__version__}, "
         f"{os.cpu_count()} CPUs, fleet workers: {jobs}"

@@ -14,14 +14,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import SCHEMA_VERSION, Facts, encode_facts
+from blackwell_doctor.facts import SCHEMA_VERSION, Facts, NvmlFacts, encode_facts
 from blackwell_doctor.fleet.formats import FleetFormat
-from blackwell_doctor.fleet.judge import expand_inputs, judge_fleet
+from blackwell_doctor.fleet.judge import expand_inputs, judge_fleet, judgment_key
 from blackwell_doctor.fleet.model import FleetReport
 from blackwell_doctor.fleet.render import hostlist, render_fleet
 from blackwell_doctor.resources import schema_text
 from blackwell_doctor.rules.model import Status
-from tests.conftest import FACTS_FIXTURES
+from tests.conftest import FACTS_FIXTURES, REPO
 from tests.factsutil import load, replace
 
 FINDINGS = (Status.FAIL, Status.WARN, Status.ERROR)
@@ -91,6 +91,49 @@ def test_identical_findings_form_one_group_with_the_node_list(fleet_dir: Path) -
     text = render_fleet(report, FleetFormat.RICH)
     assert "12 nodes: driver.version (high)" in text
     assert "nodes: gpu[001-012]" in text
+
+
+def with_identity(facts: Facts, n: int) -> Facts:
+    """``facts`` as another machine of the same kind: other name, time and GPU UUIDs."""
+    nvml = facts.nvml
+    if isinstance(nvml, NvmlFacts):
+        gpus = [replace(g, uuid=f"GPU-{n:04d}-{g.index}") for g in nvml.gpus]
+        nvml = replace(nvml, gpus=gpus)
+    other: Facts = replace(
+        facts,
+        platform=replace(facts.platform, hostname=f"other{n}"),
+        collected_at=f"2030-01-01T00:00:{n % 60:02d}Z",
+        nvml=nvml,
+    )
+    return other
+
+
+@pytest.mark.parametrize("fixture", [p.stem for p in sorted(FACTS_FIXTURES.glob("*.json"))])
+def test_identity_fields_never_change_a_verdict(fixture: str) -> None:
+    # What lets the fleet judge identical machines once: no check reads IDENTITY_FIELDS.
+    facts = load(fixture)
+    other = with_identity(facts, 7)
+    assert judgment_key(other) == judgment_key(facts)
+    assert evaluate(other).results == evaluate(facts).results
+
+
+def test_no_rule_reads_an_identity_field() -> None:
+    rules = REPO / "src" / "blackwell_doctor" / "rules"
+    for path in sorted(rules.rglob("*.py")):
+        text = path.read_text()
+        for name in ("hostname", "collected_at", "uuid"):
+            assert name not in text, f"{path.name} reads {name}: drop it from IDENTITY_FIELDS"
+
+
+def test_the_memo_never_joins_nodes_that_differ(tmp_path: Path) -> None:
+    facts = load("sm120-driver580")
+    newer = replace(facts, nvml=replace(facts.nvml, driver_version="595.45.04"))
+    assert judgment_key(newer) != judgment_key(facts)
+    (tmp_path / "old.json").write_bytes(encode_facts(named(facts, "old")))
+    (tmp_path / "new.json").write_bytes(encode_facts(named(newer, "new")))
+    report = judge(tmp_path)
+    failing = {n for g in report.groups if g.id == "driver.version" for n in g.nodes}
+    assert failing == {"old"}
 
 
 def test_worker_processes_give_the_serial_report(fleet_dir: Path) -> None:
@@ -164,6 +207,14 @@ def test_two_files_of_one_host_are_told_apart(tmp_path: Path) -> None:
     names = sorted(n.name for n in report.nodes)
     assert len(set(names)) == 2
     assert all(n.startswith("same (") for n in names)
+
+
+def test_a_fifo_is_listed_not_opened(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "pipe.json")
+    report = judge(tmp_path / "pipe.json")
+    assert [u.reason for u in report.unjudged] == ["not a regular file"]
 
 
 def test_globs_directories_and_files_each_judged_once(fleet_dir: Path) -> None:

@@ -424,6 +424,14 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
         data = data[len(_BOM_UTF8) :]
     elif data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise FactsError(f"{source}: not a facts document: UTF-16 text; save it as UTF-8")
+    # The common case in one pass (``fleet`` decodes thousands): a current document.
+    # Anything else (older, newer, malformed) goes the careful way below.
+    try:
+        facts = msgspec.json.decode(data, type=Facts)
+        if facts.schema_version == SCHEMA_VERSION:
+            return facts
+    except (msgspec.DecodeError, RecursionError):
+        pass
     try:
         header = msgspec.json.decode(data, type=_Header)
     except RecursionError:

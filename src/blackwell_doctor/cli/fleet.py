@@ -52,15 +52,16 @@ def register(app: typer.Typer) -> None:
             typer.Option("--ignore", help="Skip these check ids or families (repeatable)."),
         ] = None,
         jobs: Annotated[
-            int | None,
+            int,
             typer.Option(
                 "--jobs",
                 "-j",
-                min=1,
+                min=0,
                 max=256,
-                help="Worker processes (default: one per CPU for 400 files or more, else 1).",
+                help="Worker processes (0: one per CPU). Default 1: identical machines are "
+                "judged once, so a pool helps only with many distinct configurations.",
             ),
-        ] = None,
+        ] = 1,
         verbose: Annotated[
             bool, typer.Option("--verbose", "-v", help="List every node of every group.")
         ] = False,
