@@ -114,6 +114,11 @@ def _fail(out: Outcome, kind: str, detail: str) -> Outcome:
     return out
 
 
+# aiohttp's message when a pooled keep-alive connection turns out to be closed by the
+# server as the request is written: the request never reached the server.
+_STALE_CONNECTION = "Can not write request body"
+
+
 async def stream_chat(
     session: aiohttp.ClientSession,
     url: str,
@@ -125,8 +130,24 @@ async def stream_chat(
     """POST ``body`` to ``url`` (a chat-completions endpoint) and time the streamed answer.
 
     Never raises for a server or network failure: the outcome names it. ``deadline_s``
-    bounds the whole request, connection included.
+    bounds the whole request, connection included. A request that could not even be
+    written on a pooled connection the server had just closed is sent once more on a new
+    one, timed from the new attempt (what browsers and urllib3 do: nothing was sent).
     """
+    out = await _stream_once(session, url, body, headers, deadline_s=deadline_s)
+    if out.error == EARLY_CLOSE and _STALE_CONNECTION in (out.detail or ""):
+        out = await _stream_once(session, url, body, headers, deadline_s=deadline_s)
+    return out
+
+
+async def _stream_once(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    deadline_s: float,
+) -> Outcome:
     out = Outcome()
     st = time.perf_counter()
     out.start_s = st

@@ -43,6 +43,8 @@ from blackwell_doctor.facts import ToolInfo
 _CAP_SHARE = 0.9
 _EQUIVALENCE_MAX_TOKENS = 48
 _PROBE_DEADLINE_S = 15.0
+# A client TTFT above twice the server's own plus this is worth a note.
+_TTFT_GAP_MS = 50.0
 _POLL_INTERVAL_S = 1.0
 
 
@@ -195,6 +197,19 @@ def _shape_result(
         notes.append(
             f"the server counted {server.generation_tokens:g} generated tokens, the client "
             f"{metrics.output_tokens} (other traffic on the server, or failed requests?)"
+        )
+    client_ttft = metrics.ttft_ms.mean
+    if (
+        server is not None
+        and server.ttft is not None
+        and server.ttft.mean_ms is not None
+        and client_ttft is not None
+        and client_ttft > 2 * server.ttft.mean_ms + _TTFT_GAP_MS
+    ):
+        notes.append(
+            f"mean TTFT is {client_ttft:.0f} ms here but {server.ttft.mean_ms:.0f} ms in the "
+            "server's own histogram: the time goes between the engine and this client "
+            "(HTTP front end, network, or a CPU-starved server or client)"
         )
     return ShapeResult(
         name=cur.shape.name,
@@ -601,8 +616,12 @@ async def run_bench(config: BenchConfig, state: RunState, progress: Progress) ->
     state.started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     state.seed = config.seed
     width = max(s.concurrency for s in config.shapes) + 4
+    # Idle pooled connections are dropped after 3 s, before the server closes them: vLLM's
+    # uvicorn keeps an idle connection 5 s (VLLM_HTTP_TIMEOUT_KEEP_ALIVE), and a POST on a
+    # connection the server has just closed fails ("Can not write request body") instead of
+    # being measured.
     connector = aiohttp.TCPConnector(
-        limit=width, limit_per_host=width, ttl_dns_cache=300, keepalive_timeout=60
+        limit=width, limit_per_host=width, ttl_dns_cache=300, keepalive_timeout=3.0
     )
     async with aiohttp.ClientSession(
         connector=connector,
