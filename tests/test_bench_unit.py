@@ -337,7 +337,7 @@ def test_a_file_that_is_not_a_run_is_exit_2(
     other = tmp_path / "facts.json"
     other.write_text('{"schema_version": 7}')
     assert main(["bench", "--compare", str(other), str(other)]) == 2
-    assert "not a bench run of schema_version 1" in capsys.readouterr().err
+    assert "not a bench run of schema_version 1 or 2" in capsys.readouterr().err
 
 
 def test_url_forms() -> None:

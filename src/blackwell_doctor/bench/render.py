@@ -8,6 +8,7 @@ from blackwell_doctor.bench.report import (
     BenchRun,
     CompareDocument,
     ShapeResult,
+    SoakResult,
     Stats,
 )
 
@@ -102,7 +103,101 @@ def render_run(doc: BenchRun, *, markdown: bool = False) -> str:
     for shape in doc.shapes:
         out.append("")
         out += _shape_lines(shape, markdown=markdown)
+    if doc.soak is not None:
+        out.append("")
+        out += _soak_lines(doc.soak, markdown=markdown)
     return "\n".join(out) + "\n"
+
+
+def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
+    head = (
+        f"soak {soak.shape}: {soak.duration_s:,.0f} of {soak.duration_s_requested:,.0f} s, "
+        f"{len(soak.intervals)} intervals of {soak.interval_s:g} s"
+    )
+    if not soak.complete:
+        head += " (partial)"
+    out = [f"### {head}" if markdown else head]
+    size = "" if soak.input_size_source == "tokenize" else " (estimated)"
+    errors = (
+        " — errors: " + ", ".join(f"{k} {v}" for k, v in sorted(soak.errors.items()))
+        if soak.errors
+        else ""
+    )
+    out.append(
+        f"{soak.concurrency} concurrent, ~{soak.input_tokens} tokens in{size}, up to "
+        f"{soak.output_tokens_max} out; {soak.completed}/{soak.requests} requests ok{errors}; "
+        f"{_f(soak.output_tokens_per_s)} output tok/s; {soak.drain_requests} finished after "
+        "the end (in the totals only)"
+    )
+    out.append(f"KV cache: {soak.kv_cache}; GPU memory: {soak.gpu_memory}")
+    if markdown:
+        out.append("")
+    rows = [
+        [
+            "#",
+            "s",
+            "requests",
+            "errors",
+            "out tok/s",
+            "TTFT p50",
+            "TTFT p99",
+            "ITL p50",
+            "ITL p99",
+            "KV %",
+            "KV peak %",
+            "preempt",
+            "GPU MiB",
+        ]
+    ]
+    for iv in soak.intervals:
+        gpu = (
+            "/".join("-" if v is None else f"{v:,.0f}" for v in iv.gpu_memory_used_mib)
+            if iv.gpu_memory_used_mib
+            else "-"
+        )
+        rows.append(
+            [
+                f"{iv.index + 1}{'*' if iv.partial else ''}",
+                f"{iv.start_s:,.0f}-{iv.end_s:,.0f}",
+                str(iv.requests),
+                str(sum(iv.errors.values())),
+                _f(iv.output_tokens_per_s),
+                _f(iv.ttft_ms.p50, 2),
+                _f(iv.ttft_ms.p99, 2),
+                _f(iv.itl_ms.p50, 2),
+                _f(iv.itl_ms.p99, 2),
+                _f(iv.kv_cache_usage_pct, 2),
+                _f(iv.kv_cache_usage_peak_pct, 2),
+                _f(iv.preemptions, 0),
+                gpu,
+            ]
+        )
+    out += _table(rows, markdown=markdown)
+    if any(iv.partial for iv in soak.intervals):
+        out.append("* partial interval: shown, not fitted")
+    if markdown:
+        out.append("")
+    rows = [["trend", "per hour", f"{soak.per_trend_confidence:.2%} interval", "verdict"]]
+    for t in soak.trends:
+        per_hour = "-" if t.slope_per_hour is None else f"{t.slope_per_hour:+,.2f} {t.unit}"
+        ci = (
+            "-"
+            if t.ci_low_per_hour is None or t.ci_high_per_hour is None
+            else f"[{t.ci_low_per_hour:+,.2f}, {t.ci_high_per_hour:+,.2f}]"
+        )
+        rows.append([t.quantity, per_hour, ci, t.verdict])
+    out += _table(rows, markdown=markdown)
+    if markdown:
+        out.append("")
+    for t in soak.trends:
+        out.append(f"{'finding' if t.verdict == 'growing' else 'trend'}: {t.reason}")
+    out.append(
+        f"growing needs the interval above 0 and the rates of checks/soak.toml; the "
+        f"intervals hold together at {soak.confidence:.0%}"
+    )
+    for note in soak.notes:
+        out.append(f"note: {note}")
+    return out
 
 
 def render_compare(doc: CompareDocument, *, markdown: bool = False) -> str:

@@ -6,7 +6,9 @@ import msgspec
 
 from blackwell_doctor.facts import ToolInfo
 
-BENCH_SCHEMA_VERSION = 1
+# 2: the optional ``soak`` section (``bench --soak``). Version 1 documents are still read.
+BENCH_SCHEMA_VERSION = 2
+READABLE_BENCH_SCHEMA_VERSIONS = (1, 2)
 # Where a token count comes from: the server's usage, or this client's estimate.
 USAGE = "usage"
 ESTIMATED = "estimated"
@@ -124,6 +126,77 @@ class ServerInfo(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None  # why the server could not be asked (e.g. unreachable)
 
 
+class SoakInterval(msgspec.Struct, frozen=True, kw_only=True):
+    """One interval of a soak. Requests count in the interval in which they finished."""
+
+    index: int
+    start_s: float  # since the soak's first request
+    end_s: float
+    partial: bool  # cut short (the soak's end or Ctrl-C): shown, never fitted
+    requests: int  # finished in the interval, ok or failed
+    completed: int
+    errors: dict[str, int]
+    output_tokens: int
+    output_tokens_per_s: float | None
+    ttft_ms: Stats
+    itl_ms: Stats
+    # The server's vllm:kv_cache_usage_perc x 100, mean and peak of the samples taken in
+    # the interval; null without /metrics or without that gauge.
+    kv_cache_usage_pct: float | None
+    kv_cache_usage_peak_pct: float | None
+    kv_samples: int
+    preemptions: float | None  # the server's counter over the interval
+    # NVML used memory of each GPU (by NVML index) at the interval's end; null when the
+    # sample failed or NVML is unavailable.
+    gpu_memory_used_mib: list[float | None] | None
+
+
+class Trend(msgspec.Struct, frozen=True, kw_only=True):
+    """A per-interval series fitted against time (Theil-Sen, Sen's interval)."""
+
+    quantity: str  # "kv_cache_usage_pct", "gpu<N>_memory_used_mib", "itl_p50_ms"
+    unit: str  # "pp" (percentage points), "MiB", "ms"
+    intervals: int  # fitted (full intervals after the warm-up ones)
+    first: float | None  # observed, first fitted interval
+    last: float | None  # observed, last fitted interval
+    slope_per_hour: float | None
+    ci_low_per_hour: float | None
+    ci_high_per_hour: float | None
+    growth: float | None  # the fitted line's rise over the fitted span, in unit
+    growth_pct: float | None  # that rise against the line's start (ITL)
+    # "growing" (a finding), "no trend", "too few intervals", "unavailable"
+    verdict: str
+    reason: str  # one sentence with the numbers and the thresholds
+
+
+class SoakResult(msgspec.Struct, frozen=True, kw_only=True):
+    shape: str
+    description: str
+    concurrency: int
+    input_tokens: int
+    input_size_source: str
+    output_tokens_max: int
+    duration_s_requested: float
+    duration_s: float  # first request to the soak's end (or Ctrl-C); the drain excluded
+    interval_s: float
+    complete: bool
+    requests: int  # every finished request, the drain's included
+    completed: int
+    errors: dict[str, int]
+    output_tokens: int
+    output_tokens_per_s: float | None  # completed output tokens / duration_s (drain excluded)
+    drain_requests: int  # in flight at the end, finished after it: totals only
+    kv_cache: str  # "sampled" or "unavailable: <reason>"
+    gpu_memory: str  # "sampled" or "unavailable: <reason>"
+    gpu_total_mib: list[float | None]
+    confidence: float  # of all the trend intervals together (family-wise)
+    per_trend_confidence: float  # of each (Bonferroni)
+    intervals: list[SoakInterval]
+    trends: list[Trend]
+    findings: list[str]
+    notes: list[str]
+
+
 class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int
     tool: ToolInfo
@@ -135,6 +208,7 @@ class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
     findings: list[str]
     shapes: list[ShapeResult]
     exit_code: int
+    soak: SoakResult | None = None  # schema_version 2
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,10 +273,10 @@ def decode_run(data: bytes, *, source: str) -> BenchRun:
     except msgspec.DecodeError as exc:
         raise RunFileError(f"{source} is not JSON: {exc}") from None
     version = head.get("schema_version")
-    if version != BENCH_SCHEMA_VERSION:
+    if version not in READABLE_BENCH_SCHEMA_VERSIONS or isinstance(version, bool):
+        readable = " or ".join(str(v) for v in READABLE_BENCH_SCHEMA_VERSIONS)
         raise RunFileError(
-            f"{source}: not a bench run of schema_version {BENCH_SCHEMA_VERSION} "
-            f"(schema_version: {version!r})"
+            f"{source}: not a bench run of schema_version {readable} (schema_version: {version!r})"
         )
     try:
         return msgspec.json.decode(data, type=BenchRun)

@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -436,18 +436,19 @@ async def _settled_metrics(srv: _Server, model: str | None) -> Snapshot | None:
     return last
 
 
-async def _measure_shape(
-    srv: _Server,
-    config: BenchConfig,
-    state: RunState,
-    shape: Shape,
-    live: Live,
-    progress: Progress,
-) -> None:
-    server = state.server
-    assert server is not None
+@dataclass(frozen=True)
+class PromptSize:
+    target: int  # tokens asked for, after the server's max_model_len cap
+    n_words: int  # synthetic words per prompt that give about that many tokens
+    source: str  # "tokenize" (the server's /tokenize) or "estimated"
+    notes: list[str]
+
+
+async def prompt_size(
+    srv: _Server, config: BenchConfig, server: ServerInfo, shape: Shape
+) -> PromptSize:
+    """How many synthetic words make ``shape``'s prompt, capped by the server's context."""
     assert server.model is not None
-    model = server.model
     notes: list[str] = []
     target = shape.input_tokens
     if server.max_model_len is not None:
@@ -465,11 +466,28 @@ async def _measure_shape(
             )
             target = cap
     if server.tokenize_endpoint:
-        n_words = await _calibrate(srv, model, shape, target, config.seed)
+        n_words = await _calibrate(srv, server.model, shape, target, config.seed)
         size_source = "tokenize"
     else:
         n_words = max(1, round(target / prompts.TOKENS_PER_WORD_ESTIMATE))
         size_source = ESTIMATED
+    return PromptSize(target=target, n_words=n_words, source=size_source, notes=notes)
+
+
+async def _measure_shape(
+    srv: _Server,
+    config: BenchConfig,
+    state: RunState,
+    shape: Shape,
+    live: Live,
+    progress: Progress,
+) -> None:
+    server = state.server
+    assert server is not None
+    assert server.model is not None
+    model = server.model
+    size = await prompt_size(srv, config, server, shape)
+    target, n_words, size_source, notes = size.target, size.n_words, size.source, size.notes
     total = config.requests or shape.requests
     chat_url = srv.endpoint.url("/v1/chat/completions")
 
@@ -610,12 +628,15 @@ async def _measure_shape(
     progress(live)
 
 
-async def run_bench(config: BenchConfig, state: RunState, progress: Progress) -> None:
-    """Measure every shape of ``config`` into ``state``."""
+@contextlib.asynccontextmanager
+async def connect(
+    config: BenchConfig, state: RunState, *, width: int
+) -> AsyncIterator[_Server | None]:
+    """A session to the server with room for ``width`` connections, after asking it what
+    it serves (into ``state``); None when it could not be asked."""
     endpoint = parse_url(config.url)
     state.started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     state.seed = config.seed
-    width = max(s.concurrency for s in config.shapes) + 4
     # Idle pooled connections are dropped after 3 s, before the server closes them: vLLM's
     # uvicorn keeps an idle connection 5 s (VLLM_HTTP_TIMEOUT_KEEP_ALIVE), and a POST on a
     # connection the server has just closed fails ("Can not write request body") instead of
@@ -629,7 +650,14 @@ async def run_bench(config: BenchConfig, state: RunState, progress: Progress) ->
         read_bufsize=1 << 20,
     ) as session:
         srv = _Server(session, endpoint, config.api_key, config.deadline_s)
-        if not await _discover(srv, config, state):
+        yield srv if await _discover(srv, config, state) else None
+
+
+async def run_bench(config: BenchConfig, state: RunState, progress: Progress) -> None:
+    """Measure every shape of ``config`` into ``state``."""
+    width = max(s.concurrency for s in config.shapes) + 4
+    async with connect(config, state, width=width) as srv:
+        if srv is None:
             return
         live = Live()
         for shape in config.shapes:

@@ -27,9 +27,14 @@ outputs for equivalence, the server's /metrics beside the client's.
 `bench --compare before.json after.json` reports every change with a bootstrap interval
 and a verdict, and a scorecard.
 
-Exit codes: 0 every request succeeded (compare: no regression past --fail-on-regression);
-1 some requests failed or the server could not be reached (compare: a regression);
-2 bad input; 130 interrupted (the partial result is written)."""
+`bench --soak 8h` holds one shape's load (default: concurrent) for that long and reports
+per interval latency, throughput, the server's KV-cache use and each GPU's used memory,
+then whether any of them grows (Theil-Sen slope per hour, thresholds in checks/soak.toml).
+
+Exit codes: 0 every request succeeded (compare: no regression past --fail-on-regression;
+soak: nothing grows); 1 some requests failed or the server could not be reached (compare:
+a regression; soak: a growing trend); 2 bad input; 130 interrupted (the partial result is
+written)."""
 
 
 class _Display:
@@ -43,13 +48,14 @@ class _Display:
         self._last: tuple[str, str] = ("", "")
         self._step = -1
         self._live: RichLive | None = None
+        self._message = ""
 
     def line(self) -> str:
         from blackwell_doctor.bench.stats import percentile
 
         live = self._state
         if live is None:
-            return "asking the server what it serves..."
+            return self._message or "asking the server what it serves..."
 
         def p50(values: list[float]) -> str:
             return "-" if not values else f"{percentile(sorted(values), 50) * 1000:.1f}"
@@ -78,6 +84,15 @@ class _Display:
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
             self._live.stop()
+
+    def message(self, line: str) -> None:
+        """A progress line of its own (the soak's, one per interval)."""
+        self._message = line
+        if self._live is not None:
+            self._live.console.print(line, markup=False, highlight=False)
+        else:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
 
     def __call__(self, live: Live) -> None:
         self._state = live
@@ -188,6 +203,23 @@ def register(app: typer.Typer) -> None:
                 "--resamples", min=100, max=100_000, help="With --compare: bootstrap resamples."
             ),
         ] = 2000,
+        soak: Annotated[
+            str | None,
+            typer.Option(
+                "--soak",
+                metavar="DURATION",
+                help="Hold one shape's load this long (60s, 30m, 8h, 1h30m) and report per "
+                "interval, with KV-cache and GPU memory growth per hour.",
+            ),
+        ] = None,
+        soak_interval: Annotated[
+            str | None,
+            typer.Option(
+                "--soak-interval",
+                metavar="DURATION",
+                help="With --soak: the interval (default: about 30 of them, 5 s to 60 s).",
+            ),
+        ] = None,
     ) -> None:
         from blackwell_doctor.errors import UserError
 
@@ -208,6 +240,26 @@ def register(app: typer.Typer) -> None:
             raise UserError("--fail-on-regression applies to --compare")
         if url is None:
             raise UserError("bench needs --url (or --compare BEFORE AFTER)")
+        if soak is not None:
+            for name, given in (("--requests", requests), ("--duration", duration)):
+                if given is not None:
+                    raise UserError(f"--soak runs until its DURATION; it does not take {name}")
+            _soak(
+                url=url,
+                model=model,
+                output=output,
+                fmt=fmt,
+                shapes_file=shapes_file,
+                shape_names=shape_names or [],
+                seed=seed,
+                request_timeout=request_timeout,
+                api_key=api_key,
+                soak=soak,
+                soak_interval=soak_interval,
+            )
+            return
+        if soak_interval is not None:
+            raise UserError("--soak-interval applies to --soak")
         _run(
             url=url,
             model=model,
@@ -270,6 +322,74 @@ def _run(
     except KeyboardInterrupt:
         interrupted = True
     doc = runner.build_document(state, interrupted=interrupted)
+    if output is not None:
+        write(report.encode(doc), output)
+    if fmt is BenchFormat.JSON:
+        if output is None:
+            write(report.encode(doc), None)
+    else:
+        write(render.render_run(doc, markdown=fmt is BenchFormat.MARKDOWN), None)
+    if output is not None:
+        sys.stderr.write(f"wrote {output} (exit {doc.exit_code})\n")
+    raise typer.Exit(doc.exit_code)
+
+
+def _soak(
+    *,
+    url: str,
+    model: str | None,
+    output: Path | None,
+    fmt: BenchFormat,
+    shapes_file: Path | None,
+    shape_names: list[str],
+    seed: int,
+    request_timeout: float,
+    api_key: str | None,
+    soak: str,
+    soak_interval: str | None,
+) -> None:
+    import asyncio
+
+    from blackwell_doctor.bench import render, report, runner
+    from blackwell_doctor.bench import soak as soaking
+    from blackwell_doctor.bench.shapes import ShapeError, load_shapes, select_shapes
+    from blackwell_doctor.bench.soak_trend import load_rules
+    from blackwell_doctor.cli.output import write
+    from blackwell_doctor.errors import UserError
+
+    try:
+        duration_s = soaking.parse_duration(soak, option="--soak")
+        interval_s = (
+            soaking.default_interval(duration_s)
+            if soak_interval is None
+            else soaking.parse_duration(soak_interval, option="--soak-interval")
+        )
+        soaking.check_interval(duration_s, interval_s)
+        if len(shape_names) > 1:
+            raise UserError("--soak holds the load of one shape: give at most one --shape")
+        shapes = select_shapes(load_shapes(shapes_file), shape_names or ["concurrent"])
+        runner.parse_url(url)
+    except (soaking.SoakError, ShapeError, runner.UrlError) as exc:
+        raise UserError(str(exc)) from None
+    rules = load_rules()
+    config = runner.BenchConfig(
+        url=url,
+        model=model,
+        api_key=api_key or None,
+        shapes=shapes,
+        seed=seed,
+        deadline_s=request_timeout,
+        equivalence=False,
+    )
+    state = runner.RunState()
+    soak_state = soaking.SoakState(shape=shapes[0], duration_s=duration_s, interval_s=interval_s)
+    interrupted = False
+    try:
+        with _Display() as display:
+            asyncio.run(soaking.run_soak(config, state, soak_state, display.message))
+    except KeyboardInterrupt:
+        interrupted = True
+    doc = soaking.build_document(state, soak_state, rules, interrupted=interrupted)
     if output is not None:
         write(report.encode(doc), output)
     if fmt is BenchFormat.JSON:

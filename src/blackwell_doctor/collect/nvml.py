@@ -248,6 +248,11 @@ class RealNvml:
     def device_memory_total(self, index: int) -> int:
         return int(self._call("nvmlDeviceGetMemoryInfo", self._handle(index)).total)
 
+    def device_memory_used_total(self, index: int) -> tuple[int, int]:
+        """(used, total) bytes: what ``bench --soak`` samples each interval."""
+        info = self._call("nvmlDeviceGetMemoryInfo", self._handle(index))
+        return int(info.used), int(info.total)
+
     def p2p_status(self, index_a: int, index_b: int, caps_index: int) -> int:
         handle_a, handle_b = self._handle(index_a), self._handle(index_b)
         # int(): a plain int reaches ctypes whatever the caller passed (see P2P_CAPS_INDEX).
