@@ -203,16 +203,17 @@ def judge(
     start = fit.intercept + fit.slope * series.hours[0]
     growth = fit.slope * span
     growth_pct = growth / start * 100.0 if start > 0 else None
-    level = f"{rules.confidence:.2%}"
     interval = (
         "no interval"
         if fit.low is None or fit.high is None
-        else f"{level} interval {_num(fit.low, unit)} to {_num(fit.high, unit)} per hour"
+        else f"{rules.confidence:.2%} interval {_num(fit.low, unit)} to "
+        f"{_num(fit.high, unit)} per hour"
     )
+    level = "%" if unit == "pp" else unit  # a level in %, its changes in percentage points
     head = (
         f"{series.label} {_num(fit.slope, unit)} per hour ({interval}) over "
         f"{_span(span)} of {len(series.values)} intervals, "
-        f"{series.values[0]:,.2f} -> {series.values[-1]:,.2f} {unit}"
+        f"{series.values[0]:,.2f} -> {series.values[-1]:,.2f} {level}"
     )
     why: list[str] = []
     if fit.low is None or fit.low <= 0:
@@ -221,9 +222,10 @@ def judge(
         why.append(f"below {min_rate_per_hour:g} {unit} per hour")
     if min_growth is not None and growth < min_growth:
         why.append(f"a fitted rise of {_num(growth, unit)}, below {min_growth:g} {unit}")
-    if min_growth_pct is not None and (growth_pct is None or growth_pct < min_growth_pct):
-        shown = "-" if growth_pct is None else f"{growth_pct:+.1f}%"
-        why.append(f"a fitted rise of {shown}, below {min_growth_pct:g}%")
+    if min_growth_pct is not None and growth_pct is None:
+        why.append(f"no relative rise from a fitted start of {start:.2f} {unit}")
+    elif min_growth_pct is not None and growth_pct is not None and growth_pct < min_growth_pct:
+        why.append(f"a fitted rise of {growth_pct:+.1f}%, below {min_growth_pct:g}%")
     if why:
         verdict, reason = NO_TREND, f"no trend: {head}; " + ", ".join(why)
     else:
