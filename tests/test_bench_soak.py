@@ -129,6 +129,12 @@ def test_a_growing_kv_cache_is_a_finding_with_its_numbers() -> None:
     assert trend.ci_high_per_hour is not None
     assert 0 < trend.ci_low_per_hour <= 3.0 <= trend.ci_high_per_hour
     assert trend.growth == pytest.approx(3.0 * (hours(n, 60)[-1] - hours(n, 60)[0]), rel=0.05)
+    # First to last fitted interval: the rise, with its interval estimate around it.
+    assert trend.growth_low is not None
+    assert trend.growth_high is not None
+    assert trend.growth is not None
+    assert 0 < trend.growth_low <= trend.growth <= trend.growth_high
+    assert "fitted rise +2" in trend.reason
     assert "per hour" in trend.reason
     # 100% - ~64% left at 3 pp/h: about 12 hours.
     assert "exhausted in ~1" in trend.reason
@@ -239,6 +245,8 @@ def test_itl_that_drifts_up_by_a_third_is_a_finding_and_flat_itl_is_not() -> Non
     up = judge(itl(grow), RULES.fit, min_growth_pct=RULES.itl.min_growth_pct)
     assert up.verdict == GROWING
     assert up.growth_pct == pytest.approx(33.0, abs=3.0)
+    assert "(+3" in up.reason  # the rise as a share of the start, with its interval
+    assert "of the start" in up.reason
     level = judge(itl(flat), RULES.fit, min_growth_pct=RULES.itl.min_growth_pct)
     assert level.verdict == NO_TREND
 

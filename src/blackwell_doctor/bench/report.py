@@ -163,7 +163,9 @@ class Trend(msgspec.Struct, frozen=True, kw_only=True):
     ci_low_per_hour: float | None
     ci_high_per_hour: float | None
     growth: float | None  # the fitted line's rise over the fitted span, in unit
-    growth_pct: float | None  # that rise against the line's start (ITL)
+    growth_low: float | None  # the rise at the slope interval's ends: first interval to
+    growth_high: float | None  # last, with its interval estimate
+    growth_pct: float | None  # the rise against the line's start (ITL)
     # "growing" (a finding), "no trend", "too few intervals", "unavailable"
     verdict: str
     reason: str  # one sentence with the numbers and the thresholds

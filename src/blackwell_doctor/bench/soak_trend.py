@@ -172,6 +172,8 @@ def _bare(series: Series, verdict: str, reason: str) -> Trend:
         ci_low_per_hour=None,
         ci_high_per_hour=None,
         growth=None,
+        growth_low=None,
+        growth_high=None,
         growth_pct=None,
         verdict=verdict,
         reason=reason,
@@ -210,10 +212,11 @@ def judge(
         f"{_num(fit.high, unit)} per hour"
     )
     level = "%" if unit == "pp" else unit  # a level in %, its changes in percentage points
+    digits = 0 if unit == "MiB" else 2
     head = (
         f"{series.label} {_num(fit.slope, unit)} per hour ({interval}) over "
         f"{_span(span)} of {len(series.values)} intervals, "
-        f"{series.values[0]:,.2f} -> {series.values[-1]:,.2f} {level}"
+        f"{series.values[0]:,.{digits}f} -> {series.values[-1]:,.{digits}f} {level}"
     )
     why: list[str] = []
     if fit.low is None or fit.low <= 0:
@@ -230,8 +233,15 @@ def judge(
         verdict, reason = NO_TREND, f"no trend: {head}; " + ", ".join(why)
     else:
         verdict, reason = GROWING, f"growing: {head}"
+        assert fit.low is not None
+        assert fit.high is not None
+        low, high = fit.low * span, fit.high * span
+        reason += f"; fitted rise {_num(growth, unit)} ({_num(low, unit)} to {_num(high, unit)})"
         if growth_pct is not None and min_growth_pct is not None:
-            reason += f" ({growth_pct:+.1f}% over the soak)"
+            reason += (
+                f", {growth_pct:+.1f}% ({low / start * 100.0:+.1f}% to "
+                f"{high / start * 100.0:+.1f}%) of the start"
+            )
         if series.ceiling is not None and fit.slope > 0:
             left = (series.ceiling - series.values[-1]) / fit.slope
             reason += f"; at this rate exhausted in ~{max(0.0, left):,.0f} h"
@@ -245,6 +255,8 @@ def judge(
         ci_low_per_hour=fit.low,
         ci_high_per_hour=fit.high,
         growth=growth,
+        growth_low=None if fit.low is None else fit.low * span,
+        growth_high=None if fit.high is None else fit.high * span,
         growth_pct=growth_pct,
         verdict=verdict,
         reason=reason,
