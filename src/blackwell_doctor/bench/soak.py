@@ -193,6 +193,18 @@ class SoakState:
 Message = Callable[[str], None]
 
 
+def live_line(soak: SoakState) -> str:
+    """The terminal's live line while a soak runs (redrawn a few times a second)."""
+    if not soak.t0:
+        return f"soak {soak.shape.name}: asking the server, warming up..."
+    elapsed = min(time.perf_counter() - soak.t0, soak.duration_s)
+    failed = sum(soak.errors.values())
+    return (
+        f"soak {soak.shape.name}: {elapsed:,.0f}/{soak.duration_s:,.0f} s, "
+        f"{soak.requests} requests finished" + (f", {failed} failed" if failed else "")
+    )
+
+
 def interval_line(soak: SoakState, iv: SoakInterval) -> str:
     """One progress line per closed interval."""
     planned = math.ceil(soak.duration_s / soak.interval_s - 1e-9)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -48,14 +49,14 @@ class _Display:
         self._last: tuple[str, str] = ("", "")
         self._step = -1
         self._live: RichLive | None = None
-        self._message = ""
+        self.status: Callable[[], str] | None = None  # the live line when no shape runs
 
     def line(self) -> str:
         from blackwell_doctor.bench.stats import percentile
 
         live = self._state
         if live is None:
-            return self._message or "asking the server what it serves..."
+            return self.status() if self.status else "asking the server what it serves..."
 
         def p50(values: list[float]) -> str:
             return "-" if not values else f"{percentile(sorted(values), 50) * 1000:.1f}"
@@ -87,7 +88,6 @@ class _Display:
 
     def message(self, line: str) -> None:
         """A progress line of its own (the soak's, one per interval)."""
-        self._message = line
         if self._live is not None:
             self._live.console.print(line, markup=False, highlight=False)
         else:
@@ -386,6 +386,7 @@ def _soak(
     interrupted = False
     try:
         with _Display() as display:
+            display.status = lambda: soaking.live_line(soak_state)
             asyncio.run(soaking.run_soak(config, state, soak_state, display.message))
     except KeyboardInterrupt:
         interrupted = True
