@@ -54,7 +54,11 @@ def test_prerequisites_run_even_when_not_selected() -> None:
         (["driver"], [], ["driver.version", "driver.cuda_version", "driver.consistency"]),
         (["driver.version"], [], ["driver.version"]),
         (["driver", "pci"], ["driver.consistency", "pci.acs"], None),
-        ([], ["gpu", "driver", "pci", "p2p", "probe", "logs", "model"], ["platform.wsl"]),
+        (
+            [],
+            ["gpu", "driver", "pci", "p2p", "probe", "logs", "model", "serving"],
+            ["platform.wsl"],
+        ),
     ],
 )
 def test_selection_by_dotted_prefix(
@@ -109,7 +113,17 @@ def test_catalogue_and_code_must_agree() -> None:
 def test_every_catalogue_entry_has_a_title_severity_and_remedy_for_warn_or_fail() -> None:
     for spec in load_rule_data().checks.values():
         assert spec.title
-        assert spec.family in {"gpu", "driver", "platform", "pci", "p2p", "probe", "logs", "model"}
+        assert spec.family in {
+            "gpu",
+            "driver",
+            "platform",
+            "pci",
+            "p2p",
+            "probe",
+            "logs",
+            "model",
+            "serving",
+        }
         assert spec.remedy is not None, f"{spec.id} has no remedy"
 
 

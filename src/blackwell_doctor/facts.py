@@ -18,12 +18,18 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from blackwell_doctor.facts_bench import BenchFacts
 from blackwell_doctor.facts_model import ModelFacts
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Version 1 froze verdicts into the facts (P2P pair verdicts, log finding severities);
-# :func:`decode_facts` converts it to version 2 on read.
+# :func:`decode_facts` converts it on read. Version 3 added ``bench`` (a bench run's
+# measurements): a version 2 document is a version 3 one without it. The version was bumped
+# so that an older tool refuses a capture with bench results ("upgrade") instead of
+# dropping them without a word and judging the rest.
 OLDEST_SCHEMA_VERSION = 1
+# Versions whose documents decode as the current one as they are (only fields added since).
+_ADDITIVE_SINCE = 2
 
 
 class Unavailable(msgspec.Struct, frozen=True, tag_field="status", tag="unavailable"):
@@ -404,6 +410,9 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     # The model directory given with --model-dir (config, quantization, safetensors
     # headers; never weights); None: none given.
     model: ModelFacts | Unavailable | None = None
+    # A bench run against the server (collect --bench run.json): its measurements, judged
+    # by the serving.* checks; None: none given.
+    bench: BenchFacts | None = None
     # For fixtures and hand-made captures: where the numbers came from.
     provenance: str | None = None
 
@@ -430,6 +439,8 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
         facts = msgspec.json.decode(data, type=Facts)
         if facts.schema_version == SCHEMA_VERSION:
             return facts
+        if _ADDITIVE_SINCE <= facts.schema_version < SCHEMA_VERSION:
+            return msgspec.structs.replace(facts, schema_version=SCHEMA_VERSION)
     except (msgspec.DecodeError, RecursionError):
         pass
     try:
@@ -471,14 +482,15 @@ class _Header(msgspec.Struct):
     schema_version: int
 
 
-# --------------------------------------------------------------------------- version 1
+# --------------------------------------------------------------------------- older versions
 
 
 def _upgrade(doc: Any) -> Any:
-    """A version 1 document as version 2: the frozen verdicts become what they were drawn
-    from, so the current rules judge it (a v1 pair "slower-than-host" becomes its measured
-    bandwidths, fully verified; a v1 log finding loses its severity and check). Anything
-    malformed is left for the typed conversion to reject."""
+    """An older document as the current version. Version 1's frozen verdicts become what
+    they were drawn from, so the current rules judge it (a v1 pair "slower-than-host"
+    becomes its measured bandwidths, fully verified; a v1 log finding loses its severity
+    and check); version 2 only lacks ``bench``. Anything malformed is left for the typed
+    conversion to reject."""
     if not isinstance(doc, dict):
         return doc
     doc = dict(doc, schema_version=SCHEMA_VERSION)

@@ -59,6 +59,9 @@ class FactsRequest:
     # --facts the directory is usually on that node: read when it exists here, otherwise the
     # file's own model section (collect --model-dir on that node) stands.
     model_dir: Path | None = None
+    # --bench: a bench run document (``bench -o``) read into facts.bench, for the serving.*
+    # checks; it replaces the bench section a --facts file carries.
+    bench_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -93,11 +96,39 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
         source = "live"
     facts = with_logs(facts, request.logs, host_root=request.host_root, stdin=stdin)
     facts = with_model(facts, request.model_dir, required=request.facts_file is None)
+    facts = with_bench(facts, request.bench_file, stdin=stdin)
     if request.redact:
         from blackwell_doctor.collect import redact_identity
 
         facts = redact_identity(facts)
+        if facts.bench is not None:
+            import msgspec
+
+            from blackwell_doctor.facts_bench import redact_url
+
+            bench = msgspec.structs.replace(facts.bench, url=redact_url(facts.bench.url))
+            facts = msgspec.structs.replace(facts, bench=bench)
     return Obtained(facts, source)
+
+
+def with_bench(facts: Facts, bench_file: Path | None, *, stdin: BinaryIO) -> Facts:
+    """``facts`` with the bench run in ``bench_file`` (``-``: standard input) as its bench
+    section; a file that cannot be read or is not a bench run is a UserError."""
+    if bench_file is None:
+        return facts
+    import msgspec
+
+    from blackwell_doctor.bench.as_facts import BenchFileError, read_bench
+
+    try:
+        data = stdin.read() if str(bench_file) == STDIN else bench_file.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read bench file {bench_file}: {exc.strerror or exc}") from None
+    try:
+        bench = read_bench(data, source=str(bench_file))
+    except BenchFileError as exc:
+        raise UserError(f"--bench {exc}") from None
+    return msgspec.structs.replace(facts, bench=bench)
 
 
 def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: BinaryIO) -> Facts:
@@ -182,6 +213,10 @@ def _check_logs(logs: LogRequest) -> None:
 
 def _check_request(request: FactsRequest) -> None:
     _check_logs(request.logs)
+    if str(request.bench_file) == STDIN and (
+        request.logs.reads_stdin or str(request.facts_file) == STDIN
+    ):
+        raise UserError("--bench - cannot share standard input with --facts - or --logs -")
     if request.facts_file is None:
         return
     for name, given in (

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from blackwell_doctor.facts import (
+    SCHEMA_VERSION,
     LogFacts,
     LogFinding,
     LogSource,
@@ -157,6 +158,6 @@ def test_a_version_1_severity_is_not_replayed() -> None:
     for finding in doc["logs"]["findings"]:
         finding.update(severity="info", check="logs.platform")
     facts = decode_facts(json.dumps(doc).encode())
-    assert facts.schema_version == 2
+    assert facts.schema_version == SCHEMA_VERSION
     assert result(facts, "logs.moe_kernels").status is Status.FAIL
     assert result(facts, "logs.platform").status is Status.PASS

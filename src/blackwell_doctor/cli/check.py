@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
+    BenchFile,
     CheckModelDir,
     Containers,
     FailOn,
@@ -62,6 +63,7 @@ def check(
     journal: Journal = False,
     kernel_log: KernelLog = False,
     model_dir: CheckModelDir = None,
+    bench: BenchFile = None,
     embed_facts: Annotated[
         bool, typer.Option("--embed-facts", help="Include the judged facts in JSON output.")
     ] = False,
@@ -87,6 +89,7 @@ def check(
         journal=journal,
         kernel_log=kernel_log,
         model_dir=model_dir,
+        bench=bench,
     )
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     try:

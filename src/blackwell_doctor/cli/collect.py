@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
+    BenchFile,
     CheckModelDir,
     Containers,
     GpuTimeout,
@@ -41,6 +42,7 @@ def collect(
     journal: Journal = False,
     kernel_log: KernelLog = False,
     model_dir: CheckModelDir = None,
+    bench: BenchFile = None,
 ) -> None:
     """Write the facts document: everything read from this host, for `check --facts`."""
     from blackwell_doctor.facts import encode_facts
@@ -56,6 +58,7 @@ def collect(
         kernel_log=kernel_log,
         redact=redact,
         model_dir=model_dir,
+        bench=bench,
     )
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     write(encode_facts(obtained.facts).decode("utf-8"), output)

@@ -94,6 +94,7 @@ def facts_request(
     kernel_log: bool,
     redact: bool = False,
     model_dir: Path | None = None,
+    bench: Path | None = None,
 ) -> FactsRequest:
     """The options above as the request :func:`blackwell_doctor.obtain.obtain_facts` takes."""
     return FactsRequest(
@@ -103,6 +104,7 @@ def facts_request(
         probes=not no_probe,
         redact=redact,
         model_dir=model_dir,
+        bench_file=bench,
         logs=LogRequest(
             paths=tuple(logs or ()),
             containers=tuple(containers or ()),
@@ -120,6 +122,16 @@ CheckModelDir = Annotated[
         help="Also read this model directory (config, quantization, safetensors headers; "
         "never the weights) and run the model checks: does it fit, does the SM 12.x tile "
         "problem apply to it.",
+    ),
+]
+
+# check, collect, recommend: a bench run judged by the serving.* checks.
+BenchFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--bench",
+        help="A bench run document (`blackwell-doctor bench -o run.json`; - for stdin): its "
+        "figures are judged by the serving checks (collect stores them in the facts).",
     ),
 ]
 

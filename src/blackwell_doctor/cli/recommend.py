@@ -13,6 +13,7 @@ from blackwell_doctor.cli.options import (
     DEFAULT_BIND,
     DEFAULT_NAME,
     DEFAULT_PORT,
+    BenchFile,
     Bind,
     CatalogueFile,
     Containers,
@@ -57,6 +58,7 @@ def recommend(
     containers: Containers = None,
     journal: Journal = False,
     kernel_log: KernelLog = False,
+    bench: BenchFile = None,
 ) -> None:
     """Turn the findings into ordered actions and a runtime launch derived from this host
     (markdown, json, shell, compose). Never promises a speed-up: measure after."""
@@ -86,6 +88,7 @@ def recommend(
         journal=journal,
         kernel_log=kernel_log,
         model_dir=model_dir,
+        bench=bench,
     )
     advice = advise(
         request, options, catalogue=catalogue, environ=os.environ, stdin=sys.stdin.buffer

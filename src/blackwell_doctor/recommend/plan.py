@@ -34,7 +34,7 @@ from blackwell_doctor.recommend.settings import (
 )
 from blackwell_doctor.report import HostLine, Report
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import load_rule_data
+from blackwell_doctor.rules.data import ActionSpec, load_rule_data
 from blackwell_doctor.rules.model import Result, Status
 
 RECOMMENDATION_SCHEMA_VERSION = 1
@@ -215,6 +215,27 @@ def runtime_clears(runtime: Runtime, finding_id: str) -> bool:
     return finding_id in RUNTIME_CLEARABLE and runtime.addresses_finding(finding_id)
 
 
+@dataclass(frozen=True)
+class _Measured:
+    """What serving.throughput says of the bench run: a slow path (its finding), or a
+    healthy one (its pass), or neither (no bench, no expectation)."""
+
+    slow: Result | None
+    healthy: Result | None
+
+
+def _measured(report: Report) -> _Measured:
+    throughput = next((r for r in report.results if r.id == THROUGHPUT), None)
+    tail = next((r for r in report.results if r.id == LATENCY_TAIL), None)
+    if throughput is None:
+        return _Measured(slow=None, healthy=None)
+    if throughput.status in _FINDING:
+        return _Measured(slow=throughput, healthy=None)
+    stalled = tail is not None and tail.status in _FINDING
+    ok = throughput.status is Status.PASS and not stalled
+    return _Measured(slow=None, healthy=throughput if ok else None)
+
+
 def _runtime_action(
     runtime: Runtime,
     derived: Derived,
@@ -223,10 +244,15 @@ def _runtime_action(
     runtime_notes: list[str],
 ) -> tuple[Action, list[str]]:
     """The action, and the ids of the findings it clears (the only ones it consumes: the
-    P2P findings it lists are the p2p action's to clear)."""
+    P2P findings it lists are the p2p action's to clear). A measured slow path
+    (serving.throughput below its floor) is the runtime's to clear too."""
+    measured = _measured(report)
+    serving = _serving_action_spec()
     addressed = [
         r for r in report.results if r.status in _FINDING and runtime_clears(runtime, r.id)
     ]
+    if measured.slow is not None:
+        addressed.append(measured.slow)
     p2p: list[Result] = []
     if "NCCL_P2P_DISABLE" in derived.env:
         broken = set(p2p_findings(report))
@@ -239,6 +265,10 @@ def _runtime_action(
         probe.append("import flashinfer; print(flashinfer.__version__)")
         commands.append(shlex.join(probe) + f"    # expect {runtime.flashinfer}")
     notes = [*runtime_notes, *derived.notes]
+    if measured.slow is not None and serving is not None:
+        notes.insert(0, serving.note("slow_path", figures=measured.slow.summary))
+    elif measured.healthy is not None and serving is not None:
+        notes.insert(0, serving.note("healthy", figures=measured.healthy.summary))
     if spec is not None:
         for k, v in spec.env.items():
             if spec.is_secret(k):
@@ -268,11 +298,13 @@ def _runtime_action(
         )
     if runtime.notes:
         notes.append(runtime.notes)
-    summary = (
-        runtime.effect
-        if addressed
-        else "settings derived for this host; no finding asks for a runtime change"
-    )
+    if measured.healthy is not None and serving is not None:
+        summary = serving.note("healthy_effect")
+    elif addressed:
+        summary = runtime.effect
+    else:
+        summary = "settings derived for this host; no finding asks for a runtime change"
+
     action = Action(
         id="runtime",
         title=f"Run {runtime.title}, with settings derived for this host",
@@ -284,6 +316,14 @@ def _runtime_action(
         notes=_dedupe(notes),
     )
     return action, [r.id for r in addressed]
+
+
+THROUGHPUT = "serving.throughput"
+LATENCY_TAIL = "serving.latency_tail"
+
+
+def _serving_action_spec() -> ActionSpec | None:
+    return next((a for a in load_rule_data().actions if a.key == "serving"), None)
 
 
 def build_recommendation(
@@ -360,7 +400,13 @@ def build_recommendation(
         shown = msgspec.structs.replace(spec, env=spec.shown_env()) if spec is not None else None
         action, cleared = _runtime_action(runtime, derived, report, spec, runtime_notes)
         consumed.update(cleared)
-        ordered.append((50, 0, action))
+        serving = _serving_action_spec()
+        if THROUGHPUT in cleared and serving is not None:
+            # A measured slow path: the runtime change comes before the serving action's
+            # place, just after the driver (checks/catalogue.toml [[action]] serving).
+            ordered.append((serving.order, -1, action))
+        else:
+            ordered.append((50, 0, action))
         settings = [
             Setting(
                 name="tensor_parallel_size",

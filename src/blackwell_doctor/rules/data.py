@@ -12,6 +12,7 @@ import msgspec
 
 from blackwell_doctor.checkdata import CatalogueError, load_shipped
 from blackwell_doctor.rules.model import Severity
+from blackwell_doctor.rules.serving_data import ServingData
 
 
 def fill(template: str, values: dict[str, str]) -> str:
@@ -122,6 +123,8 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     actions: list[ActionSpec] = msgspec.field(default_factory=list)
     architectures: dict[tuple[int, int], Architecture]
     thresholds: Thresholds
+    # checks/serving.toml: the serving.* checks' expectations and thresholds.
+    serving: ServingData
 
 
 class _CatalogueFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -138,6 +141,7 @@ def load_rule_data() -> RuleData:
     catalogue = load_shipped("catalogue.toml", _CatalogueFile)
     gpus = load_shipped("gpus.toml", _GpusFile)
     thresholds = load_shipped("thresholds.toml", Thresholds)
+    serving = load_shipped("serving.toml", ServingData)
     checks: dict[str, CheckSpec] = {}
     for spec in catalogue.check:
         if spec.id in checks:
@@ -154,5 +158,9 @@ def load_rule_data() -> RuleData:
             raise CatalogueError(f"checks/catalogue.toml: action {action.key!r} names no check")
     archs = {a.cc_tuple: a for a in gpus.arch}
     return RuleData(
-        checks=checks, actions=catalogue.action, architectures=archs, thresholds=thresholds
+        checks=checks,
+        actions=catalogue.action,
+        architectures=archs,
+        thresholds=thresholds,
+        serving=serving,
     )

@@ -9,4 +9,5 @@ from blackwell_doctor.rules import (  # noqa: F401
     pci,
     platform,
     probe,
+    serving,
 )
