@@ -410,3 +410,44 @@ def test_a_measured_healthy_path_says_the_runtime_change_is_not_needed() -> None
     assert "runtime change is not needed for speed" in runtime.notes[0]
     ids = [a.id for a in recommendation(MTP0).actions]
     assert ids.index("runtime") > ids.index("iommu")
+
+
+# --------------------------------------------------------------------------- fleet
+
+
+def test_fleet_exports_the_bench_figures_of_the_nodes_that_carry_them(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from blackwell_doctor.facts import encode_facts
+
+    for name, bench in (("gpu001", WSL2), ("gpu002", MTP3)):
+        facts = with_bench(HOST_4X, bench)
+        platform = msgspec.structs.replace(facts.platform, hostname=name)
+        (tmp_path / f"{name}.json").write_bytes(
+            encode_facts(msgspec.structs.replace(facts, platform=platform))
+        )
+    (tmp_path / "gpu003.json").write_bytes(HOST_4X.read_bytes())  # no bench run
+    _, text, _ = run(["fleet", str(tmp_path), "--format", "prometheus"], capsys)
+    samples = {
+        (s.name, s.labels.get("node"), s.labels.get("shape"), s.labels.get("quantile")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith("blackwell_doctor_fleet_bench_")
+    }
+    rate = "blackwell_doctor_fleet_bench_output_tokens_per_second"
+    assert samples[(rate, "gpu001", "single-user", None)] == 55.0
+    assert samples[(rate, "gpu002", "eight-users", None)] == 651.74
+    # Base units: the run's 36.76 ms ITL p50 is 0.03676 s; no p99 in the source, none here.
+    itl = "blackwell_doctor_fleet_bench_itl_seconds"
+    assert samples[(itl, "gpu002", "eight-users", "0.5")] == pytest.approx(0.03676)
+    assert (itl, "gpu002", "eight-users", "0.99") not in samples
+    assert not any(node == "gpu003" for _, node, _, _ in samples)
+    _, out, _ = run(["fleet", str(tmp_path), "--format", "json"], capsys)
+    nodes = {n["name"]: n for n in json.loads(out)["nodes"]}
+    assert nodes["gpu001"]["bench"]["shapes"][0]["output_tokens_per_s"] == 55.0
+    assert "bench" not in nodes["gpu003"]
+    # Without any bench run, the textfile has no bench series at all.
+    _, plain, _ = run(["fleet", str(HOST_4X), "--format", "prometheus"], capsys)
+    assert "fleet_bench" not in plain

@@ -24,6 +24,8 @@ from blackwell_doctor.exitcodes import ExitCode
 from blackwell_doctor.facts import Facts, FactsError, NvmlFacts, ToolInfo, decode_facts
 from blackwell_doctor.fleet.model import (
     FLEET_SCHEMA_VERSION,
+    FleetBench,
+    FleetBenchShape,
     FleetGroup,
     FleetNode,
     FleetReport,
@@ -144,6 +146,32 @@ class Judged(NamedTuple):
     warn: int
     error: int
     findings: list[Result]
+    bench: FleetBench | None = None
+
+
+def node_bench(facts: Facts) -> FleetBench | None:
+    """The figures of the bench run ``facts`` carry, for the fleet's outputs."""
+    if facts.bench is None:
+        return None
+    return FleetBench(
+        model=facts.bench.model,
+        started_at=facts.bench.started_at,
+        shapes=[
+            FleetBenchShape(
+                name=s.name,
+                concurrency=s.concurrency,
+                requests=s.requests,
+                failed=max(s.requests - s.completed, sum(s.errors.values())),
+                output_tokens_per_s=s.output_tokens_per_s,
+                answer_tokens_per_s=s.answer_tokens_per_s,
+                ttft_p50_ms=s.ttft_ms.p50,
+                ttft_p99_ms=s.ttft_ms.p99,
+                itl_p50_ms=s.itl_ms.p50,
+                itl_p99_ms=s.itl_ms.p99,
+            )
+            for s in facts.bench.shapes
+        ],
+    )
 
 
 @functools.cache
@@ -225,6 +253,7 @@ def judge_node(
         warn=warn,
         error=error,
         findings=findings,
+        bench=node_bench(facts),
     )
 
 
@@ -299,6 +328,7 @@ def judge_fleet(
     bad = list(unjudged)
     names: list[str] = []
     nodes: list[tuple[str, int, int, int, int]] = []  # source, exit, fail, warn, error
+    benches: list[FleetBench | None] = []
     groups: dict[_GroupKey, tuple[Result, list[int]]] = {}
     for outcome in _judge_all(paths, tuple(select), tuple(ignore), fail_on, strict, workers):
         if isinstance(outcome, Unjudged):
@@ -314,6 +344,7 @@ def judge_fleet(
                 entry[1].append(index)
         names.append(outcome.name)
         nodes.append((outcome.source, outcome.exit_code, outcome.fail, outcome.warn, outcome.error))
+        benches.append(outcome.bench)
     unique = _unique_names(names, [n[0] for n in nodes])
     fleet_groups = [
         FleetGroup(
@@ -338,7 +369,9 @@ def judge_fleet(
         )
     )
     fleet_nodes = [
-        FleetNode(name=unique[i], source=src, exit_code=code, fail=f, warn=w, error=e)
+        FleetNode(
+            name=unique[i], source=src, exit_code=code, fail=f, warn=w, error=e, bench=benches[i]
+        )
         for i, (src, code, f, w, e) in enumerate(nodes)
     ]
     exits = [n.exit_code for n in fleet_nodes]

@@ -23,9 +23,33 @@ class FleetGroup(msgspec.Struct, frozen=True, kw_only=True):
     nodes: list[str]
 
 
-class FleetNode(msgspec.Struct, frozen=True, kw_only=True):
+class FleetBenchShape(msgspec.Struct, frozen=True, kw_only=True):
+    """One shape of a node's bench run, as measured (figures in ms and tokens/s)."""
+
+    name: str
+    concurrency: int
+    requests: int
+    failed: int
+    output_tokens_per_s: float | None
+    answer_tokens_per_s: float | None
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p99_ms: float | None
+
+
+class FleetBench(msgspec.Struct, frozen=True, kw_only=True):
+    """The bench run a node's facts carry (collect --bench): what was measured, when."""
+
+    model: str | None
+    started_at: str
+    shapes: list[FleetBenchShape]
+
+
+class FleetNode(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One judged node: its name (hostname, or the file's name when redacted or missing),
-    the facts file, and what ``check --facts`` on that file would have exited with."""
+    the facts file, and what ``check --facts`` on that file would have exited with; its
+    bench figures when its facts carry a run (absent otherwise)."""
 
     name: str
     source: str
@@ -33,6 +57,7 @@ class FleetNode(msgspec.Struct, frozen=True, kw_only=True):
     fail: int
     warn: int
     error: int
+    bench: FleetBench | None = None
 
 
 class Unjudged(msgspec.Struct, frozen=True, kw_only=True):

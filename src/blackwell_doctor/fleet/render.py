@@ -17,6 +17,8 @@ from blackwell_doctor.render.common import sanitize
 from blackwell_doctor.rules.model import Status
 
 if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
     from blackwell_doctor.render.timing import RunTiming
 
 
@@ -205,7 +207,97 @@ def render_prometheus(report: FleetReport, timing: RunTiming | None = None) -> s
     exit_code = GaugeMetricFamily(
         f"{prefix}_exit_code", "The fleet run's exit code.", value=float(report.exit_code)
     )
-    return exposition([nodes, checks, node_exit, exit_code, *timing_metrics(prefix, timing)])
+    return exposition(
+        [
+            nodes,
+            checks,
+            node_exit,
+            exit_code,
+            *bench_metrics(report),
+            *timing_metrics(prefix, timing),
+        ]
+    )
+
+
+def bench_metrics(report: FleetReport) -> list[Metric]:
+    """The bench figures of the nodes whose facts carry a run (collect --bench), one
+    series per node and shape; none when no node has one. Base units: seconds, tokens/s."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    from blackwell_doctor.render.prometheus import PREFIX
+
+    prefix = f"{PREFIX}_fleet_bench"
+    labels = ["node", "model", "shape", "concurrency"]
+    rate = GaugeMetricFamily(
+        f"{prefix}_output_tokens_per_second",
+        "Output tokens/s of the node's last bench run per shape (reasoning included).",
+        labels=labels,
+    )
+    answer = GaugeMetricFamily(
+        f"{prefix}_answer_tokens_per_second",
+        "Answer tokens/s (reasoning tokens left out) of the node's bench run per shape.",
+        labels=labels,
+    )
+    ttft = GaugeMetricFamily(
+        f"{prefix}_ttft_seconds",
+        "Time to first token of the node's bench run per shape, at the quantile.",
+        labels=[*labels, "quantile"],
+    )
+    itl = GaugeMetricFamily(
+        f"{prefix}_itl_seconds",
+        "Inter-token latency of the node's bench run per shape, at the quantile.",
+        labels=[*labels, "quantile"],
+    )
+    requests = GaugeMetricFamily(
+        f"{prefix}_requests", "Measured requests of the node's bench run per shape.", labels=labels
+    )
+    failed = GaugeMetricFamily(
+        f"{prefix}_failed_requests",
+        "Requests that failed in the node's bench run per shape.",
+        labels=labels,
+    )
+    started = GaugeMetricFamily(
+        f"{prefix}_started_timestamp_seconds",
+        "When the node's bench run started (Unix time).",
+        labels=["node", "model"],
+    )
+    out: list[Metric] = [rate, answer, ttft, itl, requests, failed, started]
+    seen = False
+    for node in report.nodes:
+        bench = node.bench
+        if bench is None:
+            continue
+        seen = True
+        model = sanitize(bench.model or "")
+        name = sanitize(node.name)
+        when = _timestamp(bench.started_at)
+        if when is not None:
+            started.add_metric([name, model], when)
+        for s in bench.shapes:
+            key = [name, model, sanitize(s.name), str(s.concurrency)]
+            requests.add_metric(key, float(s.requests))
+            failed.add_metric(key, float(s.failed))
+            if s.output_tokens_per_s is not None:
+                rate.add_metric(key, s.output_tokens_per_s)
+            if s.answer_tokens_per_s is not None:
+                answer.add_metric(key, s.answer_tokens_per_s)
+            for family, quantiles in (
+                (ttft, (("0.5", s.ttft_p50_ms), ("0.99", s.ttft_p99_ms))),
+                (itl, (("0.5", s.itl_p50_ms), ("0.99", s.itl_p99_ms))),
+            ):
+                for q, ms in quantiles:
+                    if ms is not None:
+                        family.add_metric([*key, q], ms / 1000.0)
+    return out if seen else []
+
+
+def _timestamp(iso: str) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return None
 
 
 def render_fleet(
