@@ -21,12 +21,14 @@ import msgspec
 from blackwell_doctor.facts_bench import BenchFacts
 from blackwell_doctor.facts_model import ModelFacts
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Version 1 froze verdicts into the facts (P2P pair verdicts, log finding severities);
 # :func:`decode_facts` converts it on read. Version 3 added ``bench`` (a bench run's
-# measurements): a version 2 document is a version 3 one without it. The version was bumped
-# so that an older tool refuses a capture with bench results ("upgrade") instead of
-# dropping them without a word and judging the rest.
+# measurements): a version 2 document is a version 3 one without it. Version 4 keeps the
+# log hits inside autotuner records, with their context markers (LogFinding.context), for
+# the rules to judge; versions 2 and 3 left them out at scan time, so their findings read
+# as version 4 ones with no context. Each bump makes an older tool refuse a capture it
+# would misread ("upgrade") instead of dropping or misjudging part of it.
 OLDEST_SCHEMA_VERSION = 1
 # Versions whose documents decode as the current one as they are (only fields added since).
 _ADDITIVE_SINCE = 2
@@ -312,8 +314,8 @@ class P2PTransfer(msgspec.Struct, frozen=True, kw_only=True):
 
     Only what was measured or seen; the verdict (works, broken, slower than the host...) is
     the p2p.transfer check's (:func:`blackwell_doctor.rules.p2p.pair_verdict`), so a capture
-    is judged again by the rules of the tool that reads it (schema_version 2; version 1
-    documents carried a frozen verdict and are converted on read)."""
+    is judged again by the rules of the tool that reads it (since schema_version 2; version
+    1 documents carried a frozen verdict and are converted on read)."""
 
     gpu_a: GpuIndex
     gpu_b: GpuIndex
@@ -363,7 +365,8 @@ class LogSource(msgspec.Struct, frozen=True, kw_only=True):
 class LogFinding(msgspec.Struct, frozen=True, kw_only=True):
     """All occurrences of one signature in one source, as seen. Its severity and the check
     that judges it are the rules' (:mod:`blackwell_doctor.rules.logs`), from the catalogue
-    the reading tool ships (schema_version 2; version 1 froze them in and is converted)."""
+    the reading tool ships (since schema_version 2; version 1 froze them in and is
+    converted), and so is what its context means (schema_version 3)."""
 
     signature: str  # stable id from checks/log_signatures.toml
     path: str  # the LogSource name
@@ -373,6 +376,11 @@ class LogFinding(msgspec.Struct, frozen=True, kw_only=True):
     # its lines report ("Skipped 3 unsupported tactic(s)" adds 3).
     count: int
     excerpt: str  # the first occurrence: ANSI stripped, secrets redacted, truncated
+    # Where these occurrences stood (logs/context.py): "autotuner-line" (on an autotuner
+    # Skipping line), "autotuner-record" (on a continuation line of one); empty: neither.
+    # Occurrences of one signature in different contexts are separate findings. Version 2
+    # documents have none: their scanner left such hits out.
+    context: list[str] = msgspec.field(default_factory=list)
 
 
 class LogFacts(Available, frozen=True):
@@ -486,14 +494,19 @@ class _Header(msgspec.Struct):
 
 
 def _upgrade(doc: Any) -> Any:
-    """An older document as the current version. Version 1's frozen verdicts become what
-    they were drawn from, so the current rules judge it (a v1 pair "slower-than-host"
-    becomes its measured bandwidths, fully verified; a v1 log finding loses its severity
-    and check); version 2 only lacks ``bench``. Anything malformed is left for the typed
+    """An older document as the current version. Versions 2 and 3 need nothing (they only
+    lack ``bench`` or the log findings' ``context``: their scanners left the hits inside
+    autotuner records out). Version 1: the frozen verdicts become what they were drawn
+    from, so the current rules judge it (a v1 pair "slower-than-host" becomes its measured
+    bandwidths, fully verified; a v1 log finding loses its severity and check). Anything
+    malformed is left for the typed
     conversion to reject."""
     if not isinstance(doc, dict):
         return doc
+    version = doc.get("schema_version")
     doc = dict(doc, schema_version=SCHEMA_VERSION)
+    if version != 1:
+        return doc
     transfers = doc.get("p2p_transfers")
     if isinstance(transfers, dict) and isinstance(transfers.get("pairs"), list):
         pairs = [_upgrade_pair(p) if isinstance(p, dict) else p for p in transfers["pairs"]]

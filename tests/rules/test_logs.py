@@ -150,6 +150,65 @@ def test_a_capture_is_judged_again_after_a_context_rule_changes(
         assert "vllm.nvfp4_moe_marlin" in r.summary
 
 
+def test_the_autotuner_context_is_judged_when_read_not_when_scanned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A TMA WS failure inside FlashInfer's ``[Autotuner]: Skipping tactic`` record is a
+    skipped tactic: the scan keeps the hit with its context markers, and the rules decide.
+    A catalogue whose TMA WS signature loses the autotuner-wrapped rule judges the same
+    capture a failure; the shipped one again an info."""
+    capture = _capture("flashinfer-2077-autotuner-skipping-tactic.log")
+    facts = decode_facts(capture)
+    assert isinstance(facts.logs, LogFacts)
+    wrapped = [f for f in facts.logs.findings if f.signature == "moe.tma_ws_init_failed"]
+    assert wrapped, "the scan keeps the hits inside the autotuner record"
+    assert all({"autotuner-line", "autotuner-record"} & set(f.context) for f in wrapped)
+    assert result(facts, "logs.moe_kernels").status is Status.PASS
+
+    no_rule = _in_entry("moe.tma_ws_init_failed", 'rule = "autotuner-wrapped"\n', "")
+    with edited_checks(monkeypatch, tmp_path, "log_signatures.toml", no_rule):
+        r = result(decode_facts(capture), "logs.moe_kernels")
+        assert r.status is Status.FAIL
+        assert "moe.tma_ws_init_failed" in r.summary
+    assert result(decode_facts(capture), "logs.moe_kernels").status is Status.PASS
+
+
+def test_a_signature_that_gains_the_autotuner_rule_is_dropped_inside_the_record(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The other direction: a hit recorded with its context under a catalogue where its
+    signature has no autotuner rule is judged as such once a later catalogue gives it one."""
+    finding = LogFinding(
+        signature="moe.tma_ws_init_failed",
+        path="vllm.log",
+        line=3,
+        last_line=3,
+        count=1,
+        excerpt="RuntimeError: Failed to initialize cutlass TMA WS grouped gemm",
+        context=["autotuner-record"],
+    )
+    facts = _with([finding])
+    assert result(facts, "logs.moe_kernels").status is Status.PASS  # type: ignore[arg-type]
+    no_rule = _in_entry("moe.tma_ws_init_failed", 'rule = "autotuner-wrapped"\n', "")
+    with edited_checks(monkeypatch, tmp_path, "log_signatures.toml", no_rule):
+        assert result(facts, "logs.moe_kernels").status is Status.FAIL  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_version_2_or_3_capture_reads_with_no_context(version: int) -> None:
+    """Version 2 and 3 scanners left the hits inside autotuner records out: their findings
+    read with no context and are judged as they were."""
+    doc = json.loads(_capture("flashinfer-2077-tma-escaped.log"))
+    doc["schema_version"] = version
+    for finding in doc["logs"]["findings"]:
+        del finding["context"]
+    facts = decode_facts(json.dumps(doc).encode())
+    assert facts.schema_version == SCHEMA_VERSION == 4
+    assert isinstance(facts.logs, LogFacts)
+    assert all(f.context == [] for f in facts.logs.findings)
+    assert result(facts, "logs.moe_kernels").status is Status.FAIL
+
+
 def test_a_version_1_severity_is_not_replayed() -> None:
     """Version 1 froze each finding's severity and check; read today, the catalogue decides
     (a TMA WS failure recorded as info by an old tool is a failure)."""

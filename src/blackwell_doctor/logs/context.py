@@ -1,13 +1,18 @@
 """Context rules: the same line means different things in different places (REFERENCE §0.3).
 
 What is seen is decided here, while reading (which record a line belongs to, which markers a
-source shows); what it means, its severity, is decided by the rules (``rules/logs.py``) from
-the facts, so a capture is judged again with the catalogue of whichever tool reads it.
+source shows, which autotuner markers each hit was seen with: :func:`hit_context`); what it
+means, its severity or whether it is a finding at all, is decided by the rules
+(``rules/logs.py``) from the facts, so a capture is judged again with the catalogue of
+whichever tool reads it.
 
 - ``autotuner-wrapped``: ``Failed to initialize cutlass TMA WS grouped gemm`` (and the other
   MoE tactic failures) inside FlashInfer/TRT-LLM's ``[Autotuner]: Skipping tactic ... due to
   failure while profiling: ...`` is one skipped tactic. It is counted once, under
   ``autotuner.tactic_skipped`` (info; warn from its ``warn_at`` count), and not as a failure.
+  The scanner records every hit with the markers that say where it stood
+  (:data:`ON_AUTOTUNER_LINE`, :data:`IN_AUTOTUNER_RECORD`); the rules drop a signature with
+  this rule where one of them is present.
   "Inside" means on the Skipping line itself, or on a *continuation line* of that record: a
   line with no log-record prefix of its own (traceback text, an indented line, the exception
   message carried on), written through the same per-line transport (vLLM's ``(Worker_TP0
@@ -53,6 +58,11 @@ if TYPE_CHECKING:
 
 AUTOTUNER_SKIPPED = "autotuner.tactic_skipped"
 AUTOTUNER_WRAPPER = "[Autotuner]: Skipping tactic"
+# The context markers a hit can carry (facts: LogFinding.context): seen on a Skipping line
+# itself, or on a continuation line of a Skipping record.
+ON_AUTOTUNER_LINE = "autotuner-line"
+IN_AUTOTUNER_RECORD = "autotuner-record"
+HIT_CONTEXT = (ON_AUTOTUNER_LINE, IN_AUTOTUNER_RECORD)
 # A traceback or a C++ backtrace under the record fits; a run never extends further.
 AUTOTUNER_CONTINUATION_LINES = 48
 # Enough of a line's start to see its prefixes.
@@ -130,13 +140,24 @@ def dismisses_above(text: str) -> bool:
     )
 
 
+def hit_context(text: str, *, in_record: bool) -> tuple[str, ...]:
+    """The autotuner markers of one hit (empty: none): on the Skipping line itself, or on a
+    continuation line of a Skipping record (``in_record``, as the scanner followed it)."""
+    if AUTOTUNER_WRAPPER in text:
+        return (ON_AUTOTUNER_LINE,)
+    if in_record:
+        return (IN_AUTOTUNER_RECORD,)
+    return ()
+
+
 def findings(scanner: SourceScanner) -> list[LogFinding]:
     """What one source showed once it has been read to the end: each signature's
-    occurrences (a summary signature's count is the sum of its N). Their severity, and
-    whether a marker makes them info, is the rules' (:mod:`blackwell_doctor.rules.logs`)."""
+    occurrences per context (a summary signature's count is the sum of its N). Their
+    severity, whether a marker makes them info and whether their context makes them no
+    finding, is the rules' (:mod:`blackwell_doctor.rules.logs`)."""
     out: list[LogFinding] = []
     signatures = scanner.catalogue.signatures
-    for n, occ in sorted(scanner.occurrences.items(), key=lambda kv: kv[1].first_line):
+    for (n, seen), occ in sorted(scanner.occurrences.items(), key=lambda kv: kv[1].first_line):
         sig = signatures[n]
         out.append(
             LogFinding(
@@ -146,6 +167,7 @@ def findings(scanner: SourceScanner) -> list[LogFinding]:
                 last_line=occ.last_line,
                 count=occ.n_sum if sig.rule == "autotuner-summary" else occ.count,
                 excerpt=occ.excerpt,
+                context=list(seen),
             )
         )
     return out

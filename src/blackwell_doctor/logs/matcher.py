@@ -213,7 +213,8 @@ class SourceScanner:
     engine: str = "auto"
     lines: int = 0
     size: int = 0  # bytes read
-    occurrences: dict[int, Occurrences] = field(default_factory=dict)
+    # Per signature and per context (the autotuner markers a hit was seen with, context.py).
+    occurrences: dict[tuple[int, tuple[str, ...]], Occurrences] = field(default_factory=dict)
     markers: set[str] = field(default_factory=set)
     # Called with (signature id, line) for every occurrence counted (benchmarks, tests).
     on_occurrence: Callable[[str, int], None] | None = None
@@ -230,8 +231,11 @@ class SourceScanner:
     _finder: Finder | None = None
     _engine: str = ""
     _mid_line: bool = False  # the region being scanned starts inside a line
-    # Occurrences not yet counted: (signature, line, text, matched literal, regex match).
-    _pending: list[tuple[int, int, str, str, re.Match[str] | None]] = field(default_factory=list)
+    # Occurrences not yet counted: (signature, line, text, matched literal, regex match,
+    # context markers).
+    _pending: list[tuple[int, int, str, str, re.Match[str] | None, tuple[str, ...]]] = field(
+        default_factory=list
+    )
 
     def __post_init__(self) -> None:
         self._engine, self._finder = _finder(tuple(self.catalogue.literals), self.engine)
@@ -414,7 +418,6 @@ class SourceScanner:
 
     def _signature(self, n: int, text: str, line: int, anchor: str = "") -> None:
         cat = self.catalogue
-        sig = cat.signatures[n]
         regex, unless = cat.regex[n], cat.unless[n]
         match = regex.search(text) if regex is not None else None
         if regex is not None and match is None:
@@ -423,32 +426,36 @@ class SourceScanner:
             return
         if context.is_prose(text, anchor):
             return
-        if sig.rule == "autotuner-wrapped" and (
-            context.AUTOTUNER_WRAPPER in text or self.run_line < line <= self.run_last
-        ):
-            return
+        # Where the hit stands, not what that means: the rules decide (rules/logs.py).
+        seen = context.hit_context(text, in_record=self.run_line < line <= self.run_last)
         # Counted once no dismissal can follow it any more (the prose rule's lookback).
-        self._pending.append((n, line, text, anchor, match))
+        self._pending.append((n, line, text, anchor, match, seen))
         self._commit(line - context.PROSE_LOOKBACK_LINES)
 
     def _commit(self, before: int | None = None) -> None:
         """Count the pending occurrences on lines before ``before`` (all: None)."""
         keep = 0
-        for n, line, text, anchor, match in self._pending:
+        for n, line, text, anchor, match, seen in self._pending:
             if before is not None and line >= before:
                 break
             keep += 1
-            self._count(n, line, text, anchor, match)
+            self._count(n, line, text, anchor, match, seen)
         del self._pending[:keep]
 
     def _count(
-        self, n: int, line: int, text: str, anchor: str, match: re.Match[str] | None
+        self,
+        n: int,
+        line: int,
+        text: str,
+        anchor: str,
+        match: re.Match[str] | None,
+        seen: tuple[str, ...],
     ) -> None:
         sig = self.catalogue.signatures[n]
-        occ = self.occurrences.get(n)
+        occ = self.occurrences.get((n, seen))
         if occ is None:
             excerpt = make_excerpt(text, anchor)
-            occ = self.occurrences[n] = Occurrences(first_line=line, excerpt=excerpt)
+            occ = self.occurrences[n, seen] = Occurrences(first_line=line, excerpt=excerpt)
         elif occ.last_line == line:
             return  # once per line
         occ.last_line = line

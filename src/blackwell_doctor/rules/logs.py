@@ -5,8 +5,11 @@ from what the facts saw (signature ids, counts, the markers of each source) and 
 catalogue this tool ships: a capture made with an older catalogue is judged with this one.
 A marker that shows Marlin was asked for makes the Marlin warning info; ``warn_at`` turns an
 info signature seen that often into a warning; signatures only AMD's RCCL prints are no
-finding here (REFERENCE.md §0.3). Each check looks only at the findings whose signature
-names it; ``scan-logs`` reports the same judged findings.
+finding here (REFERENCE.md §0.3); a signature with the ``autotuner-wrapped`` rule seen on an
+autotuner Skipping line or inside its record (the hit's context markers) is a tactic the
+autotuner skipped, counted under ``autotuner.tactic_skipped``, not a finding of its own.
+Each check looks only at the findings whose signature names it; ``scan-logs`` reports the
+same judged findings.
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from typing import get_args
 
 import msgspec
 
-from blackwell_doctor.facts import Facts, LogFacts, Unavailable
+from blackwell_doctor.facts import Facts, LogFacts, LogFinding, Unavailable
 from blackwell_doctor.logs.catalogue import (
     SEVERITY_RANK,
     Catalogue,
     InputProblem,
     LogCheck,
     LogSeverity,
+    Signature,
     load_catalogue,
 )
 from blackwell_doctor.rules.checkpoint import marlin_expected
@@ -41,6 +45,8 @@ from blackwell_doctor.rules.registry import check
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
 # Markers (checks/log_signatures.toml [[marker]]) that make a Marlin choice deliberate.
 MARLIN_MARKERS = frozenset({"marlin-requested", "w4a16-checkpoint"})
+# A hit's context markers (logs/context.py) that put it inside an autotuner record.
+AUTOTUNER_CONTEXT = frozenset({"autotuner-line", "autotuner-record"})
 
 
 class JudgedFinding(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,7 +72,7 @@ def judge_findings(
     cat = catalogue if catalogue is not None else load_catalogue()
     markers = {s.name: set(s.markers) for s in logs.sources}
     out: list[JudgedFinding] = []
-    for f in logs.findings:
+    for f in _counted(logs.findings, cat):
         entry = cat.entry(f.signature)
         if entry is None:
             continue
@@ -82,9 +88,47 @@ def judge_findings(
             if often and SEVERITY_RANK[severity] < SEVERITY_RANK["warn"]:
                 severity = "warn"
         seen = msgspec.structs.asdict(f)
+        del seen["context"]
         out.append(JudgedFinding(**seen, severity=severity, check=entry.check))
     out.sort(key=lambda j: (-SEVERITY_RANK[j.severity], j.signature, j.path, j.line))
     return out
+
+
+def _counted(findings: list[LogFinding], cat: Catalogue) -> list[LogFinding]:
+    """The findings that count, one per signature and source: hits of an
+    ``autotuner-wrapped`` signature inside an autotuner record left out (the Skipping line
+    is counted under autotuner.tactic_skipped), the other contexts of a signature merged
+    (counts added, first and last lines and the first excerpt kept)."""
+    # One source gives at most one finding per signature and context: a second finding of
+    # the same signature, path and context is another source of the same name (a file
+    # given twice), kept apart.
+    groups: list[tuple[LogFinding, set[tuple[str, ...]]]] = []
+    open_groups: dict[tuple[str, str], list[int]] = {}
+    for f in findings:
+        entry = cat.entry(f.signature)
+        if (
+            isinstance(entry, Signature)
+            and entry.rule == "autotuner-wrapped"
+            and AUTOTUNER_CONTEXT.intersection(f.context)
+        ):
+            continue
+        where = tuple(f.context)
+        candidates = open_groups.setdefault((f.signature, f.path), [])
+        at = next((i for i in candidates if where not in groups[i][1]), None)
+        if at is None:
+            candidates.append(len(groups))
+            groups.append((f, {where}))
+            continue
+        prior, seen = groups[at]
+        first = prior if prior.line <= f.line else f
+        merged = msgspec.structs.replace(
+            first,
+            last_line=max(prior.last_line, f.last_line),
+            count=prior.count + f.count,
+            context=sorted(set(prior.context) | set(f.context)),
+        )
+        groups[at] = (merged, seen | {where})
+    return [f for f, _ in groups]
 
 
 _COMMAND_WORDS = frozenset(
