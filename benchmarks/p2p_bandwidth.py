@@ -24,14 +24,27 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from blackwell_doctor.facts import Unavailable
+from blackwell_doctor.facts import P2PProbeFacts, Unavailable
 from blackwell_doctor.probe.p2p import P2PRun, measure_p2p
 from blackwell_doctor.probe.p2p_protocol import P2PJob
-from blackwell_doctor.probe.p2p_report import render_p2p_text
 from blackwell_doctor.rules.p2p import pair_verdict
 
 TRIALS = P2PJob(gpu_a=0, gpu_b=1, size_bytes=0).trials
 Key = tuple[int, int, str]  # (gpu_a, gpu_b, "a-to-b" | "b-to-a" | "bidi")
+
+
+def _as_probe(measured: P2PProbeFacts | Unavailable) -> str:
+    """The run as ``probe --p2p`` shows it: p2p.transfer on this host's facts, the pair
+    matrix under it."""
+    import os
+    import sys
+
+    from blackwell_doctor.obtain import FactsRequest, obtain_facts
+    from blackwell_doctor.presets import judge_p2p
+    from blackwell_doctor.render import Format, render
+
+    host = obtain_facts(FactsRequest(probes=False), environ=os.environ, stdin=sys.stdin.buffer)
+    return render(judge_p2p(host.facts, measured), Format.RICH, color=False)
 
 
 def ours(run: P2PRun) -> dict[Key, float]:
@@ -133,11 +146,11 @@ def main(argv: list[str]) -> int:
         started = time.monotonic()
         run = measure_p2p(timeout_s=args.timeout, size_bytes=size, iterations=args.iterations)
         if isinstance(run, Unavailable):
-            print(render_p2p_text(run))
+            print(_as_probe(run))
             return 3
         took = time.monotonic() - started
         print(f"== run {repeat + 1}: blackwell-doctor measure_p2p ({took:.1f} s)")
-        print(render_p2p_text(run.facts))
+        print(_as_probe(run.facts))
         for pair_run, pair in zip(run.runs, run.facts.pairs, strict=True):
             if pair_verdict(pair).verdict != "works" and pair_run.stderr_tail:
                 tail = pair_run.stderr_tail.decode("utf-8", "replace")

@@ -170,7 +170,9 @@ def test_any_bytes_as_facts_exit_2_with_one_line(
     assert err.getvalue().count("\n") == 1
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     value=st.recursive(
         st.none() | st.booleans() | st.integers() | st.text(max_size=8),

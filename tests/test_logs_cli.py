@@ -43,8 +43,18 @@ def test_json_document(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["scan-logs", "--format", "json", str(ESCAPED)], capsys)
     doc = json.loads(out)
     assert code == 1 == doc["exit_code"]
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert doc["tool"]["name"] == "blackwell-doctor"
+    # The logs checks' results, as `check --logs` gives them, beside the judged findings.
+    assert doc["preset"] == "scan-logs"
+    results = {r["id"]: r for r in doc["results"]}
+    assert set(results) == {
+        "logs.moe_kernels", "logs.arch_support", "logs.p2p", "logs.platform",
+        "logs.kernel_events", "logs.inputs",
+    }  # fmt: skip
+    assert results["logs.moe_kernels"]["status"] == "fail"
+    assert "moe.tma_ws_init_failed" in results["logs.moe_kernels"]["summary"]
+    assert doc["summary"]["fail"] == 1
     (finding,) = doc["findings"]
     assert finding == {
         "signature": "moe.tma_ws_init_failed",
@@ -75,10 +85,15 @@ def test_text_groups_by_signature_with_meaning_and_remedy(
 ) -> None:
     code, out, _ = run(["scan-logs", str(ESCAPED), str(ESCAPED)], capsys)
     assert code == 1
-    assert out.count("[✗] moe.tma_ws_init_failed (fail, logs.moe_kernels): 2 occurrence(s)") == 1
-    assert "line 2, 1x, fail" in out
+    assert out.count("moe.tma_ws_init_failed (fail, logs.moe_kernels): 2 occurrence(s)") == 1
+    assert out.count("line 2, 1x, fail") == 2
+    assert "  | (Worker_PP0 pid=38385) ERROR 11-11 06:43:10" in out
     assert "What it means:" in out
-    assert "Fix: Upgrade FlashInfer" in out
+    # The remedy is logs.moe_kernels', as `check --logs` prints it.
+    assert "[FAIL]  logs.moe_kernels" in out
+    assert "Upgrade FlashInfer" in out
+    assert "$ pip install -U 'flashinfer-python>=0.6.11'" in out
+    assert "exit 1 (gate: fail)" in out
 
 
 def test_unreadable_among_readable_is_shown_not_fatal(
@@ -125,6 +140,7 @@ def test_unreadable_among_readable_is_a_warn_finding(
     assert (finding["severity"], finding["path"]) == ("warn", str(missing))
     code, out, _ = run(["scan-logs", str(HEALTHY), str(missing)], capsys)
     assert code == 0
-    assert "[!] input.unreadable (warn, logs.inputs): 1 occurrence(s)" in out
+    assert "input.unreadable (warn, logs.inputs): 1 occurrence(s)" in out
+    assert "[warn]  logs.inputs" in out
     assert f"{missing}: not read, 1x, warn" in out
     assert "What it means: A log input could not be read at all" in out

@@ -33,9 +33,7 @@ from markdown_it import MarkdownIt
 from blackwell_doctor.evaluate import evaluate
 from blackwell_doctor.facts import decode_facts
 from blackwell_doctor.logs.collect import scan_sources
-from blackwell_doctor.logs.report import ScanReport, build_report
-from blackwell_doctor.logs.report import render_json as scan_json
-from blackwell_doctor.logs.report import render_text as scan_text
+from blackwell_doctor.presets import ProbeReport, ScanReport, judge_logs, judge_p2p, judge_probe
 from blackwell_doctor.recommend.catalogue import load_catalogue
 from blackwell_doctor.recommend.formats import RecommendFormat
 from blackwell_doctor.recommend.plan import LaunchOptions, Recommendation, build_recommendation
@@ -156,13 +154,48 @@ def scan() -> ScanReport:
         kernel_log=False,
         host_root=Path("/"),
     )
-    return build_report(facts, fail_on="warn")
+    return judge_logs(facts, fail_on="warn")
+
+
+@cache
+def probes() -> list[ProbeReport]:
+    """``probe`` and ``probe --p2p`` on a captured host: every device string, tile reason,
+    launch error and pair detail is text to inject into."""
+    from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, ProbeFacts
+
+    facts = decode_facts((FACTS_FIXTURES / "sm120-driver580.json").read_bytes())
+    assert isinstance(facts.probes, ProbeFacts)
+    device = facts.probes.devices[0]
+    tiles = [
+        msgspec.structs.replace(t, launched=False, launch_error="CUDA_ERROR_INVALID_VALUE")
+        for t in device.tiles
+    ]
+    measured = msgspec.structs.replace(
+        facts.probes, devices=[msgspec.structs.replace(device, tiles=tiles)]
+    )
+    pairs = P2PProbeFacts(
+        wall_s=1.0,
+        pairs=[
+            P2PTransfer(gpu_a=0, gpu_b=1, can_access_peer=True, fault="p2p-timeout:20s at copy"),
+            P2PTransfer(gpu_a=0, gpu_b=2, can_access_peer=False, access_only="0->2"),
+        ],
+    )
+    return [judge_probe(facts, measured), judge_p2p(facts, pairs)]
+
+
+def scan_text(report: ScanReport) -> str:
+    return render(report, Format.RICH, color=False)
+
+
+def scan_json(report: ScanReport) -> str:
+    return render(report, Format.JSON, color=False)
 
 
 def test_the_documents_have_findings_to_inject_into() -> None:
     assert any(r.remedy for r in report().results)
     assert recommendation().actions
     assert scan().findings
+    assert all(any(r.remedy for r in p.results) for p in probes())
 
 
 # --------------------------------------------------------------------------- rules per kind
@@ -251,6 +284,22 @@ def test_scan_logs_text_and_json(payload: str) -> None:
     evil = inject(scan(), hostile(payload))
     assert_terminal_safe(scan_text(evil))
     assert_json_safe(scan_json(evil))
+
+
+@EXAMPLES
+@given(payload=HOSTILE)
+def test_probe_reports_text_markdown_and_json(payload: str) -> None:
+    """The probe's report, detail sections included (device names, tile reasons, launch
+    errors, pair details come from the driver), through the renderers' one sanitising step."""
+    for clean in probes():
+        evil = inject(clean, hostile(payload))
+        assert_terminal_safe(render(evil, Format.RICH, color=False))
+        assert_terminal_safe(SGR.sub("", render(evil, Format.RICH, color=True)))
+        assert_markdown_safe(
+            render(evil, Format.MARKDOWN, color=False),
+            render(clean, Format.MARKDOWN, color=False),
+        )
+        assert_json_safe(render(evil, Format.JSON, color=False))
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ import msgspec
 import pytest
 
 from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, Unavailable
+from blackwell_doctor.presets import judge_p2p
 from blackwell_doctor.probe.p2p import PairRun, to_transfer
 from blackwell_doctor.probe.p2p_protocol import (
     AccessLine,
@@ -14,9 +15,10 @@ from blackwell_doctor.probe.p2p_protocol import (
     FaultLine,
     VerifyLine,
 )
-from blackwell_doctor.probe.p2p_report import remedy, render_p2p_text
+from blackwell_doctor.render import Format, render
+from blackwell_doctor.rules.data import load_rule_data
 from blackwell_doctor.rules.p2p import P2PVerdict
-from tests.factsutil import Judged
+from tests.factsutil import Judged, load
 
 
 def judge(run: PairRun) -> Judged:
@@ -154,24 +156,42 @@ def _facts(*pairs: P2PTransfer) -> P2PProbeFacts:
     return P2PProbeFacts(wall_s=2.5, pairs=list(pairs))
 
 
+def render_p2p_text(facts: P2PProbeFacts | Unavailable) -> str:
+    """``probe --p2p`` as text: p2p.transfer judged on a two-GPU host's facts with these
+    measurements, through the shared renderer."""
+    return render(judge_p2p(load("h200x2-captured"), facts), Format.RICH, color=False)
+
+
+def remedy(verdict: P2PVerdict) -> str | None:
+    """The p2p.transfer check's words for ``verdict`` in checks/catalogue.toml."""
+    case = load_rule_data().checks["p2p.transfer"].cases.get(verdict)
+    return case.summary if case is not None else None
+
+
+def _row(text: str, pair: str) -> list[str]:
+    (line,) = [line for line in text.splitlines() if line.split()[:1] == [pair]]
+    return line.split()
+
+
 def test_the_table_has_every_column_and_a_remedy_per_verdict_present() -> None:
     works = to_transfer(_run())
     slow = to_transfer(_run(uni=(4.0, 24.0), host=(12.0, 12.0)))
     slow = msgspec.structs.replace(slow, gpu_b=2)
     text = render_p2p_text(_facts(works, slow))
-    lines = text.splitlines()
-    header = lines[2]
+    (header,) = [line for line in text.splitlines() if line.split()[:1] == ["pair"]]
     for column in (
         "pair", "driver says", "copy", "peer write", "uni GB/s", "bidi GB/s",
         "host-staged GB/s", "verdict",
     ):  # fmt: skip
         assert column in header
-    assert lines[4].split() == [
+    assert _row(text, "GPU0<->GPU1") == [
         "GPU0<->GPU1", "allowed", "verified", "verified", "368.0", "700.0", "51.0", "works"
     ]  # fmt: skip
-    assert lines[5].split()[-1] == "slower-than-host"
+    assert _row(text, "GPU0<->GPU2")[-1] == "slower-than-host"
     assert "GPU0<->GPU2: 0->1 peer copy 4.0 GB/s < host-staged 12.0 GB/s" in text
-    assert "slower-than-host (GPU0<->GPU2):" in text
+    # The verdict is p2p.transfer's, with its remedy, as `check` shows it.
+    assert "[warn]  p2p.transfer" in text
+    assert " ".join((remedy("slower-than-host") or "-").split()) in " ".join(text.split())
     assert "pci.acs" in text
     assert "NCCL_P2P_DISABLE=1" in text
     assert "works (" not in text  # nothing to do for working pairs
@@ -185,6 +205,7 @@ def test_broken_not_supported_and_error_rows() -> None:
     assert "MISMATCH" in text
     assert "not allowed" in text
     assert "unknown" in text
+    assert "[FAIL]  p2p.transfer" in text
     verdicts: tuple[P2PVerdict, ...] = ("granted-but-broken", "not-supported", "error")
     for verdict in verdicts:
         words = remedy(verdict)
@@ -194,8 +215,27 @@ def test_broken_not_supported_and_error_rows() -> None:
 
 
 def test_unavailable_and_single_gpu() -> None:
-    assert render_p2p_text(Unavailable("skipped:one GPU: no pair")) == (
-        "GPU peer-to-peer: not applicable (one GPU: no pair)\n"
+    one = judge_p2p(load("h200x2-captured"), Unavailable("skipped:one GPU: no pair"))
+    assert one.exit_code == 0
+    assert "GPU peer-to-peer: not applicable (one GPU: no pair)" in render_p2p_text(
+        Unavailable("skipped:one GPU: no pair")
     )
+    failed = judge_p2p(load("h200x2-captured"), Unavailable("libcuda-not-found"))
+    assert failed.exit_code == 3
     assert "did not run (libcuda-not-found)" in render_p2p_text(Unavailable("libcuda-not-found"))
     assert "no GPU pair was tested" in render_p2p_text(_facts())
+    assert judge_p2p(load("h200x2-captured"), _facts()).exit_code == 3
+
+
+def test_exit_codes_follow_the_pairs_as_before() -> None:
+    """0: every pair works; 1: a pair broken or slower than host staging; 3: a pair whose
+    test failed (the p2p.transfer gate, warn and strict)."""
+    host = load("h200x2-captured")
+    works = to_transfer(_run())
+    slow = to_transfer(_run(uni=(4.0, 24.0), host=(12.0, 12.0)))
+    broken = to_transfer(_run(copy=False))
+    failed = to_transfer(PairRun(gpu_a=0, gpu_b=1, failure="p2p-not-run:overall-timeout:60s"))
+    assert judge_p2p(host, _facts(works)).exit_code == 0
+    assert judge_p2p(host, _facts(slow)).exit_code == 1
+    assert judge_p2p(host, _facts(broken)).exit_code == 1
+    assert judge_p2p(host, _facts(failed)).exit_code == 3

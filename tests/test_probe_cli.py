@@ -9,16 +9,29 @@ import pytest
 
 from blackwell_doctor.cli import main
 from blackwell_doctor.facts import DeviceProbe, ProbeFacts, TileProbe, Unavailable
-from blackwell_doctor.probe.report import PROBE_SCHEMA_VERSION, build_measured, render_text
+from blackwell_doctor.presets import PROBE_SCHEMA_VERSION, ProbeReport, judge_probe
+from blackwell_doctor.render import Format, render
 from blackwell_doctor.rules.model import Status
 from tests.factsutil import load, replace, result, status
+
+
+def build_measured(probes: ProbeFacts | Unavailable) -> ProbeReport:
+    """``probe`` on an SM 12.0 host's facts with these measurements."""
+    return judge_probe(load("sm120-driver580"), probes)
+
+
+def render_text(report: ProbeReport) -> str:
+    return render(report, Format.RICH, color=False)
 
 
 def test_plan_json_has_the_contract_fields(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--plan", "--smem-limit", "101376", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema_version"] == PROBE_SCHEMA_VERSION == 2
+    assert doc["schema_version"] == PROBE_SCHEMA_VERSION == 3
     assert doc["mode"] == "plan"
+    assert doc["preset"] == "probe --plan"
+    assert doc["results"] == []  # arithmetic: no verdict
+    assert doc["exit_code"] == 0
     assert doc["smem_limit"] == 101376
     for tile in doc["tiles"]:
         assert {"m", "n", "k", "k_bytes", "stages", "smem_bytes", "fits"} <= set(tile)
@@ -189,3 +202,21 @@ def test_measured_device_with_no_tiles_or_unlaunched_tiles_is_not_a_pass() -> No
     tiles = [msgspec.structs.replace(t, launched=None) for t in _measured_tiles()]
     unlaunched = _with_probes("b200-x8", _measured(tiles))
     assert status(unlaunched, "probe.tiles") is Status.ERROR  # type: ignore[arg-type]
+
+
+def test_a_hostile_device_name_is_shown_escaped_never_obeyed() -> None:
+    """A device name comes from the driver (or a facts file): its escape sequences, bidi
+    overrides and newlines are shown escaped in probe's text, and cannot forge a line."""
+    hostile = "RTX\x1b[2J\x1b]0;pwned\x07\u202eevil\nGPU9 FAKE (CC 9.9), probe kernels: none"
+    tiles = _measured_tiles()
+    device = msgspec.structs.replace(_device(tiles), name=hostile, compiled_as="sm_120\r\ncubin")
+    probes = ProbeFacts(nvrtc_version="13.0\x1b[31m", cache="hit", wall_s=1.0, devices=[device])
+    text = render_text(build_measured(probes))
+    assert "\x1b" not in text
+    assert "\x07" not in text
+    assert "\u202e" not in text
+    assert "\r" not in text
+    assert "RTX\\x1b[2J\\x1b]0;pwned\\x07\\u202eevil\\nGPU9 FAKE" in text
+    assert "sm_120\\x0d\\ncubin" in text
+    assert "NVRTC 13.0\\x1b[31m" in text
+    assert not any(line.startswith("GPU9") for line in text.splitlines())

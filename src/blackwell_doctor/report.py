@@ -33,6 +33,22 @@ class HostLine(msgspec.Struct, frozen=True, kw_only=True):
     source: str  # "live" or the facts file path
 
 
+class Section(msgspec.Struct, frozen=True, kw_only=True):
+    """A detail section under a report's results: what a preset measured, laid out for a
+    reader (the tile table, the peer-transfer matrix, log hits with their lines). Every
+    text in it is one line; the renderers sanitise and place it. ``head`` and ``lines``
+    are shown as they are, before and after the table (``numeric``: the columns aligned
+    right); ``notes`` are prose."""
+
+    title: str
+    head: list[str] = msgspec.field(default_factory=list)
+    columns: list[str] = msgspec.field(default_factory=list)
+    numeric: frozenset[int] = frozenset()
+    rows: list[list[str]] = msgspec.field(default_factory=list)
+    lines: list[str] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
 class Report(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int
     tool: ToolInfo
@@ -43,6 +59,24 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
     summary: Summary
     exit_code: int
     facts: Facts | None = None
+
+
+class PresetReport(Report, frozen=True, kw_only=True):
+    """A check report on fresh measurements (``probe``, ``scan-logs``: presets of the check
+    families they show, :mod:`blackwell_doctor.presets`): ``preset`` names the command,
+    ``subject`` says in one line what was judged, ``gate`` how its exit code was decided."""
+
+    preset: str
+    subject: str
+    gate: str
+
+
+def gate_words(report: Report) -> str:
+    """How ``report``'s exit code was decided: ``gate: fail``, ``gate: warn, strict``, or a
+    preset's own words."""
+    if isinstance(report, PresetReport):
+        return report.gate
+    return f"gate: {report.fail_on}, strict" if report.strict else f"gate: {report.fail_on}"
 
 
 def summarize(results: Sequence[Result]) -> Summary:

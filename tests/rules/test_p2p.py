@@ -16,7 +16,7 @@ from blackwell_doctor.facts import (
     Unavailable,
     decode_facts,
 )
-from blackwell_doctor.probe.report import build_p2p
+from blackwell_doctor.presets import judge_p2p
 from blackwell_doctor.rules.model import Status
 from blackwell_doctor.rules.p2p import P2PVerdict
 from tests.conftest import FACTS_FIXTURES
@@ -104,7 +104,8 @@ def test_not_run_or_not_applicable(value: object, expected: Status) -> None:
     ],
 )
 def test_probe_p2p_exit_codes(value: P2PProbeFacts | Unavailable, code: int) -> None:
-    assert build_p2p(value).exit_code == code
+    """``probe --p2p``: p2p.transfer judged on a two-GPU host with the pairs measured."""
+    assert judge_p2p(load("h200x2-captured"), value).exit_code == code
 
 
 def test_pairs_missing_from_the_test_are_not_evaluated_never_a_pass() -> None:

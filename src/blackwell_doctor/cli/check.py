@@ -25,7 +25,7 @@ from blackwell_doctor.cli.options import (
     facts_request,
     split,
 )
-from blackwell_doctor.cli.output import write, writes_to_file
+from blackwell_doctor.cli.output import text_style, write, writes_to_file
 from blackwell_doctor.render import Format
 
 
@@ -105,16 +105,15 @@ def check(
         )
     except SelectionError as exc:
         raise UserError(str(exc)) from None
-    to_terminal = not writes_to_file(output) and sys.stdout.isatty()
-    # no-color.org: NO_COLOR set to a non-empty value disables colour.
-    color = to_terminal and fmt is Format.RICH and not os.environ.get("NO_COLOR")
+    color, width = text_style(output)
+    color = color and fmt is Format.RICH
     timing = None
     # Only prometheus and nfd report the run's time (importing nothing for the others).
     if fmt in (Format.PROMETHEUS, Format.NFD):
         from blackwell_doctor.render.timing import RunTiming
 
         timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
-    text = render(report, fmt, color=color, verbose=verbose, timing=timing, width=_width(output))
+    text = render(report, fmt, color=color, verbose=verbose, timing=timing, width=width)
     write(text, output)
     if writes_to_file(output):
         s = report.summary
@@ -123,16 +122,6 @@ def check(
             f"(exit {report.exit_code})\n"
         )
     raise typer.Exit(report.exit_code)
-
-
-def _width(output: Path | None) -> int:
-    """The terminal's width (COLUMNS, else the terminal standard output is, else 100 for
-    pipes and files), never under 40: the text report wraps to it."""
-    import shutil
-
-    if writes_to_file(output):
-        return 100
-    return max(40, shutil.get_terminal_size((100, 24)).columns)
 
 
 def register(app: typer.Typer) -> None:

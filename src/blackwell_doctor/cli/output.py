@@ -62,6 +62,18 @@ def write(text: str, output: Path | None = None) -> None:
         raise UserError(f"cannot write {output}: {exc.strerror or exc}") from None
 
 
+def text_style(output: Path | None) -> tuple[bool, int]:
+    """(colour, width) of a text report written to ``output``: colour only on a terminal and
+    without ``NO_COLOR`` (no-color.org: set to a non-empty value); the terminal's width
+    (``COLUMNS``, else the terminal's, never under 40), 100 in pipes and files."""
+    import shutil
+
+    if writes_to_file(output):
+        return False, 100
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    return color, max(40, shutil.get_terminal_size((100, 24)).columns)
+
+
 def write_outcome(text: str, output: Path | None, *, failed: str | None) -> None:
     """:func:`write`, except that a command that failed (``failed``: why) leaves an existing
     ``--output`` file as it was: a report of nothing must not replace a good one. Standard

@@ -3,17 +3,21 @@ tile arithmetic alone (``--plan``)."""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from blackwell_doctor.cli.options import Output
-from blackwell_doctor.cli.output import write_outcome
+from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.exitcodes import ExitCode
 from blackwell_doctor.probe.formats import ProbeFormat
 
 if TYPE_CHECKING:
-    from blackwell_doctor.probe.report import ProbeReport
+    from blackwell_doctor.facts import Facts
+    from blackwell_doctor.report import Report
 
 # Bounds for --smem-limit: below the 48 KB default nothing is interesting; no GPU grants 1 MiB.
 _SMEM_LIMIT_RANGE = (1024, 1 << 20)
@@ -58,27 +62,26 @@ def probe(
         ),
     ] = 60.0,
 ) -> None:
-    """Measure this GPU's shared-memory limit and run the block-scaled tile probes."""
+    """Measure this GPU's shared-memory limit and run the block-scaled tile probes.
+
+    The probe checks (probe.smem_limit, probe.tiles; with --p2p, p2p.transfer) judge what
+    was measured, as `check` judges them. Exit 0: everything was measured; 1: something
+    measured wrong; 3: the probes could not run.
+    """
+    from blackwell_doctor import presets
     from blackwell_doctor.errors import UserError
     from blackwell_doctor.obtain import finite_seconds
-    from blackwell_doctor.probe import report as probe_report
     from blackwell_doctor.tiles.catalogue import plan_catalogue
 
     if p2p:
         if plan or smem_limit is not None:
             raise UserError("--p2p measures transfers; it does not combine with --plan")
         from blackwell_doctor.probe.p2p import run_p2p_probes
-        from blackwell_doctor.probe.p2p_report import render_p2p_text
 
-        facts = run_p2p_probes(timeout_s=finite_seconds("--timeout", timeout))
-        result = probe_report.build_p2p(facts)
-        write_outcome(
-            probe_report.render_json(result) if fmt is ProbeFormat.JSON else render_p2p_text(facts),
-            output,
-            failed=_not_run(result),
-        )
-        raise typer.Exit(result.exit_code)
-    if plan:
+        seconds = finite_seconds("--timeout", timeout)
+        host = _host_facts()
+        report = presets.judge_p2p(host, run_p2p_probes(timeout_s=seconds))
+    elif plan:
         if smem_limit is None:
             raise UserError(
                 "--plan needs --smem-limit BYTES (101376 for SM 12.x, 232448 for SM 9.0/10.x)"
@@ -86,28 +89,45 @@ def probe(
         low, high = _SMEM_LIMIT_RANGE
         if not low <= smem_limit <= high:
             raise UserError(f"--smem-limit {smem_limit} is outside {low}..{high} bytes")
-        result = probe_report.build_plan(smem_limit, plan_catalogue(smem_limit))
+        report = presets.judge_plan(smem_limit, plan_catalogue(smem_limit))
     else:
         if smem_limit is not None:
             raise UserError("--smem-limit applies to --plan; a measured probe uses the GPU's own")
         from blackwell_doctor.probe.runner import run_probes
         from blackwell_doctor.tiles.catalogue import load_catalogue
 
+        seconds = finite_seconds("--timeout", timeout)
+        host = _host_facts()
         _, tiles = load_catalogue()
-        result = probe_report.build_measured(
-            run_probes(tiles=tiles, timeout_s=finite_seconds("--timeout", timeout))
-        )
+        report = presets.judge_probe(host, run_probes(tiles=tiles, timeout_s=seconds))
+    write_outcome(_rendered(report, fmt, output), output, failed=_not_run(report))
+    raise typer.Exit(report.exit_code)
+
+
+def _host_facts() -> Facts:
+    """This host's facts without the probes (they are measured here, with --timeout):
+    the GPUs, driver and shared-memory attributes the probe checks are judged beside."""
+    from blackwell_doctor.obtain import FactsRequest, obtain_facts
+
+    return obtain_facts(
+        FactsRequest(probes=False), environ=os.environ, stdin=sys.stdin.buffer
+    ).facts
+
+
+def _rendered(report: Report, fmt: ProbeFormat, output: Path | None) -> str:
+    """The probe's report through the shared renderers (detail sections: the tile table,
+    the transfer matrix), sanitised at their boundary like every report."""
+    from blackwell_doctor.render import Format, render
+
     if fmt is ProbeFormat.JSON:
-        text = probe_report.render_json(result)
-    else:
-        text = probe_report.render_text(result)
-    write_outcome(text, output, failed=_not_run(result))
-    raise typer.Exit(result.exit_code)
+        return render(report, Format.JSON, color=False)
+    color, width = text_style(output)
+    return render(report, Format.RICH, color=color, width=width)
 
 
-def _not_run(result: ProbeReport) -> str | None:
+def _not_run(report: Report) -> str | None:
     """Why the probes measured nothing (exit 3), else None."""
-    if result.exit_code != ExitCode.NOT_EVALUATED:
+    if report.exit_code != ExitCode.NOT_EVALUATED:
         return None
     return "the probes could not run (exit 3)"
 

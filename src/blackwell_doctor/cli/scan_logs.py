@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import FailOn, Output
-from blackwell_doctor.cli.output import write_outcome
+from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.logs.formats import ScanLogsFormat
 
 
@@ -55,13 +55,16 @@ def scan_logs(
 ) -> None:
     """Scan runtime and kernel logs for fallback and failure signatures.
 
-    Exit 0: nothing at or above --fail-on; 1: findings at or above it; 2: no input
-    could be read (an unreadable input among readable ones is reported, not fatal).
+    The logs checks (logs.moe_kernels, logs.arch_support, ...) judge the scan, as `check
+    --logs` judges it. Exit 0: nothing at or above --fail-on; 1: findings at or above it;
+    2: no input could be read (an unreadable input among readable ones is reported, not
+    fatal).
     """
     from blackwell_doctor import TOOL_NAME
     from blackwell_doctor.errors import UserError
-    from blackwell_doctor.logs.report import build_report, render_json, render_text
     from blackwell_doctor.obtain import LogRequest, obtain_logs
+    from blackwell_doctor.presets import judge_logs
+    from blackwell_doctor.render import Format, render
 
     request = LogRequest(
         paths=tuple(paths or ()),
@@ -72,9 +75,15 @@ def scan_logs(
     if not request.requested:
         raise UserError("scan-logs needs a PATH, - (stdin), --container, --journal or --kernel-log")
     facts = obtain_logs(request, host_root=host_root, stdin=sys.stdin.buffer)
-    report = build_report(facts, fail_on=fail_on.value)
+    # The logs checks judge the scan, through the same report and renderers as `check`.
+    report = judge_logs(facts, fail_on=fail_on.value)
+    if fmt is ScanLogsFormat.JSON:
+        text = render(report, Format.JSON, color=False)
+    else:
+        color, width = text_style(output)
+        text = render(report, Format.RICH, color=color, width=width)
     write_outcome(
-        render_json(report) if fmt is ScanLogsFormat.JSON else render_text(report),
+        text,
         output,
         failed="no log input could be read (exit 2)" if report.exit_code == 2 else None,
     )

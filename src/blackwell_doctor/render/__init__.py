@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, assert_never
 
 if TYPE_CHECKING:  # the CLI declares --format from Format without loading the report model
     from blackwell_doctor.render.timing import RunTiming
-    from blackwell_doctor.report import Report
+    from blackwell_doctor.report import Report, Section
 
 
 class Format(enum.StrEnum):
@@ -62,7 +62,8 @@ def render(
     gets one sanitising step here, over the whole document, before its renderer sees it
     (terminal, Markdown, XML and Prometheus: unsafe characters shown escaped; JSON: lone
     surrogates). The renderers then only escape what their syntax needs where a value is
-    placed."""
+    placed. A preset's report (``probe``, ``scan-logs``) gets its detail sections (tile
+    table, transfer matrix, log hits) built from the sanitised report, under the results."""
     from blackwell_doctor.render.common import json_safe, sanitize, scrub
 
     report = scrub(report, json_safe if fmt is Format.JSON else sanitize)
@@ -70,7 +71,9 @@ def render(
         case Format.RICH:
             from blackwell_doctor.render.text import render_text
 
-            return render_text(report, color=color, verbose=verbose, width=width)
+            return render_text(
+                report, color=color, verbose=verbose, width=width, details=_details(report)
+            )
         case Format.JSON:
             from blackwell_doctor.render.json_out import render_json
 
@@ -82,7 +85,7 @@ def render(
         case Format.MARKDOWN:
             from blackwell_doctor.render.markdown import render_markdown
 
-            return render_markdown(report)
+            return render_markdown(report, _details(report))
         case Format.PROMETHEUS:
             from blackwell_doctor.render.prometheus import render_prometheus
 
@@ -93,6 +96,18 @@ def render(
             return render_nfd(report, timing)
         case _:
             assert_never(fmt)
+
+
+def _details(report: Report) -> list[Section]:
+    """The detail sections of a preset's report (``probe``, ``scan-logs``), built from the
+    already sanitised report; a ``check`` report has none."""
+    from blackwell_doctor.report import PresetReport
+
+    if not isinstance(report, PresetReport):
+        return []
+    from blackwell_doctor.render.details import sections
+
+    return sections(report)
 
 
 __all__ = ["Format", "render"]

@@ -9,7 +9,7 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
-from blackwell_doctor.report import HostLine, Summary
+from blackwell_doctor.report import HostLine, Report, Summary, gate_words
 from blackwell_doctor.rules.model import EvidenceValue, Result, Status
 
 # What must not reach a reader as it is: control characters other than newline and tab
@@ -153,10 +153,9 @@ def counts_phrase(summary: Summary) -> str:
     return ", ".join(words) if words else "no checks ran"
 
 
-def gate_phrase(exit_code: int, fail_on: str, strict: bool) -> str:
+def gate_phrase(report: Report) -> str:
     """ "exit 1 (gate: fail)": what a CI job will see and why."""
-    gate = f"gate: {fail_on}, strict" if strict else f"gate: {fail_on}"
-    return f"exit {exit_code} ({gate})"
+    return f"exit {report.exit_code} ({gate_words(report)})"
 
 
 def gpus_phrase(host: HostLine) -> str:

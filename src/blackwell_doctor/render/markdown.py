@@ -7,6 +7,7 @@ being quoted, grepped and read aloud.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from urllib.parse import quote
 
 from blackwell_doctor.render.common import (
@@ -19,7 +20,7 @@ from blackwell_doctor.render.common import (
     sanitize,
     sanitize_line,
 )
-from blackwell_doctor.report import Report
+from blackwell_doctor.report import PresetReport, Report, Section
 from blackwell_doctor.rules.model import Result, Status
 
 _STATUS_WORD: dict[Status, str] = {
@@ -91,13 +92,14 @@ def fence(text: str) -> str:
     return "`" * max(3, longest_run(text, "`") + 1)
 
 
-def render_markdown(report: Report) -> str:
+def render_markdown(report: Report, details: Sequence[Section] = ()) -> str:
+    """``details``: the preset's detail sections, under "Details"."""
     host = report.host
+    title = report.preset if isinstance(report, PresetReport) else "report"
     out = [
-        f"# {prose(report.tool.name)} report: {prose(host.hostname or 'unknown host')}",
+        f"# {prose(report.tool.name)} {prose(title)}: {prose(host.hostname or 'unknown host')}",
         "",
-        f"**{counts_phrase(report.summary)}** — "
-        f"{gate_phrase(report.exit_code, report.fail_on, report.strict)}",
+        f"**{counts_phrase(report.summary)}** — {prose(gate_phrase(report))}",
         "",
         "| Host | |",
         "|---|---|",
@@ -105,6 +107,11 @@ def render_markdown(report: Report) -> str:
         f"| GPUs | {cell(prose(gpus_phrase(host)))} |",
         f"| Driver | {cell(prose(host.driver_version or 'unknown'))} |",
         f"| Source | {cell(code(host.source))} |",
+        *(
+            [f"| Judged | {cell(prose(report.subject))} |"]
+            if isinstance(report, PresetReport)
+            else []
+        ),
         f"| Tool | {cell(prose(f'{report.tool.name} {report.tool.version}'))} |",
         "",
         "## Results",
@@ -127,7 +134,40 @@ def render_markdown(report: Report) -> str:
     findings.sort(key=lambda r: r.status is not Status.FAIL)
     for result in findings:
         out += _finding(result)
+    if details:
+        out += ["", "## Details", ""]
+    for section in details:
+        out += _section(section)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _section(section: Section) -> list[str]:
+    """A detail section: preformatted lines in code fences (log lines, limits), the table
+    as a GFM table, notes as paragraphs; every text one line."""
+    out = [f"### {prose(section.title)}", ""]
+    for block in (section.head, None, section.lines):
+        if block is None:
+            if section.columns:
+                out += [
+                    "| " + " | ".join(cell(prose(c)) for c in section.columns) + " |",
+                    "|"
+                    + "|".join(
+                        "---:" if i in section.numeric else "---"
+                        for i in range(len(section.columns))
+                    )
+                    + "|",
+                ]
+                out += [
+                    "| " + " | ".join(cell(prose(c)) for c in row) + " |" for row in section.rows
+                ]
+                out.append("")
+            continue
+        if block:
+            text = "\n".join(sanitize_line(line) for line in block)
+            marker = fence(text)
+            out += [marker, text, marker, ""]
+    out += [prose(note) + "\n" for note in section.notes]
+    return out
 
 
 def _finding(result: Result) -> list[str]:

@@ -9,6 +9,7 @@ data, never markup: the rich writer builds ``Text`` objects, which rich does not
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from io import StringIO
 from typing import TYPE_CHECKING
@@ -23,7 +24,7 @@ from blackwell_doctor.render.common import (
     sanitize,
     sanitize_line,
 )
-from blackwell_doctor.report import Report
+from blackwell_doctor.report import PresetReport, Report, Section
 from blackwell_doctor.rules.model import Result, Status
 
 if TYPE_CHECKING:
@@ -91,8 +92,16 @@ class _Line:
     lead: tuple[tuple[str, str], ...] = ()
 
 
-def render_text(report: Report, *, color: bool, verbose: bool = False, width: int = 100) -> str:
-    lines = _layout(report, _UNICODE if color else _PLAIN, verbose=verbose)
+def render_text(
+    report: Report,
+    *,
+    color: bool,
+    verbose: bool = False,
+    width: int = 100,
+    details: Sequence[Section] = (),
+) -> str:
+    """``details``: the preset's detail sections, shown under the results."""
+    lines = _layout(report, _UNICODE if color else _PLAIN, verbose=verbose, details=details)
     if color:
         return _write_rich(lines, width)
     return _write_plain(lines, width)
@@ -101,30 +110,20 @@ def render_text(report: Report, *, color: bool, verbose: bool = False, width: in
 # --------------------------------------------------------------------------- layout
 
 
-def _layout(report: Report, glyphs: _Glyphs, *, verbose: bool) -> list[_Line]:
-    host = report.host
-    source = "collected live on this host" if host.source == "live" else host.source
-    lines = [
-        _Line(
-            0,
-            (
-                (sanitize_line(f"{report.tool.name} {report.tool.version}"), "id"),
-                (f"{glyphs.sep}host {sanitize_line(host.hostname or 'unknown')}", "plain"),
-                (f"{glyphs.sep}driver {sanitize_line(host.driver_version or 'unknown')}", "plain"),
-            ),
-        ),
-        _Line(0, (("GPUs: ", "label"), (sanitize_line(gpus_phrase(host)), "plain"))),
-        # A path is one unbreakable token: on its own line it wraps as a whole, if at all.
-        _Line(0, (("Facts: ", "label"), (sanitize_line(source), "plain"))),
-    ]
+def _layout(
+    report: Report, glyphs: _Glyphs, *, verbose: bool, details: Sequence[Section]
+) -> list[_Line]:
+    lines = _header(report, glyphs)
     mark_width = max(len(m) for m in glyphs.marks.values())
     id_width = max((len(sanitize_line(r.id)) for r in report.results), default=0)
     for family, results in group_by_family(report.results):
         lines += [_Line(0, ()), _Line(0, ((sanitize_line(family), "heading"),))]
         for result in results:
             lines += _check_lines(result, glyphs, mark_width, id_width, verbose=verbose)
-    if not report.results:
+    if not report.results and not details:
         lines += [_Line(0, ()), _Line(0, (("No checks ran.", "dim"),))]
+    for section in details:
+        lines += _section_lines(section)
     verdict = "bad" if report.exit_code else "ok"
     lines += [
         _Line(0, ()),
@@ -134,11 +133,63 @@ def _layout(report: Report, glyphs: _Glyphs, *, verbose: bool) -> list[_Line]:
                 ("Summary: ", "label"),
                 (counts_phrase(report.summary), "plain"),
                 (f" {glyphs.dash} ", "plain"),
-                (gate_phrase(report.exit_code, report.fail_on, report.strict), verdict),
+                (sanitize_line(gate_phrase(report)), verdict),
             ),
         ),
     ]
     return lines
+
+
+def _header(report: Report, glyphs: _Glyphs) -> list[_Line]:
+    host = report.host
+    tool = (sanitize_line(f"{report.tool.name} {report.tool.version}"), "id")
+    if isinstance(report, PresetReport):
+        # A preset names itself and what it judged; the host only where it was read.
+        first = [tool, (f"{glyphs.sep}{sanitize_line(report.preset)}", "plain")]
+        if host.hostname:
+            first.append((f"{glyphs.sep}host {sanitize_line(host.hostname)}", "plain"))
+        if host.driver_version:
+            first.append((f"{glyphs.sep}driver {sanitize_line(host.driver_version)}", "plain"))
+        lines = [_Line(0, tuple(first))]
+        if host.gpus:
+            lines.append(
+                _Line(0, (("GPUs: ", "label"), (sanitize_line(gpus_phrase(host)), "plain")))
+            )
+        return [*lines, _Line(0, (("Judged: ", "label"), (sanitize_line(report.subject), "plain")))]
+    source = "collected live on this host" if host.source == "live" else host.source
+    return [
+        _Line(
+            0,
+            (
+                tool,
+                (f"{glyphs.sep}host {sanitize_line(host.hostname or 'unknown')}", "plain"),
+                (f"{glyphs.sep}driver {sanitize_line(host.driver_version or 'unknown')}", "plain"),
+            ),
+        ),
+        _Line(0, (("GPUs: ", "label"), (sanitize_line(gpus_phrase(host)), "plain"))),
+        # A path is one unbreakable token: on its own line it wraps as a whole, if at all.
+        _Line(0, (("Facts: ", "label"), (sanitize_line(source), "plain"))),
+    ]
+
+
+def _section_lines(section: Section) -> list[_Line]:
+    """A detail section: its title as a heading, lines and table as they are (one line each,
+    never wrapped: a table row or a log line must stay whole), notes wrapped."""
+    out = [_Line(0, ()), _Line(0, ((sanitize_line(section.title), "heading"),), wrap=False)]
+    out += [_Line(2, ((sanitize_line(text), "plain"),), wrap=False) for text in section.head]
+    if section.columns:
+        table = [[sanitize_line(c) for c in row] for row in [section.columns, *section.rows]]
+        widths = [max(len(row[i]) for row in table) for i in range(len(section.columns))]
+        for index, row in enumerate(table):
+            cells = [
+                c.rjust(widths[i]) if i in section.numeric and index else c.ljust(widths[i])
+                for i, c in enumerate(row)
+            ]
+            style = "label" if index == 0 else "plain"
+            out.append(_Line(2, (("  ".join(cells).rstrip(), style),), wrap=False))
+    out += [_Line(2, ((sanitize_line(text), "plain"),), wrap=False) for text in section.lines]
+    out += [_Line(2, ((sanitize_line(text), "dim"),)) for text in section.notes]
+    return out
 
 
 def _check_lines(

@@ -43,6 +43,7 @@ from blackwell_doctor.rules.model import (
 from blackwell_doctor.rules.registry import check
 
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
+_UNREAD_NAMED = 3
 # Markers (checks/log_signatures.toml [[marker]]) that make a Marlin choice deliberate.
 MARLIN_MARKERS = frozenset({"marlin-requested", "w4a16-checkpoint"})
 # A hit's context markers (logs/context.py) that put it inside an autotuner record.
@@ -216,7 +217,10 @@ def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[s
     if mine:
         summary = f"only informational signatures ({len(mine)}) in {scanned:,} lines"
     if unread:
-        summary += "; unreadable: " + ", ".join(unread)
+        # Named up to a few, then counted (logs.inputs lists them all): a scan of thousands
+        # of files keeps one line per check.
+        more = f" and {len(unread) - _UNREAD_NAMED} more" if len(unread) > _UNREAD_NAMED else ""
+        summary += "; unreadable: " + ", ".join(unread[:_UNREAD_NAMED]) + more
     return passed(summary, **evidence)
 
 

@@ -28,8 +28,12 @@ from blackwell_doctor.checkpoint.report import MODEL_SCHEMA_VERSION, ModelReport
 from blackwell_doctor.facts import SCHEMA_VERSION as FACTS_SCHEMA_VERSION
 from blackwell_doctor.facts import Facts
 from blackwell_doctor.fleet.model import FLEET_SCHEMA_VERSION, FleetReport
-from blackwell_doctor.logs.report import SCAN_SCHEMA_VERSION, ScanReport
-from blackwell_doctor.probe.report import PROBE_SCHEMA_VERSION, ProbeReport
+from blackwell_doctor.presets import (
+    PROBE_SCHEMA_VERSION,
+    SCAN_SCHEMA_VERSION,
+    ProbeReport,
+    ScanReport,
+)
 from blackwell_doctor.recommend.plan import RECOMMENDATION_SCHEMA_VERSION, Recommendation
 from blackwell_doctor.report import REPORT_SCHEMA_VERSION, Report
 
