@@ -158,7 +158,7 @@ def test_a_version_1_verdict_is_not_replayed_but_judged_from_its_measurements() 
     assert pair["verdict"] == "works"
     pair["unidirectional_gbps"] = 30.0  # < host_staged_gbps 52.1
     facts = decode_facts(json.dumps(doc).encode())
-    assert facts.schema_version == SCHEMA_VERSION == 3
+    assert facts.schema_version == SCHEMA_VERSION == 4
     r = result(facts, "p2p.transfer")
     assert r.status is Status.WARN
     assert "slower-than-host" in str(r.evidence["GPU0-GPU1"])
