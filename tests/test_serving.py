@@ -451,3 +451,11 @@ def test_fleet_exports_the_bench_figures_of_the_nodes_that_carry_them(
     # Without any bench run, the textfile has no bench series at all.
     _, plain, _ = run(["fleet", str(HOST_4X), "--format", "prometheus"], capsys)
     assert "fleet_bench" not in plain
+
+
+def test_a_run_without_shapes_is_not_evaluated_and_says_why() -> None:
+    bench = msgspec.structs.replace(planted(), shapes=[])
+    r = judged(bench, "serving.errors")
+    assert r.status is Status.ERROR
+    assert "measured no shape" in r.summary
+    assert "--soak" in r.summary

@@ -102,7 +102,11 @@ def serving_errors(facts: Facts, rules: RuleData) -> Outcome:
             remedy_vars={"url": bench.url},
         )
     if not bench.shapes:
-        return not_evaluated("the bench run measured no shape", **evidence)
+        return not_evaluated(
+            "the bench run measured no shape (a --soak run is judged by its own trend "
+            "verdicts in bench's output)",
+            **evidence,
+        )
     limit = rules.serving.errors.fail_fraction
     failing: list[str] = []
     some: list[str] = []
