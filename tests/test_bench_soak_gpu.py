@@ -41,7 +41,7 @@ def test_a_gibibyte_allocated_on_gpu_0_shows_in_the_next_sample() -> None:
     try:
         before = soak_gpu.sample_gpu_memory(60.0)
         pointer = driver.alloc(GIB)
-        driver.call("cuMemsetD8_v2", driver.d.CUdeviceptr(pointer), 1, GIB)  # backed for sure
+        driver.call("cuMemsetD8", driver.d.CUdeviceptr(pointer), 1, GIB)  # backed for sure
         driver.synchronize()
         try:
             after = soak_gpu.sample_gpu_memory(60.0)
