@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import time
 from pathlib import Path
 
 import msgspec
@@ -290,13 +291,15 @@ def outcome(*, ok: bool = True, tokens: int = 16, itl_ms: float = 5.0) -> client
     )
 
 
-def planted_soak(kv_pct: list[float], gpu_mib: list[float], itl_ms: list[float]) -> SoakState:
+def planted_soak(
+    kv_pct: list[float], gpu_mib: list[float], itl_ms: list[float], t0: float = 1000.0
+) -> SoakState:
     """A soak of len(kv_pct) 10 s intervals, each with 4 requests, one KV sample and one
-    GPU sample, as the sampler would have closed them."""
+    GPU sample, as the sampler would have closed them. ``t0`` is on perf_counter's clock."""
     state = SoakState(
         shape=BUILTIN_SHAPES["concurrent"], duration_s=10.0 * len(kv_pct), interval_s=10.0
     )
-    state.t0 = 1000.0
+    state.t0 = t0
     state.end = state.t0 + state.duration_s
     state.kv_cache = SAMPLED
     state.gpu_memory = SAMPLED
@@ -368,7 +371,9 @@ def test_a_leaking_soak_is_a_finding_and_exit_1() -> None:
 
 
 def test_ctrl_c_closes_the_open_interval_as_partial_and_fits_only_full_ones() -> None:
-    state = planted_soak([2.0] * 8, [1000.0] * 8, [5.0] * 8)
+    # Ctrl-C comes now, 83 s into the soak: soak_result reads perf_counter for the moment
+    # (a t0 fixed at 1000.0 would lie in the future on a machine booted minutes ago).
+    state = planted_soak([2.0] * 8, [1000.0] * 8, [5.0] * 8, t0=time.perf_counter() - 83.0)
     state.end = state.t0 + 600.0  # the soak was to last 10 minutes
     state.duration_s = 600.0
     # Interval 9 had begun: two requests finished in it, then Ctrl-C.
