@@ -97,9 +97,17 @@ def _sniff(raw: Iterator[bytes], name: str, *, plain: LogSourceKind) -> Opened:
 
 
 def _again(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    if first:
-        yield first
-    yield from rest
+    # Closed before it reached ``rest`` (a consumer that stopped after the first chunk),
+    # it closes ``rest`` itself: the decompression thread and the file must not wait for
+    # the garbage collector (on Python 3.12 on a 32-core host they outlived close()).
+    try:
+        if first:
+            yield first
+        yield from rest
+    finally:
+        close = getattr(rest, "close", None)
+        if close is not None:
+            close()
 
 
 def _file_chunks(fh: BinaryIO, name: str) -> Iterator[bytes]:
