@@ -50,6 +50,27 @@ def bench(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str
     )
 
 
+def one_shape(url: str, shapes: Path, shape: str, out: Path, *more: str) -> list[str]:
+    """`bench` arguments that measure one shape of a shapes file against ``url`` into ``out``."""
+    return ["--url", url, "--shapes", str(shapes), "--shape", shape, "-o", str(out), *more]
+
+
+def bench_started(args: list[str], *, once: str) -> subprocess.Popen[str]:
+    """`bench ARGS` as a child process, returned once its plain progress lines on standard
+    error (one per tenth of a shape when piped) show ``once`` measured."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "blackwell_doctor", "bench", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "measuring" in line and once in line:
+            break
+    return proc
+
+
 def load(path: Path) -> dict[str, Any]:
     doc = json.loads(path.read_text())
     assert isinstance(doc, dict)
@@ -159,7 +180,7 @@ logit_bias = {{ "{token}" = 3.0 }}
 """,
     )
     out = tmp_path / "think.json"
-    r = bench("--url", vllm_url, "--shapes", str(shapes), "--shape", "think", "-o", str(out))
+    r = bench(*one_shape(vllm_url, shapes, "think", out))
     assert r.returncode == 0, r.stderr
     doc = load(out)
     m = doc["shapes"][0]["metrics"]
@@ -213,18 +234,7 @@ def test_one_configuration_twice_is_no_significant_change(vllm_url: str, tmp_pat
         "[shape.pair]\ninput_tokens = 64\noutput_tokens = 32\nconcurrency = 2\nrequests = 48\n",
     )
     run = tmp_path / "run.json"
-    r = bench(
-        "--url",
-        vllm_url,
-        "--shapes",
-        str(shapes),
-        "--shape",
-        "pair",
-        "-o",
-        str(run),
-        "--format",
-        "json",
-    )
+    r = bench(*one_shape(vllm_url, shapes, "pair", run, "--format", "json"))
     assert r.returncode == 0, r.stderr
     split_interleaved(run, tmp_path / "even.json", tmp_path / "odd.json")
     r = bench(
@@ -255,18 +265,7 @@ def test_the_same_server_twice_gives_the_same_greedy_outputs(vllm_url: str, tmp_
     shapes = shapes_file(tmp_path)
     runs = [tmp_path / "a.json", tmp_path / "b.json"]
     for path in runs:
-        r = bench(
-            "--url",
-            vllm_url,
-            "--shapes",
-            str(shapes),
-            "--shape",
-            "tiny-short",
-            "-o",
-            str(path),
-            "--format",
-            "json",
-        )
+        r = bench(*one_shape(vllm_url, shapes, "tiny-short", path, "--format", "json"))
         assert r.returncode == 0, r.stderr
     r = bench("--compare", str(runs[0]), str(runs[1]), "--format", "json")
     doc = json.loads(r.stdout)
@@ -297,18 +296,7 @@ def test_one_sequence_at_a_time_is_worse_under_concurrency(
     )
     fast, slow = tmp_path / "fast.json", tmp_path / "slow.json"
     for url, path in ((vllm_url, fast), (vllm_slow_url, slow)):
-        r = bench(
-            "--url",
-            url,
-            "--shapes",
-            str(shapes),
-            "--shape",
-            "tiny-concurrent",
-            "-o",
-            str(path),
-            "--format",
-            "json",
-        )
+        r = bench(*one_shape(url, shapes, "tiny-concurrent", path, "--format", "json"))
         assert r.returncode == 0, r.stderr
     r = bench(
         "--compare",
@@ -339,18 +327,7 @@ def test_one_sequence_at_a_time_is_worse_under_concurrency(
 def test_a_wrong_model_name_is_a_named_4xx_error(vllm_url: str, tmp_path: Path) -> None:
     out = tmp_path / "bad.json"
     shapes = shapes_file(tmp_path)
-    r = bench(
-        "--url",
-        vllm_url,
-        "--model",
-        "no-such-model",
-        "--shapes",
-        str(shapes),
-        "--shape",
-        "tiny-short",
-        "-o",
-        str(out),
-    )
+    r = bench(*one_shape(vllm_url, shapes, "tiny-short", out, "--model", "no-such-model"))
     assert r.returncode == 1
     shape = load(out)["shapes"][0]
     assert shape["errors"] == {"http_4xx": 4}
@@ -363,29 +340,7 @@ def test_ctrl_c_writes_the_partial_result_and_exits_130(vllm_slow_url: str, tmp_
         tmp_path,
         "[shape.slowish]\ninput_tokens = 64\noutput_tokens = 64\nrequests = 200\nwarmup = 0\n",
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "blackwell_doctor",
-            "bench",
-            "--url",
-            vllm_slow_url,
-            "--shapes",
-            str(shapes),
-            "--shape",
-            "slowish",
-            "-o",
-            str(out),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:  # plain progress lines when piped: one per tenth of the shape
-        if "measuring" in line and " 20/200" in line:
-            break
+    proc = bench_started(one_shape(vllm_slow_url, shapes, "slowish", out), once=" 20/200")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -461,31 +416,9 @@ def test_a_server_killed_mid_run_gives_named_errors_and_a_partial_result(
         "[shape.victim]\ninput_tokens = 64\noutput_tokens = 64\nconcurrency = 2\n"
         "requests = 40\nwarmup = 0\n",
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "blackwell_doctor",
-            "bench",
-            "--url",
-            vllm_slow_url,
-            "--shapes",
-            str(shapes),
-            "--shape",
-            "victim",
-            "--request-timeout",
-            "20",
-            "-o",
-            str(out),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = bench_started(
+        one_shape(vllm_slow_url, shapes, "victim", out, "--request-timeout", "20"), once=" 4/40"
     )
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if "measuring" in line and " 4/40" in line:
-            break
     pid = int(Path(vllm_slow_pidfile).read_text())
     os.killpg(pid, signal.SIGKILL)  # the API server and its engine core, without warning
     _, err = proc.communicate(timeout=120)

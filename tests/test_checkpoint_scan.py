@@ -368,3 +368,40 @@ def test_hybrid_linear_attention_counts_agree(tmp_path: Path) -> None:
     assert (facts.parameters.total, facts.parameters.active) == (computed.total, computed.active)
     assert (facts.arch.full_attention_layers, facts.arch.linear_attention_layers) == (2, 2)
     assert facts.arch.linear_state_bytes_per_layer == 2 * (nv * dk * dv + qkv * (conv - 1))
+
+
+@pytest.mark.parametrize(
+    ("algo", "method", "bits", "group"),
+    [
+        ("NVFP4", "nvfp4", 4, 16),
+        ("nvfp4_awq", "nvfp4", 4, 16),
+        ("W4A16_AWQ", "w4a16", 4, 16),
+        ("W4A8_AWQ", "w4a16", 4, 16),
+        ("INT4_AWQ", "w4a16", 4, 16),
+        ("FP8", "fp8", 8, None),  # per tensor: no group size, whatever the file says
+        ("FP8_PB_WO", "fp8", 8, None),
+        ("INT8_SQ", "unknown", None, None),
+    ],
+)
+def test_modelopt_quant_algo_decides_the_method(
+    algo: str, method: str, bits: int | None, group: int | None
+) -> None:
+    from blackwell_doctor.checkpoint.quant import describe
+
+    described = describe(
+        None,
+        {
+            "producer": {"name": "modelopt"},
+            "quantization": {"quant_algo": algo, "group_size": 16, "kv_cache_quant_algo": "FP8"},
+        },
+    )
+    q, problem = described
+    assert (q.method, q.weight_bits, q.group_size) == (method, bits, group)
+    assert q.format == f"modelopt {algo.upper()}"
+    assert (problem is None) == (method != "unknown")
+    assert q.kv_cache_dtype == ("fp8" if method != "unknown" else None)
+    # The same description inside config.json decides the same way.
+    assert (
+        describe({"quant_method": "modelopt", "quant_algo": algo, "group_size": 16}, None)[0].method
+        == method
+    )

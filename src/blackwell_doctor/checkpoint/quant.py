@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from blackwell_doctor.facts_model import QuantFacts
+from blackwell_doctor.facts_model import QuantFacts, QuantMethod
 
 
 def _groups(q: dict[str, Any]) -> list[dict[str, Any]]:
@@ -123,37 +123,38 @@ def describe(
     ), f"unrecognised quantization description ({fmt}): sizes come from the tensors only"
 
 
+# ModelOpt's 4-bit quant_algo values and the method each is (FP8* are matched by prefix).
+_MODELOPT_4BIT: dict[str, QuantMethod] = {
+    "NVFP4": "nvfp4",
+    "NVFP4_AWQ": "nvfp4",
+    "W4A16_AWQ": "w4a16",
+    "W4A8_AWQ": "w4a16",
+    "INT4_AWQ": "w4a16",
+}
+
+
 def _modelopt(algo: str, group: Any, kv: Any, evidence: str) -> tuple[QuantFacts, str | None]:
     kv_dtype = "fp8" if str(kv or "").upper() == "FP8" else None
-    if algo in ("NVFP4", "NVFP4_AWQ"):
+    method = _MODELOPT_4BIT.get(algo)
+    four_bit = method is not None
+    if method is None and algo.startswith("FP8"):
+        method = "fp8"
+    if method is None:
         return QuantFacts(
-            method="nvfp4",
-            format=f"modelopt {algo}",
-            group_size=group if type(group) is int else None,
-            weight_bits=4,
-            kv_cache_dtype=kv_dtype,
-            evidence=[evidence],
-        ), None
-    if algo.startswith("FP8"):
-        return QuantFacts(
-            method="fp8",
-            format=f"modelopt {algo}",
-            weight_bits=8,
-            kv_cache_dtype=kv_dtype,
-            evidence=[evidence],
-        ), None
-    if algo in ("W4A16_AWQ", "W4A8_AWQ", "INT4_AWQ"):
-        return QuantFacts(
-            method="w4a16",
-            format=f"modelopt {algo}",
-            group_size=group if type(group) is int else None,
-            weight_bits=4,
-            kv_cache_dtype=kv_dtype,
-            evidence=[evidence],
-        ), None
+            method="unknown", format=f"modelopt {algo or '(none)'}", evidence=[evidence]
+        ), (
+            f"unrecognised ModelOpt quant_algo {algo or '(none)'!r}: sizes come from the "
+            "tensors only"
+        )
     return QuantFacts(
-        method="unknown", format=f"modelopt {algo or '(none)'}", evidence=[evidence]
-    ), (f"unrecognised ModelOpt quant_algo {algo or '(none)'!r}: sizes come from the tensors only")
+        method=method,
+        format=f"modelopt {algo}",
+        # Only the 4-bit formats scale per group of weights.
+        group_size=group if four_bit and type(group) is int else None,
+        weight_bits=4 if four_bit else 8,
+        kv_cache_dtype=kv_dtype,
+        evidence=[evidence],
+    ), None
 
 
 def _compressed_tensors(q: dict[str, Any]) -> tuple[QuantFacts, str | None]:

@@ -9,7 +9,15 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import FailOn, Output, split
+from blackwell_doctor.cli.options import (
+    FailOn,
+    FailOnStatus,
+    Ignore,
+    Output,
+    Select,
+    split,
+    strict_option,
+)
 from blackwell_doctor.cli.output import write, writes_to_file
 from blackwell_doctor.fleet.formats import FleetFormat
 
@@ -31,26 +39,15 @@ def register(app: typer.Typer) -> None:
             FleetFormat, typer.Option("--format", "-f", help="Output format.")
         ] = FleetFormat.RICH,
         output: Output = None,
-        fail_on: Annotated[
-            FailOn,
-            typer.Option("--fail-on", help="Lowest status that makes the exit code 1."),
-        ] = FailOn.fail,
+        fail_on: FailOnStatus = FailOn.fail,
         strict: Annotated[
             bool,
-            typer.Option(
-                "--strict",
-                help="Exit 3 when a check could not be evaluated or a node's facts could not "
-                "be read.",
+            strict_option(
+                "Exit 3 when a check could not be evaluated or a node's facts could not be read."
             ),
         ] = False,
-        select: Annotated[
-            list[str] | None,
-            typer.Option("--select", help="Only these check ids or families (repeatable)."),
-        ] = None,
-        ignore: Annotated[
-            list[str] | None,
-            typer.Option("--ignore", help="Skip these check ids or families (repeatable)."),
-        ] = None,
+        select: Select = None,
+        ignore: Ignore = None,
         jobs: Annotated[
             int,
             typer.Option(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -27,6 +27,28 @@ def split(values: list[str] | None) -> list[str]:
     """Repeatable options that also take comma-separated lists (``--select a,b``)."""
     return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
 
+
+# How check, slurm-health and fleet choose and judge checks. slurm-health words --fail-on and
+# --strict by what they do there (drain the node), fleet says what --strict adds: those take
+# the option from the factories below with their own help.
+def fail_on_option(help: str = "Lowest status that makes the exit code 1.") -> Any:
+    return typer.Option("--fail-on", help=help)
+
+
+def strict_option(help: str = "Exit 3 when a check could not be evaluated.") -> Any:
+    return typer.Option("--strict", help=help)
+
+
+FailOnStatus = Annotated[FailOn, fail_on_option()]
+Strict = Annotated[bool, strict_option()]
+Select = Annotated[
+    list[str] | None,
+    typer.Option("--select", help="Only these check ids or families (prefixes, repeatable)."),
+]
+Ignore = Annotated[
+    list[str] | None,
+    typer.Option("--ignore", help="Skip these check ids or families (prefixes, repeatable)."),
+]
 
 Output = Annotated[
     Path | None,

@@ -16,8 +16,12 @@ from blackwell_doctor.cli.options import (
     FailOn,
     GpuTimeout,
     HostRoot,
+    Ignore,
+    Select,
     facts_request,
+    fail_on_option,
     split,
+    strict_option,
 )
 from blackwell_doctor.exitcodes import ExitCode
 
@@ -42,21 +46,13 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         fail_on: Annotated[
-            FailOn,
-            typer.Option("--fail-on", help="Lowest status that drains the node."),
+            FailOn, fail_on_option("Lowest status that drains the node.")
         ] = FailOn.fail,
         strict: Annotated[
-            bool,
-            typer.Option("--strict", help="Also drain when a check could not be evaluated."),
+            bool, strict_option("Also drain when a check could not be evaluated.")
         ] = False,
-        select: Annotated[
-            list[str] | None,
-            typer.Option("--select", help="Only these check ids or families (repeatable)."),
-        ] = None,
-        ignore: Annotated[
-            list[str] | None,
-            typer.Option("--ignore", help="Skip these check ids or families (repeatable)."),
-        ] = None,
+        select: Select = None,
+        ignore: Ignore = None,
         no_probe: Annotated[
             bool,
             typer.Option(

@@ -1,0 +1,55 @@
+"""The options several commands share are declared once (``blackwell_doctor.cli.options``):
+the same flag means the same thing, in the same words, wherever it appears; where a
+command's words differ, they say what the option does there."""
+
+from __future__ import annotations
+
+import typer
+from typer.core import TyperGroup, TyperOption
+
+from blackwell_doctor.cli import app
+
+_JUDGING = ("check", "fleet", "slurm-health")
+
+
+def _options(command: str) -> dict[str, TyperOption]:
+    group = typer.main.get_command(app)
+    assert isinstance(group, TyperGroup)
+    cmd = group.commands[command]
+    return {
+        p.opts[0]: p for p in cmd.params if isinstance(p, TyperOption) and p.opts[0][:2] == "--"
+    }
+
+
+def _help(command: str, flag: str) -> str:
+    text = _options(command)[flag].help
+    assert text
+    return text
+
+
+def test_select_and_ignore_read_alike_in_every_judging_command() -> None:
+    for flag in ("--select", "--ignore"):
+        helps = {_help(c, flag) for c in _JUDGING}
+        assert len(helps) == 1, helps
+        assert "prefixes, repeatable" in helps.pop()
+
+
+def test_fail_on_and_strict_say_what_they_do_in_each_command() -> None:
+    assert _help("check", "--fail-on") == _help("fleet", "--fail-on")
+    assert "exit code 1" in _help("check", "--fail-on")
+    assert "drains the node" in _help("slurm-health", "--fail-on")
+    assert "drain" in _help("slurm-health", "--strict")
+    assert "Exit 3" in _help("check", "--strict")
+    assert _help("fleet", "--strict").startswith(_help("check", "--strict").rstrip("."))
+    for command in _JUDGING:  # the same choices and default everywhere
+        option = _options(command)["--fail-on"]
+        assert list(getattr(option.type, "choices", ())) == ["warn", "fail"]
+        assert option.default == "fail"
+        assert _options(command)["--strict"].default is False
+
+
+def test_recommend_and_apply_take_the_same_launch_options() -> None:
+    shared = set(_options("recommend")) & set(_options("apply"))
+    assert {"--facts", "--runtime", "--catalogue", "--name", "--bind", "--port"} <= shared
+    for flag in shared:
+        assert _help("recommend", flag) == _help("apply", flag), flag
