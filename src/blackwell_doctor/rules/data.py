@@ -44,6 +44,10 @@ class CheckSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # The remedy per case a check function returns (Outcome.case): [check.cases.<case>].
     # A case without links takes the check's.
     cases: dict[str, RemedyText] = msgspec.field(default_factory=dict)
+    # Commands that depend on the host rather than the case ([check.command_sets]): e.g.
+    # one set per package manager; the check names the set (Outcome.command_set), or fills
+    # a template per item itself (one setpci line per bridge).
+    command_sets: dict[str, list[str]] = msgspec.field(default_factory=dict)
     source: str = ""
 
     @property
@@ -118,6 +122,36 @@ class Thresholds(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     p2p: P2PThresholds = msgspec.field(default_factory=P2PThresholds)
 
 
+class Distro(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One [[distro]] of checks/distros.toml: which command sets serve it."""
+
+    ids: list[str]
+    from_major: int | None = None
+    # The CUDA repository folder; placeholders {major} and {version_digits} of VERSION_ID.
+    cuda_folder: str | None = None
+    packages: str | None = None  # driver.version's command set
+    boot: str | None = None  # pci.iommu's command set
+
+
+class CudaRepos(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    repos: str
+    arch: dict[str, str]
+
+
+class Distros(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    cuda: CudaRepos
+    distro: list[Distro]
+
+    def find(self, os_id: str | None, major: int | None) -> Distro | None:
+        """The first entry for this distribution (and version, where an entry asks one)."""
+        for d in self.distro:
+            if os_id in d.ids and (
+                d.from_major is None or (major is not None and major >= d.from_major)
+            ):
+                return d
+        return None
+
+
 class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     checks: dict[str, CheckSpec]
     actions: list[ActionSpec] = msgspec.field(default_factory=list)
@@ -125,6 +159,7 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     thresholds: Thresholds
     # checks/serving.toml: the serving.* checks' expectations and thresholds.
     serving: ServingData
+    distros: Distros
 
 
 class _CatalogueFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -142,6 +177,7 @@ def load_rule_data() -> RuleData:
     gpus = load_shipped("gpus.toml", _GpusFile)
     thresholds = load_shipped("thresholds.toml", Thresholds)
     serving = load_shipped("serving.toml", ServingData)
+    distros = load_shipped("distros.toml", Distros)
     checks: dict[str, CheckSpec] = {}
     for spec in catalogue.check:
         if spec.id in checks:
@@ -163,4 +199,5 @@ def load_rule_data() -> RuleData:
         architectures=archs,
         thresholds=thresholds,
         serving=serving,
+        distros=distros,
     )

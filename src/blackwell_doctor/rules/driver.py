@@ -8,11 +8,9 @@ from packaging.version import Version
 
 from blackwell_doctor.facts import CpuFacts, Facts, OsRelease, Unavailable
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import RuleData
+from blackwell_doctor.rules.data import RuleData, fill
 from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
 from blackwell_doctor.rules.registry import check
-
-_CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos"
 
 
 def _sm12x_labels(facts: Facts) -> list[str]:
@@ -32,15 +30,32 @@ def _not_sm12x(facts: Facts) -> Outcome:
 _VERSION_ID = re.compile(r"^[0-9]{1,3}(\.[0-9]{1,3})?$")
 
 
-def _repo_arch(facts: Facts) -> tuple[str | None, str]:
-    """NVIDIA CUDA repository folder (ubuntu2404, debian12, rhel9...) and its arch."""
+def _cuda_arch(facts: Facts, rules: RuleData) -> str:
+    """The CUDA repository's architecture folder for this host ("" when it has none)."""
     machine = facts.platform.machine
     if isinstance(machine, str):
-        arch = {"x86_64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa"}.get(machine, "")
-    else:  # facts from before the machine was collected: judge by the CPU's vendor
-        cpu = facts.platform.cpu
-        arm = isinstance(cpu, CpuFacts) and cpu.vendor in ("ARM", "NVIDIA", "Ampere", "APM")
-        arch = "sbsa" if arm else "x86_64"
+        return rules.distros.cuda.arch.get(machine, "")
+    # Facts from before the machine was collected: judge by the CPU's vendor.
+    cpu = facts.platform.cpu
+    arm = isinstance(cpu, CpuFacts) and cpu.vendor in ("ARM", "NVIDIA", "Ampere", "APM")
+    return rules.distros.cuda.arch["aarch64" if arm else "x86_64"]
+
+
+def driver_install_commands(
+    facts: Facts, rules: RuleData
+) -> tuple[str, str | None, dict[str, str]]:
+    """How to get the SM 12.x driver floor on this host: the case whose words say it and
+    the command set for this host's repository (both in driver.version's entry in
+    checks/catalogue.toml; which set: checks/distros.toml), and the values they take."""
+    values = {"floor": rules.thresholds.driver.min_version_sm12x}
+    if view.is_wsl(facts):
+        case = "windows_driver"  # its commands are the case's
+        return case, None, values
+    if any("GB10" in g.label for g in view.gpus(facts)):
+        case = "dgx_os"  # its commands are the case's
+        return case, None, values
+    case = "cuda_repository"
+    arch = _cuda_arch(facts, rules)
     os = facts.platform.os_release
     # Facts files are untrusted: only a plain version number goes into a URL to paste.
     if (
@@ -50,52 +65,17 @@ def _repo_arch(facts: Facts) -> tuple[str | None, str]:
         or os.version_id is None
         or not _VERSION_ID.match(os.version_id)
     ):
-        return None, arch
+        return case, "unknown", values
     major = os.version_id.split(".")[0]
-    if os.id == "ubuntu":
-        return f"ubuntu{os.version_id.replace('.', '')}", arch
-    if os.id == "debian":
-        return f"debian{major}", arch
-    if os.id in ("rhel", "rocky", "almalinux", "centos"):
-        return f"rhel{major}", arch
-    if os.id == "fedora":
-        return f"fedora{major}", arch
-    return None, arch
-
-
-def driver_install_commands(facts: Facts, rules: RuleData) -> tuple[str, list[str]]:
-    """How to get the SM 12.x driver floor on this host: (the case whose words say it in
-    checks/catalogue.toml, the commands for this host's repository)."""
-    floor = rules.thresholds.driver.min_version_sm12x
-    verify = (
-        f"nvidia-smi --query-gpu=driver_version --format=csv,noheader    # expect {floor} or newer"
+    distro = rules.distros.find(os.id, int(major))
+    if distro is None or distro.cuda_folder is None or distro.packages is None:
+        return case, "unknown", values
+    folder = fill(
+        distro.cuda_folder, {"major": major, "version_digits": os.version_id.replace(".", "")}
     )
-    if view.is_wsl(facts):
-        case = "windows_driver"  # its commands are the catalogue's
-        return case, []
-    if any("GB10" in g.label for g in view.gpus(facts)):
-        case = "dgx_os"  # its commands are the catalogue's
-        return case, []
-    repo, arch = _repo_arch(facts)
-    case = "cuda_repository"
-    if repo is None:
-        return case, [verify]
-    if repo.startswith(("ubuntu", "debian")):
-        return case, [
-            f"wget {_CUDA_REPO}/{repo}/{arch}/cuda-keyring_1.1-1_all.deb",
-            "sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update",
-            "sudo apt-get install -y nvidia-open    # open kernel modules, newest branch",
-            "sudo reboot",
-            verify,
-        ]
-    repo_file = f"{_CUDA_REPO}/{repo}/{arch}/cuda-{repo}.repo"
-    fedora_dnf5 = repo.startswith("fedora") and int(repo.removeprefix("fedora")) >= 41
-    add_repo = (
-        f"sudo dnf config-manager addrepo --from-repofile={repo_file}"  # dnf5
-        if fedora_dnf5
-        else f"sudo dnf config-manager --add-repo {repo_file}"
-    )
-    return case, [add_repo, "sudo dnf install -y nvidia-open", "sudo reboot", verify]
+    values["folder"] = folder
+    values["repo"] = f"{rules.distros.cuda.repos}/{folder}/{arch}"
+    return case, distro.packages, values
 
 
 @check("driver.version")
@@ -115,7 +95,7 @@ def driver_version(facts: Facts, rules: RuleData) -> Outcome:
     }
     if version >= Version(floor):
         return passed(f"driver {text} on SM 12.x (>= {floor})", **evidence)
-    case, commands = driver_install_commands(facts, rules)
+    case, command_set, values = driver_install_commands(facts, rules)
     cuda_driver = rules.thresholds.driver.cuda_13_2_driver
     return Outcome(
         status=Status.FAIL,
@@ -125,8 +105,8 @@ def driver_version(facts: Facts, rules: RuleData) -> Outcome:
         ),
         evidence=evidence,
         case=case,
-        remedy_vars={"floor": floor},
-        commands=commands,
+        remedy_vars=values,
+        command_set=command_set,
     )
 
 

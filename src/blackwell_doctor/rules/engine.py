@@ -114,15 +114,24 @@ def _result(spec: CheckSpec, outcome: Outcome) -> Result:
             raise KeyError(f"checks/catalogue.toml has no [check.cases.{outcome.case}]")
         links = case.links or (spec.remedy.links if spec.remedy is not None else [])
         words = msgspec.structs.replace(case, links=links)
+    templates = list(words.commands) if words is not None else []
+    if outcome.command_set is not None:
+        extra = spec.command_sets.get(outcome.command_set)
+        if extra is None:
+            raise KeyError(
+                f"checks/catalogue.toml has no {outcome.command_set!r} in {spec.id}'s "
+                "[check.command_sets]"
+            )
+        templates += extra
+    commands = [fill(c, outcome.remedy_vars) for c in templates] + list(outcome.commands)
     if outcome.status in (Status.WARN, Status.FAIL) and words is not None:
         remedy = Remedy(
             summary=fill(words.summary, outcome.remedy_vars),
-            commands=[fill(c, outcome.remedy_vars) for c in words.commands]
-            + list(outcome.commands),
+            commands=commands,
             links=list(words.links),
         )
-    elif outcome.status in (Status.WARN, Status.FAIL) and outcome.commands:
-        remedy = Remedy(summary="", commands=list(outcome.commands))
+    elif outcome.status in (Status.WARN, Status.FAIL) and commands:
+        remedy = Remedy(summary="", commands=commands)
     return Result(
         id=spec.id,
         family=spec.family,

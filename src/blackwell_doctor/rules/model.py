@@ -60,8 +60,10 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     """What a check function returns; the engine adds id, family, title, severity, remedy.
 
     ``case`` names the remedy words in the check's catalogue entry ([check.cases.<case>];
-    None: its [check.remedy]); ``remedy_vars`` fill their placeholders; ``commands`` are
-    extra commands computed from facts (e.g. one setpci line per bridge).
+    None: its [check.remedy]); ``command_set`` adds the commands of one of its
+    [check.command_sets] (e.g. the host's package manager's); ``remedy_vars`` fill the
+    placeholders of both; ``commands`` are extra commands the check filled itself (e.g. one
+    setpci line per bridge, from its own command template).
     """
 
     status: Status
@@ -69,6 +71,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     evidence: dict[str, EvidenceValue] = msgspec.field(default_factory=dict)
     case: str | None = None
     remedy_vars: dict[str, str] = msgspec.field(default_factory=dict)
+    command_set: str | None = None
     commands: list[str] = msgspec.field(default_factory=list)
 
 

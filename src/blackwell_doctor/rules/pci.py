@@ -10,7 +10,7 @@ from itertools import combinations
 
 from blackwell_doctor.facts import AcsFacts, Facts, OsRelease, PciFacts, PciGpu, Unavailable
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import RuleData
+from blackwell_doctor.rules.data import RuleData, fill
 from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
 from blackwell_doctor.rules.registry import check
 
@@ -49,22 +49,11 @@ def _passthrough_note(facts: Facts, requested: bool) -> str:
     return " and iommu=pt is not set"
 
 
-def _iommu_commands(facts: Facts) -> list[str]:
-    verify = "cat /proc/cmdline /sys/kernel/iommu_groups/*/type    # after the reboot: identity"
+def _boot_command_set(facts: Facts, rules: RuleData) -> str:
+    """pci.iommu's [check.command_sets] for this host's boot loader (checks/distros.toml)."""
     os = facts.platform.os_release
-    family = os.id if isinstance(os, OsRelease) and os.id else ""
-    if family in ("rhel", "rocky", "almalinux", "centos", "fedora"):
-        return ['sudo grubby --update-kernel=ALL --args="iommu=pt"', "sudo reboot", verify]
-    if family in ("ubuntu", "debian", "pop", "linuxmint"):
-        return [
-            "sudoedit /etc/default/grub    # add iommu=pt to GRUB_CMDLINE_LINUX_DEFAULT",
-            "sudo update-grub && sudo reboot",
-            verify,
-        ]
-    return [
-        "# add iommu=pt to the kernel command line with your boot loader's tool, then reboot",
-        verify,
-    ]
+    distro = rules.distros.find(os.id, None) if isinstance(os, OsRelease) and os.id else None
+    return distro.boot if distro is not None and distro.boot is not None else "unknown"
 
 
 def iommu_passthrough_requested(options: dict[str, str]) -> bool:
@@ -114,7 +103,7 @@ def pci_iommu(facts: Facts, rules: RuleData) -> Outcome:
                 "bdfs": ", ".join(g.bdf for g in translating),
                 "kinds": "/".join(kinds),
             },
-            commands=_iommu_commands(facts),
+            command_set=_boot_command_set(facts, rules),
         )
     if unreadable:
         return not_evaluated("; ".join(unreadable), **evidence)
@@ -183,10 +172,10 @@ def pci_acs(facts: Facts, rules: RuleData) -> Outcome:
             summary=f"ACS redirect on {view.plural(len(flagged), 'bridge')} between GPUs: {where}",
             evidence=evidence,
             remedy_vars={"bridges": ", ".join(flagged)},
-            # value:mask clears ReqRedir (bit 2) and CmpltRedir (bit 3) only, leaving the
-            # other ACS controls (SrcValid, TransBlk...) as the kernel set them.
             commands=[
-                f"sudo setpci -s {shlex.quote(bdf)} ECAP_ACS+0x6.w=0000:000c" for bdf in flagged
+                fill(line, {"bdf": shlex.quote(bdf)})
+                for bdf in flagged
+                for line in rules.checks["pci.acs"].command_sets["per_bridge"]
             ],
         )
     if unreadable:

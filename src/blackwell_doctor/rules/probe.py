@@ -24,14 +24,6 @@ from blackwell_doctor.rules.model import (
 from blackwell_doctor.rules.registry import check
 from blackwell_doctor.tiles.plan import MIN_STAGES
 
-_UPGRADE = (
-    "Run a runtime that ships SM 12.x tiles: FlashInfer 0.6.11 or newer (small-N SM120 grouped "
-    "GEMM tiles, NVIDIA/cutlass#3176 and #3092), in a vLLM/SGLang build that uses it; then "
-    "check the runtime's log for 'Failed to initialize cutlass TMA WS grouped gemm' outside "
-    "the autotuner. A community image with K=64 tiles is a fallback, and measured gains from "
-    "it were within noise of stock (sm120-moe-bench), so measure your own workload."
-)
-
 
 def _probes(facts: Facts) -> ProbeFacts | Outcome:
     p = facts.probes
