@@ -34,15 +34,11 @@ from blackwell_doctor.recommend.settings import (
 )
 from blackwell_doctor.report import HostLine, Report
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import ActionSpec, load_rule_data
+from blackwell_doctor.rules.data import ActionSpec, fill, load_rule_data
 from blackwell_doctor.rules.model import Result, Status
 
 RECOMMENDATION_SCHEMA_VERSION = 1
 _FINDING = frozenset({Status.WARN, Status.FAIL})
-NO_SPEEDUP = (
-    "No speed-up is promised: measure your own workload before and after (REFERENCE §0.2; "
-    "the K=64 image measured within about ±6% of stock in a controlled benchmark)."
-)
 
 
 class Effect(msgspec.Struct, frozen=True, kw_only=True):
@@ -148,6 +144,7 @@ def choose_runtime(
 
     Otherwise the most preferred runtime whose driver requirement this host meets; with an
     unknown driver, the most preferred one, said so."""
+    words = load_rule_data().launch
     text = view.driver_version(facts)
     try:
         driver = Version(text) if text else None
@@ -161,19 +158,21 @@ def choose_runtime(
         fitting = [r for r in ordered if _driver_ok(r, driver) is not False]
         chosen = fitting[0] if fitting else ordered[0]
         if driver is None:
-            notes.append(
-                "the host's driver version is unknown: the runtime's driver "
-                "requirement could not be checked"
-            )
+            notes.append(words.note("driver_unknown"))
     if _driver_ok(chosen, driver) is False:
         notes.append(
-            f"{chosen.id} needs driver {chosen.min_driver} or newer (CUDA {chosen.cuda}); this "
-            f"host has {text}: upgrade the driver first"
+            words.note(
+                "needs_driver",
+                runtime=chosen.id,
+                min_driver=chosen.min_driver,
+                cuda=chosen.cuda,
+                driver=str(text),
+            )
         )
     if not chosen.pinned:
-        notes.append(f"{chosen.image} is unpinned: pin the digest you reviewed in the catalogue")
+        notes.append(words.note("unpinned", image=chosen.image))
     if not chosen.verified:
-        notes.append(f"{chosen.id}: not verified by {TOOL_NAME} (contents and digest unchecked)")
+        notes.append(words.note("unverified", runtime=chosen.id, tool=TOOL_NAME))
     return chosen, notes
 
 
@@ -246,6 +245,7 @@ def _runtime_action(
     """The action, and the ids of the findings it clears (the only ones it consumes: the
     P2P findings it lists are the p2p action's to clear). A measured slow path
     (serving.throughput below its floor) is the runtime's to clear too."""
+    words = load_rule_data().launch
     measured = _measured(report)
     serving = _serving_action_spec()
     addressed = [
@@ -263,7 +263,9 @@ def _runtime_action(
     if runtime.flashinfer:
         probe = ["docker", "run", "--rm", "--entrypoint", "python3", image, "-c"]
         probe.append("import flashinfer; print(flashinfer.__version__)")
-        commands.append(shlex.join(probe) + f"    # expect {runtime.flashinfer}")
+        commands.append(
+            words.note("expect_version", command=shlex.join(probe), version=runtime.flashinfer)
+        )
     notes = [*runtime_notes, *derived.notes]
     if measured.slow is not None and serving is not None:
         notes.insert(0, serving.note("slow_path", figures=measured.slow.summary))
@@ -272,16 +274,13 @@ def _runtime_action(
     if spec is not None:
         for k, v in spec.env.items():
             if spec.is_secret(k):
-                notes.append(f"{k} is a secret: set it in your environment (not printed)")
+                notes.append(words.note("secret", name=k))
             else:
                 commands.append(shlex.join(["export", f"{k}={v}"]))
         commands.append(shlex.join(docker_run_argv(spec)))
-        notes.append(
-            f"`{TOOL_NAME} apply` with the same options creates this container through the "
-            "Docker API instead (it shows the plan; --yes carries it out, with rollback)"
-        )
+        notes.append(words.note("apply_instead", tool=TOOL_NAME))
     else:
-        notes.append("give --model-dir to get the docker run command")
+        notes.append(words.note("no_model_dir"))
     name = spec.name if spec is not None else "blackwell-doctor-vllm"
     port = spec.host_port if spec is not None else 8000
     host = reachable_host(spec.bind if spec is not None else "127.0.0.1")
@@ -292,10 +291,7 @@ def _runtime_action(
     if p2p:
         verify.append(_verify([r.id for r in p2p]))
     if any(r.id.startswith("probe.") for r in addressed):
-        notes.append(
-            "probe.tiles describes the GPU, not the runtime: it stays after the change; the "
-            "runtime's own log (scan-logs) shows whether it avoids the fallback"
-        )
+        notes.append(words.note("tiles_stay"))
     if runtime.notes:
         notes.append(runtime.notes)
     if measured.healthy is not None and serving is not None:
@@ -303,11 +299,11 @@ def _runtime_action(
     elif addressed:
         summary = runtime.effect
     else:
-        summary = "settings derived for this host; no finding asks for a runtime change"
+        summary = words.note("no_runtime_finding")
 
     action = Action(
         id="runtime",
-        title=f"Run {runtime.title}, with settings derived for this host",
+        title=fill(words.title, {"runtime": runtime.title}),
         why=[r.id for r in findings],
         findings=[_finding_ref(r) for r in findings],
         commands=commands,
@@ -442,7 +438,10 @@ def build_recommendation(
                     name=k,
                     value=v,
                     why=derived.why.get(
-                        k, "from the runtime catalogue" if k in runtime.env else "given with --env"
+                        k,
+                        rules.launch.reason(
+                            "from_catalogue" if k in runtime.env else "from_env_option"
+                        ),
                     ),
                 )
             )
@@ -472,18 +471,22 @@ def build_recommendation(
                     findings=[_finding_ref(r)],
                     commands=list(r.remedy.commands) if r.remedy else [],
                     effect=Effect(
-                        summary=f"clears {r.id}: " + (r.remedy.summary if r.remedy else r.summary),
+                        summary=rules.launch.note(
+                            "finding_effect",
+                            id=r.id,
+                            remedy=r.remedy.summary if r.remedy else r.summary,
+                        ),
                         source=source,
-                        confidence="as the check's remedy states; re-check to confirm",
+                        confidence=rules.launch.note("finding_confidence"),
                     ),
                     verify=[_verify([r.id])],
                 ),
             )
         )
     ordered.sort(key=lambda t: (t[0], t[1]))
-    notes = [NO_SPEEDUP]
+    notes = [rules.launch.note("no_speedup")]
     if derived is None:
-        notes.append("no GPU in these facts: there is no runtime to launch")
+        notes.append(rules.launch.note("no_gpu"))
     rec = Recommendation(
         schema_version=RECOMMENDATION_SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),

@@ -23,24 +23,6 @@ P2P_FINDING_PREFIXES = ("p2p.",)
 _FINDING = frozenset({Status.WARN, Status.FAIL})
 _TRANSLATING = frozenset({"DMA", "DMA-FQ"})
 
-# Fixed values (REFERENCE §5), each with why it is set.
-FIXED_ENV: dict[str, tuple[str, str]] = {
-    "VLLM_WORKER_MULTIPROC_METHOD": (
-        "spawn",
-        "CUDA cannot be re-initialised in a forked worker; vLLM's multiprocessing workers "
-        "must be spawned",
-    ),
-    "CUDA_DEVICE_MAX_CONNECTIONS": (
-        "32",
-        "hardware work queues per device (CUDA's maximum), used with the SM 12.x runtime "
-        "images (REFERENCE §5)",
-    ),
-    "PYTORCH_CUDA_ALLOC_CONF": (
-        "expandable_segments:True",
-        "lets PyTorch's allocator grow segments instead of fragmenting (REFERENCE §5)",
-    ),
-}
-
 
 def tensor_parallel_size(gpu_count: int) -> int:
     """The largest power of two not above the GPU count (attention heads split evenly)."""
@@ -232,9 +214,10 @@ def size_model(facts: Facts, gpu_count: int) -> ModelSizing | str | None:
     m = facts.model
     if m is None:
         return None
+    words = load_rule_data().launch
     result = model_fit_result(facts)
     if isinstance(result, str):
-        return f"the model was not sized: {result}"
+        return words.reason("model_not_sized", reason=result)
     assert not isinstance(m, Unavailable)
     arch = m.arch
     assert arch is not None
@@ -252,29 +235,33 @@ def size_model(facts: Facts, gpu_count: int) -> ModelSizing | str | None:
     q = m.quantization
     backend: str | None = None
     why = {
-        "tensor_parallel_size": f"the largest tensor-parallel size at which {arch.architecture} "
-        f"fits on {result.gpus} (model.fit: TP "
-        + ", ".join(str(e.tensor_parallel) for e in fitting)
-        + f"): {best.reason}",
-        "max_model_len": f"the KV budget at TP {best.tensor_parallel} holds "
-        f"{best.max_context:,} tokens of one sequence"
-        + (
-            f" (the model's max_position_embeddings {arch.max_position_embeddings:,})"
-            if length == arch.max_position_embeddings
-            else ", rounded down to a multiple of 1024"
+        "tensor_parallel_size": words.reason(
+            "fit_tensor_parallel_size",
+            architecture=arch.architecture,
+            gpus=result.gpus,
+            sizes=", ".join(str(e.tensor_parallel) for e in fitting),
+            reason=best.reason,
         ),
-        "gpu_memory_utilization": f"{result.gpu_memory_utilization:g}: what the fit arithmetic "
-        "assumed (checks/model_fit.toml)",
+        "max_model_len": words.reason(
+            "max_model_len",
+            tp=str(best.tensor_parallel),
+            tokens=f"{best.max_context:,}",
+            limit=(
+                words.reason("max_model_len_model_limit", limit=f"{arch.max_position_embeddings:,}")
+                if length == arch.max_position_embeddings
+                else words.reason("max_model_len_rounded")
+            ),
+        ),
+        "gpu_memory_utilization": words.reason(
+            "gpu_memory_utilization", utilization=f"{result.gpu_memory_utilization:g}"
+        ),
     }
     if arch.moe is not None and q.method == "w4a16":
         backend = "marlin"
-        why["moe_backend"] = "W4A16 checkpoint: Marlin is its MoE kernel (model.w4a16)"
+        why["moe_backend"] = words.reason("moe_marlin")
     elif arch.moe is not None and q.method not in ("nvfp4", "mxfp4"):
         backend = "auto"
-        why["moe_backend"] = (
-            f"{q.method} MoE: the runtime's own choice; the SM 12.x FP4 tile backend is for "
-            "NVFP4 (model.kernel_path)"
-        )
+        why["moe_backend"] = words.reason("moe_auto", method=q.method)
     return ModelSizing(
         tensor_parallel_size=best.tensor_parallel,
         max_model_len=length,
@@ -290,10 +277,11 @@ def derive(facts: Facts, report: Report) -> Derived | None:
     if count < 1:
         return None
     tp = tensor_parallel_size(count)
+    words = load_rule_data().launch
     env: dict[str, str] = {}
     why: dict[str, str] = {
-        "tensor_parallel_size": f"the largest power of two not above the GPU count ({count})"
-        + ("" if tp == count else f" ({count - tp} GPU(s) left idle: heads split evenly)"),
+        "tensor_parallel_size": words.reason("tensor_parallel_size", count=str(count))
+        + ("" if tp == count else words.reason("gpus_idle", idle=str(count - tp))),
     }
     notes: list[str] = []
     sizing = size_model(facts, count)
@@ -303,16 +291,16 @@ def derive(facts: Facts, report: Report) -> Derived | None:
     if sizing is not None:
         tp = sizing.tensor_parallel_size
         why.update(sizing.why)
-    for name, (value, reason) in FIXED_ENV.items():
-        env[name] = value
-        why[name] = reason
+    for name, fixed in words.env.items():
+        env[name] = fixed.value
+        why[name] = fixed.why
     cpus = logical_cpus(facts)
     if cpus is None:
-        notes.append("OMP_NUM_THREADS not set: the facts do not say how many logical CPUs")
+        notes.append(words.reason("omp_unknown"))
     else:
         threads = omp_num_threads(cpus, tp)
         env["OMP_NUM_THREADS"] = str(threads)
-        why["OMP_NUM_THREADS"] = f"{cpus} logical CPUs / tensor-parallel size {tp}"
+        why["OMP_NUM_THREADS"] = words.reason("omp_num_threads", cpus=str(cpus), tp=str(tp))
     decision = p2p_decision(facts, report)
     if decision is not None and decision.disable:
         env["NCCL_P2P_DISABLE"] = "1"

@@ -85,6 +85,28 @@ class ActionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
         )
 
 
+class FixedEnv(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    value: str
+    why: str
+
+
+class LaunchWords(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """[launch] of checks/catalogue.toml: what `recommend` says of the runtime action, of
+    each setting it derives (``why``), and of the recommendation as a whole (``notes``)."""
+
+    title: str
+    notes: dict[str, str]
+    why: dict[str, str]
+    # Fixed environment of the launch, in order, each with why it is set.
+    env: dict[str, FixedEnv]
+
+    def note(self, key: str, **values: str) -> str:
+        return fill(self.notes[key], values)
+
+    def reason(self, key: str, **values: str) -> str:
+        return fill(self.why[key], values)
+
+
 class Architecture(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One compute capability of checks/gpus.toml (CUDA Programming Guide tables)."""
 
@@ -157,14 +179,16 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     actions: list[ActionSpec] = msgspec.field(default_factory=list)
     architectures: dict[tuple[int, int], Architecture]
     thresholds: Thresholds
+    launch: LaunchWords
     # checks/serving.toml: the serving.* checks' expectations and thresholds.
     serving: ServingData
     distros: Distros
 
 
-class _CatalogueFile(msgspec.Struct, forbid_unknown_fields=True):
+class _CatalogueFile(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     check: list[CheckSpec]
     action: list[ActionSpec] = msgspec.field(default_factory=list)
+    launch: LaunchWords
 
 
 class _GpusFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -198,6 +222,7 @@ def load_rule_data() -> RuleData:
         actions=catalogue.action,
         architectures=archs,
         thresholds=thresholds,
+        launch=catalogue.launch,
         serving=serving,
         distros=distros,
     )
