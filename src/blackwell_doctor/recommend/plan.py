@@ -286,7 +286,7 @@ def _runtime_action(
     host = reachable_host(spec.bind if spec is not None else "127.0.0.1")
     verify = [
         shlex.join(["curl", "-fsS", f"http://{host}:{port}{runtime.health_path}"]),
-        f"docker logs {shlex.quote(name)} 2>&1 | {TOOL_NAME} scan-logs -",
+        words.note("scan_logs", name=shlex.quote(name), tool=TOOL_NAME),
     ]
     if p2p:
         verify.append(_verify([r.id for r in p2p]))

@@ -1,0 +1,188 @@
+"""Every word a user reads for a check or a recommend action lives in checks/ (issue 9, part 3):
+the advice and commands are data, the code only picks which and fills the placeholders.
+
+Two halves: every name the code uses for a piece of wording (an [action.notes] or [launch]
+key, a [check.command_sets] set) is in the catalogue and every one there is used; and no
+advice is left as a string literal in ``rules/`` or ``recommend/`` (an AST scan for prose that
+tells the user to do something: a command, or a clause opening with an imperative).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from blackwell_doctor.checkdata import load_shipped
+from blackwell_doctor.rules.data import Distros, load_rule_data
+
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "blackwell_doctor"
+SCANNED = ("rules", "recommend")
+
+# Advice: a command, or a clause that opens with an imperative ("...; run X", "then reboot").
+_ADVICE = re.compile(
+    r"(^|[:;.(]\s*|\bthen\s+|\bor\s+)(run|install|upgrade|downgrade|set|remove|pin|give|"
+    r"measure|fix|use|clear|add|disable|enable|report|capture|mount|see|try|reboot|serve|"
+    r"check|put)\b|\b(sudo|nvidia-smi|docker|export [A-Z_]+=|blackwell-doctor [a-z])",
+    re.IGNORECASE,
+)
+
+# (file under the package, function) -> why its advice-looking literals stay in code.
+ALLOWED = {
+    ("rules/engine.py", "_run_one"): "'check crashed': the engine's own error line",
+    ("rules/p2p.py", "p2p_transfer"): "a pointer inside a skip reason or a pass summary "
+    "(no remedy is shown for those)",
+    ("rules/pci.py", "_multi_gpu_pci"): "a pointer inside a skip reason",
+    ("rules/pci.py", "pci_acs"): "'run as root' inside a not-evaluated reason",
+    ("rules/serving.py", "_judgeable"): "a pointer to serving.errors inside a skip reason",
+    ("rules/serving.py", "serving_throughput"): "a pointer inside a not-evaluated reason",
+    ("recommend/render.py", "*"): "the document formats' own chrome (headings, shell and "
+    "compose comments), not a check's or an action's words",
+}
+
+
+def _prose(text: str) -> bool:
+    return sum(1 for w in text.split() if re.search("[A-Za-z]{2}", w)) >= 3
+
+
+def advice_literals(source: str) -> list[tuple[int, str, str]]:
+    """(line, enclosing function, text) of every advice-looking string literal: not
+    docstrings, not error messages (``raise``), f-strings read with ``{}`` for their values."""
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def enclosing(node: ast.AST) -> tuple[str, bool]:
+        name, raised = "<module>", False
+        p = parents.get(node)
+        while p is not None:
+            raised = raised or isinstance(p, ast.Raise)
+            if isinstance(p, ast.FunctionDef | ast.AsyncFunctionDef) and name == "<module>":
+                name = p.name
+            p = parents.get(p)
+        return name, raised
+
+    found: list[tuple[int, str, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(
+                str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values
+            )
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        if isinstance(parents.get(node), ast.JoinedStr | ast.Expr):
+            continue  # a part of an f-string (seen whole), or a docstring
+        function, raised = enclosing(node)
+        if not raised and _prose(text) and _ADVICE.search(text):
+            found.append((node.lineno, function, text))
+    return found
+
+
+def _scanned_files() -> list[Path]:
+    return sorted(p for d in SCANNED for p in (PACKAGE / d).glob("*.py"))
+
+
+def test_the_scan_finds_advice_and_passes_observations() -> None:
+    sample = '''
+REMEDY = "Install driver 595 or newer, then reboot."
+def f(bdf):
+    """Docstrings may say: run the tests."""
+    observed = f"driver {bdf} is older than 595"
+    cmd = f"sudo setpci -s {bdf} ECAP_ACS+0x6.w=0000:000c"
+    note = "the figures are one report; measure your own workload"
+    raise ValueError("refusing: set --model-dir first")
+'''
+    found = {(function, text[:12]) for _, function, text in advice_literals(sample)}
+    assert found == {
+        ("<module>", "Install driv"),
+        ("f", "sudo setpci "),
+        ("f", "the figures "),
+    }
+
+
+def test_no_advice_left_in_code_under_rules_and_recommend() -> None:
+    left: list[str] = []
+    seen_allowed: set[tuple[str, str]] = set()
+    for path in _scanned_files():
+        rel = path.relative_to(PACKAGE).as_posix()
+        for line, function, text in advice_literals(path.read_text(encoding="utf-8")):
+            for key in ((rel, function), (rel, "*")):
+                if key in ALLOWED:
+                    seen_allowed.add(key)
+                    break
+            else:
+                left.append(f"{rel}:{line} ({function}): {text[:80]!r}")
+    assert left == [], "advice belongs in checks/catalogue.toml:\n" + "\n".join(left)
+    # An allowance nothing needs any more goes: the list only shrinks.
+    assert set(ALLOWED) == seen_allowed, set(ALLOWED) - seen_allowed
+
+
+def _string_constants() -> set[str]:
+    out: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                out.add(node.value)
+    return out
+
+
+def _keys_asked_for(method: str) -> set[str]:
+    """The literal first arguments of ``X.<method>("key", ...)`` calls (and of
+    ``_p2p_note``, the p2p action's) anywhere in the package."""
+    keys: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            if name not in (method, f"_p2p_{method}"):
+                continue
+            arg = node.args[0]
+            # "a" if cond else "b": both are asked for.
+            branches = [arg.body, arg.orelse] if isinstance(arg, ast.IfExp) else [arg]
+            keys |= {
+                b.value
+                for b in branches
+                if isinstance(b, ast.Constant) and isinstance(b.value, str)
+            }
+    return keys
+
+
+def test_every_note_and_reason_the_code_asks_for_is_worded() -> None:
+    rules = load_rule_data()
+    notes = set(rules.launch.notes).union(*(a.notes for a in rules.actions))
+    assert _keys_asked_for("note") - notes == set()
+    assert _keys_asked_for("reason") - set(rules.launch.why) == set()
+    # The scan sees the calls (a scan that found nothing would pass the lines above).
+    assert {"no_speedup", "measured_broken", "scan_logs"} <= _keys_asked_for("note")
+    assert {"omp_num_threads", "model_not_sized"} <= _keys_asked_for("reason")
+
+
+def test_every_note_and_reason_in_the_catalogue_is_used() -> None:
+    rules = load_rule_data()
+    constants = _string_constants()
+    worded = {
+        *(f"launch.notes.{k}" for k in rules.launch.notes),
+        *(f"launch.why.{k}" for k in rules.launch.why),
+        *(f"action {a.key}: notes.{k}" for a in rules.actions for k in a.notes),
+    }
+    unused = sorted(w for w in worded if w.rsplit(".", 1)[1] not in constants)
+    assert unused == []
+
+
+def test_every_command_set_a_distribution_names_is_worded() -> None:
+    rules = load_rule_data()
+    distros = load_shipped("distros.toml", Distros)
+    sets = {
+        "driver.version": {d.packages for d in distros.distro if d.packages} | {"unknown"},
+        "pci.iommu": {d.boot for d in distros.distro if d.boot} | {"unknown"},
+        "pci.acs": {"per_bridge"},
+    }
+    for check_id, named in sets.items():
+        # Named and worded are the same sets: no distribution without its commands, and no
+        # commands that no distribution reaches.
+        assert set(rules.checks[check_id].command_sets) == named, check_id
+    for check_id, spec in rules.checks.items():
+        if check_id not in sets:
+            assert spec.command_sets == {}, f"{check_id}: command sets no code names"
