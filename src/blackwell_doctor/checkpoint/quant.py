@@ -78,49 +78,59 @@ def describe(
         return _compressed_tensors(config_quant)
     if method == "fp8":
         block = config_quant.get("weight_block_size")
-        return QuantFacts(
-            method="fp8",
-            format="fp8"
-            + (
-                f" block {block[0]}x{block[1]}"
-                if isinstance(block, list) and len(block) == 2
-                else ""
-            ),
-            weight_bits=8,
-            evidence=[
-                f"config.json quantization_config: quant_method 'fp8', fmt "
-                f"{config_quant.get('fmt')!r}, weight_block_size {block!r}"
-            ],
-        ), None
-    if method == "mxfp4":
-        return QuantFacts(
-            method="mxfp4",
-            format="mxfp4",
-            group_size=32,
-            weight_bits=4,
-            evidence=["config.json quantization_config: quant_method 'mxfp4'"],
-        ), None
+        shape = (
+            f" block {block[0]}x{block[1]}" if isinstance(block, list) and len(block) == 2 else ""
+        )
+        return _recognised(
+            "fp8",
+            "fp8" + shape,
+            None,
+            None,
+            f"config.json quantization_config: quant_method 'fp8', fmt "
+            f"{config_quant.get('fmt')!r}, weight_block_size {block!r}",
+        )
+    if method == "mxfp4":  # one E8M0 scale per 32 elements, whatever the file says
+        return _recognised(
+            "mxfp4", "mxfp4", 32, None, "config.json quantization_config: quant_method 'mxfp4'"
+        )
     if method in ("awq", "gptq"):
         bits = config_quant.get("bits", config_quant.get("w_bit"))
         group = config_quant.get("group_size", config_quant.get("q_group_size"))
         version = config_quant.get("version") or config_quant.get("checkpoint_format") or ""
         if bits == 4:
-            return QuantFacts(
-                method="w4a16",
-                format=f"{method} {version}".strip(),
-                group_size=group if type(group) is int else None,
-                weight_bits=4,
-                evidence=[
-                    f"config.json quantization_config: quant_method {method!r}, bits 4, "
-                    f"group_size {group!r}"
-                ],
-            ), None
+            return _recognised(
+                "w4a16",
+                f"{method} {version}".strip(),
+                group,
+                None,
+                f"config.json quantization_config: quant_method {method!r}, bits 4, "
+                f"group_size {group!r}",
+            )
     fmt = f"quant_method {method or '(none)'!r}"
     return QuantFacts(
         method="unknown",
         format=fmt,
         evidence=[f"config.json quantization_config: {fmt}"],
     ), f"unrecognised quantization description ({fmt}): sizes come from the tensors only"
+
+
+_WEIGHT_BITS: dict[QuantMethod, int] = {"nvfp4": 4, "mxfp4": 4, "w4a16": 4, "fp8": 8}
+
+
+def _recognised(
+    method: QuantMethod, fmt: str, group: Any, kv_dtype: str | None, evidence: str
+) -> tuple[QuantFacts, None]:
+    """A description whose method is known. Only the 4-bit formats scale per group of
+    weights; FP8 scales per tensor, channel or block, so it has no group size."""
+    bits = _WEIGHT_BITS[method]
+    return QuantFacts(
+        method=method,
+        format=fmt,
+        group_size=group if bits == 4 and type(group) is int else None,
+        weight_bits=bits,
+        kv_cache_dtype=kv_dtype,
+        evidence=[evidence],
+    ), None
 
 
 # ModelOpt's 4-bit quant_algo values and the method each is (FP8* are matched by prefix).
@@ -136,7 +146,6 @@ _MODELOPT_4BIT: dict[str, QuantMethod] = {
 def _modelopt(algo: str, group: Any, kv: Any, evidence: str) -> tuple[QuantFacts, str | None]:
     kv_dtype = "fp8" if str(kv or "").upper() == "FP8" else None
     method = _MODELOPT_4BIT.get(algo)
-    four_bit = method is not None
     if method is None and algo.startswith("FP8"):
         method = "fp8"
     if method is None:
@@ -146,15 +155,7 @@ def _modelopt(algo: str, group: Any, kv: Any, evidence: str) -> tuple[QuantFacts
             f"unrecognised ModelOpt quant_algo {algo or '(none)'!r}: sizes come from the "
             "tensors only"
         )
-    return QuantFacts(
-        method=method,
-        format=f"modelopt {algo}",
-        # Only the 4-bit formats scale per group of weights.
-        group_size=group if four_bit and type(group) is int else None,
-        weight_bits=4 if four_bit else 8,
-        kv_cache_dtype=kv_dtype,
-        evidence=[evidence],
-    ), None
+    return _recognised(method, f"modelopt {algo}", group, kv_dtype, evidence)
 
 
 def _compressed_tensors(q: dict[str, Any]) -> tuple[QuantFacts, str | None]:
@@ -177,33 +178,13 @@ def _compressed_tensors(q: dict[str, Any]) -> tuple[QuantFacts, str | None]:
     if "nvfp4-pack-quantized" in fmts or any(
         w.get("type") == "float" and w.get("num_bits") == 4 for w in weights
     ):
-        return QuantFacts(
-            method="nvfp4",
-            format="compressed-tensors nvfp4-pack-quantized",
-            group_size=group,
-            weight_bits=4,
-            kv_cache_dtype=kv_dtype,
-            evidence=[ev],
-        ), None
+        return _recognised("nvfp4", "compressed-tensors nvfp4-pack-quantized", group, kv_dtype, ev)
     if "float-quantized" in fmts or any(
         w.get("type") == "float" and w.get("num_bits") == 8 for w in weights
     ):
-        return QuantFacts(
-            method="fp8",
-            format="compressed-tensors float-quantized",
-            weight_bits=8,
-            kv_cache_dtype=kv_dtype,
-            evidence=[ev],
-        ), None
+        return _recognised("fp8", "compressed-tensors float-quantized", group, kv_dtype, ev)
     if any(w.get("type") == "int" and w.get("num_bits") == 4 for w in weights):
-        return QuantFacts(
-            method="w4a16",
-            format="compressed-tensors pack-quantized",
-            group_size=group,
-            weight_bits=4,
-            kv_cache_dtype=kv_dtype,
-            evidence=[ev],
-        ), None
+        return _recognised("w4a16", "compressed-tensors pack-quantized", group, kv_dtype, ev)
     return QuantFacts(method="unknown", format="compressed-tensors", evidence=[ev]), (
         f"unrecognised compressed-tensors scheme ({', '.join(sorted(fmts)) or 'no format'})"
     )

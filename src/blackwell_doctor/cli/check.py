@@ -27,7 +27,7 @@ from blackwell_doctor.cli.options import (
     Select,
     Strict,
     facts_request,
-    split,
+    judge,
 )
 from blackwell_doctor.cli.output import text_style, write, writes_to_file
 from blackwell_doctor.render import Format
@@ -65,11 +65,8 @@ def check(
 ) -> None:
     """Collect facts (or read --facts), run every check, and report. The CI gate."""
     started_at, clock = time.time(), time.monotonic()
-    from blackwell_doctor.errors import UserError
-    from blackwell_doctor.evaluate import evaluate
     from blackwell_doctor.obtain import obtain_facts
     from blackwell_doctor.render import render
-    from blackwell_doctor.rules.engine import SelectionError
 
     request = facts_request(
         facts_file=facts_file,
@@ -84,19 +81,15 @@ def check(
         bench=bench,
     )
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
-    try:
-        report = evaluate(
-            obtained.facts,
-            select=split(select),
-            ignore=split(ignore),
-            fail_on=fail_on.value,
-            strict=strict,
-            source=obtained.source,
-            # nfd labels the GPUs' compute capability, which only the facts carry.
-            embed_facts=embed_facts or fmt is Format.NFD,
-        )
-    except SelectionError as exc:
-        raise UserError(str(exc)) from None
+    report = judge(
+        obtained,
+        select=select,
+        ignore=ignore,
+        fail_on=fail_on,
+        strict=strict,
+        # nfd labels the GPUs' compute capability, which only the facts carry.
+        embed_facts=embed_facts or fmt is Format.NFD,
+    )
     color, width = text_style(output)
     color = color and fmt is Format.RICH
     timing = None

@@ -15,6 +15,7 @@ from blackwell_doctor.cli.options import (
     Ignore,
     Output,
     Select,
+    selection_errors,
     split,
     strict_option,
 )
@@ -65,14 +66,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Judge many nodes' facts at once: nodes grouped by finding, worst first, one
         action per group. Unreadable or future-version facts are listed, not fatal."""
-        from blackwell_doctor.errors import UserError
         from blackwell_doctor.fleet.judge import expand_inputs, judge_fleet
         from blackwell_doctor.fleet.render import render_fleet
-        from blackwell_doctor.rules.engine import SelectionError
 
         started_at, clock = time.time(), time.monotonic()
         paths, missing = expand_inputs(inputs)
-        try:
+        with selection_errors():
             report = judge_fleet(
                 paths,
                 missing,
@@ -82,8 +81,6 @@ def register(app: typer.Typer) -> None:
                 strict=strict,
                 jobs=jobs,
             )
-        except SelectionError as exc:
-            raise UserError(str(exc)) from None
         timing = None
         if fmt is FleetFormat.PROMETHEUS:  # the only format with timing: import it only then
             from blackwell_doctor.render.timing import RunTiming

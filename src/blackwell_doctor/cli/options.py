@@ -8,12 +8,18 @@ more briefly (``...Brief``); the behaviour is the same.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from blackwell_doctor.obtain import FactsRequest, LogRequest
+
+if TYPE_CHECKING:
+    from blackwell_doctor.obtain import Obtained
+    from blackwell_doctor.report import Report
 
 
 class FailOn(enum.StrEnum):
@@ -26,6 +32,42 @@ class FailOn(enum.StrEnum):
 def split(values: list[str] | None) -> list[str]:
     """Repeatable options that also take comma-separated lists (``--select a,b``)."""
     return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+@contextmanager
+def selection_errors() -> Iterator[None]:
+    """A --select/--ignore that names no check is a usage error (one line, exit 2)."""
+    from blackwell_doctor.errors import UserError
+    from blackwell_doctor.rules.engine import SelectionError
+
+    try:
+        yield
+    except SelectionError as exc:
+        raise UserError(str(exc)) from None
+
+
+def judge(
+    obtained: Obtained,
+    *,
+    select: list[str] | None,
+    ignore: list[str] | None,
+    fail_on: FailOn,
+    strict: bool,
+    embed_facts: bool = False,
+) -> Report:
+    """The report on the facts a command obtained, with its judging options as given."""
+    from blackwell_doctor.evaluate import evaluate
+
+    with selection_errors():
+        return evaluate(
+            obtained.facts,
+            select=split(select),
+            ignore=split(ignore),
+            fail_on=fail_on.value,
+            strict=strict,
+            source=obtained.source,
+            embed_facts=embed_facts,
+        )
 
 
 # How check, slurm-health and fleet choose and judge checks. slurm-health words --fail-on and

@@ -20,7 +20,7 @@ from blackwell_doctor.cli.options import (
     Select,
     facts_request,
     fail_on_option,
-    split,
+    judge,
     strict_option,
 )
 from blackwell_doctor.exitcodes import ExitCode
@@ -70,10 +70,7 @@ def register(app: typer.Typer) -> None:
         reason naming the check ids; when healthy again, resume it only if blackwell-doctor
         drained it (never a node drained for another reason). Exit codes as `check`; 5 when
         sinfo/scontrol failed."""
-        from blackwell_doctor.errors import UserError
-        from blackwell_doctor.evaluate import evaluate
         from blackwell_doctor.obtain import obtain_facts
-        from blackwell_doctor.rules.engine import SelectionError
         from blackwell_doctor.slurm import (
             Action,
             SlurmError,
@@ -94,17 +91,7 @@ def register(app: typer.Typer) -> None:
             kernel_log=False,
         )
         obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
-        try:
-            report = evaluate(
-                obtained.facts,
-                select=split(select),
-                ignore=split(ignore),
-                fail_on=fail_on.value,
-                strict=strict,
-                source=obtained.source,
-            )
-        except SelectionError as exc:
-            raise UserError(str(exc)) from None
+        report = judge(obtained, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
         try:
             state = node_state(name)
             decision = decide(state, report)
