@@ -21,6 +21,7 @@ from blackwell_doctor.redact import REDACTED
 
 if TYPE_CHECKING:
     from blackwell_doctor.apply.run import PullEvent, Say
+    from blackwell_doctor.apply.verify import VerifySettings, WriteFile
     from blackwell_doctor.facts import Facts
     from blackwell_doctor.obtain import FactsRequest
     from blackwell_doctor.recommend.launch import LaunchSpec
@@ -158,6 +159,52 @@ def carry_out(
         say(f"{TOOL_NAME}: interrupted during {exc.step}; rolled back: {_rolled(exc.rolled_back)}")
         return Outcome(Ending.INTERRUPTED)
     return Outcome(Ending.DONE, message + "\n")
+
+
+def carry_out_verified(
+    spec: LaunchSpec,
+    settings: VerifySettings,
+    *,
+    health_timeout_s: float,
+    stop_timeout_s: int,
+    say: Say,
+    write: WriteFile,
+    pull_progress: Callable[[], AbstractContextManager[PullEvent]] | None = None,
+) -> Outcome:
+    """``apply --verify --yes``: bench the running container, apply, measure the warm
+    start, bench the new one, and keep the change only if the gate holds (else roll back:
+    FAILED, exit 5). The comparison goes to standard output (and --report-md as Markdown);
+    both runs and the record stay in the record directory."""
+    from blackwell_doctor.apply import run, verify
+
+    try:
+        client = run.connect()
+    except run.EngineUnavailable as exc:
+        say(f"{TOOL_NAME}: apply failed: Docker engine not reachable ({exc}); nothing was changed")
+        return Outcome(Ending.FAILED)
+    progress = nullcontext(None) if pull_progress is None else pull_progress()
+    with progress as on_pull_event:
+        ending, record, where, doc = verify.run_verified(
+            spec,
+            client,
+            settings,
+            health_timeout_s=health_timeout_s,
+            stop_timeout_s=stop_timeout_s,
+            say=say,
+            write=write,
+            on_pull_event=on_pull_event,
+        )
+    if settings.report_md is not None:
+        write(verify.render(record, doc, where, markdown=True), settings.report_md)
+    text = verify.render(record, doc, where, markdown=False)
+    if ending == "interrupted":
+        say(f"{TOOL_NAME}: {record.message}; rolled back: {_rolled(record.rolled_back)}")
+        return Outcome(Ending.INTERRUPTED, text)
+    if ending in ("rolled back", "failed"):
+        say(f"{TOOL_NAME}: {record.message}")
+        say(f"rolled back: {_rolled(record.rolled_back)}")
+        return Outcome(Ending.FAILED, text)
+    return Outcome(Ending.DONE, text)
 
 
 def rollback(name: str, *, yes: bool, stop_timeout_s: int, say: Say) -> Outcome:

@@ -31,6 +31,9 @@ from blackwell_doctor.rules.logs import judge_findings
 
 Say = Callable[[str], None]
 StepHook = Callable[[str], None]
+# apply --verify: called with the new container, healthy and log-scanned, and the
+# time.perf_counter() of its start; an exception rolls the change back.
+VerifyHook = Callable[[Any, float], None]
 PullEvent = Callable[[dict[str, Any]], None]
 
 PREVIOUS_SUFFIX = "-previous"
@@ -424,6 +427,7 @@ def apply(
     say: Say,
     on_pull_event: PullEvent | None = None,
     on_step: StepHook | None = None,
+    verify: VerifyHook | None = None,
 ) -> str:
     """Make ``spec.name`` run ``spec``; returns the success message.
 
@@ -483,6 +487,7 @@ def apply(
             say(f"kept the current container as {previous}")
         new.rename(name)
         enter("start")
+        started = time.perf_counter()
         try:
             new.start()
         except APIError as exc:
@@ -503,6 +508,9 @@ def apply(
         if scan.failures:
             findings += [f"log: {f}" for f in scan.failures]
             raise RuntimeError("the new container's log shows fallback/failure signatures")
+        if verify is not None:
+            enter("verify")
+            verify(new, started)
     except KeyboardInterrupt:
         if journal.new_id is None and journal.old_id is None:
             raise ApplyInterrupted(step, []) from None
@@ -510,7 +518,8 @@ def apply(
     except Exception as exc:  # every failure rolls back, then is reported
         rolled = _rollback(client, spec, journal, say)
         raise ApplyFailed(
-            f"apply failed during {step}: {_one_line(exc) if step != 'health' else str(exc)}",
+            f"apply failed during {step}: "
+            + (str(exc) if step in ("health", "verify") else _one_line(exc)),
             rolled,
             findings,
         ) from None

@@ -68,6 +68,7 @@ class Runtime(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     health_path: str = "/health"
     ready_log: str = ""
     jit_cache: str = ""
+    host_mounts: list[str] = msgspec.field(default_factory=list)
     shm_size: str = "16g"
     source: str
     effect: str
@@ -160,6 +161,11 @@ def _check_runtime(r: Runtime) -> None:
             validate.container_path(r.jit_cache)
         except validate.ValidationError as exc:
             raise validate.ValidationError(f"jit_cache: {exc}") from None
+    for path in r.host_mounts:
+        try:
+            validate.host_mount(path)
+        except validate.ValidationError as exc:
+            raise validate.ValidationError(f"host_mounts: {exc}") from None
     validate.shm_size(r.shm_size)
     for name, value in r.env.items():
         validate.env_name(name)

@@ -160,6 +160,10 @@ def build_launch(
     if runtime.jit_cache:
         volume = validate.volume_name(f"blackwell-doctor-jit-{runtime.id}")
         mounts.append(Mount(type="volume", source=volume, target=runtime.jit_cache))
+    mounts += [
+        Mount(type="bind", source=p, target=p, read_only=True)
+        for p in map(validate.host_mount, runtime.host_mounts)
+    ]
     spec = LaunchSpec(
         name=name,
         runtime=runtime.id,

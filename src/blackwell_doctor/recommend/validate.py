@@ -126,6 +126,17 @@ def host_path(path: str) -> str:
     return _mount_path("the model directory", path)
 
 
+def host_mount(path: str) -> str:
+    """A host directory a runtime mounts read-only at the same path (catalogue
+    ``host_mounts``): absolute, and neither / nor /model (it would hide the image or the
+    model)."""
+    _mount_path("a host mount", path)
+    normal = "/" + posixpath.normpath(path).lstrip("/")
+    if normal in ("/", "/model", "/proc", "/sys", "/dev") or normal.startswith("/model/"):
+        raise ValidationError(f"{path!r} cannot be mounted over the container's own {normal}")
+    return normal
+
+
 # Directories of the image a volume must not cover: mounted over, they hide the runtime's
 # own files (a volume at / replaces the whole image), or they are the kernel's (/proc).
 # /model is where the model directory is mounted.
