@@ -344,7 +344,19 @@ def run_verified(
         baseline_note = f"baseline: the running {spec.name} at {baseline_url}"
         say(baseline_note)
         try:
+            # A container that was just (re)started runs but does not serve yet: wait for
+            # its first token rather than call it unmeasurable.
+            first_token(
+                baseline_url, since=time.perf_counter(), deadline_s=settings.first_token_timeout_s
+            )
             doc, _ = bench(baseline_url, settings, say=say, label="baseline")
+        except FirstTokenTimeout as exc:
+            doc = None
+            baseline_note = (
+                f"no baseline: the running {spec.name} serves no token ({exc}); "
+                "benching the new one only"
+            )
+            say(baseline_note)
         except KeyboardInterrupt as exc:
             partial = getattr(exc, "partial", None)
             if partial is not None:
@@ -352,14 +364,17 @@ def run_verified(
             record = finish("interrupted", "interrupted during the baseline bench: nothing changed")
             write(_encode(record), where / "verify.json")
             return "interrupted", record, where, None
-        save("baseline.json", doc)
-        if doc.server.error is not None:
+        if doc is None:
+            pass
+        elif doc.server.error is not None:
+            save("baseline.json", doc)
             baseline_note = (
                 f"no baseline: the running {spec.name} could not be measured "
                 f"({doc.server.error}); benching the new one only"
             )
             say(baseline_note)
         else:
+            save("baseline.json", doc)
             progress.baseline = doc
 
     if plan.up_to_date:
