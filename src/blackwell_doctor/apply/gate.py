@@ -91,44 +91,35 @@ def default_shape(run: BenchRun) -> str | None:
 
 
 def _row(c: Comparison, max_regression_pct: float) -> GateRow:
-    lower_better = c.better == "lower"
-    if c.ci_low_pct is None or c.ci_high_pct is None or c.change_pct is None:
-        return GateRow(
-            shape=c.shape,
-            metric=c.metric,
-            before=c.before,
-            after=c.after,
-            change_pct=c.change_pct,
-            ci_low_pct=None,
-            ci_high_pct=None,
-            regression_pct=None,
-            holds=False,
-            reason=f"no interval ({c.verdict}): the gate cannot tell",
-        )
-    # The least regression the interval allows, in percent of the before value (a
-    # negative figure: the interval reaches an improvement).
-    least = c.ci_low_pct if lower_better else -c.ci_high_pct
-    holds = least <= max_regression_pct
-    direction = "slower" if lower_better else "lower"
-    if holds:
-        reason = (
-            f"at least {least:.1f}% worse: within the allowed {max_regression_pct:g}%"
-            if least > 0
-            else "no significant regression"
-        )
+    low, high, least = c.ci_low_pct, c.ci_high_pct, None
+    if low is None or high is None or c.change_pct is None:
+        low = high = None
+        holds = False
+        reason = f"no interval ({c.verdict}): the gate cannot tell"
     else:
-        reason = (
-            f"significantly {direction}: at least {least:.1f}% worse, beyond the allowed "
-            f"{max_regression_pct:g}%"
-        )
+        lower_better = c.better == "lower"
+        # The least regression the interval allows, in percent of the before value (a
+        # negative figure: the interval reaches an improvement).
+        least = low if lower_better else -high
+        holds = least <= max_regression_pct
+        if not holds:
+            direction = "slower" if lower_better else "lower"
+            reason = (
+                f"significantly {direction}: at least {least:.1f}% worse, beyond the allowed "
+                f"{max_regression_pct:g}%"
+            )
+        elif least > 0:
+            reason = f"at least {least:.1f}% worse: within the allowed {max_regression_pct:g}%"
+        else:
+            reason = "no significant regression"
     return GateRow(
         shape=c.shape,
         metric=c.metric,
         before=c.before,
         after=c.after,
         change_pct=c.change_pct,
-        ci_low_pct=c.ci_low_pct,
-        ci_high_pct=c.ci_high_pct,
+        ci_low_pct=low,
+        ci_high_pct=high,
         regression_pct=least,
         holds=holds,
         reason=reason,
