@@ -8,6 +8,8 @@ the size a peer announces.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import socketserver
 import struct
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from blackwell_doctor.logs import sources
+from blackwell_doctor.logs.collect import scan_sources
 from blackwell_doctor.logs.sources import SourceError, container_chunks
 
 DEADLINE_S = 2.0
@@ -90,6 +93,15 @@ class _Handler(BaseHTTPRequestHandler):
             while not self.server.stop.wait(0.2):
                 self.wfile.write(b"y")
                 self.wfile.flush()
+        elif name == "huge-frame-then-close":  # 4 GiB announced, 13 bytes sent, closed
+            self.wfile.write(frame(2, LINE) + struct.pack(">BxxxL", 1, 0xFFFFFFF0) + LINE[:13])
+        elif name == "half-a-header-then-close":
+            self.wfile.write(frame(2, LINE) + struct.pack(">BxxxL", 1, 64)[:5])
+        elif name == "endless":  # valid frames as fast as they are read, never an end
+            block = frame(1, LINE) * 1000
+            with contextlib.suppress(OSError):
+                while not self.server.stop.is_set():
+                    self.wfile.write(block)
         elif name == "tty":
             self.wfile.write(LINE * 3)
         elif name == "clean":
@@ -172,3 +184,59 @@ def test_a_trickling_peer_cannot_outlast_the_deadline(engine: str) -> None:
 def test_a_tty_container_log_is_read_raw_and_a_clean_one_in_full(engine: str) -> None:
     assert read_all("tty", engine)[:2] == (LINE * 3, None)
     assert read_all("clean", engine)[:2] == (LINE * 2, None)
+
+
+# A stream that broke off is not a stream read to its end (issue 19: both were exit 0).
+
+
+@pytest.mark.parametrize("name", ["huge-frame-then-close", "half-a-header-then-close"])
+def test_a_frame_cut_short_by_the_peer_is_a_truncated_frame(engine: str, name: str) -> None:
+    data, reason, took, _ = read_all(name, engine)
+    assert data.startswith(LINE)
+    assert reason == f"docker-truncated-frame:container:{name}"
+    assert took < DEADLINE_S
+
+
+def test_an_endless_stream_cut_by_the_deadline_is_a_timeout(engine: str) -> None:
+    # The reader is busy all the time: the clock passes the deadline before the watchdog's
+    # timer thread has run, and the read that sees it must not end as a clean end of stream.
+    for _ in range(3):
+        data, reason, took, _ = read_all("endless", engine)
+        assert data
+        assert reason == f"timeout-{DEADLINE_S:g}s:container:endless"
+        assert took < DEADLINE_S + 3
+
+
+def test_the_deadline_passed_before_the_timer_fired_is_a_timeout_not_an_end() -> None:
+    # Deterministic form of the race above: the deadline has passed, the timer has not run.
+    watchdog = sources._Watchdog(0.0, "container:x")
+    assert not watchdog.fired
+    with pytest.raises(SourceError, match=r"^timeout-0s:container:x$"):
+        list(sources._frames(io.BytesIO(frame(1, LINE) * 3), watchdog))
+    with pytest.raises(SourceError, match=r"^timeout-0s:container:x$"):
+        list(sources._raw_stream(io.BytesIO(LINE), watchdog))
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("huge-frame-then-close", "docker-truncated-frame:container:huge-frame-then-close"),
+        ("endless", f"timeout-{DEADLINE_S:g}s:container:endless"),
+        ("clean", None),
+    ],
+)
+def test_a_stream_that_broke_off_is_the_logs_inputs_partially_read_finding(
+    engine: str, name: str, reason: str | None
+) -> None:
+    facts = scan_sources(
+        paths=[], containers=[name], journal=False, kernel_log=False, host_root=Path("/"),
+        docker_host=engine, container_deadline_s=DEADLINE_S,
+    )  # fmt: skip
+    (source,) = facts.sources
+    assert source.error == reason
+    assert source.lines >= 1
+    partial = [f for f in facts.findings if f.signature == "input.partially_read"]
+    if reason is None:
+        assert partial == []
+    else:
+        assert [(f.path, f.excerpt) for f in partial] == [(f"container:{name}", reason)]

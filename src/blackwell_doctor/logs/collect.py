@@ -64,12 +64,15 @@ def scan_sources(
     docker_host: str | None = None,
     stdin: BinaryIO | None = None,
     engine: str = "auto",
+    container_deadline_s: float | None = None,
 ) -> LogFacts:
+    """Scan every input; ``container_deadline_s``: the whole of one container's log must
+    arrive within it (default :data:`sources.DOCKER_DEADLINE_S`; tests give a short one)."""
     catalogue = load_catalogue()
     found: list[LogFinding] = []
     read: list[LogSource] = []
     for name, kind, opener in _inputs(paths, containers, journal, kernel_log, host_root,
-                                      docker_host, stdin):  # fmt: skip
+                                      docker_host, stdin, container_deadline_s):  # fmt: skip
         scanner = SourceScanner(catalogue, name, engine=engine)
         error: str | None = None
         try:
@@ -122,6 +125,7 @@ def _inputs(
     host_root: Path,
     docker_host: str | None,
     stdin: BinaryIO | None,
+    container_deadline_s: float | None = None,
 ) -> Iterator[_Input]:
     for given in paths:
         if given == "-":
@@ -136,11 +140,11 @@ def _inputs(
             continue
         yield from _path_inputs(given)
     for name in containers:
-        yield (
-            f"container:{name}",
-            "container",
-            lambda name=name: sources.container_chunks(name, docker_host),  # type: ignore[misc]
-        )
+
+        def open_container(name: str = name) -> Opened:
+            return sources.container_chunks(name, docker_host, deadline_s=container_deadline_s)
+
+        yield f"container:{name}", "container", open_container
     if journal:
         yield "journal", "journal", sources.journal_chunks
     if kernel_log:

@@ -453,7 +453,7 @@ def container_chunks(
         import requests
     except ImportError:
         raise SourceError("docker-sdk-not-installed") from None
-    watchdog = _Watchdog(deadline)
+    watchdog = _Watchdog(deadline, label)
     try:
         if docker_host:
             client = docker.DockerClient(base_url=docker_host, timeout=read_timeout)
@@ -480,14 +480,14 @@ def container_chunks(
     def chunks() -> Iterator[bytes]:
         try:
             raw = response.raw
-            yield from (_raw_stream(raw, watchdog) if tty else _frames(raw, watchdog, label))
+            yield from (_raw_stream(raw, watchdog) if tty else _frames(raw, watchdog))
             if watchdog.fired:
-                raise SourceError(f"timeout-{deadline:g}s:{label}")
+                raise SourceError(watchdog.reason)
         except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
             raise SourceError(_docker_reason(exc, label, watchdog, read_timeout)) from None
         except Exception as exc:  # urllib3/http.client errors of a socket shut mid-read
             if watchdog.fired:
-                raise SourceError(f"timeout-{deadline:g}s:{label}") from None
+                raise SourceError(watchdog.reason) from None
             if isinstance(exc, SourceError):
                 raise
             raise SourceError(f"docker-stream-error:{label}") from None
@@ -513,9 +513,11 @@ _FRAME_HEADER = struct.Struct(">BxxxL")
 class _Watchdog:
     """Ends a stream at a deadline: shuts its socket down, which wakes a blocked read."""
 
-    def __init__(self, deadline_s: float) -> None:
+    def __init__(self, deadline_s: float, label: str) -> None:
         self.seconds = deadline_s
         self.deadline = time.monotonic() + deadline_s
+        self.reason = f"timeout-{deadline_s:g}s:{label}"
+        self.label = label
         self.fired = False
         self._timer: threading.Timer | None = None
 
@@ -532,6 +534,11 @@ class _Watchdog:
 
     def expired(self) -> bool:
         return self.fired or time.monotonic() >= self.deadline
+
+    def cut(self, reason: str) -> SourceError:
+        """The error for a stream that broke off: the deadline's when it has passed (the
+        shut socket is what broke it), else ``reason``."""
+        return SourceError(self.reason if self.expired() else f"{reason}:{self.label}")
 
     def cancel(self) -> None:
         if self._timer is not None:
@@ -555,9 +562,16 @@ def _sockets(response: object) -> list[socket.socket]:
 
 
 def _read(raw: BinaryIO, size: int, watchdog: _Watchdog) -> bytes:
+    """Up to ``size`` bytes; b"" only at the end of the stream. Past the deadline, or when
+    the deadline's shutdown is what ended the read, the timeout (a SourceError): the clock
+    can pass the deadline before the timer's thread has run, and a stream cut there is not
+    a stream read to its end."""
     if watchdog.expired():
-        return b""
-    return raw.read(size)
+        raise SourceError(watchdog.reason)
+    data = raw.read(size)
+    if not data and watchdog.fired:
+        raise SourceError(watchdog.reason)
+    return data
 
 
 def _raw_stream(raw: BinaryIO, watchdog: _Watchdog) -> Iterator[bytes]:
@@ -566,21 +580,23 @@ def _raw_stream(raw: BinaryIO, watchdog: _Watchdog) -> Iterator[bytes]:
         yield data
 
 
-def _frames(raw: BinaryIO, watchdog: _Watchdog, label: str) -> Iterator[bytes]:
+def _frames(raw: BinaryIO, watchdog: _Watchdog) -> Iterator[bytes]:
+    """The payloads of a multiplexed stream. It may end only between frames: a header or a
+    payload cut short (a frame announced at 4 GB, closed after 13 bytes) is
+    ``docker-truncated-frame``, never the end of the log."""
     while True:
         header = _read(raw, _FRAME_HEADER.size, watchdog)
         if not header:
             return
-        stream, zeros = header[:1], header[1:4]
-        if len(header) < _FRAME_HEADER.size or stream not in b"\0\1\2" or zeros != b"\0\0\0":
-            if watchdog.expired():
-                return
-            raise SourceError(f"docker-bad-frame:{label}")
+        if len(header) < _FRAME_HEADER.size:
+            raise watchdog.cut("docker-truncated-frame")
+        if header[:1] not in (b"\0", b"\1", b"\2") or header[1:4] != b"\0\0\0":
+            raise watchdog.cut("docker-bad-frame")
         _, left = _FRAME_HEADER.unpack(header)
         while left:
             data = _read(raw, min(left, DOCKER_READ_BYTES), watchdog)
             if not data:
-                return  # cut short: the deadline, or the engine closed the stream
+                raise watchdog.cut("docker-truncated-frame")
             left -= len(data)
             yield data
 
