@@ -103,15 +103,40 @@ def test_the_real_command_line_with_bytes_that_are_not_utf8(tmp_path: Path) -> N
 # --------------------------------------------------------------------------- output
 
 
-def test_standard_output_that_cannot_be_written_is_exit_2(tmp_path: Path) -> None:
-    if not Path("/dev/full").exists():
-        pytest.skip("no /dev/full here")
+# Every writer of standard output: our documents, the version, click's and typer's help.
+UNWRITABLE = [
+    ["check", "--facts", B200],
+    ["--version"],
+    ["--help"],
+    ["check", "--help"],
+    ["scan-logs", str(FIXTURES / "logs")],
+    ["fleet", str(FACTS_FIXTURES)],
+]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+@pytest.mark.parametrize("args", UNWRITABLE, ids=" ".join)
+def test_standard_output_that_cannot_be_written_is_exit_2(args: list[str]) -> None:
     with open("/dev/full", "wb") as full:
-        done = cli(["check", "--facts", B200], stdout=full.fileno())
+        done = cli(args, stdout=full.fileno())
     assert done.returncode == 2, done.stderr
     lines = done.stderr.decode().splitlines()
-    assert len(lines) == 1
-    assert "standard output" in lines[0]
+    assert lines == [
+        "blackwell-doctor: error: cannot write standard output: No space left on device"
+    ]
+
+
+@pytest.mark.parametrize("args", UNWRITABLE, ids=" ".join)
+def test_a_closed_pipe_is_exit_2(args: list[str]) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody reads: every write is EPIPE
+    try:
+        done = cli(args, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert lines == ["blackwell-doctor: error: cannot write standard output: Broken pipe"]
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,20 @@ def _crash_log(exc: BaseException, argv: list[str] | None = None) -> Path:
 
 
 def run(app: typer.Typer, argv: list[str] | None = None) -> int:
-    """Run ``app`` on ``argv`` (default: the process's) and return the exit code."""
+    """Run ``app`` on ``argv`` (default: the process's) and return the exit code. Standard
+    output that cannot be written (``> /dev/full``, a closed pipe) is a usage error, exit 2,
+    whichever writer found it (:func:`~blackwell_doctor.cli.output.checked_stdout`)."""
+    from blackwell_doctor.cli.output import checked_stdout
+
+    try:
+        with checked_stdout():
+            return _run(app, argv)
+    except UserError as exc:  # what was pending at the end could not be written
+        sys.stderr.write(f"{TOOL_NAME}: error: {exc}\n")
+        return int(ExitCode.USAGE)
+
+
+def _run(app: typer.Typer, argv: list[str] | None) -> int:
     command = typer.main.get_command(app)
     try:
         # Not standalone: click returns an Exit's code instead of calling sys.exit.

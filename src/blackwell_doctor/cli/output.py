@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from blackwell_doctor.errors import UserError
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 
 def writes_to_file(output: Path | None) -> bool:
@@ -89,19 +95,75 @@ def write_outcome(text: str, output: Path | None, *, failed: str | None) -> None
 def _write_stdout(text: str) -> None:
     """Standard output in its own encoding (ASCII glyphs where it cannot take others). One
     that cannot be written (``> /dev/full``, a closed pipe) is a usage error, exit 2, as
-    ``-o /dev/full`` is; what is left unwritten is dropped so that the interpreter's flush
-    at exit does not fail a second time."""
+    ``-o /dev/full`` is (see :func:`checked_stdout`)."""
     from blackwell_doctor.render.common import encodable
 
     try:
         sys.stdout.write(encodable(text, sys.stdout.encoding or "utf-8"))
         sys.stdout.flush()
-    except OSError as exc:
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        raise UserError(f"cannot write standard output: {exc.strerror or exc}") from None
+    except OSError as exc:  # standard output not under checked_stdout (in-process callers)
+        raise _unwritable(exc) from None
+
+
+def _unwritable(exc: OSError) -> UserError:
+    """The usage error for standard output that cannot be written. What is left unwritten
+    is dropped (standard output now goes to /dev/null) so that a later flush, the
+    interpreter's at exit included, does not fail a second time."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ else 1)
+        os.close(devnull)
+    return UserError(f"cannot write standard output: {exc.strerror or exc}")
+
+
+class _CheckedBuffer(io.BufferedWriter):
+    """Standard output's buffer: a write or flush that fails raises the usage error, from
+    whichever writer it came (ours, click's help, rich's console, the final flush)."""
+
+    def write(self, buffer: ReadableBuffer, /) -> int:
+        try:
+            return super().write(buffer)
+        except OSError as exc:
+            raise _unwritable(exc) from None
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError as exc:
+            raise _unwritable(exc) from None
+
+
+@contextlib.contextmanager
+def checked_stdout() -> Iterator[None]:
+    """While a command runs, the process's standard output is checked: a write that fails
+    (``> /dev/full``: ENOSPC; a closed pipe: EPIPE) is a one-line usage error, exit 2,
+    whoever wrote, never an internal error. What is pending is flushed on the way out,
+    inside the check. Standard output that is not the process's own (a test's capture) is
+    left as it is."""
+    original = sys.stdout
+    if original is not sys.__stdout__ or original is None or not original.writable():
+        yield
+        return
+    try:
+        original.flush()
+        raw = io.FileIO(original.fileno(), "w", closefd=False)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        yield
+        return
+    checked = io.TextIOWrapper(
+        _CheckedBuffer(raw),
+        encoding=original.encoding,
+        errors=original.errors,
+        line_buffering=original.line_buffering,
+    )
+    sys.stdout = checked
+    try:
+        yield
+        checked.flush()
+    finally:
+        sys.stdout = original
+        with contextlib.suppress(Exception):
+            checked.flush()
 
 
 def say(line: str) -> None:
