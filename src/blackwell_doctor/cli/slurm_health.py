@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--node",
                 help="This node's NodeName in Slurm (default: $SLURMD_NODENAME, else the "
-                "short hostname).",
+                "short hostname); one node, never a list or range.",
             ),
         ] = None,
         facts_file: Annotated[
@@ -70,16 +70,22 @@ def register(app: typer.Typer) -> None:
         reason naming the check ids; when healthy again, resume it only if blackwell-doctor
         drained it (never a node drained for another reason). Exit codes as `check`; 5 when
         sinfo/scontrol failed."""
+        from blackwell_doctor.cli.output import write
+        from blackwell_doctor.errors import UserError
         from blackwell_doctor.obtain import obtain_facts
         from blackwell_doctor.slurm import (
             Action,
             SlurmError,
             apply_decision,
             decide,
+            node_name_problem,
             node_state,
         )
 
         name = node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+        problem = node_name_problem(name)
+        if problem is not None:
+            raise UserError(f"--node {name!r}: {problem}")
         request = facts_request(
             facts_file=facts_file,
             host_root=host_root,
@@ -94,22 +100,27 @@ def register(app: typer.Typer) -> None:
         report = judge(obtained, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
         try:
             state = node_state(name)
-            decision = decide(state, report)
-            if not dry_run:
-                apply_decision(name, decision)
         except SlurmError as exc:
             sys.stderr.write(f"blackwell-doctor: slurm-health: {name}: {exc}\n")
             raise typer.Exit(int(ExitCode.APPLY_FAILED)) from None
-        done = {
-            Action.DRAIN: "drained",
-            Action.RESUME: "resumed",
+        decision = decide(state, report)
+        change = decision.action in (Action.DRAIN, Action.RESUME)
+        verb = {
+            Action.DRAIN: "drain",
+            Action.RESUME: "resume",
             Action.KEEP: "unchanged",
             Action.LEAVE: "left alone",
         }[decision.action]
-        prefix = (
-            "dry run, would be "
-            if dry_run and decision.action in (Action.DRAIN, Action.RESUME)
-            else ""
-        )
-        sys.stdout.write(f"{name}: {prefix}{done}: {decision.why}\n")
+        if dry_run and change:
+            verb = f"dry run, would {verb}"
+        # Said before it is done: an output that cannot be written (> /dev/full, a closed
+        # pipe) is exit 2 with Slurm untouched, never a node changed and no word of it.
+        write(f"{name}: {verb}: {decision.why}\n")
+        if dry_run:
+            raise typer.Exit(report.exit_code)
+        try:
+            apply_decision(name, decision)
+        except SlurmError as exc:
+            sys.stderr.write(f"blackwell-doctor: slurm-health: {name}: {verb} failed: {exc}\n")
+            raise typer.Exit(int(ExitCode.APPLY_FAILED)) from None
         raise typer.Exit(report.exit_code)
