@@ -16,6 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
+from blackwell_doctor.redact import redact_url_path
+
 # A bench run's figures: finite and not negative (a facts file is untrusted input).
 Ms = Annotated[float, msgspec.Meta(ge=0.0, le=1e9)]
 Rate = Annotated[float, msgspec.Meta(ge=0.0, le=1e12)]
@@ -92,11 +94,12 @@ class BenchFacts(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its host hidden (scheme, port and path kept): ``--redact``."""
+    """``url`` with its host hidden (scheme, port and path kept, but for path segments that
+    may be credentials: :func:`blackwell_doctor.redact.redact_url_path`): ``--redact``."""
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
         return "<redacted>"
     netloc = "<redacted>" + (f":{port}" if port is not None else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return urlunsplit((parts.scheme, netloc, redact_url_path(parts.path), "", ""))

@@ -8,8 +8,10 @@ the kernel's build user@host, home directories in paths).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
+from collections.abc import Iterable
 
 REDACTED = "<redacted>"
 
@@ -129,6 +131,112 @@ def _replace_spans(text: str, spans: list[tuple[int, int]]) -> str:
         position = end
     out.append(text[position:])
     return "".join(out)
+
+
+# --------------------------------------------------------------------------- known secrets
+
+# A cut excerpt that ends with this many characters of a secret (or more) loses them.
+_CUT_PREFIX = 4
+
+
+def secret_forms(secret: str) -> list[str]:
+    """``secret`` as a server may echo it: itself and its base64 (RFC 4648 standard and
+    URL-safe alphabets, with and without padding)."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    std = base64.b64encode(raw).decode("ascii")
+    url = base64.urlsafe_b64encode(raw).decode("ascii")
+    return [secret, std, std.rstrip("="), url, url.rstrip("=")]
+
+
+class Scrubber:
+    """Removes known secrets (an API key, URL credentials) from text a server sent back,
+    in each of their :func:`secret_forms`: what no pattern can recognise, because the
+    value itself is known. Every other secret-looking span goes too (:func:`redact_text`).
+    """
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        forms = {form for secret in secrets if secret for form in secret_forms(secret)}
+        # Longest first: a form that contains another is replaced whole.
+        self.forms = sorted((f for f in forms if f), key=len, reverse=True)
+
+    def __call__(self, text: str, *, cut: bool = False, patterns: bool = True) -> str:
+        """``text`` without the secrets; ``cut``: the text may have been cut short, so a
+        secret's first characters (at least 4) at its very end go as well; ``patterns``:
+        secret-looking spans (:func:`redact_text`) go too (not in a model's answer, which
+        is compared as it is)."""
+        for form in self.forms:
+            if form in text:
+                text = text.replace(form, REDACTED)
+        if cut:
+            for form in self.forms:
+                for size in range(len(form) - 1, _CUT_PREFIX - 1, -1):
+                    if text.endswith(form[:size]):
+                        text = text[:-size] + REDACTED
+                        break
+        return redact_text(text) if patterns else text
+
+
+# --------------------------------------------------------------------------- URLs kept
+
+# RFC 3986 appendix B: splits any string into the five parts, never fails.
+_URI = re.compile(
+    r"^(?:(?P<scheme>[^:/?#]+):)?(?://(?P<authority>[^/?#]*))?"
+    r"(?P<path>[^?#]*)(?:\?(?P<query>[^#]*))?(?:#(?P<fragment>.*))?$",
+    re.DOTALL,
+)
+# A path segment kept as it is: a plain word (letters, digits, ".", "-", "_", "~") that
+# is not long, and not long *and* numeric (a hex or base64 token).
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9._~-]{1,40}")
+_TOKEN_LIKE_LENGTH = 16
+
+
+def _secret_segment(segment: str) -> bool:
+    if not segment:
+        return False
+    if not _PLAIN_SEGMENT.fullmatch(segment) or is_secret_name(segment):
+        return True
+    if _SECRET_VALUE.search(segment):
+        return True
+    return len(segment) >= _TOKEN_LIKE_LENGTH and any(c.isdigit() for c in segment)
+
+
+def redact_url_path(path: str) -> str:
+    """A URL path as it may be kept: a segment that may be a credential (anything but a
+    plain word, a secret-looking name such as ``token`` or ``SECRETKEY``, a long word with
+    digits, a known token format) becomes ``<redacted>``, and so does the segment after a
+    secret-looking name (``/key/VALUE``). Over-redacts a long model name in a prefix
+    (``Llama-3.1-8B-Instruct``): better too much than a gateway's token."""
+    out: list[str] = []
+    after_name = False
+    for segment in path.split("/"):
+        secret = _secret_segment(segment)
+        out.append(REDACTED if segment and (secret or after_name) else segment)
+        after_name = bool(segment) and is_secret_name(segment)
+    return "/".join(out)
+
+
+def redact_url(url: str) -> str:
+    """Any text given as a URL, as it may be kept or printed: credentials (``user:pw@``),
+    query values and the fragment become ``<redacted>``, so do path segments that may be
+    credentials (:func:`redact_url_path`). Never fails, whatever the text."""
+    match = _URI.match(url)
+    assert match is not None  # every string matches
+    scheme, authority, path, query, fragment = match.group(
+        "scheme", "authority", "path", "query", "fragment"
+    )
+    out = f"{scheme}:" if scheme is not None else ""
+    if authority is not None:
+        host = authority.rpartition("@")[2]
+        out += "//" + (f"{REDACTED}@" if "@" in authority else "") + host
+    out += redact_url_path(path)
+    if query is not None:
+        pairs = [p.partition("=") for p in query.split("&")]
+        out += "?" + "&".join(
+            f"{k}={REDACTED}" if sep else (REDACTED if k else "") for k, sep, _ in pairs
+        )
+    if fragment is not None:
+        out += "#" + (REDACTED if fragment else "")
+    return out
 
 
 def pseudonym(kind: str, value: str) -> str:

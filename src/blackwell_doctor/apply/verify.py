@@ -130,11 +130,21 @@ async def _first_token_async(base: str, since: float, deadline_s: float) -> floa
                 raise FirstTokenTimeout(f"no token within {deadline_s:g} s ({last})")
             try:
                 async with asyncio.timeout(min(left, 5.0)):
-                    async with session.get(base + "/v1/models") as r:
-                        listing = msgspec.json.decode(await r.read()) if r.status == 200 else {}
+                    async with session.get(base + "/v1/models", allow_redirects=False) as r:
+                        listing = (
+                            msgspec.json.decode(await client.read_capped(r))
+                            if r.status == 200
+                            else {}
+                        )
                 data = listing.get("data") if isinstance(listing, dict) else None
                 model = data[0].get("id") if isinstance(data, list) and data else None
-            except (TimeoutError, aiohttp.ClientError, OSError, msgspec.DecodeError) as exc:
+            except (
+                TimeoutError,
+                aiohttp.ClientError,
+                OSError,
+                msgspec.DecodeError,
+                client.BodyTooLarge,
+            ) as exc:
                 model, last = None, f"{type(exc).__name__}"
             if isinstance(model, str):
                 body = client.request_body(

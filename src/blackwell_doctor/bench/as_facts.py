@@ -10,6 +10,7 @@ import msgspec
 
 from blackwell_doctor.bench.report import BenchRun, RunFileError, decode_run
 from blackwell_doctor.facts_bench import BenchFacts, BenchShapeFacts, BenchStats
+from blackwell_doctor.redact import redact_url
 
 
 class BenchFileError(Exception):
@@ -56,7 +57,8 @@ def from_run(run: BenchRun, *, source: str) -> BenchFacts:
         source=source,
         started_at=run.started_at,
         tool=f"{run.tool.name} {run.tool.version}",
-        url=run.server.url,
+        # A run file from before issue 19 may keep a token of the URL's path.
+        url=redact_url(run.server.url),
         model=run.server.model,
         max_model_len=run.server.max_model_len,
         server_error=run.server.error,

@@ -10,6 +10,8 @@ import asyncio
 import base64
 import contextlib
 import datetime as dt
+import ipaddress
+import re
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +20,7 @@ from typing import Any
 
 import aiohttp
 import msgspec
+import yarl
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.bench import client, prompts
@@ -36,6 +39,7 @@ from blackwell_doctor.bench.server_metrics import MetricsParseError, Snapshot, d
 from blackwell_doctor.bench.shapes import Shape
 from blackwell_doctor.exitcodes import ExitCode
 from blackwell_doctor.facts import ToolInfo
+from blackwell_doctor.redact import redact_url
 
 # A prompt capped by max_model_len keeps this share of the room left by max_tokens free:
 # prompts of one shape differ by a few tokens (different words), and a prompt that leaves
@@ -46,16 +50,44 @@ _PROBE_DEADLINE_S = 15.0
 # A client TTFT above twice the server's own plus this is worth a note.
 _TTFT_GAP_MS = 50.0
 _POLL_INTERVAL_S = 1.0
+# What the record keeps of /v1/models: ids up to this long (a served name may be a path),
+# the first this many of them.
+MAX_MODEL_ID_CHARS = 1024
+MAX_MODELS_KEPT = 64
 
 
 class UrlError(Exception):
-    """An unusable --url (one line)."""
+    """An unusable --url (one line, never with its credentials)."""
+
+
+# The longest --url taken (browsers and servers refuse far shorter request lines).
+MAX_URL_CHARS = 2048
+# A host name's characters: letters (IDN included), digits, ".", "-", "_".
+_HOST = re.compile(r"[\w.-]+")
+
+
+def _valid_host(host: str) -> bool:
+    """A name the resolver takes (labels of 1 to 63 characters once IDNA-encoded, 253 in
+    all) or a dotted IPv4 address."""
+    if not _HOST.fullmatch(host):
+        return False
+    if re.fullmatch(r"[0-9.]+", host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return False
+        return True
+    try:
+        encoded = host.encode("idna")
+    except UnicodeError:
+        return False
+    return len(encoded.rstrip(b".")) <= 253
 
 
 @dataclass(frozen=True)
 class Endpoint:
     base: str  # scheme://host:port[/prefix], credentials removed
-    display: str  # the same, for output
+    display: str  # the same with path segments that may be credentials hidden: kept, shown
     authorization: str | None  # "Basic ..." from user:password@ in the URL
 
     def url(self, path: str) -> str:
@@ -64,26 +96,62 @@ class Endpoint:
 
 def parse_url(url: str) -> Endpoint:
     """``--url``: the server's root or its /v1; user:password@ becomes Basic auth and is
-    never shown."""
-    parts = urllib.parse.urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UrlError(f"--url must be an http:// or https:// URL, got {url!r}")
+    never shown. Anything but an http(s) URL with a host and a port in 1..65535 (or none),
+    without control characters, query or fragment, is a UrlError that shows the URL with
+    its credentials, query and secret-looking path segments redacted."""
+    text = url.strip()
+    shown = redact_url(text)  # redacted whole, then cut: a cut could hide an "@"
+    shown = ascii(shown[:200] + ("..." if len(shown) > 200 else ""))
+    if len(text) > MAX_URL_CHARS:
+        raise UrlError(f"--url is longer than {MAX_URL_CHARS} characters: {shown}")
+    bad = next((c for c in text if c.isspace() or not c.isprintable()), None)
+    if bad is not None:
+        raise UrlError(f"--url has a control character or a space ({bad!a}): {shown}")
+    try:
+        parts = urllib.parse.urlsplit(text)
+        hostname = parts.hostname
+    except ValueError:
+        raise UrlError(f"--url is not a valid URL: {shown}") from None
+    if parts.scheme not in ("http", "https") or not hostname:
+        raise UrlError(f"--url must be an http:// or https:// URL with a host, got {shown}")
     try:
         port = parts.port
     except ValueError:
-        raise UrlError(f"--url has an invalid port: {url!r}") from None
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+        raise UrlError(f"--url has an invalid port (1 to 65535): {shown}") from None
+    if port == 0:
+        raise UrlError(f"--url has port 0: give the server's port (none for 80/443): {shown}")
+    if parts.query or text.endswith("?"):
+        raise UrlError(f"--url takes the server's base URL, without a query (?...): {shown}")
+    if parts.fragment or text.endswith("#"):
+        raise UrlError(f"--url takes the server's base URL, without a fragment (#...): {shown}")
+    if parts.netloc.rpartition("@")[2].startswith("["):  # an IP literal: IPv6 only
+        try:  # a zone (RFC 6874) is written %25 in a URL
+            host = f"[{ipaddress.IPv6Address(hostname.replace('%25', '%')).compressed}]"
+        except ValueError:
+            raise UrlError(f"--url is not a valid URL: {shown}") from None
+    elif _valid_host(hostname):
+        host = hostname
+    else:
+        raise UrlError(f"--url has an invalid host: {shown}")
     netloc = host + (f":{port}" if port else "")
     path = parts.path.rstrip("/")
     path = path.removesuffix("/v1")
     authorization = None
-    if parts.username:
+    if parts.username or parts.password:
         pair = (
-            f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+            f"{urllib.parse.unquote(parts.username or '')}:"
+            f"{urllib.parse.unquote(parts.password or '')}"
         )
         authorization = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
     base = urllib.parse.urlunsplit((parts.scheme, netloc, path, "", ""))
-    return Endpoint(base=base, display=base, authorization=authorization)
+    try:  # as aiohttp will read it (an IDN host is encoded, then decoded for display)
+        parsed = yarl.URL(base + "/v1/models")
+        valid = bool(parsed.raw_host and parsed.host)
+    except (ValueError, UnicodeError):
+        valid = False
+    if not valid:
+        raise UrlError(f"--url has an invalid host: {shown}")
+    return Endpoint(base=base, display=redact_url(base), authorization=authorization)
 
 
 @dataclass
@@ -289,34 +357,65 @@ class _Server:
             self.headers["Authorization"] = f"Bearer {key}"
         elif endpoint.authorization:
             self.headers["Authorization"] = endpoint.authorization
+        # What the server's answers may echo of the credentials, scrubbed from what is kept.
+        self.scrub = client.scrubber(self.headers.get("Authorization"))
+        # Why a probe last failed, by path (for the findings).
+        self.failed: dict[str, str] = {}
 
-    async def get_json(self, path: str) -> Any:
-        async with asyncio.timeout(self.deadline_s):
-            async with self.session.get(self.endpoint.url(path), headers=self.headers) as r:
-                if r.status != 200:
-                    raise _HttpStatus(r.status)
-                return msgspec.json.decode(await r.read())
+    def reason(self, exc: BaseException) -> str:
+        """Why a probe failed, in a few words (kept: scrubbed and short)."""
+        if isinstance(exc, _HttpStatus):
+            return f"HTTP {exc.status}" + (
+                " redirect, not followed" if 300 <= exc.status < 400 else ""
+            )
+        if isinstance(exc, client.BodyTooLarge):
+            return f"answered {exc}"
+        if isinstance(exc, TimeoutError):
+            return f"no answer within {self.deadline_s:g} s"
+        if isinstance(exc, msgspec.DecodeError):
+            return "not JSON"
+        if isinstance(exc, MetricsParseError):
+            return "not Prometheus text"
+        return client.kept(" ".join(f"{type(exc).__name__}: {exc}".split()), self.scrub)
 
-    async def post_json(self, path: str, body: dict[str, Any]) -> Any:
+    async def _json(self, method: str, path: str, data: bytes | None = None) -> Any:
         async with asyncio.timeout(self.deadline_s):
-            async with self.session.post(
-                self.endpoint.url(path), data=msgspec.json.encode(body), headers=self.headers
+            async with self.session.request(
+                method,
+                self.endpoint.url(path),
+                data=data,
+                headers=self.headers,
+                allow_redirects=False,
             ) as r:
                 if r.status != 200:
                     raise _HttpStatus(r.status)
-                return msgspec.json.decode(await r.read())
+                return msgspec.json.decode(await client.read_capped(r))
+
+    async def get_json(self, path: str) -> Any:
+        return await self._json("GET", path)
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> Any:
+        return await self._json("POST", path, msgspec.json.encode(body))
 
     async def metrics(self, model: str | None) -> Snapshot | None:
         try:
             async with asyncio.timeout(self.deadline_s):
                 async with self.session.get(
-                    self.endpoint.url("/metrics"), headers=self.headers
+                    self.endpoint.url("/metrics"), headers=self.headers, allow_redirects=False
                 ) as r:
                     if r.status != 200:
-                        return None
-                    text = (await r.read()).decode("utf-8", "replace")
+                        raise _HttpStatus(r.status)
+                    text = (await client.read_capped(r)).decode("utf-8", "replace")
             return parse(text, model=model)
-        except (TimeoutError, aiohttp.ClientError, OSError, MetricsParseError):
+        except (
+            _HttpStatus,
+            TimeoutError,
+            aiohttp.ClientError,
+            OSError,
+            MetricsParseError,
+            client.BodyTooLarge,
+        ) as exc:
+            self.failed["/metrics"] = self.reason(exc)
             return None
 
     async def count_tokens(self, model: str, text: str, *, chat: bool) -> int | None:
@@ -328,7 +427,8 @@ class _Server:
             body["add_special_tokens"] = False
         try:
             answer = await self.post_json("/tokenize", body)
-        except (_HttpStatus, TimeoutError, aiohttp.ClientError, OSError, msgspec.DecodeError):
+        except _PROBE_ERRORS as exc:
+            self.failed["/tokenize"] = self.reason(exc)
             return None
         count = answer.get("count") if isinstance(answer, dict) else None
         return count if isinstance(count, int) else None
@@ -340,20 +440,35 @@ class _HttpStatus(Exception):
         self.status = status
 
 
-def _describe(exc: BaseException, deadline_s: float) -> str:
+_PROBE_ERRORS = (
+    _HttpStatus,
+    TimeoutError,
+    aiohttp.ClientError,
+    OSError,
+    msgspec.DecodeError,
+    client.BodyTooLarge,
+)
+
+
+def _describe(exc: BaseException, srv: _Server) -> str:
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return f"{client.UNREACHABLE}: cannot connect to {exc.host}:{exc.port}: {exc.os_error}"
-    if isinstance(exc, TimeoutError):
-        return f"{client.STALLED}: /v1/models did not answer within {deadline_s:g} s"
-    if isinstance(exc, _HttpStatus):
-        kind = client.HTTP_5XX if exc.status >= 500 else client.HTTP_4XX
-        return f"{kind}: /v1/models answered HTTP {exc.status}"
-    return f"{client.EARLY_CLOSE}: {type(exc).__name__}: {exc}"
+        text = f"{client.UNREACHABLE}: cannot connect to {exc.host}:{exc.port}: {exc.os_error}"
+    elif isinstance(exc, TimeoutError):
+        text = f"{client.STALLED}: /v1/models did not answer within {srv.deadline_s:g} s"
+    elif isinstance(exc, _HttpStatus):
+        text = f"{client.http_kind(exc.status)}: /v1/models answered {srv.reason(exc)}"
+    elif isinstance(exc, client.BodyTooLarge):
+        text = f"{client.TOO_LARGE}: /v1/models {srv.reason(exc)}"
+    else:
+        text = f"{client.EARLY_CLOSE}: {type(exc).__name__}: {exc}"
+    return client.kept(" ".join(text.split()), srv.scrub)
 
 
 async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
     endpoint = srv.endpoint
     models: list[str] = []
+    listed = 0
+    too_long = 0
     max_len: int | None = None
     error: str | None = None
     try:
@@ -361,26 +476,42 @@ async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
         data = listing.get("data", []) if isinstance(listing, dict) else []
         for entry in data if isinstance(data, list) else []:
             if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-                models.append(entry["id"])
-                chosen = config.model or (models[0] if len(models) == 1 else None)
-                if entry["id"] == chosen and isinstance(entry.get("max_model_len"), int):
+                if len(entry["id"]) > MAX_MODEL_ID_CHARS:
+                    too_long += 1
+                    continue
+                # An id is server text: what it echoes of the credentials goes.
+                name = srv.scrub(entry["id"])
+                listed += 1
+                if len(models) < MAX_MODELS_KEPT:
+                    models.append(name)
+                chosen = config.model or (models[0] if listed == 1 else None)
+                if name == chosen and isinstance(entry.get("max_model_len"), int):
                     max_len = entry["max_model_len"]
-    except (_HttpStatus, TimeoutError, aiohttp.ClientError, OSError, msgspec.DecodeError) as e:
+    except _PROBE_ERRORS as e:
         # Without --model nothing can be asked; with it, only a server that cannot be
         # reached at all stops the run (a stalled or failing server is measured failing).
         if config.model is None or isinstance(e, aiohttp.ClientConnectorError):
-            error = _describe(e, srv.deadline_s)
+            error = _describe(e, srv)
         else:
-            state.findings.append(f"/v1/models could not be read ({_describe(e, srv.deadline_s)})")
+            state.findings.append(f"/v1/models could not be read ({_describe(e, srv)})")
+    if too_long:
+        state.findings.append(
+            f"/v1/models lists {too_long} model id(s) longer than {MAX_MODEL_ID_CHARS} "
+            "characters: ignored"
+        )
+    if listed > len(models):
+        state.findings.append(
+            f"/v1/models lists {listed} models: the first {len(models)} are kept in the record"
+        )
     model = config.model
     if error is None and model is None:
         if not models:
             error = "the server lists no model at /v1/models; pass --model"
         else:
             model = models[0]
-            if len(models) > 1:
+            if listed > 1:
                 state.findings.append(
-                    f"the server serves {len(models)} models; measuring {model} (use --model)"
+                    f"the server serves {listed} models; measuring {model} (use --model)"
                 )
     tokenize = False
     metrics = False
@@ -388,13 +519,22 @@ async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
         tokenize = await srv.count_tokens(model, "hello", chat=True) is not None
         metrics = await srv.metrics(model) is not None
         if not tokenize:
+            why = srv.failed.get("/tokenize", "")
             state.findings.append(
-                "the server has no /tokenize: prompt sizes are estimated "
-                f"(~{prompts.TOKENS_PER_WORD_ESTIMATE} tokens per word)"
+                (
+                    f"/tokenize could not be used ({why})"
+                    if why and not why.startswith(("HTTP 404", "HTTP 405"))
+                    else "the server has no /tokenize"
+                )
+                + f": prompt sizes are estimated (~{prompts.TOKENS_PER_WORD_ESTIMATE} tokens "
+                "per word)"
             )
         if not metrics:
+            why = srv.failed.get("/metrics", "")
             state.findings.append(
-                "the server has no Prometheus /metrics: no server-side cross-check"
+                f"/metrics could not be used ({why}): no server-side cross-check"
+                if why and not why.startswith(("HTTP 404", "HTTP 405"))
+                else "the server has no Prometheus /metrics: no server-side cross-check"
             )
     state.server = ServerInfo(
         url=endpoint.display,
@@ -434,6 +574,19 @@ async def _settled_metrics(srv: _Server, model: str | None) -> Snapshot | None:
             return now
         last = now
     return last
+
+
+def usage_limit(max_tokens: int, extra: dict[str, Any] | None) -> int | None:
+    """The most completion tokens a request may be answered: its ``max_tokens``, or what
+    its ``extra_body`` asks instead; None when that lifts the limit (not an integer)."""
+    asked = [max_tokens]
+    for key in ("max_tokens", "max_completion_tokens"):
+        if extra and key in extra:
+            value = extra[key]
+            if not isinstance(value, int) or isinstance(value, bool):
+                return None
+            asked.append(value)
+    return max(asked)
 
 
 @dataclass(frozen=True)
@@ -500,6 +653,7 @@ async def _measure_shape(
             extra=shape.extra_body,
         )
 
+    most = usage_limit(shape.output_tokens, shape.extra_body)
     live.shape, live.total, live.done, live.errors = shape.name, total, 0, 0
     live.ttft_s, live.e2e_s = [], []
     if shape.warmup:
@@ -513,6 +667,7 @@ async def _measure_shape(
                     body(i, salt="/warmup"),
                     srv.headers,
                     deadline_s=config.deadline_s,
+                    max_tokens=most,
                 )
                 for i in range(shape.warmup)
             )
@@ -538,7 +693,12 @@ async def _measure_shape(
                 stopped = True
                 return
             outcome = await client.stream_chat(
-                srv.session, chat_url, data, srv.headers, deadline_s=config.deadline_s
+                srv.session,
+                chat_url,
+                data,
+                srv.headers,
+                deadline_s=config.deadline_s,
+                max_tokens=most,
             )
         cur.outcomes.append(outcome)
         live.done += 1
@@ -587,6 +747,7 @@ async def _measure_shape(
     if config.equivalence:
         live.phase = "equivalence"
         progress(live)
+        asked = min(shape.output_tokens, _EQUIVALENCE_MAX_TOKENS)
         for prompt_id, text in prompts.EQUIVALENCE_PROMPTS:
             o = await client.stream_chat(
                 srv.session,
@@ -594,13 +755,14 @@ async def _measure_shape(
                 client.request_body(
                     model=model,
                     prompt=text,
-                    max_tokens=min(shape.output_tokens, _EQUIVALENCE_MAX_TOKENS),
+                    max_tokens=asked,
                     ignore_eos=shape.ignore_eos,
                     extra=shape.extra_body,
                     greedy=True,
                 ),
                 srv.headers,
                 deadline_s=config.deadline_s,
+                max_tokens=usage_limit(asked, shape.extra_body),
             )
             equivalence.append(
                 EquivalenceOutput(

@@ -267,7 +267,12 @@ async def run_soak(
 
         async def send(data: bytes) -> client.Outcome:
             return await client.stream_chat(
-                srv.session, chat_url, data, srv.headers, deadline_s=config.deadline_s
+                srv.session,
+                chat_url,
+                data,
+                srv.headers,
+                deadline_s=config.deadline_s,
+                max_tokens=runner.usage_limit(shape.output_tokens, shape.extra_body),
             )
 
         if shape.warmup:

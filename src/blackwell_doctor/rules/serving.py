@@ -31,11 +31,13 @@ USAGE = "usage"  # token counts from the server's usage (bench's token_source)
 # Error kinds in words (bench/client.py's names).
 _KINDS = {
     "unreachable": "unreachable",
+    "http_3xx": "HTTP 3xx (redirect, not followed)",
     "http_4xx": "HTTP 4xx",
     "http_5xx": "HTTP 5xx",
     "early_close": "stream closed early (truncated)",
     "stalled": "past the request deadline",
     "malformed_sse": "malformed stream",
+    "malformed_usage": "impossible usage counts",
     "stream_error": "error in the stream",
     "no_tokens": "no tokens",
 }
