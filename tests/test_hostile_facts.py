@@ -178,7 +178,7 @@ def test_a_deeply_nested_catalogue_is_a_usage_error(
     path = tmp_path / "deep.toml"
     path.write_text("x = " + "[" * depth + "]" * depth + "\n")
     with pytest.raises(CatalogueError, match="nested too deeply"):
-        load_catalogue(path)
+        parse_catalogue(path.read_text(), source=str(path))
     code, err = run(
         ["recommend", "--facts", str(FACTS_FIXTURES / "b200-x8.json"), "--catalogue", str(path)],
         capsys,

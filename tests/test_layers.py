@@ -19,7 +19,10 @@ PURE = (
     "checkdata",
 )
 # Never reachable from a pure layer: what touches the host, a child process or Docker.
-IMPURE = ("collect", "probe", "childproc", "apply", "cli", "obtain", "logs.sources", "logs.collect")
+IMPURE = (
+    *("collect", "probe", "childproc", "apply", "cli", "obtain", "logs.sources", "logs.collect"),
+    "inputfile",  # reads the files a user names: the app and collect layers call it
+)
 IMPURE_EXTERNAL = ("subprocess", "docker", "pynvml", "cuda", "ctypes", "socket", "signal")
 # The one adapter per native library (ruff's banned-api names them as well).
 ADAPTERS = {

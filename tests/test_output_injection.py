@@ -2,7 +2,8 @@
 terminal, forge Markdown structure, break JSON or make JUnit ill-formed.
 
 Property: put a hostile string at both ends of EVERY string field of a real report
-(`check`), recommendation (`recommend`) and scan report (`scan-logs`), render every format,
+(`check`), recommendation (`recommend`), scan report (`scan-logs`) and fleet report
+(`fleet`), render every format,
 and hold each output kind to its rule:
 - terminal: no control character but newline, no bidirectional override, no lone
   surrogate; an injected newline never starts a line of its own at the left margin;
@@ -32,6 +33,9 @@ from markdown_it import MarkdownIt
 
 from blackwell_doctor.evaluate import evaluate
 from blackwell_doctor.facts import decode_facts
+from blackwell_doctor.fleet.formats import FleetFormat
+from blackwell_doctor.fleet.model import FleetReport
+from blackwell_doctor.fleet.render import render_fleet
 from blackwell_doctor.logs.collect import scan_sources
 from blackwell_doctor.presets import ProbeReport, ScanReport, judge_logs, judge_p2p, judge_probe
 from blackwell_doctor.recommend.catalogue import load_catalogue
@@ -316,3 +320,35 @@ def test_the_audits_hostnames(hostname: str) -> None:
     )
     assert_json_safe(render(evil, Format.JSON, color=False))
     assert_junit_safe(render(evil, Format.JUNIT, color=False))
+
+
+@cache
+def fleet() -> FleetReport:
+    """``fleet`` over the captured hosts, with a node that could not be read and a bench."""
+    from blackwell_doctor.fleet.judge import expand_inputs, judge_fleet
+
+    paths, missing = expand_inputs([str(FACTS_FIXTURES), "/nonexistent.json"])
+    return judge_fleet(paths, missing)
+
+
+@EXAMPLES
+@given(payload=HOSTILE)
+def test_fleet_every_format(payload: str) -> None:
+    """Node names, file names, summaries and remedies of other hosts' facts, through the
+    fleet's one sanitising step, in rich (with -v), Markdown, JSON and Prometheus."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    clean = fleet()
+    evil = inject(clean, hostile(payload))
+    for verbose in (False, True):
+        assert_terminal_safe(render_fleet(evil, FleetFormat.RICH, verbose=verbose))
+        assert_terminal_safe(
+            SGR.sub("", render_fleet(evil, FleetFormat.RICH, color=True, verbose=verbose))
+        )
+    assert_markdown_safe(
+        render_fleet(evil, FleetFormat.MARKDOWN), render_fleet(clean, FleetFormat.MARKDOWN)
+    )
+    assert_json_safe(render_fleet(evil, FleetFormat.JSON))
+    prometheus = render_fleet(evil, FleetFormat.PROMETHEUS)
+    assert_terminal_safe(prometheus)
+    assert list(text_string_to_metric_families(prometheus))

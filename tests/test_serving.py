@@ -386,7 +386,7 @@ def test_a_missing_bench_file_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_
 
 def recommendation(bench: Path) -> Recommendation:
     facts = with_bench(HOST_4X, bench)
-    rec, _ = build_recommendation(facts, evaluate(facts), load_catalogue(None), LaunchOptions())
+    rec, _ = build_recommendation(facts, evaluate(facts), load_catalogue(), LaunchOptions())
     return rec
 
 
@@ -398,7 +398,7 @@ def test_a_measured_slow_path_puts_the_runtime_change_first_after_the_driver() -
     assert runtime.notes[0].startswith("measured slow path: single-user (1 user): 55.0")
     # Without a bench run, the runtime action keeps its place after the host's fixes.
     facts = decode_facts(HOST_4X.read_bytes())
-    rec, _ = build_recommendation(facts, evaluate(facts), load_catalogue(None), LaunchOptions())
+    rec, _ = build_recommendation(facts, evaluate(facts), load_catalogue(), LaunchOptions())
     plain = [a.id for a in rec.actions]
     assert plain.index("runtime") > plain.index("iommu")
 

@@ -41,12 +41,18 @@ def advise(
     A bad catalogue or launch option is a UserError."""
     from blackwell_doctor.checkdata import CatalogueError
     from blackwell_doctor.evaluate import evaluate
-    from blackwell_doctor.recommend.catalogue import load_catalogue
+    from blackwell_doctor.recommend.catalogue import load_catalogue, parse_catalogue
     from blackwell_doctor.recommend.plan import build_recommendation
     from blackwell_doctor.recommend.validate import ValidationError
 
     try:
-        runtimes = load_catalogue(catalogue)
+        if catalogue is None:
+            runtimes = load_catalogue()
+        else:
+            from blackwell_doctor.inputfile import CATALOGUE, read_input
+
+            text = read_input(catalogue, CATALOGUE).decode("utf-8")  # bounded, UTF-8
+            runtimes = parse_catalogue(text, source=str(catalogue))
     except CatalogueError as exc:
         raise UserError(str(exc)) from None
     obtained = obtain_facts(request, environ=environ, stdin=stdin)

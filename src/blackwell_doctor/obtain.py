@@ -119,11 +119,9 @@ def with_bench(facts: Facts, bench_file: Path | None, *, stdin: BinaryIO) -> Fac
     import msgspec
 
     from blackwell_doctor.bench.as_facts import BenchFileError, read_bench
+    from blackwell_doctor.inputfile import BENCH_RUN, read_input
 
-    try:
-        data = stdin.read() if str(bench_file) == STDIN else bench_file.read_bytes()
-    except OSError as exc:
-        raise UserError(f"cannot read bench file {bench_file}: {exc.strerror or exc}") from None
+    data = read_input(bench_file, BENCH_RUN, stdin=stdin)
     try:
         bench = read_bench(data, source=str(bench_file))
     except BenchFileError as exc:
@@ -237,11 +235,9 @@ def _check_request(request: FactsRequest) -> None:
 
 def _decode_facts_file(path: Path, stdin: BinaryIO) -> Facts:
     from blackwell_doctor.facts import FactsError, decode_facts
+    from blackwell_doctor.inputfile import FACTS, read_input
 
-    try:
-        data = stdin.read() if str(path) == STDIN else path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"cannot read facts file {path}: {exc.strerror or exc}") from None
+    data = read_input(path, FACTS, stdin=stdin)
     try:
         return decode_facts(data, source=str(path))
     except FactsError as exc:

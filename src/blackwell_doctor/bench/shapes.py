@@ -94,11 +94,12 @@ def load_shapes(path: Path | None) -> dict[str, Shape]:
     shapes = dict(BUILTIN_SHAPES)
     if path is None:
         return shapes
+    from blackwell_doctor.inputfile import SHAPES, read_input
+
+    text = read_input(path, SHAPES).decode("utf-8")  # bounded, a file or a pipe, UTF-8
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ShapeError(f"cannot read shapes file {path}: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ShapeError(f"{path} is not valid TOML: {exc}") from None
     table = data.get("shape")
     if not isinstance(table, dict) or not table or set(data) - {"shape"}:

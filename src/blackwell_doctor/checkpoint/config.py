@@ -29,6 +29,31 @@ def _int(cfg: dict[str, Any], *names: str, default: int | None = None) -> int | 
     return default
 
 
+# What a real config can hold, with room to spare: past these a value is a corrupt or
+# hostile config.json, not a model (the largest published: hidden 25,600 and 163,840 positions
+# aside, 512 experts, 128 heads, 262,144-token vocabularies, 126 layers).
+LIMITS = {
+    "hidden_size": 1 << 20,
+    "num_hidden_layers": 10_000,
+    "num_attention_heads": 1 << 14,
+    "num_key_value_heads": 1 << 14,
+    "head_dim": 1 << 14,
+    "vocab_size": 1 << 24,
+    "num_experts": 1 << 16,
+    "num_experts_per_tok": 1 << 16,
+    "n_shared_experts": 1 << 16,
+}
+
+
+def _bounded(name: str, value: int) -> int:
+    if value > LIMITS[name]:
+        raise ConfigError(
+            f"config.json has {name} = {value}, above the {LIMITS[name]:,} any model has "
+            "(corrupt or not a model's config)"
+        )
+    return value
+
+
 def _need(cfg: dict[str, Any], *names: str) -> int:
     value = _int(cfg, *names)
     if value is None:
@@ -92,16 +117,32 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
     heads = _need(cfg, "num_attention_heads", "n_head")
     if hidden == 0 or layers == 0 or heads == 0:
         raise ConfigError("config.json has a zero hidden_size, layer count or head count")
+    _bounded("hidden_size", hidden)
+    _bounded("num_hidden_layers", layers)
+    _bounded("num_attention_heads", heads)
     kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads) or heads
-    head_dim = _int(cfg, "head_dim", default=None) or hidden // heads
-    vocab = _need(cfg, "vocab_size")
+    _bounded("num_key_value_heads", kv_heads)
+    if heads % kv_heads:
+        raise ConfigError(
+            f"config.json has {heads} attention heads and {kv_heads} KV heads: the attention "
+            "heads must be a whole multiple of the KV heads (each KV head serves a group)"
+        )
+    head_dim = _bounded("head_dim", _int(cfg, "head_dim", default=None) or hidden // heads)
+    vocab = _bounded("vocab_size", _need(cfg, "vocab_size"))
     experts = _int(cfg, "num_experts", "n_routed_experts", "num_local_experts", default=0) or 0
+    _bounded("num_experts", experts)
     moe: MoeFacts | None = None
     if experts > 0:
         per_token = _int(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk")
         if per_token is None or per_token == 0:
             raise ConfigError(f"config.json names {experts} experts but no num_experts_per_tok")
+        if per_token > experts:
+            raise ConfigError(
+                f"config.json routes each token to {per_token} experts of {experts}: more "
+                "than there are"
+            )
         shared = _int(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0
+        _bounded("n_shared_experts", shared)
         if shared == 0 and (_int(cfg, "shared_expert_intermediate_size", default=0) or 0) > 0:
             shared = 1
         moe = MoeFacts(

@@ -208,8 +208,14 @@ def parse_header(
         raise HeaderError("header does not match the safetensors layout") from None
     except msgspec.DecodeError as exc:
         raise HeaderError(f"header is not valid JSON: {' '.join(str(exc).split())}") from None
+    except UnicodeDecodeError as exc:  # msgspec raises it for a name that is not UTF-8
+        raise HeaderError(f"header is not valid JSON: {not_utf8(raw, exc)}") from None
     except RecursionError:
         raise HeaderError("header is nested too deeply") from None
+    if raw.count(b'"data_offsets"') > len(entries) - ("__metadata__" in entries):
+        # More entries in the text than in the dict: a name given twice (JSON decoders keep
+        # the last and count it once). Rare, so only then the slow look for which.
+        _duplicate(raw)
     metadata: dict[str, str] = {}
     if entries.pop("__metadata__", None) is not None:
         try:
@@ -239,6 +245,39 @@ def parse_header(
         header_bytes=len(raw),
         file_bytes=file_bytes if file_bytes is not None else 8 + len(raw) + data_bytes,
     )
+
+
+def _duplicate(raw: bytes) -> None:
+    """Raise the HeaderError naming a key the header gives twice (a tensor's name, or a
+    field of an entry); return when there is none (``"data_offsets"`` was also a value)."""
+    import json
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                shown = key if len(key) <= 120 else key[:117] + "..."
+                raise HeaderError(
+                    f"{shown!r} is named twice in the header: malformed (a reader keeps one "
+                    "and loses the other)"
+                )
+            seen.add(key)
+        return dict(items)
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return  # msgspec decoded it: nothing else to say
+
+
+def not_utf8(data: bytes, exc: UnicodeDecodeError) -> str:
+    """Where ``data`` stops being UTF-8, in words. msgspec's positions are within the string
+    it was decoding, so the first bad byte of the whole document is looked up here."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as whole:
+        return f"not UTF-8 (byte 0x{data[whole.start]:02x} at offset {whole.start})"
+    return f"not UTF-8 ({exc.reason})"
 
 
 def bad_entry(name: str, e: _Entry, data_bytes: int) -> NoReturn:

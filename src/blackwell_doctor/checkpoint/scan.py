@@ -27,6 +27,7 @@ from blackwell_doctor.checkpoint.header import (
     _read_exact,
     bad_entry,
     check_overlaps,
+    not_utf8,
     read_header,
 )
 from blackwell_doctor.facts_model import ArchFacts, ModelFacts, ModelProblem, ParamFacts, QuantFacts
@@ -58,6 +59,8 @@ def _read_json(path: Path) -> Any:
         return msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise HeaderError(f"not valid JSON: {' '.join(str(exc).split())}") from None
+    except UnicodeDecodeError as exc:  # msgspec raises it for a string that is not UTF-8
+        raise HeaderError(f"not valid JSON: {not_utf8(data, exc)}") from None
     except RecursionError:
         raise HeaderError("nested too deeply") from None
 

@@ -416,14 +416,13 @@ def _compare(
     from blackwell_doctor.bench.compare import compare
     from blackwell_doctor.cli.output import write
     from blackwell_doctor.errors import UserError
+    from blackwell_doctor.inputfile import BENCH_RUN, read_input
 
     runs = []
     for path in files:
+        data = read_input(path, BENCH_RUN, stdin=sys.stdin.buffer)
         try:
-            data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
             runs.append(report.decode_run(data, source=str(path)))
-        except OSError as exc:
-            raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
         except report.RunFileError as exc:
             raise UserError(str(exc)) from None
     doc = compare(

@@ -19,7 +19,7 @@ from blackwell_doctor.cli.options import (
     split,
     strict_option,
 )
-from blackwell_doctor.cli.output import write, writes_to_file
+from blackwell_doctor.cli.output import write_outcome, writes_to_file
 from blackwell_doctor.fleet.formats import FleetFormat
 
 
@@ -89,8 +89,11 @@ def register(app: typer.Typer) -> None:
         to_terminal = not writes_to_file(output) and sys.stdout.isatty()
         color = to_terminal and fmt is FleetFormat.RICH and not os.environ.get("NO_COLOR")
         text = render_fleet(report, fmt, color=color, verbose=verbose, timing=timing)
-        write(text, output)
-        if writes_to_file(output):
+        # Not one node judged (exit 2, like an unreadable --facts): a report of nothing must
+        # not replace the last good one at --output.
+        failed = "not one node could be judged" if report.summary.nodes == 0 else None
+        write_outcome(text, output, failed=failed)
+        if writes_to_file(output) and failed is None:
             s = report.summary
             sys.stderr.write(
                 f"wrote {output}: {s.nodes} nodes judged, {s.findings} with findings, "

@@ -32,12 +32,9 @@ from blackwell_doctor.fleet.model import (
     FleetSummary,
     Unjudged,
 )
+from blackwell_doctor.inputfile import FACTS, InputError, read_input
 from blackwell_doctor.rules.engine import Engine, select_ids
 from blackwell_doctor.rules.model import FailOn, Result, Severity, Status
-
-# A facts document is tens of KiB (the 8-GPU fixture with every P2P pair: 20 KiB); anything
-# this large is not one, and reading it whole would cost the fleet run its memory.
-MAX_FACTS_BYTES = 64 << 20
 
 # Worst first: a failure before a warning before "could not be evaluated".
 _STATUS_RANK = {Status.FAIL: 0, Status.WARN: 1, Status.ERROR: 2}
@@ -101,17 +98,6 @@ def _json_files(root: str) -> list[str]:
                 elif entry.name.endswith(".json") and entry.is_file():
                     found.append(entry.path)
     return sorted(found)
-
-
-def _read(path: Path) -> bytes:
-    with open(path, "rb") as fh:
-        # The size first: read(MAX + 1) would allocate MAX bytes for every small file.
-        if os.fstat(fh.fileno()).st_size > MAX_FACTS_BYTES:
-            raise FactsError(f"larger than {MAX_FACTS_BYTES >> 20} MiB: not a facts document")
-        data = fh.read()
-    if len(data) > MAX_FACTS_BYTES:  # it grew while we read it
-        raise FactsError(f"larger than {MAX_FACTS_BYTES >> 20} MiB: not a facts document")
-    return data
 
 
 def _reason(exc: FactsError, source: str) -> str:
@@ -220,9 +206,10 @@ def judge_node(
     is judged once per distinct configuration); the options are the same within a run."""
     source = str(path)
     try:
-        facts = decode_facts(_read(path), source=source)
-    except OSError as exc:
-        return Unjudged(source=source, reason=f"cannot read: {exc.strerror or exc}")
+        # The one bounded reader of user-named files (caps in blackwell_doctor.inputfile).
+        facts = decode_facts(read_input(path, FACTS), source=source)
+    except InputError as exc:
+        return Unjudged(source=source, reason=f"cannot read: {exc.reason}")
     except FactsError as exc:
         return Unjudged(source=source, reason=_reason(exc, source))
     key = judgment_key(facts) if memo is not None else b""

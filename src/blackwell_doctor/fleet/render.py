@@ -13,7 +13,7 @@ import msgspec
 
 from blackwell_doctor.fleet.formats import FleetFormat
 from blackwell_doctor.fleet.model import FleetGroup, FleetReport
-from blackwell_doctor.render.common import sanitize
+from blackwell_doctor.render.common import json_safe, sanitize, sanitize_line, scrub
 from blackwell_doctor.rules.model import Status
 
 if TYPE_CHECKING:
@@ -308,6 +308,11 @@ def render_fleet(
     verbose: bool = False,
     timing: RunTiming | None = None,
 ) -> str:
+    """``report`` in ``fmt``, through the one sanitising step first: file names and every
+    string of the facts files come from other hosts (a newline in a file name must not
+    forge a line; bytes that are not UTF-8, kept by surrogateescape, are shown ``\\xff`` in
+    every format, JSON included)."""
+    report = scrub(report, json_safe if fmt is FleetFormat.JSON else sanitize_line)
     match fmt:
         case FleetFormat.RICH:
             return render_rich(report, color=color, verbose=verbose)

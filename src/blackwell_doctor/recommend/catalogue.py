@@ -7,7 +7,6 @@ field. Nothing in the shipped catalogue is verified by this project (see the fil
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -202,13 +201,8 @@ def _validate(raw: dict[str, Any], *, source: str) -> Catalogue:
     return catalogue
 
 
-def load_catalogue(path: Path | None = None) -> Catalogue:
-    """The user's catalogue at ``path``, else the shipped checks/runtimes.toml."""
-    if path is None:
-        return _validate(read_shipped("runtimes.toml"), source=shipped_source("runtimes.toml"))
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise CatalogueError(f"cannot read catalogue {path}: {reason}") from None
-    return parse_catalogue(text, source=str(path))
+def load_catalogue() -> Catalogue:
+    """The shipped checks/runtimes.toml. A user's ``--catalogue`` is read by the app layer
+    (blackwell_doctor.inputfile: bounded, a file or a pipe) and given to
+    :func:`parse_catalogue`: this layer reads no file a user names."""
+    return _validate(read_shipped("runtimes.toml"), source=shipped_source("runtimes.toml"))
