@@ -274,6 +274,8 @@ def decode_run(data: bytes, *, source: str) -> BenchRun:
         head = msgspec.json.decode(data, type=dict[str, object])
     except msgspec.DecodeError as exc:
         raise RunFileError(f"{source} is not JSON: {exc}") from None
+    except RecursionError:  # msgspec: "maximum recursion depth exceeded while deserializing"
+        raise RunFileError(f"{source}: arrays or objects nested too deeply") from None
     version = head.get("schema_version")
     if version not in READABLE_BENCH_SCHEMA_VERSIONS or isinstance(version, bool):
         readable = " or ".join(str(v) for v in READABLE_BENCH_SCHEMA_VERSIONS)
@@ -284,3 +286,5 @@ def decode_run(data: bytes, *, source: str) -> BenchRun:
         return msgspec.json.decode(data, type=BenchRun)
     except msgspec.ValidationError as exc:
         raise RunFileError(f"{source}: not a valid bench run: {exc}") from None
+    except RecursionError:
+        raise RunFileError(f"{source}: arrays or objects nested too deeply") from None

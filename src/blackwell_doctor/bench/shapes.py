@@ -100,6 +100,8 @@ def load_shapes(path: Path | None) -> dict[str, Shape]:
         raise ShapeError(f"cannot read shapes file {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ShapeError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested tables and arrays recursively
+        raise ShapeError(f"{path}: tables or arrays nested too deeply") from None
     table = data.get("shape")
     if not isinstance(table, dict) or not table or set(data) - {"shape"}:
         raise ShapeError(f"{path}: expected only [shape.NAME] tables")
@@ -110,6 +112,8 @@ def load_shapes(path: Path | None) -> dict[str, Shape]:
             shape = msgspec.convert({**body, "name": name}, Shape)
         except msgspec.ValidationError as exc:
             raise ShapeError(f"{path}: shape.{name}: {exc}") from None
+        except RecursionError:
+            raise ShapeError(f"{path}: shape.{name}: nested too deeply") from None
         shapes[name] = _check(shape, f"{path}: shape.{name}")
     return shapes
 
