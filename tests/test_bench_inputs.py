@@ -9,6 +9,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,271 @@ def one_line_error(err: str, *words: str) -> None:
     assert "Traceback" not in err
     for word in words:
         assert word in err, err
+
+
+# --- a server that answers as told ----------------------------------------------------------
+
+
+@dataclass
+class Fake:
+    """What the fake server answers, and what it saw."""
+
+    models: str = '{"data": [{"id": "fake", "max_model_len": 4096}]}'  # raw JSON
+    count: Callable[[bytes], Any] = lambda body: len(body) // 8  # /tokenize's "count"
+    chat_bodies: list[int] = field(default_factory=list)  # sizes of the chat requests
+    tokenize_bodies: list[int] = field(default_factory=list)
+    url: str = ""
+
+
+def _answer() -> bytes:
+    return (
+        b'data: {"choices": [{"index": 0, "delta": {"content": "ok"}}]}\n\n'
+        b'data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1}}\n\n'
+        b"data: [DONE]\n\n"
+    )
+
+
+@pytest.fixture
+def fake() -> Iterator[Fake]:
+    """A real aiohttp server on 127.0.0.1 in a thread: /v1/models, /tokenize and a
+    one-token /v1/chat/completions, as ``Fake`` says."""
+    state = Fake()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def models(_: web.Request) -> web.Response:
+        return web.Response(text=state.models, content_type="application/json")
+
+    async def tokenize(request: web.Request) -> web.Response:
+        body = await request.read()
+        state.tokenize_bodies.append(len(body))
+        return web.Response(
+            text=json.dumps({"count": state.count(body)}), content_type="application/json"
+        )
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        state.chat_bodies.append(len(await request.read()))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(_answer())
+        await response.write_eof()
+        return response
+
+    async def up() -> web.AppRunner:
+        app = web.Application(client_max_size=1 << 30)
+        app.router.add_get("/v1/models", models)
+        app.router.add_post("/tokenize", tokenize)
+        app.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        return runner
+
+    runner = asyncio.run_coroutine_threadsafe(up(), loop).result(10)
+    state.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        yield state
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def bench_json(
+    fake: Fake, tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str, shape: str = ""
+) -> tuple[int, dict[str, Any], str]:
+    shapes = tmp_path / "shapes.toml"
+    shapes.write_text(shape or "[shape.s]\ninput_tokens = 128\noutput_tokens = 1\nrequests = 3\n")
+    argv = ["bench", "--url", fake.url, "--shapes", str(shapes), "--shape", "s"]
+    code = main([*argv, "--no-equivalence", "-f", "json", *extra])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return code, json.loads(captured.out), captured.err
+
+
+# --- prompt calibration against a /tokenize that lies -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "count",
+    [
+        lambda body: 1,  # issue 19: words x128 per round, 3.3 GB, MemoryError, exit 4
+        lambda body: 0,
+        lambda body: -5,
+        lambda body: 10**30,
+        lambda body: len(body) * 100,  # a hundred tokens a byte
+        lambda body: max(1, len(body) // 200),  # a token every 30 words
+    ],
+    ids=["one", "zero", "negative", "1e30", "too-many", "too-few"],
+)
+def test_implausible_tokenize_counts_fall_back_to_the_estimate(
+    fake: Fake,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    count: Callable[[bytes], Any],
+) -> None:
+    fake.count = count
+    code, doc, _ = bench_json(fake, tmp_path, capsys)
+    assert code == 0
+    shape = doc["shapes"][0]
+    assert shape["input_size_source"] == "estimated"
+    assert any("/tokenize counted" in n and "estimated" in n for n in shape["notes"])
+    # ~98 words (128 tokens at 1.3 a word): every body the server saw stays that size.
+    assert max(fake.chat_bodies) < 4000
+    assert max(fake.tokenize_bodies) < 4000
+
+
+def test_calibration_believes_a_plausible_count_within_its_bounds(
+    fake: Fake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tokenizer of 0.6 tokens a word (plausible, far from the 1.3 guessed) is followed,
+    one step of at most 4x a round, and the prompt stays within 2 words a token."""
+    fake.count = lambda body: round(json.loads(body)["messages"][0]["content"].count(" ") * 0.6)
+    code, doc, _ = bench_json(fake, tmp_path, capsys)
+    assert code == 0
+    shape = doc["shapes"][0]
+    assert shape["input_size_source"] == "tokenize"
+    assert len(fake.tokenize_bodies) <= 1 + 5  # the probe, then at most 5 rounds
+    assert max(fake.chat_bodies) < 256 * 12  # at most 2 words (< 12 bytes) a token
+
+
+# --- shapes and a max_model_len that would fill the memory -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape", "argv", "message"),
+    [
+        (
+            "[shape.s]\ninput_tokens = 10000000\noutput_tokens = 16\nconcurrency = 10000\n",
+            [],
+            "concurrency x input_tokens = 10000 x 10000000 is above 50,000,000 tokens",
+        ),
+        (
+            "[shape.s]\ninput_tokens = 8\noutput_tokens = 1000000\nrequests = 100\n",
+            [],
+            "requests x output_tokens = 100 x 1000000 is above 20,000,000",
+        ),
+        (
+            "[shape.s]\ninput_tokens = 8\noutput_tokens = 128\n",
+            ["--requests", "1000000"],
+            "--requests 1000000: shape s: requests x output_tokens",
+        ),
+    ],
+)
+def test_a_shape_that_would_fill_the_memory_is_refused_at_parse_time(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    shape: str,
+    argv: list[str],
+    message: str,
+) -> None:
+    shapes = tmp_path / "shapes.toml"
+    shapes.write_text(shape)
+    url = ["--url", "http://127.0.0.1:1"]
+    assert main(["bench", *url, "--shapes", str(shapes), "--shape", "s", *argv]) == 2
+    one_line_error(capsys.readouterr().err, message)
+
+
+@pytest.mark.parametrize(
+    "value", ["1000000000000000000000000000000", "1e30", "true", "-1", "0", '"4096"', "4096.5"]
+)
+def test_a_max_model_len_that_is_no_context_length_is_a_finding(
+    fake: Fake, tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    fake.models = '{"data": [{"id": "fake", "max_model_len": ' + value + "}]}"
+    code, doc, _ = bench_json(fake, tmp_path, capsys)
+    assert code == 0
+    assert doc["server"]["max_model_len"] is None
+    assert any("is not a context length" in f for f in doc["findings"])
+    assert doc["shapes"][0]["input_tokens"] == 128  # not capped by it
+
+
+def test_many_large_prompts_are_built_as_they_are_sent(
+    fake: Fake,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past a budget of words the request bodies are built one by one while measuring
+    (at most ``concurrency`` exist at once), not all before: issue 19's 100 prompts of 10M
+    tokens were 2.6 GB before the first request."""
+    from blackwell_doctor.bench import prompts, runner
+
+    monkeypatch.setattr(runner, "_PREBUILT_WORDS", 1000, raising=False)
+    built: list[int] = []  # chat requests the server had seen when each prompt was built
+    words = prompts.words
+
+    def counting(seed: int, shape: str, index: int, count: int) -> str:
+        if shape == "s":
+            built.append(len(fake.chat_bodies))
+        return words(seed, shape, index, count)
+
+    monkeypatch.setattr(prompts, "words", counting)
+    shape = "[shape.s]\ninput_tokens = 128\noutput_tokens = 1\nrequests = 8\nconcurrency = 2\n"
+    code, doc, _ = bench_json(fake, tmp_path, capsys, shape=shape)
+    assert code == 0
+    assert doc["shapes"][0]["completed"] == 8
+    measured = built[-8:]
+    assert measured[-1] >= 6  # the last prompt built after six requests were answered
+    assert any("built just before it was sent" in n for n in doc["shapes"][0]["notes"])
+
+
+@pytest.mark.parametrize("prebuilt", [True, False])
+def test_running_out_of_memory_is_a_finding_with_what_was_measured(
+    fake: Fake,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    prebuilt: bool,
+) -> None:
+    """A MemoryError while building requests (a machine short of memory) stops the run
+    with a finding and the partial shape, exit 1: no traceback, no task left unread."""
+    from blackwell_doctor.bench import client, runner
+
+    if not prebuilt:
+        monkeypatch.setattr(runner, "_PREBUILT_WORDS", 0, raising=False)
+
+    original = client.request_body
+    sent: list[int] = []
+
+    def request_body(**kw: Any) -> bytes:
+        sent.append(1)
+        if len(sent) > 4:
+            raise MemoryError
+        return original(**kw)
+
+    monkeypatch.setattr(client, "request_body", request_body)
+    shape = "[shape.s]\ninput_tokens = 8\noutput_tokens = 1\nrequests = 40\nconcurrency = 4\n"
+    code, doc, err = bench_json(fake, tmp_path, capsys, shape=shape)
+    assert code == 1
+    assert any("ran out of memory" in f for f in doc["findings"])
+    assert "exception" not in err.lower()
+    assert doc["complete"] is False
+
+
+def test_a_soak_that_runs_out_of_memory_is_a_finding_without_a_traceback(
+    fake: Fake,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from blackwell_doctor.bench import client
+
+    def request_body(**kw: Any) -> bytes:
+        raise MemoryError
+
+    monkeypatch.setattr(client, "request_body", request_body)
+    shapes = tmp_path / "shapes.toml"
+    shapes.write_text("[shape.s]\ninput_tokens = 8\noutput_tokens = 1\nconcurrency = 3\n")
+    argv = ["bench", "--url", fake.url, "--shapes", str(shapes), "--shape", "s"]
+    code = main([*argv, "--soak", "2s", "--soak-interval", "1s", "-f", "json"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "Traceback" not in captured.err
+    assert "exception" not in captured.err.lower()
+    doc = json.loads(captured.out)
+    assert any("ran out of memory" in f for f in doc["findings"])
 
 
 # --- documents nested too deeply ------------------------------------------------------------

@@ -299,7 +299,7 @@ def _run(
     from blackwell_doctor.errors import UserError
 
     try:
-        shapes = select_shapes(load_shapes(shapes_file), shape_names)
+        shapes = select_shapes(load_shapes(shapes_file), shape_names, requests=requests)
         runner.parse_url(url)
     except (ShapeError, runner.UrlError) as exc:
         raise UserError(str(exc)) from None
@@ -390,6 +390,11 @@ def _soak(
             asyncio.run(soaking.run_soak(config, state, soak_state, display.message))
     except KeyboardInterrupt:
         interrupted = True
+    except MemoryError:  # what was measured is kept, as after Ctrl-C, but as a finding
+        state.findings.append(
+            f"this machine ran out of memory holding {shapes[0].concurrency} requests of "
+            f"~{shapes[0].input_tokens} tokens in flight: the soak stopped"
+        )
     doc = soaking.build_document(state, soak_state, rules, interrupted=interrupted)
     if output is not None:
         write(report.encode(doc), output)
