@@ -322,3 +322,150 @@ def test_a_run_file_nested_2000_deep_is_one_line_and_exit_2(
     assert main(["bench", "--compare", str(deep), str(deep), "-o", str(out)]) == 2
     one_line_error(capsys.readouterr().err, "nested too deeply")
     assert out.read_text() == "kept"
+
+
+# --- compare ---------------------------------------------------------------------------------
+
+
+def a_run(shapes: dict[str, int], *, scale: float = 1.0, gaps: int = 4, seed: int = 0) -> Any:
+    """A run document with ``shapes`` (name -> successful requests), timings spread at
+    random (seeded) and scaled by ``scale``."""
+    import random
+
+    from blackwell_doctor.bench.metrics import shape_metrics
+    from blackwell_doctor.bench.report import (
+        BenchRun,
+        RequestSample,
+        ServerInfo,
+        ShapeResult,
+    )
+    from blackwell_doctor.facts import ToolInfo
+
+    rng = random.Random(seed)
+    results = []
+    for name, n in shapes.items():
+        samples = [
+            RequestSample(
+                ok=True,
+                ttft_ms=scale * rng.uniform(40.0, 60.0),
+                e2e_ms=scale * rng.uniform(400.0, 600.0),
+                itl_ms=[scale * rng.uniform(5.0, 15.0) for _ in range(gaps)],
+                output_tokens=gaps + 1,
+            )
+            for _ in range(n)
+        ]
+        metrics = shape_metrics(
+            samples, duration_s=10.0, reasoning_estimates=[None] * n, server_generation_tokens=None
+        )
+        results.append(
+            ShapeResult(
+                name=name,
+                description="",
+                concurrency=4,
+                input_tokens=64,
+                input_tokens_requested=64,
+                input_size_source="tokenize",
+                output_tokens_max=gaps + 1,
+                requests=n,
+                completed=n,
+                errors={},
+                duration_s=10.0,
+                complete=True,
+                metrics=metrics,
+                server=None,
+                equivalence=[],
+                samples=samples,
+                notes=[],
+            )
+        )
+    server = ServerInfo(
+        url="u",
+        model="m",
+        models=["m"],
+        max_model_len=None,
+        metrics_endpoint=False,
+        tokenize_endpoint=False,
+    )
+    return BenchRun(
+        schema_version=2,
+        tool=ToolInfo(name="t", version="0"),
+        started_at="",
+        seed=0,
+        server=server,
+        complete=True,
+        interrupted=False,
+        findings=[],
+        shapes=results,
+        exit_code=0,
+    )
+
+
+def test_an_after_run_that_measured_nothing_stays_a_regression() -> None:
+    from blackwell_doctor.bench.compare import compare
+
+    nothing = a_run({})
+    doc = compare(
+        a_run({"short": 20}), nothing, before_name="a", after_name="b", fail_on_regression_pct=5
+    )
+    assert doc.scorecard.overall == "worse"
+    assert doc.exit_code == 1
+
+
+def test_the_bootstrap_percentiles_are_those_of_the_resample_itself() -> None:
+    """The counts-along-sorted-values percentile equals percentile(sorted(resample)), the
+    old implementation's arithmetic, on ties, single values and empty draws."""
+    import random
+
+    from blackwell_doctor.bench.compare import _Sorted
+    from blackwell_doctor.bench.stats import percentile
+
+    rng = random.Random(7)
+    for trial in range(300):
+        n = rng.randint(1, 30)
+        values = [float(rng.randint(0, 5 if trial % 2 else 1000)) for _ in range(n)]
+        counts = [rng.choice((0, 0, 1, 2, 3)) for _ in range(n)]
+        resample = sorted(v for v, c in zip(values, counts, strict=True) for _ in range(c))
+        got = _Sorted([(v, i) for i, v in enumerate(values)]).percentiles(counts, (50, 90, 99))
+        expected = [percentile(resample, q) if resample else None for q in (50, 90, 99)]
+        assert got == expected
+
+
+def test_a_compare_of_300000_requests_is_bounded_and_says_it_subsampled() -> None:
+    """Issue 19: 300,000 samples took 104 s at 100 resamples (minutes at the default 2,000).
+    The bootstrap now draws from a seeded subsample, stated in the document; the point
+    values still come from every request. (benchmarks/bench_compare.py has the figures.)"""
+    import time
+
+    from blackwell_doctor.bench.compare import (
+        MAX_BOOTSTRAP_GAPS,
+        MAX_BOOTSTRAP_REQUESTS,
+        compare,
+    )
+    from blackwell_doctor.bench.render import render_compare
+    from blackwell_doctor.bench.report import encode
+
+    before = a_run({"s": 300_000}, gaps=1, seed=1)
+    after = a_run({"s": 300_000}, scale=1.2, gaps=1, seed=2)
+    started = time.monotonic()
+    doc = compare(before, after, before_name="a", after_name="b")
+    took = time.monotonic() - started
+    assert took < 60.0, took  # ~3 s on an idle core; the old one needed ~35 minutes
+    assert doc.resamples == 2000
+    assert doc.max_bootstrap_requests == MAX_BOOTSTRAP_REQUESTS
+    assert doc.max_bootstrap_gaps == MAX_BOOTSTRAP_GAPS
+    assert [(s.run, s.requests, s.requests_of) for s in doc.subsamples] == [
+        ("before", MAX_BOOTSTRAP_REQUESTS, 300_000),
+        ("after", MAX_BOOTSTRAP_REQUESTS, 300_000),
+    ]
+    rows = {r.metric: r for r in doc.comparisons}
+    assert rows["ttft_ms.p50"].before == before.shapes[0].metrics.ttft_ms.p50
+    assert rows["ttft_ms.p50"].verdict == "worse"
+    assert rows["ttft_ms.p50"].change_pct == pytest.approx(20.0, abs=1.0)
+    text = render_compare(doc)
+    assert f"a seeded subsample of {MAX_BOOTSTRAP_REQUESTS:,} of 300,000 requests" in text
+    # Seeded: the same files give the same document.
+    small_b, small_a = a_run({"s": 3000}, seed=1), a_run({"s": 3000}, scale=1.2, seed=2)
+    first = compare(small_b, small_a, before_name="a", after_name="b", resamples=200)
+    again = compare(small_b, small_a, before_name="a", after_name="b", resamples=200)
+    assert first.subsamples
+    assert encode(first) == encode(again)

@@ -257,6 +257,13 @@ def render_compare(doc: CompareDocument, *, markdown: bool = False) -> str:
         f"{doc.threshold_pct:g}%; the intervals hold together at {doc.confidence:.0%} "
         f"({doc.resamples} bootstrap resamples by request, seed {doc.seed})"
     )
+    for sub in doc.subsamples:
+        out.append(
+            f"bootstrap {sub.shape} {sub.run}: a seeded subsample of {sub.requests:,} of "
+            f"{sub.requests_of:,} requests, ITL from {sub.itl_gaps:,} of {sub.itl_gaps_of:,} "
+            f"gaps (at most {doc.max_bootstrap_requests:,} requests and "
+            f"{doc.max_bootstrap_gaps:,} gaps per run and shape; the values use every request)"
+        )
     for regression in doc.regressions:
         out.append(f"regression: {regression}")
     return "\n".join(out) + "\n"

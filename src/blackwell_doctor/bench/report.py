@@ -242,6 +242,19 @@ class Scorecard(msgspec.Struct, frozen=True, kw_only=True):
     overall: str
 
 
+class Subsample(msgspec.Struct, frozen=True, kw_only=True):
+    """A run whose intervals were drawn from a seeded random subsample of its successful
+    requests of a shape (the bootstrap's cost bound; the point values use them all)."""
+
+    shape: str
+    run: str  # "before" or "after"
+    requests: int  # resampled for TTFT, TPOT, E2E and throughput
+    requests_of: int
+    itl_requests: int  # whose ITL gaps are pooled and resampled
+    itl_gaps: int
+    itl_gaps_of: int
+
+
 class CompareDocument(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int
     tool: ToolInfo
@@ -251,6 +264,10 @@ class CompareDocument(msgspec.Struct, frozen=True, kw_only=True):
     per_comparison_confidence: float  # of each interval (Bonferroni)
     resamples: int
     seed: int
+    # The bootstrap's bound per run and shape, and the runs it subsampled (seeded by seed).
+    max_bootstrap_requests: int = 0
+    max_bootstrap_gaps: int = 0
+    subsamples: list[Subsample] = msgspec.field(default_factory=list)
     threshold_pct: float
     fail_on_regression_pct: float | None
     comparisons: list[Comparison]
