@@ -400,6 +400,23 @@ def a_run(shapes: dict[str, int], *, scale: float = 1.0, gaps: int = 4, seed: in
     )
 
 
+def test_runs_with_no_shape_in_common_are_not_comparable_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from blackwell_doctor.bench.report import encode
+
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before.write_text(encode(a_run({"short": 20})))
+    after.write_text(encode(a_run({"long\x1b]0;T\x07": 20}, scale=2.0)))
+    out = tmp_path / "compare.json"
+    argv = ["bench", "--compare", str(before), str(after), "-o", str(out)]
+    assert main([*argv, "--fail-on-regression", "5"]) == 2
+    err = capsys.readouterr().err
+    one_line_error(err, "no shape in common", "before: short", "after: long")
+    assert "\x1b" not in err
+    assert not out.exists()
+
+
 def test_an_after_run_that_measured_nothing_stays_a_regression() -> None:
     from blackwell_doctor.bench.compare import compare
 

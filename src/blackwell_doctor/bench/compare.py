@@ -56,6 +56,7 @@ from blackwell_doctor.bench.report import (
 from blackwell_doctor.bench.stats import percentile
 from blackwell_doctor.exitcodes import ExitCode
 from blackwell_doctor.facts import ToolInfo
+from blackwell_doctor.render.common import sanitize_line
 
 BETTER = "better"
 WORSE = "worse"
@@ -411,6 +412,17 @@ def _fold(verdicts: Sequence[str]) -> str:
     return SAME
 
 
+class NotComparable(Exception):
+    """Two runs with nothing to compare (one line, for the CLI)."""
+
+
+def _names(run: BenchRun) -> str:
+    if not run.shapes:
+        return "none"
+    names = ", ".join(sanitize_line(s.name)[:64] for s in run.shapes[:8])
+    return names + (f" and {len(run.shapes) - 8} more" if len(run.shapes) > 8 else "")
+
+
 def _error_count(run: BenchRun) -> dict[str, int]:
     total: dict[str, int] = {}
     for shape in run.shapes:
@@ -433,6 +445,14 @@ def compare(
 ) -> CompareDocument:
     after_shapes = {s.name: s for s in after.shapes}
     common = [s for s in before.shapes if s.name in after_shapes]
+    lost = bool(before.shapes) and (after.server.error is not None or not after.shapes)
+    if not common and not lost:
+        # An after run that measured nothing is a regression (below); two runs of different
+        # shapes, or a before run that measured nothing, compare nothing.
+        raise NotComparable(
+            f"{before_name} and {after_name} have no shape in common (before: "
+            f"{_names(before)}; after: {_names(after)})"
+        )
     per_row = 1.0 - (1.0 - confidence) / max(1, len(common) * len(_METRICS))
     rows: list[Comparison] = []
     equivalence: list[EquivalenceComparison] = []

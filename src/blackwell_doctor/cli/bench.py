@@ -34,8 +34,8 @@ then whether any of them grows (Theil-Sen slope per hour, thresholds in checks/s
 
 Exit codes: 0 every request succeeded (compare: no regression past --fail-on-regression;
 soak: nothing grows); 1 some requests failed or the server could not be reached (compare:
-a regression; soak: a growing trend); 2 bad input; 130 interrupted (the partial result is
-written)."""
+a regression; soak: a growing trend); 2 bad input (compare: two runs with no shape in
+common); 130 interrupted (the partial result is written)."""
 
 
 class _Display:
@@ -418,7 +418,7 @@ def _compare(
     seed: int,
 ) -> None:
     from blackwell_doctor.bench import render, report
-    from blackwell_doctor.bench.compare import compare
+    from blackwell_doctor.bench.compare import NotComparable, compare
     from blackwell_doctor.cli.output import write
     from blackwell_doctor.errors import UserError
 
@@ -431,16 +431,19 @@ def _compare(
             raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
         except report.RunFileError as exc:
             raise UserError(str(exc)) from None
-    doc = compare(
-        runs[0],
-        runs[1],
-        before_name=str(files[0]),
-        after_name=str(files[1]),
-        resamples=resamples,
-        seed=seed,
-        threshold_pct=threshold,
-        fail_on_regression_pct=fail_on_regression,
-    )
+    try:
+        doc = compare(
+            runs[0],
+            runs[1],
+            before_name=str(files[0]),
+            after_name=str(files[1]),
+            resamples=resamples,
+            seed=seed,
+            threshold_pct=threshold,
+            fail_on_regression_pct=fail_on_regression,
+        )
+    except NotComparable as exc:
+        raise UserError(str(exc)) from None
     if output is not None:
         write(report.encode(doc), output)
     if fmt is BenchFormat.JSON:
