@@ -331,6 +331,60 @@ def fleet() -> FleetReport:
     return judge_fleet(paths, missing)
 
 
+# --------------------------------------------------------------------------- bench
+
+
+@cache
+def bench_documents() -> tuple[Any, Any, Any]:
+    """A ``bench`` run with a failed request, findings and notes; a soak run (every
+    interval and trend); and the compare of two runs (rows, drift, regressions)."""
+    from blackwell_doctor.bench.compare import compare
+    from blackwell_doctor.bench.report import BenchRun, RequestSample, decode_run
+    from blackwell_doctor.bench.soak import soak_result
+    from tests.test_bench_soak import RULES, planted_soak
+
+    fixtures = FIXTURES / "bench"
+    before = decode_run((fixtures / "sm120-moe-bench-stock-mtp0.json").read_bytes(), source="b")
+    after = decode_run((fixtures / "sm120-moe-bench-stock-mtp3.json").read_bytes(), source="a")
+    shape = before.shapes[0]
+    failed = RequestSample(ok=False, error="http_5xx", detail="HTTP 500: engine dead")
+    shape = msgspec.structs.replace(
+        shape,
+        errors={"http_5xx": 1},
+        samples=[*shape.samples, failed],
+        notes=["input capped from 16384 to 1800 tokens by the server's max_model_len 2048"],
+    )
+    run = msgspec.structs.replace(
+        before,
+        server=msgspec.structs.replace(before.server, error="http_4xx: /v1/models"),
+        findings=["the server has no /tokenize: prompt sizes are estimated"],
+        shapes=[shape, *before.shapes[1:]],
+        interrupted=True,
+    )
+    soak = soak_result(planted_soak([2.0 + i for i in range(12)], [1000.0] * 12, [5.0] * 12),
+                       RULES, interrupted=False)  # fmt: skip
+    soaked: BenchRun = msgspec.structs.replace(before, shapes=[], soak=soak)
+    slower = msgspec.structs.replace(run, shapes=[shape, *after.shapes[1:]], interrupted=False)
+    doc = compare(before, slower, before_name="a.json", after_name="b.json",
+                  resamples=200, fail_on_regression_pct=0.0)  # fmt: skip
+    return run, soaked, doc
+
+
+def test_the_bench_documents_have_text_to_inject_into() -> None:
+    run, soaked, doc = bench_documents()
+    assert run.findings
+    assert run.server.error
+    assert any(not s.ok for s in run.shapes[0].samples)
+    assert soaked.soak.trends
+    assert doc.comparisons
+    assert doc.regressions
+
+
+def assert_bench_json_safe(text: str) -> None:
+    assert_json_safe(text)
+    assert_no_unsafe_characters(text)  # escaped as \uXXXX: exact, and inert in a terminal
+
+
 @EXAMPLES
 @given(payload=HOSTILE)
 def test_fleet_every_format(payload: str) -> None:
@@ -352,3 +406,87 @@ def test_fleet_every_format(payload: str) -> None:
     prometheus = render_fleet(evil, FleetFormat.PROMETHEUS)
     assert_terminal_safe(prometheus)
     assert list(text_string_to_metric_families(prometheus))
+
+
+@EXAMPLES
+@given(payload=HOSTILE)
+def test_bench_soak_and_compare_documents_every_format(payload: str) -> None:
+    """Every bench renderer (run, soak, compare; text, Markdown, JSON) through the one
+    sanitising step: the run's strings come from the server and the run files."""
+    from blackwell_doctor.bench.render import render_compare, render_run
+    from blackwell_doctor.bench.report import encode
+
+    for clean in bench_documents():
+        evil = inject(clean, hostile(payload))
+        render = render_compare if hasattr(clean, "comparisons") else render_run
+        assert_terminal_safe(render(evil))
+        assert_markdown_safe(render(evil, markdown=True), render(clean, markdown=True))
+        assert_bench_json_safe(encode(evil))
+
+
+HOSTILE_ID = "tiny\x1b]0;owned\x07\x1b[2J\x9b31m\u202eevil\u2066\n# Heading\n<b>x</b>[l](https://e)"
+HOSTILE_BODY = "engine\x1b]0;title\x07 dead\x1b[31m\n# Heading\n\u202e|x|y|"
+
+
+def test_bench_with_a_hostile_model_id_and_error_body_every_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 19: `bench` printed the server's model id and error bodies raw (ESC, an OSC
+    window title, a `# Heading` line). A real server on 127.0.0.1 sends them; every format
+    of the command shows them inert, and the JSON keeps the exact strings."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    from blackwell_doctor.cli import main
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"data": [{"id": HOSTILE_ID, "max_model_len": 4096}]})
+
+    async def chat(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(status=500, text=HOSTILE_BODY)
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def up() -> web.AppRunner:
+        app = web.Application()
+        app.router.add_get("/v1/models", models)
+        app.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        return runner
+
+    runner = asyncio.run_coroutine_threadsafe(up(), loop).result(10)
+    try:
+        url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        shapes = tmp_path / "s.toml"
+        shapes.write_text("[shape.s]\ninput_tokens = 8\noutput_tokens = 4\nrequests = 2\n")
+        argv = ["bench", "--url", url, "--shapes", str(shapes), "--shape", "s"]
+        outputs = {}
+        for fmt in ("rich", "markdown", "json"):
+            assert main([*argv, "-f", fmt]) == 1  # the requests failed: a finding
+            captured = capsys.readouterr()
+            assert_no_unsafe_characters(captured.err)
+            outputs[fmt] = captured.out
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+    assert_terminal_safe(outputs["rich"].replace("Heading", MARK))
+    assert "tiny\\x1b]0;owned\\x07" in outputs["rich"]
+    md = outputs["markdown"]
+    assert_no_unsafe_characters(md)
+    blocks, inline = markdown_shape(md)
+    assert blocks.count("h2") == 1  # the title; the id's "# Heading" is text in it
+    assert "h1" not in blocks
+    assert inline == 0  # no link, no HTML
+    assert_bench_json_safe(outputs["json"])
+    doc = json.loads(outputs["json"])
+    assert doc["server"]["model"] == HOSTILE_ID  # exact
+    details = [s["detail"] for s in doc["shapes"][0]["samples"]]
+    assert all("\x1b" in d and "Heading" in d for d in details)

@@ -18,12 +18,26 @@ A verdict is "better" or "worse" only when the interval excludes zero *and* the 
 at least ``threshold_pct`` *and*, for a latency, at least 0.1 ms: run-to-run noise of a few
 percent is real on any server, and a latency of a few microseconds (two SSE events read in
 one socket read, as from a server that coalesces its writes) has no meaningful ratio.
+
+The cost is bounded whatever the runs' size. A resample is a draw count per request: each
+percentile is read off the statistic's values sorted once, with the requests' counts summed
+along them (numpy's linear method on the resampled multiset, exactly, without building or
+sorting it). Each run's requests of a shape are resampled from at most
+``MAX_BOOTSTRAP_REQUESTS`` of them and its pooled ITL from at most ``MAX_BOOTSTRAP_GAPS``
+token gaps: a larger run is subsampled at random, seeded (the same files give the same
+answer), and the document says so (``subsamples``). The point values (before, after,
+change) always come from every request.
 """
 
 from __future__ import annotations
 
+import math
+import operator
 import random
+from bisect import bisect_right
+from collections import Counter
 from collections.abc import Callable, Sequence
+from itertools import accumulate, repeat
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.bench.metrics import output_tokens_of, tpot_s
@@ -37,10 +51,12 @@ from blackwell_doctor.bench.report import (
     Scorecard,
     ShapeMetrics,
     ShapeResult,
+    Subsample,
 )
 from blackwell_doctor.bench.stats import percentile
 from blackwell_doctor.exitcodes import ExitCode
 from blackwell_doctor.facts import ToolInfo
+from blackwell_doctor.render.common import sanitize_line
 
 BETTER = "better"
 WORSE = "worse"
@@ -140,6 +156,114 @@ def _verdict(
     return WORSE if worse else BETTER
 
 
+# Bounds of the bootstrap's work per run and shape (see the module's docstring): with the
+# default 2,000 resamples a compare of any size takes seconds (benchmarks/bench_compare.py).
+MAX_BOOTSTRAP_REQUESTS = 2000
+MAX_BOOTSTRAP_GAPS = 20_000
+
+
+class _Sorted:
+    """One statistic's values of one run, sorted once, each with the index of the request
+    it came from; a resample's percentiles are read from the requests' draw counts."""
+
+    __slots__ = ("owners", "values")
+
+    def __init__(self, pairs: list[tuple[float, int]]) -> None:
+        pairs.sort(key=operator.itemgetter(0))
+        self.values = [v for v, _ in pairs]
+        self.owners = [i for _, i in pairs]
+
+    def percentiles(self, counts: list[int], qs: Sequence[float]) -> list[float | None]:
+        """``percentile(sorted(resample), q)`` for each q, where the resample holds each
+        value as many times as its request was drawn: the same ranks, the same arithmetic."""
+        if not self.values:
+            return [None for _ in qs]
+        cumulative = list(accumulate(map(counts.__getitem__, self.owners)))
+        n = cumulative[-1]
+        if n == 0:
+            return [None for _ in qs]
+        out: list[float | None] = []
+        for q in qs:
+            rank = (n - 1) * q / 100.0
+            low = math.floor(rank)
+            high = min(low + 1, n - 1)
+            lo_v = self.values[bisect_right(cumulative, low)]
+            hi_v = self.values[bisect_right(cumulative, high)]
+            out.append(lo_v + (hi_v - lo_v) * (rank - low))
+        return out
+
+
+class _Run:
+    """What the bootstrap needs of one run's successful requests of a shape."""
+
+    def __init__(self, samples: Sequence[RequestSample], itl_of: list[int] | None) -> None:
+        self.n = len(samples)
+        self.ttft = _Sorted(
+            [(s.ttft_ms, i) for i, s in enumerate(samples) if s.ttft_ms is not None]
+        )
+        self.e2e = _Sorted([(s.e2e_ms, i) for i, s in enumerate(samples) if s.e2e_ms is not None])
+        tpot = ((tpot_s(s), i) for i, s in enumerate(samples))
+        self.tpot = _Sorted([(t * 1000.0, i) for t, i in tpot if t is not None])
+        self.seconds = [(s.e2e_ms or 0.0) / 1000.0 for s in samples]
+        self.tokens = [output_tokens_of(s) for s in samples]
+        # The pooled ITL: of every request, or of the requests ``itl_of`` (indices into
+        # ``samples``) when there are too many gaps; its counts are then drawn apart.
+        self.itl_n = self.n if itl_of is None else len(itl_of)
+        chosen = range(self.n) if itl_of is None else itl_of
+        self.itl = _Sorted([(v, j) for j, i in enumerate(chosen) for v in samples[i].itl_ms])
+
+    def draw(self, rng: random.Random) -> tuple[list[int], list[int]]:
+        """A resample: how many times each request was drawn (of the requests, and of the
+        ITL's requests)."""
+        counts = _counts(rng, self.n)
+        return counts, counts if self.itl_n == self.n else _counts(rng, self.itl_n)
+
+    def stats(self, counts: list[int], itl_counts: list[int]) -> dict[str, float | None]:
+        ttft = self.ttft.percentiles(counts, (50, 99))
+        e2e = self.e2e.percentiles(counts, (50, 99))
+        itl = self.itl.percentiles(itl_counts, (50, 99))
+        seconds = sum(map(operator.mul, counts, self.seconds))
+        tokens = sum(map(operator.mul, counts, self.tokens))
+        return {
+            "ttft_ms.p50": ttft[0],
+            "ttft_ms.p99": ttft[1],
+            "tpot_ms.p50": self.tpot.percentiles(counts, (50,))[0],
+            "itl_ms.p50": itl[0],
+            "itl_ms.p99": itl[1],
+            "e2e_ms.p50": e2e[0],
+            "e2e_ms.p99": e2e[1],
+            "output_tokens_per_s": tokens / seconds if seconds > 0 else None,
+        }
+
+
+def _counts(rng: random.Random, n: int) -> list[int]:
+    # rng.choices(range(n), k=n) draws what rng.choices(requests, k=n) draws.
+    drawn = Counter(rng.choices(range(n), k=n))
+    return list(map(drawn.get, range(n), repeat(0)))
+
+
+def _subsample(
+    samples: list[RequestSample], rng: random.Random
+) -> tuple[list[RequestSample], list[int] | None]:
+    """At most MAX_BOOTSTRAP_REQUESTS of ``samples`` (a seeded random choice, in their
+    order), and the indices among those whose ITL gaps (at most MAX_BOOTSTRAP_GAPS, a
+    seeded random choice; at least one request) the pooled ITL is resampled from, or None
+    when it is all of them."""
+    if len(samples) > MAX_BOOTSTRAP_REQUESTS:
+        keep = sorted(rng.sample(range(len(samples)), MAX_BOOTSTRAP_REQUESTS))
+        samples = [samples[i] for i in keep]
+    if sum(len(s.itl_ms) for s in samples) <= MAX_BOOTSTRAP_GAPS:
+        return samples, None
+    chosen: list[int] = []
+    gaps = 0
+    for i in rng.sample(range(len(samples)), len(samples)):
+        gaps += len(samples[i].itl_ms)
+        if gaps > MAX_BOOTSTRAP_GAPS and chosen:
+            break
+        chosen.append(i)
+    return samples, sorted(chosen)
+
+
 def _compare_shape(
     before: ShapeResult,
     after: ShapeResult,
@@ -148,6 +272,7 @@ def _compare_shape(
     seed: int,
     confidence: float,
     threshold: float,
+    subsamples: list[Subsample],
 ) -> list[Comparison]:
     b = [s for s in before.samples if s.ok]
     a = [s for s in after.samples if s.ok]
@@ -156,12 +281,34 @@ def _compare_shape(
     points: dict[str, tuple[float | None, float | None]] = {
         m[0]: (m[2](b), m[2](a)) for m in _METRICS
     }
+    # The samples each interval is drawn from, per run: requests, and ITL gaps.
+    drawn: dict[str, tuple[int, int]] = {}
     if b and a:
+        runs = []
+        for label, samples in (("before", b), ("after", a)):
+            pick = random.Random(f"{seed}:{before.name}:{label}:subsample")  # noqa: S311
+            kept, itl_of = _subsample(samples, pick)
+            run = _Run(kept, itl_of)
+            runs.append(run)
+            drawn[label] = (run.n, len(run.itl.values))
+            if run.n < len(samples) or itl_of is not None:
+                subsamples.append(
+                    Subsample(
+                        shape=before.name,
+                        run=label,
+                        requests=run.n,
+                        requests_of=len(samples),
+                        itl_requests=run.itl_n,
+                        itl_gaps=len(run.itl.values),
+                        itl_gaps_of=sum(len(s.itl_ms) for s in samples),
+                    )
+                )
+        run_b, run_a = runs
         for _ in range(resamples):
-            rb = rng.choices(b, k=len(b))
-            ra = rng.choices(a, k=len(a))
-            for name, _, stat, *_ in _METRICS:
-                vb, va = stat(rb), stat(ra)
+            stats_b = run_b.stats(*run_b.draw(rng))
+            stats_a = run_a.stats(*run_a.draw(rng))
+            for name, vb in stats_b.items():
+                va = stats_a[name]
                 if vb and va is not None:
                     boot[name].append((va / vb - 1.0) * 100.0)
     alpha = (1.0 - confidence) / 2.0 * 100.0  # already adjusted by the caller
@@ -170,7 +317,13 @@ def _compare_shape(
         pb, pa = points[name]
         shown_b, shown_a = own(before.metrics), own(after.metrics)
         changes = sorted(boot[name])
-        tail = min(count(b), count(a)) * (1.0 - q / 100.0) if q is not None else None
+        if q is None:
+            tail = None
+        else:
+            # Samples above the percentile in what the interval is drawn from.
+            k = 1 if count is _tokens else 0
+            n_b, n_a = (drawn[x][k] for x in ("before", "after")) if drawn else (0, 0)
+            tail = min(n_b, n_a) * (1.0 - q / 100.0)
         if tail is not None and tail < MIN_TAIL_SAMPLES and pb and pa is not None:
             verdict = TOO_FEW
         elif not pb or pa is None or len(changes) < max(10, resamples // 2):
@@ -259,6 +412,17 @@ def _fold(verdicts: Sequence[str]) -> str:
     return SAME
 
 
+class NotComparable(Exception):
+    """Two runs with nothing to compare (one line, for the CLI)."""
+
+
+def _names(run: BenchRun) -> str:
+    if not run.shapes:
+        return "none"
+    names = ", ".join(sanitize_line(s.name)[:64] for s in run.shapes[:8])
+    return names + (f" and {len(run.shapes) - 8} more" if len(run.shapes) > 8 else "")
+
+
 def _error_count(run: BenchRun) -> dict[str, int]:
     total: dict[str, int] = {}
     for shape in run.shapes:
@@ -281,9 +445,18 @@ def compare(
 ) -> CompareDocument:
     after_shapes = {s.name: s for s in after.shapes}
     common = [s for s in before.shapes if s.name in after_shapes]
+    lost = bool(before.shapes) and (after.server.error is not None or not after.shapes)
+    if not common and not lost:
+        # An after run that measured nothing is a regression (below); two runs of different
+        # shapes, or a before run that measured nothing, compare nothing.
+        raise NotComparable(
+            f"{before_name} and {after_name} have no shape in common (before: "
+            f"{_names(before)}; after: {_names(after)})"
+        )
     per_row = 1.0 - (1.0 - confidence) / max(1, len(common) * len(_METRICS))
     rows: list[Comparison] = []
     equivalence: list[EquivalenceComparison] = []
+    subsamples: list[Subsample] = []
     for shape in before.shapes:
         other = after_shapes.get(shape.name)
         if other is None:
@@ -295,6 +468,7 @@ def compare(
             seed=seed,
             confidence=per_row,
             threshold=threshold_pct,
+            subsamples=subsamples,
         )
         equivalence.append(_equivalence(shape, other))
     errors_b, errors_a = _error_count(before), _error_count(after)
@@ -356,6 +530,9 @@ def compare(
         per_comparison_confidence=per_row,
         resamples=resamples,
         seed=seed,
+        max_bootstrap_requests=MAX_BOOTSTRAP_REQUESTS,
+        max_bootstrap_gaps=MAX_BOOTSTRAP_GAPS,
+        subsamples=subsamples,
         threshold_pct=threshold_pct,
         fail_on_regression_pct=fail_on_regression_pct,
         comparisons=rows,

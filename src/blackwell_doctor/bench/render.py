@@ -1,6 +1,16 @@
-"""Text and Markdown renderings of the ``bench`` documents (JSON is ``report.encode``)."""
+"""Text and Markdown renderings of the ``bench`` documents (JSON is ``report.encode``).
+
+Their strings come from the server (model ids, error bodies, notes quoting it) and from run
+files (shape names, file names): each renderer takes the document through the renderers'
+one sanitising step first (``render.common.scrub``: every control character, bidirectional
+override and newline shown escaped), and the Markdown one escapes each such value's
+Markdown syntax where it is placed (``render.markdown.prose``, ``cell``), so no value can
+rewrite the terminal or add a heading, a link or a table row.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from blackwell_doctor.bench.report import (
     ESTIMATED,
@@ -11,6 +21,17 @@ from blackwell_doctor.bench.report import (
     SoakResult,
     Stats,
 )
+from blackwell_doctor.render.common import sanitize_line, scrub
+from blackwell_doctor.render.markdown import cell, prose
+
+
+def _plain(text: str) -> str:
+    return text
+
+
+def _words(markdown: bool) -> Callable[[str], str]:
+    """How a value from outside (already sanitised) is placed in the output."""
+    return prose if markdown else _plain
 
 
 def _f(value: float | None, digits: int = 1) -> str:
@@ -23,8 +44,9 @@ def _stats_row(label: str, s: Stats) -> list[str]:
 
 def _table(rows: list[list[str]], *, markdown: bool) -> list[str]:
     if markdown:
-        out = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join("---" for _ in rows[0]) + "|"]
-        out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        head = "| " + " | ".join(map(cell, rows[0])) + " |"
+        out = [head, "|" + "|".join("---" for _ in rows[0]) + "|"]
+        out += ["| " + " | ".join(map(cell, r)) + " |" for r in rows[1:]]
         return out
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return [
@@ -37,10 +59,11 @@ def _table(rows: list[list[str]], *, markdown: bool) -> list[str]:
 
 
 def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
+    w = _words(markdown)
     m = shape.metrics
-    head = f"{shape.name}: {shape.completed}/{shape.requests} requests ok"
+    head = f"{w(shape.name)}: {shape.completed}/{shape.requests} requests ok"
     if shape.errors:
-        head += " — errors: " + ", ".join(f"{k} {v}" for k, v in sorted(shape.errors.items()))
+        head += " — errors: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(shape.errors.items()))
     if not shape.complete:
         head += " (partial)"
     out = [f"### {head}" if markdown else head]
@@ -81,25 +104,28 @@ def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
         parts.append(f"peak KV cache {_f(s.kv_cache_usage_peak_pct)}%")
         out.append("server /metrics: " + ", ".join(parts))
     for note in shape.notes:
-        out.append(f"note: {note}")
+        out.append(f"note: {w(note)}")
     failed = [s for s in shape.samples if not s.ok]
     for sample in failed[:3]:
-        out.append(f"error: {sample.error}: {sample.detail}")
+        out.append(f"error: {w(str(sample.error))}: {w(str(sample.detail))}")
     if len(failed) > 3:
         out.append(f"... and {len(failed) - 3} more failed requests")
     return out
 
 
 def render_run(doc: BenchRun, *, markdown: bool = False) -> str:
+    """A bench or soak run as text (the terminal's) or Markdown."""
+    doc = scrub(doc, sanitize_line)
+    w = _words(markdown)
     server = doc.server
-    title = f"bench {server.url} model {server.model or '-'}"
+    title = f"bench {w(server.url)} model {w(server.model or '-')}"
     out = [f"## {title}" if markdown else title]
     if server.error:
-        out.append(f"error: {server.error}")
+        out.append(f"error: {w(server.error)}")
     if doc.interrupted:
         out.append("interrupted: partial result")
     for finding in doc.findings:
-        out.append(f"finding: {finding}")
+        out.append(f"finding: {w(finding)}")
     for shape in doc.shapes:
         out.append("")
         out += _shape_lines(shape, markdown=markdown)
@@ -110,8 +136,9 @@ def render_run(doc: BenchRun, *, markdown: bool = False) -> str:
 
 
 def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
+    w = _words(markdown)
     head = (
-        f"soak {soak.shape}: {soak.duration_s:,.0f} of {soak.duration_s_requested:,.0f} s, "
+        f"soak {w(soak.shape)}: {soak.duration_s:,.0f} of {soak.duration_s_requested:,.0f} s, "
         f"{len(soak.intervals)} intervals of {soak.interval_s:g} s"
     )
     if not soak.complete:
@@ -119,7 +146,7 @@ def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
     out = [f"### {head}" if markdown else head]
     size = "" if soak.input_size_source == "tokenize" else " (estimated)"
     errors = (
-        " — errors: " + ", ".join(f"{k} {v}" for k, v in sorted(soak.errors.items()))
+        " — errors: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(soak.errors.items()))
         if soak.errors
         else ""
     )
@@ -129,7 +156,7 @@ def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
         f"{_f(soak.output_tokens_per_s)} output tok/s; {soak.drain_requests} finished after "
         "the end (in the totals only)"
     )
-    out.append(f"KV cache: {soak.kv_cache}; GPU memory: {soak.gpu_memory}")
+    out.append(f"KV cache: {w(soak.kv_cache)}; GPU memory: {w(soak.gpu_memory)}")
     if markdown:
         out.append("")
     rows = [
@@ -179,39 +206,42 @@ def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
         out.append("")
     rows = [["trend", "per hour", f"{soak.per_trend_confidence:.2%} interval", "verdict"]]
     for t in soak.trends:
-        per_hour = "-" if t.slope_per_hour is None else f"{t.slope_per_hour:+,.2f} {t.unit}"
+        per_hour = "-" if t.slope_per_hour is None else f"{t.slope_per_hour:+,.2f} {w(t.unit)}"
         ci = (
             "-"
             if t.ci_low_per_hour is None or t.ci_high_per_hour is None
             else f"[{t.ci_low_per_hour:+,.2f}, {t.ci_high_per_hour:+,.2f}]"
         )
-        rows.append([t.quantity, per_hour, ci, t.verdict])
+        rows.append([w(t.quantity), per_hour, ci, w(t.verdict)])
     out += _table(rows, markdown=markdown)
     if markdown:
         out.append("")
     for t in soak.trends:
-        out.append(f"{'finding' if t.verdict == 'growing' else 'trend'}: {t.reason}")
+        out.append(f"{'finding' if t.verdict == 'growing' else 'trend'}: {w(t.reason)}")
     out.append(
         f"growing needs the interval above 0 and the rates of checks/soak.toml; the "
         f"intervals hold together at {soak.confidence:.0%}"
     )
     for note in soak.notes:
-        out.append(f"note: {note}")
+        out.append(f"note: {w(note)}")
     return out
 
 
 def render_compare(doc: CompareDocument, *, markdown: bool = False) -> str:
-    title = f"compare {doc.before} -> {doc.after}"
+    """A compare document as text (the terminal's) or Markdown."""
+    doc = scrub(doc, sanitize_line)
+    w = _words(markdown)
+    title = f"compare {w(doc.before)} -> {w(doc.after)}"
     out = [f"## {title}" if markdown else title]
     sc = doc.scorecard
     out.append("")
     card = [
         ["scorecard", "verdict"],
-        ["latency", sc.latency],
-        ["throughput", sc.throughput],
-        ["equivalence", sc.equivalence],
-        ["errors", sc.errors],
-        ["overall", sc.overall],
+        ["latency", w(sc.latency)],
+        ["throughput", w(sc.throughput)],
+        ["equivalence", w(sc.equivalence)],
+        ["errors", w(sc.errors)],
+        ["overall", w(sc.overall)],
     ]
     out += _table(card, markdown=markdown)
     out.append("")
@@ -233,30 +263,38 @@ def render_compare(doc: CompareDocument, *, markdown: bool = False) -> str:
             else f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]"
         )
         change = "-" if r.change_pct is None else f"{r.change_pct:+.1f}%"
-        rows.append([r.shape, r.metric, _f(r.before, 2), _f(r.after, 2), change, ci, r.verdict])
+        rows.append(
+            [w(r.shape), w(r.metric), _f(r.before, 2), _f(r.after, 2), change, ci, w(r.verdict)]
+        )
     out += _table(rows, markdown=markdown)
     out.append("")
     for e in doc.equivalence:
         rate = "-" if e.exact_match_rate is None else f"{e.exact_match_rate:.0%}"
-        line = f"equivalence {e.shape}: {rate} of {e.prompts} greedy prompts identical"
+        line = f"equivalence {w(e.shape)}: {rate} of {e.prompts} greedy prompts identical"
         if e.first_divergence:
             line += (
                 " (first divergence: "
-                + ", ".join(f"{k} at char {v}" for k, v in sorted(e.first_divergence.items()))
+                + ", ".join(f"{w(k)} at char {v}" for k, v in sorted(e.first_divergence.items()))
                 + ")"
             )
         out.append(line)
-    for phase in ("before", "after"):
-        if doc.errors[phase]:
+    for phase, errors in doc.errors.items():
+        if errors:
             out.append(
-                f"errors {phase}: "
-                + ", ".join(f"{k} {v}" for k, v in sorted(doc.errors[phase].items()))
+                f"errors {w(phase)}: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(errors.items()))
             )
     out.append(
         f"verdicts need the interval to exclude 0 and a change of at least "
         f"{doc.threshold_pct:g}%; the intervals hold together at {doc.confidence:.0%} "
         f"({doc.resamples} bootstrap resamples by request, seed {doc.seed})"
     )
+    for sub in doc.subsamples:
+        out.append(
+            f"bootstrap {w(sub.shape)} {w(sub.run)}: a seeded subsample of {sub.requests:,} of "
+            f"{sub.requests_of:,} requests, ITL from {sub.itl_gaps:,} of {sub.itl_gaps_of:,} "
+            f"gaps (at most {doc.max_bootstrap_requests:,} requests and "
+            f"{doc.max_bootstrap_gaps:,} gaps per run and shape; the values use every request)"
+        )
     for regression in doc.regressions:
-        out.append(f"regression: {regression}")
+        out.append(f"regression: {w(regression)}")
     return "\n".join(out) + "\n"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from blackwell_doctor.facts import ToolInfo
@@ -242,6 +244,19 @@ class Scorecard(msgspec.Struct, frozen=True, kw_only=True):
     overall: str
 
 
+class Subsample(msgspec.Struct, frozen=True, kw_only=True):
+    """A run whose intervals were drawn from a seeded random subsample of its successful
+    requests of a shape (the bootstrap's cost bound; the point values use them all)."""
+
+    shape: str
+    run: str  # "before" or "after"
+    requests: int  # resampled for TTFT, TPOT, E2E and throughput
+    requests_of: int
+    itl_requests: int  # whose ITL gaps are pooled and resampled
+    itl_gaps: int
+    itl_gaps_of: int
+
+
 class CompareDocument(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int
     tool: ToolInfo
@@ -251,6 +266,10 @@ class CompareDocument(msgspec.Struct, frozen=True, kw_only=True):
     per_comparison_confidence: float  # of each interval (Bonferroni)
     resamples: int
     seed: int
+    # The bootstrap's bound per run and shape, and the runs it subsampled (seeded by seed).
+    max_bootstrap_requests: int = 0
+    max_bootstrap_gaps: int = 0
+    subsamples: list[Subsample] = msgspec.field(default_factory=list)
     threshold_pct: float
     fail_on_regression_pct: float | None
     comparisons: list[Comparison]
@@ -261,8 +280,25 @@ class CompareDocument(msgspec.Struct, frozen=True, kw_only=True):
     exit_code: int
 
 
+# Characters JSON may carry raw but a terminal or an editor acts on (DEL and C1 controls
+# such as CSI U+009B, bidirectional overrides and isolates, line and paragraph separators):
+# written as \uXXXX escapes, which decode to the same strings. They occur only inside JSON
+# strings (its syntax is ASCII), and msgspec already escapes the C0 controls.
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
 def encode(doc: BenchRun | CompareDocument) -> str:
-    return (msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n").decode("utf-8")
+    """A bench, soak or compare document as JSON: exact (it decodes to the same strings,
+    but a lone surrogate, which UTF-8 cannot carry, is shown escaped as every renderer
+    shows it), and safe to print to a terminal."""
+    from blackwell_doctor.render.common import json_safe, scrub
+
+    data = msgspec.json.format(msgspec.json.encode(scrub(doc, json_safe)), indent=2)
+    return _RAW_IN_JSON.sub(_escaped, data.decode("utf-8") + "\n")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 class RunFileError(Exception):
@@ -274,6 +310,8 @@ def decode_run(data: bytes, *, source: str) -> BenchRun:
         head = msgspec.json.decode(data, type=dict[str, object])
     except msgspec.DecodeError as exc:
         raise RunFileError(f"{source} is not JSON: {exc}") from None
+    except RecursionError:  # msgspec: "maximum recursion depth exceeded while deserializing"
+        raise RunFileError(f"{source}: arrays or objects nested too deeply") from None
     version = head.get("schema_version")
     if version not in READABLE_BENCH_SCHEMA_VERSIONS or isinstance(version, bool):
         readable = " or ".join(str(v) for v in READABLE_BENCH_SCHEMA_VERSIONS)
@@ -284,3 +322,5 @@ def decode_run(data: bytes, *, source: str) -> BenchRun:
         return msgspec.json.decode(data, type=BenchRun)
     except msgspec.ValidationError as exc:
         raise RunFileError(f"{source}: not a valid bench run: {exc}") from None
+    except RecursionError:
+        raise RunFileError(f"{source}: arrays or objects nested too deeply") from None

@@ -11,10 +11,11 @@ import base64
 import contextlib
 import datetime as dt
 import ipaddress
+import math
 import re
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,23 @@ from blackwell_doctor.redact import redact_url
 # less than max_tokens ends early with finish_reason "length", shortening the answer.
 _CAP_SHARE = 0.9
 _EQUIVALENCE_MAX_TOKENS = 48
+# A max_model_len above this is no context length (vLLM keeps it in an int32).
+_MAX_MODEL_LEN = 2**31 - 1
+# Prompt calibration against /tokenize. A count is plausible only between 0.5 and 8 tokens
+# a word (the words are common English words: at least one token each in every tokenizer
+# that splits on spaces, at most one a byte) plus a chat template of at most 4,096 tokens;
+# a server whose counts are not is not counting, and the size is estimated instead. Each
+# round changes the word count by a factor of at most 4, within the range those bounds
+# give for the target, for at most 5 rounds: the prompt never outgrows the shape.
+_MIN_TOKENS_PER_WORD = 0.5
+_MAX_TOKENS_PER_WORD = 8.0
+_TEMPLATE_TOKENS = 4096
+_CALIBRATION_ROUNDS = 5
+_CALIBRATION_STEP = 4.0
+# Up to this many words of prompts in all (about 6.5 bytes a word), a shape's request
+# bodies are built before its clock starts; beyond, each just before it is sent, so that
+# only the requests in flight hold one.
+_PREBUILT_WORDS = 4_000_000
 _PROBE_DEADLINE_S = 15.0
 # A client TTFT above twice the server's own plus this is worth a note.
 _TTFT_GAP_MS = 50.0
@@ -201,6 +219,7 @@ class RunState:
     findings: list[str] = field(default_factory=list)
     shapes: list[ShapeResult] = field(default_factory=list)
     current: _Current | None = None
+    stopped: bool = False  # measuring stopped short (a finding says why)
 
 
 Progress = Callable[[Live], None]
@@ -319,7 +338,12 @@ def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
         error="not contacted",
     )
     failed = server.error is not None or any(s.errors for s in shapes)
-    complete = not interrupted and server.error is None and all(s.complete for s in shapes)
+    complete = (
+        not interrupted
+        and not state.stopped
+        and server.error is None
+        and all(s.complete for s in shapes)
+    )
     if interrupted:
         code = ExitCode.INTERRUPTED
     elif failed or not complete:
@@ -431,7 +455,7 @@ class _Server:
             self.failed["/tokenize"] = self.reason(exc)
             return None
         count = answer.get("count") if isinstance(answer, dict) else None
-        return count if isinstance(count, int) else None
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
 class _HttpStatus(Exception):
@@ -464,6 +488,26 @@ def _describe(exc: BaseException, srv: _Server) -> str:
     return client.kept(" ".join(text.split()), srv.scrub)
 
 
+def _context_length(value: object, state: RunState) -> int | None:
+    """The server's max_model_len when it is one (an integer 1..2^31-1); else a finding,
+    and prompts are not capped by it."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_MODEL_LEN:
+        return value
+    try:
+        shown = repr(value)
+    except ValueError:  # an integer of more digits than Python converts
+        shown = "a huge integer"
+    if len(shown) > 40:
+        shown = shown[:40] + "..."
+    state.findings.append(
+        f"the server's max_model_len ({shown}) is not a context length "
+        f"(1..{_MAX_MODEL_LEN}): prompts are not capped by it"
+    )
+    return None
+
+
 async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
     endpoint = srv.endpoint
     models: list[str] = []
@@ -485,8 +529,8 @@ async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
                 if len(models) < MAX_MODELS_KEPT:
                     models.append(name)
                 chosen = config.model or (models[0] if listed == 1 else None)
-                if name == chosen and isinstance(entry.get("max_model_len"), int):
-                    max_len = entry["max_model_len"]
+                if name == chosen and "max_model_len" in entry:
+                    max_len = _context_length(entry["max_model_len"], state)
     except _PROBE_ERRORS as e:
         # Without --model nothing can be asked; with it, only a server that cannot be
         # reached at all stops the run (a stalled or failing server is measured failing).
@@ -548,17 +592,36 @@ async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
     return error is None
 
 
-async def _calibrate(srv: _Server, model: str, shape: Shape, target: int, seed: int) -> int:
-    """Words per prompt so that the chat-templated prompt has about ``target`` tokens."""
-    n = max(1, round(target / prompts.TOKENS_PER_WORD_ESTIMATE))
-    for _ in range(5):
+async def _calibrate(
+    srv: _Server, model: str, shape: Shape, target: int, seed: int
+) -> tuple[int, str | None]:
+    """Words per prompt so that the chat-templated prompt has about ``target`` tokens, and
+    None; or the estimate and why, when the server's counts are implausible."""
+    estimate = max(1, round(target / prompts.TOKENS_PER_WORD_ESTIMATE))
+    fewest = max(1, math.floor(target / _MAX_TOKENS_PER_WORD))
+    most = max(1, math.ceil(target / _MIN_TOKENS_PER_WORD))
+    n = estimate
+    for _ in range(_CALIBRATION_ROUNDS):
         count = await srv.count_tokens(model, prompts.words(seed, shape.name, 0, n), chat=True)
-        if count is None or count <= 0:
-            return n
+        if count is None:
+            return n, None
+        # The words asked for plus the head's (prompts.words: "Request 0 of NAME. ...").
+        if (
+            not n * _MIN_TOKENS_PER_WORD
+            <= count
+            <= (n + 8) * _MAX_TOKENS_PER_WORD + (_TEMPLATE_TOKENS)
+        ):
+            return estimate, (
+                f"the server's /tokenize counted {count} tokens for a prompt of {n} words, "
+                f"which is not {_MIN_TOKENS_PER_WORD:g} to {_MAX_TOKENS_PER_WORD:g} tokens a "
+                "word: prompt sizes are estimated "
+                f"(~{prompts.TOKENS_PER_WORD_ESTIMATE} tokens per word)"
+            )
         if abs(count - target) <= max(2, target // 50):
-            return n
-        n = max(1, round(n * target / count) - (1 if count > target else 0))
-    return n
+            return n, None
+        step = min(_CALIBRATION_STEP, max(1 / _CALIBRATION_STEP, target / count))
+        n = min(most, max(fewest, round(n * step) - (1 if count > target else 0), 1))
+    return n, None
 
 
 async def _settled_metrics(srv: _Server, model: str | None) -> Snapshot | None:
@@ -619,12 +682,36 @@ async def prompt_size(
             )
             target = cap
     if server.tokenize_endpoint:
-        n_words = await _calibrate(srv, server.model, shape, target, config.seed)
+        n_words, implausible = await _calibrate(srv, server.model, shape, target, config.seed)
         size_source = "tokenize"
+        if implausible is not None:
+            notes.append(implausible)
+            size_source = ESTIMATED
     else:
         n_words = max(1, round(target / prompts.TOKENS_PER_WORD_ESTIMATE))
         size_source = ESTIMATED
     return PromptSize(target=target, n_words=n_words, source=size_source, notes=notes)
+
+
+async def send_each(count: int, width: int, send: Callable[[int], Awaitable[bool]]) -> None:
+    """``send(0)`` .. ``send(count - 1)`` in order, at most ``width`` at once, until one
+    returns False: ``width`` workers, not a task per request (a shape may have a million).
+    Whatever ends it (an error, a cancellation), every worker is ended and awaited here, so
+    none is left running or dies with an exception nobody reads."""
+    numbers = iter(range(count))
+
+    async def worker() -> None:
+        for index in numbers:
+            if not await send(index):
+                return
+
+    workers = [asyncio.create_task(worker()) for _ in range(max(1, min(width, count)))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
 
 
 async def _measure_shape(
@@ -659,40 +746,10 @@ async def _measure_shape(
     if shape.warmup:
         live.phase = "warm-up"
         progress(live)
-        await asyncio.gather(
-            *(
-                client.stream_chat(
-                    srv.session,
-                    chat_url,
-                    body(i, salt="/warmup"),
-                    srv.headers,
-                    deadline_s=config.deadline_s,
-                    max_tokens=most,
-                )
-                for i in range(shape.warmup)
-            )
-        )
-    cur = _Current(
-        shape=shape, input_tokens=target, size_source=size_source, notes=notes, total=total
-    )
-    state.current = cur
-    if server.metrics_endpoint:
-        cur.before = await _settled_metrics(srv, model)
-    bodies = [body(i) for i in range(total)]
-    limit = asyncio.Semaphore(shape.concurrency)
-    live.phase = "measuring"
-    progress(live)
-    cur.t0 = time.perf_counter()
-    stop_at = cur.t0 + config.duration_s if config.duration_s else None
-    stopped = False
 
-    async def one(data: bytes) -> None:
-        nonlocal stopped
-        async with limit:
-            if stop_at is not None and time.perf_counter() >= stop_at:
-                stopped = True
-                return
-            outcome = await client.stream_chat(
+        async def warm(index: int) -> bool:
+            data = body(index, salt="/warmup")
+            await client.stream_chat(
                 srv.session,
                 chat_url,
                 data,
@@ -700,6 +757,42 @@ async def _measure_shape(
                 deadline_s=config.deadline_s,
                 max_tokens=most,
             )
+            return True
+
+        await send_each(shape.warmup, min(shape.warmup, shape.concurrency), warm)
+    cur = _Current(
+        shape=shape, input_tokens=target, size_source=size_source, notes=notes, total=total
+    )
+    state.current = cur
+    if server.metrics_endpoint:
+        cur.before = await _settled_metrics(srv, model)
+    # Built before the clock starts when they are few; else each as it is sent (below).
+    bodies = [body(i) for i in range(total)] if total * n_words <= _PREBUILT_WORDS else None
+    if bodies is None:
+        notes.append(
+            f"each request's prompt was built just before it was sent ({total} prompts of "
+            f"{n_words} words are too many to hold at once)"
+        )
+    live.phase = "measuring"
+    progress(live)
+    cur.t0 = time.perf_counter()
+    stop_at = cur.t0 + config.duration_s if config.duration_s else None
+    stopped = False
+
+    async def one(index: int) -> bool:
+        nonlocal stopped
+        if stop_at is not None and time.perf_counter() >= stop_at:
+            stopped = True
+            return False
+        data = body(index) if bodies is None else bodies[index]
+        outcome = await client.stream_chat(
+            srv.session,
+            chat_url,
+            data,
+            srv.headers,
+            deadline_s=config.deadline_s,
+            max_tokens=most,
+        )
         cur.outcomes.append(outcome)
         live.done += 1
         if outcome.ok:
@@ -710,6 +803,7 @@ async def _measure_shape(
         else:
             live.errors += 1
         progress(live)
+        return True
 
     async def poll() -> None:
         while True:
@@ -720,7 +814,7 @@ async def _measure_shape(
 
     poller = asyncio.create_task(poll()) if server.metrics_endpoint else None
     try:
-        await asyncio.gather(*(one(b) for b in bodies))
+        await send_each(total, shape.concurrency, one)
         # vLLM's benchmark_duration: from before the first request to after the last.
         end = time.perf_counter()
     finally:
@@ -823,4 +917,15 @@ async def run_bench(config: BenchConfig, state: RunState, progress: Progress) ->
             return
         live = Live()
         for shape in config.shapes:
-            await _measure_shape(srv, config, state, shape, live, progress)
+            try:
+                await _measure_shape(srv, config, state, shape, live, progress)
+            except MemoryError:
+                # Within the shapes' limits only a machine short of memory gets here; what
+                # was measured is kept (the shape in progress as partial).
+                state.findings.append(
+                    f"{shape.name}: this machine ran out of memory building or sending its "
+                    f"requests ({shape.concurrency} x ~{shape.input_tokens} tokens in flight): "
+                    "measuring stopped"
+                )
+                state.stopped = True
+                return

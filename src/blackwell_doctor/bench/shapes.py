@@ -13,6 +13,11 @@ A shapes file (``bench --shapes FILE``) holds one table per shape::
     chat_template_kwargs = { enable_thinking = false }
 
 A file's shape with a built-in's name replaces the built-in.
+
+Limits (each a one-line error, exit 2): input_tokens 1..10,000,000, output_tokens
+1..1,000,000, concurrency 1..10,000, requests 1..1,000,000, warmup 0..10,000; and what the
+client holds in memory: concurrency x input_tokens at most 50,000,000 (the prompts in
+flight) and requests x output_tokens at most 20,000,000 (every token's time is kept).
 """
 
 from __future__ import annotations
@@ -77,6 +82,14 @@ _LIMITS = {
     "requests": (1, 1_000_000),
     "warmup": (0, 10_000),
 }
+# What a shape may make the client hold in memory (README, "bench"; chosen for a machine of
+# a few GB free, measured with benchmarks/bench_inputs_memory.py):
+# - the prompts in flight: each request's prompt is its own text (no two share a prefix),
+#   5 to 13 bytes a token as JSON, so concurrency x input_tokens tokens of it at once;
+# - every token's arrival time of every request (what --compare resamples), 32 bytes a
+#   token in memory and about 20 in the JSON: requests x output_tokens.
+MAX_PROMPT_TOKENS_IN_FLIGHT = 50_000_000
+MAX_TOKENS_KEPT = 20_000_000
 
 
 def _check(shape: Shape, where: str) -> Shape:
@@ -86,6 +99,21 @@ def _check(shape: Shape, where: str) -> Shape:
             raise ShapeError(f"{where}: {field} = {value} is outside {low}..{high}")
     if not shape.name or not shape.name.replace("-", "").replace("_", "").isalnum():
         raise ShapeError(f"{where}: a shape name is letters, digits, - and _ only")
+    if shape.concurrency * shape.input_tokens > MAX_PROMPT_TOKENS_IN_FLIGHT:
+        raise ShapeError(
+            f"{where}: concurrency x input_tokens = {shape.concurrency} x "
+            f"{shape.input_tokens} is above {MAX_PROMPT_TOKENS_IN_FLIGHT:,} tokens (every "
+            "request in flight holds its own prompt in memory)"
+        )
+    return _check_kept(shape, shape.requests, where)
+
+
+def _check_kept(shape: Shape, requests: int, where: str) -> Shape:
+    if requests * shape.output_tokens > MAX_TOKENS_KEPT:
+        raise ShapeError(
+            f"{where}: requests x output_tokens = {requests} x {shape.output_tokens} is "
+            f"above {MAX_TOKENS_KEPT:,} tokens (the time of every token is kept)"
+        )
     return shape
 
 
@@ -101,6 +129,8 @@ def load_shapes(path: Path | None) -> dict[str, Shape]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ShapeError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested tables and arrays recursively
+        raise ShapeError(f"{path}: tables or arrays nested too deeply") from None
     table = data.get("shape")
     if not isinstance(table, dict) or not table or set(data) - {"shape"}:
         raise ShapeError(f"{path}: expected only [shape.NAME] tables")
@@ -111,18 +141,27 @@ def load_shapes(path: Path | None) -> dict[str, Shape]:
             shape = msgspec.convert({**body, "name": name}, Shape)
         except msgspec.ValidationError as exc:
             raise ShapeError(f"{path}: shape.{name}: {exc}") from None
+        except RecursionError:
+            raise ShapeError(f"{path}: shape.{name}: nested too deeply") from None
         shapes[name] = _check(shape, f"{path}: shape.{name}")
     return shapes
 
 
-def select_shapes(shapes: dict[str, Shape], names: list[str]) -> list[Shape]:
-    """The shapes named (in the order given), or every built-in one when none is."""
+def select_shapes(
+    shapes: dict[str, Shape], names: list[str], *, requests: int | None = None
+) -> list[Shape]:
+    """The shapes named (in the order given), or every built-in one when none is;
+    ``requests`` (``--requests``) replaces each one's count, within the limits."""
     if not names:
-        return [shapes[n] for n in BUILTIN_SHAPES]
-    chosen: list[Shape] = []
-    for name in names:
-        if name not in shapes:
-            raise ShapeError(f"unknown shape {name!r}; known: {', '.join(sorted(shapes))}")
-        if shapes[name] not in chosen:
-            chosen.append(shapes[name])
+        chosen = [shapes[n] for n in BUILTIN_SHAPES]
+    else:
+        chosen = []
+        for name in names:
+            if name not in shapes:
+                raise ShapeError(f"unknown shape {name!r}; known: {', '.join(sorted(shapes))}")
+            if shapes[name] not in chosen:
+                chosen.append(shapes[name])
+    if requests is not None:
+        for shape in chosen:
+            _check_kept(shape, requests, f"--requests {requests}: shape {shape.name}")
     return chosen

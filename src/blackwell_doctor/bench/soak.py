@@ -19,12 +19,11 @@ end (:mod:`blackwell_doctor.bench.soak_gpu`). Nothing needs a GPU here: without 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -277,7 +276,8 @@ async def run_soak(
 
         if shape.warmup:
             message(f"soak {shape.name}: warm-up ({shape.warmup} requests)")
-            await asyncio.gather(*(send(body(i, "/warmup")) for i in range(shape.warmup)))
+            warm_width = min(shape.warmup, shape.concurrency)
+            await runner.send_each(shape.warmup, warm_width, _warm(send, body))
         metrics = server.metrics_endpoint
         first = await srv.metrics(model) if metrics else None
         if first is None:
@@ -311,9 +311,18 @@ async def run_soak(
         finally:
             for task in users:
                 task.cancel()
-            for task in users:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            # Every user's end read here, a failure included (none dies unread).
+            await asyncio.gather(*users, return_exceptions=True)
+
+
+def _warm(
+    send: Callable[[bytes], Awaitable[client.Outcome]], body: Callable[[int, str], bytes]
+) -> Callable[[int], Awaitable[bool]]:
+    async def one(index: int) -> bool:
+        await send(body(index, "/warmup"))  # the body built as it is sent
+        return True
+
+    return one
 
 
 async def _sample(

@@ -34,8 +34,8 @@ then whether any of them grows (Theil-Sen slope per hour, thresholds in checks/s
 
 Exit codes: 0 every request succeeded (compare: no regression past --fail-on-regression;
 soak: nothing grows); 1 some requests failed or the server could not be reached (compare:
-a regression; soak: a growing trend); 2 bad input; 130 interrupted (the partial result is
-written)."""
+a regression; soak: a growing trend); 2 bad input (compare: two runs with no shape in
+common); 130 interrupted (the partial result is written)."""
 
 
 class _Display:
@@ -299,7 +299,7 @@ def _run(
     from blackwell_doctor.errors import UserError
 
     try:
-        shapes = select_shapes(load_shapes(shapes_file), shape_names)
+        shapes = select_shapes(load_shapes(shapes_file), shape_names, requests=requests)
         runner.parse_url(url)
     except (ShapeError, runner.UrlError) as exc:
         raise UserError(str(exc)) from None
@@ -390,6 +390,11 @@ def _soak(
             asyncio.run(soaking.run_soak(config, state, soak_state, display.message))
     except KeyboardInterrupt:
         interrupted = True
+    except MemoryError:  # what was measured is kept, as after Ctrl-C, but as a finding
+        state.findings.append(
+            f"this machine ran out of memory holding {shapes[0].concurrency} requests of "
+            f"~{shapes[0].input_tokens} tokens in flight: the soak stopped"
+        )
     doc = soaking.build_document(state, soak_state, rules, interrupted=interrupted)
     if output is not None:
         write(report.encode(doc), output)
@@ -413,7 +418,7 @@ def _compare(
     seed: int,
 ) -> None:
     from blackwell_doctor.bench import render, report
-    from blackwell_doctor.bench.compare import compare
+    from blackwell_doctor.bench.compare import NotComparable, compare
     from blackwell_doctor.cli.output import write
     from blackwell_doctor.errors import UserError
     from blackwell_doctor.inputfile import BENCH_RUN, read_input
@@ -425,16 +430,19 @@ def _compare(
             runs.append(report.decode_run(data, source=str(path)))
         except report.RunFileError as exc:
             raise UserError(str(exc)) from None
-    doc = compare(
-        runs[0],
-        runs[1],
-        before_name=str(files[0]),
-        after_name=str(files[1]),
-        resamples=resamples,
-        seed=seed,
-        threshold_pct=threshold,
-        fail_on_regression_pct=fail_on_regression,
-    )
+    try:
+        doc = compare(
+            runs[0],
+            runs[1],
+            before_name=str(files[0]),
+            after_name=str(files[1]),
+            resamples=resamples,
+            seed=seed,
+            threshold_pct=threshold,
+            fail_on_regression_pct=fail_on_regression,
+        )
+    except NotComparable as exc:
+        raise UserError(str(exc)) from None
     if output is not None:
         write(report.encode(doc), output)
     if fmt is BenchFormat.JSON:
