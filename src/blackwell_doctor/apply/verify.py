@@ -157,7 +157,9 @@ def first_token(base: str, *, since: float, deadline_s: float) -> float:
     """Seconds from ``since`` (time.perf_counter) until ``base`` streamed its first token of
     a one-token greedy chat completion; retried while the server loads, never past
     ``deadline_s`` after ``since`` (FirstTokenTimeout)."""
-    return asyncio.run(_first_token_async(base.rstrip("/"), since, deadline_s))
+    from blackwell_doctor.bench import loop
+
+    return loop.run(_first_token_async(base.rstrip("/"), since, deadline_s))
 
 
 # --------------------------------------------------------------------------- bench
@@ -168,7 +170,7 @@ def bench(
 ) -> tuple[BenchRun, bool]:
     """One bench run against ``url``; (document, interrupted). Ctrl-C is re-raised after
     the partial document is returned through the KeyboardInterrupt's ``partial``."""
-    from blackwell_doctor.bench import runner
+    from blackwell_doctor.bench import loop, runner
 
     config = runner.BenchConfig(
         url=url,
@@ -187,7 +189,7 @@ def bench(
 
     say(f"bench {label}: {url}, shapes {', '.join(s.name for s in settings.shapes)}")
     try:
-        asyncio.run(runner.run_bench(config, state, progress))
+        loop.run(runner.run_bench(config, state, progress))
     except KeyboardInterrupt as exc:
         exc.partial = runner.build_document(state, interrupted=True)  # type: ignore[attr-defined]
         raise
