@@ -187,8 +187,9 @@ def bench(
         if live.phase == "done":
             say(f"bench {label}: {live.shape} measured ({live.done} requests)")
 
-    say(f"bench {label}: {url}, shapes {', '.join(s.name for s in settings.shapes)}")
     try:
+        # Inside: a Ctrl-C from the moment the line is out leaves an (empty) partial run.
+        say(f"bench {label}: {url}, shapes {', '.join(s.name for s in settings.shapes)}")
         loop.run(runner.run_bench(config, state, progress))
     except KeyboardInterrupt as exc:
         exc.partial = runner.build_document(state, interrupted=True)  # type: ignore[attr-defined]
