@@ -54,18 +54,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-# The test Docker engine: ci/docker-engine.sh starts a private dockerd (Debian docker.io) and
-# .ci/run exports its socket here. Tests marked `docker` skip cleanly without it.
+# The test Docker engines: ci/docker-engine.sh starts private dockerds (Debian docker.io) and
+# .ci/run exports their sockets here: one with a fake NVIDIA hook, one without. Tests marked
+# `docker` skip cleanly without them, except under CI=true, where that is an error.
 DOCKER_HOST_ENV = "BLACKWELL_DOCTOR_TEST_DOCKER_HOST"
+DOCKER_HOST_NO_GPU_ENV = "BLACKWELL_DOCTOR_TEST_DOCKER_HOST_NO_GPU"
 
 
 @pytest.fixture(scope="session")
 def docker_host() -> str:
+    """The engine with the fake NVIDIA hook (GPU device requests accepted)."""
     import os
 
     host = os.environ.get(DOCKER_HOST_ENV)
     if not host:
-        pytest.skip(f"no test Docker engine ({DOCKER_HOST_ENV} unset; see ci/docker-engine.sh)")
+        require_component(
+            f"no test Docker engine ({DOCKER_HOST_ENV} unset; see ci/docker-engine.sh)"
+        )
+    return host
+
+
+@pytest.fixture(scope="session")
+def docker_host_no_gpu() -> str:
+    """The engine without it (the missing-runtime finding)."""
+    import os
+
+    host = os.environ.get(DOCKER_HOST_NO_GPU_ENV)
+    if not host:
+        require_component(f"no engine without the NVIDIA hook ({DOCKER_HOST_NO_GPU_ENV} unset)")
     return host
 
 

@@ -30,7 +30,6 @@ from tests.conftest import FACTS_FIXTURES
 
 pytestmark = pytest.mark.docker
 
-NO_GPU_ENV = "BLACKWELL_DOCTOR_TEST_DOCKER_HOST_NO_GPU"
 FACTS = FACTS_FIXTURES / "sm120-driver580.json"
 IMAGE = os.environ.get("BLACKWELL_DOCTOR_TEST_IMAGE", "bd-test:latest")
 CATALOGUE = """
@@ -218,15 +217,12 @@ def test_manual_rollback(
 
 
 def test_missing_nvidia_runtime_is_a_finding_and_container_removed(
-    docker_host: str,
+    docker_host_no_gpu: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    plain = os.environ.get(NO_GPU_ENV)
-    if not plain:
-        pytest.skip(f"no engine without the NVIDIA hook ({NO_GPU_ENV} unset)")
-    monkeypatch.setenv("DOCKER_HOST", plain)
+    monkeypatch.setenv("DOCKER_HOST", docker_host_no_gpu)
     client = ap.connect()
     name = f"bdtest-{uuid.uuid4().hex[:8]}"
     try:

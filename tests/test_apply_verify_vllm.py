@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -35,6 +34,7 @@ import pytest
 
 from blackwell_doctor.apply import run as ap
 from blackwell_doctor.apply.verify import first_token
+from tests.child import child
 from tests.conftest import FACTS_FIXTURES, require_component
 
 pytestmark = [pytest.mark.docker, pytest.mark.vllm]
@@ -292,35 +292,28 @@ def test_ctrl_c_during_the_after_bench_leaves_the_previous_container_running(
 ) -> None:
     c, client = case
     before = client.containers.get(c.name)
-    argv = c.argv(c.runtimes[1], SLOW, *c.verify_args("sigint"), "--no-warm-start")
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=c.env()
+    # SIGINT on the line that says the after-bench starts, nothing in between. The bench
+    # cannot be over by then: 96 requests one at a time (--max-num-seqs 1), after its
+    # probes and warm-up.
+    argv = c.argv(
+        c.runtimes[1], SLOW, *c.verify_args("sigint"), "--no-warm-start", "--requests", "96"
     )
-    assert proc.stderr is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + 600
-    try:
-        for line in proc.stderr:
-            seen.append(line)
-            if line.startswith("bench new:"):
-                break
-            assert time.monotonic() < deadline, "".join(seen)
-        else:
-            pytest.fail("apply ended before the after-bench:\n" + "".join(seen))
-        time.sleep(1.0)  # inside the bench
-        # The new container is the one being measured at this moment.
-        assert client.containers.get(c.name).id != before.id
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    sys.stderr.write("".join(seen) + err)
-    assert proc.returncode == 130, "".join(seen) + err
+    with child(argv, env=c.env()) as proc:
+        proc.wait_for_line(lambda line: line.startswith("bench new:"), deadline_s=600)
+        proc.interrupt()
+        code, _out, err = proc.finish(timeout_s=300)
+    sys.stderr.write(err)
+    print(f"apply --verify: exit {code} {proc.exited_after_sigint_s:.2f} s after SIGINT")
+    assert code == 130, err
     now = client.containers.get(c.name)
     assert now.id == before.id
     assert now.status == "running"  # (serving again: the previous test shows it does)
-    _, record = c.record("sigint")
+    where, record = c.record("sigint")
     assert record["outcome"] == "interrupted"
     assert record["message"] == "interrupted during verify"
     assert any("started the previous" in r for r in record["rolled_back"])
+    # The signal came during the after-bench: its partial run is kept.
+    assert record["after"] == "after.json"
+    after = json.loads((where / "after.json").read_text())
+    assert after["interrupted"] is True
+    assert after["exit_code"] == 130

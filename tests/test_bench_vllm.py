@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,12 @@ import pytest
 
 from blackwell_doctor.bench.client import EARLY_CLOSE, UNREACHABLE
 from blackwell_doctor.resources import schema_text
+from tests.child import cli_child
 
 pytestmark = pytest.mark.vllm
+
+# Ctrl-C to exit: bench/loop.py's 5 s grace, with room for a loaded 2-core machine.
+SIGINT_BOUND_S = 30.0
 
 # Small versions of the three shapes, plus a reasoning shape (see test_reasoning_split).
 SMALL_SHAPES = """
@@ -55,20 +60,10 @@ def one_shape(url: str, shapes: Path, shape: str, out: Path, *more: str) -> list
     return ["--url", url, "--shapes", str(shapes), "--shape", shape, "-o", str(out), *more]
 
 
-def bench_started(args: list[str], *, once: str) -> subprocess.Popen[str]:
-    """`bench ARGS` as a child process, returned once its plain progress lines on standard
-    error (one per tenth of a shape when piped) show ``once`` measured."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "blackwell_doctor", "bench", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if "measuring" in line and once in line:
-            break
-    return proc
+def measured(once: str) -> Callable[[str], bool]:
+    """A plain progress line of `bench` (one per tenth of a shape when piped) that shows
+    ``once`` requests measured, none of them failed."""
+    return lambda line: "measuring" in line and once in line and "failed" not in line
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -340,10 +335,14 @@ def test_ctrl_c_writes_the_partial_result_and_exits_130(vllm_slow_url: str, tmp_
         tmp_path,
         "[shape.slowish]\ninput_tokens = 64\noutput_tokens = 64\nrequests = 200\nwarmup = 0\n",
     )
-    proc = bench_started(one_shape(vllm_slow_url, shapes, "slowish", out), once=" 20/200")
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    with cli_child("bench", *one_shape(vllm_slow_url, shapes, "slowish", out)) as child:
+        child.wait_for_line(measured(" 20/200"), deadline_s=240)
+        child.interrupt()
+        code, _, err = child.finish(timeout_s=60)
+    print(f"bench: exit {code} {child.exited_after_sigint_s:.2f} s after SIGINT")
+    assert code == 130, err
+    assert child.exited_after_sigint_s is not None
+    assert child.exited_after_sigint_s < SIGINT_BOUND_S
     doc = load(out)
     assert doc["interrupted"] is True
     assert doc["complete"] is False
@@ -416,13 +415,13 @@ def test_a_server_killed_mid_run_gives_named_errors_and_a_partial_result(
         "[shape.victim]\ninput_tokens = 64\noutput_tokens = 64\nconcurrency = 2\n"
         "requests = 40\nwarmup = 0\n",
     )
-    proc = bench_started(
-        one_shape(vllm_slow_url, shapes, "victim", out, "--request-timeout", "20"), once=" 4/40"
-    )
-    pid = int(Path(vllm_slow_pidfile).read_text())
-    os.killpg(pid, signal.SIGKILL)  # the API server and its engine core, without warning
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 1, err
+    argv = one_shape(vllm_slow_url, shapes, "victim", out, "--request-timeout", "20")
+    with cli_child("bench", *argv) as child:
+        child.wait_for_line(measured(" 4/40"), deadline_s=240)
+        pid = int(Path(vllm_slow_pidfile).read_text())
+        os.killpg(pid, signal.SIGKILL)  # the API server and its engine core, without warning
+        code, _, err = child.finish(timeout_s=120)
+    assert code == 1, err
     doc = load(out)
     validate(doc, "bench.schema.json")
     shape = doc["shapes"][0]

@@ -167,7 +167,9 @@ def first_token(base: str, *, since: float, deadline_s: float) -> float:
     """Seconds from ``since`` (time.perf_counter) until ``base`` streamed its first token of
     a one-token greedy chat completion; retried while the server loads, never past
     ``deadline_s`` after ``since`` (FirstTokenTimeout)."""
-    return asyncio.run(_first_token_async(base.rstrip("/"), since, deadline_s))
+    from blackwell_doctor.bench import loop
+
+    return loop.run(_first_token_async(base.rstrip("/"), since, deadline_s))
 
 
 # --------------------------------------------------------------------------- bench
@@ -178,7 +180,7 @@ def bench(
 ) -> tuple[BenchRun, bool]:
     """One bench run against ``url``; (document, interrupted). Ctrl-C is re-raised after
     the partial document is returned through the KeyboardInterrupt's ``partial``."""
-    from blackwell_doctor.bench import runner
+    from blackwell_doctor.bench import loop, runner
 
     config = runner.BenchConfig(
         url=url,
@@ -195,9 +197,10 @@ def bench(
         if live.phase == "done":
             say(f"bench {label}: {live.shape} measured ({live.done} requests)")
 
-    say(f"bench {label}: {url}, shapes {', '.join(s.name for s in settings.shapes)}")
     try:
-        asyncio.run(runner.run_bench(config, state, progress))
+        # Inside: a Ctrl-C from the moment the line is out leaves an (empty) partial run.
+        say(f"bench {label}: {url}, shapes {', '.join(s.name for s in settings.shapes)}")
+        loop.run(runner.run_bench(config, state, progress))
     except KeyboardInterrupt as exc:
         exc.partial = runner.build_document(state, interrupted=True)  # type: ignore[attr-defined]
         raise

@@ -291,9 +291,7 @@ def _run(
     api_key: str | None,
     equivalence: bool,
 ) -> None:
-    import asyncio
-
-    from blackwell_doctor.bench import render, report, runner
+    from blackwell_doctor.bench import loop, render, report, runner
     from blackwell_doctor.bench.shapes import ShapeError, load_shapes, select_shapes
     from blackwell_doctor.cli.output import write
     from blackwell_doctor.errors import UserError
@@ -318,7 +316,7 @@ def _run(
     interrupted = False
     try:
         with _Display() as display:
-            asyncio.run(runner.run_bench(config, state, display))
+            loop.run(runner.run_bench(config, state, display))
     except KeyboardInterrupt:
         interrupted = True
     doc = runner.build_document(state, interrupted=interrupted)
@@ -348,9 +346,7 @@ def _soak(
     soak: str,
     soak_interval: str | None,
 ) -> None:
-    import asyncio
-
-    from blackwell_doctor.bench import render, report, runner
+    from blackwell_doctor.bench import loop, render, report, runner
     from blackwell_doctor.bench import soak as soaking
     from blackwell_doctor.bench.shapes import ShapeError, load_shapes, select_shapes
     from blackwell_doctor.bench.soak_trend import load_rules
@@ -387,7 +383,7 @@ def _soak(
     try:
         with _Display() as display:
             display.status = lambda: soaking.live_line(soak_state)
-            asyncio.run(soaking.run_soak(config, state, soak_state, display.message))
+            loop.run(soaking.run_soak(config, state, soak_state, display.message))
     except KeyboardInterrupt:
         interrupted = True
     except MemoryError:  # what was measured is kept, as after Ctrl-C, but as a finding

@@ -1,0 +1,71 @@
+"""Under CI=true a missing real component is an error, never a skip (tests/conftest.py):
+.ci/run is meant to provide every one, and a skip would hide a broken setup. Each
+component's fixture is run by an inner pytest with its variable unset."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ("pytester",)
+
+FIXTURES = {
+    "docker_host": "BLACKWELL_DOCTOR_TEST_DOCKER_HOST",
+    "docker_host_no_gpu": "BLACKWELL_DOCTOR_TEST_DOCKER_HOST_NO_GPU",
+    "vllm_url": "BLACKWELL_DOCTOR_TEST_VLLM_URL",
+    "vllm_slow_url": "BLACKWELL_DOCTOR_TEST_VLLM_SLOW_URL",
+    "slurm_conf": "BLACKWELL_DOCTOR_TEST_SLURM_CONF",
+}
+
+
+def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.RunResult:
+    """One inner test per fixture, every variable unset."""
+    for name in FIXTURES.values():
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest("from tests.conftest import *  # noqa: F403\n")
+    pytester.makepyfile(
+        "".join(f"def test_{fixture}({fixture}):\n    pass\n\n\n" for fixture in FIXTURES)
+    )
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rs")
+
+
+def test_a_missing_component_is_an_error_under_ci(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    result = _run(pytester, monkeypatch)
+    result.assert_outcomes(errors=len(FIXTURES))
+    result.stdout.fnmatch_lines(
+        [f"*CI=true but no *{name} unset*" for name in FIXTURES.values()], consecutive=False
+    )
+
+
+def test_a_missing_component_is_a_skip_elsewhere(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    _run(pytester, monkeypatch).assert_outcomes(skipped=len(FIXTURES))
+
+
+def test_a_child_gets_sigint_even_where_pytest_ignores_it() -> None:
+    # A background job of a shell without job control (`.ci/run &` in a script) runs with
+    # SIGINT ignored; a plain child inherits that and never sees Ctrl-C (the Ctrl-C tests
+    # then watched the command run to its end). tests/child.py's children get it.
+    import signal
+    import subprocess
+    import sys
+
+    from tests.child import child
+
+    probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        plain = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        )
+        with child([sys.executable, "-c", probe]) as proc:
+            code, out, err = proc.finish(timeout_s=60)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # put back as it was
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert plain.stdout.strip() == "False"  # what the old Popen calls got
+    assert (code, out.strip()) == (0, "True"), err
