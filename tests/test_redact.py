@@ -313,3 +313,40 @@ def test_redact_identity_scrubs_cmdline_build_host_and_env(tmp_path: Path) -> No
     # Checks still judge the same platform: nothing else changed.
     assert out.platform.wsl == facts.platform.wsl
     assert out.platform.virtualization == facts.platform.virtualization
+
+
+@given(
+    secret=st.text(min_size=6, max_size=40).filter(lambda s: s.strip() == s and s),
+    before=st.binary(max_size=5),
+    after=st.binary(max_size=5),
+    urlsafe=st.booleans(),
+    padded=st.booleans(),
+)
+def test_a_known_secret_goes_inside_the_base64_of_any_longer_text(
+    secret: str, before: bytes, after: bytes, urlsafe: bool, padded: bool
+) -> None:
+    """Issue 19 (audit): a server echoed base64 of the credentials at another alignment
+    (a byte in front), unpadded or URL-safe, and they survived; so did a percent-encoded
+    key. Whatever surrounds the secret, nothing that decodes back to it is left."""
+    import base64
+
+    from blackwell_doctor.redact import REDACTED, Scrubber
+
+    raw = secret.encode("utf-8", "surrogatepass")
+    assume(len(raw) >= 8)
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    echoed = encode(before + raw + after).decode("ascii")
+    if not padded:
+        echoed = echoed.rstrip("=")
+    out = Scrubber([secret])(echoed, patterns=False)
+    assert REDACTED in out
+    # What is left is the text around it, its edges' characters and the padding.
+    assert len(out) - len(REDACTED) <= (len(before) + len(after)) * 4 // 3 + 6
+
+
+@pytest.mark.parametrize("echo", ["sk-TOPSECRET+/=%2B", "sk-TOPSECRET%2B%2F%3D%252B"])
+def test_a_known_secret_goes_percent_encoded(echo: str) -> None:
+    from blackwell_doctor.redact import REDACTED, Scrubber
+
+    out = Scrubber(["sk-TOPSECRET+/=%2B"])(f"key={echo}&x=1", patterns=False)
+    assert out == f"key={REDACTED}&x=1"

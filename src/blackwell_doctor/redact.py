@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import urllib.parse
 from collections.abc import Iterable
 
 REDACTED = "<redacted>"
@@ -139,13 +140,32 @@ def _replace_spans(text: str, spans: list[tuple[int, int]]) -> str:
 _CUT_PREFIX = 4
 
 
+# A base64 form shorter than this is not looked for inside other text (too likely to occur
+# by chance); the secret itself always is.
+_MIN_EMBEDDED_FORM = 8
+
+
 def secret_forms(secret: str) -> list[str]:
-    """``secret`` as a server may echo it: itself and its base64 (RFC 4648 standard and
-    URL-safe alphabets, with and without padding)."""
+    """``secret`` as a server may echo it: itself, percent-encoded (a key in a URL or a form
+    body), and its base64 in the RFC 4648 standard and URL-safe alphabets, with and without
+    padding, and as it shows inside the base64 of longer text: after 0, 1 or 2 bytes of
+    something else (each alignment gives other characters), the characters at its two
+    edges, which depend on the bytes around it, left out."""
     raw = secret.encode("utf-8", "surrogatepass")
-    std = base64.b64encode(raw).decode("ascii")
-    url = base64.urlsafe_b64encode(raw).decode("ascii")
-    return [secret, std, std.rstrip("="), url, url.rstrip("=")]
+    forms = [secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)]
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        exact = encode(raw).decode("ascii")
+        forms += [exact, exact.rstrip("=")]
+        for before in (0, 1, 2):
+            text = encode(b"\0" * before + raw).decode("ascii").rstrip("=")
+            # Characters wholly of the secret's bits: from the first after ``before``
+            # bytes' bits to the last whose six bits all lie inside the secret.
+            start = -(-before * 8 // 6)
+            end = (before + len(raw)) * 8 // 6
+            core = text[start:end]
+            if len(core) >= _MIN_EMBEDDED_FORM:
+                forms.append(core)
+    return list(dict.fromkeys(forms))
 
 
 class Scrubber:
