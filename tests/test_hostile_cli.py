@@ -139,6 +139,38 @@ def test_a_closed_pipe_is_exit_2(args: list[str]) -> None:
     assert lines == ["blackwell-doctor: error: cannot write standard output: Broken pipe"]
 
 
+def _closed(fd: int) -> list[str]:
+    """``sh -c 'exec "$@" N>&-'``: the command started with file descriptor ``fd`` closed
+    (an argument list, no shell string built from input)."""
+    return ["sh", "-c", f'exec "$@" {fd}>&-', "sh", sys.executable, "-m", "blackwell_doctor"]
+
+
+@pytest.mark.parametrize("args", [*UNWRITABLE, ["slurm-health", "--dry-run"]], ids=" ".join)
+def test_a_closed_standard_output_is_exit_2_before_anything_runs(args: list[str]) -> None:
+    """Issue 19 (audit): started with standard output closed (``>&-``) every command
+    crashed, exit 4 (``sys.stdout`` is None). It is a usage error, said before the command
+    runs (slurm-health never reaches Slurm)."""
+    done = subprocess.run(
+        [*_closed(1), *args], cwd=REPO, stderr=subprocess.PIPE, timeout=120, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.decode().splitlines() == [
+        "blackwell-doctor: error: standard output is closed; redirect it to a file or "
+        "/dev/null to discard it"
+    ]
+
+
+def test_a_closed_standard_error_drops_the_messages_not_the_exit_code() -> None:
+    done = subprocess.run(
+        [*_closed(2), "check", "--facts", "/nonexistent.json"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, b"")
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -42,6 +42,14 @@ def run(app: typer.Typer, argv: list[str] | None = None) -> int:
     whichever writer found it (:func:`~blackwell_doctor.cli.output.checked_stdout`)."""
     from blackwell_doctor.cli.output import checked_stdout
 
+    if sys.stderr is None:  # started with standard error closed (2>&-): messages dropped
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+    if sys.stdout is None:  # started with standard output closed (>&-): nothing may run
+        sys.stderr.write(
+            f"{TOOL_NAME}: error: standard output is closed; redirect it to a file or "
+            "/dev/null to discard it\n"
+        )
+        return int(ExitCode.USAGE)
     try:
         with checked_stdout():
             return _run(app, argv)
