@@ -486,3 +486,35 @@ def test_a_compare_of_300000_requests_is_bounded_and_says_it_subsampled() -> Non
     again = compare(small_b, small_a, before_name="a", after_name="b", resamples=200)
     assert first.subsamples
     assert encode(first) == encode(again)
+
+
+@pytest.mark.parametrize("command", ["bench --shapes", "recommend --catalogue"])
+def test_a_long_dotted_key_is_refused_before_tomllib_spends_memory_on_it(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 19 (audit): tomllib keeps every prefix of a dotted key, so its memory grows
+    with the square of the parts: 40 KB of one key took 2.4 GB (`bench --shapes`,
+    `recommend --catalogue`, under their size caps). A key of more than 16 parts is a
+    one-line error, exit 2, and costs nothing (3,000 parts here: tens of MB before)."""
+    import tracemalloc
+
+    from tests.conftest import FACTS_FIXTURES
+
+    key = ".".join(["a"] * 3000)
+    path = tmp_path / "dotted.toml"
+    path.write_text(f"[shape.x]\ninput_tokens = 8\noutput_tokens = 8\n{key} = 1\n")
+    argv = {
+        "bench --shapes": ["bench", "--url", "http://127.0.0.1:1", "--shapes", str(path)],
+        "recommend --catalogue": [
+            *("recommend", "--facts", str(FACTS_FIXTURES / "b200-x8.json")),
+            *("--catalogue", str(path)),
+        ],
+    }[command]
+    tracemalloc.start()
+    try:
+        assert main(argv) == 2
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    one_line_error(capsys.readouterr().err, "dotted key of more than 16 parts")
+    assert peak < 8 << 20, peak

@@ -22,7 +22,6 @@ flight) and requests x output_tokens at most 20,000,000 (every token's time is k
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -122,15 +121,14 @@ def load_shapes(path: Path | None) -> dict[str, Shape]:
     shapes = dict(BUILTIN_SHAPES)
     if path is None:
         return shapes
+    from blackwell_doctor.checkdata import CatalogueError, parse_toml
     from blackwell_doctor.inputfile import SHAPES, read_input
 
     text = read_input(path, SHAPES).decode("utf-8")  # bounded, a file or a pipe, UTF-8
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ShapeError(f"{path} is not valid TOML: {exc}") from None
-    except RecursionError:  # tomllib parses nested tables and arrays recursively
-        raise ShapeError(f"{path}: tables or arrays nested too deeply") from None
+    try:  # the one TOML decoder: nesting and dotted keys bounded (checkdata)
+        data = parse_toml(text, source=str(path))
+    except CatalogueError as exc:
+        raise ShapeError(str(exc)) from None
     table = data.get("shape")
     if not isinstance(table, dict) or not table or set(data) - {"shape"}:
         raise ShapeError(f"{path}: expected only [shape.NAME] tables")
