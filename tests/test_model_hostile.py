@@ -62,7 +62,7 @@ def test_a_tensor_name_that_is_not_utf8_is_a_header_problem(tmp_path: Path) -> N
     assert problem.detail == "header is not valid JSON: not UTF-8 (byte 0xff at offset 3)"
 
 
-@pytest.mark.parametrize("where", ["config", "header"])
+@pytest.mark.parametrize("where", ["config", "header", "metadata"])
 @pytest.mark.parametrize(
     "argv",
     [
@@ -79,6 +79,13 @@ def test_not_utf8_through_every_command_is_no_crash(
     root = make_model(tmp_path / "m", moe=False)
     if where == "config":
         (root / "config.json").write_bytes(b'{"architectures": ["\xff"], "hidden_size": 64}')
+    elif where == "metadata":  # issue 19 (audit): a __metadata__ value crashed, exit 4
+        raw_shard(
+            root / "model.safetensors",
+            b'{"__metadata__": {"k": "\xc3\x28"}, '
+            b'"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}',
+            8,
+        )
     else:
         raw_shard(
             root / "model.safetensors",
@@ -135,10 +142,16 @@ def test_data_offsets_as_a_metadata_value_is_no_duplicate(tmp_path: Path) -> Non
         ({"vocab_size": 10**15}, "vocab_size = 1000000000000000, above"),
         ({"num_attention_heads": 1 << 20}, "num_attention_heads = 1048576, above"),
         ({"n_shared_experts": 10**18}, "n_shared_experts = 1000000000000000000, above"),
+        # Issue 19 (audit): these were skipped, with no word (dense; KV heads = heads).
+        ({"num_experts": 1e18}, "num_experts = 1e+18: not a count"),
+        ({"num_experts": -8}, "num_experts = -8: not a count"),
+        ({"num_experts": "8"}, "num_experts = '8': not a count"),
+        ({"num_key_value_heads": True}, "num_key_value_heads = True: not a count"),
+        ({"num_key_value_heads": 0}, "0 KV heads"),
     ],
 )
 def test_counts_no_model_has_are_a_config_problem(
-    tmp_path: Path, changes: dict[str, int], detail: str
+    tmp_path: Path, changes: dict[str, object], detail: str
 ) -> None:
     root = make_model(tmp_path / "m", moe=True)
     (root / "config.json").write_bytes(config_bytes(**changes))

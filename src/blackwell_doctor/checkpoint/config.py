@@ -21,11 +21,28 @@ class ConfigError(Exception):
     """config.json lacks what sizing needs; the message is one line."""
 
 
+# The counts that size a model: one given (not null) that is no whole number of at least 0
+# (a float such as 1e18, a negative, a string, true) is a corrupt config, never skipped
+# (skipped, ``num_experts: 1e18`` sized the model as dense, with no word of it).
+_COUNTS = frozenset(
+    {
+        *("hidden_size", "d_model", "n_embd", "num_hidden_layers", "n_layer", "num_layers"),
+        *("num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads", "head_dim"),
+        *("vocab_size", "num_experts", "n_routed_experts", "num_local_experts"),
+        *("num_experts_per_tok", "experts_per_token", "moe_topk"),
+        *("n_shared_experts", "num_shared_experts"),
+    }
+)
+
+
 def _int(cfg: dict[str, Any], *names: str, default: int | None = None) -> int | None:
     for name in names:
         value = cfg.get(name)
         if type(value) is int and value >= 0:
             return value
+        if value is not None and name in _COUNTS:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+            raise ConfigError(f"config.json has {name} = {shown}: not a count (corrupt)")
     return default
 
 
@@ -120,7 +137,10 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
     _bounded("hidden_size", hidden)
     _bounded("num_hidden_layers", layers)
     _bounded("num_attention_heads", heads)
-    kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads) or heads
+    kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads)
+    if kv_heads == 0:
+        raise ConfigError("config.json has 0 KV heads: attention needs at least one")
+    assert kv_heads is not None
     _bounded("num_key_value_heads", kv_heads)
     if heads % kv_heads:
         raise ConfigError(

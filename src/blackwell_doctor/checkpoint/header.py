@@ -222,6 +222,8 @@ def parse_header(
             metadata = _METADATA.decode(raw).metadata or {}
         except msgspec.ValidationError:
             raise HeaderError("__metadata__ must map strings to strings") from None
+        except UnicodeDecodeError as exc:  # a value that is not UTF-8 (entries skip it)
+            raise HeaderError(f"header is not valid JSON: {not_utf8(raw, exc)}") from None
     if check_entries:
         bits_of = DTYPE_BITS.get
         prod = math.prod
