@@ -197,7 +197,7 @@ TWO_NODES = (
 )
 
 
-@pytest.mark.parametrize("name", ["n1,n2", "n[1-2]", "n1 n2", "n1\x1b]0;x\x07"])
+@pytest.mark.parametrize("name", ["n1,n2", "n[1-2]", "n1 n2", "n1\x1b]0;x\x07", ""])
 def test_a_node_list_is_exit_2_before_slurm_is_asked_anything(tmp_path: Path, name: str) -> None:
     env, log = fake_slurm(tmp_path, TWO_NODES)
     proc = fake_health(env, "--node", name, "--facts", str(PASSING))

@@ -82,7 +82,10 @@ def register(app: typer.Typer) -> None:
             node_state,
         )
 
-        name = node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+        if node is not None:  # given, even empty: judged as given, never a fallback
+            name = node
+        else:
+            name = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
         problem = node_name_problem(name)
         if problem is not None:
             raise UserError(f"--node {name!r}: {problem}")
