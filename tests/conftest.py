@@ -42,6 +42,18 @@ def gpu_unusable_reason() -> str | None:
     return None
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell without job control (`.ci/run &` in a script, nohup, a CI runner's background
+    # job) starts pytest with SIGINT ignored: a test that sends Ctrl-C to a command in this
+    # process would see nothing happen, and every child would inherit the ignored signal.
+    # The suite tests Ctrl-C, so it gives itself Python's own: a caught signal, which exec
+    # resets to the default in every child it starts (an ignored one it would keep).
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # A test that kills a shared server runs after all the others (stable sort).
     items.sort(key=lambda item: "kills_server" in item.keywords)

@@ -109,6 +109,7 @@ def test_ctrl_c_during_a_hung_gpu_memory_read_ends_a_soak_at_once(
 ) -> None:
     # A port that accepts and never answers: each request stalls for its 1 s deadline, the
     # soak goes on, and the first interval's end reads the GPUs' memory (a hung driver).
+    # 90 s: a lost SIGINT fails the test when the soak ends, never an hour later.
     def sample(**_: Any) -> soak_gpu.Sample | str:
         hang.block()
         return "hung"
@@ -125,7 +126,7 @@ def test_ctrl_c_during_a_hung_gpu_memory_read_ends_a_soak_at_once(
         code = main(
             [
                 *("bench", "--url", url, "--model", "m", "--shapes", str(shapes), "--shape", "s"),
-                *("--soak", "1h", "--soak-interval", "1s", "--request-timeout", "1"),
+                *("--soak", "90s", "--soak-interval", "1s", "--request-timeout", "1"),
                 *("-o", str(out)),
             ]
         )
