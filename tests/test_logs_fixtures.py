@@ -48,6 +48,15 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
     "lmdeploy-2076-turbomind-peer-access.log": {"trtllm.peer_access_unavailable": ("warn", 3, 1)},
     "trtllm-1625-peer-access-unsupported.log": {"cuda.peer_access_unsupported": ("fail", 1, 1)},
     "trtllm-1374-enable-access.log": {"cuda.peer_access_unsupported": ("fail", 1, 1)},
+    # Issue 22: wordings written from the runtimes' source. TensorRT-LLM's peer-access refusal
+    # logged at INFO; its kernels' arch assertion (the arch finding, not an unrecognised one);
+    # ggml's no-device-code trap; SGLang's CustomAllReduceV2 wording inside Docker json-file.
+    "trtllm-2225-info-peer-access.log": {"trtllm.peer_access_unavailable": ("warn", 2, 3)},
+    "trtllm-199-unsupported-architecture.log": {"trtllm.unsupported_architecture": ("fail", 1, 1)},
+    "llamacpp-5686-no-device-code.log": {"llamacpp.no_device_code": ("fail", 1, 1)},
+    "composed-sglang-custom-ar-v2-docker-json.log": {
+        "vllm.custom_allreduce_no_p2p": ("warn", 2, 2)
+    },
     # A person quoting a warning and dismissing it underneath: no finding.
     "ktransformers-2008-dismissed-warning.log": {},
     "ktransformers-2029-faq-dismissal.log": {},
