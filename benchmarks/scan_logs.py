@@ -90,8 +90,11 @@ def scan_lines(path: Path) -> dict[int, list[str]]:
 
 def planted_lines() -> list[bytes]:
     """Every fixture line the scanner counts for exactly one signature, except the autotuner
-    summary: its finding's count is the sum of the N tactics it reports, not lines."""
-    summary = {s.id for s in load_catalogue().signatures if s.rule == "autotuner-summary"}
+    summary (its finding's count is the sum of the N tactics it reports, not lines) and the
+    generic detector's (the rules leave its findings out in a source that shows known
+    failures, as this log does) and the liveness lines (never a finding)."""
+    left_out = {"autotuner-summary", "unrecognised-fatal", "unrecognised-error", "liveness"}
+    summary = {s.id for s in load_catalogue().signatures if s.rule in left_out}
     out: list[bytes] = []
     for path in sorted(FIXTURES.glob("*.log")):
         lines = path.read_bytes().splitlines()

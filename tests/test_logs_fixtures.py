@@ -48,6 +48,15 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
     "lmdeploy-2076-turbomind-peer-access.log": {"trtllm.peer_access_unavailable": ("warn", 3, 1)},
     "trtllm-1625-peer-access-unsupported.log": {"cuda.peer_access_unsupported": ("fail", 1, 1)},
     "trtllm-1374-enable-access.log": {"cuda.peer_access_unsupported": ("fail", 1, 1)},
+    # Issue 22: wordings written from the runtimes' source. TensorRT-LLM's peer-access refusal
+    # logged at INFO; its kernels' arch assertion (the arch finding, not an unrecognised one);
+    # ggml's no-device-code trap; SGLang's CustomAllReduceV2 wording inside Docker json-file.
+    "trtllm-2225-info-peer-access.log": {"trtllm.peer_access_unavailable": ("warn", 2, 3)},
+    "trtllm-199-unsupported-architecture.log": {"trtllm.unsupported_architecture": ("fail", 1, 1)},
+    "llamacpp-5686-no-device-code.log": {"llamacpp.no_device_code": ("fail", 1, 1)},
+    "composed-sglang-custom-ar-v2-docker-json.log": {
+        "vllm.custom_allreduce_no_p2p": ("warn", 2, 2)
+    },
     # A person quoting a warning and dismissing it underneath: no finding.
     "ktransformers-2008-dismissed-warning.log": {},
     "ktransformers-2029-faq-dismissal.log": {},
@@ -92,9 +101,48 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
     "composed-xid-13.log": {"kernel.xid": ("warn", 1, 1)},
     "pop-os-853-amd-vi-io-page-fault.log": {"kernel.amd_vi_io_page_fault": ("warn", 2, 2)},
     "i915ovmfpkg-23-dmar-fault.log": {"kernel.dmar_fault": ("warn", 2, 1)},
+    # Fatal errors no catalogue literal names: the generic detector (issue 22).
+    "trtllm-583-tllm-exception.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 2)},
+    "grps-trtllm-6-xqa-assertion.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 1)},
+    "llamacpp-6527-ggml-assert.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 3)},
+    "llama-cpp-python-812-ggml-assert-after-dots.log": {
+        "runtime.unrecognised_fatal_error": ("fail", 1, 3)
+    },
+    "art-201-worker-died.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 2)},
+    "vllm-14452-critical-fatal-signal.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 5)},
+    "vllm-10453-worker-init-device.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 4)},
+    "vllm-18577-workerproc-failed.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 3)},
+    "vllm-6732-nccl-unhandled-cuda-error.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 4)},
+    # A known signature wins over the generic detector on the same log.
+    "nixpkgs-406675-ptxas-engine-failed.log": {"runtime.engine_died": ("fail", 1, 3)},
+    "vllm-38529-ray-worker-died.log": {"runtime.engine_died": ("fail", 1, 2)},
+    # Healthy excerpts of every runtime: nothing.
+    "trtllm-198-healthy-build-config.log": {},
+    "trtllm-3347-healthy-version.log": {},
+    "mmdeploy-1103-healthy-tensorrt-layers.log": {},
+    "trtllm-2069-healthy-triton-banner.log": {},
+    "katago-1041-healthy-tensorrt-init.log": {},
+    "llamacpp-4017-compose-healthy-meta.log": {},
+    "llamacpp-13484-healthy-load-tensors.log": {},
+    "llamacpp-6527-healthy-context.log": {},
+    "llamacpp-13240-healthy-cuda-init.log": {},
+    "ollama-llamacpp-9636-journald-healthy-load.log": {},
+    "gpustack-2590-healthy-vllm-backend.log": {},
+    "sglang-330-healthy-load-weight.log": {},
+    "sglang-99-healthy-rpc-start.log": {},
+    "vllm-15800-healthy-omp-threads.log": {},
+    "vllm-10453-healthy-nccl-found.log": {},
+    "composed-ollama-11418-runner-terminated.log": {
+        "runtime.unrecognised_fatal_error": ("fail", 1, 3)
+    },
+    "composed-lmdeploy-3410-ptxas-sm120.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 1)},
+    # An error-level record: a warning, and info once the engine is seen serving after it.
+    "composed-vllm-error-record.log": {"runtime.unrecognised_error": ("warn", 1, 2)},
+    "composed-vllm-error-then-serving.log": {"runtime.unrecognised_error": ("info", 1, 2)},
 }
-# Recognised, never a finding on an NVIDIA host (rule not-nvidia).
-NOT_NVIDIA = {"rccl.iommu_pt_missing"}
+# Recognised, never a finding on an NVIDIA host (rule not-nvidia), or never a finding at all
+# (rule liveness: it only tells the rules that the engine served after an error).
+NOT_NVIDIA = {"rccl.iommu_pt_missing", "runtime.engine_ready"}
 
 
 def scan(*paths: Path) -> list[JudgedFinding]:
@@ -386,3 +434,116 @@ def test_a_dismissal_retracts_only_the_lines_just_above_it(tmp_path: Path) -> No
     (finding,) = scan(log)
     assert (finding.signature, finding.count, finding.line) == ("vllm.default_moe_config", 2, 1)
     assert finding.last_line == PROSE_LOOKBACK_LINES + 4
+
+
+# ------------------------------------------------------------ the generic detector (issue 22)
+
+FATAL_FILES = {n for n, sigs in EXPECTED.items() if any(v[0] == "fail" for v in sigs.values())}
+
+
+def test_no_fatal_error_in_a_test_log_reads_less_than_fail() -> None:
+    """Every fixture whose lines show an engine dying (an exception line, a crash, an
+    assertion, a process that died) is judged fail: by a known signature or the generic one."""
+    for name in sorted(FATAL_FILES):
+        assert any(f.severity == "fail" for f in scan(LOGS / name)), name
+
+
+def test_generic_finding_quotes_the_error_line_and_the_last_frame(tmp_path: Path) -> None:
+    log = tmp_path / "tb.log"
+    log.write_text(
+        "(EngineCore pid=5) ERROR 05-01 16:52:10 [core.py:9] Traceback (most recent call last):\n"
+        '(EngineCore pid=5) ERROR 05-01 16:52:10 [core.py:9]   File "/x/vllm/a.py", line 3, in f\n'
+        "(EngineCore pid=5) ERROR 05-01 16:52:10 [core.py:9]     g()\n"
+        '(EngineCore pid=5) ERROR 05-01 16:52:10 [core.py:9]   File "/x/vllm/b.py", line 7, in g\n'
+        "(EngineCore pid=5) ERROR 05-01 16:52:10 [core.py:9]     raise FooError('bar')\n"
+        "(EngineCore pid=5) ERROR 05-01 16:52:10 [core.py:9] FooError: bar\n"
+    )
+    (finding,) = scan(log)
+    assert (finding.signature, finding.severity, finding.line) == (
+        "runtime.unrecognised_fatal_error", "fail", 1,
+    )  # fmt: skip
+    assert "Traceback (most recent call last)" in finding.excerpt
+    assert 'last frame: File "/x/vllm/b.py", line 7, in g' in finding.excerpt
+
+
+AUTOTUNER_RECORD = (
+    "(Worker_TP0 pid=7) " + SKIP_HEAD + "(Worker_TP0 pid=7) Traceback (most recent call last):\n"
+    '(Worker_TP0 pid=7)   File "autotuner.py", line 480, in choose_one\n'
+    "(Worker_TP0 pid=7) RuntimeError: [CUTLASS] tactic 15 has no kernel for this shape\n"
+)
+
+
+def test_an_error_inside_an_autotuner_skip_the_engine_survives_is_info(tmp_path: Path) -> None:
+    log = tmp_path / "survived.log"
+    log.write_text(AUTOTUNER_RECORD + "(APIServer pid=1) INFO:     Application startup complete.\n")
+    assert {f.signature: f.severity for f in scan(log)} == {"autotuner.tactic_skipped": "info"}
+
+
+def test_the_same_engine_dying_after_the_autotuner_skip_is_fail(tmp_path: Path) -> None:
+    log = tmp_path / "died.log"
+    log.write_text(
+        AUTOTUNER_RECORD
+        + "(Worker_TP0 pid=7) ERROR 06-01 21:52:10 [gpu_worker.py:80] Traceback (most recent call "
+        "last):\n(Worker_TP0 pid=7) ERROR 06-01 21:52:10 [gpu_worker.py:80] ValueError: the tile "
+        "[128, 256] does not fit this device\n"
+    )
+    got = {f.signature: (f.severity, f.line) for f in scan(log)}
+    assert got == {
+        "autotuner.tactic_skipped": ("info", 1),
+        "runtime.unrecognised_fatal_error": ("fail", 5),
+    }
+
+
+def test_an_error_after_the_engine_served_is_not_recovered(tmp_path: Path) -> None:
+    log = tmp_path / "late.log"
+    log.write_text(
+        (LOGS / "composed-vllm-error-then-serving.log").read_text()
+        + "(EngineCore_0 pid=282) ERROR 06-01 22:00:00 [core.py:700] RuntimeError: boom\n"
+    )
+    assert {f.signature: f.severity for f in scan(log)} == {
+        "runtime.unrecognised_fatal_error": "fail"
+    }
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Prose about an error: no log-record prefix, the error is not where the line starts.
+        "I think the RuntimeError: CUDA error you see is from the driver\n",
+        "Then it printed Segmentation fault (core dumped) and exited.\n",
+        "> the worker died unexpectedly, shutting down executor -- happens every time\n",
+        "Note: ERROR 07-04 17:35:16 lines above are from the old run\n",
+        # A warning quoted in a sentence, without quotes: the words before it are prose.
+        "As the log says, Custom allreduce is disabled because your platform lacks GPU P2P "
+        "capability or P2P test failed.\n",
+        "- then vLLM prints Using default MoE config. Performance might be sub-optimal! Config "
+        "file not found at /x.json\n",
+    ],
+)
+def test_prose_quoting_an_error_or_a_warning_is_no_finding(tmp_path: Path, line: str) -> None:
+    log = tmp_path / "prose.log"
+    log.write_text("(APIServer pid=1) INFO 06-01 21:51:58 [api_server.py:1880] started\n" + line)
+    assert scan(log) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Segmentation fault (core dumped)\n",
+        "/bin/sh: line 1:  4242 Segmentation fault      (core dumped) python3 -m vllm serve m\n",
+        "Fatal Python error: Segmentation fault\n",
+        "terminate called after throwing an instance of 'c10::Error'\n",
+        "vllm-1 exited with code 139\n",
+        "[2025-11-11 06:41:27 TP0] torch.OutOfMemoryError: CUDA out of memory.\n",
+        "2025-11-11T06:41:27.123456789Z RuntimeError: CUDA error: an illegal memory access was "
+        "encountered\n",
+        "Oct 04 13:19:39 host ollama[394]: panic: runtime error: invalid memory address\n",
+        "host:1:2 [0] NCCL WARN Cuda failure 'an illegal memory access was encountered'\n",
+    ],
+)
+def test_crashes_of_every_runtime_are_fatal(tmp_path: Path, line: str) -> None:
+    log = tmp_path / "crash.log"
+    log.write_text(line)
+    assert {f.signature: f.severity for f in scan(log)} == {
+        "runtime.unrecognised_fatal_error": "fail"
+    }

@@ -31,6 +31,9 @@ def facts(paths: list[str], **kw: object) -> LogFacts:
     return scan_sources(paths=paths, **args)  # type: ignore[arg-type]
 
 
+GENERIC = {"runtime.unrecognised_error", "runtime.unrecognised_fatal_error"}
+
+
 def sigs(f: LogFacts) -> set[tuple[str, int]]:
     return {(x.signature, x.line) for x in f.findings}
 
@@ -51,7 +54,11 @@ def test_truncated_gzip_keeps_what_was_read(tmp_path: Path) -> None:
     source = got.sources[0]
     assert source.error == f"truncated-gzip:{path}"
     assert source.bytes > 0
-    assert {f.signature for f in got.findings} == {"moe.tma_ws_init_failed", "input.partially_read"}
+    # The line cut in the middle is an error record whose known text was cut off: only the
+    # generic detector can read it.
+    assert {f.signature for f in got.findings} - GENERIC == {
+        "moe.tma_ws_init_failed", "input.partially_read",
+    }  # fmt: skip
     (partial,) = [f for f in judge_findings(got) if f.signature == "input.partially_read"]
     assert (partial.severity, partial.check, partial.path) == ("warn", "logs.inputs", str(path))
     assert (partial.line, partial.excerpt) == (source.lines, f"truncated-gzip:{path}")
@@ -268,7 +275,11 @@ def test_truncated_gzip_on_stdin_is_partial() -> None:
     data = gzip.compress(ESCAPED * 2000)
     got = facts(["-"], stdin=io.BytesIO(data[: len(data) // 2]))
     assert got.sources[0].error == "truncated-gzip:-"
-    assert {f.signature for f in got.findings} == {"moe.tma_ws_init_failed", "input.partially_read"}
+    # The line cut in the middle is an error record whose known text was cut off: only the
+    # generic detector can read it.
+    assert {f.signature for f in got.findings} - GENERIC == {
+        "moe.tma_ws_init_failed", "input.partially_read",
+    }  # fmt: skip
 
 
 def _docker(records: list[str]) -> bytes:

@@ -27,7 +27,17 @@ LogCheck = Literal[
     "logs.kernel_events",
     "logs.inputs",
 ]
-ContextRule = Literal["autotuner-wrapped", "autotuner-summary", "marlin-requested", "not-nvidia"]
+ContextRule = Literal[
+    "autotuner-wrapped",
+    "autotuner-summary",
+    "marlin-requested",
+    "not-nvidia",
+    "unrecognised-fatal",
+    "unrecognised-error",
+    "liveness",
+]
+# The generic detector's rules (what no literal names): a known signature wins over them.
+GENERIC_RULES = frozenset({"unrecognised-fatal", "unrecognised-error"})
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warn": 1, "fail": 2}
 
@@ -114,6 +124,8 @@ class Catalogue:
         numbered += [("marker", n, m.literals) for n, m in enumerate(markers)]
         # Prose dismissals (context rule "prose"): found by the same search, owned by no entry.
         numbered += [("dismissal", 0, list(dismissal.LITERALS))]
+        # Python traceback frames: the generic detector quotes the last one above an error.
+        numbered += [("frame", 0, ['File "'])]
         for kind, n, texts in numbered:
             for text in texts:
                 key = text.encode("utf-8")

@@ -109,6 +109,14 @@ def continues(head: str, key: str) -> bool:
 _QUOTE_OPEN = ("`", "\u201c", "\u2018", "\u00ab", '*"', '_"')
 
 
+# What stands before a message on a line with no record prefix when a person wrote the line:
+# two or more plain words ("As the log says, ..."), not a program's prefix (those hold
+# digits, brackets, paths or end in a colon: "host:1:2 [0] NCCL WARN", "UserWarning:").
+# A program's level words ("NCCL WARN") are no prose: one all-lower-case word is required.
+_PROSE_LEAD = re.compile(r"[>*\-\s]*[A-Za-z][A-Za-z']*(?:,?\s+[A-Za-z][A-Za-z']*)+,?")
+_LOWER_WORD = re.compile(r"\b[a-z]{2,}\b")
+
+
 def is_record(head: str) -> bool:
     """Whether a line (its :func:`line_head`) starts with a log-record prefix after its
     transport prefix."""
@@ -125,6 +133,9 @@ def is_prose(text: str, anchor: str) -> bool:
     if at != -1:
         before = text[:at].rstrip()
         if before.endswith(_QUOTE_OPEN):
+            return True
+        lead = before[len(transport(before)) :]
+        if _PROSE_LEAD.fullmatch(lead) and _LOWER_WORD.search(lead):
             return True
     return dismissal.DISMISSAL.search(text) is not None
 
@@ -150,6 +161,30 @@ def hit_context(text: str, *, in_record: bool) -> tuple[str, ...]:
     return ()
 
 
+# A Python traceback frame: '  File "/x/y.py", line 12, in f' (after any per-line prefix).
+_FRAME = re.compile(r'File "[^"]+", line \d+, in \S+')
+# The exception line that ends a Python traceback ("RuntimeError: ...", "torch.X.FooError").
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception)(?::|$)")
+# The frame is at most this many lines above the exception line (code line, carets).
+FRAME_LOOKBACK_LINES = 4
+
+
+def frame_of(text: str) -> str:
+    """The frame a traceback line names (``""`` when it is no frame line)."""
+    match = _FRAME.search(text)
+    return match.group() if match is not None else ""
+
+
+def frame_above(last: tuple[int, str], line: int, text: str) -> str:
+    """The traceback's last frame for an exception line (``""`` for any other line, or
+    when the last frame seen is not just above it): what the generic finding quotes beside
+    the error line itself."""
+    frame_line, frame = last
+    if not frame or not 0 < line - frame_line <= FRAME_LOOKBACK_LINES:
+        return ""
+    return frame if _EXCEPTION.search(text) else ""
+
+
 def findings(scanner: SourceScanner) -> list[LogFinding]:
     """What one source showed once it has been read to the end: each signature's
     occurrences per context (a summary signature's count is the sum of its N). Their
@@ -166,7 +201,7 @@ def findings(scanner: SourceScanner) -> list[LogFinding]:
                 line=occ.first_line,
                 last_line=occ.last_line,
                 count=occ.n_sum if sig.rule == "autotuner-summary" else occ.count,
-                excerpt=occ.excerpt,
+                excerpt=f"{occ.excerpt} | last frame: {occ.frame}" if occ.frame else occ.excerpt,
                 context=list(seen),
             )
         )

@@ -55,7 +55,7 @@ from typing import Any
 
 from blackwell_doctor.facts import LogFinding
 from blackwell_doctor.logs import context
-from blackwell_doctor.logs.catalogue import Catalogue
+from blackwell_doctor.logs.catalogue import GENERIC_RULES, Catalogue
 from blackwell_doctor.redact import redact_text
 
 CHUNK_BYTES = 8 << 20
@@ -202,6 +202,7 @@ class Occurrences:
     count: int = 0
     excerpt: str = ""
     n_sum: int = 0  # autotuner-summary: the sum of N
+    frame: str = ""  # generic errors: the last frame of the first traceback seen with them
 
 
 @dataclass
@@ -236,6 +237,9 @@ class SourceScanner:
     _pending: list[tuple[int, int, str, str, re.Match[str] | None, tuple[str, ...]]] = field(
         default_factory=list
     )
+    # Generic error hits (rule unrecognised-*): the traceback frame just above, per line.
+    _frames: dict[int, str] = field(default_factory=dict)
+    _last_frame: tuple[int, str] = (0, "")  # the last traceback frame seen: (line, text)
 
     def __post_init__(self) -> None:
         self._engine, self._finder = _finder(tuple(self.catalogue.literals), self.engine)
@@ -359,15 +363,25 @@ class SourceScanner:
                 if cat.marker_regex[n].search(text):
                     self.markers.add(cat.markers[n].id)
                 continue
+            if kind == "frame":
+                frame = context.frame_of(text)
+                if frame:
+                    self._last_frame = (line, frame)
+                continue
             if kind == "dismissal":
                 if context.dismisses_above(text):
                     floor_line = line - context.PROSE_LOOKBACK_LINES
                     self._pending = [p for p in self._pending if not floor_line <= p[1] < line]
+                    for gone in [k for k in self._frames if floor_line <= k < line]:
+                        del self._frames[gone]
                 continue
             if cat.signatures[n].id == context.AUTOTUNER_SKIPPED:
                 at_line_start = start > floor or (start == lo and not self._mid_line)
                 self._open_run(buf, start if at_line_start else -1, pos, hi, line)
-            self._signature(n, text, line, cat.literals[lit].decode("utf-8", "replace"))
+            frame = ""
+            if cat.signatures[n].rule in GENERIC_RULES:
+                frame = context.frame_above(self._last_frame, line, text)
+            self._signature(n, text, line, cat.literals[lit].decode("utf-8", "replace"), frame)
 
     # ------------------------------------------------- autotuner records (context.py)
 
@@ -416,7 +430,7 @@ class SourceScanner:
                 return
             pos = nl + 1
 
-    def _signature(self, n: int, text: str, line: int, anchor: str = "") -> None:
+    def _signature(self, n: int, text: str, line: int, anchor: str = "", frame: str = "") -> None:
         cat = self.catalogue
         regex, unless = cat.regex[n], cat.unless[n]
         match = regex.search(text) if regex is not None else None
@@ -428,6 +442,8 @@ class SourceScanner:
             return
         # Where the hit stands, not what that means: the rules decide (rules/logs.py).
         seen = context.hit_context(text, in_record=self.run_line < line <= self.run_last)
+        if frame:
+            self._frames[line] = frame
         # Counted once no dismissal can follow it any more (the prose rule's lookback).
         self._pending.append((n, line, text, anchor, match, seen))
         self._commit(line - context.PROSE_LOOKBACK_LINES)
@@ -435,11 +451,19 @@ class SourceScanner:
     def _commit(self, before: int | None = None) -> None:
         """Count the pending occurrences on lines before ``before`` (all: None)."""
         keep = 0
+        sigs = self.catalogue.signatures
+        # A line a catalogue signature names is that signature's: the generic detector's
+        # hit on it is not counted (the literal matched says more than the line's level).
+        known = {p[1] for p in self._pending if sigs[p[0]].rule not in GENERIC_RULES}
         for n, line, text, anchor, match, seen in self._pending:
             if before is not None and line >= before:
                 break
             keep += 1
+            if line in known and sigs[n].rule in GENERIC_RULES:
+                continue
             self._count(n, line, text, anchor, match, seen)
+        for _n, line, *_ in self._pending[:keep]:
+            self._frames.pop(line, None)
         del self._pending[:keep]
 
     def _count(
@@ -452,12 +476,15 @@ class SourceScanner:
         seen: tuple[str, ...],
     ) -> None:
         sig = self.catalogue.signatures[n]
+        frame = self._frames.get(line, "") if sig.rule in GENERIC_RULES else ""
         occ = self.occurrences.get((n, seen))
         if occ is None:
             excerpt = make_excerpt(text, anchor)
             occ = self.occurrences[n, seen] = Occurrences(first_line=line, excerpt=excerpt)
         elif occ.last_line == line:
             return  # once per line
+        if frame and not occ.frame:
+            occ.frame = make_excerpt(frame)[: EXCERPT_CHARS // 2]
         occ.last_line = line
         occ.count += 1
         if self.on_occurrence is not None:

@@ -1,6 +1,7 @@
-"""Where log bytes come from: files (plain, gzip, docker json-file), stdin, containers, the
-systemd journal and the kernel log. Each opener returns the source's kind and an iterator
-of byte chunks; a problem is a :class:`SourceError` with a reason token, never a crash.
+"""Where log bytes come from: files (plain, gzip, docker json-file, journald json/export),
+stdin, containers, the systemd journal and the kernel log. Each opener returns the source's
+kind and an iterator of byte chunks; a problem is a :class:`SourceError` with a reason
+token, never a crash.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from queue import Full, Queue
 from typing import BinaryIO
@@ -89,10 +90,15 @@ def _sniff(raw: Iterator[bytes], name: str, *, plain: LogSourceKind) -> Opened:
         raw = _ahead(_gunzip(_again(first, raw), name))
         first = next(raw, b"")
         kind = "gzip" if plain == "file" else plain
-    if first.lstrip()[: len(_DOCKER_JSON_HEAD)] == _DOCKER_JSON_HEAD:
+    head = first.lstrip()
+    if head[: len(_DOCKER_JSON_HEAD)] == _DOCKER_JSON_HEAD:
         if kind == "file":
             kind = DOCKER_JSON_KIND
-        return kind, _docker_json(_again(first, raw))
+        return kind, _json_lines(_again(first, raw), _docker_value)
+    if _is_journal_json(head):
+        return kind, _json_lines(_again(first, raw), _journal_value)
+    if head[: len(_JOURNAL_EXPORT_HEAD)] == _JOURNAL_EXPORT_HEAD:
+        return kind, _journal_export(_again(first, raw))
     return kind, _again(first, raw)
 
 
@@ -228,8 +234,9 @@ class _DockerLine(msgspec.Struct):
 _docker_decoder = msgspec.json.Decoder(_DockerLine)
 
 
-def _docker_json(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """The ``log`` values of json-file records, in batches. A record longer than
+def _json_lines(chunks: Iterator[bytes], value: Callable[[bytes], bytes]) -> Iterator[bytes]:
+    """The messages of one-JSON-object-per-line records (``value`` takes one record's
+    bytes to its text), in batches. A record longer than
     _DOCKER_MAX_RECORD (the driver splits messages at 16 KiB, so only a damaged or hostile
     file has one) is not decoded: its bytes pass through as text up to its end, so that
     memory stays bounded as for a plain file's long line, and records after it are decoded
@@ -253,12 +260,12 @@ def _docker_json(chunks: Iterator[bytes]) -> Iterator[bytes]:
         else:
             if carry:
                 first_nl = chunk.find(b"\n", start)
-                piece = _docker_value(carry + chunk[start:first_nl])
+                piece = value(carry + chunk[start:first_nl])
                 out.append(piece)
                 size += len(piece)
                 start, carry = first_nl + 1, b""
             for raw in chunk[start:last_nl].split(b"\n") if start <= last_nl else ():
-                piece = _docker_value(raw)
+                piece = value(raw)
                 out.append(piece)
                 size += len(piece)
             carry = chunk[last_nl + 1 :]
@@ -270,7 +277,7 @@ def _docker_json(chunks: Iterator[bytes]) -> Iterator[bytes]:
             yield b"".join(out)
             out, size = [], 0
     if carry:
-        out.append(_docker_value(carry))
+        out.append(value(carry))
     if out:
         yield b"".join(out)
 
@@ -282,6 +289,106 @@ def _docker_value(raw: bytes) -> bytes:
         return _docker_decoder.decode(raw).log.encode("utf-8", errors="surrogateescape")
     except (msgspec.DecodeError, UnicodeEncodeError):
         return raw + b"\n"  # not json after all: keep the line as it is
+
+
+# systemd's journal exported to a file or a pipe (journalctl(1), systemd.journal-fields(7),
+# https://systemd.io/JOURNAL_EXPORT_FORMATS/): ``-o json`` writes one object per entry and
+# line, MESSAGE a string or, when it is not valid UTF-8, an array of byte values (null when
+# too large); ``-o export`` writes KEY=VALUE lines, an entry ending at an empty line, and a
+# binary field as its name, a newline, a 64-bit little-endian length, the bytes and a
+# newline. Only MESSAGE is kept, one line per entry (a multi-line message keeps its lines).
+_JOURNAL_EXPORT_HEAD = b"__CURSOR="
+_JOURNAL_JSON_KEYS = (b'"__CURSOR"', b'"__REALTIME_TIMESTAMP"', b'"_BOOT_ID"')
+
+
+def _is_journal_json(head: bytes) -> bool:
+    first_line = head[: head.find(b"\n")] if b"\n" in head else head
+    return (
+        head[:1] == b"{"
+        and b'"MESSAGE"' in first_line
+        and any(k in first_line for k in _JOURNAL_JSON_KEYS)
+    )
+
+
+class _JournalEntry(msgspec.Struct):
+    MESSAGE: str | list[int] | None = None
+
+
+_journal_decoder = msgspec.json.Decoder(_JournalEntry)
+
+
+def _journal_value(raw: bytes) -> bytes:
+    if not raw.strip():
+        return b""
+    try:
+        message = _journal_decoder.decode(raw).MESSAGE
+    except msgspec.DecodeError:
+        return raw + b"\n"  # not a journal record after all: keep the line as it is
+    if message is None:
+        return b""
+    if isinstance(message, list):
+        data = bytes(b & 0xFF for b in message)
+    else:
+        data = message.encode("utf-8", errors="surrogateescape")
+    return data if data.endswith(b"\n") else data + b"\n"
+
+
+def _journal_export(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The MESSAGE fields of a journal export stream, in batches, in constant memory: a
+    text line longer than _DOCKER_MAX_RECORD is dropped up to its end (no field of the
+    format is that long but a damaged one), a binary MESSAGE is passed on as it arrives
+    whatever its length, other binary fields are skipped as they arrive."""
+    buf = b""
+    out: list[bytes] = []
+    size = 0
+    binary_left = 0  # bytes of a binary field still to come (its data, then b"\n")
+    binary_keep = False
+    skip_line = False  # inside an over-long text line
+    for chunk in chunks:
+        buf += chunk
+        pos = 0
+        while pos < len(buf):
+            if binary_left:
+                take = min(binary_left, len(buf) - pos)
+                if binary_keep:  # its bytes and, at the end, the field's newline
+                    out.append(buf[pos : pos + take])
+                    size += take
+                binary_left -= take
+                pos += take
+                continue
+            nl = buf.find(b"\n", pos)
+            if nl == -1:
+                if len(buf) - pos > _DOCKER_MAX_RECORD:
+                    skip_line, pos = True, len(buf)
+                break
+            line = buf[pos:nl]
+            if skip_line:
+                skip_line, pos = False, nl + 1
+                continue
+            eq = line.find(b"=")
+            if eq != -1:
+                if line[:eq] == b"MESSAGE":
+                    out.append(line[eq + 1 :] + b"\n")
+                    size += len(line) - eq
+                pos = nl + 1
+            elif line:  # a binary field: name, newline, u64 little-endian length
+                if len(buf) - (nl + 1) < 8:
+                    break  # its length is in the next chunk
+                (length,) = struct.unpack_from("<Q", buf, nl + 1)
+                binary_left, binary_keep = length + 1, line == b"MESSAGE"
+                pos = nl + 9
+            else:
+                pos = nl + 1  # the empty line between entries
+        buf = buf[pos:]
+        if size >= _DOCKER_BATCH:
+            yield b"".join(out)
+            out, size = [], 0
+    if buf and not binary_left and not skip_line:
+        line = buf.rstrip(b"\n")
+        if line.startswith(b"MESSAGE="):
+            out.append(line[len(b"MESSAGE=") :] + b"\n")
+    if out:
+        yield b"".join(out)
 
 
 # --------------------------------------------------------------------------- commands

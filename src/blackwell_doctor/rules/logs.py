@@ -22,6 +22,7 @@ import msgspec
 
 from blackwell_doctor.facts import Facts, LogFacts, LogFinding, Unavailable
 from blackwell_doctor.logs.catalogue import (
+    GENERIC_RULES,
     SEVERITY_RANK,
     Catalogue,
     InputProblem,
@@ -72,15 +73,24 @@ def judge_findings(
     the model given with --model-dir is W4A16 (model.w4a16), so Marlin is its own kernel."""
     cat = catalogue if catalogue is not None else load_catalogue()
     markers = {s.name: set(s.markers) for s in logs.sources}
+    counted = _counted(logs.findings, cat)
+    # The last line per source where the engine showed it serves (rule liveness).
+    alive: dict[str, int] = {}
+    for f in counted:
+        entry = cat.entry(f.signature)
+        if isinstance(entry, Signature) and entry.rule == "liveness":
+            alive[f.path] = max(alive.get(f.path, 0), f.last_line)
     out: list[JudgedFinding] = []
-    for f in _counted(logs.findings, cat):
+    for f in counted:
         entry = cat.entry(f.signature)
         if entry is None:
             continue
         severity: LogSeverity = entry.severity
         if not isinstance(entry, InputProblem):
-            if entry.rule == "not-nvidia":
+            if entry.rule in ("not-nvidia", "liveness"):
                 continue
+            if entry.rule in GENERIC_RULES and alive.get(f.path, 0) > f.last_line:
+                severity = "info"  # the engine served after its last error: survived
             if entry.rule == "marlin-requested" and (
                 w4a16_checkpoint or markers.get(f.path, set()) & MARLIN_MARKERS
             ):
@@ -91,8 +101,42 @@ def judge_findings(
         seen = msgspec.structs.asdict(f)
         del seen["context"]
         out.append(JudgedFinding(**seen, severity=severity, check=entry.check))
+    out = _known_wins(out, cat)
     out.sort(key=lambda j: (-SEVERITY_RANK[j.severity], j.signature, j.path, j.line))
     return out
+
+
+def _generic(signature: str, cat: Catalogue) -> str | None:
+    entry = cat.entry(signature)
+    if isinstance(entry, Signature) and entry.rule in GENERIC_RULES:
+        return entry.rule
+    return None
+
+
+def _known_wins(judged: list[JudgedFinding], cat: Catalogue) -> list[JudgedFinding]:
+    """The generic detector speaks only where the catalogue is silent: an unrecognised error
+    is left out where the same source has a known finding at least as severe (its meaning
+    and remedy are the better story), and an unrecognised error-level record where the
+    same source has an unrecognised fatal error (that is the story)."""
+    worst_known: dict[str, int] = {}
+    fatal: set[str] = set()
+    for j in judged:
+        rule = _generic(j.signature, cat)
+        if rule is None:
+            rank = SEVERITY_RANK[j.severity]
+            worst_known[j.path] = max(worst_known.get(j.path, -1), rank)
+        elif rule == "unrecognised-fatal":
+            fatal.add(j.path)
+    kept: list[JudgedFinding] = []
+    for j in judged:
+        rule = _generic(j.signature, cat)
+        if rule is not None:
+            if worst_known.get(j.path, -1) >= SEVERITY_RANK[j.severity]:
+                continue
+            if rule == "unrecognised-error" and j.path in fatal:
+                continue
+        kept.append(j)
+    return kept
 
 
 def _counted(findings: list[LogFinding], cat: Catalogue) -> list[LogFinding]:
@@ -109,7 +153,7 @@ def _counted(findings: list[LogFinding], cat: Catalogue) -> list[LogFinding]:
         entry = cat.entry(f.signature)
         if (
             isinstance(entry, Signature)
-            and entry.rule == "autotuner-wrapped"
+            and (entry.rule == "autotuner-wrapped" or entry.rule in GENERIC_RULES)
             and AUTOTUNER_CONTEXT.intersection(f.context)
         ):
             continue

@@ -1,0 +1,235 @@
+"""The runtimes' wordings as their source code prints them (issue 22), through every way a
+log arrives: a plain file, Docker's json-file, journald's ``-o json`` (MESSAGE a string or
+an array of byte values) and ``-o export`` (text and binary MESSAGE fields), a directory
+and standard input; and with each matching engine.
+
+Every line in WORDINGS is RENDERED FROM SOURCE: the format string of the file named beside
+it, filled with plausible values inside the runtime's own log prefix. None is a real field
+log (those are under tests/fixtures/logs, README there)."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from blackwell_doctor.facts import LogFacts
+from blackwell_doctor.logs import sources
+from blackwell_doctor.logs.collect import scan_sources
+from blackwell_doctor.rules.logs import judge_findings
+
+# (signature, judged severity, the rendered line, "rendered from" repo file@commit)
+WORDINGS: list[tuple[str, str, str, str]] = [
+    (
+        "vllm.custom_allreduce_no_p2p", "warn",
+        "(VllmWorker rank=1 pid=1410768) WARNING 05-02 07:54:19 [custom_all_reduce.py:136] "
+        "Custom allreduce is disabled because your platform lacks GPU P2P capability or P2P "
+        "test failed. To silence this warning, specify disable_custom_all_reduce=True explicitly.",
+        "vllm-project/vllm vllm/distributed/device_communicators/custom_all_reduce.py@0ad80649d366",
+    ),
+    (
+        "vllm.custom_allreduce_no_p2p", "warn",
+        "[2026-03-03 11:06:07 TP0] Custom allreduce is disabled because your platform lacks GPU "
+        "P2P capability or P2P test failed. To silence this warning, specify "
+        "disable_custom_all_reduce=True explicitly.",
+        "sgl-project/sglang python/sglang/srt/distributed/device_communicators/"
+        "custom_all_reduce.py@263bc85d64ba",
+    ),
+    (
+        "vllm.custom_allreduce_no_p2p", "warn",
+        "[2026-03-03 11:06:07 TP1] CustomAllReduceV2 is disabled because your platform lacks GPU "
+        "P2P capability or P2P test failed. To silence this warning, specify "
+        "disable_custom_all_reduce=True explicitly.",
+        "sgl-project/sglang python/sglang/srt/distributed/device_communicators/"
+        "custom_all_reduce_utils.py@0cd72ba41d48 "
+        "(cls_name from custom_all_reduce_v2.py@50e143a67729)",
+    ),
+    (
+        "vllm.custom_allreduce_pcie_gt2", "info",
+        "(VllmWorkerProcess pid=180) WARNING 03-19 08:09:03 custom_all_reduce.py:134] Custom "
+        "allreduce is disabled because it's not supported on more than two PCIe-only GPUs. To "
+        "silence this warning, specify disable_custom_all_reduce=True explicitly.",
+        "vllm-project/vllm vllm/distributed/device_communicators/custom_all_reduce.py@0ad80649d366",
+    ),
+    (
+        "vllm.custom_allreduce_pcie_gt2", "info",
+        "[2026-03-03 11:06:07 TP2] CustomAllReduceV2 is disabled because it's not supported on "
+        "more than two PCIe-only GPUs. To silence this warning, specify "
+        "disable_custom_all_reduce=True explicitly.",
+        "sgl-project/sglang python/sglang/srt/distributed/device_communicators/"
+        "custom_all_reduce_utils.py@0cd72ba41d48",
+    ),
+    (
+        "trtllm.peer_access_unavailable", "warn",
+        "[TensorRT-LLM][INFO] cudaDeviceCanAccessPeer failed for device: 0 peerDevice: 1",
+        "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/runtime/ipcUtils.cpp@03961722f652 (TLLM_LOG_INFO)",
+    ),
+    (
+        "trtllm.unsupported_architecture", "fail",
+        "[TensorRT-LLM][ERROR] Assertion failed: Unsupported architecture "
+        "(/src/tensorrt_llm/cpp/tensorrt_llm/kernels/contextFusedMultiHeadAttention/"
+        "fmhaRunner.cpp:85)",
+        "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/kernels/contextFusedMultiHeadAttention/"
+        "fmhaRunner.cpp@a98a9061d72f (TLLM_CHECK_WITH_INFO)",
+    ),
+    (
+        "trtllm.unsupported_architecture", "fail",
+        "RuntimeError: [TensorRT LLM Error][CutlassFp4GemmRunner][GEMM Dispatch] Arch "
+        "unsupported for CUTLASS FP4 GEMM",
+        "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/kernels/cutlass_kernels/fp4_gemm/"
+        "fp4_gemm_template.h@024997657505 (dispatchToArch)",
+    ),
+    (
+        "llamacpp.no_device_code", "fail",
+        "/app/ggml/src/ggml-cuda/mmq.cuh:3884: ERROR: CUDA kernel mul_mat_q has no device code "
+        "compatible with CUDA arch 890. ggml-cuda.cu was compiled for: 890",
+        "ggml-org/llama.cpp ggml/src/ggml-cuda/common.cuh (no_device_code, since PR #5088)",
+    ),
+    (
+        "vllm.default_moe_config", "warn",
+        "[2025-11-01 10:00:00 TP0] Using default MoE kernel config. Performance might be "
+        "sub-optimal! Config file not found at /sgl-workspace/sglang/python/sglang/srt/layers/moe/"
+        "fused_moe_triton/configs/triton_3_4_0/E=128,N=768,device_name=NVIDIA_GeForce_RTX_5090.json",
+        "sgl-project/sglang python/sglang/srt/layers/moe/fused_moe_triton/"
+        "fused_moe_triton_config.py",
+    ),
+]  # fmt: skip
+
+# The generic detector must not add its own finding where a known signature names the line.
+GENERIC = {"runtime.unrecognised_error", "runtime.unrecognised_fatal_error"}
+
+
+def _docker(lines: list[str]) -> bytes:
+    recs = [{"log": t + "\n", "stream": "stderr", "time": "2026-03-03T11:06:07.1Z"} for t in lines]
+    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in recs).encode()
+
+
+def _journal_json(lines: list[str], *, as_bytes: bool = False) -> bytes:
+    out: list[dict[str, object]] = []
+    for n, t in enumerate(lines):
+        message: object = list(t.encode()) if as_bytes else t
+        entry = {"__CURSOR": f"s=0;i={n}", "__REALTIME_TIMESTAMP": "1772535967000000"}
+        entry |= {"_BOOT_ID": "b", "SYSLOG_IDENTIFIER": "vllm", "PRIORITY": "4"}
+        out.append({**entry, "MESSAGE": message})
+    return "".join(json.dumps(r) + "\n" for r in out).encode()
+
+
+def _journal_export(lines: list[str], *, binary: bool = False) -> bytes:
+    out = b""
+    for n, t in enumerate(lines):
+        out += f"__CURSOR=s=0;i={n}\n__REALTIME_TIMESTAMP=1772535967000000\n".encode()
+        data = t.encode()
+        if binary or b"\n" in data:  # journalctl writes a value with a newline as binary
+            out += b"MESSAGE\n" + struct.pack("<Q", len(data)) + data + b"\n"
+        else:
+            out += b"MESSAGE=" + data + b"\n"
+        out += b"SYSLOG_IDENTIFIER=vllm\n_PID=42\n\n"
+    return out
+
+
+def _plain(lines: list[str]) -> bytes:
+    return "".join(t + "\n" for t in lines).encode()
+
+
+def _journal_json_bytes(lines: list[str]) -> bytes:
+    return _journal_json(lines, as_bytes=True)
+
+
+def _journal_export_binary(lines: list[str]) -> bytes:
+    return _journal_export(lines, binary=True)
+
+
+TRANSPORTS: dict[str, Callable[[list[str]], bytes]] = {
+    "plain": _plain,
+    "docker-json-file": _docker,
+    "journald-json": _journal_json,
+    "journald-json-bytes": _journal_json_bytes,
+    "journald-export": _journal_export,
+    "journald-export-binary": _journal_export_binary,
+}
+
+
+def _scan(paths: list[str], **kw: object) -> LogFacts:
+    args: dict[str, object] = {
+        "containers": [], "journal": False, "kernel_log": False, "host_root": Path("/"),
+    }  # fmt: skip
+    args.update(kw)
+    return scan_sources(paths=paths, **args)  # type: ignore[arg-type]
+
+
+def _judged(facts: LogFacts) -> dict[str, tuple[str, int]]:
+    assert all(s.error is None for s in facts.sources), facts.sources
+    return {f.signature: (f.severity, f.line) for f in judge_findings(facts)}
+
+
+@pytest.mark.parametrize("engine", ["hyperscan", "re2", "find"])
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+@pytest.mark.parametrize(
+    ("signature", "severity", "line", "rendered_from"), WORDINGS, ids=[w[3] for w in WORDINGS]
+)
+def test_rendered_wording_is_its_finding(
+    tmp_path: Path, engine: str, transport: str, signature: str, severity: str, line: str,
+    rendered_from: str,
+) -> None:  # fmt: skip
+    path = tmp_path / "engine.log"
+    # A neutral line first, so that the finding's line number shows the unwrapping.
+    path.write_bytes(TRANSPORTS[transport](["INFO 05-02 07:54:18 [loader.py:1] starting", line]))
+    got = _judged(_scan([str(path)], engine=engine))
+    assert got == {signature: (severity, 2)}, rendered_from
+
+
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_every_wording_together_through_a_directory(tmp_path: Path, transport: str) -> None:
+    (tmp_path / "logs").mkdir()
+    lines = [w[2] for w in WORDINGS]
+    (tmp_path / "logs" / "all.log").write_bytes(TRANSPORTS[transport](lines))
+    got = {f.signature for f in judge_findings(_scan([str(tmp_path / "logs")]))}
+    assert got == {w[0] for w in WORDINGS}
+
+
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_every_wording_through_stdin(transport: str) -> None:
+    lines = [w[2] for w in WORDINGS]
+    facts = _scan(["-"], stdin=io.BytesIO(TRANSPORTS[transport](lines)))
+    assert facts.sources[0].kind == "stdin"
+    assert {f.signature for f in judge_findings(facts)} == {w[0] for w in WORDINGS}
+
+
+def _unwrap(raw: bytes, step: int) -> bytes:
+    # The format is told by the first chunk (a read of up to CHUNK_BYTES); the rest in steps.
+    head, rest = raw[:4096], raw[4096:]
+    chunks = [head] + [rest[i : i + step] for i in range(0, len(rest), step)]
+    _, out = sources._sniff(iter(chunks), "x", plain="file")
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("step", [1, 3, 7, 64, 1 << 16])
+@pytest.mark.parametrize("transport", [t for t in TRANSPORTS if t.startswith("journald")])
+def test_journal_unwrapping_does_not_depend_on_chunking(transport: str, step: int) -> None:
+    lines = ["first", 'Traceback (most recent call last):\n  File "x.py", line 1', "é last"]
+    lines += [f"line {n} " + "x" * (n % 300) for n in range(200)]  # past the first chunk
+    assert _unwrap(TRANSPORTS[transport](lines), step) == "".join(t + "\n" for t in lines).encode()
+
+
+def test_journal_fields_other_than_message_are_not_scanned(tmp_path: Path) -> None:
+    """A journal entry's other fields (a unit's description, a binary core dump field) are
+    not log text: a warning's words there are no finding."""
+    noisy = WORDINGS[0][2].encode()
+    raw = (
+        b"__CURSOR=s=0;i=1\nUNIT_DESCRIPTION=" + noisy + b"\nCOREDUMP\n"
+        + struct.pack("<Q", len(noisy)) + noisy + b"\nMESSAGE=started\n\n"
+    )  # fmt: skip
+    assert _unwrap(raw, 5) == b"started\n"
+    path = tmp_path / "export.log"
+    path.write_bytes(raw)
+    assert _judged(_scan([str(path)])) == {}
+
+
+def test_a_journal_json_message_too_large_for_journalctl_is_no_line() -> None:
+    """journalctl writes null for a field it will not print: nothing, not the word null."""
+    raw = json.dumps({"__CURSOR": "c", "_BOOT_ID": "b", "MESSAGE": None}).encode() + b"\n"
+    assert _unwrap(raw, 4) == b""
