@@ -518,3 +518,23 @@ def test_a_long_dotted_key_is_refused_before_tomllib_spends_memory_on_it(
         tracemalloc.stop()
     one_line_error(capsys.readouterr().err, "dotted key of more than 16 parts")
     assert peak < 8 << 20, peak
+
+
+def test_deep_toml_is_refused_before_tomllib_recurses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clean-clone CI run beside two busy loops failed the 2,000-deep shapes test: tomllib
+    recursed to Python's limit, and an object finalised at that depth failed in pytest's
+    unraisable hook (RecursionError there too). The nesting is measured first, in linear
+    time, and tomllib never sees it; strings and comments hold no nesting."""
+    import tomllib
+
+    from blackwell_doctor import checkdata
+
+    def never(_: str) -> dict[str, Any]:
+        raise AssertionError("tomllib was asked")
+
+    deep = "x = " + "{ a = " * 2000 + "1" + " }" * 2000 + "\n"
+    monkeypatch.setattr(tomllib, "loads", never)
+    with pytest.raises(checkdata.CatalogueError, match="nested too deeply"):
+        checkdata.parse_toml(deep, source="s.toml")
+    assert checkdata._nesting('a = "[[[{" # [[[\nb = [[1], [2]]\n[[t]]\nc = """]]\n"""') == 2
+    assert checkdata._nesting("x = " + "[" * 64 + "]" * 64) == 64

@@ -39,12 +39,44 @@ _LONG_DOTTED_KEY = re.compile(
 )
 
 
+# tomllib parses nested arrays and inline tables recursively: 2,000 levels reach Python's
+# recursion limit, and objects finalised at that depth then fail in their own hooks (seen:
+# pytest's unraisable hook raising RecursionError). Deeper than this is refused before.
+MAX_NESTING = 64
+# What can hold a bracket that is no nesting: strings (multi-line first) and comments. A
+# string left open runs to the end of its line (of the text, multi-line), so that no
+# position is scanned twice: linear time whatever the text (the decoder then rejects it).
+_TOML_TOKENS = re.compile(
+    r'"""(?:[^"\\]|\\.|"(?!""))*(?:"""|\Z)|\'\'\'(?:[^\']|\'(?!\'\'))*(?:\'\'\'|\Z)'
+    r'|"(?:[^"\\\n]|\\[^\n])*(?:"|$)|\'[^\'\n]*(?:\'|$)|#[^\n]*|[\[{]|[\]}]',
+    re.DOTALL | re.MULTILINE,
+)
+
+
+def _nesting(text: str) -> int:
+    """The deepest nesting of arrays and inline tables in TOML ``text`` (table headers
+    count one or two: ``[[x]]`` opens and closes)."""
+    depth = deepest = 0
+    for match in _TOML_TOKENS.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in ("]", "}"):
+            depth -= 1
+    return deepest
+
+
 def parse_toml(text: str, *, source: str) -> dict[str, Any]:
     """Decode TOML text (a shipped file, a user's catalogue or shapes); ``source`` names it
-    in the error."""
+    in the error. What would cost tomllib unbounded memory or recursion is refused first."""
     if _LONG_DOTTED_KEY.search(text):
         raise CatalogueError(
             f"{source}: not accepted: a dotted key of more than {MAX_KEY_PARTS} parts"
+        )
+    if _nesting(text) > MAX_NESTING:
+        raise CatalogueError(
+            f"{source}: not valid TOML: nested too deeply (more than {MAX_NESTING} levels)"
         )
     try:
         return tomllib.loads(text)
