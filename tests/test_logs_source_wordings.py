@@ -97,6 +97,49 @@ WORDINGS: list[tuple[str, str, str, str]] = [
         "sgl-project/sglang python/sglang/srt/layers/moe/fused_moe_triton/"
         "fused_moe_triton_config.py",
     ),
+    # Ollama (Go log/slog text handler: time=... level=... source=file:line msg=... key=value)
+    (
+        "runtime.engine_died", "fail",
+        'time=2025-05-30T22:18:02.114+08:00 level=ERROR source=sched.go:489 msg="error loading '
+        'llama server" error="llama runner process has terminated: exit status 2"',
+        "ollama/ollama llm/server.go@5f57b0ef4268 (v0.9.0, fmt.Errorf) logged by "
+        "server/sched.go@5f57b0ef4268 (slog.Error)",
+    ),
+    (
+        "runtime.engine_died", "fail",
+        'time=2026-08-21T18:50:11.402-07:00 level=ERROR source=sched.go:734 msg="error loading '
+        'llama server" error="llama-server process has terminated: exit status 1: '
+        'ggml_cuda_init: failed to initialize CUDA: invalid device ordinal"',
+        "ollama/ollama llm/llama_server.go@fb30760996871 (fmt.Errorf) logged by "
+        "server/sched.go@fb30760996871 (slog.Error)",
+    ),
+    (
+        "ollama.gpu_not_used", "warn",
+        'time=2025-05-30T22:17:28.371+08:00 level=INFO source=gpu.go:377 msg="no compatible '
+        'GPUs were discovered"',
+        "ollama/ollama discover/gpu.go@5f57b0ef4268 (v0.9.0, slog.Info)",
+    ),
+    (
+        "ollama.gpu_not_used", "warn",
+        'time=2025-05-30T22:17:28.371+08:00 level=INFO source=gpu.go:303 msg="[0] CUDA GPU is too '
+        'old. Compute Capability detected: 3.0"',
+        "ollama/ollama discover/gpu.go@5f57b0ef4268 (v0.9.0, slog.Info(fmt.Sprintf))",
+    ),
+    (
+        "ollama.gpu_not_used", "warn",
+        "time=2026-08-21T18:50:09.120-07:00 level=INFO source=llama_server.go:299 "
+        'msg="skipping CUDA device \u2014 compute capability not in compiled architectures" '
+        'device="NVIDIA GeForce RTX 5090" cc=1200 archs="[750 800 860 890 900]" '
+        "libDirs=[/usr/lib/ollama/cuda_v12]",
+        "ollama/ollama discover/llama_server.go@fb30760996871 (slog.Info)",
+    ),
+    (
+        "ollama.gpu_not_used", "warn",
+        "time=2026-08-21T18:50:09.120-07:00 level=WARN source=cuda_compat.go:70 "
+        'msg="NVIDIA driver too old" device="NVIDIA GeForce RTX 5090" compute=12.0 driver=565 '
+        'required_driver="570 or newer"',
+        "ollama/ollama discover/cuda_compat.go@fb30760996871 (slog.Warn)",
+    ),
 ]  # fmt: skip
 
 # The generic detector must not add its own finding where a known signature names the line.
