@@ -134,6 +134,9 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
     "vllm-10453-healthy-nccl-found.log": {},
     "composed-ollama-11418-runner-terminated.log": {"runtime.engine_died": ("fail", 1, 3)},
     "rocmlibs-gfx1103-31-no-compatible-gpus.log": {"ollama.gpu_not_used": ("warn", 1, 6)},
+    "composed-vllm-32109-cutlass-scaled-mm-sm120.log": {
+        "vllm.cutlass_scaled_mm_unsupported_arch": ("fail", 1, 2)
+    },
     "composed-lmdeploy-3410-ptxas-sm120.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 1)},
     # An error-level record: a warning, and info once the engine is seen serving after it.
     "composed-vllm-error-record.log": {"runtime.unrecognised_error": ("warn", 1, 2)},

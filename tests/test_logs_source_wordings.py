@@ -140,6 +140,28 @@ WORDINGS: list[tuple[str, str, str, str]] = [
         'required_driver="570 or newer"',
         "ollama/ollama discover/cuda_compat.go@fb30760996871 (slog.Warn)",
     ),
+    # vLLM's CUTLASS W8A8 (FP8) GEMM entry points, raised as NotImplementedError
+    (
+        "vllm.cutlass_scaled_mm_unsupported_arch", "fail",
+        "(EngineCore_DP0 pid=312) NotImplementedError: No compiled cutlass_scaled_mm for CUDA "
+        "device capability: 120. Required capability: 90 or 100",
+        "vllm-project/vllm csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu@0f120751344c "
+        "(cutlass_moe_mm, TORCH_CHECK_NOT_IMPLEMENTED)",
+    ),
+    (
+        "vllm.cutlass_scaled_mm_unsupported_arch", "fail",
+        "NotImplementedError: No compiled cutlass_scaled_mm for a compute capability less than "
+        "CUDA device capability: 120",
+        "vllm-project/vllm csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu@0f120751344c "
+        "(cutlass_scaled_mm, TORCH_CHECK_NOT_IMPLEMENTED)",
+    ),
+    (
+        "vllm.cutlass_scaled_mm_unsupported_arch", "fail",
+        "[rank0]: NotImplementedError: No compiled get_cutlass_moe_mm_data: no cutlass_scaled_mm "
+        "kernel for CUDA device capability: 121. Required capability: 90, 100, or 120",
+        "vllm-project/vllm csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu@0f120751344c "
+        "(get_cutlass_moe_mm_data, TORCH_CHECK_NOT_IMPLEMENTED)",
+    ),
 ]  # fmt: skip
 
 # The generic detector must not add its own finding where a known signature names the line.
