@@ -59,41 +59,36 @@ def good_stream(completion: object = 7, prompt: object = 5) -> Handler:
     return handler
 
 
+async def _endless(
+    request: web.Request, content_type: str, piece: bytes, head: bytes = b""
+) -> web.StreamResponse:
+    """A 200 of ``content_type`` that sends ``head``, then ``piece`` for ever."""
+    await request.read()
+    response = web.StreamResponse(headers={"Content-Type": content_type})
+    await response.prepare(request)
+    with contextlib.suppress(ConnectionError):  # the client gave up: the end
+        if head:
+            await response.write(head)
+        while True:
+            await response.write(piece)
+    return response
+
+
 async def endless_events(request: web.Request) -> web.StreamResponse:
     """Valid chat-completion chunks of 1 MB of content each, for ever."""
-    await request.read()
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await response.prepare(request)
     event = b"data: " + chunk(content="x" * MB) + b"\n\n"
-    with contextlib.suppress(ConnectionError):  # the client gave up: the end
-        while True:
-            await response.write(event)
-    return response
+    return await _endless(request, "text/event-stream", event)
 
 
 async def endless_line(request: web.Request) -> web.StreamResponse:
     """One SSE line that never ends: ``data: {"choices": ...xxxxx`` without a newline."""
-    await request.read()
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await response.prepare(request)
-    await response.write(b'data: {"choices": [{"delta": {"content": "')
-    piece = b"x" * (64 * 1024)
-    with contextlib.suppress(ConnectionError):  # the client gave up: the end
-        while True:
-            await response.write(piece)
-    return response
+    head = b'data: {"choices": [{"delta": {"content": "'
+    return await _endless(request, "text/event-stream", b"x" * (64 * 1024), head)
 
 
 async def endless_body(request: web.Request) -> web.StreamResponse:
     """A 200 whose body never ends (a /metrics, /v1/models or /tokenize answer)."""
-    await request.read()
-    response = web.StreamResponse(headers={"Content-Type": "application/json"})
-    await response.prepare(request)
-    piece = b" " * MB
-    with contextlib.suppress(ConnectionError):  # the client gave up: the end
-        while True:
-            await response.write(piece)
-    return response
+    return await _endless(request, "application/json", b" " * MB)
 
 
 async def endless_gzip(request: web.Request) -> web.StreamResponse:

@@ -743,20 +743,18 @@ async def _measure_shape(
     most = usage_limit(shape.output_tokens, shape.extra_body)
     live.shape, live.total, live.done, live.errors = shape.name, total, 0, 0
     live.ttft_s, live.e2e_s = [], []
+
+    async def send(data: bytes) -> client.Outcome:
+        return await client.stream_chat(
+            srv.session, chat_url, data, srv.headers, deadline_s=config.deadline_s, max_tokens=most
+        )
+
     if shape.warmup:
         live.phase = "warm-up"
         progress(live)
 
         async def warm(index: int) -> bool:
-            data = body(index, salt="/warmup")
-            await client.stream_chat(
-                srv.session,
-                chat_url,
-                data,
-                srv.headers,
-                deadline_s=config.deadline_s,
-                max_tokens=most,
-            )
+            await send(body(index, salt="/warmup"))
             return True
 
         await send_each(shape.warmup, min(shape.warmup, shape.concurrency), warm)
@@ -784,15 +782,7 @@ async def _measure_shape(
         if stop_at is not None and time.perf_counter() >= stop_at:
             stopped = True
             return False
-        data = body(index) if bodies is None else bodies[index]
-        outcome = await client.stream_chat(
-            srv.session,
-            chat_url,
-            data,
-            srv.headers,
-            deadline_s=config.deadline_s,
-            max_tokens=most,
-        )
+        outcome = await send(body(index) if bodies is None else bodies[index])
         cur.outcomes.append(outcome)
         live.done += 1
         if outcome.ok:
