@@ -23,16 +23,16 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from blackwell_doctor.bench import compare as new
-from blackwell_doctor.bench.metrics import shape_metrics
-from blackwell_doctor.bench.report import (
+from blackwell_doctor.facts.document import ToolInfo
+from blackwell_doctor.report.bench import (
     BenchRun,
     EquivalenceOutput,
     RequestSample,
     ServerInfo,
     ShapeResult,
 )
-from blackwell_doctor.facts import ToolInfo
+from blackwell_doctor.report.bench_metrics import shape_metrics
+from blackwell_doctor.rules import compare as new
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import msgspec
 
-from blackwell_doctor.facts import Facts, NvmlFacts, decode_facts, encode_facts
-from blackwell_doctor.fleet.formats import FleetFormat
-from blackwell_doctor.fleet.judge import default_jobs, expand_inputs, judge_fleet
-from blackwell_doctor.fleet.render import render_fleet
+from blackwell_doctor.app.fleet import default_jobs, expand_inputs, judge_fleet
+from blackwell_doctor.facts.document import Facts, NvmlFacts, decode_facts, encode_facts
+from blackwell_doctor.render.fleet import render_fleet
+from blackwell_doctor.render.formats import FleetFormat
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "facts"
 

@@ -43,10 +43,10 @@ import msgspec
 import safetensors._safetensors_rust as st  # type: ignore[import-not-found]
 from safetensors import safe_open
 
-from blackwell_doctor.checkpoint.inspect import inspect_model
-from blackwell_doctor.checkpoint.report import render_json
-from blackwell_doctor.checkpoint.scan import read_model_dir
-from blackwell_doctor.facts import decode_facts
+from blackwell_doctor.app.model import inspect_model
+from blackwell_doctor.collect.model.scan import read_model_dir
+from blackwell_doctor.facts.document import decode_facts
+from blackwell_doctor.report.model import render_json
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = ROOT / "tests" / "fixtures" / "facts" / "rtxpro6000x4-threadripper-iommu.json"

@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from blackwell_doctor.facts import P2PProbeFacts, Unavailable
-from blackwell_doctor.probe.p2p import P2PRun, measure_p2p
-from blackwell_doctor.probe.p2p_protocol import P2PJob
+from blackwell_doctor.collect.probe.p2p import P2PRun, measure_p2p
+from blackwell_doctor.collect.probe.p2p_protocol import P2PJob
+from blackwell_doctor.facts.document import P2PProbeFacts, Unavailable
 from blackwell_doctor.rules.p2p import pair_verdict
 
 TRIALS = P2PJob(gpu_a=0, gpu_b=1, size_bytes=0).trials
@@ -39,9 +39,9 @@ def _as_probe(measured: P2PProbeFacts | Unavailable) -> str:
     import os
     import sys
 
-    from blackwell_doctor.obtain import FactsRequest, obtain_facts
-    from blackwell_doctor.presets import judge_p2p
+    from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
     from blackwell_doctor.render import Format, render
+    from blackwell_doctor.rules.presets import judge_p2p
 
     host = obtain_facts(FactsRequest(probes=False), environ=os.environ, stdin=sys.stdin.buffer)
     return render(judge_p2p(host.facts, measured), Format.RICH, color=False)

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import msgspec
 
-from blackwell_doctor.facts import ProbeFacts, TileProbe, Unavailable
-from blackwell_doctor.probe.runner import run_probes
-from blackwell_doctor.tiles.catalogue import load_catalogue
+from blackwell_doctor.collect.probe.runner import run_probes
+from blackwell_doctor.facts.document import ProbeFacts, TileProbe, Unavailable
+from blackwell_doctor.ruledata.tiles import load_catalogue
 
 
 def _once(timeout_s: float) -> tuple[float, ProbeFacts | Unavailable]:

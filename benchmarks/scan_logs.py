@@ -45,8 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from blackwell_doctor.logs.catalogue import load_catalogue
-from blackwell_doctor.logs.matcher import CHUNK_BYTES, SourceScanner, engine_name
+from blackwell_doctor.collect.logs.matcher import CHUNK_BYTES, SourceScanner, engine_name
+from blackwell_doctor.ruledata.logs import load_catalogue
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "logs"
 

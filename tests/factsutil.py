@@ -6,9 +6,9 @@ from typing import Any
 
 import msgspec
 
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import Facts, P2PProbeFacts, P2PTransfer, decode_facts
-from blackwell_doctor.rules.model import Result, Status
+from blackwell_doctor.facts.document import Facts, P2PProbeFacts, P2PTransfer, decode_facts
+from blackwell_doctor.report.results import Result, Status
+from blackwell_doctor.rules.evaluate import evaluate
 from blackwell_doctor.rules.p2p import pair_verdict
 from tests.conftest import FACTS_FIXTURES
 

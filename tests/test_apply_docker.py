@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from blackwell_doctor import cli
-from blackwell_doctor.apply import run as ap
+from blackwell_doctor.apply import docker as ap
 from blackwell_doctor.cli.apply import register
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import Unavailable, decode_facts
-from blackwell_doctor.recommend.catalogue import parse_catalogue
+from blackwell_doctor.facts.document import Unavailable, decode_facts
 from blackwell_doctor.recommend.launch import LaunchSpec, build_launch
 from blackwell_doctor.recommend.settings import derive
+from blackwell_doctor.ruledata.runtimes import parse_catalogue
+from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES
 
 pytestmark = pytest.mark.docker

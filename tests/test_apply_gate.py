@@ -14,10 +14,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from blackwell_doctor.apply import gate
-from blackwell_doctor.apply.verify import VerifyRecord, WarmStart, render
-from blackwell_doctor.bench.compare import LATENCY_METRICS, compare
-from blackwell_doctor.bench.report import (
+from blackwell_doctor.app.verify import VerifyRecord, WarmStart, render
+from blackwell_doctor.facts.document import ToolInfo
+from blackwell_doctor.report.bench import (
     BenchRun,
     CompareDocument,
     Comparison,
@@ -30,7 +29,8 @@ from blackwell_doctor.bench.report import (
     ShapeResult,
     Stats,
 )
-from blackwell_doctor.facts import ToolInfo
+from blackwell_doctor.rules import gate
+from blackwell_doctor.rules.compare import LATENCY_METRICS, compare
 
 KNOWN = frozenset({*LATENCY_METRICS, "output_tokens_per_s"})
 DEFAULT = [gate.GateMetric(None, m) for m in gate.DEFAULT_METRICS]
@@ -346,7 +346,7 @@ def test_the_ticket_is_sanitised_and_says_what_was_rolled_back(tmp_path: Path) -
         rolled_back=["removed the new container", "started the previous vllm again"],
         previous_serving_s=35.2,
     )
-    from blackwell_doctor.apply.verify import GateRecord
+    from blackwell_doctor.app.verify import GateRecord
 
     record.gate = GateRecord(
         max_regression_pct=10,

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from blackwell_doctor import cli, obtain
-from blackwell_doctor.apply import run as ap
+from blackwell_doctor import cli
+from blackwell_doctor.app import obtain
+from blackwell_doctor.apply import docker as ap
 from blackwell_doctor.cli.apply import register
-from blackwell_doctor.facts import Unavailable
+from blackwell_doctor.facts.document import Unavailable
 from tests.conftest import FACTS_FIXTURES
 
 LOGS = FACTS_FIXTURES.parent / "logs"
@@ -288,11 +289,11 @@ class _FakeClient:
 
 
 def _spec(tmp_path: Path) -> Any:
-    from blackwell_doctor.evaluate import evaluate
-    from blackwell_doctor.facts import decode_facts
-    from blackwell_doctor.recommend.catalogue import load_catalogue
+    from blackwell_doctor.facts.document import decode_facts
     from blackwell_doctor.recommend.launch import build_launch
     from blackwell_doctor.recommend.settings import derive
+    from blackwell_doctor.ruledata.runtimes import load_catalogue
+    from blackwell_doctor.rules.evaluate import evaluate
 
     facts = decode_facts(FACTS.read_bytes())
     derived = derive(facts, evaluate(facts))

@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from blackwell_doctor.apply import run as ap
-from blackwell_doctor.apply.verify import first_token
+from blackwell_doctor.app.verify import first_token
+from blackwell_doctor.apply import docker as ap
 from tests.child import child
 from tests.conftest import FACTS_FIXTURES, require_component
 

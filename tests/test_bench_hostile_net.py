@@ -19,10 +19,11 @@ from aiohttp import web
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from blackwell_doctor.bench import client, runner
-from blackwell_doctor.bench.as_facts import read_bench
+from blackwell_doctor.app import bench as runner
 from blackwell_doctor.cli import main
-from blackwell_doctor.facts_bench import redact_url as facts_redact_url
+from blackwell_doctor.collect.bench import client
+from blackwell_doctor.facts.bench import redact_url as facts_redact_url
+from blackwell_doctor.report.bench_facts import read_bench
 from tests import hostile_http as h
 from tests.conftest import FIXTURES as ALL_FIXTURES
 

@@ -216,7 +216,8 @@ def test_many_large_prompts_are_built_as_they_are_sent(
     """Past a budget of words the request bodies are built one by one while measuring
     (at most ``concurrency`` exist at once), not all before: issue 19's 100 prompts of 10M
     tokens were 2.6 GB before the first request."""
-    from blackwell_doctor.bench import prompts, runner
+    from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.collect.bench import prompts
 
     monkeypatch.setattr(runner, "_PREBUILT_WORDS", 1000, raising=False)
     built: list[int] = []  # chat requests the server had seen when each prompt was built
@@ -247,7 +248,8 @@ def test_running_out_of_memory_is_a_finding_with_what_was_measured(
 ) -> None:
     """A MemoryError while building requests (a machine short of memory) stops the run
     with a finding and the partial shape, exit 1: no traceback, no task left unread."""
-    from blackwell_doctor.bench import client, runner
+    from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.collect.bench import client
 
     if not prebuilt:
         monkeypatch.setattr(runner, "_PREBUILT_WORDS", 0, raising=False)
@@ -276,7 +278,7 @@ def test_a_soak_that_runs_out_of_memory_is_a_finding_without_a_traceback(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from blackwell_doctor.bench import client
+    from blackwell_doctor.collect.bench import client
 
     def request_body(**kw: Any) -> bytes:
         raise MemoryError
@@ -332,14 +334,9 @@ def a_run(shapes: dict[str, int], *, scale: float = 1.0, gaps: int = 4, seed: in
     random (seeded) and scaled by ``scale``."""
     import random
 
-    from blackwell_doctor.bench.metrics import shape_metrics
-    from blackwell_doctor.bench.report import (
-        BenchRun,
-        RequestSample,
-        ServerInfo,
-        ShapeResult,
-    )
-    from blackwell_doctor.facts import ToolInfo
+    from blackwell_doctor.facts.document import ToolInfo
+    from blackwell_doctor.report.bench import BenchRun, RequestSample, ServerInfo, ShapeResult
+    from blackwell_doctor.report.bench_metrics import shape_metrics
 
     rng = random.Random(seed)
     results = []
@@ -403,7 +400,7 @@ def a_run(shapes: dict[str, int], *, scale: float = 1.0, gaps: int = 4, seed: in
 def test_runs_with_no_shape_in_common_are_not_comparable_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from blackwell_doctor.bench.report import encode
+    from blackwell_doctor.report.bench import encode
 
     before, after = tmp_path / "before.json", tmp_path / "after.json"
     before.write_text(encode(a_run({"short": 20})))
@@ -418,7 +415,7 @@ def test_runs_with_no_shape_in_common_are_not_comparable_exit_2(
 
 
 def test_an_after_run_that_measured_nothing_stays_a_regression() -> None:
-    from blackwell_doctor.bench.compare import compare
+    from blackwell_doctor.rules.compare import compare
 
     nothing = a_run({})
     doc = compare(
@@ -433,8 +430,8 @@ def test_the_bootstrap_percentiles_are_those_of_the_resample_itself() -> None:
     old implementation's arithmetic, on ties, single values and empty draws."""
     import random
 
-    from blackwell_doctor.bench.compare import _Sorted
-    from blackwell_doctor.bench.stats import percentile
+    from blackwell_doctor.report.stats import percentile
+    from blackwell_doctor.rules.compare import _Sorted
 
     rng = random.Random(7)
     for trial in range(300):
@@ -453,13 +450,9 @@ def test_a_compare_of_300000_requests_is_bounded_and_says_it_subsampled() -> Non
     values still come from every request. (benchmarks/bench_compare.py has the figures.)"""
     import time
 
-    from blackwell_doctor.bench.compare import (
-        MAX_BOOTSTRAP_GAPS,
-        MAX_BOOTSTRAP_REQUESTS,
-        compare,
-    )
-    from blackwell_doctor.bench.render import render_compare
-    from blackwell_doctor.bench.report import encode
+    from blackwell_doctor.render.bench import render_compare
+    from blackwell_doctor.report.bench import encode
+    from blackwell_doctor.rules.compare import MAX_BOOTSTRAP_GAPS, MAX_BOOTSTRAP_REQUESTS, compare
 
     before = a_run({"s": 300_000}, gaps=1, seed=1)
     after = a_run({"s": 300_000}, scale=1.2, gaps=1, seed=2)
@@ -527,7 +520,7 @@ def test_deep_toml_is_refused_before_tomllib_recurses(monkeypatch: pytest.Monkey
     time, and tomllib never sees it; strings and comments hold no nesting."""
     import tomllib
 
-    from blackwell_doctor import checkdata
+    from blackwell_doctor.ruledata import checkdata
 
     def never(_: str) -> dict[str, Any]:
         raise AssertionError("tomllib was asked")

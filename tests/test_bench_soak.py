@@ -17,10 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blackwell_doctor.bench import client, soak_gpu
-from blackwell_doctor.bench.report import BenchRun, decode_run, encode
-from blackwell_doctor.bench.shapes import BUILTIN_SHAPES
-from blackwell_doctor.bench.soak import (
+from blackwell_doctor.app.soak import (
     SAMPLED,
     SoakError,
     SoakState,
@@ -28,7 +25,11 @@ from blackwell_doctor.bench.soak import (
     parse_duration,
     soak_result,
 )
-from blackwell_doctor.bench.soak_trend import (
+from blackwell_doctor.cli import main
+from blackwell_doctor.collect.bench import client, soak_gpu
+from blackwell_doctor.report.bench import BenchRun, decode_run, encode
+from blackwell_doctor.ruledata.shapes import BUILTIN_SHAPES
+from blackwell_doctor.rules.soak_trend import (
     GROWING,
     NO_TREND,
     TOO_FEW,
@@ -39,7 +40,6 @@ from blackwell_doctor.bench.soak_trend import (
     load_rules,
     theil_sen,
 )
-from blackwell_doctor.cli import main
 
 RULES = load_rules()
 
@@ -342,9 +342,9 @@ def test_intervals_keep_their_figures_and_the_flat_soak_has_no_finding() -> None
 
 
 def test_a_leaking_soak_is_a_finding_and_exit_1() -> None:
-    from blackwell_doctor.bench.report import ServerInfo
-    from blackwell_doctor.bench.runner import RunState
-    from blackwell_doctor.bench.soak import build_document
+    from blackwell_doctor.app.bench import RunState
+    from blackwell_doctor.app.soak import build_document
+    from blackwell_doctor.report.bench import ServerInfo
 
     n = 30  # 5 minutes of 10 s intervals; GPU memory +20 MiB per interval = 7.2 GiB/h
     state = planted_soak([2.0] * n, [1000.0 + 20.0 * i for i in range(n)], [5.0] * n)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from blackwell_doctor.bench import soak_gpu
+from blackwell_doctor.collect.bench import soak_gpu
+from blackwell_doctor.collect.cuda_driver import Driver
 from blackwell_doctor.collect.nvml import RealNvml
-from blackwell_doctor.cuda_driver import Driver
 
 pytestmark = pytest.mark.gpu
 

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from blackwell_doctor.resources import schema_text
+from blackwell_doctor.ruledata.resources import schema_text
 from tests.child import child
 
 pytestmark = pytest.mark.vllm

@@ -16,10 +16,11 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from blackwell_doctor.bench import client
-from blackwell_doctor.bench.compare import compare
-from blackwell_doctor.bench.metrics import shape_metrics, tpot_s
-from blackwell_doctor.bench.report import (
+from blackwell_doctor.app.bench import parse_url
+from blackwell_doctor.cli import main
+from blackwell_doctor.collect.bench import client
+from blackwell_doctor.facts.document import ToolInfo
+from blackwell_doctor.report.bench import (
     BenchRun,
     EquivalenceOutput,
     RequestSample,
@@ -28,11 +29,10 @@ from blackwell_doctor.bench.report import (
     decode_run,
     encode,
 )
-from blackwell_doctor.bench.runner import parse_url
-from blackwell_doctor.bench.shapes import BUILTIN_SHAPES, ShapeError, load_shapes
-from blackwell_doctor.bench.stats import percentile
-from blackwell_doctor.cli import main
-from blackwell_doctor.facts import ToolInfo
+from blackwell_doctor.report.bench_metrics import shape_metrics, tpot_s
+from blackwell_doctor.report.stats import percentile
+from blackwell_doctor.ruledata.shapes import BUILTIN_SHAPES, ShapeError, load_shapes
+from blackwell_doctor.rules.compare import compare
 
 # --- vLLM's definitions ------------------------------------------------------------------
 

@@ -21,8 +21,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from blackwell_doctor.bench.client import EARLY_CLOSE, UNREACHABLE
-from blackwell_doctor.resources import schema_text
+from blackwell_doctor.collect.bench.client import EARLY_CLOSE, UNREACHABLE
+from blackwell_doctor.ruledata.resources import schema_text
 from tests.child import cli_child
 
 pytestmark = pytest.mark.vllm
@@ -200,8 +200,8 @@ def split_interleaved(run: Path, even: Path, odd: Path) -> None:
     """Two run documents from one: the shape's even-numbered and odd-numbered requests."""
     import msgspec
 
-    from blackwell_doctor.bench.metrics import shape_metrics
-    from blackwell_doctor.bench.report import decode_run, encode
+    from blackwell_doctor.report.bench import decode_run, encode
+    from blackwell_doctor.report.bench_metrics import shape_metrics
 
     doc = decode_run(run.read_bytes(), source=str(run))
     for path, part in ((even, 0), (odd, 1)):

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from blackwell_doctor.checkdata import CatalogueError
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import decode_facts
-from blackwell_doctor.recommend.catalogue import parse_catalogue
+from blackwell_doctor.facts.document import decode_facts
 from blackwell_doctor.recommend.launch import Mount, build_launch, docker_run_argv
 from blackwell_doctor.recommend.settings import derive
+from blackwell_doctor.ruledata.checkdata import CatalogueError
+from blackwell_doctor.ruledata.runtimes import parse_catalogue
+from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES
 
 RUNTIME = """

@@ -17,12 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as s
 from safetensors import safe_open
 
-from blackwell_doctor.checkpoint.header import (
-    DTYPE_BITS,
-    HeaderError,
-    parse_header,
-    read_header,
-)
+from blackwell_doctor.collect.model.header import DTYPE_BITS, HeaderError, parse_header, read_header
 
 # Library dtype name -> bytes per stored element (F4 packs two values in one byte).
 LIB_DTYPES = {

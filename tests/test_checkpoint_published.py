@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.checkpoint.fit import GIB, fit, gpu_pool, load_fit_data
-from blackwell_doctor.checkpoint.scan import read_model_dir
-from blackwell_doctor.facts import decode_facts
+from blackwell_doctor.collect.model.scan import read_model_dir
+from blackwell_doctor.facts.document import decode_facts
+from blackwell_doctor.rules.fit import GIB, fit, gpu_pool, load_fit_data
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
 HOSTS = Path(__file__).parent / "fixtures" / "facts"

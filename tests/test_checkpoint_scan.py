@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.checkpoint.config import arch_from_config, params_from_config
-from blackwell_doctor.checkpoint.scan import ModelDirError, read_model_dir
+from blackwell_doctor.collect.model.config import arch_from_config, params_from_config
+from blackwell_doctor.collect.model.scan import ModelDirError, read_model_dir
 from tests.modeldirs import EXPERTS, TOPK, expected_parameters, make_model, write_safetensors
 
 FORMATS = {
@@ -386,7 +386,7 @@ def test_hybrid_linear_attention_counts_agree(tmp_path: Path) -> None:
 def test_modelopt_quant_algo_decides_the_method(
     algo: str, method: str, bits: int | None, group: int | None
 ) -> None:
-    from blackwell_doctor.checkpoint.quant import describe
+    from blackwell_doctor.collect.model.quant import describe
 
     described = describe(
         None,

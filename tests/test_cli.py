@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blackwell_doctor.cli import main
-from blackwell_doctor.facts import SCHEMA_VERSION
+from blackwell_doctor.facts.document import SCHEMA_VERSION
 from tests.conftest import FACTS_FIXTURES
 
 TR = str(FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json")
@@ -204,7 +204,7 @@ def test_any_json_value_in_a_facts_field_is_rejected_or_judged_never_a_crash(
 def test_internal_error_exits_4_with_a_crash_log(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import blackwell_doctor.evaluate as evaluate_module
+    import blackwell_doctor.rules.evaluate as evaluate_module
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("simulated bug")
@@ -221,7 +221,7 @@ def test_internal_error_exits_4_with_a_crash_log(
 def test_interrupt_exits_130(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import blackwell_doctor.evaluate as evaluate_module
+    import blackwell_doctor.rules.evaluate as evaluate_module
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt

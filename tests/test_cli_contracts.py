@@ -14,13 +14,13 @@ import msgspec
 import pytest
 
 from blackwell_doctor.cli import main
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import decode_facts
-from blackwell_doctor.recommend.catalogue import load_catalogue
-from blackwell_doctor.recommend.formats import RecommendFormat
+from blackwell_doctor.facts.document import decode_facts
 from blackwell_doctor.recommend.launch import docker_run_argv
 from blackwell_doctor.recommend.plan import LaunchOptions, build_recommendation
-from blackwell_doctor.recommend.render import render_recommendation
+from blackwell_doctor.render.formats import RecommendFormat
+from blackwell_doctor.render.recommend import render_recommendation
+from blackwell_doctor.ruledata.runtimes import load_catalogue
+from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES, FIXTURES, REPO, gpu_unusable_reason
 
 B200 = str(FACTS_FIXTURES / "b200-x8.json")

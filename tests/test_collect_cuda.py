@@ -11,14 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from blackwell_doctor.collect.cuda import (
-    DEVICE_ATTRIBUTES,
-    CudaCallError,
-    RealCuda,
-    collect_cuda,
-)
-from blackwell_doctor.cuda_driver import reason_token as cuda_error_reason
-from blackwell_doctor.facts import CudaDevice, CudaFacts, Unavailable
+from blackwell_doctor.collect.cuda import DEVICE_ATTRIBUTES, CudaCallError, RealCuda, collect_cuda
+from blackwell_doctor.collect.cuda_driver import reason_token as cuda_error_reason
+from blackwell_doctor.facts.document import CudaDevice, CudaFacts, Unavailable
 
 # RTX PRO 6000 Blackwell (CC 12.0): REFERENCE §1 (188 SMs, 100 KB SMEM/SM, 101,376 opt-in).
 RTX_PRO_6000: dict[str, int] = {

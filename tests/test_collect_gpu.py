@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from blackwell_doctor.collect.gpu import CHILD_MODULE, GpuDocument, collect_gpu
-from blackwell_doctor.facts import NvmlFacts, NvmlGpu, Unavailable
+from blackwell_doctor.facts.document import NvmlFacts, NvmlGpu, Unavailable
 
 
 def _python(code: str) -> list[str]:

@@ -18,8 +18,8 @@ from blackwell_doctor.collect.nvml import (
     collect_nvml,
     nvml_error_reason,
 )
-from blackwell_doctor.facts import NvmlFacts, NvmlGpu, P2PPair, Unavailable
-from blackwell_doctor.pciaddr import normalize_pci_bus_id
+from blackwell_doctor.facts.document import NvmlFacts, NvmlGpu, P2PPair, Unavailable
+from blackwell_doctor.facts.pciaddr import normalize_pci_bus_id
 
 # nvmlReturn_t and nvmlGpuP2PStatus_t values (nvml.h).
 NOT_SUPPORTED = 3

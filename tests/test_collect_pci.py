@@ -12,7 +12,14 @@ import msgspec
 
 from blackwell_doctor.collect.hostfs import HostFS
 from blackwell_doctor.collect.pci import collect_pci
-from blackwell_doctor.facts import AcsFacts, IommuFacts, PciBridge, PciFacts, PciGpu, Unavailable
+from blackwell_doctor.facts.document import (
+    AcsFacts,
+    IommuFacts,
+    PciBridge,
+    PciFacts,
+    PciGpu,
+    Unavailable,
+)
 from tests.hosttree import (
     DGX_SPARK_GPU,
     DGX_SPARK_ROOT_PORT,

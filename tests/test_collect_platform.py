@@ -10,7 +10,7 @@ import pytest
 
 from blackwell_doctor.collect.hostfs import HostFS
 from blackwell_doctor.collect.platform import collect_platform
-from blackwell_doctor.facts import (
+from blackwell_doctor.facts.document import (
     ContainerFacts,
     CpuFacts,
     OsRelease,

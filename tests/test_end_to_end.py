@@ -112,7 +112,7 @@ def test_collect_redacts_secrets_always_and_identity_with_redact(
 def test_collect_to_stdout_is_a_valid_facts_document(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from blackwell_doctor.facts import decode_facts
+    from blackwell_doctor.facts.document import decode_facts
 
     tree = wsl2_rtx_5090(tmp_path / "host")
     capsys.readouterr()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from blackwell_doctor import checkdata
-from blackwell_doctor.checkdata import CatalogueError
-from blackwell_doctor.exitcodes import ExitCode
-from blackwell_doctor.facts import Facts
-from blackwell_doctor.report import gate_exit_code
-from blackwell_doctor.rules.data import RuleData, load_rule_data
+from blackwell_doctor.facts.document import Facts
+from blackwell_doctor.report.check import gate_exit_code
+from blackwell_doctor.report.exitcodes import ExitCode
+from blackwell_doctor.report.results import Outcome, Result, Severity, Status
+from blackwell_doctor.ruledata import checkdata
+from blackwell_doctor.ruledata.checkdata import CatalogueError
+from blackwell_doctor.ruledata.rules import RuleData, load_rule_data
 from blackwell_doctor.rules.engine import Engine, SelectionError, registered_checks, select_ids
-from blackwell_doctor.rules.model import Outcome, Result, Severity, Status
 from tests.factsutil import load
 
 

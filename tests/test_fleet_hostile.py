@@ -15,7 +15,7 @@ from markdown_it import MarkdownIt
 from prometheus_client.parser import text_string_to_metric_families
 
 from blackwell_doctor.cli import main
-from blackwell_doctor.facts import encode_facts
+from blackwell_doctor.facts.document import encode_facts
 from tests.conftest import FACTS_FIXTURES
 from tests.factsutil import load, replace
 

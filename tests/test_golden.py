@@ -13,10 +13,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import decode_facts
+from blackwell_doctor.facts.document import decode_facts
 from blackwell_doctor.render import Format, render
-from blackwell_doctor.resources import schema_text
+from blackwell_doctor.ruledata.resources import schema_text
+from blackwell_doctor.rules.evaluate import evaluate
 
 # The same paths as conftest.py's (tests/ is not a package, so they are not importable).
 REPO = Path(__file__).resolve().parents[1]

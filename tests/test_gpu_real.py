@@ -16,7 +16,7 @@ from packaging.version import Version
 from blackwell_doctor.collect.cuda import RealCuda, collect_cuda
 from blackwell_doctor.collect.gpu import collect_gpu
 from blackwell_doctor.collect.nvml import RealNvml, collect_nvml
-from blackwell_doctor.facts import P2P_STATUS_NAMES, CudaFacts, NvmlFacts, Unavailable
+from blackwell_doctor.facts.document import P2P_STATUS_NAMES, CudaFacts, NvmlFacts, Unavailable
 
 pytestmark = pytest.mark.gpu
 

@@ -13,7 +13,7 @@ import pytest
 
 from blackwell_doctor.collect.hostfs import HostFS
 from blackwell_doctor.collect.platform import collect_platform
-from blackwell_doctor.facts import PlatformFacts, Unavailable
+from blackwell_doctor.facts.document import PlatformFacts, Unavailable
 from tests.hosttree import HostTree
 
 # A read that blocks is a hung CI job: each one gets this long before the test fails.

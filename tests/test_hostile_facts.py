@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from blackwell_doctor.checkdata import CatalogueError
 from blackwell_doctor.cli import main
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import MAX_GPUS, FactsError, decode_facts
-from blackwell_doctor.recommend.catalogue import load_catalogue, parse_catalogue
+from blackwell_doctor.facts.document import MAX_GPUS, FactsError, decode_facts
+from blackwell_doctor.ruledata.checkdata import CatalogueError
+from blackwell_doctor.ruledata.runtimes import load_catalogue, parse_catalogue
+from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES, REPO
 
 B200 = json.loads((FACTS_FIXTURES / "b200-x8.json").read_text())

@@ -1,5 +1,5 @@
 """Every file a user names on the command line goes through one bounded reader
-(blackwell_doctor.inputfile): a device is refused before a byte is read, a pipe or standard
+(blackwell_doctor.collect.inputfile): a device is refused before a byte is read, a pipe or standard
 input is refused after its kind's cap + 1 bytes, a regular file over the cap from its size,
 bytes that are not UTF-8 are a usage error; a pipe under the cap (``<(...)``) and ``-`` keep
 working. Each is one line on stderr and exit 2, never a crash (exit 4) or gigabytes read."""
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor import inputfile
 from blackwell_doctor.cli import main
-from blackwell_doctor.inputfile import InputError, InputKind, read_input
+from blackwell_doctor.collect import inputfile
+from blackwell_doctor.collect.inputfile import InputError, InputKind, read_input
 from tests.conftest import FACTS_FIXTURES, FIXTURES, REPO
 
 B200 = str(FACTS_FIXTURES / "b200-x8.json")

@@ -24,8 +24,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from blackwell_doctor.bench import loop, soak_gpu
 from blackwell_doctor.cli import main
+from blackwell_doctor.collect.bench import loop, soak_gpu
 
 HANG_S = 30.0  # a hung call returns after this at the latest (the old code waited for it)
 BOUND_S = loop.INTERRUPT_GRACE_S + 5.0  # SIGINT to exit, with room for a loaded machine
@@ -142,8 +142,8 @@ def test_ctrl_c_during_a_hung_gpu_memory_read_ends_a_soak_at_once(
 def test_ctrl_c_during_apply_verifys_bench_is_bounded_and_keeps_the_partial_run(
     dns_hangs: Hang,
 ) -> None:
-    from blackwell_doctor.apply import verify
-    from blackwell_doctor.bench.shapes import load_shapes, select_shapes
+    from blackwell_doctor.app import verify
+    from blackwell_doctor.ruledata.shapes import load_shapes, select_shapes
 
     settings = verify.VerifySettings(shapes=select_shapes(load_shapes(None), ["short"]))
     sigint = Interrupt(dns_hangs.entered)

@@ -20,9 +20,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from blackwell_doctor.evaluate import evaluate
 from blackwell_doctor.render import Format, render
 from blackwell_doctor.render.timing import RunTiming
+from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES, REPO
 from tests.factsutil import load
 

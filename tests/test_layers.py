@@ -15,18 +15,18 @@ PACKAGE = "blackwell_doctor"
 
 # The pure layers; everything they reach, transitively, must be pure too.
 PURE = (
-    *("rules", "render", "recommend", "tiles", "evaluate", "presets", "report", "facts"),
-    "checkdata",
+    *("rules", "render", "recommend", "ruledata.tiles", "ruledata.tileplan", "report", "facts"),
+    "ruledata.checkdata",
 )
 # Never reachable from a pure layer: what touches the host, a child process or Docker.
 IMPURE = (
-    *("collect", "probe", "childproc", "apply", "cli", "obtain", "logs.sources", "logs.collect"),
-    "inputfile",  # reads the files a user names: the app and collect layers call it
+    *("collect", "apply", "cli", "app"),
+    "collect.inputfile",  # reads the files a user names: the app and collect layers call it
 )
 IMPURE_EXTERNAL = ("subprocess", "docker", "pynvml", "cuda", "ctypes", "socket", "signal")
 # The one adapter per native library (ruff's banned-api names them as well).
 ADAPTERS = {
-    "cuda": {"cuda_driver", "probe.nvrtc"},  # the driver API; NVRTC
+    "cuda": {"collect.cuda_driver", "collect.probe.nvrtc"},  # the driver API; NVRTC
     "pynvml": {"collect.nvml"},
 }
 

@@ -6,9 +6,9 @@ import tomllib
 
 import pytest
 
-from blackwell_doctor.checkdata import CatalogueError
-from blackwell_doctor.logs.catalogue import load_catalogue, parse_catalogue
-from blackwell_doctor.resources import data_dir
+from blackwell_doctor.ruledata.checkdata import CatalogueError
+from blackwell_doctor.ruledata.logs import load_catalogue, parse_catalogue
+from blackwell_doctor.ruledata.resources import data_dir
 from tests.test_logs_fixtures import EXPECTED, NOT_NVIDIA
 
 

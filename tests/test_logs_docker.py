@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.facts import LogFacts
-from blackwell_doctor.logs.collect import collect_logs
+from blackwell_doctor.collect.logs.scan import collect_logs
+from blackwell_doctor.facts.document import LogFacts
 from blackwell_doctor.rules.logs import judge_findings
 
 pytestmark = pytest.mark.docker

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.logs import sources
-from blackwell_doctor.logs.collect import scan_sources
-from blackwell_doctor.logs.sources import SourceError, container_chunks
+from blackwell_doctor.collect.logs import sources
+from blackwell_doctor.collect.logs.scan import scan_sources
+from blackwell_doctor.collect.logs.sources import SourceError, container_chunks
 
 DEADLINE_S = 2.0
 STALL_S = 30.0  # far longer than the deadline: only the deadline can end the read

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.logs.collect import scan_sources
+from blackwell_doctor.collect.logs.scan import scan_sources
 from blackwell_doctor.rules.logs import JudgedFinding, judge_findings
 from tests.conftest import FIXTURES
 
@@ -267,8 +267,8 @@ def test_journald_and_docker_timestamps_start_a_record(tmp_path: Path, prefix: s
 
 @pytest.mark.parametrize("size", [1, 5, 97, 4096])
 def test_wrapping_does_not_depend_on_chunking(size: int) -> None:
-    from blackwell_doctor.logs.catalogue import load_catalogue
-    from blackwell_doctor.logs.matcher import SourceScanner
+    from blackwell_doctor.collect.logs.matcher import SourceScanner
+    from blackwell_doctor.ruledata.logs import load_catalogue
 
     data = ("(Worker_TP0 pid=7) " + SKIP_HEAD + "(Worker_TP0 pid=7) filler\n" * 5).encode()
     data += f"(Worker_TP0 pid=7) RuntimeError: {TMA}\n".encode()
@@ -418,7 +418,7 @@ def test_a_dismissal_retracts_only_the_lines_just_above_it(tmp_path: Path) -> No
     """A dismissal on its own line takes back what was found at most PROSE_LOOKBACK_LINES
     above it; a record further up, a record below, and a log record that happens to hold
     dismissal words change nothing."""
-    from blackwell_doctor.logs.context import PROSE_LOOKBACK_LINES
+    from blackwell_doctor.collect.logs.context import PROSE_LOOKBACK_LINES
 
     warn = "(Worker pid=9) WARNING 05-03 17:42:23 [fused_moe.py:668] Using default MoE config. "
     warn += "Performance might be sub-optimal! Config file not found at /x.json\n"

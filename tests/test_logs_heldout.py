@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.logs.collect import scan_sources
+from blackwell_doctor.collect.logs.scan import scan_sources
 from blackwell_doctor.rules.logs import judge_findings
 from tests.conftest import FIXTURES
 

@@ -10,7 +10,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from blackwell_doctor.logs.collect import scan_sources
+from blackwell_doctor.collect.logs.scan import scan_sources
 from tests.conftest import FIXTURES
 
 ESCAPED = (FIXTURES / "logs" / "flashinfer-2077-tma-escaped.log").read_bytes()

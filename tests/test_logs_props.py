@@ -5,8 +5,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blackwell_doctor.logs.catalogue import load_catalogue
-from blackwell_doctor.logs.matcher import COUNT_BLOCK_BYTES, PARALLEL_MIN_BYTES, SourceScanner
+from blackwell_doctor.collect.logs.matcher import (
+    COUNT_BLOCK_BYTES,
+    PARALLEL_MIN_BYTES,
+    SourceScanner,
+)
+from blackwell_doctor.ruledata.logs import load_catalogue
 
 _CAT = load_catalogue()
 # Bytes with a good chance of containing signatures, newlines, CR, NUL, ESC and bad UTF-8.

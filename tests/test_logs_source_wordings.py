@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.facts import LogFacts
-from blackwell_doctor.logs import sources
-from blackwell_doctor.logs.collect import scan_sources
+from blackwell_doctor.collect.logs import sources
+from blackwell_doctor.collect.logs.scan import scan_sources
+from blackwell_doctor.facts.document import LogFacts
 from blackwell_doctor.rules.logs import judge_findings
 
 # (signature, judged severity, the rendered line, "rendered from" repo file@commit)

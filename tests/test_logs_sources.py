@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.facts import LogFacts, Unavailable
-from blackwell_doctor.logs import matcher, sources
-from blackwell_doctor.logs.catalogue import load_catalogue
-from blackwell_doctor.logs.collect import collect_logs, scan_sources
-from blackwell_doctor.logs.matcher import SourceScanner
+from blackwell_doctor.collect.logs import matcher, sources
+from blackwell_doctor.collect.logs.matcher import SourceScanner
+from blackwell_doctor.collect.logs.scan import collect_logs, scan_sources
+from blackwell_doctor.facts.document import LogFacts, Unavailable
+from blackwell_doctor.ruledata.logs import load_catalogue
 from blackwell_doctor.rules.logs import judge_findings
 from tests.conftest import FIXTURES
 
@@ -208,7 +208,7 @@ def test_failing_command_is_a_source_error(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_hung_command_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from blackwell_doctor.logs import sources
+    from blackwell_doctor.collect.logs import sources
 
     fake = tmp_path / "journalctl"
     fake.write_text("#!/bin/sh\necho 'NCCL INFO P2P is disabled between connected GPUs 1 and 0.'\n"
@@ -293,7 +293,7 @@ def _docker(records: list[str]) -> bytes:
 
 
 def test_docker_json_kind_is_reported(tmp_path: Path) -> None:
-    from blackwell_doctor.logs.sources import DOCKER_JSON_KIND
+    from blackwell_doctor.collect.logs.sources import DOCKER_JSON_KIND
 
     plain = tmp_path / "plain.log"
     plain.write_bytes(ESCAPED)
@@ -400,7 +400,7 @@ def test_decompression_ahead_stops_when_the_scan_stops(tmp_path: Path) -> None:
     error, a closed generator) leaves no thread behind, and the file is closed."""
     import threading
 
-    from blackwell_doctor.logs.sources import open_file
+    from blackwell_doctor.collect.logs.sources import open_file
 
     path = tmp_path / "big.log.gz"
     # 34 MiB inflated: more than the chunks the thread may run ahead, so it is blocked.

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from blackwell_doctor.cli import main
-from blackwell_doctor.resources import schema_text
+from blackwell_doctor.ruledata.resources import schema_text
 from tests.conftest import FACTS_FIXTURES
 from tests.modeldirs import expected_parameters, make_model
 

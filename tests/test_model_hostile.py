@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.checkpoint.scan import read_model_dir
 from blackwell_doctor.cli import main
+from blackwell_doctor.collect.model.scan import read_model_dir
 from tests.conftest import FACTS_FIXTURES
 from tests.modeldirs import base_config, make_model
 

@@ -31,19 +31,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import decode_facts
-from blackwell_doctor.fleet.formats import FleetFormat
-from blackwell_doctor.fleet.model import FleetReport
-from blackwell_doctor.fleet.render import render_fleet
-from blackwell_doctor.logs.collect import scan_sources
-from blackwell_doctor.presets import ProbeReport, ScanReport, judge_logs, judge_p2p, judge_probe
-from blackwell_doctor.recommend.catalogue import load_catalogue
-from blackwell_doctor.recommend.formats import RecommendFormat
+from blackwell_doctor.collect.logs.scan import scan_sources
+from blackwell_doctor.facts.document import decode_facts
 from blackwell_doctor.recommend.plan import LaunchOptions, Recommendation, build_recommendation
-from blackwell_doctor.recommend.render import render_recommendation
 from blackwell_doctor.render import Format, render
-from blackwell_doctor.report import Report
+from blackwell_doctor.render.fleet import render_fleet
+from blackwell_doctor.render.formats import FleetFormat, RecommendFormat
+from blackwell_doctor.render.recommend import render_recommendation
+from blackwell_doctor.report.check import Report
+from blackwell_doctor.report.fleet import FleetReport
+from blackwell_doctor.ruledata.runtimes import load_catalogue
+from blackwell_doctor.rules.evaluate import evaluate
+from blackwell_doctor.rules.presets import (
+    ProbeReport,
+    ScanReport,
+    judge_logs,
+    judge_p2p,
+    judge_probe,
+)
 from tests.conftest import FACTS_FIXTURES, FIXTURES
 
 MARK = "FORGED"
@@ -165,7 +170,7 @@ def scan() -> ScanReport:
 def probes() -> list[ProbeReport]:
     """``probe`` and ``probe --p2p`` on a captured host: every device string, tile reason,
     launch error and pair detail is text to inject into."""
-    from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, ProbeFacts
+    from blackwell_doctor.facts.document import P2PProbeFacts, P2PTransfer, ProbeFacts
 
     facts = decode_facts((FACTS_FIXTURES / "sm120-driver580.json").read_bytes())
     assert isinstance(facts.probes, ProbeFacts)
@@ -325,7 +330,7 @@ def test_the_audits_hostnames(hostname: str) -> None:
 @cache
 def fleet() -> FleetReport:
     """``fleet`` over the captured hosts, with a node that could not be read and a bench."""
-    from blackwell_doctor.fleet.judge import expand_inputs, judge_fleet
+    from blackwell_doctor.app.fleet import expand_inputs, judge_fleet
 
     paths, missing = expand_inputs([str(FACTS_FIXTURES), "/nonexistent.json"])
     return judge_fleet(paths, missing)
@@ -338,9 +343,9 @@ def fleet() -> FleetReport:
 def bench_documents() -> tuple[Any, Any, Any]:
     """A ``bench`` run with a failed request, findings and notes; a soak run (every
     interval and trend); and the compare of two runs (rows, drift, regressions)."""
-    from blackwell_doctor.bench.compare import compare
-    from blackwell_doctor.bench.report import BenchRun, RequestSample, decode_run
-    from blackwell_doctor.bench.soak import soak_result
+    from blackwell_doctor.app.soak import soak_result
+    from blackwell_doctor.report.bench import BenchRun, RequestSample, decode_run
+    from blackwell_doctor.rules.compare import compare
     from tests.test_bench_soak import RULES, planted_soak
 
     fixtures = FIXTURES / "bench"
@@ -413,8 +418,8 @@ def test_fleet_every_format(payload: str) -> None:
 def test_bench_soak_and_compare_documents_every_format(payload: str) -> None:
     """Every bench renderer (run, soak, compare; text, Markdown, JSON) through the one
     sanitising step: the run's strings come from the server and the run files."""
-    from blackwell_doctor.bench.render import render_compare, render_run
-    from blackwell_doctor.bench.report import encode
+    from blackwell_doctor.render.bench import render_compare, render_run
+    from blackwell_doctor.report.bench import encode
 
     for clean in bench_documents():
         evil = inject(clean, hostile(payload))

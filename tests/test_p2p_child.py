@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from blackwell_doctor.probe import _p2p_child
-from blackwell_doctor.probe._p2p_child import (
+from blackwell_doctor.collect.probe import _p2p_child
+from blackwell_doctor.collect.probe._p2p_child import (
     HangSeam,
     buffer_size,
     pattern_bytes,
@@ -16,8 +16,8 @@ from blackwell_doctor.probe._p2p_child import (
     run_job,
     spot_windows,
 )
-from blackwell_doctor.probe.p2p import PairRun, to_transfer
-from blackwell_doctor.probe.p2p_protocol import (
+from blackwell_doctor.collect.probe.p2p import PairRun, to_transfer
+from blackwell_doctor.collect.probe.p2p_protocol import (
     TEST_HANG_ENV,
     AccessLine,
     BandwidthLine,

@@ -15,9 +15,9 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
-from blackwell_doctor.cuda_driver import Driver
-from blackwell_doctor.probe._p2p_child import pattern_bytes, pattern_word
-from blackwell_doctor.probe.nvrtc import CompiledProbes, Target
+from blackwell_doctor.collect.cuda_driver import Driver
+from blackwell_doctor.collect.probe._p2p_child import pattern_bytes, pattern_word
+from blackwell_doctor.collect.probe.nvrtc import CompiledProbes, Target
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -315,7 +315,7 @@ import sys
 sys.path.insert(0, {repo!r})
 import json
 from tests.test_p2p_fakecuda import Knobs, fake_compile, fake_driver
-from blackwell_doctor.probe import _p2p_child
+from blackwell_doctor.collect.probe import _p2p_child
 _p2p_child.compile_probes = fake_compile
 spec = json.loads(sys.argv[1])
 can = {{tuple(p) for p in spec.pop("deny", [])}}

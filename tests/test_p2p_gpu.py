@@ -11,15 +11,10 @@ from typing import Any
 
 import pytest
 
-from blackwell_doctor.facts import P2PProbeFacts, Unavailable
-from blackwell_doctor.probe import _p2p_child
-from blackwell_doctor.probe.p2p import run_p2p_probes
-from blackwell_doctor.probe.p2p_protocol import (
-    TEST_HANG_ENV,
-    Line,
-    P2PJob,
-    VerifyLine,
-)
+from blackwell_doctor.collect.probe import _p2p_child
+from blackwell_doctor.collect.probe.p2p import run_p2p_probes
+from blackwell_doctor.collect.probe.p2p_protocol import TEST_HANG_ENV, Line, P2PJob, VerifyLine
+from blackwell_doctor.facts.document import P2PProbeFacts, Unavailable
 from tests.factsutil import judged
 
 pytestmark = pytest.mark.gpu

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from blackwell_doctor.facts import P2PProbeFacts, Unavailable
-from blackwell_doctor.probe import p2p
-from blackwell_doctor.probe.p2p import SINGLE_GPU, measure_p2p, run_p2p_probes
-from blackwell_doctor.probe.p2p_protocol import TEST_HANG_ENV
+from blackwell_doctor.collect.probe import p2p
+from blackwell_doctor.collect.probe.p2p import SINGLE_GPU, measure_p2p, run_p2p_probes
+from blackwell_doctor.collect.probe.p2p_protocol import TEST_HANG_ENV
+from blackwell_doctor.facts.document import P2PProbeFacts, Unavailable
 from tests.factsutil import Judged, judged
 from tests.test_p2p_fakecuda import child_argv
 
@@ -192,7 +192,7 @@ def test_garbage_between_valid_lines_does_not_disturb_the_result() -> None:
         import sys
         sys.path.insert(0, {repo!r})
         from tests.test_p2p_fakecuda import Knobs, fake_compile, fake_driver
-        from blackwell_doctor.probe import _p2p_child
+        from blackwell_doctor.collect.probe import _p2p_child
         _p2p_child.compile_probes = fake_compile
         real = _p2p_child._emit
         def noisy(line):

@@ -5,19 +5,19 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from blackwell_doctor.facts import P2PProbeFacts, P2PTransfer, Unavailable
-from blackwell_doctor.presets import judge_p2p
-from blackwell_doctor.probe.p2p import PairRun, to_transfer
-from blackwell_doctor.probe.p2p_protocol import (
+from blackwell_doctor.collect.probe.p2p import PairRun, to_transfer
+from blackwell_doctor.collect.probe.p2p_protocol import (
     AccessLine,
     DoneLine,
     ErrorLine,
     FaultLine,
     VerifyLine,
 )
+from blackwell_doctor.facts.document import P2PProbeFacts, P2PTransfer, Unavailable
 from blackwell_doctor.render import Format, render
-from blackwell_doctor.rules.data import load_rule_data
+from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.rules.p2p import P2PVerdict
+from blackwell_doctor.rules.presets import judge_p2p
 from tests.factsutil import Judged, load
 
 

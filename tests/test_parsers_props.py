@@ -31,7 +31,7 @@ from blackwell_doctor.collect.parsers import (
     upstream_bridges,
     walk_ext_capabilities,
 )
-from blackwell_doctor.facts import ACS_BITS, AcsFacts, CpuFacts, OsRelease, Unavailable
+from blackwell_doctor.facts.document import ACS_BITS, AcsFacts, CpuFacts, OsRelease, Unavailable
 from tests.hosttree import (
     ACS_CAP_TYPICAL,
     GB10_PARTS,

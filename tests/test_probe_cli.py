@@ -8,10 +8,10 @@ import msgspec
 import pytest
 
 from blackwell_doctor.cli import main
-from blackwell_doctor.facts import DeviceProbe, ProbeFacts, TileProbe, Unavailable
-from blackwell_doctor.presets import PROBE_SCHEMA_VERSION, ProbeReport, judge_probe
+from blackwell_doctor.facts.document import DeviceProbe, ProbeFacts, TileProbe, Unavailable
 from blackwell_doctor.render import Format, render
-from blackwell_doctor.rules.model import Status
+from blackwell_doctor.report.results import Status
+from blackwell_doctor.rules.presets import PROBE_SCHEMA_VERSION, ProbeReport, judge_probe
 from tests.factsutil import load, replace, result, status
 
 
@@ -45,7 +45,7 @@ def test_plan_json_validates_against_the_shipped_schema(
 ) -> None:
     import jsonschema
 
-    from blackwell_doctor.resources import schema_text
+    from blackwell_doctor.ruledata.resources import schema_text
 
     assert main(["probe", "--plan", "--smem-limit", "101376", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -165,7 +165,7 @@ def _measured(tiles: list[TileProbe]) -> ProbeFacts:
 
 
 def test_tiles_that_cannot_run_are_cleared_by_runtime_logs_without_fallback() -> None:
-    from blackwell_doctor.facts import LogFacts, LogFinding, LogSource
+    from blackwell_doctor.facts.document import LogFacts, LogFinding, LogSource
 
     facts = load("sm120-driver580")
     assert status(facts, "probe.tiles") is Status.WARN  # no logs: cannot tell

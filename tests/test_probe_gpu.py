@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.facts import ProbeFacts
-from blackwell_doctor.probe.runner import run_probes
-from blackwell_doctor.tiles.catalogue import load_catalogue
-from blackwell_doctor.tiles.plan import Tile, plan_tile
+from blackwell_doctor.collect.probe.runner import run_probes
+from blackwell_doctor.facts.document import ProbeFacts
+from blackwell_doctor.ruledata.tileplan import Tile, plan_tile
+from blackwell_doctor.ruledata.tiles import load_catalogue
 
 pytestmark = pytest.mark.gpu
 
@@ -74,9 +74,9 @@ def test_k64_and_k128_are_both_measured(probes: ProbeFacts) -> None:
 def test_the_mainloop_matches_a_host_reference(
     m: int, n: int, k: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from blackwell_doctor.cuda_driver import Driver
-    from blackwell_doctor.probe import _child
-    from blackwell_doctor.probe.nvrtc import CompiledProbes, compile_probes
+    from blackwell_doctor.collect.cuda_driver import Driver
+    from blackwell_doctor.collect.probe import _child
+    from blackwell_doctor.collect.probe.nvrtc import CompiledProbes, compile_probes
 
     monkeypatch.setenv("BLACKWELL_DOCTOR_CACHE_DIR", str(tmp_path))
     driver = Driver()

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from blackwell_doctor.facts import Unavailable
-from blackwell_doctor.probe import nvrtc as nv
-from blackwell_doctor.probe.nvrtc import (
+from blackwell_doctor.collect.probe import nvrtc as nv
+from blackwell_doctor.collect.probe.nvrtc import (
     CompiledProbes,
     ImageKind,
     NvrtcError,
@@ -26,6 +25,7 @@ from blackwell_doctor.probe.nvrtc import (
     read_entry,
     write_entry,
 )
+from blackwell_doctor.facts.document import Unavailable
 
 EXPR = ["blockscaled_mainloop<128, 128, 64, 2>"]
 ALL_ARCHS = [75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121]

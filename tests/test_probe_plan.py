@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blackwell_doctor.tiles.catalogue import load_catalogue, plan_catalogue
-from blackwell_doctor.tiles.plan import (
+from blackwell_doctor.ruledata.tileplan import (
     KERNEL_EXTRA_BYTES,
     MIN_STAGES,
     NVFP4,
@@ -17,6 +16,7 @@ from blackwell_doctor.tiles.plan import (
     stage_buffers,
     storage_layout,
 )
+from blackwell_doctor.ruledata.tiles import load_catalogue, plan_catalogue
 
 SM12X = 101_376
 SM90 = 232_448

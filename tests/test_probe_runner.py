@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.facts import ProbeFacts, Unavailable
-from blackwell_doctor.probe.protocol import LIMIT_STEP
-from blackwell_doctor.probe.runner import run_probes
-from blackwell_doctor.tiles.plan import Tile, plan_tile
+from blackwell_doctor.collect.probe.protocol import LIMIT_STEP
+from blackwell_doctor.collect.probe.runner import run_probes
+from blackwell_doctor.facts.document import ProbeFacts, Unavailable
+from blackwell_doctor.ruledata.tileplan import Tile, plan_tile
 
 TILES = [
     Tile(m=128, n=128, k=64, epilogue_bytes=11264),
@@ -30,8 +30,8 @@ SM120_OPTIN = 101376
 _FAKE = textwrap.dedent(
     """
     import json, os, signal, sys, time
-    from blackwell_doctor.facts import Unavailable
-    from blackwell_doctor.probe.protocol import *
+    from blackwell_doctor.facts.document import Unavailable
+    from blackwell_doctor.collect.probe.protocol import *
 
     JOBS, BEHAVIOUR, AT, ALWAYS = {jobs!r}, {behaviour!r}, {at!r}, {always!r}
     job = json.loads(sys.argv[1])
@@ -253,8 +253,8 @@ def _driver_present() -> bool:
 def test_without_libcuda_the_answer_is_immediate_and_imports_no_binding() -> None:
     code = (
         "import sys, time\n"
-        "from blackwell_doctor.tiles.plan import Tile\n"
-        "from blackwell_doctor.probe.runner import run_probes\n"
+        "from blackwell_doctor.ruledata.tileplan import Tile\n"
+        "from blackwell_doctor.collect.probe.runner import run_probes\n"
         "t = time.monotonic()\n"
         "r = run_probes(tiles=[Tile(m=128, n=128, k=64, epilogue_bytes=0)])\n"
         "print(repr(r), time.monotonic() - t < 0.5,\n"

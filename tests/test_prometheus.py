@@ -16,10 +16,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from blackwell_doctor.evaluate import evaluate
 from blackwell_doctor.render import Format, render
 from blackwell_doctor.render.timing import RunTiming
-from blackwell_doctor.rules.model import Status
+from blackwell_doctor.report.results import Status
+from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES
 from tests.factsutil import load, replace
 

@@ -13,10 +13,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from blackwell_doctor import cli
-from blackwell_doctor.checkdata import CatalogueError
 from blackwell_doctor.cli.recommend import register
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import (
+from blackwell_doctor.facts.document import (
     Facts,
     LogFacts,
     LogFinding,
@@ -27,16 +25,14 @@ from blackwell_doctor.facts import (
     PciFacts,
     decode_facts,
 )
-from blackwell_doctor.recommend import validate
-from blackwell_doctor.recommend.catalogue import (
-    RUNTIME_CLEARABLE,
-    load_catalogue,
-    parse_catalogue,
-)
 from blackwell_doctor.recommend.plan import LaunchOptions, Recommendation, build_recommendation
-from blackwell_doctor.recommend.render import RecommendFormat, render_recommendation
 from blackwell_doctor.recommend.settings import derive
-from blackwell_doctor.rules.model import Status
+from blackwell_doctor.render.recommend import RecommendFormat, render_recommendation
+from blackwell_doctor.report.results import Status
+from blackwell_doctor.ruledata import validate
+from blackwell_doctor.ruledata.checkdata import CatalogueError
+from blackwell_doctor.ruledata.runtimes import RUNTIME_CLEARABLE, load_catalogue, parse_catalogue
+from blackwell_doctor.rules.evaluate import evaluate
 from blackwell_doctor.rules.p2p import P2PVerdict
 from tests.conftest import FACTS_FIXTURES
 from tests.factsutil import made_pair

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from blackwell_doctor import cli
-from blackwell_doctor.checkpoint.fit import fit, gpu_pool
-from blackwell_doctor.checkpoint.scan import read_model_dir
-from blackwell_doctor.facts import decode_facts
+from blackwell_doctor.collect.model.scan import read_model_dir
+from blackwell_doctor.facts.document import decode_facts
+from blackwell_doctor.rules.fit import fit, gpu_pool
 from tests.conftest import FACTS_FIXTURES, FIXTURES
 from tests.modeldirs import make_model
 

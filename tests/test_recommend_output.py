@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from blackwell_doctor import cli
-from blackwell_doctor.checkdata import CatalogueError
 from blackwell_doctor.cli.recommend import register
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import decode_facts
-from blackwell_doctor.recommend import validate
-from blackwell_doctor.recommend.catalogue import load_catalogue, parse_catalogue
+from blackwell_doctor.facts.document import decode_facts
 from blackwell_doctor.recommend.launch import docker_run_argv
 from blackwell_doctor.recommend.plan import LaunchOptions, build_recommendation
-from blackwell_doctor.recommend.render import RecommendFormat, render_recommendation
+from blackwell_doctor.render.recommend import RecommendFormat, render_recommendation
+from blackwell_doctor.ruledata import validate
+from blackwell_doctor.ruledata.checkdata import CatalogueError
+from blackwell_doctor.ruledata.runtimes import load_catalogue, parse_catalogue
+from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES
 
 RTXPRO = FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json"
@@ -337,9 +337,9 @@ def test_apply_flow_refuses_the_model_dir_placeholder() -> None:
     turns a spec built without a model directory into a usage error, never a container."""
     import io
 
-    from blackwell_doctor.apply.flow import launch_spec
-    from blackwell_doctor.errors import UserError
-    from blackwell_doctor.obtain import FactsRequest
+    from blackwell_doctor.app.apply import launch_spec
+    from blackwell_doctor.app.obtain import FactsRequest
+    from blackwell_doctor.facts.errors import UserError
 
     with pytest.raises(UserError, match="--model-dir"):
         launch_spec(

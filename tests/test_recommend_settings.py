@@ -5,14 +5,14 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import Facts, NvmlFacts, PciFacts, decode_facts
+from blackwell_doctor.facts.document import Facts, NvmlFacts, PciFacts, decode_facts
 from blackwell_doctor.recommend.settings import (
     derive,
     iommu_passthrough_in_effect,
     omp_num_threads,
     tensor_parallel_size,
 )
+from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES
 
 

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from blackwell_doctor.collect import redact_identity
 from blackwell_doctor.collect.env import collect_env, redact_env_identity
+from blackwell_doctor.collect.host import redact_identity
 from blackwell_doctor.collect.platform import collect_platform
-from blackwell_doctor.facts import SCHEMA_VERSION, Facts, ToolInfo, Unavailable
-from blackwell_doctor.redact import (
+from blackwell_doctor.facts.document import SCHEMA_VERSION, Facts, ToolInfo, Unavailable
+from blackwell_doctor.facts.redact import (
     REDACTED,
     pseudonym,
     redact_build_host,
@@ -330,7 +330,7 @@ def test_a_known_secret_goes_inside_the_base64_of_any_longer_text(
     key. Whatever surrounds the secret, nothing that decodes back to it is left."""
     import base64
 
-    from blackwell_doctor.redact import REDACTED, Scrubber
+    from blackwell_doctor.facts.redact import REDACTED, Scrubber
 
     raw = secret.encode("utf-8", "surrogatepass")
     assume(len(raw) >= 8)
@@ -346,7 +346,7 @@ def test_a_known_secret_goes_inside_the_base64_of_any_longer_text(
 
 @pytest.mark.parametrize("echo", ["sk-TOPSECRET+/=%2B", "sk-TOPSECRET%2B%2F%3D%252B"])
 def test_a_known_secret_goes_percent_encoded(echo: str) -> None:
-    from blackwell_doctor.redact import REDACTED, Scrubber
+    from blackwell_doctor.facts.redact import REDACTED, Scrubber
 
     out = Scrubber(["sk-TOPSECRET+/=%2B"])(f"key={echo}&x=1", patterns=False)
     assert out == f"key={REDACTED}&x=1"

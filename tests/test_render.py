@@ -16,17 +16,17 @@ import msgspec
 import pytest
 
 from blackwell_doctor import TOOL_NAME, __version__
-from blackwell_doctor.facts import ToolInfo
+from blackwell_doctor.facts.document import ToolInfo
 from blackwell_doctor.render import Format, render
-from blackwell_doctor.report import (
+from blackwell_doctor.report.check import (
     REPORT_SCHEMA_VERSION,
     HostLine,
     Report,
     gate_exit_code,
     summarize,
 )
-from blackwell_doctor.resources import schema_text
-from blackwell_doctor.rules.model import EvidenceValue, FailOn, Remedy, Result, Severity, Status
+from blackwell_doctor.report.results import EvidenceValue, FailOn, Remedy, Result, Severity, Status
+from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.schemas.generate import SCHEMAS, schema_file_text
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.redact import REDACTED, is_secret_name, redact_argv
+from blackwell_doctor.facts.redact import REDACTED, is_secret_name, redact_argv
 
 # Names from the documentation of the tools that set them.
 SECRET_NAMES = [

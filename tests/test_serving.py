@@ -16,16 +16,16 @@ import jsonschema
 import msgspec
 import pytest
 
-from blackwell_doctor.bench.as_facts import read_bench
 from blackwell_doctor.cli import main
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import SCHEMA_VERSION, Facts, decode_facts
-from blackwell_doctor.facts_bench import BenchFacts
-from blackwell_doctor.recommend.catalogue import load_catalogue
+from blackwell_doctor.facts.bench import BenchFacts
+from blackwell_doctor.facts.document import SCHEMA_VERSION, Facts, decode_facts
 from blackwell_doctor.recommend.plan import LaunchOptions, Recommendation, build_recommendation
 from blackwell_doctor.render import Format, render
-from blackwell_doctor.resources import schema_text
-from blackwell_doctor.rules.model import Result, Status
+from blackwell_doctor.report.bench_facts import read_bench
+from blackwell_doctor.report.results import Result, Status
+from blackwell_doctor.ruledata.resources import schema_text
+from blackwell_doctor.ruledata.runtimes import load_catalogue
+from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES, FIXTURES, GOLDEN, REPO
 from tests.rules.rulesutil import edited_checks
 
@@ -310,7 +310,7 @@ def test_a_stored_run_is_judged_by_the_thresholds_of_the_reading_tool(
 ) -> None:
     host = decode_facts(HOST_4X.read_bytes())
     stored = tmp_path / "node.json"
-    from blackwell_doctor.facts import encode_facts
+    from blackwell_doctor.facts.document import encode_facts
 
     stored.write_bytes(
         encode_facts(
@@ -337,7 +337,7 @@ def test_a_stored_run_is_judged_by_the_thresholds_of_the_reading_tool(
 
 def test_an_older_facts_file_is_still_read(capsys: pytest.CaptureFixture[str]) -> None:
     """A version 2 document (before ``bench``) is a version 3 one without it."""
-    from blackwell_doctor.facts import encode_facts
+    from blackwell_doctor.facts.document import encode_facts
 
     host = decode_facts(HOST_4X.read_bytes())
     v2 = encode_facts(msgspec.structs.replace(host, schema_version=2))
@@ -420,7 +420,7 @@ def test_fleet_exports_the_bench_figures_of_the_nodes_that_carry_them(
 ) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from blackwell_doctor.facts import encode_facts
+    from blackwell_doctor.facts.document import encode_facts
 
     for name, bench in (("gpu001", WSL2), ("gpu002", MTP3)):
         facts = with_bench(HOST_4X, bench)

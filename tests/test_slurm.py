@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.slurm import (
+from blackwell_doctor.apply.slurm import (
     REASON_MAX,
     Action,
     NodeState,
@@ -24,6 +23,7 @@ from blackwell_doctor.slurm import (
     node_name_problem,
     parse_sinfo,
 )
+from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES, REPO
 from tests.factsutil import load
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor import checkdata
-from blackwell_doctor.logs.catalogue import load_catalogue
-from blackwell_doctor.resources import data_dir
-from blackwell_doctor.rules.data import load_rule_data
+from blackwell_doctor.ruledata import checkdata
+from blackwell_doctor.ruledata.logs import load_catalogue
+from blackwell_doctor.ruledata.resources import data_dir
+from blackwell_doctor.ruledata.rules import load_rule_data
 
 
 def _clear() -> None:

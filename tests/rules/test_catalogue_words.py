@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from blackwell_doctor.rules.data import load_rule_data
+from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.rules.p2p import P2PVerdict
 
 RULES = Path(__file__).resolve().parents[2] / "src" / "blackwell_doctor" / "rules"

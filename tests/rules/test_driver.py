@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from blackwell_doctor.facts import (
-    CpuFacts,
-    Facts,
-    NvmlFacts,
-    OsRelease,
-    Unavailable,
-)
-from blackwell_doctor.rules.model import Status
+from blackwell_doctor.facts.document import CpuFacts, Facts, NvmlFacts, OsRelease, Unavailable
+from blackwell_doctor.report.results import Status
 from tests.factsutil import load, replace, result, status
 
 

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from blackwell_doctor.facts import (
-    Facts,
-    NvmlFacts,
-    PciFacts,
-    Unavailable,
-)
-from blackwell_doctor.rules.model import Status
+from blackwell_doctor.facts.document import Facts, NvmlFacts, PciFacts, Unavailable
+from blackwell_doctor.report.results import Status
 from tests.factsutil import load, replace, result, status
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from blackwell_doctor.rules.model import Status
+from blackwell_doctor.report.results import Status
 from tests.factsutil import load, status
 
 EXPECTED: dict[str, dict[str, Status]] = {
@@ -94,8 +94,8 @@ def test_fixture_verdicts(fixture: str, check_id: str, expected: Status) -> None
 
 
 def test_every_fixture_evaluates_and_round_trips_through_json() -> None:
-    from blackwell_doctor.evaluate import evaluate
-    from blackwell_doctor.report import Report
+    from blackwell_doctor.report.check import Report
+    from blackwell_doctor.rules.evaluate import evaluate
 
     for name in EXPECTED:
         report = evaluate(load(name), embed_facts=True)
@@ -106,7 +106,7 @@ def test_every_fixture_evaluates_and_round_trips_through_json() -> None:
 def test_a_hostile_bdf_in_a_facts_file_is_rejected_on_decode() -> None:
     import json
 
-    from blackwell_doctor.facts import FactsError, decode_facts
+    from blackwell_doctor.facts.document import FactsError, decode_facts
     from tests.conftest import FACTS_FIXTURES
 
     doc = json.loads((FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json").read_text())

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.facts import (
+from blackwell_doctor.collect.logs.scan import collect_logs
+from blackwell_doctor.facts.document import (
     SCHEMA_VERSION,
     LogFacts,
     LogFinding,
@@ -17,9 +18,8 @@ from blackwell_doctor.facts import (
     decode_facts,
     encode_facts,
 )
-from blackwell_doctor.logs.collect import collect_logs
+from blackwell_doctor.report.results import Status
 from blackwell_doctor.rules.logs import split_steps
-from blackwell_doctor.rules.model import Status
 from tests.conftest import FIXTURES
 from tests.factsutil import load, replace, result
 from tests.rules.rulesutil import edited_checks

@@ -10,12 +10,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from blackwell_doctor.checkpoint.scan import read_model_dir
 from blackwell_doctor.cli import main
-from blackwell_doctor.evaluate import evaluate
-from blackwell_doctor.facts import Facts, decode_facts
-from blackwell_doctor.facts_model import ModelFacts
-from blackwell_doctor.rules.model import Result, Status
+from blackwell_doctor.collect.model.scan import read_model_dir
+from blackwell_doctor.facts.document import Facts, decode_facts
+from blackwell_doctor.facts.model import ModelFacts
+from blackwell_doctor.report.results import Result, Status
+from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES, FIXTURES
 from tests.modeldirs import make_model
 
@@ -161,7 +161,7 @@ def test_collect_records_the_model_and_check_replays_it(
     root = make_model(tmp_path / "m", moe=True, fmt="ct-nvfp4")
     facts = _facts(PRO4, root)
     path = tmp_path / "node.json"
-    from blackwell_doctor.facts import encode_facts
+    from blackwell_doctor.facts.document import encode_facts
 
     path.write_bytes(encode_facts(facts))
     shutil.rmtree(root)
@@ -175,7 +175,7 @@ def test_collect_records_the_model_and_check_replays_it(
 
 
 def test_collect_redact_hides_the_home_directory_in_the_model_path(tmp_path: Path) -> None:
-    from blackwell_doctor.collect import redact_identity
+    from blackwell_doctor.collect.host import redact_identity
 
     root = make_model(tmp_path / "m", moe=False)
     facts = _facts(PRO4, root)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.facts import (
+from blackwell_doctor.facts.document import (
     SCHEMA_VERSION,
     NvmlFacts,
     P2PProbeFacts,
@@ -16,9 +16,9 @@ from blackwell_doctor.facts import (
     Unavailable,
     decode_facts,
 )
-from blackwell_doctor.presets import judge_p2p
-from blackwell_doctor.rules.model import Status
+from blackwell_doctor.report.results import Status
 from blackwell_doctor.rules.p2p import P2PVerdict
+from blackwell_doctor.rules.presets import judge_p2p
 from tests.conftest import FACTS_FIXTURES
 from tests.factsutil import Judged, judged, load, made_pair, replace, result, status
 from tests.rules.rulesutil import edited_checks

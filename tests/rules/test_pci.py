@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from blackwell_doctor.facts import (
+from blackwell_doctor.facts.document import (
     AcsFacts,
     OsRelease,
     PciBridge,
@@ -10,7 +10,7 @@ from blackwell_doctor.facts import (
     PciGpu,
     Unavailable,
 )
-from blackwell_doctor.rules.model import Status
+from blackwell_doctor.report.results import Status
 from blackwell_doctor.rules.pci import bridges_between
 from tests.factsutil import load, replace, result, status
 
@@ -134,7 +134,7 @@ def test_unreadable_kernel_command_line_is_not_reported_as_missing_iommu_pt() ->
 
 
 def test_pci_checks_skip_inside_a_virtual_machine() -> None:
-    from blackwell_doctor.facts import VirtualizationFacts
+    from blackwell_doctor.facts.document import VirtualizationFacts
 
     facts = load("rtxpro6000x4-threadripper-iommu")
     vm = VirtualizationFacts(in_vm=True, signals=["cpuinfo:hypervisor", "dmi:sys_vendor=QEMU"])

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from blackwell_doctor.facts.redact import REDACTED, redact_value
 from blackwell_doctor.recommend.launch import LaunchSpec
-from blackwell_doctor.redact import REDACTED, redact_value
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Command-line interface: declares commands and options, maps outcomes to exit codes.
 
 Everything that reads the host lives in ``collect`` (reached through
-:func:`blackwell_doctor.obtain.obtain_facts`), every verdict in ``rules``, every output format
+:func:`blackwell_doctor.app.obtain.obtain_facts`), every verdict in ``rules``, every output format
 in ``render`` and the documents' own renderers. Only this package prints.
 
 ``app`` (the typer application and its root options), ``options`` (options shared by
@@ -15,7 +15,7 @@ from __future__ import annotations
 from blackwell_doctor.cli.app import app
 from blackwell_doctor.cli.boundary import run
 from blackwell_doctor.cli.commands import register_commands
-from blackwell_doctor.errors import UserError
+from blackwell_doctor.facts.errors import UserError
 
 register_commands(app)
 

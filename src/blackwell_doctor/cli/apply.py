@@ -1,5 +1,5 @@
 """``apply``: run the recommended runtime through the Docker API (plan, --yes, --rollback).
-The flow is :mod:`blackwell_doctor.apply.flow`; here, its options and exit codes."""
+The flow is :mod:`blackwell_doctor.app.apply`; here, its options and exit codes."""
 
 from __future__ import annotations
 
@@ -36,11 +36,11 @@ from blackwell_doctor.cli.options import (
     facts_request,
 )
 from blackwell_doctor.cli.output import say, write
-from blackwell_doctor.exitcodes import ExitCode
+from blackwell_doctor.report.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from blackwell_doctor.apply.run import PullEvent
-    from blackwell_doctor.apply.verify import VerifySettings
+    from blackwell_doctor.app.verify import VerifySettings
+    from blackwell_doctor.apply.docker import PullEvent
 
 FactsFromAnotherHost = Annotated[
     bool,
@@ -218,9 +218,9 @@ def apply(
     default; --yes pulls, creates with all GPUs, starts, waits for health, scans the
     log, and keeps the previous container as <name>-previous. Any failure or Ctrl-C
     restores the previous container (exit 5 / 130)."""
-    from blackwell_doctor.apply import flow
-    from blackwell_doctor.errors import UserError
-    from blackwell_doctor.obtain import finite_seconds
+    from blackwell_doctor.app import apply as flow
+    from blackwell_doctor.app.obtain import finite_seconds
+    from blackwell_doctor.facts.errors import UserError
     from blackwell_doctor.recommend.options import launch_options
 
     flow.check_name(name)
@@ -326,11 +326,11 @@ def _verify_settings(
     report_md: Path | None,
 ) -> VerifySettings:
     """--verify's options, checked before anything is touched (UserError, exit 2)."""
-    from blackwell_doctor.apply.gate import GateMetric, GateSpecError, parse_gate_metric
-    from blackwell_doctor.apply.verify import VerifySettings
-    from blackwell_doctor.bench.compare import LATENCY_METRICS
-    from blackwell_doctor.bench.shapes import ShapeError, load_shapes, select_shapes
-    from blackwell_doctor.errors import UserError
+    from blackwell_doctor.app.verify import VerifySettings
+    from blackwell_doctor.facts.errors import UserError
+    from blackwell_doctor.ruledata.shapes import ShapeError, load_shapes, select_shapes
+    from blackwell_doctor.rules.compare import LATENCY_METRICS
+    from blackwell_doctor.rules.gate import GateMetric, GateSpecError, parse_gate_metric
 
     if verify and (rollback or not yes):
         raise UserError("--verify goes with --yes (it changes the host), not with --rollback")

@@ -1,5 +1,5 @@
 """``bench``: serving performance of an OpenAI-compatible server, and ``bench --compare``.
-The measuring lives in ``blackwell_doctor.bench`` and prints nothing."""
+The measuring lives in ``blackwell_doctor.app.bench`` and prints nothing."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from blackwell_doctor.bench.formats import BenchFormat
+from blackwell_doctor.render.formats import BenchFormat
 
 if TYPE_CHECKING:
     from rich.live import Live as RichLive
 
-    from blackwell_doctor.bench.runner import Live
+    from blackwell_doctor.app.bench import Live
 
 
 _HELP = """Measure serving performance of an OpenAI-compatible server (vLLM, SGLang,
@@ -52,7 +52,7 @@ class _Display:
         self.status: Callable[[], str] | None = None  # the live line when no shape runs
 
     def line(self) -> str:
-        from blackwell_doctor.bench.stats import percentile
+        from blackwell_doctor.report.stats import percentile
 
         live = self._state
         if live is None:
@@ -221,7 +221,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
     ) -> None:
-        from blackwell_doctor.errors import UserError
+        from blackwell_doctor.facts.errors import UserError
 
         for name, value in (
             ("--duration", duration),
@@ -291,10 +291,13 @@ def _run(
     api_key: str | None,
     equivalence: bool,
 ) -> None:
-    from blackwell_doctor.bench import loop, render, report, runner
-    from blackwell_doctor.bench.shapes import ShapeError, load_shapes, select_shapes
+    from blackwell_doctor.app import bench as runner
     from blackwell_doctor.cli.output import write
-    from blackwell_doctor.errors import UserError
+    from blackwell_doctor.collect.bench import loop
+    from blackwell_doctor.facts.errors import UserError
+    from blackwell_doctor.render import bench as render
+    from blackwell_doctor.report import bench as report
+    from blackwell_doctor.ruledata.shapes import ShapeError, load_shapes, select_shapes
 
     try:
         shapes = select_shapes(load_shapes(shapes_file), shape_names, requests=requests)
@@ -346,12 +349,15 @@ def _soak(
     soak: str,
     soak_interval: str | None,
 ) -> None:
-    from blackwell_doctor.bench import loop, render, report, runner
-    from blackwell_doctor.bench import soak as soaking
-    from blackwell_doctor.bench.shapes import ShapeError, load_shapes, select_shapes
-    from blackwell_doctor.bench.soak_trend import load_rules
+    from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.app import soak as soaking
     from blackwell_doctor.cli.output import write
-    from blackwell_doctor.errors import UserError
+    from blackwell_doctor.collect.bench import loop
+    from blackwell_doctor.facts.errors import UserError
+    from blackwell_doctor.render import bench as render
+    from blackwell_doctor.report import bench as report
+    from blackwell_doctor.ruledata.shapes import ShapeError, load_shapes, select_shapes
+    from blackwell_doctor.rules.soak_trend import load_rules
 
     try:
         duration_s = soaking.parse_duration(soak, option="--soak")
@@ -413,11 +419,12 @@ def _compare(
     resamples: int,
     seed: int,
 ) -> None:
-    from blackwell_doctor.bench import render, report
-    from blackwell_doctor.bench.compare import NotComparable, compare
     from blackwell_doctor.cli.output import write
-    from blackwell_doctor.errors import UserError
-    from blackwell_doctor.inputfile import BENCH_RUN, read_input
+    from blackwell_doctor.collect.inputfile import BENCH_RUN, read_input
+    from blackwell_doctor.facts.errors import UserError
+    from blackwell_doctor.render import bench as render
+    from blackwell_doctor.report import bench as report
+    from blackwell_doctor.rules.compare import NotComparable, compare
 
     runs = []
     for path in files:

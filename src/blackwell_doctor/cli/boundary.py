@@ -1,6 +1,6 @@
 """The one error boundary: every outcome of a command becomes a documented exit code.
 
-Usage errors (click's, and :class:`~blackwell_doctor.errors.UserError` from anywhere below)
+Usage errors (click's, and :class:`~blackwell_doctor.facts.errors.UserError` from anywhere below)
 are one line and exit 2, Ctrl-C is 130, a bug is exit 4 with the path of a crash log, never
 a bare traceback. This module imports no command.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 import typer
 
 from blackwell_doctor import TOOL_NAME, __version__
-from blackwell_doctor.errors import UserError
-from blackwell_doctor.exitcodes import ExitCode
+from blackwell_doctor.facts.errors import UserError
+from blackwell_doctor.report.exitcodes import ExitCode
 
 
 def _crash_log(exc: BaseException, argv: list[str] | None = None) -> Path:
@@ -25,7 +25,7 @@ def _crash_log(exc: BaseException, argv: list[str] | None = None) -> Path:
     import tempfile
     import traceback
 
-    from blackwell_doctor.redact import redact_argv, redact_text
+    from blackwell_doctor.facts.redact import redact_argv, redact_text
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     fd, name = tempfile.mkstemp(prefix=f"{TOOL_NAME}-crash-{stamp}-", suffix=".log")
@@ -75,7 +75,7 @@ def _run(app: typer.Typer, argv: list[str] | None) -> int:
         sys.stderr.write(f"{TOOL_NAME}: interrupted\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:
-        from blackwell_doctor.redact import redact_text
+        from blackwell_doctor.facts.redact import redact_text
 
         path = _crash_log(exc, argv)
         sys.stderr.write(

@@ -65,7 +65,7 @@ def check(
 ) -> None:
     """Collect facts (or read --facts), run every check, and report. The CI gate."""
     started_at, clock = time.time(), time.monotonic()
-    from blackwell_doctor.obtain import obtain_facts
+    from blackwell_doctor.app.obtain import obtain_facts
     from blackwell_doctor.render import render
 
     request = facts_request(

@@ -45,8 +45,8 @@ def collect(
     bench: BenchFile = None,
 ) -> None:
     """Write the facts document: everything read from this host, for `check --facts`."""
-    from blackwell_doctor.facts import encode_facts
-    from blackwell_doctor.obtain import obtain_facts
+    from blackwell_doctor.app.obtain import obtain_facts
+    from blackwell_doctor.facts.document import encode_facts
 
     request = facts_request(
         host_root=host_root,

@@ -1,4 +1,4 @@
-"""``fleet``: judge many nodes' facts at once; the work lives in ``blackwell_doctor.fleet``."""
+"""``fleet``: judge many nodes' facts at once; the work lives in ``blackwell_doctor.app.fleet``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from blackwell_doctor.cli.options import (
     strict_option,
 )
 from blackwell_doctor.cli.output import write_outcome, writes_to_file
-from blackwell_doctor.fleet.formats import FleetFormat
+from blackwell_doctor.render.formats import FleetFormat
 
 
 def register(app: typer.Typer) -> None:
@@ -66,8 +66,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Judge many nodes' facts at once: nodes grouped by finding, worst first, one
         action per group. Unreadable or future-version facts are listed, not fatal."""
-        from blackwell_doctor.fleet.judge import expand_inputs, judge_fleet
-        from blackwell_doctor.fleet.render import render_fleet
+        from blackwell_doctor.app.fleet import expand_inputs, judge_fleet
+        from blackwell_doctor.render.fleet import render_fleet
 
         started_at, clock = time.time(), time.monotonic()
         paths, missing = expand_inputs(inputs)

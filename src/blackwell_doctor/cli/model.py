@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.checkpoint.formats import ModelFormat
 from blackwell_doctor.cli.options import GpuTimeoutBrief, Output
 from blackwell_doctor.cli.output import write
+from blackwell_doctor.render.formats import ModelFormat
 
 GpuMemoryUtilization = Annotated[
     float | None,
@@ -25,7 +25,7 @@ GpuMemoryUtilization = Annotated[
 
 
 def checked_utilization(value: float | None) -> float | None:
-    from blackwell_doctor.errors import UserError
+    from blackwell_doctor.facts.errors import UserError
 
     if value is not None and (not math.isfinite(value) or not 0.0 < value <= 1.0):
         raise UserError(f"--gpu-memory-utilization must be above 0 and at most 1, got {value}")
@@ -58,10 +58,10 @@ def model(
     """Read a model directory (config, quantization, safetensors headers; never the weights)
     and say whether it fits on these GPUs per tensor-parallel size, with the arithmetic.
     Exit 1 when it fits at no tensor-parallel size."""
-    from blackwell_doctor.checkpoint.inspect import inspect_model
-    from blackwell_doctor.checkpoint.report import render_json, render_text
-    from blackwell_doctor.errors import UserError
-    from blackwell_doctor.obtain import FactsRequest, obtain_facts
+    from blackwell_doctor.app.model import inspect_model
+    from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
+    from blackwell_doctor.facts.errors import UserError
+    from blackwell_doctor.report.model import render_json, render_text
 
     util = checked_utilization(utilization)
     if not model_dir.is_dir():

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from blackwell_doctor.obtain import FactsRequest, LogRequest
+from blackwell_doctor.app.obtain import FactsRequest, LogRequest
 
 if TYPE_CHECKING:
-    from blackwell_doctor.obtain import Obtained
-    from blackwell_doctor.report import Report
+    from blackwell_doctor.app.obtain import Obtained
+    from blackwell_doctor.report.check import Report
 
 
 class FailOn(enum.StrEnum):
@@ -37,7 +37,7 @@ def split(values: list[str] | None) -> list[str]:
 @contextmanager
 def selection_errors() -> Iterator[None]:
     """A --select/--ignore that names no check is a usage error (one line, exit 2)."""
-    from blackwell_doctor.errors import UserError
+    from blackwell_doctor.facts.errors import UserError
     from blackwell_doctor.rules.engine import SelectionError
 
     try:
@@ -56,7 +56,7 @@ def judge(
     embed_facts: bool = False,
 ) -> Report:
     """The report on the facts a command obtained, with its judging options as given."""
-    from blackwell_doctor.evaluate import evaluate
+    from blackwell_doctor.rules.evaluate import evaluate
 
     with selection_errors():
         return evaluate(
@@ -160,7 +160,7 @@ def facts_request(
     model_dir: Path | None = None,
     bench: Path | None = None,
 ) -> FactsRequest:
-    """The options above as the request :func:`blackwell_doctor.obtain.obtain_facts` takes."""
+    """The options above as the request :func:`blackwell_doctor.app.obtain.obtain_facts` takes."""
     return FactsRequest(
         facts_file=facts_file,
         host_root=host_root,

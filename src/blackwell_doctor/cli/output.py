@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from blackwell_doctor.errors import UserError
+from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer

@@ -12,12 +12,12 @@ import typer
 
 from blackwell_doctor.cli.options import Output
 from blackwell_doctor.cli.output import text_style, write_outcome
-from blackwell_doctor.exitcodes import ExitCode
-from blackwell_doctor.probe.formats import ProbeFormat
+from blackwell_doctor.render.formats import ProbeFormat
+from blackwell_doctor.report.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from blackwell_doctor.facts import Facts
-    from blackwell_doctor.report import Report
+    from blackwell_doctor.facts.document import Facts
+    from blackwell_doctor.report.check import Report
 
 # Bounds for --smem-limit: below the 48 KB default nothing is interesting; no GPU grants 1 MiB.
 _SMEM_LIMIT_RANGE = (1024, 1 << 20)
@@ -68,15 +68,15 @@ def probe(
     was measured, as `check` judges them. Exit 0: everything was measured; 1: something
     measured wrong; 3: the probes could not run.
     """
-    from blackwell_doctor import presets
-    from blackwell_doctor.errors import UserError
-    from blackwell_doctor.obtain import finite_seconds
-    from blackwell_doctor.tiles.catalogue import plan_catalogue
+    from blackwell_doctor.app.obtain import finite_seconds
+    from blackwell_doctor.facts.errors import UserError
+    from blackwell_doctor.ruledata.tiles import plan_catalogue
+    from blackwell_doctor.rules import presets
 
     if p2p:
         if plan or smem_limit is not None:
             raise UserError("--p2p measures transfers; it does not combine with --plan")
-        from blackwell_doctor.probe.p2p import run_p2p_probes
+        from blackwell_doctor.collect.probe.p2p import run_p2p_probes
 
         seconds = finite_seconds("--timeout", timeout)
         host = _host_facts()
@@ -93,8 +93,8 @@ def probe(
     else:
         if smem_limit is not None:
             raise UserError("--smem-limit applies to --plan; a measured probe uses the GPU's own")
-        from blackwell_doctor.probe.runner import run_probes
-        from blackwell_doctor.tiles.catalogue import load_catalogue
+        from blackwell_doctor.collect.probe.runner import run_probes
+        from blackwell_doctor.ruledata.tiles import load_catalogue
 
         seconds = finite_seconds("--timeout", timeout)
         host = _host_facts()
@@ -107,7 +107,7 @@ def probe(
 def _host_facts() -> Facts:
     """This host's facts without the probes (they are measured here, with --timeout):
     the GPUs, driver and shared-memory attributes the probe checks are judged beside."""
-    from blackwell_doctor.obtain import FactsRequest, obtain_facts
+    from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
 
     return obtain_facts(
         FactsRequest(probes=False), environ=os.environ, stdin=sys.stdin.buffer

@@ -34,7 +34,7 @@ from blackwell_doctor.cli.options import (
     facts_request,
 )
 from blackwell_doctor.cli.output import write
-from blackwell_doctor.recommend.formats import RecommendFormat
+from blackwell_doctor.render.formats import RecommendFormat
 
 
 def recommend(
@@ -62,10 +62,10 @@ def recommend(
 ) -> None:
     """Turn the findings into ordered actions and a runtime launch derived from this host
     (markdown, json, shell, compose). Never promises a speed-up: measure after."""
-    from blackwell_doctor.advise import advise
-    from blackwell_doctor.errors import UserError
+    from blackwell_doctor.app.advise import advise
+    from blackwell_doctor.facts.errors import UserError
     from blackwell_doctor.recommend.options import launch_options
-    from blackwell_doctor.recommend.render import NeedsLaunch, render_recommendation
+    from blackwell_doctor.render.recommend import NeedsLaunch, render_recommendation
 
     options = launch_options(
         model_dir=model_dir,

@@ -10,7 +10,7 @@ import typer
 
 from blackwell_doctor.cli.options import FailOn, Output
 from blackwell_doctor.cli.output import text_style, write_outcome
-from blackwell_doctor.logs.formats import ScanLogsFormat
+from blackwell_doctor.render.formats import ScanLogsFormat
 
 
 def scan_logs(
@@ -61,10 +61,10 @@ def scan_logs(
     fatal).
     """
     from blackwell_doctor import TOOL_NAME
-    from blackwell_doctor.errors import UserError
-    from blackwell_doctor.obtain import LogRequest, obtain_logs
-    from blackwell_doctor.presets import judge_logs
+    from blackwell_doctor.app.obtain import LogRequest, obtain_logs
+    from blackwell_doctor.facts.errors import UserError
     from blackwell_doctor.render import Format, render
+    from blackwell_doctor.rules.presets import judge_logs
 
     request = LogRequest(
         paths=tuple(paths or ()),

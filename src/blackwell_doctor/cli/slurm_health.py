@@ -1,6 +1,6 @@
 """``slurm-health``: Slurm's HealthCheckProgram (or NHC's). The drain/resume policy lives in
-``blackwell_doctor.slurm``; the facts come from :func:`blackwell_doctor.obtain.obtain_facts`
-like every other command's."""
+``blackwell_doctor.apply.slurm``; the facts come from
+:func:`blackwell_doctor.app.obtain.obtain_facts` like every other command's."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from blackwell_doctor.cli.options import (
     judge,
     strict_option,
 )
-from blackwell_doctor.exitcodes import ExitCode
+from blackwell_doctor.report.exitcodes import ExitCode
 
 
 def register(app: typer.Typer) -> None:
@@ -70,10 +70,8 @@ def register(app: typer.Typer) -> None:
         reason naming the check ids; when healthy again, resume it only if blackwell-doctor
         drained it (never a node drained for another reason). Exit codes as `check`; 5 when
         sinfo/scontrol failed."""
-        from blackwell_doctor.cli.output import write
-        from blackwell_doctor.errors import UserError
-        from blackwell_doctor.obtain import obtain_facts
-        from blackwell_doctor.slurm import (
+        from blackwell_doctor.app.obtain import obtain_facts
+        from blackwell_doctor.apply.slurm import (
             Action,
             SlurmError,
             apply_decision,
@@ -81,6 +79,8 @@ def register(app: typer.Typer) -> None:
             node_name_problem,
             node_state,
         )
+        from blackwell_doctor.cli.output import write
+        from blackwell_doctor.facts.errors import UserError
 
         if node is not None:  # given, even empty: judged as given, never a fallback
             name = node

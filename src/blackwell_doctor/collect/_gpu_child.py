@@ -17,7 +17,7 @@ import msgspec
 from blackwell_doctor.collect.cuda import RealCuda, collect_cuda
 from blackwell_doctor.collect.gpu import GpuDocument
 from blackwell_doctor.collect.nvml import RealNvml, collect_nvml
-from blackwell_doctor.facts import Unavailable
+from blackwell_doctor.facts.document import Unavailable
 
 _T = TypeVar("_T")
 

@@ -1,7 +1,7 @@
 """CUDA driver API facts: :func:`collect_cuda`, pure logic over :class:`CudaApi`.
 
 :class:`RealCuda` implements it over the one CUDA adapter
-(:mod:`blackwell_doctor.cuda_driver`), which turns every CUresult error into a reason token
+(:mod:`blackwell_doctor.collect.cuda_driver`), which turns every CUresult error into a reason token
 (``cuda-error-no-device``). The attribute
 that decides SM12x tile fits is ``MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`` (REFERENCE §1), read
 here, never assumed from a table.
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from blackwell_doctor.collect.cuda_driver import CudaFailure, Driver
 from blackwell_doctor.collect.nvml import format_cuda_version
-from blackwell_doctor.cuda_driver import CudaFailure, Driver
-from blackwell_doctor.facts import CudaDevice, CudaFacts, Unavailable
-from blackwell_doctor.pciaddr import normalize_pci_bus_id
+from blackwell_doctor.facts.document import CudaDevice, CudaFacts, Unavailable
+from blackwell_doctor.facts.pciaddr import normalize_pci_bus_id
 
 _T = TypeVar("_T")
 
@@ -114,7 +114,8 @@ def _c_string(value: object) -> str:
 
 
 class RealCuda:
-    """:class:`CudaApi` over the one CUDA adapter, :class:`blackwell_doctor.cuda_driver.Driver`."""
+    """:class:`CudaApi` over the one CUDA adapter,
+    :class:`blackwell_doctor.collect.cuda_driver.Driver`."""
 
     def __init__(self) -> None:
         self._driver: Driver | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from blackwell_doctor.redact import redact_home_dirs, redact_value
+from blackwell_doctor.facts.redact import redact_home_dirs, redact_value
 
 PREFIXES = ("NCCL_", "CUDA_", "VLLM_", "NVIDIA_", "TORCH_", "FLASHINFER_", "SGLANG_", "HF_")
 NAMES = frozenset(

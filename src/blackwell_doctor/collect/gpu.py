@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import msgspec
 
-from blackwell_doctor.childproc import can_dlopen as _can_dlopen
-from blackwell_doctor.childproc import run_child
-from blackwell_doctor.facts import CudaFacts, NvmlFacts, Unavailable
+from blackwell_doctor.collect.childproc import can_dlopen as _can_dlopen
+from blackwell_doctor.collect.childproc import run_child
+from blackwell_doctor.facts.document import CudaFacts, NvmlFacts, Unavailable
 
 NVML_LIBRARY = "libnvidia-ml.so.1"
 CUDA_LIBRARY = "libcuda.so.1"

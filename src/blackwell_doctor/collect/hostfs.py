@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackwell_doctor.facts import Unavailable
+from blackwell_doctor.facts.document import Unavailable
 
 
 def _reason(exc: OSError, host_path: str) -> Unavailable:

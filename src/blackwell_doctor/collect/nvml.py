@@ -14,8 +14,14 @@ import ctypes
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from blackwell_doctor.facts import P2P_STATUS_NAMES, NvmlFacts, NvmlGpu, P2PPair, Unavailable
-from blackwell_doctor.pciaddr import normalize_pci_bus_id
+from blackwell_doctor.facts.document import (
+    P2P_STATUS_NAMES,
+    NvmlFacts,
+    NvmlGpu,
+    P2PPair,
+    Unavailable,
+)
+from blackwell_doctor.facts.pciaddr import normalize_pci_bus_id
 
 _T = TypeVar("_T")
 

@@ -12,7 +12,14 @@ import shlex
 import struct
 from collections.abc import Mapping
 
-from blackwell_doctor.facts import ACS_BITS, AcsFacts, CpuFacts, OsRelease, Unavailable, WslKind
+from blackwell_doctor.facts.document import (
+    ACS_BITS,
+    AcsFacts,
+    CpuFacts,
+    OsRelease,
+    Unavailable,
+    WslKind,
+)
 
 # --------------------------------------------------------------------------- os-release
 

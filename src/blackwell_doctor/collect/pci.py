@@ -17,7 +17,7 @@ from blackwell_doctor.collect.parsers import (
     parse_sysfs_int,
     upstream_bridges,
 )
-from blackwell_doctor.facts import (
+from blackwell_doctor.facts.document import (
     AcsFacts,
     IommuFacts,
     PciBridge,

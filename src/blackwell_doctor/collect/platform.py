@@ -17,7 +17,7 @@ from blackwell_doctor.collect.parsers import (
     parse_cpuinfo,
     parse_nvidia_driver_version,
 )
-from blackwell_doctor.facts import (
+from blackwell_doctor.facts.document import (
     ContainerFacts,
     OsRelease,
     PlatformFacts,

@@ -14,10 +14,10 @@ from typing import Literal
 
 import msgspec
 
-from blackwell_doctor.recommend import validate
-from blackwell_doctor.recommend.catalogue import Runtime
+from blackwell_doctor.facts.redact import REDACTED, redact_value
 from blackwell_doctor.recommend.settings import Derived
-from blackwell_doctor.redact import REDACTED, redact_value
+from blackwell_doctor.ruledata import validate
+from blackwell_doctor.ruledata.runtimes import Runtime
 
 DEFAULT_NAME = "blackwell-doctor-vllm"
 DEFAULT_BIND = "127.0.0.1"

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from blackwell_doctor.errors import UserError
+from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
     from blackwell_doctor.recommend.plan import LaunchOptions
@@ -36,7 +36,7 @@ def model_location(model_dir: Path | None, *, on_this_host: bool) -> str | None:
 
 def env_pairs(values: Sequence[str], environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """``--env NAME=VALUE`` as given; ``--env NAME`` takes the value from ``environ``."""
-    from blackwell_doctor.recommend import validate
+    from blackwell_doctor.ruledata import validate
 
     pairs: list[tuple[str, str]] = []
     for item in values:

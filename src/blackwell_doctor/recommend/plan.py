@@ -16,9 +16,7 @@ import msgspec
 from packaging.version import InvalidVersion, Version
 
 from blackwell_doctor import TOOL_NAME, __version__
-from blackwell_doctor.checkdata import CatalogueError
-from blackwell_doctor.facts import Facts, ToolInfo
-from blackwell_doctor.recommend.catalogue import RUNTIME_CLEARABLE, Catalogue, Runtime
+from blackwell_doctor.facts.document import Facts, ToolInfo
 from blackwell_doctor.recommend.launch import (
     MODEL_DIR_PLACEHOLDER,
     LaunchSpec,
@@ -26,16 +24,13 @@ from blackwell_doctor.recommend.launch import (
     docker_run_argv,
     reachable_host,
 )
-from blackwell_doctor.recommend.settings import (
-    Derived,
-    derive,
-    p2p_decision,
-    p2p_findings,
-)
-from blackwell_doctor.report import HostLine, Report
+from blackwell_doctor.recommend.settings import Derived, derive, p2p_decision, p2p_findings
+from blackwell_doctor.report.check import HostLine, Report
+from blackwell_doctor.report.results import Result, Status
+from blackwell_doctor.ruledata.checkdata import CatalogueError
+from blackwell_doctor.ruledata.rules import ActionSpec, fill, load_rule_data
+from blackwell_doctor.ruledata.runtimes import RUNTIME_CLEARABLE, Catalogue, Runtime
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import ActionSpec, fill, load_rule_data
-from blackwell_doctor.rules.model import Result, Status
 
 RECOMMENDATION_SCHEMA_VERSION = 1
 _FINDING = frozenset({Status.WARN, Status.FAIL})

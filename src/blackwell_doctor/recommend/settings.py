@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from blackwell_doctor.facts import CpuFacts, Facts, P2PProbeFacts, PciFacts, Unavailable
-from blackwell_doctor.recommend.validate import ValidationError
-from blackwell_doctor.report import Report
+from blackwell_doctor.facts.document import CpuFacts, Facts, P2PProbeFacts, PciFacts, Unavailable
+from blackwell_doctor.report.check import Report
+from blackwell_doctor.report.results import Status
+from blackwell_doctor.ruledata.rules import load_rule_data
+from blackwell_doctor.ruledata.validate import ValidationError
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import load_rule_data
-from blackwell_doctor.rules.model import Status
 from blackwell_doctor.rules.p2p import pair_verdict
 from blackwell_doctor.rules.pci import iommu_passthrough_requested
 

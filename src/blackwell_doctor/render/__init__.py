@@ -1,6 +1,6 @@
 """Report renderers: one module per format, the format list from one enum.
 
-Renderers only read a :class:`~blackwell_doctor.report.Report` and return text; nothing here
+Renderers only read a :class:`~blackwell_doctor.report.check.Report` and return text; nothing here
 prints. Each renderer module is imported only when its format is asked for, so
 ``--format json`` never pays for importing ``rich``.
 """
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, assert_never
 
 if TYPE_CHECKING:  # the CLI declares --format from Format without loading the report model
     from blackwell_doctor.render.timing import RunTiming
-    from blackwell_doctor.report import Report, Section
+    from blackwell_doctor.report.check import Report, Section
 
 
 class Format(enum.StrEnum):
@@ -101,7 +101,7 @@ def render(
 def _details(report: Report) -> list[Section]:
     """The detail sections of a preset's report (``probe``, ``scan-logs``), built from the
     already sanitised report; a ``check`` report has none."""
-    from blackwell_doctor.report import PresetReport
+    from blackwell_doctor.report.check import PresetReport
 
     if not isinstance(report, PresetReport):
         return []

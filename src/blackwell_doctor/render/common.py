@@ -9,8 +9,8 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
-from blackwell_doctor.report import HostLine, Report, Summary, gate_words
-from blackwell_doctor.rules.model import EvidenceValue, Result, Status
+from blackwell_doctor.report.check import HostLine, Report, Summary, gate_words
+from blackwell_doctor.report.results import EvidenceValue, Result, Status
 
 # What must not reach a reader as it is: control characters other than newline and tab
 # (C0, DEL, C1: an escape sequence must not recolour or rewrite the operator's terminal,

@@ -13,21 +13,21 @@ measurements themselves).
 
 from __future__ import annotations
 
-from blackwell_doctor.facts import (
+from blackwell_doctor.facts.document import (
     P2PProbeFacts,
     P2PTransfer,
     ProbeFacts,
     TileProbe,
     Unavailable,
 )
-from blackwell_doctor.logs.catalogue import SEVERITY_RANK, load_catalogue
-from blackwell_doctor.presets import ProbeReport, ScanReport
-from blackwell_doctor.report import Report, Section
-from blackwell_doctor.rules.data import load_rule_data
+from blackwell_doctor.report.check import Report, Section
+from blackwell_doctor.ruledata.logs import SEVERITY_RANK, load_catalogue
+from blackwell_doctor.ruledata.rules import load_rule_data
+from blackwell_doctor.ruledata.tileplan import MIN_STAGES
 from blackwell_doctor.rules.logs import JudgedFinding
 from blackwell_doctor.rules.p2p import pair_verdict
+from blackwell_doctor.rules.presets import ProbeReport, ScanReport
 from blackwell_doctor.rules.probe import probe_findings
-from blackwell_doctor.tiles.plan import MIN_STAGES
 
 UNITS = (
     "NVFP4 block-scaled grouped GEMM tiles (E2M1 A/B, one E4M3 scale per 16 elements). "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from blackwell_doctor.report import Report
+from blackwell_doctor.report.check import Report
 
 
 def render_json(report: Report) -> str:

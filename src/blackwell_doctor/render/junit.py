@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import assert_never
 
 from blackwell_doctor.render.common import evidence_text, group_by_family, sanitize
-from blackwell_doctor.report import Report
-from blackwell_doctor.rules.model import Result, Status
+from blackwell_doctor.report.check import Report
+from blackwell_doctor.report.results import Result, Status
 
 
 def render_junit(report: Report) -> str:

@@ -20,8 +20,8 @@ from blackwell_doctor.render.common import (
     sanitize,
     sanitize_line,
 )
-from blackwell_doctor.report import PresetReport, Report, Section
-from blackwell_doctor.rules.model import Result, Status
+from blackwell_doctor.report.check import PresetReport, Report, Section
+from blackwell_doctor.report.results import Result, Status
 
 _STATUS_WORD: dict[Status, str] = {
     Status.FAIL: "**FAIL**",

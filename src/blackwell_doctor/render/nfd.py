@@ -21,9 +21,9 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING
 
-from blackwell_doctor.exitcodes import ExitCode
-from blackwell_doctor.facts import Facts, NvmlFacts
-from blackwell_doctor.report import Report
+from blackwell_doctor.facts.document import Facts, NvmlFacts
+from blackwell_doctor.report.check import Report
+from blackwell_doctor.report.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from blackwell_doctor.render.timing import RunTiming

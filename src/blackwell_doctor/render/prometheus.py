@@ -22,8 +22,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from blackwell_doctor.render.common import sanitize
 from blackwell_doctor.render.timing import RunTiming
-from blackwell_doctor.report import Report
-from blackwell_doctor.rules.model import Status
+from blackwell_doctor.report.check import Report
+from blackwell_doctor.report.results import Status
 
 PREFIX = "blackwell_doctor"
 

@@ -1,19 +1,16 @@
 """Family model: the model directory given with --model-dir, judged against these GPUs.
 
 (Named ``checkpoint`` beside ``rules.model``, which holds the results' types.) The reading is
-in ``blackwell_doctor.checkpoint``; the verdicts are here: whether the model fits at some
+in ``blackwell_doctor.collect.model``; the verdicts are here: whether the model fits at some
 tensor-parallel size, whether the SM 12.x tile problem applies to it, and whether Marlin in
 the runtime's log is expected (W4A16) or a slow path (NVFP4).
 """
 
 from __future__ import annotations
 
-from blackwell_doctor.checkpoint.fit import GIB, FitResult, PoolError, fit, gpu_pool
-from blackwell_doctor.facts import Facts, Unavailable
-from blackwell_doctor.facts_model import ModelFacts
-from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.model import (
+from blackwell_doctor.facts.document import Facts, Unavailable
+from blackwell_doctor.facts.model import ModelFacts
+from blackwell_doctor.report.results import (
     Evidence,
     Outcome,
     Status,
@@ -21,6 +18,9 @@ from blackwell_doctor.rules.model import (
     passed,
     skipped,
 )
+from blackwell_doctor.ruledata.rules import RuleData
+from blackwell_doctor.rules import view
+from blackwell_doctor.rules.fit import GIB, FitResult, PoolError, fit, gpu_pool
 from blackwell_doctor.rules.registry import check
 
 NO_MODEL = "no model directory given (--model-dir)"

@@ -6,10 +6,17 @@ import re
 
 from packaging.version import Version
 
-from blackwell_doctor.facts import CpuFacts, Facts, OsRelease, Unavailable
+from blackwell_doctor.facts.document import CpuFacts, Facts, OsRelease, Unavailable
+from blackwell_doctor.report.results import (
+    Evidence,
+    Outcome,
+    Status,
+    not_evaluated,
+    passed,
+    skipped,
+)
+from blackwell_doctor.ruledata.rules import RuleData, fill
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import RuleData, fill
-from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
 from blackwell_doctor.rules.registry import check
 
 

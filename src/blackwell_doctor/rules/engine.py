@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import msgspec
 
-from blackwell_doctor.facts import Facts
-from blackwell_doctor.rules.data import CheckSpec, RuleData, fill
-from blackwell_doctor.rules.model import Outcome, Remedy, Result, Status
+from blackwell_doctor.facts.document import Facts
+from blackwell_doctor.report.results import Outcome, Remedy, Result, Status
+from blackwell_doctor.ruledata.rules import CheckSpec, RuleData, fill
 from blackwell_doctor.rules.registry import REGISTRY, CheckFn
 
 

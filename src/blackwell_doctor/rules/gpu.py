@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from blackwell_doctor.facts import Facts, NvmlFacts, PciGpu, Unavailable
-from blackwell_doctor.pciaddr import normalize_pci_bus_id
+from blackwell_doctor.facts.document import Facts, NvmlFacts, PciGpu, Unavailable
+from blackwell_doctor.facts.pciaddr import normalize_pci_bus_id
+from blackwell_doctor.report.results import Evidence, Outcome, Status, not_evaluated, passed
+from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed
 from blackwell_doctor.rules.registry import check
 
 

@@ -20,8 +20,16 @@ from typing import get_args
 
 import msgspec
 
-from blackwell_doctor.facts import Facts, LogFacts, LogFinding, Unavailable
-from blackwell_doctor.logs.catalogue import (
+from blackwell_doctor.facts.document import Facts, LogFacts, LogFinding, Unavailable
+from blackwell_doctor.report.results import (
+    Evidence,
+    Outcome,
+    Status,
+    not_evaluated,
+    passed,
+    skipped,
+)
+from blackwell_doctor.ruledata.logs import (
     GENERIC_RULES,
     SEVERITY_RANK,
     Catalogue,
@@ -31,16 +39,8 @@ from blackwell_doctor.logs.catalogue import (
     Signature,
     load_catalogue,
 )
+from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules.checkpoint import marlin_expected
-from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.model import (
-    Evidence,
-    Outcome,
-    Status,
-    not_evaluated,
-    passed,
-    skipped,
-)
 from blackwell_doctor.rules.registry import check
 
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}

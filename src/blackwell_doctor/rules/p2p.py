@@ -9,10 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from blackwell_doctor.facts import Facts, P2PTransfer, Unavailable
+from blackwell_doctor.facts.document import Facts, P2PTransfer, Unavailable
+from blackwell_doctor.report.results import (
+    Evidence,
+    Outcome,
+    Status,
+    not_evaluated,
+    passed,
+    skipped,
+)
+from blackwell_doctor.ruledata.rules import P2PThresholds, RuleData, load_rule_data
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import P2PThresholds, RuleData, load_rule_data
-from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
 from blackwell_doctor.rules.registry import check
 
 # Short names used in the field (nvidia-smi topo -p2p r legend).

@@ -8,10 +8,24 @@ from __future__ import annotations
 import shlex
 from itertools import combinations
 
-from blackwell_doctor.facts import AcsFacts, Facts, OsRelease, PciFacts, PciGpu, Unavailable
+from blackwell_doctor.facts.document import (
+    AcsFacts,
+    Facts,
+    OsRelease,
+    PciFacts,
+    PciGpu,
+    Unavailable,
+)
+from blackwell_doctor.report.results import (
+    Evidence,
+    Outcome,
+    Status,
+    not_evaluated,
+    passed,
+    skipped,
+)
+from blackwell_doctor.ruledata.rules import RuleData, fill
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import RuleData, fill
-from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed, skipped
 from blackwell_doctor.rules.registry import check
 
 _TRANSLATING = frozenset({"DMA", "DMA-FQ"})

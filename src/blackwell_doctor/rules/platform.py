@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from blackwell_doctor.facts import Facts, Unavailable
-from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.model import Evidence, Outcome, Status, not_evaluated, passed
+from blackwell_doctor.facts.document import Facts, Unavailable
+from blackwell_doctor.report.results import Evidence, Outcome, Status, not_evaluated, passed
+from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules.registry import check
 
 

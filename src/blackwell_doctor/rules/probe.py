@@ -9,11 +9,8 @@ A probe that hung or crashed is a failure of the test, not an answer: not evalua
 
 from __future__ import annotations
 
-from blackwell_doctor.facts import DeviceProbe, Facts, LogFacts, ProbeFacts, Unavailable
-from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.logs import judge_findings
-from blackwell_doctor.rules.model import (
+from blackwell_doctor.facts.document import DeviceProbe, Facts, LogFacts, ProbeFacts, Unavailable
+from blackwell_doctor.report.results import (
     Evidence,
     Outcome,
     Status,
@@ -21,8 +18,11 @@ from blackwell_doctor.rules.model import (
     passed,
     skipped,
 )
+from blackwell_doctor.ruledata.rules import RuleData
+from blackwell_doctor.ruledata.tileplan import MIN_STAGES
+from blackwell_doctor.rules import view
+from blackwell_doctor.rules.logs import judge_findings
 from blackwell_doctor.rules.registry import check
-from blackwell_doctor.tiles.plan import MIN_STAGES
 
 
 def _probes(facts: Facts) -> ProbeFacts | Outcome:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from blackwell_doctor.facts import Facts
-from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.model import Outcome
+from blackwell_doctor.facts.document import Facts
+from blackwell_doctor.report.results import Outcome
+from blackwell_doctor.ruledata.rules import RuleData
 
 CheckFn = Callable[[Facts, RuleData], Outcome]
 

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blackwell_doctor.facts import Facts, NvmlFacts
-from blackwell_doctor.facts_bench import BenchFacts, BenchShapeFacts
-from blackwell_doctor.rules import view
-from blackwell_doctor.rules.data import RuleData
-from blackwell_doctor.rules.model import (
+from blackwell_doctor.facts.bench import BenchFacts, BenchShapeFacts
+from blackwell_doctor.facts.document import Facts, NvmlFacts
+from blackwell_doctor.report.results import (
     Evidence,
     Outcome,
     Status,
@@ -23,8 +21,10 @@ from blackwell_doctor.rules.model import (
     passed,
     skipped,
 )
+from blackwell_doctor.ruledata.rules import RuleData
+from blackwell_doctor.ruledata.serving import Expectation
+from blackwell_doctor.rules import view
 from blackwell_doctor.rules.registry import check
-from blackwell_doctor.rules.serving_data import Expectation
 
 NO_BENCH = "no bench results given (--bench run.json)"
 USAGE = "usage"  # token counts from the server's usage (bench's token_source)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from blackwell_doctor.facts import (
+from blackwell_doctor.facts.document import (
     CudaFacts,
     Facts,
     NvmlFacts,

@@ -18,24 +18,24 @@ from typing import Any
 
 import msgspec
 
-from blackwell_doctor.bench.report import (
+from blackwell_doctor.facts.document import SCHEMA_VERSION as FACTS_SCHEMA_VERSION
+from blackwell_doctor.facts.document import Facts
+from blackwell_doctor.recommend.plan import RECOMMENDATION_SCHEMA_VERSION, Recommendation
+from blackwell_doctor.report.bench import (
     BENCH_SCHEMA_VERSION,
     COMPARE_SCHEMA_VERSION,
     BenchRun,
     CompareDocument,
 )
-from blackwell_doctor.checkpoint.report import MODEL_SCHEMA_VERSION, ModelReport
-from blackwell_doctor.facts import SCHEMA_VERSION as FACTS_SCHEMA_VERSION
-from blackwell_doctor.facts import Facts
-from blackwell_doctor.fleet.model import FLEET_SCHEMA_VERSION, FleetReport
-from blackwell_doctor.presets import (
+from blackwell_doctor.report.check import REPORT_SCHEMA_VERSION, Report
+from blackwell_doctor.report.fleet import FLEET_SCHEMA_VERSION, FleetReport
+from blackwell_doctor.report.model import MODEL_SCHEMA_VERSION, ModelReport
+from blackwell_doctor.rules.presets import (
     PROBE_SCHEMA_VERSION,
     SCAN_SCHEMA_VERSION,
     ProbeReport,
     ScanReport,
 )
-from blackwell_doctor.recommend.plan import RECOMMENDATION_SCHEMA_VERSION, Recommendation
-from blackwell_doctor.report import REPORT_SCHEMA_VERSION, Report
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_DIR = Path(__file__).resolve().parent

@@ -1,0 +1,244 @@
+"""The one way every command obtains its facts.
+
+Live collection on this host (optionally under ``--host-root``), or a facts file written by
+``collect`` (``--facts FILE``, ``-`` for standard input); then the runtime and kernel logs
+named by ``--logs``/``--container``/``--journal``/``--kernel-log`` scanned into them. The
+usage errors of those options are raised here as :class:`~blackwell_doctor.facts.errors.UserError`
+so that every command reports them in the same words. Heavy modules (collectors, msgspec
+decoding, the log scanner) are imported only when they are needed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from blackwell_doctor.facts.errors import UserError
+
+if TYPE_CHECKING:
+    from blackwell_doctor.facts.document import Facts, LogFacts
+
+DEFAULT_GPU_TIMEOUT_S = 20.0
+STDIN = "-"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogRequest:
+    """Which logs to scan: files/directories/globs (``-``: standard input), containers, the
+    systemd journal, the kernel log."""
+
+    paths: Sequence[str] = ()
+    containers: Sequence[str] = ()
+    journal: bool = False
+    kernel_log: bool = False
+
+    @property
+    def requested(self) -> bool:
+        return bool(self.paths or self.containers or self.journal or self.kernel_log)
+
+    @property
+    def reads_stdin(self) -> bool:
+        return STDIN in self.paths
+
+
+@dataclass(frozen=True, kw_only=True)
+class FactsRequest:
+    """Where the facts come from. ``facts_file`` set: that file (``-``: standard input);
+    otherwise this host, read under ``host_root`` (default ``/``)."""
+
+    facts_file: Path | None = None
+    host_root: Path | None = None
+    gpu_timeout_s: float | None = None
+    probes: bool = True
+    redact: bool = False
+    logs: LogRequest = field(default_factory=LogRequest)
+    # --model-dir: read into facts.model (config, quantization, safetensors headers). With
+    # --facts the directory is usually on that node: read when it exists here, otherwise the
+    # file's own model section (collect --model-dir on that node) stands.
+    model_dir: Path | None = None
+    # --bench: a bench run document (``bench -o``) read into facts.bench, for the serving.*
+    # checks; it replaces the bench section a --facts file carries.
+    bench_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class Obtained:
+    facts: Facts
+    source: str  # "live", or the facts file as given
+
+
+def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: BinaryIO) -> Obtained:
+    """The facts ``request`` asks for, with its logs scanned in (and, with ``redact``, the
+    host's identity hidden in both).
+
+    Options that do not combine, a ``--host-root`` that is not a directory and a timeout that
+    is not a number are UserErrors raised before anything is read; so is a facts file that
+    cannot be read or decoded."""
+    _check_request(request)
+    if request.facts_file is not None:
+        facts = _decode_facts_file(request.facts_file, stdin)
+        source = str(request.facts_file)
+    else:
+        from blackwell_doctor.collect.host import collect_facts
+
+        facts = collect_facts(
+            host_root=checked_host_root(request.host_root),
+            environ=environ,
+            gpu_timeout_s=finite_seconds(
+                "--gpu-timeout",
+                DEFAULT_GPU_TIMEOUT_S if request.gpu_timeout_s is None else request.gpu_timeout_s,
+            ),
+            probes=request.probes,
+        )
+        source = "live"
+    facts = with_logs(facts, request.logs, host_root=request.host_root, stdin=stdin)
+    facts = with_model(facts, request.model_dir, required=request.facts_file is None)
+    facts = with_bench(facts, request.bench_file, stdin=stdin)
+    if request.redact:
+        from blackwell_doctor.collect.host import redact_identity
+
+        facts = redact_identity(facts)
+        if facts.bench is not None:
+            import msgspec
+
+            from blackwell_doctor.facts.bench import redact_url
+
+            bench = msgspec.structs.replace(facts.bench, url=redact_url(facts.bench.url))
+            facts = msgspec.structs.replace(facts, bench=bench)
+    return Obtained(facts, source)
+
+
+def with_bench(facts: Facts, bench_file: Path | None, *, stdin: BinaryIO) -> Facts:
+    """``facts`` with the bench run in ``bench_file`` (``-``: standard input) as its bench
+    section; a file that cannot be read or is not a bench run is a UserError."""
+    if bench_file is None:
+        return facts
+    import msgspec
+
+    from blackwell_doctor.collect.inputfile import BENCH_RUN, read_input
+    from blackwell_doctor.report.bench_facts import BenchFileError, read_bench
+
+    data = read_input(bench_file, BENCH_RUN, stdin=stdin)
+    try:
+        bench = read_bench(data, source=str(bench_file))
+    except BenchFileError as exc:
+        raise UserError(f"--bench {exc}") from None
+    return msgspec.structs.replace(facts, bench=bench)
+
+
+def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: BinaryIO) -> Facts:
+    """``facts`` with the logs of ``logs`` scanned in (unchanged when none is asked for)."""
+    if not logs.requested:
+        return facts
+    import msgspec
+
+    from blackwell_doctor.collect.logs.scan import collect_logs
+    from blackwell_doctor.facts.document import Unavailable
+
+    scanned = collect_logs(
+        paths=logs.paths,
+        containers=logs.containers,
+        journal=logs.journal,
+        kernel_log=logs.kernel_log,
+        host_root=host_root or Path("/"),
+        stdin=stdin if logs.reads_stdin else None,
+    )
+    if isinstance(scanned, Unavailable) and not (
+        logs.containers or logs.journal or logs.kernel_log
+    ):
+        # The user named files and none could be read: a usage error (README: exit 2), not
+        # a report whose log checks all say "not evaluated".
+        reason = scanned.reason.removeprefix("no-log-readable:")
+        raise UserError(f"--logs: no log could be read ({reason})")
+    return msgspec.structs.replace(facts, logs=scanned)
+
+
+def with_model(facts: Facts, model_dir: Path | None, *, required: bool) -> Facts:
+    """``facts`` with the model directory read into ``facts.model``. ``required``: the
+    directory must exist here (a live run); otherwise a missing one leaves the facts as
+    they are (it is on the node the facts come from)."""
+    if model_dir is None:
+        return facts
+    if not model_dir.is_dir():
+        if required:
+            raise UserError(f"--model-dir {model_dir} is not a directory")
+        return facts
+    import msgspec
+
+    from blackwell_doctor.collect.model.scan import read_model_dir
+
+    return msgspec.structs.replace(facts, model=read_model_dir(model_dir))
+
+
+def obtain_logs(logs: LogRequest, *, host_root: Path | None, stdin: BinaryIO) -> LogFacts:
+    """The logs alone (``scan-logs``): every source, an unreadable one with its error."""
+    _check_logs(logs)
+    root = checked_host_root(host_root)
+    from blackwell_doctor.collect.logs.scan import scan_sources
+
+    return scan_sources(
+        paths=logs.paths,
+        containers=logs.containers,
+        journal=logs.journal,
+        kernel_log=logs.kernel_log,
+        host_root=root,
+        stdin=stdin if logs.reads_stdin else None,
+    )
+
+
+def checked_host_root(host_root: Path | None) -> Path:
+    root = host_root or Path("/")
+    if not root.is_dir():
+        raise UserError(f"--host-root {root} is not a directory")
+    return root
+
+
+def finite_seconds(option: str, value: float) -> float:
+    """``value``, which must be a number: typer's min=/max= let NaN through (every
+    comparison with NaN is false)."""
+    if not math.isfinite(value):
+        raise UserError(f"{option} must be a finite number of seconds, got {value}")
+    return value
+
+
+def _check_logs(logs: LogRequest) -> None:
+    if list(logs.paths).count(STDIN) > 1:
+        raise UserError("- (standard input) can be given only once")
+
+
+def _check_request(request: FactsRequest) -> None:
+    _check_logs(request.logs)
+    if str(request.bench_file) == STDIN and (
+        request.logs.reads_stdin or str(request.facts_file) == STDIN
+    ):
+        raise UserError("--bench - cannot share standard input with --facts - or --logs -")
+    if request.facts_file is None:
+        return
+    for name, given in (
+        ("--host-root", request.host_root),
+        ("--gpu-timeout", request.gpu_timeout_s),
+    ):
+        if given is not None:
+            raise UserError(f"{name} applies to collecting on this host, not to --facts")
+    logs = request.logs
+    if logs.containers or logs.journal or logs.kernel_log:
+        raise UserError(
+            "--container, --journal and --kernel-log read this host; with --facts, "
+            "pass that host's log files with --logs"
+        )
+    if logs.reads_stdin and str(request.facts_file) == STDIN:
+        raise UserError("--facts - and --logs - cannot both read standard input")
+
+
+def _decode_facts_file(path: Path, stdin: BinaryIO) -> Facts:
+    from blackwell_doctor.collect.inputfile import FACTS, read_input
+    from blackwell_doctor.facts.document import FactsError, decode_facts
+
+    data = read_input(path, FACTS, stdin=stdin)
+    try:
+        return decode_facts(data, source=str(path))
+    except FactsError as exc:
+        raise UserError(str(exc)) from None

@@ -1,0 +1,180 @@
+"""Child processes under a hard deadline: the part of the GPU collector and the probes that
+must never hang.
+
+A wedged GPU or driver can block a call forever, even in uninterruptible sleep. So GPU work
+runs in a child that leads its own process group; at the deadline the whole group gets
+SIGKILL and the parent moves on without waiting for a process stuck in the driver.
+
+:func:`run_child` reads the child's stdout as it comes, hands every complete line to a
+callback (so a child that streams one JSON line per finished step loses nothing when it
+later hangs or dies), and can cut the child off when no line has arrived for a while
+(``idle_timeout_s``) as well as at an overall deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import selectors
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+# After SIGKILL at the deadline, how long to wait for the child to go. A process stuck in
+# the driver (uninterruptible sleep) does not die; it is then left behind, not waited for.
+REAP_GRACE_S = 2.0
+# What is kept of the child's stderr (for diagnostics; never parsed).
+_STDERR_TAIL_BYTES = 4096
+
+Ending = Literal["exited", "timeout", "idle-timeout", "start-failed"]
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """How a child ended and what it printed.
+
+    ``ending``: "exited" (``returncode`` is set: negative for a signal, as Popen gives it),
+    "timeout" (the overall deadline passed), "idle-timeout" (no line for ``idle_timeout_s``),
+    "start-failed" (``start_error`` names the exception type).
+    """
+
+    ending: Ending
+    stdout: bytes
+    returncode: int | None = None
+    start_error: str | None = None
+    stderr_tail: bytes = b""
+    elapsed_s: float = 0.0
+
+
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The parent's environment, with this package importable by ``python -m``.
+
+    The child must import this same package, also when the parent found it through a
+    sys.path entry the child would not inherit (a test runner's rootdir, say).
+    """
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    paths = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = package_root + (os.pathsep + paths if paths else "")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_child(
+    argv: Sequence[str],
+    timeout_s: float,
+    *,
+    on_line: Callable[[bytes], None] | None = None,
+    idle_timeout_s: float | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ChildResult:
+    """Run ``argv`` (no shell) with stdin closed; never raises for the child's behaviour.
+
+    ``on_line`` gets each complete stdout line (without its newline) as it arrives.
+    """
+    started = time.monotonic()
+    deadline = started + timeout_s
+    with tempfile.TemporaryFile() as stderr_file:
+        # Popen rather than subprocess.run: run() waits without limit for a killed child to
+        # exit, and one stuck in the driver never does.
+        try:
+            child = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=stderr_file,
+                env=dict(env) if env is not None else child_env(),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)
+        ending, stdout = _read_until_eof(child, deadline, idle_timeout_s, on_line)
+        returncode: int | None = None
+        if ending == "exited":
+            try:
+                returncode = child.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                ending = "timeout"  # closed its stdout but did not exit in time
+        if ending != "exited":
+            kill_group(child)
+        stderr_file.seek(0, os.SEEK_END)
+        size = stderr_file.tell()
+        stderr_file.seek(max(0, size - _STDERR_TAIL_BYTES))
+        tail = stderr_file.read()
+    return ChildResult(
+        ending=ending,
+        stdout=stdout,
+        returncode=returncode,
+        stderr_tail=tail,
+        elapsed_s=time.monotonic() - started,
+    )
+
+
+def _read_until_eof(
+    child: subprocess.Popen[bytes],
+    deadline: float,
+    idle_timeout_s: float | None,
+    on_line: Callable[[bytes], None] | None,
+) -> tuple[Ending, bytes]:
+    assert child.stdout is not None
+    fd = child.stdout.fileno()
+    chunks: list[bytes] = []
+    pending = b""
+    last_line = time.monotonic()
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            wait = deadline - now
+            ending: Ending = "timeout"
+            if idle_timeout_s is not None and last_line + idle_timeout_s - now < wait:
+                wait = last_line + idle_timeout_s - now
+                ending = "idle-timeout"
+            if wait <= 0:
+                return ending, b"".join(chunks)
+            if not selector.select(wait):
+                continue  # the loop re-evaluates which deadline passed
+            data = os.read(fd, 65536)
+            if not data:
+                if pending and on_line is not None:
+                    on_line(pending)  # a last line without its newline
+                return "exited", b"".join(chunks)
+            chunks.append(data)
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            if lines:
+                last_line = time.monotonic()
+                if on_line is not None:
+                    for line in lines:
+                        on_line(line)
+
+
+def kill_group(child: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's process group, then reap it if it goes within the grace."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        child.kill()
+    if child.stdout is not None:
+        child.stdout.close()
+    # Unkillable (uninterruptible sleep in the driver): leave it behind.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=REAP_GRACE_S)
+
+
+def can_dlopen(name: str) -> bool:
+    """Whether a native library loads: the no-driver fast path, asked before any child is
+    started or any binding imported. ctypes.util.find_library would run ldconfig/gcc in a
+    subprocess; dlopen is the question the bindings ask anyway."""
+    try:
+        ctypes.CDLL(name)
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,209 @@
+"""Collectors: the only code that touches the host, the GPU and the clock.
+
+``collect_facts`` gathers everything into one :class:`~blackwell_doctor.facts.document.Facts`; no
+collector raises for a host problem (missing driver, no permission): those become
+``Unavailable`` values with a reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+
+from blackwell_doctor import TOOL_NAME, __version__
+from blackwell_doctor.collect.env import collect_env
+from blackwell_doctor.collect.hostfs import HostFS
+from blackwell_doctor.facts.document import (
+    SCHEMA_VERSION,
+    CudaFacts,
+    Facts,
+    LogFacts,
+    NvmlFacts,
+    P2PProbeFacts,
+    PlatformFacts,
+    ProbeFacts,
+    ToolInfo,
+    Unavailable,
+)
+from blackwell_doctor.facts.model import ModelFacts
+from blackwell_doctor.facts.redact import REDACTED, pseudonym, redact_text
+
+
+def collect_facts(
+    *,
+    host_root: Path,
+    environ: Mapping[str, str],
+    gpu_timeout_s: float = 20.0,
+    probes: bool = True,
+    probe_timeout_s: float = 60.0,
+    redact: bool = False,
+    now: dt.datetime | None = None,
+) -> Facts:
+    from blackwell_doctor.collect.pci import collect_pci
+    from blackwell_doctor.collect.platform import collect_platform
+
+    fs = HostFS(host_root)
+    platform = collect_platform(fs, environ)
+    pci = collect_pci(fs, platform.kernel_cmdline)
+    from blackwell_doctor.collect.gpu import collect_gpu
+
+    nvml, cuda = collect_gpu(gpu_timeout_s)
+    probe_facts = _collect_probes(cuda, enabled=probes, timeout_s=probe_timeout_s)
+    p2p_facts = _collect_p2p(cuda, enabled=probes, timeout_s=probe_timeout_s)
+    facts = Facts(
+        schema_version=SCHEMA_VERSION,
+        tool=ToolInfo(name=TOOL_NAME, version=__version__),
+        collected_at=(now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds"),
+        host_root=str(host_root),
+        redacted=False,
+        platform=_scrub_platform(platform),
+        pci=pci,
+        nvml=nvml,
+        cuda=cuda,
+        env=collect_env(environ),
+        probes=probe_facts,
+        p2p_transfers=p2p_facts,
+    )
+    return redact_identity(facts) if redact else facts
+
+
+def _collect_probes(
+    cuda: CudaFacts | Unavailable, *, enabled: bool, timeout_s: float
+) -> ProbeFacts | Unavailable:
+    if not enabled:
+        return Unavailable("skipped:--no-probe")
+    if isinstance(cuda, Unavailable):
+        return Unavailable(f"skipped:no CUDA device ({cuda.reason})")
+    if not cuda.devices:
+        return Unavailable("skipped:no CUDA device")
+    from blackwell_doctor.collect.probe.runner import run_probes
+    from blackwell_doctor.ruledata.tiles import load_catalogue
+
+    _, tiles = load_catalogue()
+    return run_probes(tiles=tiles, timeout_s=timeout_s)
+
+
+def _collect_p2p(
+    cuda: CudaFacts | Unavailable, *, enabled: bool, timeout_s: float
+) -> P2PProbeFacts | Unavailable:
+    if not enabled:
+        return Unavailable("skipped:--no-probe")
+    if isinstance(cuda, Unavailable):
+        return Unavailable(f"skipped:no CUDA device ({cuda.reason})")
+    if len(cuda.devices) < 2:
+        return Unavailable("skipped:one GPU: no pair")
+    from blackwell_doctor.collect.probe.p2p import run_p2p_probes
+
+    # Each pair runs in its own child (about 1 s on a healthy pair): scale the overall budget
+    # with the pair count so an 8-GPU host (28 pairs) is not cut off, but keep it bounded.
+    pairs = len(cuda.devices) * (len(cuda.devices) - 1) // 2
+    return run_p2p_probes(timeout_s=min(max(timeout_s, 10.0 + 4.0 * pairs), 300.0))
+
+
+def _scrub_platform(platform: PlatformFacts) -> PlatformFacts:
+    """Secrets can sit on a kernel command line (rare, but never worth leaking)."""
+    if isinstance(platform.kernel_cmdline, str):
+        return msgspec.structs.replace(
+            platform, kernel_cmdline=redact_text(platform.kernel_cmdline)
+        )
+    return platform
+
+
+def redact_identity(facts: Facts) -> Facts:
+    """``--redact``: drop what identifies the host; keep what the checks judge."""
+    from blackwell_doctor.collect.env import redact_env_identity
+    from blackwell_doctor.facts.redact import redact_build_host, redact_kernel_cmdline_identity
+
+    platform = facts.platform
+    if isinstance(platform.hostname, str):
+        platform = msgspec.structs.replace(platform, hostname=REDACTED)
+    if isinstance(platform.kernel_cmdline, str):
+        platform = msgspec.structs.replace(
+            platform, kernel_cmdline=redact_kernel_cmdline_identity(platform.kernel_cmdline)
+        )
+    if isinstance(platform.kernel_version, str):
+        platform = msgspec.structs.replace(
+            platform, kernel_version=redact_build_host(platform.kernel_version)
+        )
+    nvml = facts.nvml
+    if isinstance(nvml, NvmlFacts):
+        nvml = msgspec.structs.replace(
+            nvml,
+            gpus=[
+                msgspec.structs.replace(g, uuid=pseudonym("GPU", g.uuid))
+                if isinstance(g.uuid, str)
+                else g
+                for g in nvml.gpus
+            ],
+        )
+    known = (
+        {} if not isinstance(facts.platform.hostname, str) else {facts.platform.hostname: REDACTED}
+    )
+    if isinstance(facts.nvml, NvmlFacts):
+        known |= {
+            g.uuid: pseudonym("GPU", g.uuid) for g in facts.nvml.gpus if isinstance(g.uuid, str)
+        }
+    return msgspec.structs.replace(
+        facts,
+        platform=platform,
+        nvml=nvml,
+        env=redact_env_identity(facts.env),
+        logs=_redact_log_identity(facts.logs, known),
+        model=_redact_model_identity(facts.model),
+        redacted=True,
+    )
+
+
+def _redact_model_identity(
+    model: ModelFacts | Unavailable | None,
+) -> ModelFacts | Unavailable | None:
+    """The model directory's path (and the problems that name files in it) may sit in a
+    home directory: ``/home/alice/models/x`` becomes ``/home/<redacted>/models/x``."""
+    if not isinstance(model, ModelFacts):
+        return model
+    from blackwell_doctor.facts.redact import redact_home_dirs
+
+    return msgspec.structs.replace(
+        model,
+        path=redact_home_dirs(model.path),
+        problems=[
+            msgspec.structs.replace(p, detail=redact_home_dirs(p.detail)) for p in model.problems
+        ],
+    )
+
+
+def _redact_log_identity(
+    logs: LogFacts | Unavailable | None, known: Mapping[str, str]
+) -> LogFacts | Unavailable | None:
+    """Log lines and file names can carry the host's name, its GPUs' UUIDs and home
+    directories (``collect --redact --logs``): each becomes what the facts show instead. A
+    name is replaced wherever no letter or digit touches it (``node7-vllm.log`` too):
+    better a word too many redacted than the host named."""
+    if not isinstance(logs, LogFacts):
+        return logs
+    from blackwell_doctor.facts.redact import redact_home_dirs
+
+    names = sorted((n for n in known if n), key=len, reverse=True)
+    pattern = (
+        re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])" for n in names))
+        if names
+        else None
+    )
+
+    def scrub(text: str) -> str:
+        if pattern is not None:
+            text = pattern.sub(lambda m: known[m[0]], text)
+        return redact_home_dirs(text)
+
+    return msgspec.structs.replace(
+        logs,
+        sources=[msgspec.structs.replace(s, name=scrub(s.name)) for s in logs.sources],
+        findings=[
+            msgspec.structs.replace(f, path=scrub(f.path), excerpt=scrub(f.excerpt))
+            for f in logs.findings
+        ],
+    )

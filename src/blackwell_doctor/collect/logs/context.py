@@ -1,0 +1,208 @@
+"""Context rules: the same line means different things in different places (REFERENCE §0.3).
+
+What is seen is decided here, while reading (which record a line belongs to, which markers a
+source shows, which autotuner markers each hit was seen with: :func:`hit_context`); what it
+means, its severity or whether it is a finding at all, is decided by the rules
+(``rules/logs.py``) from the facts, so a capture is judged again with the catalogue of
+whichever tool reads it.
+
+- ``autotuner-wrapped``: ``Failed to initialize cutlass TMA WS grouped gemm`` (and the other
+  MoE tactic failures) inside FlashInfer/TRT-LLM's ``[Autotuner]: Skipping tactic ... due to
+  failure while profiling: ...`` is one skipped tactic. It is counted once, under
+  ``autotuner.tactic_skipped`` (info; warn from its ``warn_at`` count), and not as a failure.
+  The scanner records every hit with the markers that say where it stood
+  (:data:`ON_AUTOTUNER_LINE`, :data:`IN_AUTOTUNER_RECORD`); the rules drop a signature with
+  this rule where one of them is present.
+  "Inside" means on the Skipping line itself, or on a *continuation line* of that record: a
+  line with no log-record prefix of its own (traceback text, an indented line, the exception
+  message carried on), written through the same per-line transport (vLLM's ``(Worker_TP0
+  pid=N)`` or docker compose's ``service  |``), at most :data:`AUTOTUNER_CONTINUATION_LINES`
+  lines after it, with only continuation lines between. A line with its own record prefix
+  (vLLM ``LEVEL mm-dd hh:mm:ss``, Python logging ``... - LEVEL -``, ``LEVEL:``, journald,
+  docker or syslog timestamps, dmesg) starts a new record and is never wrapped: the real run
+  failing right after tuning, ``(EngineCore pid=282) ERROR 06-01 21:52:10 [core.py:700]
+  RuntimeError: ... Failed to initialize cutlass TMA WS grouped gemm``, is ``fail``.
+  Anywhere else it is ``fail``.
+- ``autotuner-summary``: FlashInfer >= 0.6.8 logs each failure at DEBUG and one INFO line
+  ``[Autotuner]: Skipped N unsupported tactic(s) for <op>``; the finding's count is the sum
+  of N, and ``warn_at`` applies to it.
+- ``marlin-requested``: vLLM choosing Marlin for NVFP4 is a slow-path warning unless the same
+  source shows it was asked for or the checkpoint is W4A16 (weight-only: Marlin is the right
+  kernel); then it is info. The markers (checks/log_signatures.toml) count only where vLLM
+  prints its configuration (``moe_backend='marlin'`` on the engine config line,
+  ``'moe_backend': 'marlin'`` in non-default args, ``--moe-backend marlin`` on a ``vllm
+  serve`` command line, a ``...a16`` quantization or W4A16 checkpoint there), not free text.
+- prose (every signature): a line that is no log record (no record prefix after its
+  transport) and either quotes the message (inside a Markdown code span or typographic
+  quotes: ``If this were a crash you would see `EngineCore encountered a fatal error```) or
+  dismisses it (``... this warning can be safely ignored``, ``... is expected``) is a
+  person's text about the message, not the message: it is not counted. A person quoting a
+  log and dismissing it on a line of its own (``This warning is expected and can be safely
+  ignored.`` under a pasted record, within :data:`PROSE_LOOKBACK_LINES` lines) retracts what
+  was found in the lines above it. The runtime's own lines carry no backticks and no such
+  words (:mod:`blackwell_doctor.ruledata.dismissal`), and a record prefix never reads as prose.
+- ``not-nvidia``: lines only AMD's RCCL prints (``NCCL WARN Missing "iommu=pt" ...``) are
+  recognised and dropped: they are no finding on an NVIDIA host.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from blackwell_doctor.facts.document import LogFinding
+from blackwell_doctor.ruledata import dismissal
+
+if TYPE_CHECKING:
+    from blackwell_doctor.collect.logs.matcher import SourceScanner
+
+AUTOTUNER_SKIPPED = "autotuner.tactic_skipped"
+AUTOTUNER_WRAPPER = "[Autotuner]: Skipping tactic"
+# The context markers a hit can carry (facts: LogFinding.context): seen on a Skipping line
+# itself, or on a continuation line of a Skipping record.
+ON_AUTOTUNER_LINE = "autotuner-line"
+IN_AUTOTUNER_RECORD = "autotuner-record"
+HIT_CONTEXT = (ON_AUTOTUNER_LINE, IN_AUTOTUNER_RECORD)
+# A traceback or a C++ backtrace under the record fits; a run never extends further.
+AUTOTUNER_CONTINUATION_LINES = 48
+# Enough of a line's start to see its prefixes.
+HEAD_BYTES = 256
+# A dismissal line retracts what was found at most this many lines above it.
+PROSE_LOOKBACK_LINES = 8
+
+_LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+# Per-line transport prefixes that do not start a record by themselves: docker compose
+# ("vllm-1  | ") and vLLM's per-process prefix, which it writes on every line a worker prints
+# (the backtrace lines under a Skipping record carry it too).
+_TRANSPORT = re.compile(r"(?:[\w.-]+ +\| )?(?:\([\w.-]+ pid=\d+\) ?)?")
+_RECORD = re.compile(
+    r"(?:"
+    rf"{_LEVEL}\s+\d\d-\d\d \d\d:\d\d:\d\d"  # vLLM: INFO 06-01 21:52:09
+    rf"|{_LEVEL}:"  # logging.basicConfig, uvicorn: WARNING:root:..., INFO:     ...
+    r"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S*\s+-\s+(?:[\w.]+\s+-\s+)?"
+    rf"{_LEVEL}\s+-"  # Python logging: 2025-11-11 06:41:27,319 - WARNING - ...
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*\s"  # docker --timestamps, journald short-iso
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ \S+?:\s"  # journald / syslog short
+    r"|\[\s*\d+\.\d+\]\s"  # dmesg
+    r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d"  # [2025-11-11 06:41:27] ...
+    r")"
+)
+
+
+def transport(head: str) -> str:
+    """The per-line transport prefix of a line (``""`` when it has none)."""
+    match = _TRANSPORT.match(head)
+    return match.group() if match else ""
+
+
+def continues(head: str, key: str) -> bool:
+    """Whether a line (its :func:`line_head`) can be a continuation of a record that was
+    written through transport ``key``: the same transport, and no record prefix after it."""
+    prefix = transport(head)
+    if prefix.strip() != key.strip():
+        return False
+    return _RECORD.match(head, len(prefix)) is None
+
+
+# Marks that open a quotation in prose, just before the quoted message: a Markdown code span,
+# typographic quotes, an emphasised quote (*"...").
+_QUOTE_OPEN = ("`", "\u201c", "\u2018", "\u00ab", '*"', '_"')
+
+
+# What stands before a message on a line with no record prefix when a person wrote the line:
+# two or more plain words ("As the log says, ..."), not a program's prefix (those hold
+# digits, brackets, paths or end in a colon: "host:1:2 [0] NCCL WARN", "UserWarning:").
+# A program's level words ("NCCL WARN") are no prose: one all-lower-case word is required.
+_PROSE_LEAD = re.compile(r"[>*\-\s]*[A-Za-z][A-Za-z']*(?:,?\s+[A-Za-z][A-Za-z']*)+,?")
+_LOWER_WORD = re.compile(r"\b[a-z]{2,}\b")
+
+
+def is_record(head: str) -> bool:
+    """Whether a line (its :func:`line_head`) starts with a log-record prefix after its
+    transport prefix."""
+    return _RECORD.match(head, len(transport(head))) is not None
+
+
+def is_prose(text: str, anchor: str) -> bool:
+    """Whether a line is a person's prose about a message rather than the message: no log
+    record prefix, and the message quoted in it (code span, typographic or emphasised
+    quotes) or dismissed by it ("can be safely ignored", "is expected", ...)."""
+    if is_record(text):
+        return False
+    at = text.find(anchor) if anchor else -1
+    if at != -1:
+        before = text[:at].rstrip()
+        if before.endswith(_QUOTE_OPEN):
+            return True
+        lead = before[len(transport(before)) :]
+        if _PROSE_LEAD.fullmatch(lead) and _LOWER_WORD.search(lead):
+            return True
+    return dismissal.DISMISSAL.search(text) is not None
+
+
+def dismisses_above(text: str) -> bool:
+    """Whether a line is a person's dismissal of a message shown just above it ("This
+    warning is expected and can be safely ignored"): no record prefix, a dismissal, and a
+    word pointing back at the message."""
+    return (
+        not is_record(text)
+        and dismissal.DISMISSAL.search(text) is not None
+        and dismissal.DEICTIC.search(text) is not None
+    )
+
+
+def hit_context(text: str, *, in_record: bool) -> tuple[str, ...]:
+    """The autotuner markers of one hit (empty: none): on the Skipping line itself, or on a
+    continuation line of a Skipping record (``in_record``, as the scanner followed it)."""
+    if AUTOTUNER_WRAPPER in text:
+        return (ON_AUTOTUNER_LINE,)
+    if in_record:
+        return (IN_AUTOTUNER_RECORD,)
+    return ()
+
+
+# A Python traceback frame: '  File "/x/y.py", line 12, in f' (after any per-line prefix).
+_FRAME = re.compile(r'File "[^"]+", line \d+, in \S+')
+# The exception line that ends a Python traceback ("RuntimeError: ...", "torch.X.FooError").
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception)(?::|$)")
+# The frame is at most this many lines above the exception line (code line, carets).
+FRAME_LOOKBACK_LINES = 4
+
+
+def frame_of(text: str) -> str:
+    """The frame a traceback line names (``""`` when it is no frame line)."""
+    match = _FRAME.search(text)
+    return match.group() if match is not None else ""
+
+
+def frame_above(last: tuple[int, str], line: int, text: str) -> str:
+    """The traceback's last frame for an exception line (``""`` for any other line, or
+    when the last frame seen is not just above it): what the generic finding quotes beside
+    the error line itself."""
+    frame_line, frame = last
+    if not frame or not 0 < line - frame_line <= FRAME_LOOKBACK_LINES:
+        return ""
+    return frame if _EXCEPTION.search(text) else ""
+
+
+def findings(scanner: SourceScanner) -> list[LogFinding]:
+    """What one source showed once it has been read to the end: each signature's
+    occurrences per context (a summary signature's count is the sum of its N). Their
+    severity, whether a marker makes them info and whether their context makes them no
+    finding, is the rules' (:mod:`blackwell_doctor.rules.logs`)."""
+    out: list[LogFinding] = []
+    signatures = scanner.catalogue.signatures
+    for (n, seen), occ in sorted(scanner.occurrences.items(), key=lambda kv: kv[1].first_line):
+        sig = signatures[n]
+        out.append(
+            LogFinding(
+                signature=sig.id,
+                path=scanner.name,
+                line=occ.first_line,
+                last_line=occ.last_line,
+                count=occ.n_sum if sig.rule == "autotuner-summary" else occ.count,
+                excerpt=f"{occ.excerpt} | last frame: {occ.frame}" if occ.frame else occ.excerpt,
+                context=list(seen),
+            )
+        )
+    return out

@@ -1,0 +1,493 @@
+"""Find catalogue signatures in a byte stream, faster than grep, in constant memory.
+
+How it works: the stream is read in large chunks (8 MiB). Every signature names exact
+*literals*; one multi-literal search runs over the whole chunk, and only around a hit is a
+line cut out, decoded, stripped of ANSI colour codes and checked against the signature's
+regex (the confirmation: a few hundred lines per GiB). Line numbers come from counting
+newlines (``bytes.count``), each byte once. A line is never held whole: a line longer than
+the chunk is searched in pieces with a small overlap, and only a window of a few KiB
+around a hit is ever decoded.
+
+Engines, measured on this catalogue's 41 literals over a 256 MiB vLLM-like log in 8 MiB
+chunks from the page cache (2-core x86_64 VM, CPython 3.11.7, load ~1; the component
+timings of ``benchmarks/scan_logs.py``'s log, best of 3):
+
+=====================================================  ===========
+one pass over 256 MiB                                   time
+=====================================================  ===========
+``read()`` of the chunks alone                           0.03 s
+``read()`` + newline count (``bytes.count``)             0.12 s
+``hyperscan`` 0.9.1 literal database, ``read()``         0.18 s
+``hyperscan`` over an ``mmap`` (no copy)                 0.16 s
+``google-re2`` 1.1 alternation of escaped literals       0.47 s
+``pyahocorasick`` 2.3 (str only: latin-1 decode)         3.67 s
+  (the latin-1 decode alone                              0.19 s)
+=====================================================  ===========
+
+``hyperscan`` is the engine where its wheel installs (CPython 3.11-3.13, manylinux
+x86_64 and aarch64: 0.9.1). Its scan releases the GIL, so on a region of a MiB or more it
+runs in a thread while this one counts newlines: the two passes take about as long, and
+both cores work (:meth:`SourceScanner._scan_beside_count`). Two scans cannot overlap: the
+bindings hold one global lock around every Hyperscan call, so more scan threads gain
+nothing, and worker processes would need every context rule (autotuner records, markers,
+once per line) merged across chunk edges for at most the newline count's share (about
+0.06 s per 256 MiB). ``mmap`` saves about 0.02 s per 256 MiB over ``read()`` but would
+fork the one chunked path that stdin, gzip, journald and Docker share; ``read()`` keeps
+anonymous memory at one chunk plus the carried line.
+
+Where ``hyperscan`` is missing the scanner falls back to ``google-re2`` (one thread: RE2
+holds the GIL), then to the stdlib ``bytes.find`` loop: the same findings, slower (the
+end-to-end figures, ratio to ``grep -E -c -f``, are in ``benchmarks/scan_logs.py``'s
+output and in the pyproject comment). Hyperscan reports every literal, overlapping ones
+too; the RE2 alternation misses a literal that starts inside another literal's match at
+the same place (leftmost, non-overlapping): the catalogue's literals do not overlap that
+way, and each signature counts once per line anyway.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from blackwell_doctor.collect.logs import context
+from blackwell_doctor.facts.document import LogFinding
+from blackwell_doctor.facts.redact import redact_text
+from blackwell_doctor.ruledata.logs import GENERIC_RULES, Catalogue
+
+CHUNK_BYTES = 8 << 20
+# A line without a newline is searched in pieces once it is this long.
+LONG_LINE_BYTES = 8 << 20
+# Bytes kept either side of a hit: enough for a vLLM prefix and the autotuner's wrapper.
+WINDOW_BYTES = 4096
+EXCERPT_CHARS = 400
+# Regions at least this large are scanned by Hyperscan in a thread beside the newline count;
+# the count goes in blocks so that a hit's line costs at most one block's count.
+PARALLEL_MIN_BYTES = 1 << 20
+COUNT_BLOCK_BYTES = 64 << 10
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+Hits = list[tuple[int, int]]
+# finder(buf, start, end): (position, literal index) of every hit in buf[start:end], in order.
+Finder = Callable[[bytes, int, int], Hits]
+
+
+ENGINES = ("auto", "hyperscan", "re2", "find")
+
+
+def _hyperscan_finder(literals: list[bytes]) -> Finder | None:
+    """One Hyperscan block-mode database of the literals (its pure-literal compiler). The
+    scan releases the GIL, so it runs beside the newline count (see :func:`_scan_region`)."""
+    try:
+        import hyperscan  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    db: Any = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=literals, ids=list(range(len(literals))), flags=0, literal=True)
+    lengths = [len(lit) for lit in literals]
+
+    def hits(buf: bytes, start: int, end: int) -> Hits:
+        out: Hits = []
+
+        def on_match(n: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            # Hyperscan reports where a match ends; a literal's start follows from it.
+            out.append((start + to - lengths[n], n))
+
+        with memoryview(buf) as view, view[start:end] as region:
+            db.scan(region, match_event_handler=on_match)
+        out.sort()
+        return out
+
+    return hits
+
+
+def _re2_finder(literals: list[bytes]) -> Finder | None:
+    try:
+        import re2  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    index = {lit: n for n, lit in enumerate(literals)}
+    pattern: Any = re2.compile(b"|".join(re.escape(lit) for lit in literals))
+
+    def hits(buf: bytes, start: int, end: int) -> Hits:
+        return [(m.start(), index[m.group()]) for m in pattern.finditer(buf, start, end)]
+
+    return hits
+
+
+def _find_finder(literals: list[bytes]) -> Finder:
+    def hits(buf: bytes, start: int, end: int) -> Hits:
+        out: Hits = []
+        find = buf.find
+        for n, lit in enumerate(literals):
+            pos = find(lit, start, end)
+            while pos != -1:
+                out.append((pos, n))
+                pos = find(lit, pos + 1, end)
+        out.sort()
+        return out
+
+    return hits
+
+
+@functools.cache
+def _finder(literals: tuple[bytes, ...], engine: str) -> tuple[str, Finder]:
+    chain = ("hyperscan", "re2", "find") if engine == "auto" else (engine,)
+    makers = {"hyperscan": _hyperscan_finder, "re2": _re2_finder}
+    for name in chain:
+        if name == "find":
+            return name, _find_finder(list(literals))
+        if name not in makers:
+            raise ValueError(f"unknown matching engine {engine!r}")
+        made = makers[name](list(literals))
+        if made is not None:
+            return name, made
+    raise RuntimeError(f"the {engine} matching engine is not installed")
+
+
+def make_finder(literals: list[bytes], *, engine: str = "auto") -> Finder:
+    """``engine``: ``auto`` (the first installed of hyperscan, re2, find), or one by name;
+    a named engine that is not installed is a RuntimeError. Built once per literal set."""
+    return _finder(tuple(literals), engine)[1]
+
+
+def engine_name(literals: list[bytes], engine: str = "auto") -> str:
+    """The engine that ``engine`` resolves to here (benchmarks report it)."""
+    return _finder(tuple(literals), engine)[0]
+
+
+def strip_codes(text: str) -> str:
+    return _CONTROL.sub("", _ANSI.sub("", text))
+
+
+def clean_line(raw: bytes) -> str:
+    """A line as a person should see it: decoded, colour codes and control bytes gone."""
+    return strip_codes(raw.decode("utf-8", errors="replace")).strip()
+
+
+def line_head(raw: bytes) -> str:
+    """The start of a line as text for prefix tests: colour codes and control bytes gone,
+    nothing stripped (an indented line stays indented)."""
+    return strip_codes(raw[: context.HEAD_BYTES].decode("utf-8", errors="replace"))
+
+
+def make_excerpt(text: str, anchor: str = "") -> str:
+    """At most :data:`EXCERPT_CHARS` characters of a line, secrets redacted. A longer line
+    keeps its start when ``anchor`` (the matched text) lies within it; else the excerpt is
+    centred on the anchor, with an ellipsis on each cut side."""
+    text = redact_text(text)
+    if len(text) <= EXCERPT_CHARS:
+        return text
+    at = text.find(anchor) if anchor else -1
+    if at == -1 or at + len(anchor) <= EXCERPT_CHARS - 1:
+        return text[: EXCERPT_CHARS - 1] + "…"
+    width = EXCERPT_CHARS - 2
+    left = max(1, at + len(anchor) // 2 - width // 2)
+    if left + width >= len(text):
+        return "…" + text[-(EXCERPT_CHARS - 1) :]
+    return "…" + text[left : left + width] + "…"
+
+
+@dataclass
+class Occurrences:
+    """Everything seen of one signature in one source."""
+
+    first_line: int = 0
+    last_line: int = 0
+    count: int = 0
+    excerpt: str = ""
+    n_sum: int = 0  # autotuner-summary: the sum of N
+    frame: str = ""  # generic errors: the last frame of the first traceback seen with them
+
+
+@dataclass
+class SourceScanner:
+    """Feed it bytes (any chunking), then :meth:`finish` for the findings."""
+
+    catalogue: Catalogue
+    name: str
+    engine: str = "auto"
+    lines: int = 0
+    size: int = 0  # bytes read
+    # Per signature and per context (the autotuner markers a hit was seen with, context.py).
+    occurrences: dict[tuple[int, tuple[str, ...]], Occurrences] = field(default_factory=dict)
+    markers: set[str] = field(default_factory=set)
+    # Called with (signature id, line) for every occurrence counted (benchmarks, tests).
+    on_occurrence: Callable[[str, int], None] | None = None
+    # The autotuner record being followed (context.py): the Skipping line, the transport its
+    # lines carry, the last line known to continue it, the next line to classify, and
+    # whether more lines may still continue it.
+    run_line: int = 0
+    run_key: str = ""
+    run_last: int = 0
+    run_next: int = 0
+    run_open: bool = False
+    _carry: bytes = b""
+    _carry_searched: int = 0
+    _finder: Finder | None = None
+    _engine: str = ""
+    _mid_line: bool = False  # the region being scanned starts inside a line
+    # Occurrences not yet counted: (signature, line, text, matched literal, regex match,
+    # context markers).
+    _pending: list[tuple[int, int, str, str, re.Match[str] | None, tuple[str, ...]]] = field(
+        default_factory=list
+    )
+    # Generic error hits (rule unrecognised-*): the traceback frame just above, per line.
+    _frames: dict[int, str] = field(default_factory=dict)
+    _last_frame: tuple[int, str] = (0, "")  # the last traceback frame seen: (line, text)
+
+    def __post_init__(self) -> None:
+        self._engine, self._finder = _finder(tuple(self.catalogue.literals), self.engine)
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self.size += len(data)
+        start = 0
+        if self._carry:
+            # Complete the pending line with a small copy, not a copy of the whole chunk.
+            nl = data.find(b"\n")
+            if nl == -1:
+                self._partial(self._carry + data, self._carry_searched)
+                return
+            head = self._carry + data[: nl + 1]
+            self._scan(head, 0, len(head), self._carry_searched)
+            self.lines += 1
+            self._carry, self._carry_searched = b"", 0
+            start = nl + 1
+        last_nl = data.rfind(b"\n", start)
+        if last_nl == -1:
+            self._partial(data[start:] if start else data, 0)
+            return
+        end = last_nl + 1
+        self.lines += self._scan(data, start, end, start)
+        self._carry = data[end:]
+        self._carry_searched = 0
+
+    def _partial(self, buf: bytes, searched: int) -> None:
+        """``buf`` holds no newline: keep it, or search a very long line in pieces, keeping
+        only an overlap for literals (and context) that straddle the cut; the line number
+        does not change."""
+        if len(buf) > LONG_LINE_BYTES:
+            self._scan(buf, 0, len(buf), searched)
+            keep = self.catalogue.max_literal - 1 + WINDOW_BYTES
+            self._carry = buf[-keep:]
+            self._carry_searched = len(self._carry)
+        else:
+            self._carry = buf
+            self._carry_searched = searched
+
+    def finish(self) -> list[LogFinding]:
+        if self._carry:
+            self._scan(self._carry, 0, len(self._carry), self._carry_searched)
+            self.lines += 1
+            self._carry = b""
+        self._commit()
+        return context.findings(self)
+
+    # ---------------------------------------------------------------- internals
+
+    def _scan(self, buf: bytes, start: int, end: int, searched: int) -> int:
+        """Hits in ``buf[start:end]`` (whole lines, or a piece of one long line) not already
+        seen: a hit ending inside the first ``searched`` bytes was found by an earlier call.
+        Returns the number of newlines in ``buf[start:end]``, each byte counted once."""
+        assert self._finder is not None
+        literals = self.catalogue.literals
+        first = self.lines + 1
+        self._mid_line = searched > start
+        if self.run_open:
+            self._resume_run(buf, start, end, first)
+        if self._engine == "hyperscan" and end - start >= PARALLEL_MIN_BYTES:
+            hits, before = self._scan_beside_count(buf, start, end)
+            step = COUNT_BLOCK_BYTES
+            for pos, lit in hits:
+                if pos + len(literals[lit]) <= searched:
+                    continue
+                block = (pos - start) // step
+                line = first + before[block] + buf.count(b"\n", start + block * step, pos)
+                self._hit(buf, start, end, pos, lit, line)
+            return before[-1]
+        cursor, line = start, first
+        for pos, lit in self._finder(buf, start, end):
+            if pos + len(literals[lit]) <= searched:
+                continue
+            line += buf.count(b"\n", cursor, pos)
+            cursor = pos
+            self._hit(buf, start, end, pos, lit, line)
+        return line - first + buf.count(b"\n", cursor, end)
+
+    def _scan_beside_count(self, buf: bytes, start: int, end: int) -> tuple[Hits, list[int]]:
+        """Hyperscan scans without the GIL: its scan of ``buf[start:end]`` runs in a thread
+        while this one counts newlines per block of :data:`COUNT_BLOCK_BYTES` (the two take
+        about as long; both cores work). Returns the hits and ``before[k]``, the newlines
+        before block ``k`` (``before[-1]``: all of them)."""
+        assert self._finder is not None
+        finder = self._finder
+        found: list[Hits] = []
+        failed: list[BaseException] = []
+
+        def scan() -> None:
+            try:
+                found.append(finder(buf, start, end))
+            except BaseException as exc:  # raised again below, in the scanning thread
+                failed.append(exc)
+
+        worker = threading.Thread(target=scan, name="scan-logs-hyperscan", daemon=True)
+        worker.start()
+        step = COUNT_BLOCK_BYTES
+        before = [0]
+        for at in range(start, end, step):
+            before.append(before[-1] + buf.count(b"\n", at, min(at + step, end)))
+        worker.join()
+        if failed:
+            raise failed[0]
+        return found[0], before
+
+    def _hit(self, buf: bytes, lo: int, hi: int, pos: int, lit: int, line: int) -> None:
+        floor = max(lo, pos - WINDOW_BYTES)
+        start = buf.rfind(b"\n", floor, pos) + 1 or floor
+        stop = buf.find(b"\n", pos, min(hi, pos + WINDOW_BYTES))
+        if stop == -1:
+            stop = min(hi, pos + WINDOW_BYTES)
+        cat = self.catalogue
+        text: str | None = None
+        for kind, n in cat.owners[lit]:
+            if text is None:
+                text = clean_line(buf[start:stop])
+            if kind == "marker":
+                if cat.marker_regex[n].search(text):
+                    self.markers.add(cat.markers[n].id)
+                continue
+            if kind == "frame":
+                frame = context.frame_of(text)
+                if frame:
+                    self._last_frame = (line, frame)
+                continue
+            if kind == "dismissal":
+                if context.dismisses_above(text):
+                    floor_line = line - context.PROSE_LOOKBACK_LINES
+                    self._pending = [p for p in self._pending if not floor_line <= p[1] < line]
+                    for gone in [k for k in self._frames if floor_line <= k < line]:
+                        del self._frames[gone]
+                continue
+            if cat.signatures[n].id == context.AUTOTUNER_SKIPPED:
+                at_line_start = start > floor or (start == lo and not self._mid_line)
+                self._open_run(buf, start if at_line_start else -1, pos, hi, line)
+            frame = ""
+            if cat.signatures[n].rule in GENERIC_RULES:
+                frame = context.frame_above(self._last_frame, line, text)
+            self._signature(n, text, line, cat.literals[lit].decode("utf-8", "replace"), frame)
+
+    # ------------------------------------------------- autotuner records (context.py)
+
+    def _open_run(self, buf: bytes, start: int, pos: int, hi: int, line: int) -> None:
+        """A Skipping record starts at ``line``: follow the lines that continue it."""
+        if self.run_line == line:
+            return  # a second Skipping text on the same line
+        self.run_line = self.run_last = line
+        self.run_next = line + 1
+        self.run_open = True
+        # Where the line's start is not in view (a line of many KiB), no transport is known.
+        self.run_key = context.transport(line_head(buf[start:pos])) if start >= 0 else ""
+        nl = buf.find(b"\n", pos, hi)
+        if nl != -1:
+            self._walk(buf, nl + 1, hi, line + 1)
+
+    def _resume_run(self, buf: bytes, start: int, end: int, first: int) -> None:
+        """A new region: classify its lines that may continue the open record."""
+        if not self._mid_line and self.run_next == first:
+            self._walk(buf, start, end, first)
+        elif self._mid_line and self.run_next == first + 1:
+            nl = buf.find(b"\n", start, end)
+            if nl != -1:
+                self._walk(buf, nl + 1, end, first + 1)
+
+    def _walk(self, buf: bytes, pos: int, end: int, line: int) -> None:
+        """Classify the lines starting at ``pos`` (line ``line``) until one does not continue
+        the record, the cap is reached or the region ends. Every line start classified has
+        its whole line, or megabytes of it, in the region: the result does not depend on
+        how the stream was chunked."""
+        cap = self.run_line + context.AUTOTUNER_CONTINUATION_LINES
+        while pos < end:
+            if line > cap:
+                self.run_open = False
+                return
+            nl = buf.find(b"\n", pos, min(end, pos + context.HEAD_BYTES))
+            head = line_head(buf[pos : nl if nl != -1 else min(end, pos + context.HEAD_BYTES)])
+            if not context.continues(head, self.run_key):
+                self.run_open = False
+                return
+            self.run_last = line
+            line += 1
+            self.run_next = line
+            nl = buf.find(b"\n", pos, end)
+            if nl == -1:
+                return
+            pos = nl + 1
+
+    def _signature(self, n: int, text: str, line: int, anchor: str = "", frame: str = "") -> None:
+        cat = self.catalogue
+        regex, unless = cat.regex[n], cat.unless[n]
+        match = regex.search(text) if regex is not None else None
+        if regex is not None and match is None:
+            return
+        if unless is not None and unless.search(text):
+            return
+        if context.is_prose(text, anchor):
+            return
+        # Where the hit stands, not what that means: the rules decide (rules/logs.py).
+        seen = context.hit_context(text, in_record=self.run_line < line <= self.run_last)
+        if frame:
+            self._frames[line] = frame
+        # Counted once no dismissal can follow it any more (the prose rule's lookback).
+        self._pending.append((n, line, text, anchor, match, seen))
+        self._commit(line - context.PROSE_LOOKBACK_LINES)
+
+    def _commit(self, before: int | None = None) -> None:
+        """Count the pending occurrences on lines before ``before`` (all: None)."""
+        keep = 0
+        sigs = self.catalogue.signatures
+        # A line a catalogue signature names is that signature's: the generic detector's
+        # hit on it is not counted (the literal matched says more than the line's level).
+        known = {p[1] for p in self._pending if sigs[p[0]].rule not in GENERIC_RULES}
+        for n, line, text, anchor, match, seen in self._pending:
+            if before is not None and line >= before:
+                break
+            keep += 1
+            if line in known and sigs[n].rule in GENERIC_RULES:
+                continue
+            self._count(n, line, text, anchor, match, seen)
+        for _n, line, *_ in self._pending[:keep]:
+            self._frames.pop(line, None)
+        del self._pending[:keep]
+
+    def _count(
+        self,
+        n: int,
+        line: int,
+        text: str,
+        anchor: str,
+        match: re.Match[str] | None,
+        seen: tuple[str, ...],
+    ) -> None:
+        sig = self.catalogue.signatures[n]
+        frame = self._frames.get(line, "") if sig.rule in GENERIC_RULES else ""
+        occ = self.occurrences.get((n, seen))
+        if occ is None:
+            excerpt = make_excerpt(text, anchor)
+            occ = self.occurrences[n, seen] = Occurrences(first_line=line, excerpt=excerpt)
+        elif occ.last_line == line:
+            return  # once per line
+        if frame and not occ.frame:
+            occ.frame = make_excerpt(frame)[: EXCERPT_CHARS // 2]
+        occ.last_line = line
+        occ.count += 1
+        if self.on_occurrence is not None:
+            self.on_occurrence(sig.id, line)
+        if sig.rule == "autotuner-summary" and match is not None:
+            occ.n_sum += int(match.group("n"))

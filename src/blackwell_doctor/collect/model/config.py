@@ -1,0 +1,303 @@
+"""config.json → ArchFacts, and parameter counts computed from it alone.
+
+Field names follow the Hugging Face configs of the families this tool sizes: Llama/Qwen
+(``num_key_value_heads``, ``head_dim``), Qwen MoE (``num_experts``, ``decoder_sparse_step``,
+``mlp_only_layers``, ``shared_expert_intermediate_size``), DeepSeek V2/V3/R1
+(``n_routed_experts``, ``n_shared_experts``, ``first_k_dense_replace``, ``moe_layer_freq``,
+MLA ``kv_lora_rank``/``q_lora_rank``), Mixtral/gpt-oss (``num_local_experts``,
+``experts_per_token``, ``layer_types`` with sliding windows), Llama 4
+(``interleave_moe_layer_step``), Qwen3-Next/3.5 (``layer_types`` with linear attention).
+Multimodal checkpoints nest the language model in ``text_config``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blackwell_doctor.facts.model import ArchFacts, MlaFacts, MoeFacts, ParamFacts
+
+
+class ConfigError(Exception):
+    """config.json lacks what sizing needs; the message is one line."""
+
+
+# The counts that size a model: one given (not null) that is no whole number of at least 0
+# (a float such as 1e18, a negative, a string, true) is a corrupt config, never skipped
+# (skipped, ``num_experts: 1e18`` sized the model as dense, with no word of it).
+_COUNTS = frozenset(
+    {
+        *("hidden_size", "d_model", "n_embd", "num_hidden_layers", "n_layer", "num_layers"),
+        *("num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads", "head_dim"),
+        *("vocab_size", "num_experts", "n_routed_experts", "num_local_experts"),
+        *("num_experts_per_tok", "experts_per_token", "moe_topk"),
+        *("n_shared_experts", "num_shared_experts"),
+    }
+)
+
+
+def _int(cfg: dict[str, Any], *names: str, default: int | None = None) -> int | None:
+    for name in names:
+        value = cfg.get(name)
+        if type(value) is int and value >= 0:
+            return value
+        if value is not None and name in _COUNTS:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+            raise ConfigError(f"config.json has {name} = {shown}: not a count (corrupt)")
+    return default
+
+
+# What a real config can hold, with room to spare: past these a value is a corrupt or
+# hostile config.json, not a model (the largest published: hidden 25,600 and 163,840 positions
+# aside, 512 experts, 128 heads, 262,144-token vocabularies, 126 layers).
+LIMITS = {
+    "hidden_size": 1 << 20,
+    "num_hidden_layers": 10_000,
+    "num_attention_heads": 1 << 14,
+    "num_key_value_heads": 1 << 14,
+    "head_dim": 1 << 14,
+    "vocab_size": 1 << 24,
+    "num_experts": 1 << 16,
+    "num_experts_per_tok": 1 << 16,
+    "n_shared_experts": 1 << 16,
+}
+
+
+def _bounded(name: str, value: int) -> int:
+    if value > LIMITS[name]:
+        raise ConfigError(
+            f"config.json has {name} = {value}, above the {LIMITS[name]:,} any model has "
+            "(corrupt or not a model's config)"
+        )
+    return value
+
+
+def _need(cfg: dict[str, Any], *names: str) -> int:
+    value = _int(cfg, *names)
+    if value is None:
+        raise ConfigError(f"config.json has no usable {names[0]}")
+    return value
+
+
+def text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The language model's config: ``text_config`` when present (multimodal)."""
+    inner = cfg.get("text_config")
+    if isinstance(inner, dict) and "hidden_size" in inner:
+        return inner, True
+    return cfg, False
+
+
+def _moe_layers(cfg: dict[str, Any], layers: int) -> list[int]:
+    if "first_k_dense_replace" in cfg or "moe_layer_freq" in cfg:  # DeepSeek
+        first = _int(cfg, "first_k_dense_replace", default=0) or 0
+        freq = _int(cfg, "moe_layer_freq", default=1) or 1
+        return [i for i in range(layers) if i >= first and i % freq == 0]
+    if "interleave_moe_layer_step" in cfg:  # Llama 4
+        step = _int(cfg, "interleave_moe_layer_step", default=1) or 1
+        return [i for i in range(layers) if (i + 1) % step == 0]
+    only = cfg.get("mlp_only_layers")
+    dense = {i for i in only if type(i) is int} if isinstance(only, list) else set()
+    step = _int(cfg, "decoder_sparse_step", default=1) or 1
+    return [i for i in range(layers) if i not in dense and (i + 1) % step == 0]
+
+
+def layer_kinds(cfg: dict[str, Any], layers: int) -> list[str] | None:
+    """Each decoder layer's attention kind: ``layer_types`` as given, or Qwen3-Next's
+    ``full_attention_interval`` (every n-th layer full attention, the others linear)."""
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and len(kinds) == layers:
+        return [str(k) for k in kinds]
+    interval = _int(cfg, "full_attention_interval")
+    if interval:
+        return [
+            "full_attention" if (i + 1) % interval == 0 else "linear_attention"
+            for i in range(layers)
+        ]
+    return None
+
+
+def _gated_attention(cfg: dict[str, Any]) -> bool:
+    """Qwen3-Next/3.5 attention: q_proj also produces a per-head output gate."""
+    kind = str(cfg.get("model_type", ""))
+    return bool(cfg.get("attn_output_gate", kind.startswith(("qwen3_next", "qwen3_5"))))
+
+
+def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
+    cfg, nested = text_config(raw)
+    archs = raw.get("architectures") or cfg.get("architectures")
+    architecture = (
+        archs[0]
+        if isinstance(archs, list) and archs and isinstance(archs[0], str)
+        else str(cfg.get("model_type") or raw.get("model_type") or "unknown")
+    )
+    hidden = _need(cfg, "hidden_size", "d_model", "n_embd")
+    layers = _need(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _need(cfg, "num_attention_heads", "n_head")
+    if hidden == 0 or layers == 0 or heads == 0:
+        raise ConfigError("config.json has a zero hidden_size, layer count or head count")
+    _bounded("hidden_size", hidden)
+    _bounded("num_hidden_layers", layers)
+    _bounded("num_attention_heads", heads)
+    kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads)
+    if kv_heads == 0:
+        raise ConfigError("config.json has 0 KV heads: attention needs at least one")
+    assert kv_heads is not None
+    _bounded("num_key_value_heads", kv_heads)
+    if heads % kv_heads:
+        raise ConfigError(
+            f"config.json has {heads} attention heads and {kv_heads} KV heads: the attention "
+            "heads must be a whole multiple of the KV heads (each KV head serves a group)"
+        )
+    head_dim = _bounded("head_dim", _int(cfg, "head_dim", default=None) or hidden // heads)
+    vocab = _bounded("vocab_size", _need(cfg, "vocab_size"))
+    experts = _int(cfg, "num_experts", "n_routed_experts", "num_local_experts", default=0) or 0
+    _bounded("num_experts", experts)
+    moe: MoeFacts | None = None
+    if experts > 0:
+        per_token = _int(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk")
+        if per_token is None or per_token == 0:
+            raise ConfigError(f"config.json names {experts} experts but no num_experts_per_tok")
+        if per_token > experts:
+            raise ConfigError(
+                f"config.json routes each token to {per_token} experts of {experts}: more "
+                "than there are"
+            )
+        shared = _int(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0
+        _bounded("n_shared_experts", shared)
+        if shared == 0 and (_int(cfg, "shared_expert_intermediate_size", default=0) or 0) > 0:
+            shared = 1
+        moe = MoeFacts(
+            experts=experts,
+            experts_per_token=per_token,
+            shared_experts=shared,
+            moe_layers=_moe_layers(cfg, layers),
+            expert_intermediate_size=_int(cfg, "moe_intermediate_size", "intermediate_size"),
+        )
+    mla: MlaFacts | None = None
+    kv_lora = _int(cfg, "kv_lora_rank")
+    if kv_lora:
+        mla = MlaFacts(kv_lora_rank=kv_lora, qk_rope_head_dim=_int(cfg, "qk_rope_head_dim") or 0)
+    kinds = layer_kinds(cfg, layers)
+    full, sliding, linear = layers, 0, 0
+    window = _int(cfg, "sliding_window")
+    if kinds is not None:
+        sliding = sum(1 for k in kinds if k == "sliding_attention")
+        linear = sum(1 for k in kinds if k == "linear_attention")
+        full = layers - sliding - linear
+        if sliding and not window:
+            raise ConfigError("config.json has sliding_attention layers but no sliding_window")
+    dtype = cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype")
+    return ArchFacts(
+        architecture=architecture,
+        model_type=str(cfg.get("model_type") or raw.get("model_type") or "") or None,
+        hidden_size=hidden,
+        num_layers=layers,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        vocab_size=vocab,
+        max_position_embeddings=_int(cfg, "max_position_embeddings", "n_positions"),
+        dtype=dtype if isinstance(dtype, str) else None,
+        tie_word_embeddings=bool(
+            cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))
+        ),
+        text_config=nested,
+        full_attention_layers=full,
+        sliding_window_layers=sliding,
+        sliding_window=window if sliding else None,
+        linear_attention_layers=linear,
+        linear_state_bytes_per_layer=_linear_state_bytes(cfg) if linear else 0,
+        moe=moe,
+        mla=mla,
+    )
+
+
+def _linear_state_bytes(cfg: dict[str, Any]) -> int:
+    """Gated DeltaNet state per sequence and layer (Qwen3-Next): the recurrent state
+    (value heads x key dim x value dim) and the causal-conv window, 2 bytes each."""
+    nk = _int(cfg, "linear_num_key_heads", default=0) or 0
+    nv = _int(cfg, "linear_num_value_heads", default=0) or 0
+    dk = _int(cfg, "linear_key_head_dim", default=0) or 0
+    dv = _int(cfg, "linear_value_head_dim", default=0) or 0
+    conv = _int(cfg, "linear_conv_kernel_dim", default=4) or 4
+    return 2 * (nv * dk * dv + (2 * nk * dk + nv * dv) * (conv - 1))
+
+
+def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
+    """Parameters computed from config.json alone (labelled ``source="config"``).
+
+    Counts every weight matrix, bias the config declares and norm; rotary tables and
+    buffers are not parameters."""
+    cfg, _ = text_config(raw)
+    h, nh, kvh, hd = arch.hidden_size, arch.num_attention_heads, arch.num_kv_heads, arch.head_dim
+    bias = bool(cfg.get("attention_bias", False))
+    if arch.mla is not None:
+        ql = _int(cfg, "q_lora_rank")
+        nope = _int(cfg, "qk_nope_head_dim", default=hd) or 0
+        rope = arch.mla.qk_rope_head_dim
+        vd = _int(cfg, "v_head_dim", default=hd) or 0
+        kl = arch.mla.kv_lora_rank
+        q = h * ql + ql + ql * nh * (nope + rope) if ql else h * nh * (nope + rope)
+        attn = q + h * (kl + rope) + kl + kl * nh * (nope + vd) + nh * vd * h
+    else:
+        attn = h * nh * hd + 2 * h * kvh * hd + nh * hd * h
+        if bias:
+            attn += nh * hd + 2 * kvh * hd + h
+        if str(cfg.get("model_type", "")).startswith("qwen3"):
+            attn += 2 * hd  # q_norm, k_norm
+        if _gated_attention(cfg):
+            attn += h * nh * hd  # the output gate's half of q_proj
+        if str(cfg.get("model_type", "")) == "gpt_oss":
+            attn += nh  # attention sinks
+    linear_attn = 0
+    if arch.linear_attention_layers:
+        nk = _int(cfg, "linear_num_key_heads", default=0) or 0
+        nv = _int(cfg, "linear_num_value_heads", default=0) or 0
+        dk = _int(cfg, "linear_key_head_dim", default=0) or 0
+        dv = _int(cfg, "linear_value_head_dim", default=0) or 0
+        conv = _int(cfg, "linear_conv_kernel_dim", default=4) or 4
+        qkv = 2 * nk * dk + nv * dv
+        linear_attn = h * (qkv + nv * dv) + h * 2 * nv + qkv * conv + nv * dv * h + 2 * nv + dv
+    inter = _int(cfg, "intermediate_size", default=0) or 0
+    dense_mlp = 3 * h * inter
+    moe_total = moe_active = routed = 0
+    moe = arch.moe
+    if moe is not None:
+        mi = moe.expert_intermediate_size or inter
+        per_expert = 3 * h * mi
+        expert_bias = str(cfg.get("model_type", "")) == "gpt_oss"
+        if expert_bias:
+            per_expert += 2 * mi + h
+        router = h * moe.experts + (moe.experts if expert_bias else 0)
+        if cfg.get("topk_method") == "noaux_tc":
+            router += moe.experts  # DeepSeek V3's e_score_correction_bias
+        shared_inter = _int(cfg, "shared_expert_intermediate_size", default=0) or 0
+        # Qwen MoE: one shared expert of its own size and its gate; DeepSeek: n_shared.
+        shared = 3 * h * shared_inter + h if shared_inter else moe.shared_experts * per_expert
+        routed = moe.experts * per_expert
+        moe_total = routed + shared + router
+        moe_active = moe.experts_per_token * per_expert + shared + router
+    norms = 2 * h
+    total = active = 0
+    routed_all = 0
+    moe_set = set(moe.moe_layers) if moe is not None else set()
+    kinds = layer_kinds(cfg, arch.num_layers)
+    for i in range(arch.num_layers):
+        mixer = linear_attn if kinds is not None and kinds[i] == "linear_attention" else attn
+        if i in moe_set:
+            total += mixer + norms + moe_total
+            active += mixer + norms + moe_active
+            routed_all += routed
+        else:
+            total += mixer + norms + dense_mlp
+            active += mixer + norms + dense_mlp
+    embedding = arch.vocab_size * h
+    head = 0 if arch.tie_word_embeddings else arch.vocab_size * h
+    total += embedding + head + h
+    active += embedding + head + h
+    return ParamFacts(
+        source="config",
+        total=total,
+        active=active if moe is not None else total,
+        embedding=embedding,
+        routed_experts=routed_all,
+    )

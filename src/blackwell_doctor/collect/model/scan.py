@@ -1,0 +1,387 @@
+"""Read a model directory into ``ModelFacts``: config.json, the quantization description,
+the safetensors index and each shard's header. Never a weight byte.
+
+Memory stays flat in the number of shards: each header is folded into running totals and
+dropped before the next is read.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from blackwell_doctor.collect.model import quant
+from blackwell_doctor.collect.model.config import ConfigError, arch_from_config, params_from_config
+from blackwell_doctor.collect.model.header import (
+    DTYPE_BITS,
+    MAX_DIMS,
+    HeaderError,
+    _open_regular,
+    _read_exact,
+    bad_entry,
+    check_overlaps,
+    not_utf8,
+    read_header,
+)
+from blackwell_doctor.facts.model import ArchFacts, ModelFacts, ModelProblem, ParamFacts, QuantFacts
+
+MAX_JSON_BYTES = 64 << 20  # config.json and index files; the largest real index is ~10 MB
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+_EMBEDDING_SUFFIXES = (
+    "embed_tokens.weight",
+    "wte.weight",
+    "tok_embeddings.weight",
+    "word_embeddings.weight",
+)
+_SHARD_NAME = re.compile(r"^[^/\\]+\.safetensors$")
+
+
+class ModelDirError(Exception):
+    """The directory itself cannot be read; one line."""
+
+
+def _read_json(path: Path) -> Any:
+    fd, size = _open_regular(path)
+    try:
+        if size > MAX_JSON_BYTES:
+            raise HeaderError(f"{size} bytes, above the {MAX_JSON_BYTES}-byte limit")
+        data = _read_exact(fd, size)
+    finally:
+        os.close(fd)
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise HeaderError(f"not valid JSON: {' '.join(str(exc).split())}") from None
+    except UnicodeDecodeError as exc:  # msgspec raises it for a string that is not UTF-8
+        raise HeaderError(f"not valid JSON: {not_utf8(data, exc)}") from None
+    except RecursionError:
+        raise HeaderError("nested too deeply") from None
+
+
+@dataclass
+class _Tally:
+    total: int = 0
+    routed: int = 0
+    embedding: int = 0
+    mtp: int = 0
+    weights_bytes: int = 0
+    tensors: int = 0
+    bytes_by_dtype: Counter[str] = field(default_factory=Counter)
+    # Quantization evidence from the tensors: counts per kind and a first example of each.
+    kinds: Counter[int] = field(default_factory=Counter)
+    examples: dict[int, str] = field(default_factory=dict)
+    # Block sizes seen: packed FP4 columns x 2 / scale columns, per module (matched per
+    # shard, in any order).
+    scale_groups: Counter[int] = field(default_factory=Counter)
+    # (name suffix, dtype) -> (values per stored element, 0 for scales; evidence kind).
+    decisions: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+
+
+# What a (name suffix, dtype) says about the quantization.
+_PACKED_FP4, _FP4_SCALE, _FP8, _INT4, _HIGH = 1, 2, 3, 4, 5
+
+
+def _kind(last: str, dtype: str) -> int:
+    if dtype == "U8" and last in ("weight", "weight_packed"):
+        return _PACKED_FP4
+    if dtype == "F8_E4M3" and last == "weight_scale":
+        return _FP4_SCALE
+    if dtype.startswith("F8_") and last == "weight":
+        return _FP8
+    if dtype == "I32" and last in ("qweight", "weight_packed"):
+        return _INT4
+    if dtype in ("BF16", "F16", "F32") and last == "weight":
+        return _HIGH
+    return 0
+
+
+def _mtp_pattern(num_layers: int | None) -> re.Pattern[str] | None:
+    """Names of decoder layers past num_hidden_layers (DeepSeek's MTP layer 61)."""
+    if num_layers is None:
+        return None
+    numbers = "|".join(str(num_layers + i) for i in range(16))
+    return re.compile(rf"(?:^|\.)layers\.(?:{numbers})\.", re.MULTILINE)
+
+
+def _fold(
+    tally: _Tally,
+    entries: dict[str, Any],
+    data_bytes: int,
+    method: str,
+    mtp_layer: re.Pattern[str] | None,
+) -> None:
+    """Check one shard's tensors and add them to the running totals in the same pass.
+
+    The checks are header.parse_header's (dtype known, size = elements x bits, inside the
+    file), inlined here so the tensors are walked once; a failure raises HeaderError before
+    anything is added. Per-name decisions (scale or parameter, packing, evidence kind) are
+    cached by (suffix, dtype)."""
+    by_dtype: Counter[str] = Counter()
+    seen: Counter[int] = Counter()
+    cache = tally.decisions
+    bits_of = DTYPE_BITS.get
+    total = routed = embedding = mtp = weights = 0
+    # Layers past num_hidden_layers are rare (one MTP layer in a few shards): one search
+    # over the shard's names decides whether any name needs the per-tensor test.
+    mtp_search = None
+    if mtp_layer is not None and mtp_layer.search("\n".join(entries)):
+        mtp_search = mtp_layer.search
+    prod = math.prod
+    packed: dict[str, int] = {}
+    scales: dict[str, int] = {}
+    for name, e in entries.items():
+        dtype, shape, offsets = e.dtype, e.shape, e.data_offsets
+        bits = bits_of(dtype)
+        if bits is None or shape is None or offsets is None or len(shape) > MAX_DIMS:
+            bad_entry(name, e, data_bytes)
+        numel = prod(shape)
+        nbytes = offsets[1] - offsets[0]
+        if nbytes != (numel * bits + 7) >> 3 or offsets[1] > data_bytes:
+            bad_entry(name, e, data_bytes)
+        weights += nbytes
+        by_dtype[dtype] += nbytes
+        prefix, _, last = name.rpartition(".")
+        key = (last, dtype)
+        decision = cache.get(key)
+        if decision is None:
+            mult = (
+                quant.values_per_element(last, dtype, method)
+                if quant.is_parameter_suffix(last)
+                else 0
+            )
+            decision = cache[key] = (mult, _kind(last, dtype))
+            tally.examples.setdefault(decision[1], f"{name} {dtype}{list(shape)}")
+        mult, kind = decision
+        if kind:
+            seen[kind] += 1
+            if kind <= _FP4_SCALE and shape and len(packed) + len(scales) < 512:
+                (packed if kind == _PACKED_FP4 else scales)[prefix] = shape[-1]
+        if not mult:
+            continue
+        n = numel * mult
+        if mtp_search is not None and mtp_search(name):
+            mtp += n
+            continue
+        total += n
+        if ".experts." in name and "shared_expert" not in name:
+            routed += n
+        if last == "weight" and name.endswith(_EMBEDDING_SUFFIXES):
+            embedding += n
+    check_overlaps(entries)
+    tally.total += total
+    tally.routed += routed
+    tally.embedding += embedding
+    tally.mtp += mtp
+    tally.weights_bytes += weights
+    tally.tensors += len(entries)
+    tally.bytes_by_dtype.update(by_dtype)
+    tally.kinds.update(seen)
+    for p, scale in scales.items():
+        cols = packed.get(p)
+        if cols and scale:
+            tally.scale_groups[cols * 2 // scale] += 1
+
+
+def _shard_names(root: Path, problems: list[ModelProblem]) -> tuple[list[str], int | None]:
+    """Shard file names (from the index when there is one) and the index's tensor count."""
+    indexes = sorted(p.name for p in root.glob("*.safetensors.index.json"))
+    if not indexes:
+        return sorted(p.name for p in root.glob("*.safetensors")), None
+    name = indexes[0]
+    try:
+        doc = _read_json(root / name)
+    except HeaderError as exc:
+        problems.append(ModelProblem(kind="index", path=name, detail=str(exc)))
+        return sorted(p.name for p in root.glob("*.safetensors")), None
+    wmap = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(wmap, dict):
+        problems.append(ModelProblem(kind="index", path=name, detail="no weight_map object"))
+        return sorted(p.name for p in root.glob("*.safetensors")), None
+    files: set[str] = set()
+    for value in (
+        set(map(str, wmap.values()))
+        if all(isinstance(v, str) for v in wmap.values())
+        else wmap.values()
+    ):
+        if not isinstance(value, str) or not _SHARD_NAME.match(value) or value.startswith("."):
+            problems.append(
+                ModelProblem(
+                    kind="index",
+                    path=name,
+                    detail=f"weight_map names {str(value)[:80]!r}, not a shard file in this "
+                    "directory: not read",
+                )
+            )
+            continue
+        files.add(value)
+    return sorted(files), len(wmap)
+
+
+def _symlink_problem(root_real: str, root: Path, name: str) -> ModelProblem | None:
+    path = root / name
+    if not path.is_symlink():
+        return None
+    target = os.path.realpath(path)
+    if os.path.commonpath([root_real, target]) == root_real:
+        return None
+    return ModelProblem(
+        kind="symlink",
+        path=name,
+        detail=f"a symlink to {target}, outside the model directory: read here, but it "
+        "dangles in a container that mounts only the directory (mount the target's "
+        "directory too, or copy the files in)",
+    )
+
+
+def read_model_dir(path: Path) -> ModelFacts:
+    """Everything the directory says about the model; problems are facts, not exceptions.
+
+    Raises ModelDirError only when ``path`` is not a readable directory."""
+    if not path.is_dir():
+        raise ModelDirError(f"{path} is not a directory")
+    root = path
+    root_real = os.path.realpath(root)
+    problems: list[ModelProblem] = []
+    raw: dict[str, Any] | None = None
+    arch: ArchFacts | None = None
+    try:
+        doc = _read_json(root / "config.json")
+        if not isinstance(doc, dict):
+            raise HeaderError("not a JSON object")
+        raw = doc
+        arch = arch_from_config(doc)
+    except (HeaderError, ConfigError) as exc:
+        problems.append(ModelProblem(kind="config", path="config.json", detail=str(exc)))
+    hf_quant: dict[str, Any] | None = None
+    if (root / "hf_quant_config.json").exists():
+        try:
+            doc = _read_json(root / "hf_quant_config.json")
+            hf_quant = doc if isinstance(doc, dict) else None
+        except HeaderError as exc:
+            problems.append(
+                ModelProblem(kind="quantization", path="hf_quant_config.json", detail=str(exc))
+            )
+    cq = raw.get("quantization_config") if raw is not None else None
+    if raw is not None and not isinstance(cq, dict):
+        inner = raw.get("text_config")
+        cq = inner.get("quantization_config") if isinstance(inner, dict) else None
+    qf, qproblem = quant.describe(cq if isinstance(cq, dict) else None, hf_quant)
+    if qproblem:
+        problems.append(ModelProblem(kind="quantization", path="config.json", detail=qproblem))
+
+    names, index_count = _shard_names(root, problems)
+    tally = _Tally()
+    mtp_layer = _mtp_pattern(arch.num_layers if arch else None)
+    read_ok = 0
+    for name in names:
+        link = _symlink_problem(root_real, root, name)
+        if link is not None:
+            problems.append(link)
+        try:
+            header = read_header(root / name, check_entries=False)
+            _fold(tally, header.entries, header.data_bytes, qf.method, mtp_layer)
+        except HeaderError as exc:
+            kind = "missing-shard" if str(exc).startswith("missing") else "header"
+            problems.append(ModelProblem(kind=kind, path=name, detail=str(exc)))
+            continue
+        read_ok += 1
+        del header
+    if index_count is not None and read_ok == len(names) and tally.tensors < index_count:
+        problems.append(
+            ModelProblem(
+                kind="index",
+                path="model.safetensors.index.json",
+                detail=f"the index maps {index_count} tensors but the shards hold {tally.tensors}",
+            )
+        )
+    qf = _confirm(qf, tally, problems)
+    complete = bool(names) and read_ok == len(names)
+    params: ParamFacts | None = None
+    if complete and tally.total > 0:
+        active: int | None = tally.total
+        if arch is not None and arch.moe is not None:
+            moe = arch.moe
+            active = tally.total - tally.routed * (moe.experts - moe.experts_per_token) // max(
+                moe.experts, 1
+            )
+        elif tally.routed:
+            active = None  # experts in the tensors but no routing in config.json
+        params = ParamFacts(
+            source="tensors",
+            total=tally.total,
+            active=active,
+            embedding=tally.embedding,
+            routed_experts=tally.routed,
+            mtp=tally.mtp,
+        )
+    elif raw is not None and arch is not None:
+        params = params_from_config(raw, arch)
+    return ModelFacts(
+        path=str(path),
+        arch=arch,
+        quantization=qf,
+        parameters=params,
+        weights_bytes=tally.weights_bytes if complete else None,
+        bytes_by_dtype=dict(sorted(tally.bytes_by_dtype.items())),
+        shards=read_ok,
+        tensors=tally.tensors,
+        problems=problems,
+    )
+
+
+def _confirm(qf: QuantFacts, tally: _Tally, problems: list[ModelProblem]) -> QuantFacts:
+    """Add what the tensors show to the evidence; a disagreement is a problem."""
+    if tally.tensors == 0:
+        return qf
+    packed_fp4, fp8, int4, high = (tally.kinds[k] for k in (_PACKED_FP4, _FP8, _INT4, _HIGH))
+    ex = tally.examples
+    ev = list(qf.evidence)
+    if packed_fp4:
+        groups = ", ".join(f"1 per {g}" for g, _ in tally.scale_groups.most_common(2))
+        ev.append(
+            f"tensors: {packed_fp4} U8 weights (two FP4 values a byte), e.g. "
+            f"{ex[_PACKED_FP4]}" + (f"; F8_E4M3 block scales {groups} weights" if groups else "")
+        )
+    if fp8:
+        ev.append(f"tensors: {fp8} FP8 weights, e.g. {ex[_FP8]}")
+    if int4:
+        ev.append(f"tensors: {int4} I32 packed 4-bit weights, e.g. {ex[_INT4]}")
+    if high:
+        ev.append(f"tensors: {high} BF16/F16/F32 weights")
+    seen = {
+        "nvfp4": packed_fp4 > 0,
+        "mxfp4": True,  # gpt-oss keeps its MXFP4 experts as *_blocks U8 (not .weight)
+        "fp8": fp8 > 0,
+        "w4a16": int4 > 0,
+        "unquantized": not (packed_fp4 or fp8 or int4),
+        "unknown": True,
+    }[qf.method]
+    if not seen:
+        problems.append(
+            ModelProblem(
+                kind="quantization",
+                path=".",
+                detail=f"the description says {qf.method} but no tensor in the headers has "
+                "that layout",
+            )
+        )
+    group = tally.scale_groups.most_common(1)[0][0] if tally.scale_groups else None
+    if qf.method == "nvfp4" and group is not None and qf.group_size not in (None, group):
+        problems.append(
+            ModelProblem(
+                kind="quantization",
+                path=".",
+                detail=f"the description says group size {qf.group_size} but the scales "
+                f"hold one value per {group} weights",
+            )
+        )
+    return msgspec.structs.replace(
+        qf, evidence=ev, group_size=qf.group_size if qf.group_size is not None else group
+    )

@@ -1,0 +1,300 @@
+"""Text and Markdown renderings of the ``bench`` documents (JSON is ``report.encode``).
+
+Their strings come from the server (model ids, error bodies, notes quoting it) and from run
+files (shape names, file names): each renderer takes the document through the renderers'
+one sanitising step first (``render.common.scrub``: every control character, bidirectional
+override and newline shown escaped), and the Markdown one escapes each such value's
+Markdown syntax where it is placed (``render.markdown.prose``, ``cell``), so no value can
+rewrite the terminal or add a heading, a link or a table row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from blackwell_doctor.render.common import sanitize_line, scrub
+from blackwell_doctor.render.markdown import cell, prose
+from blackwell_doctor.report.bench import (
+    ESTIMATED,
+    USAGE,
+    BenchRun,
+    CompareDocument,
+    ShapeResult,
+    SoakResult,
+    Stats,
+)
+
+
+def _plain(text: str) -> str:
+    return text
+
+
+def _words(markdown: bool) -> Callable[[str], str]:
+    """How a value from outside (already sanitised) is placed in the output."""
+    return prose if markdown else _plain
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _stats_row(label: str, s: Stats) -> list[str]:
+    return [label, _f(s.mean, 2), _f(s.p50, 2), _f(s.p90, 2), _f(s.p95, 2), _f(s.p99, 2)]
+
+
+def _table(rows: list[list[str]], *, markdown: bool) -> list[str]:
+    if markdown:
+        head = "| " + " | ".join(map(cell, rows[0])) + " |"
+        out = [head, "|" + "|".join("---" for _ in rows[0]) + "|"]
+        out += ["| " + " | ".join(map(cell, r)) + " |" for r in rows[1:]]
+        return out
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+
+
+def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
+    w = _words(markdown)
+    m = shape.metrics
+    head = f"{w(shape.name)}: {shape.completed}/{shape.requests} requests ok"
+    if shape.errors:
+        head += " — errors: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(shape.errors.items()))
+    if not shape.complete:
+        head += " (partial)"
+    out = [f"### {head}" if markdown else head]
+    size = "" if shape.input_size_source == "tokenize" else " (estimated)"
+    out.append(
+        f"{shape.concurrency} concurrent, ~{shape.input_tokens} tokens in{size}, up to "
+        f"{shape.output_tokens_max} out, {shape.duration_s:.1f} s"
+    )
+    if markdown:
+        out.append("")
+    rows = [["ms", "mean", "p50", "p90", "p95", "p99"]]
+    rows.append(_stats_row("TTFT", m.ttft_ms))
+    rows.append(_stats_row("TPOT", m.tpot_ms))
+    rows.append(_stats_row("ITL", m.itl_ms))
+    rows.append(_stats_row("E2E", m.e2e_ms))
+    out += _table(rows, markdown=markdown)
+    if markdown:
+        out.append("")
+    estimated = "" if m.token_source == USAGE else " (estimated)"
+    out.append(
+        f"output: {m.output_tokens} tokens{estimated} = {m.answer_tokens} answer + "
+        f"{m.reasoning_tokens} reasoning"
+        + (" (reasoning estimated)" if m.reasoning_source == ESTIMATED else "")
+    )
+    out.append(
+        f"throughput: {_f(m.output_tokens_per_s)} output tok/s, of which "
+        f"{_f(m.answer_tokens_per_s)} answer tok/s; {_f(m.requests_per_s, 2)} req/s; "
+        f"per user {_f(m.output_tokens_per_s_per_user.p50)} tok/s (p50)"
+    )
+    if shape.server is not None:
+        s = shape.server
+        parts = [f"generation tokens {_f(s.generation_tokens, 0)}"]
+        if s.ttft is not None:
+            parts.append(f"TTFT mean {_f(s.ttft.mean_ms, 2)} ms")
+        if s.itl is not None:
+            parts.append(f"ITL mean {_f(s.itl.mean_ms, 2)} ms")
+        parts.append(f"preemptions {_f(s.preemptions, 0)}")
+        parts.append(f"peak KV cache {_f(s.kv_cache_usage_peak_pct)}%")
+        out.append("server /metrics: " + ", ".join(parts))
+    for note in shape.notes:
+        out.append(f"note: {w(note)}")
+    failed = [s for s in shape.samples if not s.ok]
+    for sample in failed[:3]:
+        out.append(f"error: {w(str(sample.error))}: {w(str(sample.detail))}")
+    if len(failed) > 3:
+        out.append(f"... and {len(failed) - 3} more failed requests")
+    return out
+
+
+def render_run(doc: BenchRun, *, markdown: bool = False) -> str:
+    """A bench or soak run as text (the terminal's) or Markdown."""
+    doc = scrub(doc, sanitize_line)
+    w = _words(markdown)
+    server = doc.server
+    title = f"bench {w(server.url)} model {w(server.model or '-')}"
+    out = [f"## {title}" if markdown else title]
+    if server.error:
+        out.append(f"error: {w(server.error)}")
+    if doc.interrupted:
+        out.append("interrupted: partial result")
+    for finding in doc.findings:
+        out.append(f"finding: {w(finding)}")
+    for shape in doc.shapes:
+        out.append("")
+        out += _shape_lines(shape, markdown=markdown)
+    if doc.soak is not None:
+        out.append("")
+        out += _soak_lines(doc.soak, markdown=markdown)
+    return "\n".join(out) + "\n"
+
+
+def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
+    w = _words(markdown)
+    head = (
+        f"soak {w(soak.shape)}: {soak.duration_s:,.0f} of {soak.duration_s_requested:,.0f} s, "
+        f"{len(soak.intervals)} intervals of {soak.interval_s:g} s"
+    )
+    if not soak.complete:
+        head += " (partial)"
+    out = [f"### {head}" if markdown else head]
+    size = "" if soak.input_size_source == "tokenize" else " (estimated)"
+    errors = (
+        " — errors: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(soak.errors.items()))
+        if soak.errors
+        else ""
+    )
+    out.append(
+        f"{soak.concurrency} concurrent, ~{soak.input_tokens} tokens in{size}, up to "
+        f"{soak.output_tokens_max} out; {soak.completed}/{soak.requests} requests ok{errors}; "
+        f"{_f(soak.output_tokens_per_s)} output tok/s; {soak.drain_requests} finished after "
+        "the end (in the totals only)"
+    )
+    out.append(f"KV cache: {w(soak.kv_cache)}; GPU memory: {w(soak.gpu_memory)}")
+    if markdown:
+        out.append("")
+    rows = [
+        [
+            "#",
+            "s",
+            "requests",
+            "errors",
+            "out tok/s",
+            "TTFT p50",
+            "TTFT p99",
+            "ITL p50",
+            "ITL p99",
+            "KV %",
+            "KV peak %",
+            "preempt",
+            "GPU MiB",
+        ]
+    ]
+    for iv in soak.intervals:
+        gpu = (
+            "/".join("-" if v is None else f"{v:,.0f}" for v in iv.gpu_memory_used_mib)
+            if iv.gpu_memory_used_mib
+            else "-"
+        )
+        rows.append(
+            [
+                f"{iv.index + 1}{'*' if iv.partial else ''}",
+                f"{iv.start_s:,.0f}-{iv.end_s:,.0f}",
+                str(iv.requests),
+                str(sum(iv.errors.values())),
+                _f(iv.output_tokens_per_s),
+                _f(iv.ttft_ms.p50, 2),
+                _f(iv.ttft_ms.p99, 2),
+                _f(iv.itl_ms.p50, 2),
+                _f(iv.itl_ms.p99, 2),
+                _f(iv.kv_cache_usage_pct, 2),
+                _f(iv.kv_cache_usage_peak_pct, 2),
+                _f(iv.preemptions, 0),
+                gpu,
+            ]
+        )
+    out += _table(rows, markdown=markdown)
+    if any(iv.partial for iv in soak.intervals):
+        out.append("* partial interval: shown, not fitted")
+    if markdown:
+        out.append("")
+    rows = [["trend", "per hour", f"{soak.per_trend_confidence:.2%} interval", "verdict"]]
+    for t in soak.trends:
+        per_hour = "-" if t.slope_per_hour is None else f"{t.slope_per_hour:+,.2f} {w(t.unit)}"
+        ci = (
+            "-"
+            if t.ci_low_per_hour is None or t.ci_high_per_hour is None
+            else f"[{t.ci_low_per_hour:+,.2f}, {t.ci_high_per_hour:+,.2f}]"
+        )
+        rows.append([w(t.quantity), per_hour, ci, w(t.verdict)])
+    out += _table(rows, markdown=markdown)
+    if markdown:
+        out.append("")
+    for t in soak.trends:
+        out.append(f"{'finding' if t.verdict == 'growing' else 'trend'}: {w(t.reason)}")
+    out.append(
+        f"growing needs the interval above 0 and the rates of checks/soak.toml; the "
+        f"intervals hold together at {soak.confidence:.0%}"
+    )
+    for note in soak.notes:
+        out.append(f"note: {w(note)}")
+    return out
+
+
+def render_compare(doc: CompareDocument, *, markdown: bool = False) -> str:
+    """A compare document as text (the terminal's) or Markdown."""
+    doc = scrub(doc, sanitize_line)
+    w = _words(markdown)
+    title = f"compare {w(doc.before)} -> {w(doc.after)}"
+    out = [f"## {title}" if markdown else title]
+    sc = doc.scorecard
+    out.append("")
+    card = [
+        ["scorecard", "verdict"],
+        ["latency", w(sc.latency)],
+        ["throughput", w(sc.throughput)],
+        ["equivalence", w(sc.equivalence)],
+        ["errors", w(sc.errors)],
+        ["overall", w(sc.overall)],
+    ]
+    out += _table(card, markdown=markdown)
+    out.append("")
+    rows = [
+        [
+            "shape",
+            "metric",
+            "before",
+            "after",
+            "change",
+            f"{doc.per_comparison_confidence:.2%} CI",
+            "verdict",
+        ]
+    ]
+    for r in doc.comparisons:
+        ci = (
+            "-"
+            if r.ci_low_pct is None or r.ci_high_pct is None
+            else f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]"
+        )
+        change = "-" if r.change_pct is None else f"{r.change_pct:+.1f}%"
+        rows.append(
+            [w(r.shape), w(r.metric), _f(r.before, 2), _f(r.after, 2), change, ci, w(r.verdict)]
+        )
+    out += _table(rows, markdown=markdown)
+    out.append("")
+    for e in doc.equivalence:
+        rate = "-" if e.exact_match_rate is None else f"{e.exact_match_rate:.0%}"
+        line = f"equivalence {w(e.shape)}: {rate} of {e.prompts} greedy prompts identical"
+        if e.first_divergence:
+            line += (
+                " (first divergence: "
+                + ", ".join(f"{w(k)} at char {v}" for k, v in sorted(e.first_divergence.items()))
+                + ")"
+            )
+        out.append(line)
+    for phase, errors in doc.errors.items():
+        if errors:
+            out.append(
+                f"errors {w(phase)}: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(errors.items()))
+            )
+    out.append(
+        f"verdicts need the interval to exclude 0 and a change of at least "
+        f"{doc.threshold_pct:g}%; the intervals hold together at {doc.confidence:.0%} "
+        f"({doc.resamples} bootstrap resamples by request, seed {doc.seed})"
+    )
+    for sub in doc.subsamples:
+        out.append(
+            f"bootstrap {w(sub.shape)} {w(sub.run)}: a seeded subsample of {sub.requests:,} of "
+            f"{sub.requests_of:,} requests, ITL from {sub.itl_gaps:,} of {sub.itl_gaps_of:,} "
+            f"gaps (at most {doc.max_bootstrap_requests:,} requests and "
+            f"{doc.max_bootstrap_gaps:,} gaps per run and shape; the values use every request)"
+        )
+    for regression in doc.regressions:
+        out.append(f"regression: {w(regression)}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,326 @@
+"""The ``bench`` and ``bench --compare`` documents (JSON schemas shipped in ``schemas/``)."""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from blackwell_doctor.facts.document import ToolInfo
+
+# 2: the optional ``soak`` section (``bench --soak``). Version 1 documents are still read.
+BENCH_SCHEMA_VERSION = 2
+READABLE_BENCH_SCHEMA_VERSIONS = (1, 2)
+# Where a token count comes from: the server's usage, or this client's estimate.
+USAGE = "usage"
+ESTIMATED = "estimated"
+COMPARE_SCHEMA_VERSION = 1
+
+
+class Stats(msgspec.Struct, frozen=True, kw_only=True):
+    """mean and percentiles in milliseconds, as ``vllm bench serve`` computes them; all null
+    when there is no sample (e.g. TPOT of one-token answers)."""
+
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+
+class ShapeMetrics(msgspec.Struct, frozen=True, kw_only=True):
+    ttft_ms: Stats
+    tpot_ms: Stats
+    itl_ms: Stats
+    e2e_ms: Stats
+    # usage.completion_tokens summed over successful requests: answer + reasoning.
+    output_tokens: int
+    # Of those, tokens the server put in reasoning deltas (its own count when it gives
+    # completion_tokens_details.reasoning_tokens, else estimated: see reasoning_source).
+    reasoning_tokens: int
+    answer_tokens: int
+    output_tokens_per_s: float | None
+    answer_tokens_per_s: float | None
+    output_tokens_per_s_per_user: Stats
+    requests_per_s: float | None
+    # "usage": the server's usage.completion_tokens; "estimated": the server sent no usage
+    # and the count is the number of token chunks (a finding).
+    token_source: str
+    # "usage", "estimated" (server /tokenize of the reasoning text, or chunks), or "none".
+    reasoning_source: str
+    prompt_tokens_mean: float | None
+    server_generation_tokens: float | None
+
+
+class Histogram(msgspec.Struct, frozen=True, kw_only=True):
+    count: float
+    mean_ms: float | None
+
+
+class ServerSide(msgspec.Struct, frozen=True, kw_only=True):
+    """The server's own /metrics over the measured requests (deltas; peaks while running)."""
+
+    generation_tokens: float | None = None
+    prompt_tokens: float | None = None
+    preemptions: float | None = None
+    ttft: Histogram | None = None
+    itl: Histogram | None = None
+    e2e: Histogram | None = None
+    kv_cache_usage_peak_pct: float | None = None
+    running_peak: float | None = None
+    waiting_peak: float | None = None
+
+
+class RequestSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One measured request: what --compare resamples. Times in milliseconds."""
+
+    ok: bool
+    error: str | None = None
+    detail: str | None = None
+    start_ms: float = 0.0  # since the shape's first measured request
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    itl_ms: list[float] = msgspec.field(default_factory=list)
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+class EquivalenceOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """A greedy prompt's answer, kept so two runs can be compared for drift."""
+
+    prompt_id: str
+    ok: bool
+    text: str = ""
+    reasoning: str = ""
+    output_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+class ShapeResult(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    description: str
+    concurrency: int
+    input_tokens: int  # the size asked for, after the server's cap
+    input_tokens_requested: int
+    input_size_source: str  # "tokenize" (the server's /tokenize) or "estimated"
+    output_tokens_max: int
+    requests: int  # measured requests sent (finished or failed)
+    completed: int
+    errors: dict[str, int]
+    duration_s: float
+    complete: bool  # false when interrupted or stopped by --duration before all requests
+    metrics: ShapeMetrics
+    server: ServerSide | None
+    equivalence: list[EquivalenceOutput]
+    samples: list[RequestSample]
+    notes: list[str]
+
+
+class ServerInfo(msgspec.Struct, frozen=True, kw_only=True):
+    url: str  # without credentials
+    model: str | None
+    models: list[str]  # ids /v1/models listed
+    max_model_len: int | None
+    metrics_endpoint: bool
+    tokenize_endpoint: bool
+    error: str | None = None  # why the server could not be asked (e.g. unreachable)
+
+
+class SoakInterval(msgspec.Struct, frozen=True, kw_only=True):
+    """One interval of a soak. Requests count in the interval in which they finished."""
+
+    index: int
+    start_s: float  # since the soak's first request
+    end_s: float
+    partial: bool  # cut short (the soak's end or Ctrl-C): shown, never fitted
+    requests: int  # finished in the interval, ok or failed
+    completed: int
+    errors: dict[str, int]
+    output_tokens: int
+    output_tokens_per_s: float | None
+    ttft_ms: Stats
+    itl_ms: Stats
+    # The server's vllm:kv_cache_usage_perc x 100, mean and peak of the samples taken in
+    # the interval; null without /metrics or without that gauge.
+    kv_cache_usage_pct: float | None
+    kv_cache_usage_peak_pct: float | None
+    kv_samples: int
+    preemptions: float | None  # the server's counter over the interval
+    # NVML used memory of each GPU (by NVML index) at the interval's end; null when the
+    # sample failed or NVML is unavailable.
+    gpu_memory_used_mib: list[float | None] | None
+
+
+class Trend(msgspec.Struct, frozen=True, kw_only=True):
+    """A per-interval series fitted against time (Theil-Sen, Sen's interval)."""
+
+    quantity: str  # "kv_cache_usage_pct", "gpu<N>_memory_used_mib", "itl_p50_ms"
+    unit: str  # "pp" (percentage points), "MiB", "ms"
+    intervals: int  # fitted (full intervals after the warm-up ones)
+    first: float | None  # observed, first fitted interval
+    last: float | None  # observed, last fitted interval
+    slope_per_hour: float | None
+    ci_low_per_hour: float | None
+    ci_high_per_hour: float | None
+    growth: float | None  # the fitted line's rise over the fitted span, in unit
+    growth_low: float | None  # the rise at the slope interval's ends: first interval to
+    growth_high: float | None  # last, with its interval estimate
+    growth_pct: float | None  # the rise against the line's start (ITL)
+    # "growing" (a finding), "no trend", "too few intervals", "unavailable"
+    verdict: str
+    reason: str  # one sentence with the numbers and the thresholds
+
+
+class SoakResult(msgspec.Struct, frozen=True, kw_only=True):
+    shape: str
+    description: str
+    concurrency: int
+    input_tokens: int
+    input_size_source: str
+    output_tokens_max: int
+    duration_s_requested: float
+    duration_s: float  # first request to the soak's end (or Ctrl-C); the drain excluded
+    interval_s: float
+    complete: bool
+    requests: int  # every finished request, the drain's included
+    completed: int
+    errors: dict[str, int]
+    output_tokens: int
+    output_tokens_per_s: float | None  # completed output tokens / duration_s (drain excluded)
+    drain_requests: int  # in flight at the end, finished after it: totals only
+    kv_cache: str  # "sampled" or "unavailable: <reason>"
+    gpu_memory: str  # "sampled" or "unavailable: <reason>"
+    gpu_total_mib: list[float | None]
+    confidence: float  # of all the trend intervals together (family-wise)
+    per_trend_confidence: float  # of each (Bonferroni)
+    intervals: list[SoakInterval]
+    trends: list[Trend]
+    findings: list[str]
+    notes: list[str]
+
+
+class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
+    schema_version: int
+    tool: ToolInfo
+    started_at: str
+    seed: int
+    server: ServerInfo
+    complete: bool
+    interrupted: bool
+    findings: list[str]
+    shapes: list[ShapeResult]
+    exit_code: int
+    soak: SoakResult | None = None  # schema_version 2
+
+
+class Comparison(msgspec.Struct, frozen=True, kw_only=True):
+    shape: str
+    metric: str  # e.g. "ttft_ms.p50", "output_tokens_per_s"
+    better: str  # "lower" or "higher"
+    before: float | None
+    after: float | None
+    change_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    verdict: str  # "better", "worse", "no significant change", "not comparable"
+
+
+class EquivalenceComparison(msgspec.Struct, frozen=True, kw_only=True):
+    shape: str
+    prompts: int
+    exact_match_rate: float | None
+    # prompt id -> first differing character position (answer, then reasoning text).
+    first_divergence: dict[str, int]
+    verdict: str  # "equivalent", "drift", "not comparable"
+
+
+class Scorecard(msgspec.Struct, frozen=True, kw_only=True):
+    latency: str
+    throughput: str
+    equivalence: str
+    errors: str
+    overall: str
+
+
+class Subsample(msgspec.Struct, frozen=True, kw_only=True):
+    """A run whose intervals were drawn from a seeded random subsample of its successful
+    requests of a shape (the bootstrap's cost bound; the point values use them all)."""
+
+    shape: str
+    run: str  # "before" or "after"
+    requests: int  # resampled for TTFT, TPOT, E2E and throughput
+    requests_of: int
+    itl_requests: int  # whose ITL gaps are pooled and resampled
+    itl_gaps: int
+    itl_gaps_of: int
+
+
+class CompareDocument(msgspec.Struct, frozen=True, kw_only=True):
+    schema_version: int
+    tool: ToolInfo
+    before: str
+    after: str
+    confidence: float  # of all the intervals together (family-wise)
+    per_comparison_confidence: float  # of each interval (Bonferroni)
+    resamples: int
+    seed: int
+    # The bootstrap's bound per run and shape, and the runs it subsampled (seeded by seed).
+    max_bootstrap_requests: int = 0
+    max_bootstrap_gaps: int = 0
+    subsamples: list[Subsample] = msgspec.field(default_factory=list)
+    threshold_pct: float
+    fail_on_regression_pct: float | None
+    comparisons: list[Comparison]
+    equivalence: list[EquivalenceComparison]
+    errors: dict[str, dict[str, int]]  # "before"/"after" -> error kind -> count
+    scorecard: Scorecard
+    regressions: list[str]
+    exit_code: int
+
+
+# Characters JSON may carry raw but a terminal or an editor acts on (DEL and C1 controls
+# such as CSI U+009B, bidirectional overrides and isolates, line and paragraph separators):
+# written as \uXXXX escapes, which decode to the same strings. They occur only inside JSON
+# strings (its syntax is ASCII), and msgspec already escapes the C0 controls.
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def encode(doc: BenchRun | CompareDocument) -> str:
+    """A bench, soak or compare document as JSON: exact (it decodes to the same strings,
+    but a lone surrogate, which UTF-8 cannot carry, is shown escaped as every renderer
+    shows it), and safe to print to a terminal."""
+    from blackwell_doctor.render.common import json_safe, scrub
+
+    data = msgspec.json.format(msgspec.json.encode(scrub(doc, json_safe)), indent=2)
+    return _RAW_IN_JSON.sub(_escaped, data.decode("utf-8") + "\n")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+class RunFileError(Exception):
+    """A run file --compare cannot read (one line)."""
+
+
+def decode_run(data: bytes, *, source: str) -> BenchRun:
+    try:
+        head = msgspec.json.decode(data, type=dict[str, object])
+    except msgspec.DecodeError as exc:
+        raise RunFileError(f"{source} is not JSON: {exc}") from None
+    except RecursionError:  # msgspec: "maximum recursion depth exceeded while deserializing"
+        raise RunFileError(f"{source}: arrays or objects nested too deeply") from None
+    version = head.get("schema_version")
+    if version not in READABLE_BENCH_SCHEMA_VERSIONS or isinstance(version, bool):
+        readable = " or ".join(str(v) for v in READABLE_BENCH_SCHEMA_VERSIONS)
+        raise RunFileError(
+            f"{source}: not a bench run of schema_version {readable} (schema_version: {version!r})"
+        )
+    try:
+        return msgspec.json.decode(data, type=BenchRun)
+    except msgspec.ValidationError as exc:
+        raise RunFileError(f"{source}: not a valid bench run: {exc}") from None
+    except RecursionError:
+        raise RunFileError(f"{source}: arrays or objects nested too deeply") from None

@@ -1,0 +1,190 @@
+"""The log-signature catalogue: ``checks/log_signatures.toml``, validated at load.
+
+A typo in the data file is one clear :class:`~blackwell_doctor.ruledata.checkdata.CatalogueError`
+naming the file, the entry and the field, never a silently wrong verdict.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, Literal
+
+import msgspec
+
+from blackwell_doctor.ruledata import dismissal
+from blackwell_doctor.ruledata.checkdata import (
+    CatalogueError,
+    convert,
+    read_shipped,
+    shipped_source,
+)
+
+CATALOGUE_FILE = "log_signatures.toml"
+
+LogSeverity = Literal["info", "warn", "fail"]
+
+LogCheck = Literal[
+    "logs.moe_kernels",
+    "logs.arch_support",
+    "logs.p2p",
+    "logs.platform",
+    "logs.kernel_events",
+    "logs.inputs",
+]
+ContextRule = Literal[
+    "autotuner-wrapped",
+    "autotuner-summary",
+    "marlin-requested",
+    "not-nvidia",
+    "unrecognised-fatal",
+    "unrecognised-error",
+    "liveness",
+]
+# The generic detector's rules (what no literal names): a known signature wins over them.
+GENERIC_RULES = frozenset({"unrecognised-fatal", "unrecognised-error"})
+
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warn": 1, "fail": 2}
+
+_ID = r"^[a-z0-9_]+(\.[a-z0-9_]+)+$"
+
+
+class Signature(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    id: str
+    literals: list[str]
+    component: str
+    severity: LogSeverity
+    check: LogCheck
+    meaning: str
+    remedy: list[str]
+    source: str
+    regex: str | None = None
+    unless: str | None = None
+    rule: ContextRule | None = None
+    warn_at: int | None = None
+
+
+class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A line that is no finding itself but changes how others are judged. ``regex`` is
+    required: a marker counts only where the program prints it (a config line, a command
+    line), never because its literal turns up in free text."""
+
+    id: str
+    literals: list[str]
+    regex: str
+    source: str
+
+
+class InputProblem(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A finding about an input, not about its text: a source that could not be read, whole
+    or in part. Never matched against log lines (it has no literals)."""
+
+    id: str
+    component: str
+    severity: LogSeverity
+    check: LogCheck
+    meaning: str
+    remedy: list[str]
+    source: str
+
+
+class _File(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    signature: list[Signature]
+    marker: list[Marker] = msgspec.field(default_factory=list)
+    input: list[InputProblem] = msgspec.field(default_factory=list)
+
+
+class Catalogue:
+    """Signatures and markers, with every literal numbered for the matcher.
+
+    ``literals[i]`` is a distinct byte string; ``owners[i]`` lists what it belongs to:
+    ``("sig", index)`` into :attr:`signatures`, ``("marker", index)`` into :attr:`markers`,
+    or ``("dismissal", 0)``: a word of prose dismissal (:mod:`blackwell_doctor.ruledata.dismissal`).
+    """
+
+    def __init__(
+        self,
+        signatures: list[Signature],
+        markers: list[Marker],
+        inputs: list[InputProblem] | None = None,
+    ) -> None:
+        self.signatures = signatures
+        self.markers = markers
+        self.inputs = {p.id: p for p in inputs or []}
+        self.by_id = {s.id: s for s in signatures}
+        self.regex: list[re.Pattern[str] | None] = []
+        self.unless: list[re.Pattern[str] | None] = []
+        for sig in signatures:
+            self.regex.append(_compile(sig.id, "regex", sig.regex))
+            self.unless.append(_compile(sig.id, "unless", sig.unless))
+        self.marker_regex: list[re.Pattern[str]] = []
+        for marker in markers:
+            compiled = _compile(marker.id, "regex", marker.regex)
+            assert compiled is not None
+            self.marker_regex.append(compiled)
+        index: dict[bytes, int] = {}
+        self.literals: list[bytes] = []
+        self.owners: list[list[tuple[str, int]]] = []
+        numbered = [("sig", n, s.literals) for n, s in enumerate(signatures)]
+        numbered += [("marker", n, m.literals) for n, m in enumerate(markers)]
+        # Prose dismissals (context rule "prose"): found by the same search, owned by no entry.
+        numbered += [("dismissal", 0, list(dismissal.LITERALS))]
+        # Python traceback frames: the generic detector quotes the last one above an error.
+        numbered += [("frame", 0, ['File "'])]
+        for kind, n, texts in numbered:
+            for text in texts:
+                key = text.encode("utf-8")
+                if key not in index:
+                    index[key] = len(self.literals)
+                    self.literals.append(key)
+                    self.owners.append([])
+                self.owners[index[key]].append((kind, n))
+        self.max_literal = max((len(lit) for lit in self.literals), default=1)
+
+    def entry(self, entry_id: str) -> Signature | InputProblem | None:
+        """A signature or an input problem by id (what it means, the remedy, the source)."""
+        return self.by_id.get(entry_id) or self.inputs.get(entry_id)
+
+
+def _compile(sig_id: str, field: str, pattern: str | None) -> re.Pattern[str] | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise CatalogueError(f"checks/{CATALOGUE_FILE}: {sig_id}: bad {field}: {exc}") from None
+
+
+def parse_catalogue(raw: dict[str, Any], *, name: str = CATALOGUE_FILE) -> Catalogue:
+    """Validate a decoded TOML document (also used by tests on broken documents)."""
+    data = convert(raw, _File, source=shipped_source(name))
+    seen: set[str] = set()
+    entries: list[tuple[str, list[str]]] = [(s.id, s.literals) for s in data.signature]
+    entries += [(m.id, m.literals) for m in data.marker]
+    entries += [(p.id, ["-"]) for p in data.input]
+    for entry_id, literals in entries:
+        where = f"checks/{name}: {entry_id!r}"
+        if entry_id in seen:
+            raise CatalogueError(f"{where}: duplicate id")
+        seen.add(entry_id)
+        if not literals or any(not lit.strip() for lit in literals):
+            raise CatalogueError(f"{where}: literals must be non-empty texts")
+        if any("\n" in lit for lit in literals):
+            raise CatalogueError(f"{where}: a literal cannot span lines")
+    for sig in data.signature:
+        where = f"checks/{name}: {sig.id!r}"
+        if not re.match(_ID, sig.id):
+            raise CatalogueError(f"{where}: id is not area.name (lowercase)")
+        if sig.warn_at is not None and sig.warn_at < 1:
+            raise CatalogueError(f"{where}: warn_at must be >= 1")
+        if sig.rule == "autotuner-summary" and (sig.regex is None or "(?P<n>" not in sig.regex):
+            raise CatalogueError(f"{where}: rule autotuner-summary needs a regex with (?P<n>...)")
+    for problem in data.input:
+        if not re.match(_ID, problem.id):
+            raise CatalogueError(f"checks/{name}: {problem.id!r}: id is not area.name (lowercase)")
+    return Catalogue(data.signature, data.marker, data.input)
+
+
+@functools.cache
+def load_catalogue() -> Catalogue:
+    return parse_catalogue(read_shipped(CATALOGUE_FILE))

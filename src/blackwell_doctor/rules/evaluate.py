@@ -1,0 +1,34 @@
+"""facts -> report: the pure middle of the pipeline (no I/O, no environment, no clock)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from blackwell_doctor.facts.document import Facts
+from blackwell_doctor.report.check import Report, build_report
+from blackwell_doctor.report.results import FailOn
+from blackwell_doctor.ruledata.rules import load_rule_data
+from blackwell_doctor.rules.engine import Engine, registered_checks
+
+
+def default_engine() -> Engine:
+    return Engine(rules=load_rule_data(), checks=registered_checks())
+
+
+def evaluate(
+    facts: Facts,
+    *,
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    fail_on: FailOn = "fail",
+    strict: bool = False,
+    source: str = "live",
+    embed_facts: bool = False,
+    engine: Engine | None = None,
+) -> Report:
+    """The report on ``facts``. ``engine``: one built by :func:`default_engine`, passed in by
+    callers that judge many documents (``fleet``) so the rule data is loaded once."""
+    results = (engine or default_engine()).run(facts, select=select, ignore=ignore)
+    return build_report(
+        facts, results, fail_on=fail_on, strict=strict, source=source, embed_facts=embed_facts
+    )

@@ -1,0 +1,354 @@
+"""Does the model fit on these GPUs, at which tensor-parallel sizes, with how much context?
+
+Per tensor-parallel size t (t divides the attention heads; the KV heads divide t or t
+divides them), per GPU:
+
+    usable   = gpu_memory_utilization x GPU memory        (unified memory: see below)
+    weights  = checkpoint bytes / t                        (vLLM shards every linear layer,
+                                                             the embedding and the LM head)
+    overhead = stated in checks/model_fit.toml [overhead]
+    kv/token = 2 x ceil(kv_heads / t) x head_dim x kv_bytes x full-attention layers
+               (MLA: (kv_lora_rank + qk_rope_head_dim) x kv_bytes x layers, on every rank)
+    max context = (usable - weights - overhead) / kv/token, capped at max_position_embeddings
+
+Sliding-window layers hold at most ``sliding_window`` tokens; linear-attention layers hold
+a fixed state per sequence. Unified memory (GB10) has no NVML figure: the pool comes from
+the data file, less what the OS keeps.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tomllib
+from dataclasses import dataclass
+
+import msgspec
+
+from blackwell_doctor.facts.document import Facts, NvmlFacts
+from blackwell_doctor.facts.model import ModelFacts
+from blackwell_doctor.ruledata.resources import data_dir
+
+GIB = 1 << 30
+
+
+class FitDataError(Exception):
+    """checks/model_fit.toml is malformed (a packaging or editing bug)."""
+
+
+class _Fit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    gpu_memory_utilization: float
+    min_context_tokens: int
+    default_kv_bytes: int
+    source: str
+
+
+class _Overhead(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    non_torch_gib: float
+    activation_peak_gib: float
+    cuda_graphs_gib: float
+    source: str
+
+    @property
+    def bytes(self) -> int:
+        return int((self.non_torch_gib + self.activation_peak_gib + self.cuda_graphs_gib) * GIB)
+
+
+class _Unified(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    match: str
+    memory_bytes: int
+    os_reserve_gib: float
+    source: str
+
+
+class FitData(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    schema_version: int
+    fit: _Fit
+    overhead: _Overhead
+    unified: list[_Unified] = msgspec.field(default_factory=list)
+
+
+@functools.cache
+def load_fit_data() -> FitData:
+    text = (data_dir("checks") / "model_fit.toml").read_text(encoding="utf-8")
+    try:
+        return msgspec.convert(tomllib.loads(text), FitData)
+    except (tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
+        raise FitDataError(f"checks/model_fit.toml: {exc}") from None
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """The GPUs a launch can use: how many, and the memory of each."""
+
+    count: int
+    name: str
+    memory_bytes: int  # per GPU
+    unified: bool
+    source: str  # "NVML" or the data file's source for unified memory
+    os_reserve_bytes: int = 0
+
+
+class PoolError(Exception):
+    """The facts cannot say how much memory the GPUs have; one line."""
+
+
+def gpu_pool(facts: Facts, data: FitData | None = None) -> GpuPool:
+    data = data or load_fit_data()
+    nvml = facts.nvml if isinstance(facts.nvml, NvmlFacts) else None
+    if nvml is None or not nvml.gpus:
+        raise PoolError("the facts show no GPU that NVML answers for")
+    names = [g.name if isinstance(g.name, str) else "(unknown GPU)" for g in nvml.gpus]
+    sizes: list[int] = []
+    for g, name in zip(nvml.gpus, names, strict=True):
+        if isinstance(g.memory_total_bytes, int):
+            sizes.append(g.memory_total_bytes)
+            continue
+        unified = next((u for u in data.unified if u.match in name), None)
+        if unified is None:
+            raise PoolError(
+                f"GPU{g.index} {name}: NVML reports no memory ({g.memory_total_bytes.reason}) "
+                "and checks/model_fit.toml names no unified-memory figure for it"
+            )
+        return GpuPool(
+            count=len(nvml.gpus),
+            name=name,
+            memory_bytes=unified.memory_bytes,
+            unified=True,
+            source=unified.source,
+            os_reserve_bytes=int(unified.os_reserve_gib * GIB),
+        )
+    label = names[0] if len(set(names)) == 1 else f"{len(set(names))} GPU models (smallest used)"
+    return GpuPool(
+        count=len(sizes),
+        name=label,
+        memory_bytes=min(sizes),
+        unified=False,
+        source="NVML memory total",
+    )
+
+
+class FitEntry(msgspec.Struct, frozen=True, kw_only=True):
+    tensor_parallel: int
+    expert_parallel: bool | None  # MoE: experts divide evenly over the ranks; None: dense
+    fits: bool
+    max_context: int | None  # tokens of one sequence; None when it does not fit at all
+    reason: str  # the arithmetic, in words
+    usable_bytes: int
+    weights_per_gpu_bytes: int
+    overhead_bytes: int
+    kv_budget_bytes: int
+    kv_bytes_per_token: int
+
+
+class FitResult(msgspec.Struct, frozen=True, kw_only=True):
+    gpus: str  # "4x NVIDIA RTX PRO 6000 ..." as sized
+    gpu_count: int
+    memory_per_gpu_bytes: int
+    memory_source: str
+    unified_memory: bool
+    gpu_memory_utilization: float
+    weights_bytes: int
+    weights_source: str  # "safetensors headers" or how it was estimated
+    overhead_source: str
+    entries: list[FitEntry] = msgspec.field(default_factory=list)
+
+
+_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float": 4, "half": 2}
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def estimate_weights(model: ModelFacts) -> tuple[int, str] | None:
+    """Checkpoint bytes: from the headers, else from the computed parameters at the bytes
+    per parameter of the quantization (stated in the returned text)."""
+    if model.weights_bytes is not None:
+        return model.weights_bytes, "safetensors headers"
+    p, arch = model.parameters, model.arch
+    if p is None or arch is None:
+        return None
+    dtype = _BYTES.get((arch.dtype or "bfloat16").lower(), 2)
+    head = 0 if arch.tie_word_embeddings else p.embedding
+    edge = p.embedding + head  # embedding and LM head stay at the model dtype
+    body = p.total - edge
+    method = model.quantization.method
+    if method == "nvfp4":
+        per, how = 0.5 + 1 / 16, "4.5 bits (E2M1 + one E4M3 scale per 16)"
+    elif method == "fp8":
+        per, how = 1.0, "1 byte (FP8)"
+    elif method == "w4a16":
+        g = model.quantization.group_size or 128
+        per, how = 0.5 + 2.5 / g, f"4 bits + FP16 scale and zero per {g}"
+    elif method == "mxfp4":
+        routed = p.routed_experts
+        total = int(routed * (0.5 + 1 / 32) + (p.total - routed) * dtype)
+        return total, (
+            f"estimated: {p.routed_experts:,} expert parameters at 4.25 bits (MXFP4) + "
+            f"{p.total - routed:,} others at {dtype} bytes (computed from config.json)"
+        )
+    else:
+        return p.total * dtype, f"estimated: {p.total:,} parameters x {dtype} bytes (config.json)"
+    return int(body * per + edge * dtype), (
+        f"estimated: {body:,} parameters at {how} + {edge:,} embedding/LM-head parameters "
+        f"at {dtype} bytes (computed from config.json)"
+    )
+
+
+def kv_bytes_per_token(model: ModelFacts, tp: int, data: FitData) -> tuple[int, int, str]:
+    """(full-context bytes/token, sliding-window bytes/token, how) on one GPU at TP ``tp``."""
+    arch = model.arch
+    assert arch is not None
+    kvb = 1 if model.quantization.kv_cache_dtype == "fp8" else data.fit.default_kv_bytes
+    if arch.mla is not None:
+        width = arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim
+        full = width * kvb * arch.full_attention_layers
+        return (
+            full,
+            0,
+            (
+                f"MLA: ({arch.mla.kv_lora_rank} + {arch.mla.qk_rope_head_dim}) x {kvb} B x "
+                f"{arch.full_attention_layers} layers = {full:,} B/token, on every rank"
+            ),
+        )
+    heads = math.ceil(arch.num_kv_heads / tp)
+    per_layer = 2 * heads * arch.head_dim * kvb
+    full = per_layer * arch.full_attention_layers
+    sliding = per_layer * arch.sliding_window_layers
+    how = (
+        f"2 x {heads} KV heads x {arch.head_dim} x {kvb} B x {arch.full_attention_layers} "
+        f"layers = {full:,} B/token"
+    )
+    if sliding:
+        how += f" (+ {arch.sliding_window_layers} sliding layers, {arch.sliding_window} tokens)"
+    return full, sliding, how
+
+
+def _tp_sizes(model: ModelFacts, gpus: int) -> list[int]:
+    arch = model.arch
+    assert arch is not None
+    out = []
+    for t in range(1, gpus + 1):
+        if arch.num_attention_heads % t:
+            continue
+        if arch.mla is None and arch.num_kv_heads % t and t % arch.num_kv_heads:
+            continue
+        out.append(t)
+    return out
+
+
+def fit(
+    model: ModelFacts,
+    pool: GpuPool,
+    *,
+    utilization: float | None = None,
+    data: FitData | None = None,
+) -> FitResult | None:
+    """The verdict per tensor-parallel size; None when the model cannot be sized (no
+    config.json, no parameters)."""
+    data = data or load_fit_data()
+    arch = model.arch
+    weights = estimate_weights(model)
+    if arch is None or weights is None:
+        return None
+    util = data.fit.gpu_memory_utilization if utilization is None else utilization
+    wbytes, wsource = weights
+    overhead = data.overhead.bytes
+    entries: list[FitEntry] = []
+    for t in _tp_sizes(model, pool.count):
+        entries.append(_entry(model, pool, t, util, wbytes, overhead, data))
+    return FitResult(
+        gpus=f"{pool.count}x {pool.name}",
+        gpu_count=pool.count,
+        memory_per_gpu_bytes=pool.memory_bytes,
+        memory_source=pool.source,
+        unified_memory=pool.unified,
+        gpu_memory_utilization=util,
+        weights_bytes=wbytes,
+        weights_source=wsource,
+        overhead_source=data.overhead.source,
+        entries=entries,
+    )
+
+
+def _entry(
+    model: ModelFacts,
+    pool: GpuPool,
+    t: int,
+    util: float,
+    wbytes: int,
+    overhead: int,
+    data: FitData,
+) -> FitEntry:
+    arch = model.arch
+    assert arch is not None
+    usable = int(util * pool.memory_bytes)
+    usable_text = f"{util:g} x {_gib(pool.memory_bytes)} = {_gib(usable)} usable"
+    if pool.unified:
+        ceiling = pool.memory_bytes - pool.os_reserve_bytes
+        if ceiling < usable:
+            usable = ceiling
+            usable_text = (
+                f"unified memory {_gib(pool.memory_bytes)} - {_gib(pool.os_reserve_bytes)} "
+                f"kept for the OS = {_gib(usable)} usable (less than {util:g} x the pool)"
+            )
+        else:
+            usable_text = (
+                f"{util:g} x {_gib(pool.memory_bytes)} unified memory (shared with the OS, "
+                f"which keeps {_gib(pool.os_reserve_bytes)}) = {_gib(usable)} usable"
+            )
+    per_gpu = math.ceil(wbytes / t)
+    full, sliding, kv_how = kv_bytes_per_token(model, t, data)
+    state = math.ceil(arch.linear_attention_layers * arch.linear_state_bytes_per_layer / t)
+    budget = usable - per_gpu - overhead - state
+    ep = None if arch.moe is None else (t > 1 and arch.moe.experts % t == 0)
+    head = (
+        f"{usable_text} - {_gib(per_gpu)} weights ({_gib(wbytes)} / {t}) - "
+        f"{_gib(overhead)} runtime overhead"
+        + (f" - {_gib(state)} linear-attention state" if state else "")
+        + f" = {_gib(budget)} for the KV cache"
+    )
+    limit = arch.max_position_embeddings
+    if budget <= 0:
+        return FitEntry(
+            tensor_parallel=t,
+            expert_parallel=ep,
+            fits=False,
+            max_context=None,
+            reason=head + ": the weights do not fit",
+            usable_bytes=usable,
+            weights_per_gpu_bytes=per_gpu,
+            overhead_bytes=overhead,
+            kv_budget_bytes=budget,
+            kv_bytes_per_token=full + sliding,
+        )
+    window = arch.sliding_window or 0
+    if full == 0:
+        unbounded = limit if limit is not None else 1 << 40
+        tokens = unbounded if budget >= sliding * window else budget // max(sliding, 1)
+    elif sliding and budget >= (full + sliding) * window:
+        tokens = (budget - sliding * window) // full
+    else:
+        tokens = budget // (full + sliding)
+    capped = limit is not None and tokens > limit
+    ctx = min(tokens, limit) if limit is not None else tokens
+    needed = min(data.fit.min_context_tokens, limit or data.fit.min_context_tokens)
+    fits = ctx >= needed
+    reason = f"{head}; KV {kv_how}: {tokens:,} tokens"
+    if capped:
+        reason += f", capped at max_position_embeddings {limit:,}"
+    if not fits:
+        reason += f": below the {needed:,}-token minimum (checks/model_fit.toml)"
+    return FitEntry(
+        tensor_parallel=t,
+        expert_parallel=ep,
+        fits=fits,
+        max_context=ctx if fits else None,
+        reason=reason,
+        usable_bytes=usable,
+        weights_per_gpu_bytes=per_gpu,
+        overhead_bytes=overhead,
+        kv_budget_bytes=budget,
+        kv_bytes_per_token=full + sliding,
+    )

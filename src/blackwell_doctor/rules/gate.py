@@ -1,0 +1,192 @@
+"""``apply --verify``'s gate: does the change keep the running container's performance?
+
+It reads what ``bench --compare`` computed (blackwell_doctor.rules.compare: per-metric
+change with a Bonferroni-adjusted bootstrap interval, output equivalence, error counts) and
+decides, for the chosen metrics only:
+
+- a regression is *significant* when the whole interval of the change lies beyond the
+  allowed regression: for a lower-is-better metric (a latency) its lower bound is above
+  ``+max_regression_pct``; for a higher-is-better one (tokens/s) its upper bound is below
+  ``-max_regression_pct``. A point estimate past the threshold with an interval that
+  reaches back inside it is noise, not a regression; a metric the compare could not put
+  an interval on (too few samples, nothing measured) fails the gate: it proves nothing;
+- greedy outputs are equivalent: identical, or (``divergence_after``) identical on at
+  least their first N characters;
+- the new container answered every request (no errors, nothing unmeasured).
+
+Nothing here measures or prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+
+from blackwell_doctor.report.bench import BenchRun, CompareDocument, Comparison
+
+DEFAULT_METRICS = ("itl_ms.p50", "output_tokens_per_s")
+DEFAULT_SHAPE = "concurrent"
+
+
+class GateSpecError(Exception):
+    """A --gate-metric that names nothing measurable (one line, for the CLI)."""
+
+
+@dataclass(frozen=True)
+class GateMetric:
+    shape: str | None  # None: the most concurrent shape measured
+    metric: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.shape or '(most concurrent shape)'}:{self.metric}"
+
+
+def parse_gate_metric(text: str, known_metrics: frozenset[str]) -> GateMetric:
+    """``METRIC`` or ``SHAPE:METRIC`` (e.g. ``itl_ms.p50``, ``short:ttft_ms.p50``)."""
+    shape, sep, metric = text.rpartition(":")
+    if metric not in known_metrics:
+        raise GateSpecError(
+            f"--gate-metric {text!r}: unknown metric {metric!r}; known: "
+            + ", ".join(sorted(known_metrics))
+        )
+    if sep and not shape:
+        raise GateSpecError(f"--gate-metric {text!r}: empty shape name before ':'")
+    return GateMetric(shape=shape or None, metric=metric)
+
+
+class GateRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One gated metric: what was compared and what the gate made of it."""
+
+    shape: str
+    metric: str
+    before: float | None
+    after: float | None
+    change_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    regression_pct: float | None  # how far the interval's best case lies past no change
+    holds: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class GateResult:
+    holds: bool
+    rows: list[GateRow] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # one line each
+    notes: list[str] = field(default_factory=list)
+
+
+def default_shape(run: BenchRun) -> str | None:
+    """The shape the default metrics are judged on: ``concurrent`` when measured, else the
+    measured shape with the most users."""
+    names = [s.name for s in run.shapes]
+    if DEFAULT_SHAPE in names:
+        return DEFAULT_SHAPE
+    if not run.shapes:
+        return None
+    return max(run.shapes, key=lambda s: s.concurrency).name
+
+
+def _row(c: Comparison, max_regression_pct: float) -> GateRow:
+    low, high, least = c.ci_low_pct, c.ci_high_pct, None
+    if low is None or high is None or c.change_pct is None:
+        low = high = None
+        holds = False
+        reason = f"no interval ({c.verdict}): the gate cannot tell"
+    else:
+        lower_better = c.better == "lower"
+        # The least regression the interval allows, in percent of the before value (a
+        # negative figure: the interval reaches an improvement).
+        least = low if lower_better else -high
+        holds = least <= max_regression_pct
+        if not holds:
+            direction = "slower" if lower_better else "lower"
+            reason = (
+                f"significantly {direction}: at least {least:.1f}% worse, beyond the allowed "
+                f"{max_regression_pct:g}%"
+            )
+        elif least > 0:
+            reason = f"at least {least:.1f}% worse: within the allowed {max_regression_pct:g}%"
+        else:
+            reason = "no significant regression"
+    return GateRow(
+        shape=c.shape,
+        metric=c.metric,
+        before=c.before,
+        after=c.after,
+        change_pct=c.change_pct,
+        ci_low_pct=low,
+        ci_high_pct=high,
+        regression_pct=least,
+        holds=holds,
+        reason=reason,
+    )
+
+
+def judge(
+    doc: CompareDocument,
+    after: BenchRun,
+    *,
+    metrics: list[GateMetric],
+    max_regression_pct: float,
+    divergence_after: int | None = None,
+) -> GateResult:
+    """The gate over ``doc`` (baseline -> new container's compare) and the new run."""
+    rows: list[GateRow] = []
+    failures: list[str] = []
+    notes: list[str] = []
+    fallback = default_shape(after)
+    for gm in metrics:
+        shape = gm.shape or fallback
+        match = [c for c in doc.comparisons if c.shape == shape and c.metric == gm.metric]
+        if not match:
+            failures.append(f"{shape or '(no shape)'}:{gm.metric} was not measured in both runs")
+            continue
+        row = _row(match[0], max_regression_pct)
+        rows.append(row)
+        if not row.holds:
+            failures.append(f"{row.shape} {row.metric}: {row.reason}")
+    failures += _equivalence_failures(doc, divergence_after, notes)
+    failures += errors_of(after)
+    return GateResult(holds=not failures, rows=rows, failures=failures, notes=notes)
+
+
+def _equivalence_failures(
+    doc: CompareDocument, divergence_after: int | None, notes: list[str]
+) -> list[str]:
+    out: list[str] = []
+    for e in doc.equivalence:
+        if e.prompts == 0:
+            out.append(f"{e.shape}: greedy outputs could not be compared (none answered in both)")
+            continue
+        early = {
+            pid: pos
+            for pid, pos in e.first_divergence.items()
+            if divergence_after is None or pos < divergence_after
+        }
+        if early:
+            where = ", ".join(f"{pid} at char {pos}" for pid, pos in sorted(early.items()))
+            out.append(f"{e.shape}: greedy outputs differ ({where})")
+        elif e.first_divergence:
+            notes.append(
+                f"{e.shape}: {len(e.first_divergence)} greedy output(s) differ after their "
+                f"first {divergence_after} characters (allowed by --divergence-after)"
+            )
+    return out
+
+
+def errors_of(run: BenchRun) -> list[str]:
+    """Why the new container's run is not clean: unreachable, interrupted, failed requests."""
+    out: list[str] = []
+    if run.server.error is not None:
+        out.append(f"the new container could not be measured: {run.server.error}")
+    for s in run.shapes:
+        if s.errors:
+            kinds = ", ".join(f"{k} {n}" for k, n in sorted(s.errors.items()))
+            out.append(f"{s.name}: {sum(s.errors.values())} failed request(s) ({kinds})")
+        elif not s.complete:
+            out.append(f"{s.name}: not measured to the end")
+    return out
