@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from blackwell_doctor.app import bench as runner
 from blackwell_doctor.cli import main
 from blackwell_doctor.collect.bench import client
-from blackwell_doctor.facts.bench import redact_url as facts_redact_url
+from blackwell_doctor.facts.redact import redact_url_host as facts_redact_url
 from blackwell_doctor.report.bench_facts import read_bench
 from tests import hostile_http as h
 from tests.conftest import FIXTURES as ALL_FIXTURES

@@ -31,7 +31,7 @@ from blackwell_doctor.report.bench import (
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics, tpot_s
 from blackwell_doctor.report.stats import percentile
-from blackwell_doctor.ruledata.shapes import BUILTIN_SHAPES, ShapeError, load_shapes
+from blackwell_doctor.ruledata.shapes import BUILTIN_SHAPES, ShapeError, parse_shapes
 from blackwell_doctor.rules.compare import compare
 
 # --- vLLM's definitions ------------------------------------------------------------------
@@ -328,7 +328,7 @@ def test_a_bad_shapes_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "input_tokens = 0 is outside" in capsys.readouterr().err
     bad.write_text("[shape.x]\ninput_tokens = 4\noutput_tokens = 4\ncolour = 'red'\n")
     with pytest.raises(ShapeError, match="colour"):
-        load_shapes(bad)
+        parse_shapes(bad.read_text(), source=str(bad))
 
 
 def test_a_file_that_is_not_a_run_is_exit_2(

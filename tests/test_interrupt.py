@@ -143,7 +143,8 @@ def test_ctrl_c_during_apply_verifys_bench_is_bounded_and_keeps_the_partial_run(
     dns_hangs: Hang,
 ) -> None:
     from blackwell_doctor.app import verify
-    from blackwell_doctor.ruledata.shapes import load_shapes, select_shapes
+    from blackwell_doctor.app.bench_flow import load_shapes
+    from blackwell_doctor.ruledata.shapes import select_shapes
 
     settings = verify.VerifySettings(shapes=select_shapes(load_shapes(None), ["short"]))
     sigint = Interrupt(dns_hangs.entered)

@@ -8,15 +8,16 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from blackwell_doctor.collect.env import collect_env, redact_env_identity
-from blackwell_doctor.collect.host import redact_identity
+from blackwell_doctor.collect.env import collect_env
 from blackwell_doctor.collect.platform import collect_platform
 from blackwell_doctor.facts.document import SCHEMA_VERSION, Facts, ToolInfo, Unavailable
 from blackwell_doctor.facts.redact import (
     REDACTED,
     pseudonym,
     redact_build_host,
+    redact_env_identity,
     redact_home_dirs,
+    redact_identity,
     redact_kernel_cmdline_identity,
     redact_text,
     redact_value,

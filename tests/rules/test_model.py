@@ -175,7 +175,7 @@ def test_collect_records_the_model_and_check_replays_it(
 
 
 def test_collect_redact_hides_the_home_directory_in_the_model_path(tmp_path: Path) -> None:
-    from blackwell_doctor.collect.host import redact_identity
+    from blackwell_doctor.facts.redact import redact_identity
 
     root = make_model(tmp_path / "m", moe=False)
     facts = _facts(PRO4, root)

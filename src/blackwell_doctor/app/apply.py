@@ -1,5 +1,5 @@
 """The ``apply`` command's flow: which facts it may act on, the plan, carrying it out, the
-rollback, each ending as an :class:`Outcome` the CLI maps to an exit code.
+rollback, each ending as an :class:`Outcome` with its exit code.
 
 Nothing here prints: progress and failures go through ``say`` (one line each; the CLI
 writes them to standard error), what belongs on standard output is ``Outcome.output``.
@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from blackwell_doctor import TOOL_NAME
 from blackwell_doctor.facts.errors import UserError
 from blackwell_doctor.facts.redact import REDACTED
+from blackwell_doctor.report.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from blackwell_doctor.app.obtain import FactsRequest
-    from blackwell_doctor.app.verify import VerifySettings, WriteFile
+    from blackwell_doctor.app.verify import VerifyRequest, VerifySettings, WriteFile
     from blackwell_doctor.apply.docker import PullEvent, Say
     from blackwell_doctor.facts.document import Facts
     from blackwell_doctor.recommend.launch import LaunchSpec
+    from blackwell_doctor.recommend.options import LaunchRequest
     from blackwell_doctor.recommend.plan import LaunchOptions
 
 
@@ -38,6 +40,93 @@ class Ending(enum.Enum):
 class Outcome:
     ending: Ending
     output: str = ""  # for standard output
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return _EXIT_CODES[self.ending]
+
+
+_EXIT_CODES = {
+    Ending.DONE: ExitCode.OK,
+    Ending.FAILED: ExitCode.APPLY_FAILED,
+    Ending.INTERRUPTED: ExitCode.INTERRUPTED,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApplyRequest:
+    """``apply``'s options as given: the launch, the facts it is derived from, what to do
+    (plan, ``yes``, ``rollback``) and the verification."""
+
+    launch: LaunchRequest
+    facts: FactsRequest
+    catalogue: Path | None = None
+    facts_from_another_host: bool = False
+    yes: bool = False
+    rollback: bool = False
+    health_timeout_s: float = 1800.0
+    stop_timeout_s: int = 30
+    verify: VerifyRequest
+
+
+def apply(
+    request: ApplyRequest,
+    *,
+    environ: Mapping[str, str],
+    stdin: BinaryIO,
+    say: Say,
+    write: WriteFile,
+    pull_progress: Callable[[], AbstractContextManager[PullEvent]] | None = None,
+) -> Outcome:
+    """The ``apply`` command: its options checked (UserError) before anything is touched,
+    then the rollback, the plan, the change (``yes``) or the verified change (``yes`` and
+    ``verify``); ``say`` narrates on standard error, ``write`` writes a verification's
+    files, ``pull_progress`` shows the image pull."""
+    from blackwell_doctor.app.obtain import finite_seconds
+    from blackwell_doctor.app.verify import verify_settings
+    from blackwell_doctor.recommend.options import launch_options
+
+    check_name(request.launch.name)
+    health_timeout_s = finite_seconds("--health-timeout", request.health_timeout_s)
+    settings = verify_settings(
+        request.verify,
+        yes=request.yes,
+        rollback=request.rollback,
+        first_token_timeout_s=health_timeout_s,
+    )
+    if request.rollback:
+        return rollback(
+            request.launch.name, yes=request.yes, stop_timeout_s=request.stop_timeout_s, say=say
+        )
+    if request.launch.model_dir is None:
+        raise UserError("apply needs --model-dir DIR (the model, mounted read-only)")
+    spec = launch_spec(
+        request.facts,
+        launch_options(request.launch, environ=environ, on_this_host=True),
+        catalogue=request.catalogue,
+        facts_from_another_host=request.facts_from_another_host,
+        environ=environ,
+        stdin=stdin,
+    )
+    if request.verify.verify and request.yes:
+        return carry_out_verified(
+            spec,
+            settings,
+            health_timeout_s=health_timeout_s,
+            stop_timeout_s=request.stop_timeout_s,
+            say=say,
+            write=write,
+            pull_progress=pull_progress,
+        )
+    if request.yes:
+        return carry_out(
+            spec,
+            health_timeout_s=health_timeout_s,
+            stop_timeout_s=request.stop_timeout_s,
+            say=say,
+            pull_progress=pull_progress,
+        )
+    return plan(spec)
 
 
 def check_name(name: str) -> None:

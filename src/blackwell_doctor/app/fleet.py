@@ -19,8 +19,8 @@ from typing import NamedTuple
 import msgspec
 
 from blackwell_doctor import TOOL_NAME, __version__
-from blackwell_doctor.collect.inputfile import FACTS, InputError, read_input
-from blackwell_doctor.facts.document import Facts, FactsError, NvmlFacts, ToolInfo, decode_facts
+from blackwell_doctor.app.obtain import FactsFileError, read_facts_file
+from blackwell_doctor.facts.document import Facts, NvmlFacts, ToolInfo
 from blackwell_doctor.report.exitcodes import ExitCode
 from blackwell_doctor.report.fleet import (
     FLEET_SCHEMA_VERSION,
@@ -98,12 +98,6 @@ def _json_files(root: str) -> list[str]:
                 elif entry.name.endswith(".json") and entry.is_file():
                     found.append(entry.path)
     return sorted(found)
-
-
-def _reason(exc: FactsError, source: str) -> str:
-    text = str(exc)
-    prefix = f"{source}: "
-    return text[len(prefix) :] if text.startswith(prefix) else text
 
 
 def node_name(facts: Facts, path: Path) -> str:
@@ -206,12 +200,9 @@ def judge_node(
     is judged once per distinct configuration); the options are the same within a run."""
     source = str(path)
     try:
-        # The one bounded reader of user-named files (caps in blackwell_doctor.collect.inputfile).
-        facts = decode_facts(read_input(path, FACTS), source=source)
-    except InputError as exc:
-        return Unjudged(source=source, reason=f"cannot read: {exc.reason}")
-    except FactsError as exc:
-        return Unjudged(source=source, reason=_reason(exc, source))
+        facts = read_facts_file(path)  # the one reader of facts files, as check --facts
+    except FactsFileError as exc:
+        return Unjudged(source=source, reason=exc.reason)
     key = judgment_key(facts) if memo is not None else b""
     verdict = memo.get(key) if memo is not None else None
     if verdict is None:

@@ -1,38 +1,72 @@
-"""One entry point for every command that takes a model directory: read it, find the GPUs
-in the facts, size it."""
+"""The ``model`` command's flow: the model directory and the GPUs obtained as every command
+obtains its facts (:mod:`blackwell_doctor.app.obtain`, as ``check --model-dir``), sized by
+the fit verdict of the ``model.fit`` check (``rules.checkpoint.model_fit_result``)."""
 
 from __future__ import annotations
 
+import math
+import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from blackwell_doctor.collect.model.scan import read_model_dir
+from blackwell_doctor.app.obtain import FactsRequest, obtain_facts, with_model
 from blackwell_doctor.facts.document import Facts
+from blackwell_doctor.facts.errors import UserError
 from blackwell_doctor.facts.model import ModelFacts
 from blackwell_doctor.report.model import ModelReport, build_report
-from blackwell_doctor.rules.fit import FitResult, PoolError, fit, gpu_pool
+from blackwell_doctor.rules.checkpoint import model_fit_result
 
 
-def size(
-    model: ModelFacts, facts: Facts | None, *, utilization: float | None = None
-) -> tuple[FitResult | None, str | None]:
-    """The fit on the facts' GPUs, or None and why not."""
-    if model.arch is None:
-        return None, "config.json is missing or unusable"
-    if facts is None:
-        return None, "no facts about GPUs"
-    try:
-        pool = gpu_pool(facts)
-    except PoolError as exc:
-        return None, str(exc)
-    result = fit(model, pool, utilization=utilization)
-    if result is None:
-        return None, "neither the weights nor config.json give the model's size"
-    return result, None
+@dataclass(frozen=True, kw_only=True)
+class ModelRequest:
+    """``model DIR``'s options: the directory, where the GPUs' facts come from (``--facts``
+    FILE, else this host without probes), the share of GPU memory the runtime may take."""
+
+    model_dir: Path
+    facts_file: Path | None = None
+    gpu_timeout_s: float | None = None
+    utilization: float | None = None
 
 
-def inspect_model(
-    path: Path, facts: Facts | None, *, utilization: float | None = None
-) -> ModelReport:
-    model = read_model_dir(path)
-    result, note = size(model, facts, utilization=utilization)
-    return build_report(model, result, note)
+def model(request: ModelRequest) -> ModelReport:
+    """The ``model`` document; UserError for bad options or a directory with neither a
+    usable config.json nor safetensors weights."""
+    util = request.utilization
+    if util is not None and (not math.isfinite(util) or not 0.0 < util <= 1.0):
+        raise UserError(f"--gpu-memory-utilization must be above 0 and at most 1, got {util}")
+    if not request.model_dir.is_dir():
+        raise UserError(f"model directory {request.model_dir} is not a directory")
+    facts = obtain_facts(
+        FactsRequest(
+            facts_file=request.facts_file,
+            gpu_timeout_s=request.gpu_timeout_s,
+            probes=False,
+            model_dir=request.model_dir,
+        ),
+        environ=os.environ,
+        stdin=sys.stdin.buffer,
+    ).facts
+    report = judge_model(facts, utilization=util)
+    if report.model.architecture is None and report.shards == 0:
+        detail = next((p.detail for p in report.problems if p.kind == "config"), "missing")
+        raise UserError(
+            f"{request.model_dir}: no usable config.json ({detail}) and no safetensors weights"
+        )
+    return report
+
+
+def judge_model(facts: Facts, *, utilization: float | None = None) -> ModelReport:
+    """The document of the model ``facts`` carry, sized on their GPUs by the verdict the
+    ``model.fit`` check gives."""
+    m = facts.model
+    assert isinstance(m, ModelFacts)  # read from a directory
+    result = model_fit_result(facts, utilization=utilization)
+    if isinstance(result, str):
+        return build_report(m, None, result)
+    return build_report(m, result, None)
+
+
+def inspect_model(path: Path, facts: Facts, *, utilization: float | None = None) -> ModelReport:
+    """The document of the model at ``path`` on the GPUs of ``facts`` (benchmarks)."""
+    return judge_model(with_model(facts, path, required=True), utilization=utilization)

@@ -79,7 +79,7 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
     cannot be read or decoded."""
     _check_request(request)
     if request.facts_file is not None:
-        facts = _decode_facts_file(request.facts_file, stdin)
+        facts = read_facts_file(request.facts_file, stdin=stdin)
         source = str(request.facts_file)
     else:
         from blackwell_doctor.collect.host import collect_facts
@@ -98,16 +98,9 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
     facts = with_model(facts, request.model_dir, required=request.facts_file is None)
     facts = with_bench(facts, request.bench_file, stdin=stdin)
     if request.redact:
-        from blackwell_doctor.collect.host import redact_identity
+        from blackwell_doctor.facts.redact import redact_identity
 
         facts = redact_identity(facts)
-        if facts.bench is not None:
-            import msgspec
-
-            from blackwell_doctor.facts.bench import redact_url
-
-            bench = msgspec.structs.replace(facts.bench, url=redact_url(facts.bench.url))
-            facts = msgspec.structs.replace(facts, bench=bench)
     return Obtained(facts, source)
 
 
@@ -233,12 +226,30 @@ def _check_request(request: FactsRequest) -> None:
         raise UserError("--facts - and --logs - cannot both read standard input")
 
 
-def _decode_facts_file(path: Path, stdin: BinaryIO) -> Facts:
-    from blackwell_doctor.collect.inputfile import FACTS, read_input
+class FactsFileError(UserError):
+    """A facts file that cannot be used. The message names the file (``check --facts``
+    says it as it is); ``reason`` does not (``fleet`` lists it beside the file)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def read_facts_file(path: Path, *, stdin: BinaryIO | None = None) -> Facts:
+    """The facts document at ``path`` (``-``: ``stdin``, when given): the one reader of facts
+    files, for every command (``check/recommend/apply/model/slurm-health --facts`` and each
+    file of ``fleet``). Read by the bounded reader (64 MiB:
+    :data:`blackwell_doctor.collect.inputfile.FACTS`) and decoded once;
+    :class:`FactsFileError` when it cannot be read or is not a facts document."""
+    from blackwell_doctor.collect.inputfile import FACTS, InputError, read_input
     from blackwell_doctor.facts.document import FactsError, decode_facts
 
-    data = read_input(path, FACTS, stdin=stdin)
+    source = str(path)
     try:
-        return decode_facts(data, source=str(path))
+        return decode_facts(read_input(path, FACTS, stdin=stdin), source=source)
+    except InputError as exc:
+        raise FactsFileError(str(exc), f"cannot read: {exc.reason}") from None
     except FactsError as exc:
-        raise UserError(str(exc)) from None
+        text = str(exc)
+        reason = text.removeprefix(f"{source}: ")
+        raise FactsFileError(text, reason) from None

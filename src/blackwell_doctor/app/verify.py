@@ -20,7 +20,7 @@ import asyncio
 import datetime as dt
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,84 @@ class VerifySettings:
     first_token_timeout_s: float = 1800.0
     record_dir: Path | None = None  # None: default_record_root()
     report_md: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyRequest:
+    """``apply``'s verification options as given (``verify``: ``--verify``)."""
+
+    verify: bool = False
+    max_regression_pct: float = 10.0
+    gate_metrics: Sequence[str] = ()
+    divergence_after: int | None = None
+    shapes_file: Path | None = None
+    shape_names: Sequence[str] = ()
+    seed: int = 0
+    requests: int | None = None
+    request_timeout_s: float = 300.0
+    warm_start: bool = True
+    record_dir: Path | None = None
+    report_md: Path | None = None
+
+
+def verify_settings(
+    request: VerifyRequest, *, yes: bool, rollback: bool, first_token_timeout_s: float
+) -> VerifySettings:
+    """--verify's options, checked before anything is touched (UserError, exit 2)."""
+    import math
+
+    from blackwell_doctor.app.bench_flow import load_shapes
+    from blackwell_doctor.facts.errors import UserError
+    from blackwell_doctor.ruledata.shapes import ShapeError, select_shapes
+    from blackwell_doctor.rules.compare import LATENCY_METRICS
+
+    if request.verify and (rollback or not yes):
+        raise UserError("--verify goes with --yes (it changes the host), not with --rollback")
+    if not request.verify:
+        used = [
+            name
+            for name, value in (
+                ("--gate-metric", request.gate_metrics),
+                ("--shapes", request.shapes_file),
+                ("--shape", request.shape_names),
+                ("--requests", request.requests),
+                ("--record-dir", request.record_dir),
+                ("--report-md", request.report_md),
+                ("--divergence-after", request.divergence_after),
+            )
+            if value
+        ]
+        if used:
+            raise UserError(f"{', '.join(used)} appl{'ies' if len(used) == 1 else 'y'} to --verify")
+    for label, value in (
+        ("--max-regression", request.max_regression_pct),
+        ("--request-timeout", request.request_timeout_s),
+    ):
+        if not math.isfinite(value):
+            raise UserError(f"{label} must be a finite number, got {value}")
+    known = frozenset({*LATENCY_METRICS, "output_tokens_per_s"})
+    try:
+        shapes = select_shapes(load_shapes(request.shapes_file), list(request.shape_names))
+        metrics = [gates.parse_gate_metric(m, known) for m in request.gate_metrics]
+    except (ShapeError, gates.GateSpecError) as exc:
+        raise UserError(str(exc)) from None
+    names = {s.name for s in shapes}
+    for m in metrics:
+        if m.shape is not None and m.shape not in names:
+            raise UserError(f"--gate-metric {m.label}: shape {m.shape!r} is not benched")
+    return VerifySettings(
+        shapes=shapes,
+        seed=request.seed,
+        requests=request.requests,
+        request_timeout_s=request.request_timeout_s,
+        metrics=metrics or [gates.GateMetric(None, m) for m in gates.DEFAULT_METRICS],
+        max_regression_pct=request.max_regression_pct,
+        divergence_after=request.divergence_after,
+        warm_start=request.warm_start,
+        first_token_timeout_s=first_token_timeout_s,
+        record_dir=request.record_dir,
+        report_md=request.report_md,
+    )
 
 
 class WarmStart(msgspec.Struct, kw_only=True):

@@ -1,15 +1,12 @@
 """``apply``: run the recommended runtime through the Docker API (plan, --yes, --rollback).
-The flow is :mod:`blackwell_doctor.app.apply`; here, its options and exit codes."""
+The flow is :mod:`blackwell_doctor.app.apply`; here, its options and the output."""
 
 from __future__ import annotations
 
-import math
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -34,13 +31,9 @@ from blackwell_doctor.cli.options import (
     RuntimeId,
     ShmSize,
     facts_request,
+    launch_request,
 )
 from blackwell_doctor.cli.output import say, write
-from blackwell_doctor.report.exitcodes import ExitCode
-
-if TYPE_CHECKING:
-    from blackwell_doctor.app.verify import VerifySettings
-    from blackwell_doctor.apply.docker import PullEvent
 
 FactsFromAnotherHost = Annotated[
     bool,
@@ -219,199 +212,44 @@ def apply(
     log, and keeps the previous container as <name>-previous. Any failure or Ctrl-C
     restores the previous container (exit 5 / 130)."""
     from blackwell_doctor.app import apply as flow
-    from blackwell_doctor.app.obtain import finite_seconds
-    from blackwell_doctor.facts.errors import UserError
-    from blackwell_doctor.recommend.options import launch_options
+    from blackwell_doctor.app.verify import VerifyRequest
+    from blackwell_doctor.cli.progress import pull_bar
 
-    flow.check_name(name)
-    health_timeout = finite_seconds("--health-timeout", health_timeout)
-    settings = _verify_settings(
-        verify=verify,
+    request = flow.ApplyRequest(
+        launch=launch_request(locals()),
+        facts=facts_request(locals()),
+        catalogue=catalogue,
+        facts_from_another_host=facts_from_another_host,
         yes=yes,
         rollback=rollback,
-        max_regression=max_regression,
-        gate_metrics=gate_metrics or [],
-        divergence_after=divergence_after,
-        shapes_file=shapes_file,
-        shape_names=shape_names or [],
-        seed=seed,
-        requests=requests,
-        request_timeout=request_timeout,
-        warm_start=not no_warm_start,
-        first_token_timeout=health_timeout,
-        record_dir=record_dir,
-        report_md=report_md,
+        health_timeout_s=health_timeout,
+        stop_timeout_s=stop_timeout,
+        verify=VerifyRequest(
+            verify=verify,
+            max_regression_pct=max_regression,
+            gate_metrics=tuple(gate_metrics or ()),
+            divergence_after=divergence_after,
+            shapes_file=shapes_file,
+            shape_names=tuple(shape_names or ()),
+            seed=seed,
+            requests=requests,
+            request_timeout_s=request_timeout,
+            warm_start=not no_warm_start,
+            record_dir=record_dir,
+            report_md=report_md,
+        ),
     )
-    if rollback:
-        outcome = flow.rollback(name, yes=yes, stop_timeout_s=stop_timeout, say=say)
-    else:
-        if model_dir is None:
-            raise UserError("apply needs --model-dir DIR (the model, mounted read-only)")
-        options = launch_options(
-            model_dir=model_dir,
-            runtime=runtime,
-            name=name,
-            bind=bind,
-            port=port,
-            shm_size=shm_size,
-            env=env or [],
-            environ=os.environ,
-            on_this_host=True,
-        )
-        request = facts_request(
-            facts_file=facts_file,
-            host_root=host_root,
-            gpu_timeout=gpu_timeout,
-            no_probe=no_probe,
-            logs=logs,
-            containers=containers,
-            journal=journal,
-            kernel_log=kernel_log,
-            model_dir=model_dir,
-        )
-        spec = flow.launch_spec(
-            request,
-            options,
-            catalogue=catalogue,
-            facts_from_another_host=facts_from_another_host,
-            environ=os.environ,
-            stdin=sys.stdin.buffer,
-        )
-        if verify and yes:
-            outcome = flow.carry_out_verified(
-                spec,
-                settings,
-                health_timeout_s=health_timeout,
-                stop_timeout_s=stop_timeout,
-                say=say,
-                write=write,
-                pull_progress=_pull_bar if sys.stderr.isatty() else None,
-            )
-        elif yes:
-            outcome = flow.carry_out(
-                spec,
-                health_timeout_s=health_timeout,
-                stop_timeout_s=stop_timeout,
-                say=say,
-                pull_progress=_pull_bar if sys.stderr.isatty() else None,
-            )
-        else:
-            outcome = flow.plan(spec)
+    outcome = flow.apply(
+        request,
+        environ=os.environ,
+        stdin=sys.stdin.buffer,
+        say=say,
+        write=write,
+        pull_progress=pull_bar if sys.stderr.isatty() else None,
+    )
     if outcome.output:
         write(outcome.output)
-    exit_codes = {
-        flow.Ending.DONE: ExitCode.OK,
-        flow.Ending.FAILED: ExitCode.APPLY_FAILED,
-        flow.Ending.INTERRUPTED: ExitCode.INTERRUPTED,
-    }
-    raise typer.Exit(int(exit_codes[outcome.ending]))
-
-
-def _verify_settings(
-    *,
-    verify: bool,
-    yes: bool,
-    rollback: bool,
-    max_regression: float,
-    gate_metrics: list[str],
-    divergence_after: int | None,
-    shapes_file: Path | None,
-    shape_names: list[str],
-    seed: int,
-    requests: int | None,
-    request_timeout: float,
-    warm_start: bool,
-    first_token_timeout: float,
-    record_dir: Path | None,
-    report_md: Path | None,
-) -> VerifySettings:
-    """--verify's options, checked before anything is touched (UserError, exit 2)."""
-    from blackwell_doctor.app.verify import VerifySettings
-    from blackwell_doctor.facts.errors import UserError
-    from blackwell_doctor.ruledata.shapes import ShapeError, load_shapes, select_shapes
-    from blackwell_doctor.rules.compare import LATENCY_METRICS
-    from blackwell_doctor.rules.gate import GateMetric, GateSpecError, parse_gate_metric
-
-    if verify and (rollback or not yes):
-        raise UserError("--verify goes with --yes (it changes the host), not with --rollback")
-    if not verify:
-        used = [
-            name
-            for name, value in (
-                ("--gate-metric", gate_metrics),
-                ("--shapes", shapes_file),
-                ("--shape", shape_names),
-                ("--requests", requests),
-                ("--record-dir", record_dir),
-                ("--report-md", report_md),
-                ("--divergence-after", divergence_after),
-            )
-            if value
-        ]
-        if used:
-            raise UserError(f"{', '.join(used)} appl{'ies' if len(used) == 1 else 'y'} to --verify")
-    for label, value in (
-        ("--max-regression", max_regression),
-        ("--request-timeout", request_timeout),
-    ):
-        if not math.isfinite(value):
-            raise UserError(f"{label} must be a finite number, got {value}")
-    known = frozenset({*LATENCY_METRICS, "output_tokens_per_s"})
-    try:
-        shapes = select_shapes(load_shapes(shapes_file), shape_names)
-        metrics = [parse_gate_metric(m, known) for m in gate_metrics]
-    except (ShapeError, GateSpecError) as exc:
-        raise UserError(str(exc)) from None
-    names = {s.name for s in shapes}
-    for m in metrics:
-        if m.shape is not None and m.shape not in names:
-            raise UserError(f"--gate-metric {m.label}: shape {m.shape!r} is not benched")
-    return VerifySettings(
-        shapes=shapes,
-        seed=seed,
-        requests=requests,
-        request_timeout_s=request_timeout,
-        metrics=metrics
-        or [GateMetric(None, "itl_ms.p50"), GateMetric(None, "output_tokens_per_s")],
-        max_regression_pct=max_regression,
-        divergence_after=divergence_after,
-        warm_start=warm_start,
-        first_token_timeout_s=first_token_timeout,
-        record_dir=record_dir,
-        report_md=report_md,
-    )
-
-
-@contextmanager
-def _pull_bar() -> Iterator[PullEvent]:
-    """docker pull progress as a rich bar on standard error (a terminal)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
-
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
-    tasks: dict[str, Any] = {}
-
-    def on_event(event: dict[str, Any]) -> None:
-        layer = event.get("id")
-        detail = event.get("progressDetail") or {}
-        if not layer or "total" not in detail:
-            return
-        if layer not in tasks:
-            tasks[layer] = progress.add_task(str(layer), total=detail["total"])
-        progress.update(
-            tasks[layer],
-            completed=detail.get("current", 0),
-            description=f"{layer} {event.get('status', '')}",
-        )
-
-    with progress:
-        yield on_event
+    raise typer.Exit(int(outcome.exit_code))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,10 +1,11 @@
 """``bench``: serving performance of an OpenAI-compatible server, and ``bench --compare``.
-The measuring lives in ``blackwell_doctor.app.bench`` and prints nothing."""
+
+The flow is :mod:`blackwell_doctor.app.bench_flow` (the measuring, in ``app.bench`` and
+``app.soak``, prints nothing); here, its options, the progress display
+(:mod:`blackwell_doctor.cli.progress`) and the output."""
 
 from __future__ import annotations
 
-import math
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,9 +16,7 @@ import typer
 from blackwell_doctor.render.formats import BenchFormat
 
 if TYPE_CHECKING:
-    from rich.live import Live as RichLive
-
-    from blackwell_doctor.app.bench import Live
+    from blackwell_doctor.report.bench import BenchRun, CompareDocument
 
 
 _HELP = """Measure serving performance of an OpenAI-compatible server (vLLM, SGLang,
@@ -36,75 +35,6 @@ Exit codes: 0 every request succeeded (compare: no regression past --fail-on-reg
 soak: nothing grows); 1 some requests failed or the server could not be reached (compare:
 a regression; soak: a growing trend); 2 bad input (compare: two runs with no shape in
 common); 130 interrupted (the partial result is written)."""
-
-
-class _Display:
-    """Progress on standard error: a rich live line on a terminal (redrawn 4 times a
-    second from the run's state, so the run itself pays nothing per request), plain lines
-    when piped (one per phase and per tenth of a shape)."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
-        self._state: Live | None = None
-        self._last: tuple[str, str] = ("", "")
-        self._step = -1
-        self._live: RichLive | None = None
-        self.status: Callable[[], str] | None = None  # the live line when no shape runs
-
-    def line(self) -> str:
-        from blackwell_doctor.report.stats import percentile
-
-        live = self._state
-        if live is None:
-            return self.status() if self.status else "asking the server what it serves..."
-
-        def p50(values: list[float]) -> str:
-            return "-" if not values else f"{percentile(sorted(values), 50) * 1000:.1f}"
-
-        return (
-            f"{live.shape}: {live.phase} {live.done}/{live.total} requests"
-            + (f", {live.errors} failed" if live.errors else "")
-            + f", running p50 TTFT {p50(list(live.ttft_s))} ms, "
-            f"E2E {p50(list(live.e2e_s))} ms"
-        )
-
-    def __rich__(self) -> str:
-        return self.line()
-
-    def __enter__(self) -> _Display:
-        if self.tty:
-            from rich.console import Console
-            from rich.live import Live as RichLive
-
-            self._live = RichLive(
-                self, console=Console(stderr=True), refresh_per_second=4, transient=True
-            )
-            self._live.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._live is not None:
-            self._live.stop()
-
-    def message(self, line: str) -> None:
-        """A progress line of its own (the soak's, one per interval)."""
-        if self._live is not None:
-            self._live.console.print(line, markup=False, highlight=False)
-        else:
-            sys.stderr.write(line + "\n")
-            sys.stderr.flush()
-
-    def __call__(self, live: Live) -> None:
-        self._state = live
-        if self._live is not None:
-            if live.phase == "done":
-                self._live.console.print(self.line(), markup=False, highlight=False)
-            return
-        step = live.done * 10 // max(1, live.total)
-        if (live.shape, live.phase) != self._last or step != self._step:
-            self._last, self._step = (live.shape, live.phase), step
-            sys.stderr.write(self.line() + "\n")
-            sys.stderr.flush()
 
 
 def register(app: typer.Typer) -> None:
@@ -221,236 +151,72 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
     ) -> None:
-        from blackwell_doctor.facts.errors import UserError
+        from blackwell_doctor.app import bench_flow as flow
 
-        for name, value in (
-            ("--duration", duration),
-            ("--request-timeout", request_timeout),
-            ("--fail-on-regression", fail_on_regression),
-            ("--threshold", threshold),
-        ):
-            if value is not None and not math.isfinite(value):
-                raise UserError(f"{name} must be a finite number, got {value}")
-        if compare is not None:
-            if url is not None:
-                raise UserError("--compare reads two run files; it does not take --url")
-            _compare(compare, fmt, output, fail_on_regression, threshold, resamples, seed)
-            return
-        if fail_on_regression is not None:
-            raise UserError("--fail-on-regression applies to --compare")
-        if url is None:
-            raise UserError("bench needs --url (or --compare BEFORE AFTER)")
-        if soak is not None:
-            for name, given in (("--requests", requests), ("--duration", duration)):
-                if given is not None:
-                    raise UserError(f"--soak runs until its DURATION; it does not take {name}")
-            _soak(
-                url=url,
-                model=model,
-                output=output,
-                fmt=fmt,
-                shapes_file=shapes_file,
-                shape_names=shape_names or [],
-                seed=seed,
-                request_timeout=request_timeout,
-                api_key=api_key,
-                soak=soak,
-                soak_interval=soak_interval,
-            )
-            return
-        if soak_interval is not None:
-            raise UserError("--soak-interval applies to --soak")
-        _run(
+        request = flow.BenchRequest(
             url=url,
             model=model,
-            output=output,
-            fmt=fmt,
+            api_key=api_key,
             shapes_file=shapes_file,
-            shape_names=shape_names or [],
+            shape_names=tuple(shape_names or ()),
             seed=seed,
             requests=requests,
-            duration=duration,
-            request_timeout=request_timeout,
-            api_key=api_key,
+            duration_s=duration,
+            request_timeout_s=request_timeout,
             equivalence=not no_equivalence,
-        )
-
-
-def _run(
-    *,
-    url: str,
-    model: str | None,
-    output: Path | None,
-    fmt: BenchFormat,
-    shapes_file: Path | None,
-    shape_names: list[str],
-    seed: int,
-    requests: int | None,
-    duration: float | None,
-    request_timeout: float,
-    api_key: str | None,
-    equivalence: bool,
-) -> None:
-    from blackwell_doctor.app import bench as runner
-    from blackwell_doctor.cli.output import write
-    from blackwell_doctor.collect.bench import loop
-    from blackwell_doctor.facts.errors import UserError
-    from blackwell_doctor.render import bench as render
-    from blackwell_doctor.report import bench as report
-    from blackwell_doctor.ruledata.shapes import ShapeError, load_shapes, select_shapes
-
-    try:
-        shapes = select_shapes(load_shapes(shapes_file), shape_names, requests=requests)
-        runner.parse_url(url)
-    except (ShapeError, runner.UrlError) as exc:
-        raise UserError(str(exc)) from None
-    config = runner.BenchConfig(
-        url=url,
-        model=model,
-        api_key=api_key or None,
-        shapes=shapes,
-        seed=seed,
-        requests=requests,
-        duration_s=duration,
-        deadline_s=request_timeout,
-        equivalence=equivalence,
-    )
-    state = runner.RunState()
-    interrupted = False
-    try:
-        with _Display() as display:
-            loop.run(runner.run_bench(config, state, display))
-    except KeyboardInterrupt:
-        interrupted = True
-    doc = runner.build_document(state, interrupted=interrupted)
-    if output is not None:
-        write(report.encode(doc), output)
-    if fmt is BenchFormat.JSON:
-        if output is None:
-            write(report.encode(doc), None)
-    else:
-        write(render.render_run(doc, markdown=fmt is BenchFormat.MARKDOWN), None)
-    if output is not None:
-        sys.stderr.write(f"wrote {output} (exit {doc.exit_code})\n")
-    raise typer.Exit(doc.exit_code)
-
-
-def _soak(
-    *,
-    url: str,
-    model: str | None,
-    output: Path | None,
-    fmt: BenchFormat,
-    shapes_file: Path | None,
-    shape_names: list[str],
-    seed: int,
-    request_timeout: float,
-    api_key: str | None,
-    soak: str,
-    soak_interval: str | None,
-) -> None:
-    from blackwell_doctor.app import bench as runner
-    from blackwell_doctor.app import soak as soaking
-    from blackwell_doctor.cli.output import write
-    from blackwell_doctor.collect.bench import loop
-    from blackwell_doctor.facts.errors import UserError
-    from blackwell_doctor.render import bench as render
-    from blackwell_doctor.report import bench as report
-    from blackwell_doctor.ruledata.shapes import ShapeError, load_shapes, select_shapes
-    from blackwell_doctor.rules.soak_trend import load_rules
-
-    try:
-        duration_s = soaking.parse_duration(soak, option="--soak")
-        interval_s = (
-            soaking.default_interval(duration_s)
-            if soak_interval is None
-            else soaking.parse_duration(soak_interval, option="--soak-interval")
-        )
-        soaking.check_interval(duration_s, interval_s)
-        if len(shape_names) > 1:
-            raise UserError("--soak holds the load of one shape: give at most one --shape")
-        shapes = select_shapes(load_shapes(shapes_file), shape_names or ["concurrent"])
-        runner.parse_url(url)
-    except (soaking.SoakError, ShapeError, runner.UrlError) as exc:
-        raise UserError(str(exc)) from None
-    rules = load_rules()
-    config = runner.BenchConfig(
-        url=url,
-        model=model,
-        api_key=api_key or None,
-        shapes=shapes,
-        seed=seed,
-        deadline_s=request_timeout,
-        equivalence=False,
-    )
-    state = runner.RunState()
-    soak_state = soaking.SoakState(shape=shapes[0], duration_s=duration_s, interval_s=interval_s)
-    interrupted = False
-    try:
-        with _Display() as display:
-            display.status = lambda: soaking.live_line(soak_state)
-            loop.run(soaking.run_soak(config, state, soak_state, display.message))
-    except KeyboardInterrupt:
-        interrupted = True
-    except MemoryError:  # what was measured is kept, as after Ctrl-C, but as a finding
-        state.findings.append(
-            f"this machine ran out of memory holding {shapes[0].concurrency} requests of "
-            f"~{shapes[0].input_tokens} tokens in flight: the soak stopped"
-        )
-    doc = soaking.build_document(state, soak_state, rules, interrupted=interrupted)
-    if output is not None:
-        write(report.encode(doc), output)
-    if fmt is BenchFormat.JSON:
-        if output is None:
-            write(report.encode(doc), None)
-    else:
-        write(render.render_run(doc, markdown=fmt is BenchFormat.MARKDOWN), None)
-    if output is not None:
-        sys.stderr.write(f"wrote {output} (exit {doc.exit_code})\n")
-    raise typer.Exit(doc.exit_code)
-
-
-def _compare(
-    files: tuple[Path, Path],
-    fmt: BenchFormat,
-    output: Path | None,
-    fail_on_regression: float | None,
-    threshold: float,
-    resamples: int,
-    seed: int,
-) -> None:
-    from blackwell_doctor.cli.output import write
-    from blackwell_doctor.collect.inputfile import BENCH_RUN, read_input
-    from blackwell_doctor.facts.errors import UserError
-    from blackwell_doctor.render import bench as render
-    from blackwell_doctor.report import bench as report
-    from blackwell_doctor.rules.compare import NotComparable, compare
-
-    runs = []
-    for path in files:
-        data = read_input(path, BENCH_RUN, stdin=sys.stdin.buffer)
-        try:
-            runs.append(report.decode_run(data, source=str(path)))
-        except report.RunFileError as exc:
-            raise UserError(str(exc)) from None
-    try:
-        doc = compare(
-            runs[0],
-            runs[1],
-            before_name=str(files[0]),
-            after_name=str(files[1]),
-            resamples=resamples,
-            seed=seed,
-            threshold_pct=threshold,
+            soak=soak,
+            soak_interval=soak_interval,
+            compare=compare,
             fail_on_regression_pct=fail_on_regression,
+            threshold_pct=threshold,
+            resamples=resamples,
         )
-    except NotComparable as exc:
-        raise UserError(str(exc)) from None
+        if compare is not None:
+            doc = flow.compare(request, stdin=sys.stdin.buffer)
+            _write_document(doc, fmt, output, lambda: _render_compare(doc, fmt))
+            raise typer.Exit(doc.exit_code)
+        from blackwell_doctor.cli.progress import BenchDisplay
+
+        run = flow.run(flow.plan(request), BenchDisplay())
+        _write_document(run, fmt, output, lambda: _render_run(run, fmt))
+        if output is not None:
+            sys.stderr.write(f"wrote {output} (exit {run.exit_code})\n")
+        raise typer.Exit(run.exit_code)
+
+
+def _render_run(doc: BenchRun, fmt: BenchFormat) -> str:
+    """A bench or soak run document in ``fmt``."""
+    from blackwell_doctor.render import bench as render
+    from blackwell_doctor.report import bench as report
+
+    if fmt is BenchFormat.JSON:
+        return report.encode(doc)
+    return render.render_run(doc, markdown=fmt is BenchFormat.MARKDOWN)
+
+
+def _render_compare(doc: CompareDocument, fmt: BenchFormat) -> str:
+    """A comparison of two runs in ``fmt``."""
+    from blackwell_doctor.render import bench as render
+    from blackwell_doctor.report import bench as report
+
+    if fmt is BenchFormat.JSON:
+        return report.encode(doc)
+    return render.render_compare(doc, markdown=fmt is BenchFormat.MARKDOWN)
+
+
+def _write_document(
+    doc: BenchRun | CompareDocument,
+    fmt: BenchFormat,
+    output: Path | None,
+    rendered: Callable[[], str],
+) -> None:
+    """The JSON document to ``output`` when given; on standard output, ``rendered()`` (the
+    document in ``fmt``), except JSON already written to ``output``."""
+    from blackwell_doctor.cli.output import write
+    from blackwell_doctor.report import bench as report
+
     if output is not None:
         write(report.encode(doc), output)
-    if fmt is BenchFormat.JSON:
-        if output is None:
-            write(report.encode(doc), None)
-    else:
-        write(render.render_compare(doc, markdown=fmt is BenchFormat.MARKDOWN), None)
-    raise typer.Exit(doc.exit_code)
+        if fmt is BenchFormat.JSON:
+            return
+    write(rendered(), None)

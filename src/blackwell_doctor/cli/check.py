@@ -68,18 +68,7 @@ def check(
     from blackwell_doctor.app.obtain import obtain_facts
     from blackwell_doctor.render import render
 
-    request = facts_request(
-        facts_file=facts_file,
-        host_root=host_root,
-        gpu_timeout=gpu_timeout,
-        no_probe=no_probe,
-        logs=logs,
-        containers=containers,
-        journal=journal,
-        kernel_log=kernel_log,
-        model_dir=model_dir,
-        bench=bench,
-    )
+    request = facts_request(locals())
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     report = judge(
         obtained,

@@ -48,18 +48,7 @@ def collect(
     from blackwell_doctor.app.obtain import obtain_facts
     from blackwell_doctor.facts.document import encode_facts
 
-    request = facts_request(
-        host_root=host_root,
-        gpu_timeout=gpu_timeout,
-        no_probe=no_probe,
-        logs=logs,
-        containers=containers,
-        journal=journal,
-        kernel_log=kernel_log,
-        redact=redact,
-        model_dir=model_dir,
-        bench=bench,
-    )
+    request = facts_request(locals())
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     write(encode_facts(obtained.facts).decode("utf-8"), output)
 

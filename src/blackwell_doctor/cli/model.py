@@ -3,9 +3,6 @@ weights) and size it against the GPUs of this host or of ``--facts``."""
 
 from __future__ import annotations
 
-import math
-import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -22,14 +19,6 @@ GpuMemoryUtilization = Annotated[
         help="Share of each GPU's memory the runtime may take (vLLM's option; default 0.9).",
     ),
 ]
-
-
-def checked_utilization(value: float | None) -> float | None:
-    from blackwell_doctor.facts.errors import UserError
-
-    if value is not None and (not math.isfinite(value) or not 0.0 < value <= 1.0):
-        raise UserError(f"--gpu-memory-utilization must be above 0 and at most 1, got {value}")
-    return value
 
 
 def model(
@@ -58,20 +47,18 @@ def model(
     """Read a model directory (config, quantization, safetensors headers; never the weights)
     and say whether it fits on these GPUs per tensor-parallel size, with the arithmetic.
     Exit 1 when it fits at no tensor-parallel size."""
-    from blackwell_doctor.app.model import inspect_model
-    from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
-    from blackwell_doctor.facts.errors import UserError
+    from blackwell_doctor.app.model import ModelRequest
+    from blackwell_doctor.app.model import model as model_flow
     from blackwell_doctor.report.model import render_json, render_text
 
-    util = checked_utilization(utilization)
-    if not model_dir.is_dir():
-        raise UserError(f"model directory {model_dir} is not a directory")
-    request = FactsRequest(facts_file=facts_file, gpu_timeout_s=gpu_timeout, probes=False)
-    facts = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer).facts
-    report = inspect_model(model_dir, facts, utilization=util)
-    if report.model.architecture is None and report.shards == 0:
-        detail = next((p.detail for p in report.problems if p.kind == "config"), "missing")
-        raise UserError(f"{model_dir}: no usable config.json ({detail}) and no safetensors weights")
+    report = model_flow(
+        ModelRequest(
+            model_dir=model_dir,
+            facts_file=facts_file,
+            gpu_timeout_s=gpu_timeout,
+            utilization=utilization,
+        )
+    )
     if fmt is ModelFormat.JSON:
         text = render_json(report)
     else:

@@ -8,7 +8,7 @@ more briefly (``...Brief``); the behaviour is the same.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,6 +19,7 @@ from blackwell_doctor.app.obtain import FactsRequest, LogRequest
 
 if TYPE_CHECKING:
     from blackwell_doctor.app.obtain import Obtained
+    from blackwell_doctor.recommend.options import LaunchRequest
     from blackwell_doctor.report.check import Report
 
 
@@ -146,35 +147,44 @@ KernelLog = Annotated[
 ]
 
 
-def facts_request(
-    *,
-    facts_file: Path | None = None,
-    host_root: Path | None,
-    gpu_timeout: float | None,
-    no_probe: bool,
-    logs: list[str] | None,
-    containers: list[str] | None,
-    journal: bool,
-    kernel_log: bool,
-    redact: bool = False,
-    model_dir: Path | None = None,
-    bench: Path | None = None,
-) -> FactsRequest:
-    """The options above as the request :func:`blackwell_doctor.app.obtain.obtain_facts` takes."""
+def facts_request(params: Mapping[str, Any]) -> FactsRequest:
+    """A command's facts options as the request :func:`blackwell_doctor.app.obtain.obtain_facts`
+    takes. ``params``: the command's parameters by name (its ``locals()``), declared with the
+    aliases of this module under these names: ``host_root``, ``gpu_timeout``, ``no_probe``,
+    and where the command takes them ``facts_file``, ``logs``, ``containers``, ``journal``,
+    ``kernel_log``, ``redact``, ``model_dir``, ``bench``. The one reader of those names for
+    check, collect, recommend, apply and slurm-health."""
     return FactsRequest(
-        facts_file=facts_file,
-        host_root=host_root,
-        gpu_timeout_s=gpu_timeout,
-        probes=not no_probe,
-        redact=redact,
-        model_dir=model_dir,
-        bench_file=bench,
+        facts_file=params.get("facts_file"),
+        host_root=params["host_root"],
+        gpu_timeout_s=params["gpu_timeout"],
+        probes=not params["no_probe"],
+        redact=params.get("redact", False),
+        model_dir=params.get("model_dir"),
+        bench_file=params.get("bench"),
         logs=LogRequest(
-            paths=tuple(logs or ()),
-            containers=tuple(containers or ()),
-            journal=journal,
-            kernel_log=kernel_log,
+            paths=tuple(params.get("logs") or ()),
+            containers=tuple(params.get("containers") or ()),
+            journal=params.get("journal", False),
+            kernel_log=params.get("kernel_log", False),
         ),
+    )
+
+
+def launch_request(params: Mapping[str, Any]) -> LaunchRequest:
+    """``recommend``'s and ``apply``'s launch options (``params``: the command's parameters
+    by name, as for :func:`facts_request`: ``model_dir``, ``runtime``, ``name``, ``bind``,
+    ``port``, ``shm_size``, ``env``) as one request, checked where it is used."""
+    from blackwell_doctor.recommend.options import LaunchRequest
+
+    return LaunchRequest(
+        model_dir=params["model_dir"],
+        runtime=params["runtime"],
+        name=params["name"],
+        bind=params["bind"],
+        port=params["port"],
+        shm_size=params["shm_size"],
+        env=tuple(params["env"] or ()),
     )
 
 

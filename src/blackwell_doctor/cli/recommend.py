@@ -32,6 +32,7 @@ from blackwell_doctor.cli.options import (
     RuntimeId,
     ShmSize,
     facts_request,
+    launch_request,
 )
 from blackwell_doctor.cli.output import write
 from blackwell_doctor.render.formats import RecommendFormat
@@ -68,28 +69,9 @@ def recommend(
     from blackwell_doctor.render.recommend import NeedsLaunch, render_recommendation
 
     options = launch_options(
-        model_dir=model_dir,
-        runtime=runtime,
-        name=name,
-        bind=bind,
-        port=port,
-        shm_size=shm_size,
-        env=env or [],
-        environ=os.environ,
-        on_this_host=facts_file is None,
+        launch_request(locals()), environ=os.environ, on_this_host=facts_file is None
     )
-    request = facts_request(
-        facts_file=facts_file,
-        host_root=host_root,
-        gpu_timeout=gpu_timeout,
-        no_probe=no_probe,
-        logs=logs,
-        containers=containers,
-        journal=journal,
-        kernel_log=kernel_log,
-        model_dir=model_dir,
-        bench=bench,
-    )
+    request = facts_request(locals())
     advice = advise(
         request, options, catalogue=catalogue, environ=os.environ, stdin=sys.stdin.buffer
     )

@@ -89,16 +89,7 @@ def register(app: typer.Typer) -> None:
         problem = node_name_problem(name)
         if problem is not None:
             raise UserError(f"--node {name!r}: {problem}")
-        request = facts_request(
-            facts_file=facts_file,
-            host_root=host_root,
-            gpu_timeout=gpu_timeout,
-            no_probe=no_probe,
-            logs=None,
-            containers=None,
-            journal=False,
-            kernel_log=False,
-        )
+        request = facts_request(locals())
         obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
         report = judge(obtained, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
         try:

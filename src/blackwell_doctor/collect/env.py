@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from blackwell_doctor.facts.redact import redact_home_dirs, redact_value
+from blackwell_doctor.facts.redact import redact_value
 
 PREFIXES = ("NCCL_", "CUDA_", "VLLM_", "NVIDIA_", "TORCH_", "FLASHINFER_", "SGLANG_", "HF_")
 NAMES = frozenset(
@@ -32,8 +32,3 @@ def _text(value: str) -> str:
     """Bytes that are not UTF-8 (Python keeps them as lone surrogates) shown as ``\\xNN``:
     a facts document is UTF-8 JSON."""
     return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def redact_env_identity(env: Mapping[str, str]) -> dict[str, str]:
-    """``--redact``: user names in home-directory paths (LD_LIBRARY_PATH, HF_HOME...)."""
-    return {name: redact_home_dirs(value) for name, value in env.items()}

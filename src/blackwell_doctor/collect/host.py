@@ -8,7 +8,6 @@ collector raises for a host problem (missing driver, no permission): those becom
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,16 +20,13 @@ from blackwell_doctor.facts.document import (
     SCHEMA_VERSION,
     CudaFacts,
     Facts,
-    LogFacts,
-    NvmlFacts,
     P2PProbeFacts,
     PlatformFacts,
     ProbeFacts,
     ToolInfo,
     Unavailable,
 )
-from blackwell_doctor.facts.model import ModelFacts
-from blackwell_doctor.facts.redact import REDACTED, pseudonym, redact_text
+from blackwell_doctor.facts.redact import redact_identity, redact_text
 
 
 def collect_facts(
@@ -111,99 +107,3 @@ def _scrub_platform(platform: PlatformFacts) -> PlatformFacts:
             platform, kernel_cmdline=redact_text(platform.kernel_cmdline)
         )
     return platform
-
-
-def redact_identity(facts: Facts) -> Facts:
-    """``--redact``: drop what identifies the host; keep what the checks judge."""
-    from blackwell_doctor.collect.env import redact_env_identity
-    from blackwell_doctor.facts.redact import redact_build_host, redact_kernel_cmdline_identity
-
-    platform = facts.platform
-    if isinstance(platform.hostname, str):
-        platform = msgspec.structs.replace(platform, hostname=REDACTED)
-    if isinstance(platform.kernel_cmdline, str):
-        platform = msgspec.structs.replace(
-            platform, kernel_cmdline=redact_kernel_cmdline_identity(platform.kernel_cmdline)
-        )
-    if isinstance(platform.kernel_version, str):
-        platform = msgspec.structs.replace(
-            platform, kernel_version=redact_build_host(platform.kernel_version)
-        )
-    nvml = facts.nvml
-    if isinstance(nvml, NvmlFacts):
-        nvml = msgspec.structs.replace(
-            nvml,
-            gpus=[
-                msgspec.structs.replace(g, uuid=pseudonym("GPU", g.uuid))
-                if isinstance(g.uuid, str)
-                else g
-                for g in nvml.gpus
-            ],
-        )
-    known = (
-        {} if not isinstance(facts.platform.hostname, str) else {facts.platform.hostname: REDACTED}
-    )
-    if isinstance(facts.nvml, NvmlFacts):
-        known |= {
-            g.uuid: pseudonym("GPU", g.uuid) for g in facts.nvml.gpus if isinstance(g.uuid, str)
-        }
-    return msgspec.structs.replace(
-        facts,
-        platform=platform,
-        nvml=nvml,
-        env=redact_env_identity(facts.env),
-        logs=_redact_log_identity(facts.logs, known),
-        model=_redact_model_identity(facts.model),
-        redacted=True,
-    )
-
-
-def _redact_model_identity(
-    model: ModelFacts | Unavailable | None,
-) -> ModelFacts | Unavailable | None:
-    """The model directory's path (and the problems that name files in it) may sit in a
-    home directory: ``/home/alice/models/x`` becomes ``/home/<redacted>/models/x``."""
-    if not isinstance(model, ModelFacts):
-        return model
-    from blackwell_doctor.facts.redact import redact_home_dirs
-
-    return msgspec.structs.replace(
-        model,
-        path=redact_home_dirs(model.path),
-        problems=[
-            msgspec.structs.replace(p, detail=redact_home_dirs(p.detail)) for p in model.problems
-        ],
-    )
-
-
-def _redact_log_identity(
-    logs: LogFacts | Unavailable | None, known: Mapping[str, str]
-) -> LogFacts | Unavailable | None:
-    """Log lines and file names can carry the host's name, its GPUs' UUIDs and home
-    directories (``collect --redact --logs``): each becomes what the facts show instead. A
-    name is replaced wherever no letter or digit touches it (``node7-vllm.log`` too):
-    better a word too many redacted than the host named."""
-    if not isinstance(logs, LogFacts):
-        return logs
-    from blackwell_doctor.facts.redact import redact_home_dirs
-
-    names = sorted((n for n in known if n), key=len, reverse=True)
-    pattern = (
-        re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])" for n in names))
-        if names
-        else None
-    )
-
-    def scrub(text: str) -> str:
-        if pattern is not None:
-            text = pattern.sub(lambda m: known[m[0]], text)
-        return redact_home_dirs(text)
-
-    return msgspec.structs.replace(
-        logs,
-        sources=[msgspec.structs.replace(s, name=scrub(s.name)) for s in logs.sources],
-        findings=[
-            msgspec.structs.replace(f, path=scrub(f.path), excerpt=scrub(f.excerpt))
-            for f in logs.findings
-        ],
-    )

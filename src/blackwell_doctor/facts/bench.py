@@ -12,11 +12,8 @@ the per-request samples (their counts are kept) and the greedy outputs.
 from __future__ import annotations
 
 from typing import Annotated
-from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
-
-from blackwell_doctor.facts.redact import redact_url_path
 
 # A bench run's figures: finite and not negative (a facts file is untrusted input).
 Ms = Annotated[float, msgspec.Meta(ge=0.0, le=1e9)]
@@ -91,15 +88,3 @@ class BenchFacts(msgspec.Struct, frozen=True, kw_only=True):
     shapes: Annotated[list[BenchShapeFacts], msgspec.Meta(max_length=MAX_SHAPES)] = msgspec.field(
         default_factory=list
     )
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its host hidden (scheme, port and path kept, but for path segments that
-    may be credentials: :func:`blackwell_doctor.facts.redact.redact_url_path`): ``--redact``."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return "<redacted>"
-    netloc = "<redacted>" + (f":{port}" if port is not None else "")
-    return urlunsplit((parts.scheme, netloc, redact_url_path(parts.path), "", ""))

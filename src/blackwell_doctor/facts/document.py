@@ -451,12 +451,13 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
             return msgspec.structs.replace(facts, schema_version=SCHEMA_VERSION)
     except (msgspec.DecodeError, RecursionError):
         pass
+    # One more parse, to plain values, which an older document is upgraded from; the
+    # header is read from them. Anything odd is read again as a header alone, for its error.
     try:
-        header = msgspec.json.decode(data, type=_Header)
-    except RecursionError:
-        raise FactsError(f"{source}: not a facts document: nested too deeply") from None
-    except msgspec.DecodeError as exc:
-        raise FactsError(f"{source}: not a facts document: {_one_line(exc)}") from None
+        doc: Any = msgspec.json.decode(data)
+        header = msgspec.convert(doc, type=_Header)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        doc, header = _NOT_READ, _header(data, source)
     if header.schema_version > SCHEMA_VERSION:
         raise FactsError(
             f"{source}: schema_version {header.schema_version} is newer than this tool "
@@ -466,7 +467,8 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
         raise FactsError(f"{source}: schema_version {header.schema_version} is not valid")
     try:
         if header.schema_version < SCHEMA_VERSION:
-            return msgspec.convert(_upgrade(msgspec.json.decode(data)), type=Facts)
+            raw = msgspec.json.decode(data) if doc is _NOT_READ else doc
+            return msgspec.convert(_upgrade(raw), type=Facts)
         return msgspec.json.decode(data, type=Facts)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise FactsError(f"{source}: invalid facts document: {_limits(_one_line(exc))}") from None
@@ -475,6 +477,16 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
 
 
 _BOM_UTF8 = b"\xef\xbb\xbf"
+_NOT_READ = object()
+
+
+def _header(data: bytes, source: str) -> _Header:
+    try:
+        return msgspec.json.decode(data, type=_Header)
+    except RecursionError:
+        raise FactsError(f"{source}: not a facts document: nested too deeply") from None
+    except msgspec.DecodeError as exc:
+        raise FactsError(f"{source}: not a facts document: {_one_line(exc)}") from None
 
 
 def _limits(message: str) -> str:

@@ -12,7 +12,14 @@ import base64
 import hashlib
 import re
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from blackwell_doctor.facts.bench import BenchFacts
+    from blackwell_doctor.facts.document import Facts, LogFacts, Unavailable
+    from blackwell_doctor.facts.model import ModelFacts
 
 REDACTED = "<redacted>"
 
@@ -306,3 +313,131 @@ def redact_build_host(proc_version: str) -> str:
 def redact_home_dirs(text: str) -> str:
     """``/home/alice/x`` → ``/home/<redacted>/x``; ``/Users/alice`` likewise."""
     return _HOME_DIR.sub(lambda m: f"{m['base']}{REDACTED}", text)
+
+
+def redact_env_identity(env: Mapping[str, str]) -> dict[str, str]:
+    """``--redact``: user names in home-directory paths (LD_LIBRARY_PATH, HF_HOME...)."""
+    return {name: redact_home_dirs(value) for name, value in env.items()}
+
+
+def redact_identity(facts: Facts) -> Facts:
+    """``--redact``: drop what identifies the host; keep what the checks judge."""
+    import msgspec
+
+    from blackwell_doctor.facts.document import NvmlFacts
+
+    platform = facts.platform
+    if isinstance(platform.hostname, str):
+        platform = msgspec.structs.replace(platform, hostname=REDACTED)
+    if isinstance(platform.kernel_cmdline, str):
+        platform = msgspec.structs.replace(
+            platform, kernel_cmdline=redact_kernel_cmdline_identity(platform.kernel_cmdline)
+        )
+    if isinstance(platform.kernel_version, str):
+        platform = msgspec.structs.replace(
+            platform, kernel_version=redact_build_host(platform.kernel_version)
+        )
+    nvml = facts.nvml
+    if isinstance(nvml, NvmlFacts):
+        nvml = msgspec.structs.replace(
+            nvml,
+            gpus=[
+                msgspec.structs.replace(g, uuid=pseudonym("GPU", g.uuid))
+                if isinstance(g.uuid, str)
+                else g
+                for g in nvml.gpus
+            ],
+        )
+    known = (
+        {} if not isinstance(facts.platform.hostname, str) else {facts.platform.hostname: REDACTED}
+    )
+    if isinstance(facts.nvml, NvmlFacts):
+        known |= {
+            g.uuid: pseudonym("GPU", g.uuid) for g in facts.nvml.gpus if isinstance(g.uuid, str)
+        }
+    return msgspec.structs.replace(
+        facts,
+        platform=platform,
+        nvml=nvml,
+        env=redact_env_identity(facts.env),
+        logs=_redact_log_identity(facts.logs, known),
+        model=_redact_model_identity(facts.model),
+        bench=_redact_bench_identity(facts.bench),
+        redacted=True,
+    )
+
+
+def _redact_model_identity(
+    model: ModelFacts | Unavailable | None,
+) -> ModelFacts | Unavailable | None:
+    """The model directory's path (and the problems that name files in it) may sit in a
+    home directory: ``/home/alice/models/x`` becomes ``/home/<redacted>/models/x``."""
+    import msgspec
+
+    from blackwell_doctor.facts.model import ModelFacts
+
+    if not isinstance(model, ModelFacts):
+        return model
+    return msgspec.structs.replace(
+        model,
+        path=redact_home_dirs(model.path),
+        problems=[
+            msgspec.structs.replace(p, detail=redact_home_dirs(p.detail)) for p in model.problems
+        ],
+    )
+
+
+def _redact_log_identity(
+    logs: LogFacts | Unavailable | None, known: Mapping[str, str]
+) -> LogFacts | Unavailable | None:
+    """Log lines and file names can carry the host's name, its GPUs' UUIDs and home
+    directories (``collect --redact --logs``): each becomes what the facts show instead. A
+    name is replaced wherever no letter or digit touches it (``node7-vllm.log`` too):
+    better a word too many redacted than the host named."""
+    import msgspec
+
+    from blackwell_doctor.facts.document import LogFacts
+
+    if not isinstance(logs, LogFacts):
+        return logs
+    names = sorted((n for n in known if n), key=len, reverse=True)
+    pattern = (
+        re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])" for n in names))
+        if names
+        else None
+    )
+
+    def scrub(text: str) -> str:
+        if pattern is not None:
+            text = pattern.sub(lambda m: known[m[0]], text)
+        return redact_home_dirs(text)
+
+    return msgspec.structs.replace(
+        logs,
+        sources=[msgspec.structs.replace(s, name=scrub(s.name)) for s in logs.sources],
+        findings=[
+            msgspec.structs.replace(f, path=scrub(f.path), excerpt=scrub(f.excerpt))
+            for f in logs.findings
+        ],
+    )
+
+
+def _redact_bench_identity(bench: BenchFacts | None) -> BenchFacts | None:
+    """The bench run's server URL without its host (:func:`redact_url_host`)."""
+    if bench is None:
+        return None
+    import msgspec
+
+    return msgspec.structs.replace(bench, url=redact_url_host(bench.url))
+
+
+def redact_url_host(url: str) -> str:
+    """``url`` with its host hidden (scheme, port and path kept, but for path segments that
+    may be credentials: :func:`redact_url_path`): ``--redact``."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "<redacted>"
+    netloc = "<redacted>" + (f":{port}" if port is not None else "")
+    return urlunsplit((parts.scheme, netloc, redact_url_path(parts.path), "", ""))

@@ -10,6 +10,7 @@ absolute path.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,28 +54,33 @@ def env_pairs(values: Sequence[str], environ: Mapping[str, str]) -> tuple[tuple[
     return tuple(pairs)
 
 
+@dataclass(frozen=True, kw_only=True)
+class LaunchRequest:
+    """``recommend``'s and ``apply``'s launch options as given: checked, and the environment
+    read, by :func:`launch_options`."""
+
+    model_dir: Path | None = None
+    runtime: str | None = None
+    name: str = "blackwell-doctor-vllm"
+    bind: str = "127.0.0.1"
+    port: int = 8000
+    shm_size: str | None = None
+    env: Sequence[str] = ()
+
+
 def launch_options(
-    *,
-    model_dir: Path | None,
-    runtime: str | None,
-    name: str,
-    bind: str,
-    port: int,
-    shm_size: str | None,
-    env: Sequence[str],
-    environ: Mapping[str, str],
-    on_this_host: bool,
+    request: LaunchRequest, *, environ: Mapping[str, str], on_this_host: bool
 ) -> LaunchOptions:
     """The choices of ``recommend``/``apply``; ``on_this_host``: the launch is for this
     machine (no ``--facts``, or ``apply``, which always runs here)."""
     from blackwell_doctor.recommend.plan import LaunchOptions
 
     return LaunchOptions(
-        model_dir=model_location(model_dir, on_this_host=on_this_host),
-        runtime_id=runtime,
-        name=name,
-        bind=bind,
-        port=port,
-        shm_size=shm_size,
-        extra_env=env_pairs(env, environ),
+        model_dir=model_location(request.model_dir, on_this_host=on_this_host),
+        runtime_id=request.runtime,
+        name=request.name,
+        bind=request.bind,
+        port=request.port,
+        shm_size=request.shm_size,
+        extra_env=env_pairs(request.env, environ),
     )

@@ -22,7 +22,6 @@ flight) and requests x output_tokens at most 20,000,000 (every token's time is k
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -116,32 +115,30 @@ def _check_kept(shape: Shape, requests: int, where: str) -> Shape:
     return shape
 
 
-def load_shapes(path: Path | None) -> dict[str, Shape]:
-    """The built-in shapes, plus (and overridden by) those of the file at ``path``."""
-    shapes = dict(BUILTIN_SHAPES)
-    if path is None:
-        return shapes
-    from blackwell_doctor.collect.inputfile import SHAPES, read_input
+def parse_shapes(text: str, *, source: str) -> dict[str, Shape]:
+    """The built-in shapes, plus (and overridden by) those of a shapes file's ``text``
+    (``source`` names it in errors). The file is read by the caller (the app, through the
+    one bounded reader of user-named files)."""
     from blackwell_doctor.ruledata.checkdata import CatalogueError, parse_toml
 
-    text = read_input(path, SHAPES).decode("utf-8")  # bounded, a file or a pipe, UTF-8
+    shapes = dict(BUILTIN_SHAPES)
     try:  # the one TOML decoder: nesting and dotted keys bounded (checkdata)
-        data = parse_toml(text, source=str(path))
+        data = parse_toml(text, source=source)
     except CatalogueError as exc:
         raise ShapeError(str(exc)) from None
     table = data.get("shape")
     if not isinstance(table, dict) or not table or set(data) - {"shape"}:
-        raise ShapeError(f"{path}: expected only [shape.NAME] tables")
+        raise ShapeError(f"{source}: expected only [shape.NAME] tables")
     for name, body in table.items():
         if not isinstance(body, dict):
-            raise ShapeError(f"{path}: shape.{name} is not a table")
+            raise ShapeError(f"{source}: shape.{name} is not a table")
         try:
             shape = msgspec.convert({**body, "name": name}, Shape)
         except msgspec.ValidationError as exc:
-            raise ShapeError(f"{path}: shape.{name}: {exc}") from None
+            raise ShapeError(f"{source}: shape.{name}: {exc}") from None
         except RecursionError:
-            raise ShapeError(f"{path}: shape.{name}: nested too deeply") from None
-        shapes[name] = _check(shape, f"{path}: shape.{name}")
+            raise ShapeError(f"{source}: shape.{name}: nested too deeply") from None
+        shapes[name] = _check(shape, f"{source}: shape.{name}")
     return shapes
 
 

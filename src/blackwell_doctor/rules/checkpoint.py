@@ -40,18 +40,22 @@ def _model(facts: Facts) -> ModelFacts | Outcome:
     return m
 
 
-def model_fit_result(facts: Facts) -> FitResult | str:
-    """The fit of the facts' model on the facts' GPUs, or why there is none (recommend
-    uses this too)."""
+def model_fit_result(facts: Facts, *, utilization: float | None = None) -> FitResult | str:
+    """The fit of the facts' model on the facts' GPUs, or why there is none: the one fit
+    verdict (``check --model-dir``'s model.fit, ``model DIR``, ``recommend``)."""
     m = facts.model
     if m is None or isinstance(m, Unavailable) or m.arch is None:
-        return NO_MODEL if m is None else "the model's config.json is unusable"
+        return NO_MODEL if m is None else "config.json is missing or unusable"
     try:
         pool = gpu_pool(facts)
     except PoolError as exc:
         return str(exc)
-    result = fit(m, pool)
-    return result if result is not None else "neither the weights nor config.json give a size"
+    result = fit(m, pool, utilization=utilization)
+    return (
+        result
+        if result is not None
+        else "neither the weights nor config.json give the model's size"
+    )
 
 
 def _gb(n: int) -> str:

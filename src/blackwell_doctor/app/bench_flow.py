@@ -1,0 +1,255 @@
+"""The ``bench`` command's flow: its options checked, one run (the shapes measured, or a
+soak held) with its progress sent to a display, and ``--compare``.
+
+The measuring is :mod:`blackwell_doctor.app.bench` and :mod:`blackwell_doctor.app.soak`; the
+CLI turns typer's options into a :class:`BenchRequest`, draws the progress (a
+:class:`Display`) and writes the document. Importing this module costs the standard library
+only: ``--compare`` never imports the HTTP client.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, Protocol
+
+from blackwell_doctor.facts.errors import UserError
+
+if TYPE_CHECKING:
+    from blackwell_doctor.app.bench import BenchConfig, Live
+    from blackwell_doctor.app.soak import SoakState
+    from blackwell_doctor.report.bench import BenchRun, CompareDocument
+    from blackwell_doctor.ruledata.shapes import Shape
+    from blackwell_doctor.rules.soak_trend import SoakRules
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchRequest:
+    """``bench``'s options as given (None: not given)."""
+
+    url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    shapes_file: Path | None = None
+    shape_names: Sequence[str] = ()
+    seed: int = 0
+    requests: int | None = None
+    duration_s: float | None = None
+    request_timeout_s: float = 300.0
+    equivalence: bool = True
+    soak: str | None = None  # --soak DURATION
+    soak_interval: str | None = None
+    compare: tuple[Path, Path] | None = None  # --compare BEFORE AFTER
+    fail_on_regression_pct: float | None = None
+    threshold_pct: float = 5.0
+    resamples: int = 2000
+
+
+class Display(Protocol):
+    """Where a run's progress goes, shown while the run is inside ``with display``:
+    ``display(live)`` after each step of a shape, ``display.message(line)`` for a line of its
+    own (the soak's, one per interval), and ``display.status``, the live line while no shape
+    runs (set by the soak)."""
+
+    status: Callable[[], str] | None
+
+    def __enter__(self) -> Display: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def __call__(self, live: Live) -> None: ...
+
+    def message(self, line: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Soak:
+    """A soak's part of a :class:`Plan`."""
+
+    state: SoakState
+    rules: SoakRules
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A run ready to start: the bench's configuration and, for ``--soak``, the soak."""
+
+    config: BenchConfig
+    soak: Soak | None = None
+
+
+def check_options(request: BenchRequest) -> None:
+    """The options that do not go together, as UserErrors, before anything is read."""
+    for name, value in (
+        ("--duration", request.duration_s),
+        ("--request-timeout", request.request_timeout_s),
+        ("--fail-on-regression", request.fail_on_regression_pct),
+        ("--threshold", request.threshold_pct),
+    ):
+        if value is not None and not math.isfinite(value):
+            raise UserError(f"{name} must be a finite number, got {value}")
+    if request.compare is not None:
+        if request.url is not None:
+            raise UserError("--compare reads two run files; it does not take --url")
+        return
+    if request.fail_on_regression_pct is not None:
+        raise UserError("--fail-on-regression applies to --compare")
+    if request.url is None:
+        raise UserError("bench needs --url (or --compare BEFORE AFTER)")
+    if request.soak is not None:
+        for name, given in (("--requests", request.requests), ("--duration", request.duration_s)):
+            if given is not None:
+                raise UserError(f"--soak runs until its DURATION; it does not take {name}")
+    elif request.soak_interval is not None:
+        raise UserError("--soak-interval applies to --soak")
+
+
+def load_shapes(path: Path | None) -> dict[str, Shape]:
+    """The built-in shapes, plus (and overridden by) those of the file at ``path``, read by
+    the one bounded reader of user-named files; a bad file is a UserError."""
+    from blackwell_doctor.ruledata.shapes import BUILTIN_SHAPES, ShapeError, parse_shapes
+
+    if path is None:
+        return dict(BUILTIN_SHAPES)
+    from blackwell_doctor.collect.inputfile import SHAPES, read_input
+
+    text = read_input(path, SHAPES).decode("utf-8")  # bounded, a file or a pipe, UTF-8
+    try:
+        return parse_shapes(text, source=str(path))
+    except ShapeError as exc:
+        raise UserError(str(exc)) from None
+
+
+def plan(request: BenchRequest) -> Plan:
+    """The run ``request`` asks for (a measured bench or a soak), its options checked
+    (UserError) before anything is sent."""
+    from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.ruledata.shapes import ShapeError, select_shapes
+
+    check_options(request)
+    assert request.url is not None  # check_options
+    soak: Soak | None = None
+    timing = None  # the soak's (duration, interval)
+    try:
+        if request.soak is None:
+            shapes = select_shapes(
+                load_shapes(request.shapes_file),
+                list(request.shape_names),
+                requests=request.requests,
+            )
+        else:
+            timing = _soak_timing(request.soak, request.soak_interval, request.shape_names)
+            shapes = select_shapes(
+                load_shapes(request.shapes_file), list(request.shape_names) or ["concurrent"]
+            )
+        runner.parse_url(request.url)
+    except (ShapeError, runner.UrlError) as exc:
+        raise UserError(str(exc)) from None
+    config = runner.BenchConfig(
+        url=request.url,
+        model=request.model,
+        api_key=request.api_key or None,
+        shapes=shapes,
+        seed=request.seed,
+        requests=request.requests,
+        duration_s=request.duration_s,
+        deadline_s=request.request_timeout_s,
+        equivalence=request.equivalence and request.soak is None,
+    )
+    if timing is not None:
+        from blackwell_doctor.app import soak as soaking
+        from blackwell_doctor.rules.soak_trend import load_rules
+
+        duration_s, interval_s = timing
+        state = soaking.SoakState(shape=shapes[0], duration_s=duration_s, interval_s=interval_s)
+        soak = Soak(state, load_rules())
+    return Plan(config, soak)
+
+
+def _soak_timing(
+    soak: str, interval: str | None, shape_names: Sequence[str]
+) -> tuple[float, float]:
+    """(duration, interval) in seconds of ``--soak`` and ``--soak-interval``."""
+    from blackwell_doctor.app import soak as soaking
+
+    try:
+        duration_s = soaking.parse_duration(soak, option="--soak")
+        interval_s = (
+            soaking.default_interval(duration_s)
+            if interval is None
+            else soaking.parse_duration(interval, option="--soak-interval")
+        )
+        soaking.check_interval(duration_s, interval_s)
+    except soaking.SoakError as exc:
+        raise UserError(str(exc)) from None
+    if len(shape_names) > 1:
+        raise UserError("--soak holds the load of one shape: give at most one --shape")
+    return duration_s, interval_s
+
+
+def run(plan: Plan, display: Display) -> BenchRun:
+    """Carry out ``plan``, its progress sent to ``display``; the run document. Ctrl-C ends
+    the run early: the document keeps what was measured and says it was interrupted."""
+    from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.app import soak as soaking
+    from blackwell_doctor.collect.bench import loop
+
+    state = runner.RunState()
+    interrupted = False
+    soak = plan.soak
+    try:
+        with display:
+            if soak is None:
+                loop.run(runner.run_bench(plan.config, state, display))
+            else:
+                soak_state = soak.state
+                display.status = lambda: soaking.live_line(soak_state)
+                loop.run(soaking.run_soak(plan.config, state, soak.state, display.message))
+    except KeyboardInterrupt:
+        interrupted = True
+    except MemoryError:  # what was measured is kept, as after Ctrl-C, but as a finding
+        if soak is None:
+            raise
+        shape = soak.state.shape
+        state.findings.append(
+            f"this machine ran out of memory holding {shape.concurrency} requests of "
+            f"~{shape.input_tokens} tokens in flight: the soak stopped"
+        )
+    if soak is None:
+        return runner.build_document(state, interrupted=interrupted)
+    return soaking.build_document(state, soak.state, soak.rules, interrupted=interrupted)
+
+
+def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument:
+    """``bench --compare BEFORE AFTER``: the two run documents read (``-``: ``stdin``) and
+    compared; UserError for a file that is not a run, or two runs with no shape in common."""
+    from blackwell_doctor.collect.inputfile import BENCH_RUN, read_input
+    from blackwell_doctor.report import bench as report
+    from blackwell_doctor.rules.compare import NotComparable
+    from blackwell_doctor.rules.compare import compare as compare_runs
+
+    check_options(request)
+    assert request.compare is not None
+    before, after = request.compare
+    runs = []
+    for path in (before, after):
+        data = read_input(path, BENCH_RUN, stdin=stdin)
+        try:
+            runs.append(report.decode_run(data, source=str(path)))
+        except report.RunFileError as exc:
+            raise UserError(str(exc)) from None
+    try:
+        return compare_runs(
+            runs[0],
+            runs[1],
+            before_name=str(before),
+            after_name=str(after),
+            resamples=request.resamples,
+            seed=request.seed,
+            threshold_pct=request.threshold_pct,
+            fail_on_regression_pct=request.fail_on_regression_pct,
+        )
+    except NotComparable as exc:
+        raise UserError(str(exc)) from None
