@@ -36,7 +36,7 @@ from blackwell_doctor.cli.options import (
     facts_request,
 )
 from blackwell_doctor.cli.output import say, write
-from blackwell_doctor.report.exitcodes import ExitCode
+from blackwell_doctor.report import exitcodes
 
 if TYPE_CHECKING:
     from blackwell_doctor.app.verify import VerifySettings
@@ -299,12 +299,11 @@ def apply(
             outcome = flow.plan(spec)
     if outcome.output:
         write(outcome.output)
-    exit_codes = {
-        flow.Ending.DONE: ExitCode.OK,
-        flow.Ending.FAILED: ExitCode.APPLY_FAILED,
-        flow.Ending.INTERRUPTED: ExitCode.INTERRUPTED,
-    }
-    raise typer.Exit(int(exit_codes[outcome.ending]))
+    code = exitcodes.action(
+        failed=outcome.ending is flow.Ending.FAILED,
+        interrupted=outcome.ending is flow.Ending.INTERRUPTED,
+    )
+    raise typer.Exit(int(code))
 
 
 def _verify_settings(

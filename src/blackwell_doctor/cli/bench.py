@@ -296,7 +296,6 @@ def _run(
     from blackwell_doctor.collect.bench import loop
     from blackwell_doctor.facts.errors import UserError
     from blackwell_doctor.render import bench as render
-    from blackwell_doctor.report import bench as report
     from blackwell_doctor.ruledata.shapes import ShapeError, load_shapes, select_shapes
 
     try:
@@ -324,12 +323,12 @@ def _run(
         interrupted = True
     doc = runner.build_document(state, interrupted=interrupted)
     if output is not None:
-        write(report.encode(doc), output)
+        write(render.encode(doc), output)
     if fmt is BenchFormat.JSON:
         if output is None:
-            write(report.encode(doc), None)
+            write(render.encode(doc), None)
     else:
-        write(render.render_run(doc, markdown=fmt is BenchFormat.MARKDOWN), None)
+        write(render.render_bench(doc, fmt), None)
     if output is not None:
         sys.stderr.write(f"wrote {output} (exit {doc.exit_code})\n")
     raise typer.Exit(doc.exit_code)
@@ -355,7 +354,6 @@ def _soak(
     from blackwell_doctor.collect.bench import loop
     from blackwell_doctor.facts.errors import UserError
     from blackwell_doctor.render import bench as render
-    from blackwell_doctor.report import bench as report
     from blackwell_doctor.ruledata.shapes import ShapeError, load_shapes, select_shapes
     from blackwell_doctor.rules.soak_trend import load_rules
 
@@ -399,12 +397,12 @@ def _soak(
         )
     doc = soaking.build_document(state, soak_state, rules, interrupted=interrupted)
     if output is not None:
-        write(report.encode(doc), output)
+        write(render.encode(doc), output)
     if fmt is BenchFormat.JSON:
         if output is None:
-            write(report.encode(doc), None)
+            write(render.encode(doc), None)
     else:
-        write(render.render_run(doc, markdown=fmt is BenchFormat.MARKDOWN), None)
+        write(render.render_bench(doc, fmt), None)
     if output is not None:
         sys.stderr.write(f"wrote {output} (exit {doc.exit_code})\n")
     raise typer.Exit(doc.exit_code)
@@ -447,10 +445,10 @@ def _compare(
     except NotComparable as exc:
         raise UserError(str(exc)) from None
     if output is not None:
-        write(report.encode(doc), output)
+        write(render.encode(doc), output)
     if fmt is BenchFormat.JSON:
         if output is None:
-            write(report.encode(doc), None)
+            write(render.encode(doc), None)
     else:
-        write(render.render_compare(doc, markdown=fmt is BenchFormat.MARKDOWN), None)
+        write(render.render_bench(doc, fmt), None)
     raise typer.Exit(doc.exit_code)

@@ -61,7 +61,7 @@ def model(
     from blackwell_doctor.app.model import inspect_model
     from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
     from blackwell_doctor.facts.errors import UserError
-    from blackwell_doctor.report.model import render_json, render_text
+    from blackwell_doctor.render.model import render_model
 
     util = checked_utilization(utilization)
     if not model_dir.is_dir():
@@ -72,11 +72,7 @@ def model(
     if report.model.architecture is None and report.shards == 0:
         detail = next((p.detail for p in report.problems if p.kind == "config"), "missing")
         raise UserError(f"{model_dir}: no usable config.json ({detail}) and no safetensors weights")
-    if fmt is ModelFormat.JSON:
-        text = render_json(report)
-    else:
-        text = render_text(report, markdown=fmt is ModelFormat.MARKDOWN)
-    write(text, output)
+    write(render_model(report, fmt), output)
     raise typer.Exit(report.exit_code)
 
 
