@@ -27,7 +27,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
@@ -263,6 +263,7 @@ EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 @EXAMPLES
 @given(payload=HOSTILE)
+@example(payload="\t")  # a leading tab made an indented code block of a Markdown paragraph
 def test_check_report_every_format(payload: str) -> None:
     clean = report()
     evil = inject(clean, hostile(payload))

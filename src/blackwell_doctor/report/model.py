@@ -14,9 +14,34 @@ from blackwell_doctor.facts.model import (
     QuantFacts,
 )
 from blackwell_doctor.report import exitcodes
-from blackwell_doctor.rules.fit import FitEntry, FitResult
 
 MODEL_SCHEMA_VERSION = 1
+
+
+class FitEntry(msgspec.Struct, frozen=True, kw_only=True):
+    tensor_parallel: int
+    expert_parallel: bool | None  # MoE: experts divide evenly over the ranks; None: dense
+    fits: bool
+    max_context: int | None  # tokens of one sequence; None when it does not fit at all
+    reason: str  # the arithmetic, in words
+    usable_bytes: int
+    weights_per_gpu_bytes: int
+    overhead_bytes: int
+    kv_budget_bytes: int
+    kv_bytes_per_token: int
+
+
+class FitResult(msgspec.Struct, frozen=True, kw_only=True):
+    gpus: str  # "4x NVIDIA RTX PRO 6000 ..." as sized
+    gpu_count: int
+    memory_per_gpu_bytes: int
+    memory_source: str
+    unified_memory: bool
+    gpu_memory_utilization: float
+    weights_bytes: int
+    weights_source: str  # "safetensors headers" or how it was estimated
+    overhead_source: str
+    entries: list[FitEntry] = msgspec.field(default_factory=list)
 
 
 class ModelSummary(msgspec.Struct, frozen=True, kw_only=True):
