@@ -46,7 +46,8 @@ from safetensors import safe_open
 from blackwell_doctor.app.model import inspect_model
 from blackwell_doctor.collect.model.scan import read_model_dir
 from blackwell_doctor.facts.document import decode_facts
-from blackwell_doctor.report.model import render_json
+from blackwell_doctor.render.formats import ModelFormat
+from blackwell_doctor.render.model import render_model
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = ROOT / "tests" / "fixtures" / "facts" / "rtxpro6000x4-threadripper-iommu.json"
@@ -132,7 +133,7 @@ def floor(root: Path) -> int:
 
 def ours(root: Path, facts: Any) -> int:
     report = inspect_model(root, facts)
-    render_json(report)
+    render_model(report, ModelFormat.JSON)
     return report.tensors
 
 

@@ -400,7 +400,7 @@ def a_run(shapes: dict[str, int], *, scale: float = 1.0, gaps: int = 4, seed: in
 def test_runs_with_no_shape_in_common_are_not_comparable_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from blackwell_doctor.report.bench import encode
+    from blackwell_doctor.render.bench import encode
 
     before, after = tmp_path / "before.json", tmp_path / "after.json"
     before.write_text(encode(a_run({"short": 20})))
@@ -450,8 +450,7 @@ def test_a_compare_of_300000_requests_is_bounded_and_says_it_subsampled() -> Non
     values still come from every request. (benchmarks/bench_compare.py has the figures.)"""
     import time
 
-    from blackwell_doctor.render.bench import render_compare
-    from blackwell_doctor.report.bench import encode
+    from blackwell_doctor.render.bench import encode, render_compare
     from blackwell_doctor.rules.compare import MAX_BOOTSTRAP_GAPS, MAX_BOOTSTRAP_REQUESTS, compare
 
     before = a_run({"s": 300_000}, gaps=1, seed=1)

@@ -27,7 +27,8 @@ from blackwell_doctor.app.soak import (
 )
 from blackwell_doctor.cli import main
 from blackwell_doctor.collect.bench import client, soak_gpu
-from blackwell_doctor.report.bench import BenchRun, decode_run, encode
+from blackwell_doctor.render.bench import encode
+from blackwell_doctor.report.bench import BenchRun, decode_run
 from blackwell_doctor.ruledata.shapes import BUILTIN_SHAPES
 from blackwell_doctor.rules.soak_trend import (
     GROWING,

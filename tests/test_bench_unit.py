@@ -20,6 +20,7 @@ from blackwell_doctor.app.bench import parse_url
 from blackwell_doctor.cli import main
 from blackwell_doctor.collect.bench import client
 from blackwell_doctor.facts.document import ToolInfo
+from blackwell_doctor.render.bench import encode
 from blackwell_doctor.report.bench import (
     BenchRun,
     EquivalenceOutput,
@@ -27,7 +28,6 @@ from blackwell_doctor.report.bench import (
     ServerInfo,
     ShapeResult,
     decode_run,
-    encode,
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics, tpot_s
 from blackwell_doctor.report.stats import percentile

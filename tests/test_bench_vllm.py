@@ -200,7 +200,8 @@ def split_interleaved(run: Path, even: Path, odd: Path) -> None:
     """Two run documents from one: the shape's even-numbered and odd-numbered requests."""
     import msgspec
 
-    from blackwell_doctor.report.bench import decode_run, encode
+    from blackwell_doctor.render.bench import encode
+    from blackwell_doctor.report.bench import decode_run
     from blackwell_doctor.report.bench_metrics import shape_metrics
 
     doc = decode_run(run.read_bytes(), source=str(run))

@@ -130,7 +130,7 @@ def test_docker_run_with_ipc_host_does_not_also_size_shm() -> None:
     argv = docker_run_argv(spec)
     assert argv[argv.index("--ipc") + 1] == "host"
     assert "--shm-size" not in argv
-    compose = render_recommendation(rec, RecommendFormat.compose, spec)
+    compose = render_recommendation(rec, RecommendFormat.COMPOSE, spec)
     assert "ipc:" in compose
     assert "shm_size" not in compose
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from blackwell_doctor.facts.document import Facts
-from blackwell_doctor.report.check import gate_exit_code
-from blackwell_doctor.report.exitcodes import ExitCode
+from blackwell_doctor.report.exitcodes import ExitCode, results_gate
 from blackwell_doctor.report.results import Outcome, Result, Severity, Status
 from blackwell_doctor.ruledata import checkdata
 from blackwell_doctor.ruledata.checkdata import CatalogueError
@@ -99,8 +98,7 @@ def _result(status: Status) -> Result:
 def test_gate_exit_codes(
     statuses: list[Status], fail_on: str, strict: bool, code: ExitCode
 ) -> None:
-    results = [_result(s) for s in statuses]
-    assert gate_exit_code(results, fail_on, strict) is code  # type: ignore[arg-type]
+    assert results_gate(statuses, fail_on, strict) is code  # type: ignore[arg-type]
 
 
 def test_catalogue_and_code_must_agree() -> None:

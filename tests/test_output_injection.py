@@ -27,7 +27,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
@@ -263,6 +263,7 @@ EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 @EXAMPLES
 @given(payload=HOSTILE)
+@example(payload="\t")  # a leading tab made an indented code block of a Markdown paragraph
 def test_check_report_every_format(payload: str) -> None:
     clean = report()
     evil = inject(clean, hostile(payload))
@@ -281,10 +282,10 @@ def test_recommendation_markdown_and_json(payload: str) -> None:
     clean = recommendation()
     evil = inject(clean, hostile(payload))
     assert_markdown_safe(
-        render_recommendation(evil, RecommendFormat.markdown, None),
-        render_recommendation(clean, RecommendFormat.markdown, None),
+        render_recommendation(evil, RecommendFormat.MARKDOWN, None),
+        render_recommendation(clean, RecommendFormat.MARKDOWN, None),
     )
-    assert_json_safe(render_recommendation(evil, RecommendFormat.json, None))
+    assert_json_safe(render_recommendation(evil, RecommendFormat.JSON, None))
 
 
 @EXAMPLES
@@ -418,8 +419,7 @@ def test_fleet_every_format(payload: str) -> None:
 def test_bench_soak_and_compare_documents_every_format(payload: str) -> None:
     """Every bench renderer (run, soak, compare; text, Markdown, JSON) through the one
     sanitising step: the run's strings come from the server and the run files."""
-    from blackwell_doctor.render.bench import render_compare, render_run
-    from blackwell_doctor.report.bench import encode
+    from blackwell_doctor.render.bench import encode, render_compare, render_run
 
     for clean in bench_documents():
         evil = inject(clean, hostile(payload))

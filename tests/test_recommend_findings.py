@@ -334,7 +334,7 @@ def test_cli_env_control_character_exit_2(
 def test_backticks_in_a_value_stay_inside_the_code() -> None:
     value = "a```b````c"
     rec = _recommend(_facts(), "/srv/models/m", extra_env=(("WEIRD", value),))
-    text = render_recommendation(rec, RecommendFormat.markdown, None)
+    text = render_recommendation(rec, RecommendFormat.MARKDOWN, None)
     # Every fence is longer than the longest backtick run in its block.
     for block in re.findall(r"^(`{3,})sh\n(.*?)^\1$", text, flags=re.M | re.S):
         runs = [len(r) for r in re.findall(r"`+", block[1])]

@@ -83,7 +83,7 @@ def test_no_speedup_promised_in_any_format() -> None:
             assert claim not in text, (fmt, claim)
     assert (
         "no speed-up is promised"
-        in render_recommendation(rec, RecommendFormat.markdown, spec).lower()
+        in render_recommendation(rec, RecommendFormat.MARKDOWN, spec).lower()
     )
 
 
@@ -99,7 +99,7 @@ def test_secrets_never_rendered() -> None:
 
 def test_json_has_schema_version_and_actions() -> None:
     rec, spec = _build(RTXPRO, "/srv/models/m")
-    doc = json.loads(render_recommendation(rec, RecommendFormat.json, spec))
+    doc = json.loads(render_recommendation(rec, RecommendFormat.JSON, spec))
     assert doc["schema_version"] == 1
     assert doc["actions"][0]["why"] == ["pci.iommu"]
     assert doc["launch"]["tensor_parallel_size"] == 4
@@ -109,7 +109,7 @@ def test_json_has_schema_version_and_actions() -> None:
 def test_shell_exports_then_docker_run() -> None:
     rec, spec = _build(RTXPRO, "/srv/models/m", bind="0.0.0.0", port=9000)
     assert spec is not None
-    text = render_recommendation(rec, RecommendFormat.shell, spec)
+    text = render_recommendation(rec, RecommendFormat.SHELL, spec)
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert "export OMP_NUM_THREADS=12" in lines
     assert shlex.split(lines[-1]) == docker_run_argv(spec)
@@ -142,7 +142,7 @@ def test_compose_parses_as_yaml_with_escaped_dollars() -> None:
         RTXPRO, "/srv/models/m", extra_env=(("GREETING", 'a$b "q" #x'), ("HF_TOKEN", SECRET))
     )
     assert spec is not None
-    doc = _yaml_load(render_recommendation(rec, RecommendFormat.compose, spec))
+    doc = _yaml_load(render_recommendation(rec, RecommendFormat.COMPOSE, spec))
     assert isinstance(doc, dict)
     svc = doc["services"]["vllm"]
     assert svc["image"] == spec.image

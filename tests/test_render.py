@@ -22,9 +22,9 @@ from blackwell_doctor.report.check import (
     REPORT_SCHEMA_VERSION,
     HostLine,
     Report,
-    gate_exit_code,
     summarize,
 )
+from blackwell_doctor.report.exitcodes import results_gate
 from blackwell_doctor.report.results import EvidenceValue, FailOn, Remedy, Result, Severity, Status
 from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.schemas.generate import SCHEMAS, schema_file_text
@@ -71,7 +71,7 @@ def make_report(results: list[Result], *, fail_on: FailOn = "fail", strict: bool
         strict=strict,
         results=results,
         summary=summarize(results),
-        exit_code=int(gate_exit_code(results, fail_on, strict)),
+        exit_code=int(results_gate((r.status for r in results), fail_on, strict)),
     )
 
 

@@ -23,6 +23,7 @@ from blackwell_doctor.apply.slurm import (
     node_name_problem,
     parse_sinfo,
 )
+from blackwell_doctor.report.exitcodes import ExitCode
 from blackwell_doctor.rules.evaluate import evaluate
 from tests.conftest import FACTS_FIXTURES, REPO
 from tests.factsutil import load
@@ -212,7 +213,7 @@ def test_a_node_list_is_exit_2_before_slurm_is_asked_anything(tmp_path: Path, na
 def test_sinfo_answering_for_another_node_changes_nothing(tmp_path: Path) -> None:
     env, log = fake_slurm(tmp_path, TWO_NODES)
     proc = fake_health(env, "--node", "n2", "--facts", str(PASSING))
-    assert proc.returncode == 5, proc.stderr
+    assert proc.returncode == ExitCode.SLURM_FAILED, proc.stderr
     assert [line.split()[0] for line in log.read_text().splitlines()] == ["--noheader"]
 
 
@@ -323,14 +324,14 @@ def test_dry_run_changes_nothing(cluster: Path) -> None:
 
 
 @pytest.mark.slurm
-def test_an_unknown_node_is_exit_5_in_one_line(cluster: Path) -> None:
+def test_an_unknown_node_is_exit_6_in_one_line(cluster: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "blackwell_doctor", "slurm-health", "--node", "no-such-node",
          "--facts", str(FAILING)],
         capture_output=True, text=True, timeout=120, check=False,
         env={**os.environ, "SLURM_CONF": str(cluster)},
     )  # fmt: skip
-    assert proc.returncode == 5
+    assert proc.returncode == ExitCode.SLURM_FAILED
     assert proc.stderr.count("\n") == 1
     assert "no-such-node" in proc.stderr
 

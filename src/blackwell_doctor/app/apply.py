@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from blackwell_doctor import TOOL_NAME
 from blackwell_doctor.facts.errors import UserError
 from blackwell_doctor.facts.redact import REDACTED
+from blackwell_doctor.report import exitcodes
 from blackwell_doctor.report.exitcodes import ExitCode
 
 if TYPE_CHECKING:
@@ -43,14 +44,9 @@ class Outcome:
 
     @property
     def exit_code(self) -> ExitCode:
-        return _EXIT_CODES[self.ending]
-
-
-_EXIT_CODES = {
-    Ending.DONE: ExitCode.OK,
-    Ending.FAILED: ExitCode.APPLY_FAILED,
-    Ending.INTERRUPTED: ExitCode.INTERRUPTED,
-}
+        return exitcodes.action(
+            failed=self.ending is Ending.FAILED, interrupted=self.ending is Ending.INTERRUPTED
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

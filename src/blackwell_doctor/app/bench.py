@@ -28,6 +28,7 @@ from blackwell_doctor.collect.bench import client, prompts
 from blackwell_doctor.collect.bench.server_metrics import MetricsParseError, Snapshot, delta, parse
 from blackwell_doctor.facts.document import ToolInfo
 from blackwell_doctor.facts.redact import redact_url
+from blackwell_doctor.report import exitcodes
 from blackwell_doctor.report.bench import (
     BENCH_SCHEMA_VERSION,
     ESTIMATED,
@@ -39,7 +40,6 @@ from blackwell_doctor.report.bench import (
     ShapeResult,
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics
-from blackwell_doctor.report.exitcodes import ExitCode
 from blackwell_doctor.ruledata.shapes import Shape
 
 # A prompt capped by max_model_len keeps this share of the room left by max_tokens free:
@@ -344,12 +344,7 @@ def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
         and server.error is None
         and all(s.complete for s in shapes)
     )
-    if interrupted:
-        code = ExitCode.INTERRUPTED
-    elif failed or not complete:
-        code = ExitCode.FINDINGS
-    else:
-        code = ExitCode.OK
+    code = exitcodes.run(interrupted=interrupted, findings=failed or not complete)
     return BenchRun(
         schema_version=BENCH_SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),

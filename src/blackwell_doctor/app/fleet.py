@@ -21,6 +21,7 @@ import msgspec
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.app.obtain import FactsFileError, read_facts_file
 from blackwell_doctor.facts.document import Facts, NvmlFacts, ToolInfo
+from blackwell_doctor.report import exitcodes
 from blackwell_doctor.report.exitcodes import ExitCode
 from blackwell_doctor.report.fleet import (
     FLEET_SCHEMA_VERSION,
@@ -369,21 +370,15 @@ def judge_fleet(
         groups=fleet_groups,
         unjudged=bad,
         nodes=fleet_nodes,
-        exit_code=int(fleet_exit_code(summary, strict)),
+        exit_code=int(
+            exitcodes.fleet_gate(
+                nodes=summary.nodes,
+                findings=summary.findings > 0,
+                not_evaluated=summary.not_evaluated + summary.unjudged > 0,
+                strict=strict,
+            )
+        ),
     )
-
-
-def fleet_exit_code(summary: FleetSummary, strict: bool) -> ExitCode:
-    """As ``check``: 1 when any node has findings at or above the gate (wins over 3); 3 under
-    --strict when a node could not be fully evaluated or judged at all; 2 when not one node
-    could be judged (nothing was evaluated, like an unreadable --facts)."""
-    if summary.nodes == 0:
-        return ExitCode.USAGE
-    if summary.findings:
-        return ExitCode.FINDINGS
-    if strict and (summary.not_evaluated or summary.unjudged):
-        return ExitCode.NOT_EVALUATED
-    return ExitCode.OK
 
 
 def _unique_names(names: list[str], sources: list[str]) -> list[str]:

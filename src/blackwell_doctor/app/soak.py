@@ -31,9 +31,9 @@ import msgspec
 from blackwell_doctor.app import bench as runner
 from blackwell_doctor.collect.bench import client, prompts, soak_gpu
 from blackwell_doctor.collect.bench.server_metrics import Snapshot
+from blackwell_doctor.report import exitcodes
 from blackwell_doctor.report.bench import BenchRun, SoakInterval, SoakResult, Trend
 from blackwell_doctor.report.bench_metrics import stats_ms
-from blackwell_doctor.report.exitcodes import ExitCode
 from blackwell_doctor.ruledata.shapes import Shape
 from blackwell_doctor.rules.soak_trend import GROWING, Series, SoakRules, judge
 
@@ -542,12 +542,12 @@ def build_document(
     """The run document of a soak: ``bench``'s, with the ``soak`` section and its verdict."""
     doc = runner.build_document(state, interrupted=interrupted)
     result = soak_result(soak, rules, interrupted=interrupted)
-    if interrupted:
-        code = ExitCode.INTERRUPTED
-    elif doc.server.error is not None or result.errors or result.findings or not result.complete:
-        code = ExitCode.FINDINGS
-    else:
-        code = ExitCode.OK
+    code = exitcodes.run(
+        interrupted=interrupted,
+        findings=bool(
+            doc.server.error is not None or result.errors or result.findings or not result.complete
+        ),
+    )
     return msgspec.structs.replace(
         doc,
         complete=doc.complete and result.complete,

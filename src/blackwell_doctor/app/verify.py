@@ -372,7 +372,7 @@ def run_verified(
     Returns (ending: "kept" / "rolled back" / "interrupted" / "failed" / "up to date", the
     record, its directory, the comparison when there was one)."""
     from blackwell_doctor.apply import docker as run
-    from blackwell_doctor.report import bench as report
+    from blackwell_doctor.render.bench import encode
     from blackwell_doctor.rules.compare import compare
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -387,7 +387,7 @@ def run_verified(
     record_files: dict[str, str] = {}
 
     def save(name: str, doc: BenchRun | CompareDocument) -> None:
-        write(report.encode(doc), where / name)
+        write(encode(doc), where / name)
         record_files[name] = name
 
     def finish(outcome: str, message: str) -> VerifyRecord:

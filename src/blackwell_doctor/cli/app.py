@@ -17,7 +17,8 @@ app = typer.Typer(
         "on NVIDIA workstation Blackwell (SM 12.x)? If not, why, and what fixes it.\n\n"
         "Exit codes: 0 nothing at or above the gate; 1 findings at or above --fail-on; "
         "2 usage error or unreadable input; 3 --strict and something could not be evaluated; "
-        "4 internal error; 5 apply failed; 130 interrupted."
+        "4 internal error; 5 apply failed; 6 slurm-health: sinfo/scontrol failed; "
+        "130 interrupted."
     ),
     invoke_without_command=True,
     add_completion=False,

@@ -7,7 +7,6 @@ The flow is :mod:`blackwell_doctor.app.bench_flow` (the measuring, in ``app.benc
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -173,50 +172,25 @@ def register(app: typer.Typer) -> None:
         )
         if compare is not None:
             doc = flow.compare(request, stdin=sys.stdin.buffer)
-            _write_document(doc, fmt, output, lambda: _render_compare(doc, fmt))
+            _write_document(doc, fmt, output)
             raise typer.Exit(doc.exit_code)
         from blackwell_doctor.cli.progress import BenchDisplay
 
         run = flow.run(flow.plan(request), BenchDisplay())
-        _write_document(run, fmt, output, lambda: _render_run(run, fmt))
+        _write_document(run, fmt, output)
         if output is not None:
             sys.stderr.write(f"wrote {output} (exit {run.exit_code})\n")
         raise typer.Exit(run.exit_code)
 
 
-def _render_run(doc: BenchRun, fmt: BenchFormat) -> str:
-    """A bench or soak run document in ``fmt``."""
-    from blackwell_doctor.render import bench as render
-    from blackwell_doctor.report import bench as report
-
-    if fmt is BenchFormat.JSON:
-        return report.encode(doc)
-    return render.render_run(doc, markdown=fmt is BenchFormat.MARKDOWN)
-
-
-def _render_compare(doc: CompareDocument, fmt: BenchFormat) -> str:
-    """A comparison of two runs in ``fmt``."""
-    from blackwell_doctor.render import bench as render
-    from blackwell_doctor.report import bench as report
-
-    if fmt is BenchFormat.JSON:
-        return report.encode(doc)
-    return render.render_compare(doc, markdown=fmt is BenchFormat.MARKDOWN)
-
-
-def _write_document(
-    doc: BenchRun | CompareDocument,
-    fmt: BenchFormat,
-    output: Path | None,
-    rendered: Callable[[], str],
-) -> None:
-    """The JSON document to ``output`` when given; on standard output, ``rendered()`` (the
-    document in ``fmt``), except JSON already written to ``output``."""
+def _write_document(doc: BenchRun | CompareDocument, fmt: BenchFormat, output: Path | None) -> None:
+    """The JSON document to ``output`` when given; on standard output, the document in
+    ``fmt`` (through its one dispatcher), except JSON already written to ``output``."""
     from blackwell_doctor.cli.output import write
-    from blackwell_doctor.report import bench as report
+    from blackwell_doctor.render.bench import encode, render_bench
 
     if output is not None:
-        write(report.encode(doc), output)
+        write(encode(doc), output)
         if fmt is BenchFormat.JSON:
             return
-    write(rendered(), None)
+    write(render_bench(doc, fmt), None)

@@ -14,7 +14,6 @@ from blackwell_doctor.cli.options import (
     BenchFile,
     CheckModelDir,
     Containers,
-    FailOn,
     FailOnStatus,
     GpuTimeout,
     HostRoot,
@@ -30,7 +29,7 @@ from blackwell_doctor.cli.options import (
     judge,
 )
 from blackwell_doctor.cli.output import text_style, write, writes_to_file
-from blackwell_doctor.render import Format
+from blackwell_doctor.render.formats import Format
 
 
 def check(
@@ -43,7 +42,7 @@ def check(
     ] = None,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.RICH,
     output: Output = None,
-    fail_on: FailOnStatus = FailOn.fail,
+    fail_on: FailOnStatus = "fail",
     strict: Strict = False,
     select: Select = None,
     ignore: Ignore = None,

@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
-    FailOn,
     FailOnStatus,
     Ignore,
     Output,
@@ -40,7 +39,7 @@ def register(app: typer.Typer) -> None:
             FleetFormat, typer.Option("--format", "-f", help="Output format.")
         ] = FleetFormat.RICH,
         output: Output = None,
-        fail_on: FailOnStatus = FailOn.fail,
+        fail_on: FailOnStatus = "fail",
         strict: Annotated[
             bool,
             strict_option(
@@ -77,7 +76,7 @@ def register(app: typer.Typer) -> None:
                 missing,
                 select=split(select),
                 ignore=split(ignore),
-                fail_on=fail_on.value,
+                fail_on=fail_on,
                 strict=strict,
                 jobs=jobs,
             )

@@ -49,7 +49,7 @@ def model(
     Exit 1 when it fits at no tensor-parallel size."""
     from blackwell_doctor.app.model import ModelRequest
     from blackwell_doctor.app.model import model as model_flow
-    from blackwell_doctor.report.model import render_json, render_text
+    from blackwell_doctor.render.model import render_model
 
     report = model_flow(
         ModelRequest(
@@ -59,11 +59,7 @@ def model(
             utilization=utilization,
         )
     )
-    if fmt is ModelFormat.JSON:
-        text = render_json(report)
-    else:
-        text = render_text(report, markdown=fmt is ModelFormat.MARKDOWN)
-    write(text, output)
+    write(render_model(report, fmt), output)
     raise typer.Exit(report.exit_code)
 
 

@@ -7,7 +7,6 @@ more briefly (``...Brief``); the behaviour is the same.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,17 +16,14 @@ import typer
 
 from blackwell_doctor.app.obtain import FactsRequest, LogRequest
 
+# ``--fail-on``: the lowest status (check) or severity (scan-logs) that makes exit 1; one
+# definition, the documents' (typer offers a Literal's values as the choices).
+from blackwell_doctor.report.results import FailOn as FailOn
+
 if TYPE_CHECKING:
     from blackwell_doctor.app.obtain import Obtained
     from blackwell_doctor.recommend.options import LaunchRequest
     from blackwell_doctor.report.check import Report
-
-
-class FailOn(enum.StrEnum):
-    """``--fail-on``: the lowest status (check) or severity (scan-logs) that makes exit 1."""
-
-    warn = "warn"
-    fail = "fail"
 
 
 def split(values: list[str] | None) -> list[str]:
@@ -64,7 +60,7 @@ def judge(
             obtained.facts,
             select=split(select),
             ignore=split(ignore),
-            fail_on=fail_on.value,
+            fail_on=fail_on,
             strict=strict,
             source=obtained.source,
             embed_facts=embed_facts,

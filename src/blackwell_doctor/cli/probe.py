@@ -117,12 +117,10 @@ def _host_facts() -> Facts:
 def _rendered(report: Report, fmt: ProbeFormat, output: Path | None) -> str:
     """The probe's report through the shared renderers (detail sections: the tile table,
     the transfer matrix), sanitised at their boundary like every report."""
-    from blackwell_doctor.render import Format, render
+    from blackwell_doctor.render import render_probe
 
-    if fmt is ProbeFormat.JSON:
-        return render(report, Format.JSON, color=False)
     color, width = text_style(output)
-    return render(report, Format.RICH, color=color, width=width)
+    return render_probe(report, fmt, color=color, width=width)
 
 
 def _not_run(report: Report) -> str | None:

@@ -42,7 +42,7 @@ def recommend(
     facts_file: LaunchFactsFile = None,
     fmt: Annotated[
         RecommendFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = RecommendFormat.markdown,
+    ] = RecommendFormat.MARKDOWN,
     output: Output = None,
     model_dir: ModelDir = None,
     runtime: RuntimeId = None,

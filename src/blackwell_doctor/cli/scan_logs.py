@@ -29,7 +29,7 @@ def scan_logs(
     fail_on: Annotated[
         FailOn,
         typer.Option("--fail-on", help="Lowest finding severity that makes the exit code 1."),
-    ] = FailOn.fail,
+    ] = "fail",
     container: Annotated[
         list[str] | None,
         typer.Option(
@@ -63,7 +63,7 @@ def scan_logs(
     from blackwell_doctor import TOOL_NAME
     from blackwell_doctor.app.obtain import LogRequest, obtain_logs
     from blackwell_doctor.facts.errors import UserError
-    from blackwell_doctor.render import Format, render
+    from blackwell_doctor.render import render_scan_logs
     from blackwell_doctor.rules.presets import judge_logs
 
     request = LogRequest(
@@ -76,12 +76,9 @@ def scan_logs(
         raise UserError("scan-logs needs a PATH, - (stdin), --container, --journal or --kernel-log")
     facts = obtain_logs(request, host_root=host_root, stdin=sys.stdin.buffer)
     # The logs checks judge the scan, through the same report and renderers as `check`.
-    report = judge_logs(facts, fail_on=fail_on.value)
-    if fmt is ScanLogsFormat.JSON:
-        text = render(report, Format.JSON, color=False)
-    else:
-        color, width = text_style(output)
-        text = render(report, Format.RICH, color=color, width=width)
+    report = judge_logs(facts, fail_on=fail_on)
+    color, width = text_style(output)
+    text = render_scan_logs(report, fmt, color=color, width=width)
     write_outcome(
         text,
         output,

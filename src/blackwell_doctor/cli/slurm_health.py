@@ -23,7 +23,7 @@ from blackwell_doctor.cli.options import (
     judge,
     strict_option,
 )
-from blackwell_doctor.report.exitcodes import ExitCode
+from blackwell_doctor.report import exitcodes
 
 
 def register(app: typer.Typer) -> None:
@@ -45,9 +45,7 @@ def register(app: typer.Typer) -> None:
                 "--facts", help="Judge this facts file instead of collecting (replays, tests)."
             ),
         ] = None,
-        fail_on: Annotated[
-            FailOn, fail_on_option("Lowest status that drains the node.")
-        ] = FailOn.fail,
+        fail_on: Annotated[FailOn, fail_on_option("Lowest status that drains the node.")] = "fail",
         strict: Annotated[
             bool, strict_option("Also drain when a check could not be evaluated.")
         ] = False,
@@ -68,7 +66,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Health check for Slurm: on findings at or above --fail-on, drain this node with a
         reason naming the check ids; when healthy again, resume it only if blackwell-doctor
-        drained it (never a node drained for another reason). Exit codes as `check`; 5 when
+        drained it (never a node drained for another reason). Exit codes as `check`; 6 when
         sinfo/scontrol failed."""
         from blackwell_doctor.app.obtain import obtain_facts
         from blackwell_doctor.apply.slurm import (
@@ -96,7 +94,7 @@ def register(app: typer.Typer) -> None:
             state = node_state(name)
         except SlurmError as exc:
             sys.stderr.write(f"blackwell-doctor: slurm-health: {name}: {exc}\n")
-            raise typer.Exit(int(ExitCode.APPLY_FAILED)) from None
+            raise typer.Exit(int(exitcodes.slurm_failed())) from None
         decision = decide(state, report)
         change = decision.action in (Action.DRAIN, Action.RESUME)
         verb = {
@@ -116,5 +114,5 @@ def register(app: typer.Typer) -> None:
             apply_decision(name, decision)
         except SlurmError as exc:
             sys.stderr.write(f"blackwell-doctor: slurm-health: {name}: {verb} failed: {exc}\n")
-            raise typer.Exit(int(ExitCode.APPLY_FAILED)) from None
+            raise typer.Exit(int(exitcodes.slurm_failed())) from None
         raise typer.Exit(report.exit_code)

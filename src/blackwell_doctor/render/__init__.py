@@ -7,42 +7,13 @@ prints. Each renderer module is imported only when its format is asked for, so
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING, assert_never
+
+from blackwell_doctor.render.formats import Format, ProbeFormat, ScanLogsFormat
 
 if TYPE_CHECKING:  # the CLI declares --format from Format without loading the report model
     from blackwell_doctor.render.timing import RunTiming
-    from blackwell_doctor.report.check import Report, Section
-
-
-class Format(enum.StrEnum):
-    """The formats of the check report (``check --format``)."""
-
-    RICH = "rich"
-    JSON = "json"
-    JUNIT = "junit"
-    MARKDOWN = "markdown"
-    PROMETHEUS = "prometheus"
-    NFD = "nfd"
-
-    @property
-    def extension(self) -> str:
-        """The file extension a document in this format is saved with (goldens, --output)."""
-        match self:
-            case Format.RICH:
-                return "txt"
-            case Format.JSON:
-                return "json"
-            case Format.JUNIT:
-                return "xml"
-            case Format.MARKDOWN:
-                return "md"
-            case Format.PROMETHEUS:
-                return "prom"
-            case Format.NFD:
-                return "nfd"
-            case _:
-                assert_never(self)
+    from blackwell_doctor.report.check import PresetReport, Report, Section
 
 
 def render(
@@ -98,6 +69,32 @@ def render(
             assert_never(fmt)
 
 
+def render_scan_logs(
+    report: PresetReport, fmt: ScanLogsFormat, *, color: bool, width: int = 100
+) -> str:
+    """``scan-logs``'s report (a preset of the logs checks) in ``fmt``, through
+    :func:`render` and so its sanitising step."""
+    match fmt:
+        case ScanLogsFormat.RICH:
+            return render(report, Format.RICH, color=color, width=width)
+        case ScanLogsFormat.JSON:
+            return render(report, Format.JSON, color=False)
+        case _:
+            assert_never(fmt)
+
+
+def render_probe(report: Report, fmt: ProbeFormat, *, color: bool, width: int = 100) -> str:
+    """``probe``'s report (a preset of the probe checks, with its tile table or transfer
+    matrix) in ``fmt``, through :func:`render` and so its sanitising step."""
+    match fmt:
+        case ProbeFormat.RICH:
+            return render(report, Format.RICH, color=color, width=width)
+        case ProbeFormat.JSON:
+            return render(report, Format.JSON, color=False)
+        case _:
+            assert_never(fmt)
+
+
 def _details(report: Report) -> list[Section]:
     """The detail sections of a preset's report (``probe``, ``scan-logs``), built from the
     already sanitised report; a ``check`` report has none."""
@@ -110,4 +107,4 @@ def _details(report: Report) -> list[Section]:
     return sections(report)
 
 
-__all__ = ["Format", "render"]
+__all__ = ["Format", "render", "render_probe", "render_scan_logs"]

@@ -1,18 +1,22 @@
-"""Text and Markdown renderings of the ``bench`` documents (JSON is ``report.encode``).
+"""The ``bench`` documents (a run, a soak, a compare) in each format: rich (the terminal's
+text), Markdown, and JSON (schemas: schemas/bench.schema.json, bench-compare.schema.json).
 
 Their strings come from the server (model ids, error bodies, notes quoting it) and from run
-files (shape names, file names): each renderer takes the document through the renderers'
-one sanitising step first (``render.common.scrub``: every control character, bidirectional
-override and newline shown escaped), and the Markdown one escapes each such value's
-Markdown syntax where it is placed (``render.markdown.prose``, ``cell``), so no value can
-rewrite the terminal or add a heading, a link or a table row.
+files (shape names, file names): :func:`render_bench`, the one way in, takes the document
+through the renderers' one sanitising step first (``scrub``: for text every control
+character, bidirectional override and newline shown escaped; for JSON lone surrogates, and
+the characters a terminal acts on written as ``\\u`` escapes), and the Markdown renderer
+escapes each such value's Markdown syntax where it is placed (``render.markdown.prose``,
+``cell``), so no value can rewrite the terminal or add a heading, a link or a table row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import assert_never
 
-from blackwell_doctor.render.common import sanitize_line, scrub
+from blackwell_doctor.render.common import json_document
+from blackwell_doctor.render.formats import BenchFormat
 from blackwell_doctor.render.markdown import cell, prose
 from blackwell_doctor.report.bench import (
     ESTIMATED,
@@ -23,6 +27,44 @@ from blackwell_doctor.report.bench import (
     SoakResult,
     Stats,
 )
+from blackwell_doctor.report.sanitize import json_safe, sanitize_line, scrub
+
+
+def render_bench(doc: BenchRun | CompareDocument, fmt: BenchFormat) -> str:
+    """A bench or soak run, or a compare document, in ``fmt``, through the one sanitising
+    step first."""
+    match fmt:
+        case BenchFormat.JSON:
+            return json_document(scrub(doc, json_safe))
+        case BenchFormat.RICH:
+            return _text(scrub(doc, sanitize_line), markdown=False)
+        case BenchFormat.MARKDOWN:
+            return _text(scrub(doc, sanitize_line), markdown=True)
+        case _:
+            assert_never(fmt)
+
+
+def encode(doc: BenchRun | CompareDocument) -> str:
+    """A bench, soak or compare document as JSON (what ``--output`` writes): exact (it
+    decodes to the same strings, but a lone surrogate, which UTF-8 cannot carry, is shown
+    escaped as every renderer shows it), and safe to print to a terminal."""
+    return render_bench(doc, BenchFormat.JSON)
+
+
+def render_run(doc: BenchRun, *, markdown: bool = False) -> str:
+    """A bench or soak run as text (the terminal's) or Markdown."""
+    return render_bench(doc, BenchFormat.MARKDOWN if markdown else BenchFormat.RICH)
+
+
+def render_compare(doc: CompareDocument, *, markdown: bool = False) -> str:
+    """A compare document as text (the terminal's) or Markdown."""
+    return render_bench(doc, BenchFormat.MARKDOWN if markdown else BenchFormat.RICH)
+
+
+def _text(doc: BenchRun | CompareDocument, *, markdown: bool) -> str:
+    if isinstance(doc, BenchRun):
+        return _run(doc, markdown=markdown)
+    return _compare(doc, markdown=markdown)
 
 
 def _plain(text: str) -> str:
@@ -113,9 +155,7 @@ def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
     return out
 
 
-def render_run(doc: BenchRun, *, markdown: bool = False) -> str:
-    """A bench or soak run as text (the terminal's) or Markdown."""
-    doc = scrub(doc, sanitize_line)
+def _run(doc: BenchRun, *, markdown: bool) -> str:
     w = _words(markdown)
     server = doc.server
     title = f"bench {w(server.url)} model {w(server.model or '-')}"
@@ -227,9 +267,7 @@ def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
     return out
 
 
-def render_compare(doc: CompareDocument, *, markdown: bool = False) -> str:
-    """A compare document as text (the terminal's) or Markdown."""
-    doc = scrub(doc, sanitize_line)
+def _compare(doc: CompareDocument, *, markdown: bool) -> str:
     w = _words(markdown)
     title = f"compare {w(doc.before)} -> {w(doc.after)}"
     out = [f"## {title}" if markdown else title]

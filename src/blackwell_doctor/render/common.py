@@ -2,51 +2,39 @@
 
 from __future__ import annotations
 
-import enum
 import re
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import Sequence
 
 import msgspec
 
 from blackwell_doctor.report.check import HostLine, Report, Summary, gate_words
 from blackwell_doctor.report.results import EvidenceValue, Result, Status
 
-# What must not reach a reader as it is: control characters other than newline and tab
-# (C0, DEL, C1: an escape sequence must not recolour or rewrite the operator's terminal,
-# CWE-150), bidirectional overrides and isolates (they reorder what is shown, CVE-2021-42574),
-# lone surrogates (undecodable bytes of a file name or variable, kept by Python's
-# surrogateescape: not encodable as UTF-8) and U+FFFE/U+FFFF (XML 1.0 forbids them, as it
-# does the C0 controls). Results quote log lines, file names and other hosts' facts.
-_UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
-)
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# The sanitising primitives live with the documents (a verdict's one-line message needs
+# them too); the renderers take them from here.
+from blackwell_doctor.report.sanitize import json_safe as json_safe
+from blackwell_doctor.report.sanitize import sanitize as sanitize
+from blackwell_doctor.report.sanitize import sanitize_line as sanitize_line
+from blackwell_doctor.report.sanitize import scrub as scrub
+
+# Characters JSON may carry raw but a terminal or an editor acts on (DEL and C1 controls
+# such as CSI U+009B, bidirectional overrides and isolates, line and paragraph separators):
+# written as \uXXXX escapes, which decode to the same strings. They occur only inside JSON
+# strings (its syntax is ASCII), and msgspec already escapes the C0 controls.
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-def _shown(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape: the undecodable byte itself
-        return f"\\x{code - 0xDC00:02x}"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+def json_document(document: object) -> str:
+    """Every document's JSON (``document`` already through :func:`scrub` with
+    :func:`json_safe`): fields in declaration order (schema_version first, so diffs of saved
+    documents are stable), indented, a trailing newline; exact (it decodes to the same
+    strings) and safe to print to a terminal."""
+    data = msgspec.json.format(msgspec.json.encode(document), indent=2).decode("utf-8")
+    return _RAW_IN_JSON.sub(_escaped, data + "\n")
 
 
-def sanitize(text: str) -> str:
-    """``text`` fit for a terminal, Markdown or XML: every unsafe character (above) shown
-    as ``\\xNN`` or ``\\uNNNN``; newline and tab kept."""
-    return _UNSAFE.sub(_shown, text)
-
-
-def sanitize_line(text: str) -> str:
-    """:func:`sanitize`, and a newline shown as ``\\n``: for values that are one line (a
-    host name, a file name, an id), where a newline would forge a line of the report."""
-    return sanitize(text).replace("\n", "\\n")
-
-
-def json_safe(text: str) -> str:
-    """``text`` that JSON encoders accept: lone surrogates shown as :func:`sanitize` shows
-    them (JSON escapes everything else itself)."""
-    return _SURROGATE.sub(_shown, text)
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 # Glyphs of the reports and their ASCII stand-ins, for an output that cannot encode them
@@ -86,39 +74,6 @@ def encodable(text: str, encoding: str) -> str:
     except LookupError:
         return text
     return text
-
-
-T = TypeVar("T")
-
-
-def scrub(document: T, clean: Callable[[str], str]) -> T:
-    """``document`` (msgspec structs, lists, tuples, dicts) with ``clean`` applied to every
-    string in it, keys included: the one sanitising step at a renderer's boundary, so that
-    no field can be forgotten. Enum members are the tool's own words and stay as they are;
-    parts that need no change are shared, not copied."""
-    if isinstance(document, str):
-        if isinstance(document, enum.Enum):
-            return document
-        return cast(T, clean(document))
-    if isinstance(document, msgspec.Struct):
-        changes: dict[str, Any] = {}
-        for name in document.__struct_fields__:
-            value = getattr(document, name)
-            new = scrub(value, clean)
-            if new is not value:
-                changes[name] = new
-        return msgspec.structs.replace(document, **changes) if changes else document
-    if isinstance(document, list | tuple):
-        items = [scrub(x, clean) for x in document]
-        if all(a is b for a, b in zip(items, document, strict=True)):
-            return document
-        return cast(T, items if isinstance(document, list) else tuple(items))
-    if isinstance(document, dict):
-        pairs = {scrub(k, clean): scrub(v, clean) for k, v in document.items()}
-        if all(k in document and document[k] is v for k, v in pairs.items()):
-            return document
-        return cast(T, pairs)
-    return document
 
 
 def group_by_family(results: Sequence[Result]) -> list[tuple[str, list[Result]]]:

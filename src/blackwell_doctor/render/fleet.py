@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from io import StringIO
 from typing import TYPE_CHECKING, assert_never
 
-import msgspec
-
-from blackwell_doctor.render.common import json_safe, sanitize, sanitize_line, scrub
+from blackwell_doctor.render.common import json_document, json_safe, sanitize, sanitize_line, scrub
 from blackwell_doctor.render.formats import FleetFormat
 from blackwell_doctor.report.fleet import FleetGroup, FleetReport
 from blackwell_doctor.report.results import Status
@@ -164,7 +162,7 @@ def render_markdown(report: FleetReport) -> str:
 
 
 def render_json(report: FleetReport) -> str:
-    return msgspec.json.format(msgspec.json.encode(report), indent=2).decode("utf-8") + "\n"
+    return json_document(report)
 
 
 def render_prometheus(report: FleetReport, timing: RunTiming | None = None) -> str:

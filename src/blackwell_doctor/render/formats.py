@@ -4,6 +4,37 @@ from here without importing a renderer)."""
 from __future__ import annotations
 
 import enum
+from typing import assert_never
+
+
+class Format(enum.StrEnum):
+    """The formats of the check report (``check --format``)."""
+
+    RICH = "rich"
+    JSON = "json"
+    JUNIT = "junit"
+    MARKDOWN = "markdown"
+    PROMETHEUS = "prometheus"
+    NFD = "nfd"
+
+    @property
+    def extension(self) -> str:
+        """The file extension a document in this format is saved with (goldens, --output)."""
+        match self:
+            case Format.RICH:
+                return "txt"
+            case Format.JSON:
+                return "json"
+            case Format.JUNIT:
+                return "xml"
+            case Format.MARKDOWN:
+                return "md"
+            case Format.PROMETHEUS:
+                return "prom"
+            case Format.NFD:
+                return "nfd"
+            case _:
+                assert_never(self)
 
 
 class BenchFormat(enum.StrEnum):
@@ -36,7 +67,7 @@ class ProbeFormat(enum.StrEnum):
 
 
 class RecommendFormat(enum.StrEnum):
-    markdown = "markdown"
-    json = "json"
-    shell = "shell"
-    compose = "compose"
+    MARKDOWN = "markdown"
+    JSON = "json"
+    SHELL = "shell"
+    COMPOSE = "compose"

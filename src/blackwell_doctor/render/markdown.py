@@ -47,7 +47,7 @@ def prose(text: str) -> str:
     would vanish or render in the ticket instead of being shown), no inline syntax (a GPU
     name like ``[click](https://x)`` must print as text, not become a link), and one line
     that starts no block: a hostname ``a\\n# Heading`` must not add a heading."""
-    text = " ".join(sanitize(text).split("\n")).strip(" ")
+    text = " ".join(sanitize(text).split("\n")).strip(" \t")
     text = text.translate(_INLINE).replace("<", "&lt;")
     return _BLOCK_START.sub(_escape_block_start, text)
 

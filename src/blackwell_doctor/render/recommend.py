@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 import shlex
-
-import msgspec
+from typing import assert_never
 
 from blackwell_doctor import TOOL_NAME
 from blackwell_doctor.recommend.launch import (
@@ -23,7 +22,14 @@ from blackwell_doctor.recommend.launch import (
     model_name,
 )
 from blackwell_doctor.recommend.plan import Action, Recommendation
-from blackwell_doctor.render.common import gpus_phrase, json_safe, sanitize, sanitize_line, scrub
+from blackwell_doctor.render.common import (
+    gpus_phrase,
+    json_document,
+    json_safe,
+    sanitize,
+    sanitize_line,
+    scrub,
+)
 from blackwell_doctor.render.formats import RecommendFormat
 from blackwell_doctor.render.markdown import cell, code, fence, prose
 
@@ -43,14 +49,16 @@ def render_recommendation(
     format gets one sanitising step over the whole of it first (see render.render); the
     shell script's comments are one line each, so no value can start a command."""
     match fmt:
-        case RecommendFormat.markdown:
+        case RecommendFormat.MARKDOWN:
             return render_markdown(scrub(rec, sanitize))
-        case RecommendFormat.json:
+        case RecommendFormat.JSON:
             return render_json(scrub(rec, json_safe))
-        case RecommendFormat.shell:
+        case RecommendFormat.SHELL:
             return render_shell(scrub(rec, sanitize_line), _need(spec, rec))
-        case RecommendFormat.compose:
-            return render_compose(rec, _need(spec, rec))
+        case RecommendFormat.COMPOSE:
+            return render_compose(scrub(rec, sanitize_line), _need(spec, rec))
+        case _:
+            assert_never(fmt)
 
 
 def _need(spec: LaunchSpec | None, rec: Recommendation) -> LaunchSpec:
@@ -97,7 +105,7 @@ def _host_steps(rec: Recommendation) -> list[str]:
 
 
 def render_json(rec: Recommendation) -> str:
-    return msgspec.json.format(msgspec.json.encode(rec), indent=2).decode("utf-8") + "\n"
+    return json_document(rec)
 
 
 # --------------------------------------------------------------------------- markdown

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from blackwell_doctor.facts.document import ToolInfo
@@ -278,27 +276,6 @@ class CompareDocument(msgspec.Struct, frozen=True, kw_only=True):
     scorecard: Scorecard
     regressions: list[str]
     exit_code: int
-
-
-# Characters JSON may carry raw but a terminal or an editor acts on (DEL and C1 controls
-# such as CSI U+009B, bidirectional overrides and isolates, line and paragraph separators):
-# written as \uXXXX escapes, which decode to the same strings. They occur only inside JSON
-# strings (its syntax is ASCII), and msgspec already escapes the C0 controls.
-_RAW_IN_JSON = re.compile("[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def encode(doc: BenchRun | CompareDocument) -> str:
-    """A bench, soak or compare document as JSON: exact (it decodes to the same strings,
-    but a lone surrogate, which UTF-8 cannot carry, is shown escaped as every renderer
-    shows it), and safe to print to a terminal."""
-    from blackwell_doctor.render.common import json_safe, scrub
-
-    data = msgspec.json.format(msgspec.json.encode(scrub(doc, json_safe)), indent=2)
-    return _RAW_IN_JSON.sub(_escaped, data.decode("utf-8") + "\n")
-
-
-def _escaped(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
 
 
 class RunFileError(Exception):

@@ -8,8 +8,8 @@ import msgspec
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.facts.document import Facts, NvmlFacts, PciFacts, ToolInfo
-from blackwell_doctor.report.exitcodes import ExitCode
-from blackwell_doctor.report.results import GATE_STATUSES, FailOn, Result, Status
+from blackwell_doctor.report import exitcodes
+from blackwell_doctor.report.results import FailOn, Result, Status
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -93,16 +93,6 @@ def summarize(results: Sequence[Result]) -> Summary:
     )
 
 
-def gate_exit_code(results: Sequence[Result], fail_on: FailOn, strict: bool) -> ExitCode:
-    """Findings at or above the gate win over "not evaluated": a known problem is the news."""
-    gate = GATE_STATUSES[fail_on]
-    if any(r.status in gate for r in results):
-        return ExitCode.FINDINGS
-    if strict and any(r.status is Status.ERROR for r in results):
-        return ExitCode.NOT_EVALUATED
-    return ExitCode.OK
-
-
 def host_line(facts: Facts, source: str) -> HostLine:
     hostname = facts.platform.hostname if isinstance(facts.platform.hostname, str) else None
     gpus: list[str] = []
@@ -138,6 +128,6 @@ def build_report(
         strict=strict,
         results=list(results),
         summary=summarize(results),
-        exit_code=int(gate_exit_code(results, fail_on, strict)),
+        exit_code=int(exitcodes.results_gate((r.status for r in results), fail_on, strict)),
         facts=facts if embed_facts else None,
     )

@@ -41,7 +41,7 @@ from itertools import accumulate, repeat
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.facts.document import ToolInfo
-from blackwell_doctor.render.common import sanitize_line
+from blackwell_doctor.report import exitcodes
 from blackwell_doctor.report.bench import (
     COMPARE_SCHEMA_VERSION,
     BenchRun,
@@ -55,7 +55,7 @@ from blackwell_doctor.report.bench import (
     Subsample,
 )
 from blackwell_doctor.report.bench_metrics import output_tokens_of, tpot_s
-from blackwell_doctor.report.exitcodes import ExitCode
+from blackwell_doctor.report.sanitize import sanitize_line
 from blackwell_doctor.report.stats import percentile
 
 BETTER = "better"
@@ -520,7 +520,7 @@ def compare(
             regressions.append(f"{name}: not measured in the after run")
         if rate_a > rate_b:
             regressions.append(f"more failed requests ({rate_b:.1%} -> {rate_a:.1%})")
-    code = ExitCode.FINDINGS if regressions else ExitCode.OK
+    code = exitcodes.gate(findings=bool(regressions), not_evaluated=False, strict=False)
     return CompareDocument(
         schema_version=COMPARE_SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),

@@ -27,6 +27,10 @@ import msgspec
 
 from blackwell_doctor.facts.document import Facts, NvmlFacts
 from blackwell_doctor.facts.model import ModelFacts
+
+# The fit's verdicts are parts of the model document (report/): defined there, used here.
+from blackwell_doctor.report.model import FitEntry as FitEntry
+from blackwell_doctor.report.model import FitResult as FitResult
 from blackwell_doctor.ruledata.resources import data_dir
 
 GIB = 1 << 30
@@ -126,32 +130,6 @@ def gpu_pool(facts: Facts, data: FitData | None = None) -> GpuPool:
         unified=False,
         source="NVML memory total",
     )
-
-
-class FitEntry(msgspec.Struct, frozen=True, kw_only=True):
-    tensor_parallel: int
-    expert_parallel: bool | None  # MoE: experts divide evenly over the ranks; None: dense
-    fits: bool
-    max_context: int | None  # tokens of one sequence; None when it does not fit at all
-    reason: str  # the arithmetic, in words
-    usable_bytes: int
-    weights_per_gpu_bytes: int
-    overhead_bytes: int
-    kv_budget_bytes: int
-    kv_bytes_per_token: int
-
-
-class FitResult(msgspec.Struct, frozen=True, kw_only=True):
-    gpus: str  # "4x NVIDIA RTX PRO 6000 ..." as sized
-    gpu_count: int
-    memory_per_gpu_bytes: int
-    memory_source: str
-    unified_memory: bool
-    gpu_memory_utilization: float
-    weights_bytes: int
-    weights_source: str  # "safetensors headers" or how it was estimated
-    overhead_source: str
-    entries: list[FitEntry] = msgspec.field(default_factory=list)
 
 
 _BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float": 4, "half": 2}

@@ -43,6 +43,7 @@ from blackwell_doctor.facts.document import (
     Unavailable,
     WslFacts,
 )
+from blackwell_doctor.report import exitcodes
 from blackwell_doctor.report.check import HostLine, PresetReport, host_line, summarize
 from blackwell_doctor.report.exitcodes import ExitCode
 from blackwell_doctor.report.results import FailOn, Result
@@ -162,12 +163,12 @@ def judge_probe(host: Facts, probes: ProbeFacts | Unavailable) -> ProbeReport:
     facts = _with(host, probes=probes)
     report = evaluate(facts, select=PROBE_CHECKS, fail_on="warn", strict=True, source="live")
     if isinstance(probes, Unavailable) or not probes.devices:
-        code = ExitCode.NOT_EVALUATED
+        code = exitcodes.gate(findings=False, not_evaluated=True, strict=True)
         why = probes.reason if isinstance(probes, Unavailable) else "no device probed"
         subject = f"probes could not run: {why}"
     else:
         wrong = [f for d in probes.devices for f in probe_findings(d)]
-        code = ExitCode.FINDINGS if wrong else ExitCode.OK
+        code = exitcodes.gate(findings=bool(wrong), not_evaluated=False, strict=True)
         nvrtc = probes.nvrtc_version if isinstance(probes.nvrtc_version, str) else "unavailable"
         subject = (
             f"measured on this host (NVRTC {nvrtc}, kernel cache {probes.cache}, "
@@ -195,7 +196,7 @@ def judge_p2p(host: Facts, transfers: P2PProbeFacts | Unavailable) -> ProbeRepor
     if isinstance(transfers, Unavailable):
         skipped = transfers.reason.startswith("skipped:")
         # The test did not run: "not evaluated", whatever blocked the check.
-        code = ExitCode.OK if skipped else ExitCode.NOT_EVALUATED
+        code = exitcodes.gate(findings=False, not_evaluated=not skipped, strict=True)
         what = "not applicable" if skipped else "the test did not run"
         subject = f"GPU peer-to-peer: {what} ({transfers.reason.removeprefix('skipped:')})"
     else:
@@ -223,7 +224,7 @@ def judge_plan(smem_limit: int, tiles: list[TileProbe]) -> ProbeReport:
     return _probe_report(
         None,
         [],
-        exit_code=ExitCode.OK,
+        exit_code=ExitCode.OK,  # nothing judged
         fail_on="fail",
         strict=False,
         preset="probe --plan",
@@ -246,7 +247,7 @@ def judge_logs(logs: LogFacts, *, fail_on: FailOn) -> ScanReport:
     code = report.exit_code
     # Read at least in part (an error after some bytes still counts as read).
     if logs.sources and not any(s.error is None or s.bytes > 0 for s in logs.sources):
-        code = int(ExitCode.USAGE)
+        code = int(exitcodes.unreadable_input())
     n, lines = len(logs.sources), sum(s.lines for s in logs.sources)
     return ScanReport(
         schema_version=SCAN_SCHEMA_VERSION,
