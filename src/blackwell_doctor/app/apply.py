@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from blackwell_doctor.app.obtain import FactsRequest
     from blackwell_doctor.app.verify import VerifySettings, WriteFile
     from blackwell_doctor.apply.docker import PullEvent, Say
-    from blackwell_doctor.facts.document import Facts
+    from blackwell_doctor.facts.document import Facts, Unavailable
+    from blackwell_doctor.facts.model import ModelFacts
     from blackwell_doctor.recommend.launch import LaunchSpec
     from blackwell_doctor.recommend.plan import LaunchOptions
 
@@ -84,8 +85,9 @@ def launch_spec(
     facts_from_another_host: bool,
     environ: Mapping[str, str],
     stdin: BinaryIO,
-) -> LaunchSpec:
-    """The launch apply would run on this host, from the facts ``request`` asks for."""
+) -> tuple[LaunchSpec, ModelFacts | Unavailable | None]:
+    """The launch apply would run on this host, from the facts ``request`` asks for, and
+    the model directory's facts (the context the new container's log is judged in)."""
     from blackwell_doctor.app.advise import advise
 
     def vet(facts: Facts) -> None:
@@ -99,12 +101,13 @@ def launch_spec(
 
     from blackwell_doctor.recommend.launch import is_placeholder
 
-    spec = advise(request, options, catalogue=catalogue, environ=environ, stdin=stdin, vet=vet).spec
+    advice = advise(request, options, catalogue=catalogue, environ=environ, stdin=stdin, vet=vet)
+    spec = advice.spec
     if spec is None:
         raise UserError("these facts show no GPU: there is no runtime to launch")
     if is_placeholder(spec):  # recommend's MODEL_DIR placeholder: never a container
         raise UserError("apply needs --model-dir DIR (the model, mounted read-only)")
-    return spec
+    return spec, advice.facts.model
 
 
 def plan(spec: LaunchSpec) -> Outcome:
@@ -127,6 +130,7 @@ def carry_out(
     stop_timeout_s: int,
     say: Say,
     pull_progress: Callable[[], AbstractContextManager[PullEvent]] | None = None,
+    model: ModelFacts | Unavailable | None = None,
 ) -> Outcome:
     """``apply --yes``: pull, create, swap, start, wait for health, scan the log; on any
     failure or Ctrl-C the previous container is restored. ``pull_progress`` makes the
@@ -148,6 +152,7 @@ def carry_out(
                 stop_timeout_s=stop_timeout_s,
                 say=say,
                 on_pull_event=on_pull_event,
+                model=model,
             )
     except run.ApplyFailed as exc:
         say(f"{TOOL_NAME}: {exc.message}")
@@ -170,6 +175,7 @@ def carry_out_verified(
     say: Say,
     write: WriteFile,
     pull_progress: Callable[[], AbstractContextManager[PullEvent]] | None = None,
+    model: ModelFacts | Unavailable | None = None,
 ) -> Outcome:
     """``apply --verify --yes``: bench the running container, apply, measure the warm
     start, bench the new one, and keep the change only if the gate holds (else roll back:
@@ -194,6 +200,7 @@ def carry_out_verified(
             say=say,
             write=write,
             on_pull_event=on_pull_event,
+            model=model,
         )
     if settings.report_md is not None:
         write(verify.render(record, doc, where, markdown=True), settings.report_md)

@@ -269,7 +269,7 @@ def apply(
             kernel_log=kernel_log,
             model_dir=model_dir,
         )
-        spec = flow.launch_spec(
+        spec, model = flow.launch_spec(
             request,
             options,
             catalogue=catalogue,
@@ -286,6 +286,7 @@ def apply(
                 say=say,
                 write=write,
                 pull_progress=_pull_bar if sys.stderr.isatty() else None,
+                model=model,
             )
         elif yes:
             outcome = flow.carry_out(
@@ -294,6 +295,7 @@ def apply(
                 stop_timeout_s=stop_timeout,
                 say=say,
                 pull_progress=_pull_bar if sys.stderr.isatty() else None,
+                model=model,
             )
         else:
             outcome = flow.plan(spec)
