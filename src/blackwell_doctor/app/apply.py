@@ -218,6 +218,7 @@ def carry_out_verified(
 def rollback(name: str, *, yes: bool, stop_timeout_s: int, say: Say) -> Outcome:
     """``apply --rollback``: bring back ``<name>-previous``; without ``yes``, the plan."""
     from blackwell_doctor.apply import docker as run
+    from blackwell_doctor.ruledata.rules import load_rule_data
 
     if not yes:
         try:
@@ -229,7 +230,7 @@ def rollback(name: str, *, yes: bool, stop_timeout_s: int, say: Say) -> Outcome:
                 f"rollback plan (Docker engine not reachable: {exc}; what would happen):\n"
                 f"  1. stop {name} (if running) and rename it to {name}{run.ROLLED_BACK_SUFFIX}\n"
                 f"  2. rename {name}{run.PREVIOUS_SUFFIX} to {name} and start it\n"
-                "Nothing was changed. Run again with --yes to carry it out.\n",
+                f"{load_rule_data().word('apply', 'nothing_changed')}\n",
             )
     try:
         engine = run.connect()
@@ -239,7 +240,7 @@ def rollback(name: str, *, yes: bool, stop_timeout_s: int, say: Say) -> Outcome:
                 Ending.DONE,
                 "rollback plan:\n"
                 + "".join(f"  {n}. {s}\n" for n, s in enumerate(steps, 1))
-                + "Nothing was changed. Run again with --yes to carry it out.\n",
+                + f"{load_rule_data().word('apply', 'nothing_changed')}\n",
             )
         message = run.rollback(name, engine, say=say, stop_timeout_s=stop_timeout_s)
     except run.EngineUnavailable as exc:
