@@ -228,6 +228,31 @@ def test_scan_finds_a_fallback_signature() -> None:
     assert scan.note.startswith("log scanned")
 
 
+def test_the_container_log_gets_checks_verdict_with_the_model_directory(tmp_path: Path) -> None:
+    """One log, one model directory: apply judges the new container's log as ``check --logs
+    LOG --model-dir DIR`` does. vLLM's Marlin line is the W4A16 checkpoint's own kernel
+    (info, no finding) for check; apply judged it without the model and warned."""
+    from blackwell_doctor.app.obtain import FactsRequest, LogRequest, obtain_facts
+    from blackwell_doctor.report.results import Status
+    from blackwell_doctor.rules.evaluate import evaluate
+    from tests.modeldirs import make_model
+
+    model_dir = make_model(tmp_path / "m", moe=True, fmt="gptq", shards=1)
+    log = LOGS / "club-3090-617-marlin-fp4-warning.log"
+    request = FactsRequest(facts_file=FACTS, logs=LogRequest(paths=[str(log)]), model_dir=model_dir)
+    facts = obtain_facts(request, environ={}, stdin=io.BytesIO()).facts
+    checked = evaluate(facts, select=["logs"])
+    assert not isinstance(facts.model, Unavailable | None)
+    assert all(r.status in (Status.PASS, Status.SKIP) for r in checked.results)
+
+    scan = ap.scan_container_log(log.read_bytes(), facts.model)
+    assert (scan.failures, scan.warnings) == ([], [])
+    assert [(r.id, r.status) for r in scan.results] == [(r.id, r.status) for r in checked.results]
+    # Without the model, the same line is vLLM's slow path: a warning, as check says too.
+    alone = ap.scan_container_log(log.read_bytes())
+    assert [w.split(" ", 1)[0] for w in alone.warnings] == ["vllm.fp4_weight_only_marlin"]
+
+
 def test_scan_that_cannot_run_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ap, "collect_logs", lambda **kw: Unavailable("no-log-readable:boom"))
     with pytest.raises(ap.LogScanFailed, match="could not be scanned"):
@@ -326,3 +351,15 @@ def test_apply_succeeds_when_the_log_scan_is_clean(tmp_path: Path) -> None:
     assert "healthy" in message
     assert any(s.startswith("log scanned: 0 failure") for s in said)
     assert [c.name for c in client.containers.made] == ["bd-fake"]
+
+
+def test_a_start_without_a_gpu_runtime_is_the_catalogues_finding() -> None:
+    from blackwell_doctor.rules.apply import start_finding
+
+    error = '500 Server Error: could not select device driver "" with capabilities: [[gpu]]'
+    assert start_finding(error, shown="engine said so") == (
+        "docker.nvidia_runtime: the Docker engine has no NVIDIA runtime (engine said so). "
+        "Remedy: sudo nvidia-ctk runtime configure --runtime=docker && "
+        "sudo systemctl restart docker"
+    )
+    assert start_finding("500 Server Error: port is already allocated") is None

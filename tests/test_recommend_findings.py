@@ -384,3 +384,32 @@ def test_cli_recommend_reads_logs_from_stdin(
     assert _main(["recommend", "--facts", str(RTXPRO), "--format", "json", "--logs", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert "logs.kernel_events" in [a["id"] for a in doc["actions"]]
+
+
+def test_the_p2p_decision_reads_the_verdicts_from_the_report() -> None:
+    """recommend acts on p2p.transfer's result, not on a verdict of its own from the facts:
+    the same measurements judged with a stricter host-staging threshold (rule data given to
+    the engine) are "slower than host" in the report, so NCCL keeps off P2P."""
+    from blackwell_doctor.report.check import build_report
+    from blackwell_doctor.ruledata.rules import load_rule_data
+    from blackwell_doctor.rules.engine import Engine, registered_checks
+
+    facts = _measured(_facts())
+    shipped = load_rule_data()
+    strict_p2p = msgspec.structs.replace(shipped.thresholds.p2p, min_peer_vs_host=1000.0)
+    rules = msgspec.structs.replace(
+        shipped, thresholds=msgspec.structs.replace(shipped.thresholds, p2p=strict_p2p)
+    )
+    results = Engine(rules=rules, checks=registered_checks()).run(facts)
+    report = build_report(
+        facts, results, fail_on="fail", strict=False, source="test", embed_facts=False
+    )
+    assert next(r.status for r in report.results if r.id == "p2p.transfer") is Status.WARN
+    derived = derive(facts, report)
+    assert derived is not None
+    assert derived.env["NCCL_P2P_DISABLE"] == "1"
+    assert "slower than staging through host memory" in derived.why["NCCL_P2P_DISABLE"]
+    # The shipped threshold: the pairs work and nothing is set.
+    plain = derive(facts, evaluate(facts))
+    assert plain is not None
+    assert "NCCL_P2P_DISABLE" not in plain.env

@@ -4,7 +4,6 @@ found per pair (p2p.transfer), as verdicts."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,6 @@ from blackwell_doctor.rules.p2p import P2PVerdict
 from blackwell_doctor.rules.presets import judge_p2p
 from tests.conftest import FACTS_FIXTURES
 from tests.factsutil import Judged, judged, load, made_pair, replace, result, status
-from tests.rules.rulesutil import edited_checks
 
 # the Threadripper fixture has 4 GPUs: 6 pairs
 PAIRS = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
@@ -122,24 +120,33 @@ def test_pairs_missing_from_the_test_are_not_evaluated_never_a_pass() -> None:
 # ------------------------------------------------ a capture is judged by the reader's rules
 
 
-def test_a_capture_is_judged_again_after_the_p2p_threshold_changes(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_a_capture_is_judged_again_after_the_p2p_threshold_changes() -> None:
     """The captured 2x H200 pair (392 GB/s peer, 52 GB/s host-staged) works under the
-    shipped threshold; demand 10x the host path and the same capture is slower-than-host."""
+    shipped threshold; demand 10x the host path (rule data given to the engine) and the
+    same capture is slower-than-host."""
+    import msgspec
+
+    from blackwell_doctor.ruledata.rules import load_rule_data
+    from blackwell_doctor.rules.engine import Engine, registered_checks
+    from blackwell_doctor.rules.p2p import pair_verdict
+
     capture = (FACTS_FIXTURES / "h200x2-captured.json").read_bytes()
     assert result(decode_facts(capture), "p2p.transfer").status is Status.PASS
 
-    def demand_10x(text: str) -> str:
-        return text.replace("min_peer_vs_host = 1.0", "min_peer_vs_host = 10.0")
-
-    with edited_checks(monkeypatch, tmp_path, "thresholds.toml", demand_10x):
-        r = result(decode_facts(capture), "p2p.transfer")
-        assert r.status is Status.WARN
-        assert "GPU0-GPU1" in r.summary
-        assert "< 10x host-staged 52.1 GB/s" in str(r.evidence["GPU0-GPU1"])
-        [pair] = judged_pairs(capture)
-        assert pair.verdict == "slower-than-host"
+    shipped = load_rule_data()
+    demand_10x = msgspec.structs.replace(shipped.thresholds.p2p, min_peer_vs_host=10.0)
+    rules = msgspec.structs.replace(
+        shipped, thresholds=msgspec.structs.replace(shipped.thresholds, p2p=demand_10x)
+    )
+    facts = decode_facts(capture)
+    [r] = Engine(rules=rules, checks=registered_checks()).run(facts, select=["p2p.transfer"])
+    assert r.status is Status.WARN
+    assert "GPU0-GPU1" in r.summary
+    assert "< 10x host-staged 52.1 GB/s" in str(r.evidence["GPU0-GPU1"])
+    t = facts.p2p_transfers
+    assert isinstance(t, P2PProbeFacts)
+    [pair] = t.pairs
+    assert pair_verdict(pair, demand_10x).verdict == "slower-than-host"
     assert result(decode_facts(capture), "p2p.transfer").status is Status.PASS
 
 

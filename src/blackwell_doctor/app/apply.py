@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from blackwell_doctor.app.obtain import FactsRequest
     from blackwell_doctor.app.verify import VerifyRequest, VerifySettings, WriteFile
     from blackwell_doctor.apply.docker import PullEvent, Say
-    from blackwell_doctor.facts.document import Facts
+    from blackwell_doctor.facts.document import Facts, Unavailable
+    from blackwell_doctor.facts.model import ModelFacts
     from blackwell_doctor.recommend.launch import LaunchSpec
     from blackwell_doctor.recommend.options import LaunchRequest
     from blackwell_doctor.recommend.plan import LaunchOptions
@@ -96,7 +97,7 @@ def apply(
         )
     if request.launch.model_dir is None:
         raise UserError("apply needs --model-dir DIR (the model, mounted read-only)")
-    spec = launch_spec(
+    spec, model = launch_spec(
         request.facts,
         launch_options(request.launch, environ=environ, on_this_host=True),
         catalogue=request.catalogue,
@@ -113,6 +114,7 @@ def apply(
             say=say,
             write=write,
             pull_progress=pull_progress,
+            model=model,
         )
     if request.yes:
         return carry_out(
@@ -121,6 +123,7 @@ def apply(
             stop_timeout_s=request.stop_timeout_s,
             say=say,
             pull_progress=pull_progress,
+            model=model,
         )
     return plan(spec)
 
@@ -169,8 +172,9 @@ def launch_spec(
     facts_from_another_host: bool,
     environ: Mapping[str, str],
     stdin: BinaryIO,
-) -> LaunchSpec:
-    """The launch apply would run on this host, from the facts ``request`` asks for."""
+) -> tuple[LaunchSpec, ModelFacts | Unavailable | None]:
+    """The launch apply would run on this host, from the facts ``request`` asks for, and
+    the model directory's facts (the context the new container's log is judged in)."""
     from blackwell_doctor.app.advise import advise
 
     def vet(facts: Facts) -> None:
@@ -184,12 +188,13 @@ def launch_spec(
 
     from blackwell_doctor.recommend.launch import is_placeholder
 
-    spec = advise(request, options, catalogue=catalogue, environ=environ, stdin=stdin, vet=vet).spec
+    advice = advise(request, options, catalogue=catalogue, environ=environ, stdin=stdin, vet=vet)
+    spec = advice.spec
     if spec is None:
         raise UserError("these facts show no GPU: there is no runtime to launch")
     if is_placeholder(spec):  # recommend's MODEL_DIR placeholder: never a container
         raise UserError("apply needs --model-dir DIR (the model, mounted read-only)")
-    return spec
+    return spec, advice.facts.model
 
 
 def plan(spec: LaunchSpec) -> Outcome:
@@ -212,6 +217,7 @@ def carry_out(
     stop_timeout_s: int,
     say: Say,
     pull_progress: Callable[[], AbstractContextManager[PullEvent]] | None = None,
+    model: ModelFacts | Unavailable | None = None,
 ) -> Outcome:
     """``apply --yes``: pull, create, swap, start, wait for health, scan the log; on any
     failure or Ctrl-C the previous container is restored. ``pull_progress`` makes the
@@ -233,6 +239,7 @@ def carry_out(
                 stop_timeout_s=stop_timeout_s,
                 say=say,
                 on_pull_event=on_pull_event,
+                model=model,
             )
     except run.ApplyFailed as exc:
         say(f"{TOOL_NAME}: {exc.message}")
@@ -255,6 +262,7 @@ def carry_out_verified(
     say: Say,
     write: WriteFile,
     pull_progress: Callable[[], AbstractContextManager[PullEvent]] | None = None,
+    model: ModelFacts | Unavailable | None = None,
 ) -> Outcome:
     """``apply --verify --yes``: bench the running container, apply, measure the warm
     start, bench the new one, and keep the change only if the gate holds (else roll back:
@@ -279,6 +287,7 @@ def carry_out_verified(
             say=say,
             write=write,
             on_pull_event=on_pull_event,
+            model=model,
         )
     if settings.report_md is not None:
         write(verify.render(record, doc, where, markdown=True), settings.report_md)
@@ -296,6 +305,7 @@ def carry_out_verified(
 def rollback(name: str, *, yes: bool, stop_timeout_s: int, say: Say) -> Outcome:
     """``apply --rollback``: bring back ``<name>-previous``; without ``yes``, the plan."""
     from blackwell_doctor.apply import docker as run
+    from blackwell_doctor.ruledata.rules import load_rule_data
 
     if not yes:
         try:
@@ -307,7 +317,7 @@ def rollback(name: str, *, yes: bool, stop_timeout_s: int, say: Say) -> Outcome:
                 f"rollback plan (Docker engine not reachable: {exc}; what would happen):\n"
                 f"  1. stop {name} (if running) and rename it to {name}{run.ROLLED_BACK_SUFFIX}\n"
                 f"  2. rename {name}{run.PREVIOUS_SUFFIX} to {name} and start it\n"
-                "Nothing was changed. Run again with --yes to carry it out.\n",
+                f"{load_rule_data().word('apply', 'nothing_changed')}\n",
             )
     try:
         engine = run.connect()
@@ -317,7 +327,7 @@ def rollback(name: str, *, yes: bool, stop_timeout_s: int, say: Say) -> Outcome:
                 Ending.DONE,
                 "rollback plan:\n"
                 + "".join(f"  {n}. {s}\n" for n, s in enumerate(steps, 1))
-                + "Nothing was changed. Run again with --yes to carry it out.\n",
+                + f"{load_rule_data().word('apply', 'nothing_changed')}\n",
             )
         message = run.rollback(name, engine, say=say, stop_timeout_s=stop_timeout_s)
     except run.EngineUnavailable as exc:

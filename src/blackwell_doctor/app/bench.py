@@ -40,6 +40,7 @@ from blackwell_doctor.report.bench import (
     ShapeResult,
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics
+from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.ruledata.shapes import Shape
 
 # A prompt capped by max_model_len keeps this share of the room left by max_tokens free:
@@ -550,7 +551,7 @@ async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
             model = models[0]
             if listed > 1:
                 state.findings.append(
-                    f"the server serves {listed} models; measuring {model} (use --model)"
+                    load_rule_data().word("bench", "models_listed", listed=str(listed), model=model)
                 )
     tokenize = False
     metrics = False

@@ -31,11 +31,11 @@ import msgspec
 from blackwell_doctor.app import bench as runner
 from blackwell_doctor.collect.bench import client, prompts, soak_gpu
 from blackwell_doctor.collect.bench.server_metrics import Snapshot
-from blackwell_doctor.report import exitcodes
 from blackwell_doctor.report.bench import BenchRun, SoakInterval, SoakResult, Trend
 from blackwell_doctor.report.bench_metrics import stats_ms
 from blackwell_doctor.ruledata.shapes import Shape
-from blackwell_doctor.rules.soak_trend import GROWING, Series, SoakRules, judge
+from blackwell_doctor.rules import soak_trend as verdicts
+from blackwell_doctor.rules.soak_trend import Series, SoakRules
 
 # /metrics is read about this often (the interval is split into equal steps near it).
 POLL_S = 1.0
@@ -476,20 +476,12 @@ def _series(soak: SoakState, rules: SoakRules) -> list[tuple[Series, dict[str, f
 
 
 def per_trend_confidence(soak: SoakState, rules: SoakRules) -> float:
-    """Each fitted series' interval is taken at 1 - (1 - confidence) / m (Bonferroni, m the
-    series with enough intervals), so that the chance of calling any of them growing when
-    none is stays within 1 - confidence for the whole soak, not per series."""
-    fitted = [
-        s
-        for s, _ in _series(soak, rules)
-        if s.unavailable is None and len(s.values) >= rules.fit.min_intervals
-    ]
-    return 1.0 - (1.0 - rules.fit.confidence) / max(1, len(fitted))
+    """Each fitted series' confidence (the Bonferroni rule of rules.soak_trend)."""
+    return verdicts.per_trend_confidence(_series(soak, rules), rules.fit)
 
 
 def trends(soak: SoakState, rules: SoakRules) -> list[Trend]:
-    fit = msgspec.structs.replace(rules.fit, confidence=per_trend_confidence(soak, rules))
-    return [judge(series, fit, **limits) for series, limits in _series(soak, rules)]
+    return verdicts.trends(_series(soak, rules), rules.fit)
 
 
 def soak_result(soak: SoakState, rules: SoakRules, *, interrupted: bool) -> SoakResult:
@@ -504,7 +496,6 @@ def soak_result(soak: SoakState, rules: SoakRules, *, interrupted: bool) -> Soak
     soak.intervals.sort(key=lambda iv: iv.index)
     duration = max(0.0, soak.stopped - soak.t0) if soak.t0 else 0.0
     found = trends(soak, rules)
-    findings = [t.reason for t in found if t.verdict == GROWING]
     size = soak.size
     shape = soak.shape
     return SoakResult(
@@ -531,7 +522,7 @@ def soak_result(soak: SoakState, rules: SoakRules, *, interrupted: bool) -> Soak
         per_trend_confidence=per_trend_confidence(soak, rules),
         intervals=list(soak.intervals),
         trends=found,
-        findings=findings,
+        findings=verdicts.findings(found),
         notes=list(soak.notes),
     )
 
@@ -542,12 +533,7 @@ def build_document(
     """The run document of a soak: ``bench``'s, with the ``soak`` section and its verdict."""
     doc = runner.build_document(state, interrupted=interrupted)
     result = soak_result(soak, rules, interrupted=interrupted)
-    code = exitcodes.run(
-        interrupted=interrupted,
-        findings=bool(
-            doc.server.error is not None or result.errors or result.findings or not result.complete
-        ),
-    )
+    code = verdicts.exit_code(result, server_error=doc.server.error, interrupted=interrupted)
     return msgspec.structs.replace(
         doc,
         complete=doc.complete and result.complete,

@@ -28,6 +28,8 @@ from typing import Any
 import msgspec
 
 from blackwell_doctor import TOOL_NAME
+from blackwell_doctor.facts.document import Unavailable
+from blackwell_doctor.facts.model import ModelFacts
 from blackwell_doctor.recommend.launch import LaunchSpec, reachable_host
 from blackwell_doctor.report.bench import BenchRun, CompareDocument
 from blackwell_doctor.ruledata.shapes import Shape
@@ -366,6 +368,7 @@ def run_verified(
     say: Callable[[str], None],
     write: WriteFile,
     on_pull_event: Any = None,
+    model: ModelFacts | Unavailable | None = None,
 ) -> tuple[str, VerifyRecord, Path, CompareDocument | None]:
     """Baseline, apply, warm start, after-bench, gate; roll back when it fails.
 
@@ -541,6 +544,7 @@ def run_verified(
             say=say,
             on_pull_event=on_pull_event,
             verify=verify,
+            model=model,
         )
         ending = "kept"
     except run.ApplyFailed as exc:

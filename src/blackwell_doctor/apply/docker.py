@@ -24,10 +24,12 @@ from typing import Any
 from blackwell_doctor.apply.state import Change, diff, spec_mounts, spec_ports
 from blackwell_doctor.collect.logs.scan import collect_logs
 from blackwell_doctor.facts.document import Unavailable
+from blackwell_doctor.facts.model import ModelFacts
 from blackwell_doctor.facts.redact import redact_text
 from blackwell_doctor.recommend.launch import LABEL_MANAGED, LaunchSpec, reachable_host
 from blackwell_doctor.ruledata import validate
-from blackwell_doctor.rules.logs import judge_findings
+from blackwell_doctor.ruledata.rules import load_rule_data
+from blackwell_doctor.rules.apply import LogVerdict, judge_container_log, start_finding
 
 Say = Callable[[str], None]
 StepHook = Callable[[str], None]
@@ -39,11 +41,6 @@ PullEvent = Callable[[dict[str, Any]], None]
 PREVIOUS_SUFFIX = "-previous"
 NEXT_SUFFIX = "-next"
 ROLLED_BACK_SUFFIX = "-rolled-back"
-NVIDIA_RUNTIME_FINDING = "docker.nvidia_runtime"
-NVIDIA_RUNTIME_REMEDY = (
-    "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker"
-)
-_NO_GPU_DRIVER = "could not select device driver"
 
 
 class EngineUnavailable(Exception):
@@ -210,7 +207,7 @@ def render_plan(plan: Plan) -> str:
     out.append("  steps:")
     out += [f"    {n}. {s}" for n, s in enumerate(plan.steps, 1)]
     if not plan.up_to_date:
-        out.append("Nothing was changed. Run again with --yes to carry it out.")
+        out.append(load_rule_data().word("apply", "nothing_changed"))
     return "\n".join(out) + "\n"
 
 
@@ -349,15 +346,10 @@ class LogScanFailed(Exception):
     """The new container's log could not be scanned: verification did not happen."""
 
 
-@dataclass(frozen=True)
-class LogScan:
-    note: str
-    failures: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-def scan_container_log(data: bytes) -> LogScan:
-    """Fallback signatures in the new container's log (the same scanner as ``scan-logs``).
+def scan_container_log(data: bytes, model: ModelFacts | Unavailable | None = None) -> LogVerdict:
+    """The new container's log read (the same scanner as ``scan-logs``) and judged as
+    ``check --logs`` judges it, with ``model`` (``--model-dir``'s facts) beside it
+    (:func:`blackwell_doctor.rules.apply.judge_container_log`).
 
     Raises LogScanFailed when the log could not be scanned, in whole or in part: a scan
     that did not run verifies nothing, so apply fails and rolls back rather than report a
@@ -377,14 +369,7 @@ def scan_container_log(data: bytes) -> LogScan:
         raise LogScanFailed(
             "the new container's log could not be scanned in full (" + "; ".join(unread) + ")"
         )
-    findings = judge_findings(result)
-    fails = [f"{f.signature} x{f.count}: {f.excerpt}" for f in findings if f.severity == "fail"]
-    warns = [f"{f.signature} x{f.count}: {f.excerpt}" for f in findings if f.severity == "warn"]
-    return LogScan(
-        note=f"log scanned: {len(fails)} failure and {len(warns)} warning signature(s)",
-        failures=fails,
-        warnings=warns,
-    )
+    return judge_container_log(result, model)
 
 
 def _rollback(client: Any, spec: LaunchSpec, journal: _Journal, say: Say) -> list[str]:
@@ -428,8 +413,10 @@ def apply(
     on_pull_event: PullEvent | None = None,
     on_step: StepHook | None = None,
     verify: VerifyHook | None = None,
+    model: ModelFacts | Unavailable | None = None,
 ) -> str:
-    """Make ``spec.name`` run ``spec``; returns the success message.
+    """Make ``spec.name`` run ``spec``; returns the success message. ``model``: the model
+    directory's facts, the context the new container's log is judged in.
 
     Raises ApplyFailed (exit 5) or ApplyInterrupted (exit 130) after restoring the
     previous container. ``on_step`` is called with each step's name before it runs (tests
@@ -491,21 +478,19 @@ def apply(
         try:
             new.start()
         except APIError as exc:
-            if _NO_GPU_DRIVER in str(exc):
-                findings.append(
-                    f"{NVIDIA_RUNTIME_FINDING}: the Docker engine has no NVIDIA runtime "
-                    f"({_one_line(exc)}). Remedy: {NVIDIA_RUNTIME_REMEDY}"
-                )
+            finding = start_finding(str(exc), shown=_one_line(exc))
+            if finding is not None:
+                findings.append(finding)
             raise
         say(f"started {name}; waiting for health (up to {health_timeout_s:g} s)")
         enter("health")
         _wait_healthy(new, spec, health_timeout_s, on_step)
         enter("logs")
-        scan = scan_container_log(new.logs())
+        scan = scan_container_log(new.logs(), model)
         say(scan.note)
         for w in scan.warnings:
             say(f"log warning: {w}")
-        if scan.failures:
+        if scan.failed:
             findings += [f"log: {f}" for f in scan.failures]
             raise RuntimeError("the new container's log shows fallback/failure signatures")
         if verify is not None:

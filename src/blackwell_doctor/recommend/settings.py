@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from blackwell_doctor.facts.document import CpuFacts, Facts, P2PProbeFacts, PciFacts, Unavailable
+from blackwell_doctor.facts.document import CpuFacts, Facts, PciFacts, Unavailable
 from blackwell_doctor.report.check import Report
 from blackwell_doctor.report.results import Status
 from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.ruledata.validate import ValidationError
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.p2p import pair_verdict
+from blackwell_doctor.rules.p2p import judged_pairs
 from blackwell_doctor.rules.pci import iommu_passthrough_requested
 
 # Findings that say GPU peer-to-peer is broken or refused on this host.
@@ -117,15 +117,13 @@ def p2p_decision(facts: Facts, report: Report) -> P2PDecision | None:
     refusal in NVML does not stop a pair from copying correctly and fast). So when pairs were
     measured, only their verdicts decide and NVML's refusal alone never sets the variable.
     """
-    t = facts.p2p_transfers
-    pairs = t.pairs if isinstance(t, P2PProbeFacts) else []
-    # The verdicts are the p2p.transfer check's, from the measurements (never frozen ones).
-    verdicts = [(f"GPU{p.gpu_a}-GPU{p.gpu_b}", pair_verdict(p).verdict) for p in pairs]
+    # The verdicts are the p2p.transfer check's, as the report carries them.
+    verdicts = judged_pairs(report.results)
     measured = [(name, v) for name, v in verdicts if v in _MEASURED]
     if measured:
         broken = [name for name, v in measured if v == "granted-but-broken"]
         slower = [name for name, v in measured if v == "slower-than-host"]
-        unmeasured = len(pairs) - len(measured)
+        unmeasured = len(verdicts) - len(measured)
         tail = _p2p_note("untested", n=str(unmeasured)) if unmeasured else ""
         if broken:
             # Data wrong, a fault or a hang: correctness first, whatever the IOMMU mode.

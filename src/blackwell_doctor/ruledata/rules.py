@@ -176,6 +176,11 @@ class Distros(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     checks: dict[str, CheckSpec]
+    # [finding.<id>]: findings outside the check catalogue's checks (apply's, from the
+    # Docker engine's answers), worded as a check's remedy is.
+    findings: dict[str, RemedyText] = msgspec.field(default_factory=dict)
+    # [words.<command>.<key>]: what a command says beside its checks' results.
+    words: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
     actions: list[ActionSpec] = msgspec.field(default_factory=list)
     architectures: dict[tuple[int, int], Architecture]
     thresholds: Thresholds
@@ -184,11 +189,17 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     serving: ServingData
     distros: Distros
 
+    def word(self, command: str, key: str, **values: str) -> str:
+        """``[words.<command>] <key>`` with its ``{name}`` placeholders filled."""
+        return fill(self.words[command][key], values)
+
 
 class _CatalogueFile(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     check: list[CheckSpec]
     action: list[ActionSpec] = msgspec.field(default_factory=list)
     launch: LaunchWords
+    finding: dict[str, RemedyText] = msgspec.field(default_factory=dict)
+    words: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
 
 
 class _GpusFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -219,6 +230,8 @@ def load_rule_data() -> RuleData:
     archs = {a.cc_tuple: a for a in gpus.arch}
     return RuleData(
         checks=checks,
+        findings=catalogue.finding,
+        words=catalogue.words,
         actions=catalogue.action,
         architectures=archs,
         thresholds=thresholds,

@@ -6,13 +6,16 @@ report OK while transfers hang), so a pass here says only what the driver claims
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast, get_args
 
 from blackwell_doctor.facts.document import Facts, P2PTransfer, Unavailable
 from blackwell_doctor.report.results import (
     Evidence,
     Outcome,
+    Result,
     Status,
     not_evaluated,
     passed,
@@ -151,6 +154,24 @@ def pair_verdict(t: P2PTransfer, thresholds: P2PThresholds | None = None) -> Pai
             "slower-than-host", f"{arrow} peer copy {uni:.1f} GB/s < {control} {host:.1f} GB/s"
         )
     return PairVerdict("works")
+
+
+_PAIR = re.compile(r"GPU\d+-GPU\d+")
+
+
+def judged_pairs(results: Sequence[Result]) -> list[tuple[str, P2PVerdict]]:
+    """Each tested pair's verdict as ``p2p.transfer`` gave it in a report (its evidence, one
+    ``GPUa-GPUb: <verdict>: ...`` per pair, in the order measured): what readers of the
+    report (recommend) act on. Empty when the check judged no pair."""
+    out: list[tuple[str, P2PVerdict]] = []
+    for r in results:
+        if r.id != "p2p.transfer":
+            continue
+        for name, text in r.evidence.items():
+            verdict = text.split(":", 1)[0] if isinstance(text, str) else ""
+            if _PAIR.fullmatch(name) and verdict in get_args(P2PVerdict):
+                out.append((name, cast(P2PVerdict, verdict)))
+    return out
 
 
 @check("p2p.transfer")

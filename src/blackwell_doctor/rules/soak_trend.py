@@ -29,7 +29,9 @@ from typing import Annotated
 
 import msgspec
 
-from blackwell_doctor.report.bench import Trend
+from blackwell_doctor.report import exitcodes
+from blackwell_doctor.report.bench import SoakResult, Trend
+from blackwell_doctor.report.exitcodes import ExitCode
 from blackwell_doctor.ruledata.checkdata import load_shipped
 
 
@@ -260,4 +262,42 @@ def judge(
         growth_pct=growth_pct,
         verdict=verdict,
         reason=reason,
+    )
+
+
+# --------------------------------------------------------------------------- the soak's verdict
+
+# A series to judge and its thresholds (keyword arguments of :func:`judge`).
+Limits = dict[str, float]
+
+
+def per_trend_confidence(series: Sequence[tuple[Series, Limits]], rules: FitRules) -> float:
+    """Each fitted series' interval is taken at 1 - (1 - confidence) / m (Bonferroni, m the
+    series with enough intervals), so that the chance of calling any of them growing when
+    none is stays within 1 - confidence for the whole soak, not per series."""
+    fitted = [
+        s for s, _ in series if s.unavailable is None and len(s.values) >= rules.min_intervals
+    ]
+    return 1.0 - (1.0 - rules.confidence) / max(1, len(fitted))
+
+
+def trends(series: Sequence[tuple[Series, Limits]], rules: FitRules) -> list[Trend]:
+    """Every series judged, each at the soak's per-trend confidence."""
+    fit = msgspec.structs.replace(rules, confidence=per_trend_confidence(series, rules))
+    return [judge(s, fit, **limits) for s, limits in series]
+
+
+def findings(judged: Sequence[Trend]) -> list[str]:
+    """The soak's findings: every trend judged growing, in its own words."""
+    return [t.reason for t in judged if t.verdict == GROWING]
+
+
+def exit_code(result: SoakResult, *, server_error: str | None, interrupted: bool) -> ExitCode:
+    """The soak run's exit code: 130 when interrupted; 1 when the server failed, a request
+    failed, a trend grows or the soak did not run its course; else 0."""
+    return exitcodes.run(
+        interrupted=interrupted,
+        findings=bool(
+            server_error is not None or result.errors or result.findings or not result.complete
+        ),
     )

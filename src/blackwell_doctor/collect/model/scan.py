@@ -31,6 +31,7 @@ from blackwell_doctor.collect.model.header import (
     read_header,
 )
 from blackwell_doctor.facts.model import ArchFacts, ModelFacts, ModelProblem, ParamFacts, QuantFacts
+from blackwell_doctor.ruledata.rules import load_rule_data
 
 MAX_JSON_BYTES = 64 << 20  # config.json and index files; the largest real index is ~10 MB
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
@@ -234,9 +235,7 @@ def _symlink_problem(root_real: str, root: Path, name: str) -> ModelProblem | No
     return ModelProblem(
         kind="symlink",
         path=name,
-        detail=f"a symlink to {target}, outside the model directory: read here, but it "
-        "dangles in a container that mounts only the directory (mount the target's "
-        "directory too, or copy the files in)",
+        detail=load_rule_data().word("model", "symlink_outside", target=target),
     )
 
 
