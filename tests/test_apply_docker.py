@@ -20,7 +20,6 @@ import pytest
 
 from blackwell_doctor import cli
 from blackwell_doctor.apply import docker as ap
-from blackwell_doctor.cli.apply import register
 from blackwell_doctor.facts.document import Unavailable, decode_facts
 from blackwell_doctor.recommend.launch import LaunchSpec, build_launch
 from blackwell_doctor.recommend.settings import derive
@@ -49,13 +48,8 @@ confidence = "test"
 """
 
 
-def _main(args: list[str]) -> int:
-    if not any(
-        c.name == "apply" or getattr(c.callback, "__name__", "") == "apply"
-        for c in cli.app.registered_commands
-    ):
-        register(cli.app)
-    return cli.main(args)
+# Every command is registered when blackwell_doctor.cli is imported.
+_main = cli.main
 
 
 def _free_port() -> int:

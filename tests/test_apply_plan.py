@@ -15,7 +15,6 @@ import pytest
 from blackwell_doctor import cli
 from blackwell_doctor.app import obtain
 from blackwell_doctor.apply import docker as ap
-from blackwell_doctor.cli.apply import register
 from blackwell_doctor.facts.document import Unavailable
 from tests.conftest import FACTS_FIXTURES
 
@@ -26,13 +25,8 @@ FACTS = FACTS_FIXTURES / "sm120-driver580.json"  # hostname redacted
 OTHER = "--facts-from-another-host"
 
 
-def _main(args: list[str]) -> int:
-    if not any(
-        c.name == "apply" or getattr(c.callback, "__name__", "") == "apply"
-        for c in cli.app.registered_commands
-    ):
-        register(cli.app)
-    return cli.main(args)
+# Every command is registered when blackwell_doctor.cli is imported.
+_main = cli.main
 
 
 @pytest.fixture

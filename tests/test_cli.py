@@ -13,16 +13,11 @@ from hypothesis import strategies as st
 
 from blackwell_doctor.cli import main
 from blackwell_doctor.facts.document import SCHEMA_VERSION
+from tests.cli import run
 from tests.conftest import FACTS_FIXTURES
 
 TR = str(FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json")
 NO_GPU = str(FACTS_FIXTURES / "no-gpu.json")
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_warnings_pass_the_default_gate(capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from blackwell_doctor.cli import main
 from blackwell_doctor.facts.document import decode_facts
 from blackwell_doctor.recommend.launch import docker_run_argv
 from blackwell_doctor.recommend.plan import LaunchOptions, build_recommendation
@@ -21,17 +20,12 @@ from blackwell_doctor.render.formats import RecommendFormat
 from blackwell_doctor.render.recommend import render_recommendation
 from blackwell_doctor.ruledata.runtimes import load_catalogue
 from blackwell_doctor.rules.evaluate import evaluate
+from tests.cli import run
 from tests.conftest import FACTS_FIXTURES, FIXTURES, REPO, gpu_unusable_reason
 
 B200 = str(FACTS_FIXTURES / "b200-x8.json")
 RTXPRO = FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json"
 NO_ENGINE = "unix:///nonexistent/blackwell-doctor-test/docker.sock"
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def cli(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:

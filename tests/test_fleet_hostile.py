@@ -14,8 +14,8 @@ import pytest
 from markdown_it import MarkdownIt
 from prometheus_client.parser import text_string_to_metric_families
 
-from blackwell_doctor.cli import main
 from blackwell_doctor.facts.document import encode_facts
+from tests.cli import run
 from tests.conftest import FACTS_FIXTURES
 from tests.factsutil import load, replace
 
@@ -23,12 +23,6 @@ FORMATS = ["rich", "markdown", "json", "prometheus"]
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 C0 = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
 B200 = str(FACTS_FIXTURES / "b200-x8.json")
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def node(directory: Path, file: bytes, hostname: str, *, redacted: bool) -> None:

@@ -13,18 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.cli import main
+from tests.cli import run
 from tests.conftest import FACTS_FIXTURES, FIXTURES, REPO
 
 B200 = str(FACTS_FIXTURES / "b200-x8.json")
 ESCAPED_LOG = (FIXTURES / "logs" / "flashinfer-2077-tma-escaped.log").read_bytes()
 UNDECODABLE = os.fsdecode(b"\xff\xfe")  # what Python makes of them: lone surrogates
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def cli(

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from blackwell_doctor.cli import main
 from blackwell_doctor.facts.document import MAX_GPUS, FactsError, decode_facts
 from blackwell_doctor.ruledata.checkdata import CatalogueError
 from blackwell_doctor.ruledata.runtimes import load_catalogue, parse_catalogue
 from blackwell_doctor.rules.evaluate import evaluate
+from tests.cli import run
 from tests.conftest import FACTS_FIXTURES, REPO
 
 B200 = json.loads((FACTS_FIXTURES / "b200-x8.json").read_text())
@@ -55,11 +55,6 @@ def with_gpus(n: int, *, pairs: bool) -> dict[str, Any]:
     return doc
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    code = main(args)
-    return code, capsys.readouterr().err
-
-
 # --------------------------------------------------------------------------- counts
 
 
@@ -70,7 +65,7 @@ def test_six_thousand_gpus_are_refused_with_a_clear_error(
     path.write_text(json.dumps(with_gpus(6000, pairs=False)))
     tracemalloc.start()
     try:
-        code, err = run(["check", "--facts", str(path), "-f", "json"], capsys)
+        code, _, err = run(["check", "--facts", str(path), "-f", "json"], capsys)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -179,7 +174,7 @@ def test_a_deeply_nested_catalogue_is_a_usage_error(
     path.write_text("x = " + "[" * depth + "]" * depth + "\n")
     with pytest.raises(CatalogueError, match="nested too deeply"):
         parse_catalogue(path.read_text(), source=str(path))
-    code, err = run(
+    code, _, err = run(
         ["recommend", "--facts", str(FACTS_FIXTURES / "b200-x8.json"), "--catalogue", str(path)],
         capsys,
     )

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.cli import main
 from blackwell_doctor.collect import inputfile
 from blackwell_doctor.collect.inputfile import InputError, InputKind, read_input
+from tests.cli import run
 from tests.conftest import FACTS_FIXTURES, FIXTURES, REPO
 
 B200 = str(FACTS_FIXTURES / "b200-x8.json")
@@ -66,12 +66,6 @@ def pipe(total: int, chunk: bytes = b"\0" * (1 << 16)) -> Iterator[Writer]:
         yield writer
     finally:
         writer.close()
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --------------------------------------------------------------------------- the reader

@@ -1,5 +1,5 @@
-"""scan-logs: formats, exit codes, source errors. The command is registered on a fresh app
-here (the CLI registers it on the real one) and run through the same error boundary."""
+"""scan-logs: formats, exit codes, source errors, run through the real CLI and its error
+boundary (tests/cli.py)."""
 
 from __future__ import annotations
 
@@ -7,36 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
 
-from blackwell_doctor.cli import UserError
-from blackwell_doctor.cli.scan_logs import register
+from tests.cli import run
 from tests.conftest import FIXTURES
 
 LOGS = FIXTURES / "logs"
 ESCAPED = LOGS / "flashinfer-2077-tma-escaped.log"
 HEALTHY = LOGS / "vllm-31085-healthy-sm120-startup.log"
 MARLIN = LOGS / "composed-vllm-marlin-auto.log"
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    app = typer.Typer()
-    register(app)
-
-    @app.callback()
-    def _root() -> None:
-        """Group, so that the command is invoked by its name."""
-
-    command = typer.main.get_command(app)
-    try:
-        code = command.main(args=args, prog_name="blackwell-doctor", standalone_mode=False)
-    except typer.Exit as exc:
-        code = exc.exit_code
-    except UserError as exc:
-        print(f"error: {exc}")
-        code = 2
-    out = capsys.readouterr()
-    return int(code or 0), out.out, out.err
 
 
 def test_json_document(capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,9 +93,13 @@ def test_nothing_readable_exits_2_with_the_document(
 
 
 def test_no_input_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["scan-logs"], capsys)
+    code, out, err = run(["scan-logs"], capsys)
     assert code == 2
-    assert "needs a PATH" in out
+    # The error boundary's one line, on standard error (the test's own boundary, before
+    # tests/cli.py, printed it to standard output).
+    assert out == ""
+    assert err.startswith("blackwell-doctor: error: ")
+    assert "needs a PATH" in err
 
 
 def test_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,20 +10,14 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from blackwell_doctor.cli import main
 from blackwell_doctor.ruledata.resources import schema_text
+from tests.cli import run
 from tests.conftest import FACTS_FIXTURES
 from tests.modeldirs import expected_parameters, make_model
 
 TR = str(FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json")
 NO_GPU = str(FACTS_FIXTURES / "no-gpu.json")
 MODELS = Path(__file__).parent / "fixtures" / "models"
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_json_contract_on_a_real_checkpoint(

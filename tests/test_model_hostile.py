@@ -12,18 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.cli import main
 from blackwell_doctor.collect.model.scan import read_model_dir
+from tests.cli import run
 from tests.conftest import FACTS_FIXTURES
 from tests.modeldirs import base_config, make_model
 
 TR = str(FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json")
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def raw_shard(path: Path, header: bytes, data_bytes: int) -> None:

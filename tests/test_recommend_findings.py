@@ -13,7 +13,6 @@ import pytest
 from markdown_it import MarkdownIt
 
 from blackwell_doctor import cli
-from blackwell_doctor.cli.recommend import register
 from blackwell_doctor.facts.document import (
     Facts,
     LogFacts,
@@ -51,13 +50,8 @@ LOG_CHECKS = (
 )
 
 
-def _main(args: list[str]) -> int:
-    if not any(
-        c.name == "recommend" or getattr(c.callback, "__name__", "") == "recommend"
-        for c in cli.app.registered_commands
-    ):
-        register(cli.app)
-    return cli.main(args)
+# Every command is registered when blackwell_doctor.cli is imported.
+_main = cli.main
 
 
 def _facts(path: Path = RTXPRO) -> Facts:

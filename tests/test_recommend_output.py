@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from blackwell_doctor import cli
-from blackwell_doctor.cli.recommend import register
 from blackwell_doctor.facts.document import decode_facts
 from blackwell_doctor.recommend.launch import docker_run_argv
 from blackwell_doctor.recommend.plan import LaunchOptions, build_recommendation
@@ -25,13 +24,8 @@ SM120 = FACTS_FIXTURES / "sm120-driver580.json"
 SECRET = "hf_abcdefghijklmnopqrstuvwxyz0123"
 
 
-def _main(args: list[str]) -> int:
-    if not any(
-        c.name == "recommend" or getattr(c.callback, "__name__", "") == "recommend"
-        for c in cli.app.registered_commands
-    ):
-        register(cli.app)
-    return cli.main(args)
+# Every command is registered when blackwell_doctor.cli is imported.
+_main = cli.main
 
 
 def _build(fixture: Path, model_dir: str | None, **kw: object):  # type: ignore[no-untyped-def]

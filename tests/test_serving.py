@@ -16,7 +16,6 @@ import jsonschema
 import msgspec
 import pytest
 
-from blackwell_doctor.cli import main
 from blackwell_doctor.facts.bench import BenchFacts
 from blackwell_doctor.facts.document import SCHEMA_VERSION, Facts, decode_facts
 from blackwell_doctor.recommend.plan import LaunchOptions, Recommendation, build_recommendation
@@ -26,6 +25,7 @@ from blackwell_doctor.report.results import Result, Status
 from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.ruledata.runtimes import load_catalogue
 from blackwell_doctor.rules.evaluate import evaluate
+from tests.cli import run
 from tests.conftest import FACTS_FIXTURES, FIXTURES, GOLDEN, REPO
 from tests.rules.rulesutil import edited_checks
 
@@ -271,12 +271,6 @@ def test_an_unreachable_server_fails_with_the_url() -> None:
 
 
 # --------------------------------------------------------------------------- the CLI
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_collect_stores_the_run_and_check_facts_replays_it(
