@@ -11,7 +11,8 @@ import pytest
 
 from blackwell_doctor.collect.model.scan import read_model_dir
 from blackwell_doctor.facts.document import decode_facts
-from blackwell_doctor.rules.fit import GIB, fit, gpu_pool, load_fit_data
+from blackwell_doctor.ruledata.fit import load_fit_data
+from blackwell_doctor.rules.fit import GIB, fit, gpu_pool
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
 HOSTS = Path(__file__).parent / "fixtures" / "facts"

@@ -42,8 +42,7 @@ ALLOWED = {
     ("render/recommend.py", "*"): "the document formats' own chrome (headings, shell and "
     "compose comments), not a check's or an action's words",
     ("render/nfd.py", "render_nfd"): "the NFD file's header comment (which command writes it)",
-    ("render/model.py", "_text"): "'see the problems below': a pointer to the section "
-    "that follows",
+    ("render/model.py", "_text"): "'see the problems below': a pointer to the section that follows",
     ("apply/docker.py", "make_plan"): "the plan's steps: what apply itself will do, not "
     "what the user should",
     ("apply/slurm.py", "node_name_problem"): "a usage error's words (the caller raises them, "

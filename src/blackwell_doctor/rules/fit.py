@@ -18,12 +18,8 @@ the data file, less what the OS keeps.
 
 from __future__ import annotations
 
-import functools
 import math
-import tomllib
 from dataclasses import dataclass
-
-import msgspec
 
 from blackwell_doctor.facts.document import Facts, NvmlFacts
 from blackwell_doctor.facts.model import ModelFacts
@@ -31,54 +27,8 @@ from blackwell_doctor.facts.model import ModelFacts
 # The fit's verdicts are parts of the model document (report/): defined there, used here.
 from blackwell_doctor.report.model import FitEntry as FitEntry
 from blackwell_doctor.report.model import FitResult as FitResult
-from blackwell_doctor.ruledata.resources import data_dir
-
-GIB = 1 << 30
-
-
-class FitDataError(Exception):
-    """checks/model_fit.toml is malformed (a packaging or editing bug)."""
-
-
-class _Fit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    gpu_memory_utilization: float
-    min_context_tokens: int
-    default_kv_bytes: int
-    source: str
-
-
-class _Overhead(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    non_torch_gib: float
-    activation_peak_gib: float
-    cuda_graphs_gib: float
-    source: str
-
-    @property
-    def bytes(self) -> int:
-        return int((self.non_torch_gib + self.activation_peak_gib + self.cuda_graphs_gib) * GIB)
-
-
-class _Unified(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    match: str
-    memory_bytes: int
-    os_reserve_gib: float
-    source: str
-
-
-class FitData(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    schema_version: int
-    fit: _Fit
-    overhead: _Overhead
-    unified: list[_Unified] = msgspec.field(default_factory=list)
-
-
-@functools.cache
-def load_fit_data() -> FitData:
-    text = (data_dir("checks") / "model_fit.toml").read_text(encoding="utf-8")
-    try:
-        return msgspec.convert(tomllib.loads(text), FitData)
-    except (tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
-        raise FitDataError(f"checks/model_fit.toml: {exc}") from None
+from blackwell_doctor.ruledata.fit import GIB as GIB
+from blackwell_doctor.ruledata.fit import FitData, load_fit_data
 
 
 @dataclass(frozen=True)
