@@ -36,8 +36,10 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
     # Dense (non-MoE) block-scaled GEMM initialisation failures.
     "vllm-24377-fp4-gemm-init.log": {"gemm.block_scaled_init_failed": ("fail", 1, 1)},
     "flashinfer-3568-mxfp8-gemm-init.log": {"gemm.block_scaled_init_failed": ("fail", 1, 1)},
+    # The title, the ValueError vLLM raises when the backend was asked for: the last
+    # line of the log, so the server did not start (rule log-end makes the warning fail).
     "vllm-33416-moe-backend-unsupported-device.log": {
-        "vllm.moe_backend_unsupported_device": ("warn", 1, 1)
+        "vllm.moe_backend_unsupported_device": ("fail", 1, 1)
     },
     "composed-flashinfer-b12x-cuda12.log": {"moe.b12x_needs_cuda13": ("fail", 1, 1)},
     # SGLang's and TensorRT-LLM's words for events the catalogue first knew in vLLM's.
@@ -138,13 +140,17 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
         "vllm.cutlass_scaled_mm_unsupported_arch": ("fail", 1, 2)
     },
     "composed-lmdeploy-3410-ptxas-sm120.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 1)},
-    # An error-level record: a warning, and info once the engine is seen serving after it.
-    "composed-vllm-error-record.log": {"runtime.unrecognised_error": ("warn", 1, 2)},
+    # An error-level record: fail as the log's last record (the process died or the log was
+    # cut there: rule log-end), a warning with the engine's records after it, and info once
+    # the engine is seen serving after it.
+    "composed-vllm-error-record.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 2)},
+    "composed-vllm-error-then-loading.log": {"runtime.unrecognised_error": ("warn", 1, 2)},
     "composed-vllm-error-then-serving.log": {"runtime.unrecognised_error": ("info", 1, 2)},
 }
 # Recognised, never a finding on an NVIDIA host (rule not-nvidia), or never a finding at all
-# (rule liveness: it only tells the rules that the engine served after an error).
-NOT_NVIDIA = {"rccl.iommu_pt_missing", "runtime.engine_ready"}
+# (rule liveness: it only tells the rules that the engine served after an error; rule
+# log-end: that the log ends in an error, so what was seen there last is fail).
+NOT_NVIDIA = {"rccl.iommu_pt_missing", "runtime.engine_ready", "runtime.log_ends_in_error"}
 
 
 def scan(*paths: Path) -> list[JudgedFinding]:
@@ -282,6 +288,8 @@ def test_wrapping_does_not_depend_on_chunking(size: int) -> None:
         ("autotuner.tactic_skipped", 1, 1, ("autotuner-line",)),
         ("moe.tma_ws_init_failed", 7, 1, ("autotuner-record",)),
         ("moe.tma_ws_init_failed", 8, 1, ()),
+        # The log ends in that error record (rule log-end), whatever the chunking.
+        ("runtime.log_ends_in_error", 8, 1, ()),
     }
 
 
