@@ -140,6 +140,11 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
         "vllm.cutlass_scaled_mm_unsupported_arch": ("fail", 1, 2)
     },
     "composed-lmdeploy-3410-ptxas-sm120.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 1)},
+    # FP8/FP4 GEMM start-up failures written from FlashInfer's and TensorRT-LLM's source.
+    "ktransformers-1889-fp8-groupwise-backend-sm120.log": {
+        "flashinfer.backend_unsupported_capability": ("fail", 1, 1)
+    },
+    "composed-trtllm-fp8-rowwise-smem-sm120.log": {"gemm.fp8_init_failed": ("fail", 1, 2)},
     # An error-level record: fail as the log's last record (the process died or the log was
     # cut there: rule log-end), a warning with the engine's records after it, and info once
     # the engine is seen serving after it.
