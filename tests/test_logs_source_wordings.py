@@ -140,6 +140,20 @@ WORDINGS: list[tuple[str, str, str, str]] = [
         'required_driver="570 or newer"',
         "ollama/ollama discover/cuda_compat.go@fb30760996871 (slog.Warn)",
     ),
+    (
+        "ollama.cuda_driver_unusable", "warn",
+        "time=2025-05-30T22:17:28.371+08:00 level=INFO source=gpu.go:602 msg=\"no nvidia devices "
+        'detected by library /usr/lib/x86_64-linux-gnu/libcuda.so.570.133.07"',
+        "ollama/ollama discover/gpu.go@5f57b0ef4268 (v0.9.0, loadNVCUDAMgmt, slog.Info)",
+    ),
+    (
+        "ollama.cuda_driver_unusable", "warn",
+        "time=2024-09-17T15:04:08.215Z level=WARN source=gpu.go:556 msg=\"version mismatch between "
+        'driver and cuda driver library - reboot or upgrade may be required" '
+        "library=/usr/lib/x86_64-linux-gnu/libcuda.so.550.107.02 error=\"cuda driver library init "
+        'failure: 803"',
+        "ollama/ollama gpu/gpu.go@06d4fba851b9 (v0.3.10, LoadNVCUDAMgmt, slog.Warn)",
+    ),
     # vLLM's CUTLASS W8A8 (FP8) GEMM entry points, raised as NotImplementedError
     # FlashInfer's and TensorRT-LLM's dense FP4 / MXFP8 / FP8 GEMM runners (RuntimeError from
     # std::runtime_error), and FlashInfer's backend requirement (BackendSupportedError)
