@@ -7,7 +7,10 @@ A marker that shows Marlin was asked for makes the Marlin warning info; ``warn_a
 info signature seen that often into a warning; signatures only AMD's RCCL prints are no
 finding here (REFERENCE.md §0.3); a signature with the ``autotuner-wrapped`` rule seen on an
 autotuner Skipping line or inside its record (the hit's context markers) is a tactic the
-autotuner skipped, counted under ``autotuner.tactic_skipped``, not a finding of its own.
+autotuner skipped, counted under ``autotuner.tactic_skipped``, not a finding of its own; a
+finding seen last inside the error run a source ends with (``runtime.log_ends_in_error``,
+rule log-end: the process died or the log was cut there) is ``fail``, an unrecognised
+error-level record then reading as an unrecognised fatal error.
 Each check looks only at the findings whose signature names it; ``scan-logs`` reports the
 same judged findings.
 """
@@ -95,8 +98,6 @@ def judge_findings(
                 continue
             if entry.rule in GENERIC_RULES and alive.get(f.path, 0) > f.last_line:
                 severity = "info"  # the engine served after its last error: survived
-            if f.path in ends and f.last_line >= ends[f.path]:
-                severity = "fail"  # seen last where the log ends in an error: not survived
             if entry.rule == "marlin-requested" and (
                 w4a16_checkpoint or markers.get(f.path, set()) & MARLIN_MARKERS
             ):
@@ -104,6 +105,8 @@ def judge_findings(
             often = entry.warn_at is not None and f.count >= entry.warn_at
             if often and SEVERITY_RANK[severity] < SEVERITY_RANK["warn"]:
                 severity = "warn"
+            if f.path in ends and f.last_line >= ends[f.path]:
+                severity = "fail"  # seen last where the log ends in an error: not survived
         seen = msgspec.structs.asdict(f)
         del seen["context"]
         out.append(JudgedFinding(**seen, severity=severity, check=entry.check))
