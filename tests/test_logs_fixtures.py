@@ -36,8 +36,10 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
     # Dense (non-MoE) block-scaled GEMM initialisation failures.
     "vllm-24377-fp4-gemm-init.log": {"gemm.block_scaled_init_failed": ("fail", 1, 1)},
     "flashinfer-3568-mxfp8-gemm-init.log": {"gemm.block_scaled_init_failed": ("fail", 1, 1)},
+    # The issue's title, the ValueError vLLM raises when the backend was asked for: the last
+    # line of the log, so the server did not start (rule log-end makes the warning fail).
     "vllm-33416-moe-backend-unsupported-device.log": {
-        "vllm.moe_backend_unsupported_device": ("warn", 1, 1)
+        "vllm.moe_backend_unsupported_device": ("fail", 1, 1)
     },
     "composed-flashinfer-b12x-cuda12.log": {"moe.b12x_needs_cuda13": ("fail", 1, 1)},
     # SGLang's and TensorRT-LLM's words for events the catalogue first knew in vLLM's.
@@ -134,17 +136,32 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
     "vllm-10453-healthy-nccl-found.log": {},
     "composed-ollama-11418-runner-terminated.log": {"runtime.engine_died": ("fail", 1, 3)},
     "rocmlibs-gfx1103-31-no-compatible-gpus.log": {"ollama.gpu_not_used": ("warn", 1, 6)},
+    "composed-ollama-no-nvidia-devices-by-library.log": {
+        "ollama.cuda_driver_unusable": ("warn", 1, 3),
+        "ollama.gpu_not_used": ("warn", 1, 4),
+    },
     "composed-vllm-32109-cutlass-scaled-mm-sm120.log": {
         "vllm.cutlass_scaled_mm_unsupported_arch": ("fail", 1, 2)
     },
-    "composed-lmdeploy-3410-ptxas-sm120.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 1)},
-    # An error-level record: a warning, and info once the engine is seen serving after it.
-    "composed-vllm-error-record.log": {"runtime.unrecognised_error": ("warn", 1, 2)},
+    # ptxas too old for sm_120 inside LMDeploy's error record: the ptxas family (before that
+    # entry: an unrecognised fatal error).
+    "composed-lmdeploy-3410-ptxas-sm120.log": {"ptxas.arch_unsupported": ("fail", 1, 1)},
+    # FP8/FP4 GEMM start-up failures written from FlashInfer's and TensorRT-LLM's source.
+    "ktransformers-1889-fp8-groupwise-backend-sm120.log": {
+        "flashinfer.backend_unsupported_capability": ("fail", 1, 1)
+    },
+    "composed-trtllm-fp8-rowwise-smem-sm120.log": {"gemm.fp8_init_failed": ("fail", 1, 2)},
+    # An error-level record: fail as the log's last record (the process died or the log was
+    # cut there: rule log-end), a warning with the engine's records after it, and info once
+    # the engine is seen serving after it.
+    "composed-vllm-error-record.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 2)},
+    "composed-vllm-error-then-loading.log": {"runtime.unrecognised_error": ("warn", 1, 2)},
     "composed-vllm-error-then-serving.log": {"runtime.unrecognised_error": ("info", 1, 2)},
 }
 # Recognised, never a finding on an NVIDIA host (rule not-nvidia), or never a finding at all
-# (rule liveness: it only tells the rules that the engine served after an error).
-NOT_NVIDIA = {"rccl.iommu_pt_missing", "runtime.engine_ready"}
+# (rule liveness: it only tells the rules that the engine served after an error; rule
+# log-end: that the log ends in an error, so what was seen there last is fail).
+NOT_NVIDIA = {"rccl.iommu_pt_missing", "runtime.engine_ready", "runtime.log_ends_in_error"}
 
 
 def scan(*paths: Path) -> list[JudgedFinding]:
@@ -282,6 +299,8 @@ def test_wrapping_does_not_depend_on_chunking(size: int) -> None:
         ("autotuner.tactic_skipped", 1, 1, ("autotuner-line",)),
         ("moe.tma_ws_init_failed", 7, 1, ("autotuner-record",)),
         ("moe.tma_ws_init_failed", 8, 1, ()),
+        # The log ends in that error record (rule log-end), whatever the chunking.
+        ("runtime.log_ends_in_error", 8, 1, ()),
     }
 
 
@@ -549,3 +568,38 @@ def test_crashes_of_every_runtime_are_fatal(tmp_path: Path, line: str) -> None:
     assert {f.signature: f.severity for f in scan(log)} == {
         "runtime.unrecognised_fatal_error": "fail"
     }
+
+
+# ------------------------------------------- the families of the held-out misses (issue 22)
+# Other wordings of the three families the held-out set first missed (its files are not used
+# here: tests/fixtures/logs-heldout/README.md says what changed after the first measurement).
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        # ptxas refusing a feature or an instruction for the target, or a target it does not know
+        (["ptxas /tmp/tmpxft_0001_00000000-6_fp4.compute_120.ptx, line 88; error   : Instruction "
+          "'tcgen05.mma' not supported on .target 'sm_120'"], {"ptxas.arch_unsupported": "fail"}),
+        (["  ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'"],
+         {"ptxas.arch_unsupported": "fail"}),
+        (["[ 40%] Building CUDA object CMakeFiles/k.dir/k.cu.o",
+          "ptxas /tmp/k.ptx, line 7; error   : Feature '.kind::f8f6f4' not supported on .target "
+          "'sm_120'", "make[2]: *** [CMakeFiles/k.dir/build.make:76: k.cu.o] Error 255"],
+         {"ptxas.arch_unsupported": "fail"}),
+        # A program's own bracketed level tag: an error-level record, fatal as the last record
+        (["[INFO] Detected 2 CUDA-capable device(s)",
+          "[ERROR] cudaGetDeviceProperties failed: invalid device ordinal"],
+         {"runtime.unrecognised_fatal_error": "fail"}),
+        (["[INFO] Detected 2 CUDA-capable device(s)", "[ERR] peer copy 0->1 failed, retrying",
+          "[INFO] peer copy 0->1: 24.1 GB/s"], {"runtime.unrecognised_error": "warn"}),
+        # Prose that mentions the tag is not a record.
+        (["The [ERROR] lines above are from the old run"], {}),
+    ],
+)  # fmt: skip
+def test_other_wordings_of_the_heldout_families(
+    tmp_path: Path, lines: list[str], expected: dict[str, str]
+) -> None:
+    log = tmp_path / "family.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    assert {f.signature: f.severity for f in scan(log)} == expected

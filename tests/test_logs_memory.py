@@ -26,7 +26,8 @@ def scan_peak(path: Path) -> tuple[int, list[str]]:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    return peak, [f.signature for f in facts.findings]
+    # The log-end rule's record (a source that ends in an error line) is not counted here.
+    return peak, [f.signature for f in facts.findings if f.signature != "runtime.log_ends_in_error"]
 
 
 def docker_lines(text: str) -> bytes:

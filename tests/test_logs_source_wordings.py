@@ -140,7 +140,86 @@ WORDINGS: list[tuple[str, str, str, str]] = [
         'required_driver="570 or newer"',
         "ollama/ollama discover/cuda_compat.go@fb30760996871 (slog.Warn)",
     ),
+    (
+        "ollama.cuda_driver_unusable", "warn",
+        "time=2025-05-30T22:17:28.371+08:00 level=INFO source=gpu.go:602 msg=\"no nvidia devices "
+        'detected by library /usr/lib/x86_64-linux-gnu/libcuda.so.570.133.07"',
+        "ollama/ollama discover/gpu.go@5f57b0ef4268 (v0.9.0, loadNVCUDAMgmt, slog.Info)",
+    ),
+    (
+        "ollama.cuda_driver_unusable", "warn",
+        "time=2024-09-17T15:04:08.215Z level=WARN source=gpu.go:556 msg=\"version mismatch between "
+        'driver and cuda driver library - reboot or upgrade may be required" '
+        "library=/usr/lib/x86_64-linux-gnu/libcuda.so.550.107.02 error=\"cuda driver library init "
+        'failure: 803"',
+        "ollama/ollama gpu/gpu.go@06d4fba851b9 (v0.3.10, LoadNVCUDAMgmt, slog.Warn)",
+    ),
     # vLLM's CUTLASS W8A8 (FP8) GEMM entry points, raised as NotImplementedError
+    # FlashInfer's and TensorRT-LLM's dense FP4 / MXFP8 / FP8 GEMM runners (RuntimeError from
+    # std::runtime_error), and FlashInfer's backend requirement (BackendSupportedError)
+    (
+        "gemm.block_scaled_init_failed", "fail",
+        "(EngineCore_DP0 pid=312) RuntimeError: [FP4 gemm Runner StreamK] FP4 Gemm cutlass kernel "
+        "will fail for params. Error: Error Internal",
+        "flashinfer-ai/flashinfer include/flashinfer/gemm/fp4_gemm_template_sm120.h@fb28d7242b35 "
+        "(runGemm, scheduler_name \" StreamK\")",
+    ),
+    (
+        "gemm.block_scaled_init_failed", "fail",
+        "RuntimeError: [MXFP8 SM120 gemm Runner] Failed to run cutlass MXFP8 gemm on sm120. Error: "
+        "Error Internal",
+        "flashinfer-ai/flashinfer include/flashinfer/gemm/mxfp8_gemm_template_sm120.h@fb28d7242b35",
+    ),
+    (
+        "gemm.block_scaled_init_failed", "fail",
+        "RuntimeError: [TensorRT LLM Error][FP4 gemm Runner] SMEM size exceeds maximum allowed. "
+        "Required 110592, got 101376",
+        "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/kernels/cutlass_kernels/fp4_gemm/"
+        "nvfp4_nvfp4_gemm_template_sm120.h@0e8c4b0acc60",
+    ),
+    (
+        "gemm.fp8_init_failed", "fail",
+        "[rank0]: RuntimeError: [Fp8 Gemm Runner] cutlass kernel not implemented given the params",
+        "flashinfer-ai/flashinfer include/flashinfer/gemm/fp8_gemm_template_sm100.h@fb28d7242b35",
+    ),
+    (
+        "gemm.fp8_init_failed", "fail",
+        "RuntimeError: [Fp8 Gemm Runner] failed to initialize",
+        "flashinfer-ai/flashinfer include/flashinfer/gemm/fp8_gemm_template_sm100.h@fb28d7242b35",
+    ),
+    (
+        "gemm.fp8_init_failed", "fail",
+        "RuntimeError: [TensorRT-LLM Error][fp8RowwiseGemm Runner] Failed to initialize. Error: "
+        "Error Internal",
+        "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/kernels/cutlass_kernels/fp8_rowwise_gemm/"
+        "fp8_rowwise_gemm_template.h@0193dbd41892 (typedFp8RowwiseGemmKernelLauncher)",
+    ),
+    (
+        "gemm.fp8_init_failed", "fail",
+        "RuntimeError: [TensorRT-LLM Error][fp8RowwiseGemm Runner] fp8RowwiseGemm cutlass kernel "
+        "not implemented given the params. Error: Error Internal",
+        "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/kernels/cutlass_kernels/fp8_rowwise_gemm/"
+        "fp8_rowwise_gemm_template.h@0193dbd41892 (can_implement)",
+    ),
+    (
+        "trtllm.unsupported_architecture", "fail",
+        "RuntimeError: [TensorRT-LLM Error][CutlassFp8RowwiseGemmRunner][GEMM Dispatch] Arch "
+        "unsupported for CUTLASS Fp8 Rowwise GEMM",
+        "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/kernels/cutlass_kernels/fp8_rowwise_gemm/"
+        "fp8_rowwise_gemm_template.h@0193dbd41892 (dispatchToArch)",
+    ),
+    (
+        "flashinfer.backend_unsupported_capability", "fail",
+        "(EngineCore_DP0 pid=312) flashinfer.utils.BackendSupportedError: mm_fp4 does not support "
+        "backend 'trtllm' with capability 120",
+        "flashinfer-ai/flashinfer flashinfer/utils.py@fb28d7242b35 (backend_requirement)",
+    ),
+    (
+        "flashinfer.backend_unsupported_capability", "fail",
+        "BackendSupportedError: mm_mxfp8 does not support compute capability 89",
+        "flashinfer-ai/flashinfer flashinfer/utils.py@fb28d7242b35 (backend_requirement, one "
+        "implicit backend)",
+    ),
     (
         "vllm.cutlass_scaled_mm_unsupported_arch", "fail",
         "(EngineCore_DP0 pid=312) NotImplementedError: No compiled cutlass_scaled_mm for CUDA "

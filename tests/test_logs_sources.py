@@ -10,6 +10,7 @@ import os
 import random
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from blackwell_doctor.collect.logs import matcher, sources
@@ -24,12 +25,22 @@ LOGS = FIXTURES / "logs"
 ESCAPED = (LOGS / "flashinfer-2077-tma-escaped.log").read_bytes()
 
 
-def facts(paths: list[str], **kw: object) -> LogFacts:
+# The log-end rule's record (the source ends in an error line: ESCAPED does): a structural
+# fact, tested on its own below (test_log_end_is_seen_through_every_transport).
+LOG_END = "runtime.log_ends_in_error"
+
+
+def facts(paths: list[str], *, log_end: bool = False, **kw: object) -> LogFacts:
+    """The scan's facts; the log-end record left out unless ``log_end``."""
     args: dict[str, object] = {
         "containers": [], "journal": False, "kernel_log": False, "host_root": Path("/"),
     }  # fmt: skip
     args.update(kw)
-    return scan_sources(paths=paths, **args)  # type: ignore[arg-type]
+    got = scan_sources(paths=paths, **args)  # type: ignore[arg-type]
+    if log_end:
+        return got
+    kept = [f for f in got.findings if f.signature != LOG_END]
+    return msgspec.structs.replace(got, findings=kept)
 
 
 GENERIC = {"runtime.unrecognised_error", "runtime.unrecognised_fatal_error"}
@@ -286,6 +297,25 @@ def test_truncated_gzip_on_stdin_is_partial() -> None:
     assert {f.signature for f in got.findings} - GENERIC == {
         "moe.tma_ws_init_failed", "input.partially_read",
     }  # fmt: skip
+
+
+def test_log_end_is_seen_through_every_transport(tmp_path: Path) -> None:
+    """ESCAPED ends in its error record (line 2): the log-end rule reads the lines as
+    decoded, whether they came plain, in Docker's json-file, gzip or on stdin."""
+    plain = tmp_path / "plain.log"
+    plain.write_bytes(ESCAPED)
+    docker = tmp_path / "c-json.log"
+    docker.write_bytes(_docker(ESCAPED.decode().splitlines(keepends=True)))
+    rotated = tmp_path / "c-json.log.1.gz"
+    rotated.write_bytes(gzip.compress(docker.read_bytes()))
+    got = facts([str(plain), str(docker), str(rotated)], log_end=True)
+    ends = sorted((f.path, f.line, f.last_line) for f in got.findings if f.signature == LOG_END)
+    assert ends == sorted((str(p), 2, 2) for p in (plain, docker, rotated))
+    piped = facts(["-"], stdin=io.BytesIO(gzip.compress(ESCAPED)), log_end=True)
+    assert [(f.line, f.count) for f in piped.findings if f.signature == LOG_END] == [(2, 1)]
+    # The same lines with a record after them: no error run at the end.
+    plain.write_bytes(ESCAPED + b"(Worker_PP0 pid=38385) INFO 11-11 06:43:11 [x.py:1] ok\n")
+    assert LOG_END not in {f.signature for f in facts([str(plain)], log_end=True).findings}
 
 
 def _docker(records: list[str]) -> bytes:

@@ -40,6 +40,7 @@ ContextRule = Literal[
     "unrecognised-fatal",
     "unrecognised-error",
     "liveness",
+    "log-end",
 ]
 # The generic detector's rules (what no literal names): a known signature wins over them.
 GENERIC_RULES = frozenset({"unrecognised-fatal", "unrecognised-error"})
@@ -112,6 +113,8 @@ class Catalogue:
         self.markers = markers
         self.inputs = {p.id: p for p in inputs or []}
         self.by_id = {s.id: s for s in signatures}
+        # The generic detector's signatures (indexes into signatures), in catalogue order.
+        self.generic = [n for n, s in enumerate(signatures) if s.rule in GENERIC_RULES]
         self.regex: list[re.Pattern[str] | None] = []
         self.unless: list[re.Pattern[str] | None] = []
         for sig in signatures:
@@ -162,11 +165,17 @@ def parse_catalogue(raw: dict[str, Any], *, name: str = CATALOGUE_FILE) -> Catal
     entries: list[tuple[str, list[str]]] = [(s.id, s.literals) for s in data.signature]
     entries += [(m.id, m.literals) for m in data.marker]
     entries += [(p.id, ["-"]) for p in data.input]
+    # The scanner records a rule log-end entry from the end of a source, not from literals.
+    log_end = {s.id for s in data.signature if s.rule == "log-end"}
     for entry_id, literals in entries:
         where = f"checks/{name}: {entry_id!r}"
         if entry_id in seen:
             raise CatalogueError(f"{where}: duplicate id")
         seen.add(entry_id)
+        if entry_id in log_end:
+            if literals:
+                raise CatalogueError(f"{where}: rule log-end is found by structure: no literals")
+            continue
         if not literals or any(not lit.strip() for lit in literals):
             raise CatalogueError(f"{where}: literals must be non-empty texts")
         if any("\n" in lit for lit in literals):

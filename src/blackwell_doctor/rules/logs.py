@@ -7,7 +7,10 @@ A marker that shows Marlin was asked for makes the Marlin warning info; ``warn_a
 info signature seen that often into a warning; signatures only AMD's RCCL prints are no
 finding here (REFERENCE.md §0.3); a signature with the ``autotuner-wrapped`` rule seen on an
 autotuner Skipping line or inside its record (the hit's context markers) is a tactic the
-autotuner skipped, counted under ``autotuner.tactic_skipped``, not a finding of its own.
+autotuner skipped, counted under ``autotuner.tactic_skipped``, not a finding of its own; a
+finding seen last inside the error run a source ends with (``runtime.log_ends_in_error``,
+rule log-end: the process died or the log was cut there) is ``fail``, an unrecognised
+error-level record then reading as an unrecognised fatal error.
 Each check looks only at the findings whose signature names it; ``scan-logs`` reports the
 same judged findings.
 """
@@ -74,12 +77,16 @@ def judge_findings(
     cat = catalogue if catalogue is not None else load_catalogue()
     markers = {s.name: set(s.markers) for s in logs.sources}
     counted = _counted(logs.findings, cat)
-    # The last line per source where the engine showed it serves (rule liveness).
+    # The last line per source where the engine showed it serves (rule liveness), and the
+    # first line of the error run a source ends with (rule log-end).
     alive: dict[str, int] = {}
+    ends: dict[str, int] = {}
     for f in counted:
         entry = cat.entry(f.signature)
         if isinstance(entry, Signature) and entry.rule == "liveness":
             alive[f.path] = max(alive.get(f.path, 0), f.last_line)
+        if isinstance(entry, Signature) and entry.rule == "log-end":
+            ends[f.path] = min(ends.get(f.path, f.line), f.line)
     out: list[JudgedFinding] = []
     for f in counted:
         entry = cat.entry(f.signature)
@@ -87,7 +94,7 @@ def judge_findings(
             continue
         severity: LogSeverity = entry.severity
         if not isinstance(entry, InputProblem):
-            if entry.rule in ("not-nvidia", "liveness"):
+            if entry.rule in ("not-nvidia", "liveness", "log-end"):
                 continue
             if entry.rule in GENERIC_RULES and alive.get(f.path, 0) > f.last_line:
                 severity = "info"  # the engine served after its last error: survived
@@ -98,10 +105,12 @@ def judge_findings(
             often = entry.warn_at is not None and f.count >= entry.warn_at
             if often and SEVERITY_RANK[severity] < SEVERITY_RANK["warn"]:
                 severity = "warn"
+            if f.path in ends and f.last_line >= ends[f.path]:
+                severity = "fail"  # seen last where the log ends in an error: not survived
         seen = msgspec.structs.asdict(f)
         del seen["context"]
         out.append(JudgedFinding(**seen, severity=severity, check=entry.check))
-    out = _known_wins(out, cat)
+    out = [_as_fatal(j, cat) for j in _known_wins(out, cat)]
     out.sort(key=lambda j: (-SEVERITY_RANK[j.severity], j.signature, j.path, j.line))
     return out
 
@@ -111,6 +120,15 @@ def _generic(signature: str, cat: Catalogue) -> str | None:
     if isinstance(entry, Signature) and entry.rule in GENERIC_RULES:
         return entry.rule
     return None
+
+
+def _as_fatal(judged: JudgedFinding, cat: Catalogue) -> JudgedFinding:
+    """An unrecognised error-level record judged fail (the log ends in it: rule log-end) is
+    an unrecognised fatal error, and reads as one (its meaning and remedy)."""
+    if judged.severity != "fail" or _generic(judged.signature, cat) != "unrecognised-error":
+        return judged
+    fatal = next((s.id for s in cat.signatures if s.rule == "unrecognised-fatal"), None)
+    return judged if fatal is None else msgspec.structs.replace(judged, signature=fatal)
 
 
 def _known_wins(judged: list[JudgedFinding], cat: Catalogue) -> list[JudgedFinding]:

@@ -41,6 +41,17 @@ whichever tool reads it.
   ignored.`` under a pasted record, within :data:`PROSE_LOOKBACK_LINES` lines) retracts what
   was found in the lines above it. The runtime's own lines carry no backticks and no such
   words (:mod:`blackwell_doctor.ruledata.dismissal`), and a record prefix never reads as prose.
+- ``log-end``: a log whose last records are an error (the process died there, or the log was
+  cut there): walking back from the end over blank lines, the lines of an error report (an
+  indented line, a traceback's own lines, a C++ backtrace frame: :func:`continues_error`)
+  and error lines (an ERROR/CRITICAL-level record or a fatal form, as the generic
+  detector's regexes read them; not NCCL's ``WARN``, a warning level), until the first other
+  line: a record that shows the program went on. When that run holds an error line, the
+  scanner records ``runtime.log_ends_in_error`` (its first and last error line), and the
+  rules judge every finding seen last inside that run as ``fail``: an error the engine
+  survives has other records after it (or, once it serves, ``runtime.engine_ready``). At
+  most :data:`TAIL_BYTES` / :data:`TAIL_LINES` of the end are read; lines of an autotuner
+  Skipping record are no error (a skipped tactic).
 - ``not-nvidia``: lines only AMD's RCCL prints (``NCCL WARN Missing "iommu=pt" ...``) are
   recognised and dropped: they are no finding on an NVIDIA host.
 """
@@ -48,10 +59,12 @@ whichever tool reads it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from blackwell_doctor.facts.document import LogFinding
 from blackwell_doctor.ruledata import dismissal
+from blackwell_doctor.ruledata.logs import Catalogue
 
 if TYPE_CHECKING:
     from blackwell_doctor.collect.logs.matcher import SourceScanner
@@ -183,6 +196,99 @@ def frame_above(last: tuple[int, str], line: int, text: str) -> str:
     if not frame or not 0 < line - frame_line <= FRAME_LOOKBACK_LINES:
         return ""
     return frame if _EXCEPTION.search(text) else ""
+
+
+# How much of a source's end the log-end rule reads (bytes kept, lines walked back).
+TAIL_BYTES = 64 << 10
+TAIL_LINES = 256
+LOG_ENDS_IN_ERROR = "runtime.log_ends_in_error"
+# The lines of an error report that are not records of their own, after the transport:
+# indented text (traceback frames and code, Go stack frames), Python's traceback lines and
+# the exception line, the carets under a code line, C++ backtrace frames (glibc/boost
+# "0x...", gdb/c10 "#N", "frame #N:", c10's "Exception raised from"), Go's "goroutine N [".
+_ERROR_REPORT = re.compile(
+    r"\s"
+    r"|Traceback \(most recent call last\)|File \"|During handling of the above exception"
+    r"|The above exception was the direct cause"
+    r"|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b"
+    r"|[\^~]+\s*$"
+    r"|\d+\s+0x[0-9a-fA-F]+|#\d+\s|frame #\d+:|Exception raised from |goroutine \d+ \["
+)
+_RANK = re.compile(r"\[rank\d+\]: ?")
+# What may follow a record prefix before its message: vLLM's " [file.py:N]" (older: " file.py:N]").
+_FILEINFO = re.compile(r" ?(?:\[[\w.-]+:\d+\]|[\w.-]+:\d+\])")
+
+
+def _message_at(text: str) -> int:
+    """Where a line's message starts: after its transport, torch's ``[rankN]:``, and up to
+    two record prefixes (a docker or journald timestamp around a runtime's own prefix),
+    with the one space that separates each from the message (uvicorn's padding)."""
+    at = 0
+    for _ in range(2):
+        at += len(transport(text[at:]))
+        rank = _RANK.match(text, at)
+        if rank is not None:
+            at = rank.end()
+        record = _RECORD.match(text, at)
+        if record is None:
+            break
+        at = record.end()
+        info = _FILEINFO.match(text, at)
+        if info is not None:
+            at = info.end()
+        if record.group().endswith(":"):  # uvicorn pads "INFO:" with spaces to 10 columns
+            at = len(text) - len(text[at:].lstrip(" "))
+        elif text.startswith(" ", at) and not record.group().endswith(" "):
+            at += 1
+    return at
+
+
+def continues_error(text: str) -> bool:
+    """Whether a line (ANSI stripped, not stripped of its indentation) can be part of an
+    error report above it rather than a record that shows the program went on: its message
+    (after any transport and record prefix, :func:`_message_at`) is empty or has the shape
+    of a traceback or backtrace line."""
+    at = _message_at(text)
+    return _ERROR_REPORT.match(text, at) is not None or not text[at:].strip()
+
+
+def is_error_line(catalogue: Catalogue, text: str) -> bool:
+    """Whether a line (cleaned) is an error line for the log-end rule: one of the generic
+    detector's regexes (rules unrecognised-fatal, unrecognised-error) matches it, but not
+    only as NCCL's ``WARN`` record (a warning level: a log cut after one is a cut log)."""
+    for n in catalogue.generic:
+        regex = catalogue.regex[n]
+        match = regex.search(text) if regex is not None else None
+        if match is None:
+            continue
+        if catalogue.signatures[n].rule == "unrecognised-error" and match.group().endswith("WARN "):
+            continue
+        return True
+    return False
+
+
+def error_tail(
+    lines: list[tuple[int, str]], is_error: Callable[[str], bool], skipped: Callable[[int], bool]
+) -> tuple[int, int, int, str] | None:
+    """The error run a source ends with: ``lines`` are its last lines (number, text), in
+    order; walking back from the last one, blank lines and :func:`continues_error` lines
+    are passed over, error lines (``is_error``; ``skipped``: a line of an autotuner
+    Skipping record, no error) counted, and the first other line ends the walk. Returns
+    (first error line, last error line, error lines, the first one's text), or None when
+    the run holds no error line."""
+    first = last = count = 0
+    text_first = ""
+    for number, text in reversed(lines[-TAIL_LINES:]):
+        if not text.strip():
+            continue
+        if not skipped(number) and is_error(text.strip()):
+            first, text_first, count = number, text.strip(), count + 1
+            last = last or number
+            continue
+        if continues_error(text):
+            continue
+        break
+    return (first, last, count, text_first) if count else None
 
 
 def findings(scanner: SourceScanner) -> list[LogFinding]:

@@ -176,6 +176,12 @@ def line_head(raw: bytes) -> str:
     return strip_codes(raw[: context.HEAD_BYTES].decode("utf-8", errors="replace"))
 
 
+def line_head_full(raw: bytes) -> str:
+    """A whole line as text for structure tests: colour codes and control bytes gone,
+    nothing stripped (an indented line stays indented)."""
+    return strip_codes(raw.decode("utf-8", errors="replace"))
+
+
 def make_excerpt(text: str, anchor: str = "") -> str:
     """At most :data:`EXCERPT_CHARS` characters of a line, secrets redacted. A longer line
     keeps its start when ``anchor`` (the matched text) lies within it; else the excerpt is
@@ -240,6 +246,8 @@ class SourceScanner:
     # Generic error hits (rule unrecognised-*): the traceback frame just above, per line.
     _frames: dict[int, str] = field(default_factory=dict)
     _last_frame: tuple[int, str] = (0, "")  # the last traceback frame seen: (line, text)
+    # The last bytes fed (at most context.TAIL_BYTES once trimmed): the log-end rule's lines.
+    _tail: bytearray = field(default_factory=bytearray)
 
     def __post_init__(self) -> None:
         self._engine, self._finder = _finder(tuple(self.catalogue.literals), self.engine)
@@ -248,6 +256,12 @@ class SourceScanner:
         if not data:
             return
         self.size += len(data)
+        if len(data) >= context.TAIL_BYTES:
+            self._tail[:] = data[-context.TAIL_BYTES :]
+        else:
+            self._tail += data
+            if len(self._tail) > 2 * context.TAIL_BYTES:
+                del self._tail[: -context.TAIL_BYTES]
         start = 0
         if self._carry:
             # Complete the pending line with a small copy, not a copy of the whole chunk.
@@ -288,7 +302,40 @@ class SourceScanner:
             self.lines += 1
             self._carry = b""
         self._commit()
-        return context.findings(self)
+        return context.findings(self) + self._log_end()
+
+    def _log_end(self) -> list[LogFinding]:
+        """The log-end rule (context.py): the error run the source ends with, as the
+        finding of the catalogue's rule log-end entry (none without that entry or run)."""
+        entry = next((s for s in self.catalogue.signatures if s.rule == "log-end"), None)
+        tail = bytes(self._tail[-context.TAIL_BYTES :])
+        if entry is None or not tail:
+            return []
+        pieces = tail.split(b"\n")
+        if pieces[-1] == b"":
+            pieces.pop()
+        if self.size > len(tail):
+            pieces = pieces[1:]  # the first piece may be the end of a longer line
+        last = self.lines
+        lines = [(last - len(pieces) + 1 + k, line_head_full(p)) for k, p in enumerate(pieces)]
+        found = context.error_tail(
+            lines,
+            lambda text: context.is_error_line(self.catalogue, text),
+            lambda number: self.run_line < number <= self.run_last,
+        )
+        if found is None:
+            return []
+        first, final, count, text = found
+        return [
+            LogFinding(
+                signature=entry.id,
+                path=self.name,
+                line=first,
+                last_line=final,
+                count=count,
+                excerpt=make_excerpt(text),
+            )
+        ]
 
     # ---------------------------------------------------------------- internals
 
