@@ -63,27 +63,45 @@ def test_the_contracts_hold() -> None:
 
 
 @pytest.mark.parametrize(
-    ("planted", "contract", "name"),
+    ("module", "planted", "contract", "name"),
     [
-        ("import socket", "pure-no-network", "Pure layers and rule data open no connection"),
         (
+            "rules.engine",
+            "import socket",
+            "pure-no-network",
+            "Pure layers and rule data open no connection",
+        ),
+        (
+            "rules.engine",
             "from blackwell_doctor.cli import app",
             "layers",
             "One house: each layer imports only the layers below it",
         ),
+        (  # a renderer judging a P2P pair again, as render/details.py once did
+            "render.text",
+            "from blackwell_doctor.rules.p2p import pair_verdict",
+            "render-no-verdict",
+            "Renderers re-run no verdict and load no rule data",
+        ),
+        (
+            "render.markdown",
+            "from blackwell_doctor.ruledata.logs import load_catalogue",
+            "render-no-verdict",
+            "Renderers re-run no verdict and load no rule data",
+        ),
     ],
 )
 def test_a_planted_import_breaks_its_contract(
-    tmp_path: Path, planted: str, contract: str, name: str
+    tmp_path: Path, module: str, planted: str, contract: str, name: str
 ) -> None:
     copy = tmp_path / PACKAGE
     shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__", "_data"))
-    engine = copy / "rules" / "engine.py"
-    engine.write_text(engine.read_text(encoding="utf-8") + f"\n{planted}\n", encoding="utf-8")
+    target = copy.joinpath(*module.split(".")).with_suffix(".py")
+    target.write_text(target.read_text(encoding="utf-8") + f"\n{planted}\n", encoding="utf-8")
     proc = _lint(tmp_path, contract)
     assert proc.returncode != 0, proc.stdout
     assert f"{name} BROKEN" in proc.stdout
-    assert "blackwell_doctor.rules.engine" in proc.stdout
+    assert f"{PACKAGE}.{module}" in proc.stdout
 
 
 def _pure_sources() -> list[tuple[str, ast.Module]]:

@@ -38,7 +38,7 @@ from blackwell_doctor.render import Format, render
 from blackwell_doctor.render.fleet import render_fleet
 from blackwell_doctor.render.formats import FleetFormat, RecommendFormat
 from blackwell_doctor.render.recommend import render_recommendation
-from blackwell_doctor.report.check import Report
+from blackwell_doctor.report.check import PresetDocument, Report
 from blackwell_doctor.report.fleet import FleetReport
 from blackwell_doctor.ruledata.runtimes import load_catalogue
 from blackwell_doctor.rules.evaluate import evaluate
@@ -155,7 +155,7 @@ def recommendation() -> Recommendation:
 
 
 @cache
-def scan() -> ScanReport:
+def scan() -> PresetDocument[ScanReport]:
     facts = scan_sources(
         paths=[str(FIXTURES / "logs")],
         containers=[],
@@ -167,7 +167,7 @@ def scan() -> ScanReport:
 
 
 @cache
-def probes() -> list[ProbeReport]:
+def probes() -> list[PresetDocument[ProbeReport]]:
     """``probe`` and ``probe --p2p`` on a captured host: every device string, tile reason,
     launch error and pair detail is text to inject into."""
     from blackwell_doctor.facts.document import P2PProbeFacts, P2PTransfer, ProbeFacts
@@ -192,19 +192,19 @@ def probes() -> list[ProbeReport]:
     return [judge_probe(facts, measured), judge_p2p(facts, pairs)]
 
 
-def scan_text(report: ScanReport) -> str:
+def scan_text(report: PresetDocument[ScanReport]) -> str:
     return render(report, Format.RICH, color=False)
 
 
-def scan_json(report: ScanReport) -> str:
+def scan_json(report: PresetDocument[ScanReport]) -> str:
     return render(report, Format.JSON, color=False)
 
 
 def test_the_documents_have_findings_to_inject_into() -> None:
     assert any(r.remedy for r in report().results)
     assert recommendation().actions
-    assert scan().findings
-    assert all(any(r.remedy for r in p.results) for p in probes())
+    assert scan().report.findings
+    assert all(any(r.remedy for r in p.report.results) for p in probes())
 
 
 # --------------------------------------------------------------------------- rules per kind

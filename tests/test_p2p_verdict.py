@@ -216,15 +216,15 @@ def test_broken_not_supported_and_error_rows() -> None:
 
 def test_unavailable_and_single_gpu() -> None:
     one = judge_p2p(load("h200x2-captured"), Unavailable("skipped:one GPU: no pair"))
-    assert one.exit_code == 0
+    assert one.report.exit_code == 0
     assert "GPU peer-to-peer: not applicable (one GPU: no pair)" in render_p2p_text(
         Unavailable("skipped:one GPU: no pair")
     )
     failed = judge_p2p(load("h200x2-captured"), Unavailable("libcuda-not-found"))
-    assert failed.exit_code == 3
+    assert failed.report.exit_code == 3
     assert "did not run (libcuda-not-found)" in render_p2p_text(Unavailable("libcuda-not-found"))
     assert "no GPU pair was tested" in render_p2p_text(_facts())
-    assert judge_p2p(load("h200x2-captured"), _facts()).exit_code == 3
+    assert judge_p2p(load("h200x2-captured"), _facts()).report.exit_code == 3
 
 
 def test_exit_codes_follow_the_pairs_as_before() -> None:
@@ -235,7 +235,7 @@ def test_exit_codes_follow_the_pairs_as_before() -> None:
     slow = to_transfer(_run(uni=(4.0, 24.0), host=(12.0, 12.0)))
     broken = to_transfer(_run(copy=False))
     failed = to_transfer(PairRun(gpu_a=0, gpu_b=1, failure="p2p-not-run:overall-timeout:60s"))
-    assert judge_p2p(host, _facts(works)).exit_code == 0
-    assert judge_p2p(host, _facts(slow)).exit_code == 1
-    assert judge_p2p(host, _facts(broken)).exit_code == 1
-    assert judge_p2p(host, _facts(failed)).exit_code == 3
+    assert judge_p2p(host, _facts(works)).report.exit_code == 0
+    assert judge_p2p(host, _facts(slow)).report.exit_code == 1
+    assert judge_p2p(host, _facts(broken)).report.exit_code == 1
+    assert judge_p2p(host, _facts(failed)).report.exit_code == 3

@@ -10,18 +10,20 @@ import pytest
 from blackwell_doctor.cli import main
 from blackwell_doctor.facts.document import DeviceProbe, ProbeFacts, TileProbe, Unavailable
 from blackwell_doctor.render import Format, render
+from blackwell_doctor.report.check import PresetDocument
 from blackwell_doctor.report.results import Status
 from blackwell_doctor.rules.presets import PROBE_SCHEMA_VERSION, ProbeReport, judge_probe
 from tests.factsutil import load, replace, result, status
 
 
-def build_measured(probes: ProbeFacts | Unavailable) -> ProbeReport:
-    """``probe`` on an SM 12.0 host's facts with these measurements."""
+def build_measured(probes: ProbeFacts | Unavailable) -> PresetDocument[ProbeReport]:
+    """``probe`` on an SM 12.0 host's facts with these measurements (its report and
+    detail sections)."""
     return judge_probe(load("sm120-driver580"), probes)
 
 
-def render_text(report: ProbeReport) -> str:
-    return render(report, Format.RICH, color=False)
+def render_text(document: PresetDocument[ProbeReport]) -> str:
+    return render(document, Format.RICH, color=False)
 
 
 def test_plan_json_has_the_contract_fields(capsys: pytest.CaptureFixture[str]) -> None:
@@ -130,7 +132,7 @@ def test_a_fitting_tile_the_driver_rejects_is_a_finding() -> None:
     assert r.status is Status.WARN
     assert "CUDA_ERROR_INVALID_VALUE" in r.summary
     report = build_measured(probes)
-    assert report.exit_code == 1
+    assert report.report.exit_code == 1
     assert "fits by arithmetic but did not run" in render_text(report)
 
 
@@ -145,7 +147,7 @@ def test_probes_skipped_or_failed() -> None:
 
 def test_probes_that_could_not_run_exit_3_and_say_why() -> None:
     report = build_measured(Unavailable("libcuda-not-found"))
-    assert report.exit_code == 3
+    assert report.report.exit_code == 3
     assert "Probes could not run: libcuda-not-found" in render_text(report)
 
 

@@ -103,7 +103,7 @@ def test_not_run_or_not_applicable(value: object, expected: Status) -> None:
 )
 def test_probe_p2p_exit_codes(value: P2PProbeFacts | Unavailable, code: int) -> None:
     """``probe --p2p``: p2p.transfer judged on a two-GPU host with the pairs measured."""
-    assert judge_p2p(load("h200x2-captured"), value).exit_code == code
+    assert judge_p2p(load("h200x2-captured"), value).report.exit_code == code
 
 
 def test_pairs_missing_from_the_test_are_not_evaluated_never_a_pass() -> None:

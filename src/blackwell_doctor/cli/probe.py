@@ -17,7 +17,7 @@ from blackwell_doctor.report.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from blackwell_doctor.facts.document import Facts
-    from blackwell_doctor.report.check import Report
+    from blackwell_doctor.report.check import PresetDocument, PresetReport
 
 # Bounds for --smem-limit: below the 48 KB default nothing is interesting; no GPU grants 1 MiB.
 _SMEM_LIMIT_RANGE = (1024, 1 << 20)
@@ -80,7 +80,7 @@ def probe(
 
         seconds = finite_seconds("--timeout", timeout)
         host = _host_facts()
-        report = presets.judge_p2p(host, run_p2p_probes(timeout_s=seconds))
+        document = presets.judge_p2p(host, run_p2p_probes(timeout_s=seconds))
     elif plan:
         if smem_limit is None:
             raise UserError(
@@ -89,7 +89,7 @@ def probe(
         low, high = _SMEM_LIMIT_RANGE
         if not low <= smem_limit <= high:
             raise UserError(f"--smem-limit {smem_limit} is outside {low}..{high} bytes")
-        report = presets.judge_plan(smem_limit, plan_catalogue(smem_limit))
+        document = presets.judge_plan(smem_limit, plan_catalogue(smem_limit))
     else:
         if smem_limit is not None:
             raise UserError("--smem-limit applies to --plan; a measured probe uses the GPU's own")
@@ -99,9 +99,9 @@ def probe(
         seconds = finite_seconds("--timeout", timeout)
         host = _host_facts()
         _, tiles = load_catalogue()
-        report = presets.judge_probe(host, run_probes(tiles=tiles, timeout_s=seconds))
-    write_outcome(_rendered(report, fmt, output), output, failed=_not_run(report))
-    raise typer.Exit(report.exit_code)
+        document = presets.judge_probe(host, run_probes(tiles=tiles, timeout_s=seconds))
+    write_outcome(_rendered(document, fmt, output), output, failed=_not_run(document.report))
+    raise typer.Exit(document.report.exit_code)
 
 
 def _host_facts() -> Facts:
@@ -114,16 +114,16 @@ def _host_facts() -> Facts:
     ).facts
 
 
-def _rendered(report: Report, fmt: ProbeFormat, output: Path | None) -> str:
-    """The probe's report through the shared renderers (detail sections: the tile table,
-    the transfer matrix), sanitised at their boundary like every report."""
+def _rendered(document: PresetDocument[PresetReport], fmt: ProbeFormat, output: Path | None) -> str:
+    """The probe's report and detail sections (the tile table, the transfer matrix) through
+    the shared renderers, sanitised at their boundary like every report."""
     from blackwell_doctor.render import render_probe
 
     color, width = text_style(output)
-    return render_probe(report, fmt, color=color, width=width)
+    return render_probe(document, fmt, color=color, width=width)
 
 
-def _not_run(report: Report) -> str | None:
+def _not_run(report: PresetReport) -> str | None:
     """Why the probes measured nothing (exit 3), else None."""
     if report.exit_code != ExitCode.NOT_EVALUATED:
         return None

@@ -76,9 +76,10 @@ def scan_logs(
         raise UserError("scan-logs needs a PATH, - (stdin), --container, --journal or --kernel-log")
     facts = obtain_logs(request, host_root=host_root, stdin=sys.stdin.buffer)
     # The logs checks judge the scan, through the same report and renderers as `check`.
-    report = judge_logs(facts, fail_on=fail_on)
+    document = judge_logs(facts, fail_on=fail_on)
+    report = document.report
     color, width = text_style(output)
-    text = render_scan_logs(report, fmt, color=color, width=width)
+    text = render_scan_logs(document, fmt, color=color, width=width)
     write_outcome(
         text,
         output,

@@ -10,7 +10,7 @@ from blackwell_doctor.render.common import json_document
 from blackwell_doctor.render.formats import ModelFormat
 from blackwell_doctor.report.model import ModelReport
 from blackwell_doctor.report.sanitize import json_safe, sanitize_line, scrub
-from blackwell_doctor.rules.fit import GIB
+from blackwell_doctor.ruledata.fit import GIB
 
 
 def render_model(report: ModelReport, fmt: ModelFormat) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 import msgspec
 
@@ -69,6 +70,18 @@ class PresetReport(Report, frozen=True, kw_only=True):
     preset: str
     subject: str
     gate: str
+
+
+R_co = TypeVar("R_co", bound=PresetReport, covariant=True)
+
+
+class PresetDocument(msgspec.Struct, Generic[R_co], frozen=True, kw_only=True):
+    """A preset's report with its detail sections, both built where the rules judged the
+    measurements (:mod:`blackwell_doctor.rules.presets`): the JSON is ``report`` alone (its
+    schema); the text formats place ``sections`` under the results, as they are."""
+
+    report: R_co
+    sections: list[Section] = msgspec.field(default_factory=list)
 
 
 def gate_words(report: Report) -> str:

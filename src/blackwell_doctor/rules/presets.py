@@ -3,9 +3,11 @@
 ``probe`` and ``scan-logs`` measure (probe kernels, peer transfers, a log scan), put what
 they measured into facts, and judge those facts with the same checks as ``check``: the
 ``probe`` family (``probe.smem_limit``, ``probe.tiles``), ``p2p.transfer`` or the ``logs``
-family. Their documents are the check report (:class:`~blackwell_doctor.report.check.Report`)
-plus what the preset measured; the shared renderers show that as detail sections under the
-results (the tile table, the peer-transfer matrix, the log hits). Pure like
+family. Their reports are the check report (:class:`~blackwell_doctor.report.check.Report`)
+plus what the preset measured; each comes in a
+:class:`~blackwell_doctor.report.check.PresetDocument` with its detail sections (the tile
+table, the peer-transfer matrix, the log hits: :mod:`blackwell_doctor.rules.details`), built
+here with the verdicts, which the shared renderers place under the results. Pure like
 :mod:`blackwell_doctor.rules.evaluate`: no I/O, no collection.
 
 Exit codes are the ones these commands always had:
@@ -44,9 +46,16 @@ from blackwell_doctor.facts.document import (
     WslFacts,
 )
 from blackwell_doctor.report import exitcodes
-from blackwell_doctor.report.check import HostLine, PresetReport, host_line, summarize
+from blackwell_doctor.report.check import (
+    HostLine,
+    PresetDocument,
+    PresetReport,
+    host_line,
+    summarize,
+)
 from blackwell_doctor.report.exitcodes import ExitCode
 from blackwell_doctor.report.results import FailOn, Result
+from blackwell_doctor.rules import details
 from blackwell_doctor.rules.evaluate import evaluate
 from blackwell_doctor.rules.logs import JudgedFinding, judge_findings
 from blackwell_doctor.rules.probe import probe_findings
@@ -157,7 +166,7 @@ def _probe_report(
     )
 
 
-def judge_probe(host: Facts, probes: ProbeFacts | Unavailable) -> ProbeReport:
+def judge_probe(host: Facts, probes: ProbeFacts | Unavailable) -> PresetDocument[ProbeReport]:
     """``probe``: the probe checks on ``host`` (this host's facts) with ``probes`` just
     measured."""
     facts = _with(host, probes=probes)
@@ -174,7 +183,7 @@ def judge_probe(host: Facts, probes: ProbeFacts | Unavailable) -> ProbeReport:
             f"measured on this host (NVRTC {nvrtc}, kernel cache {probes.cache}, "
             f"{probes.wall_s:.2f} s)"
         )
-    return _probe_report(
+    probe_report = _probe_report(
         facts,
         report.results,
         exit_code=code,
@@ -186,9 +195,10 @@ def judge_probe(host: Facts, probes: ProbeFacts | Unavailable) -> ProbeReport:
         mode="measured",
         probes=probes,
     )
+    return PresetDocument(report=probe_report, sections=details.probe_sections(probes))
 
 
-def judge_p2p(host: Facts, transfers: P2PProbeFacts | Unavailable) -> ProbeReport:
+def judge_p2p(host: Facts, transfers: P2PProbeFacts | Unavailable) -> PresetDocument[ProbeReport]:
     """``probe --p2p``: ``p2p.transfer`` on ``host`` with ``transfers`` just measured."""
     facts = _with(host, p2p_transfers=transfers)
     report = evaluate(facts, select=P2P_CHECKS, fail_on="warn", strict=True, source="live")
@@ -204,7 +214,7 @@ def judge_p2p(host: Facts, transfers: P2PProbeFacts | Unavailable) -> ProbeRepor
             f"GPU peer-to-peer transfers measured on this host ({len(transfers.pairs)} "
             f"pair(s), {transfers.wall_s:.1f} s)"
         )
-    return _probe_report(
+    p2p_report = _probe_report(
         facts,
         report.results,
         exit_code=code,
@@ -216,12 +226,13 @@ def judge_p2p(host: Facts, transfers: P2PProbeFacts | Unavailable) -> ProbeRepor
         mode="p2p",
         p2p=transfers,
     )
+    return PresetDocument(report=p2p_report, sections=details.p2p_sections(transfers))
 
 
-def judge_plan(smem_limit: int, tiles: list[TileProbe]) -> ProbeReport:
+def judge_plan(smem_limit: int, tiles: list[TileProbe]) -> PresetDocument[ProbeReport]:
     """``probe --plan``: CUTLASS's arithmetic for ``smem_limit``; nothing measured, nothing
     judged."""
-    return _probe_report(
+    plan_report = _probe_report(
         None,
         [],
         exit_code=ExitCode.OK,  # nothing judged
@@ -237,9 +248,10 @@ def judge_plan(smem_limit: int, tiles: list[TileProbe]) -> ProbeReport:
         smem_limit=smem_limit,
         tiles=tiles,
     )
+    return PresetDocument(report=plan_report, sections=details.plan_sections(smem_limit, tiles))
 
 
-def judge_logs(logs: LogFacts, *, fail_on: FailOn) -> ScanReport:
+def judge_logs(logs: LogFacts, *, fail_on: FailOn) -> PresetDocument[ScanReport]:
     """``scan-logs``: the logs checks on a scan. Exit 2 when inputs were named and none
     could be read; else ``fail_on`` over the checks."""
     facts = logs_only_facts(logs)
@@ -249,7 +261,8 @@ def judge_logs(logs: LogFacts, *, fail_on: FailOn) -> ScanReport:
     if logs.sources and not any(s.error is None or s.bytes > 0 for s in logs.sources):
         code = int(exitcodes.unreadable_input())
     n, lines = len(logs.sources), sum(s.lines for s in logs.sources)
-    return ScanReport(
+    findings = judge_findings(logs)
+    scan_report = ScanReport(
         schema_version=SCAN_SCHEMA_VERSION,
         tool=report.tool,
         host=HostLine(hostname=None, gpus=[], driver_version=None, source="logs"),
@@ -262,7 +275,10 @@ def judge_logs(logs: LogFacts, *, fail_on: FailOn) -> ScanReport:
         subject=f"{n} log source{'s' if n != 1 else ''}, {lines:,} lines scanned",
         gate=f"gate: {fail_on}",
         sources=list(logs.sources),
-        findings=judge_findings(logs),
+        findings=findings,
+    )
+    return PresetDocument(
+        report=scan_report, sections=details.log_sections(scan_report.sources, findings)
     )
 
 

@@ -1,6 +1,9 @@
 """The detail sections of a preset's report: what ``probe`` and ``scan-logs`` measured, laid
-out for a reader under the results (the renderers place them; the JSON carries the
-measurements themselves).
+out for a reader under the results. Built here, beside the verdicts, when the preset's report
+is built (:mod:`blackwell_doctor.rules.presets`): a section carries what the rules decided (a
+pair's verdict, a probe's findings) and the catalogues' words (a case's summary, a
+signature's meaning); the renderers only place them, and the JSON carries the measurements
+themselves.
 
 - ``probe``: per GPU its limits and the tile table (CUTLASS's arithmetic beside the
   driver's answer and the probe's timing), the K=64 vs K=128 rate;
@@ -14,19 +17,19 @@ measurements themselves).
 from __future__ import annotations
 
 from blackwell_doctor.facts.document import (
+    LogSource,
     P2PProbeFacts,
     P2PTransfer,
     ProbeFacts,
     TileProbe,
     Unavailable,
 )
-from blackwell_doctor.report.check import Report, Section
+from blackwell_doctor.report.check import Section
 from blackwell_doctor.ruledata.logs import SEVERITY_RANK, load_catalogue
 from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.ruledata.tileplan import MIN_STAGES
 from blackwell_doctor.rules.logs import JudgedFinding
 from blackwell_doctor.rules.p2p import pair_verdict
-from blackwell_doctor.rules.presets import ProbeReport, ScanReport
 from blackwell_doctor.rules.probe import probe_findings
 
 UNITS = (
@@ -42,19 +45,6 @@ DISCLAIMER = (
 )
 # Sources listed one by one up to this many (per signature, and in "Sources").
 LISTED = 20
-
-
-def sections(report: Report) -> list[Section]:
-    """The detail sections of ``report`` (none for a ``check`` report)."""
-    if isinstance(report, ScanReport):
-        return log_sections(report)
-    if isinstance(report, ProbeReport):
-        if report.mode == "plan":
-            return [_plan_section(report.smem_limit or 0, report.tiles)]
-        if report.mode == "p2p":
-            return p2p_sections(report.p2p)
-        return probe_sections(report.probes)
-    return []
 
 
 # --------------------------------------------------------------------------- probe
@@ -108,9 +98,10 @@ def tile_table(tiles: list[TileProbe], limit: int, *, measured: bool) -> Section
     )
 
 
-def _plan_section(limit: int, tiles: list[TileProbe]) -> Section:
+def plan_sections(limit: int, tiles: list[TileProbe]) -> list[Section]:
+    """``probe --plan``: the tile table of CUTLASS's arithmetic under ``limit``."""
     table = tile_table(tiles, limit, measured=False)
-    return Section(
+    section = Section(
         title=f"Tiles for a {limit:,} B shared-memory limit (arithmetic)",
         columns=table.columns,
         numeric=table.numeric,
@@ -118,6 +109,7 @@ def _plan_section(limit: int, tiles: list[TileProbe]) -> Section:
         lines=table.lines,
         notes=[UNITS],
     )
+    return [section]
 
 
 def probe_sections(probes: ProbeFacts | Unavailable | None) -> list[Section]:
@@ -245,22 +237,22 @@ def _gbps(value: float | None) -> str:
 # --------------------------------------------------------------------------- scan-logs
 
 
-def log_sections(report: ScanReport) -> list[Section]:
+def log_sections(sources: list[LogSource], findings: list[JudgedFinding]) -> list[Section]:
     """One section per signature found (worst first): where, how often, the first line seen,
     what it means; then the sources read."""
     catalogue = load_catalogue()
     groups: dict[str, list[JudgedFinding]] = {}
-    for finding in report.findings:
+    for finding in findings:
         groups.setdefault(finding.signature, []).append(finding)
     ordered = sorted(
         groups.items(), key=lambda kv: (-max(SEVERITY_RANK[f.severity] for f in kv[1]), kv[0])
     )
     out: list[Section] = []
-    for sig_id, findings in ordered:
-        worst = max((f.severity for f in findings), key=SEVERITY_RANK.__getitem__)
-        total = sum(f.count for f in findings)
+    for sig_id, hits in ordered:
+        worst = max((f.severity for f in hits), key=SEVERITY_RANK.__getitem__)
+        total = sum(f.count for f in hits)
         lines: list[str] = []
-        for f in findings[:LISTED]:
+        for f in hits[:LISTED]:
             if f.line == 0:  # input.unreadable: nothing was read
                 where = "not read"
             elif f.line == f.last_line:
@@ -268,8 +260,8 @@ def log_sections(report: ScanReport) -> list[Section]:
             else:
                 where = f"lines {f.line}-{f.last_line}"
             lines += [f"{f.path}: {where}, {f.count}x, {f.severity}", f"  | {f.excerpt}"]
-        if len(findings) > LISTED:
-            rest = findings[LISTED:]
+        if len(hits) > LISTED:
+            rest = hits[LISTED:]
             lines.append(
                 f"... and {len(rest)} more sources ({sum(f.count for f in rest)} "
                 "occurrences; --format json lists them all)"
@@ -278,17 +270,18 @@ def log_sections(report: ScanReport) -> list[Section]:
         notes = [f"What it means: {sig.meaning}", f"Source: {sig.source}"] if sig else []
         out.append(
             Section(
-                title=f"{sig_id} ({worst}, {findings[0].check}): {total} occurrence(s)",
+                title=f"{sig_id} ({worst}, {hits[0].check}): {total} occurrence(s)",
                 lines=lines,
                 notes=notes,
             )
         )
-    out.append(_sources_section(report, len(groups)))
+    out.append(_sources_section(sources, findings, len(groups)))
     return out
 
 
-def _sources_section(report: ScanReport, signatures: int) -> Section:
-    sources = report.sources
+def _sources_section(
+    sources: list[LogSource], findings: list[JudgedFinding], signatures: int
+) -> Section:
     failed = [s for s in sources if s.error]
     fine = [s for s in sources if not s.error]
     shown = failed[:LISTED] if len(sources) > LISTED else sources
@@ -307,10 +300,10 @@ def _sources_section(report: ScanReport, signatures: int) -> Section:
         )
     # Signatures, each counted once under its worst severity: the numbers add up.
     worst: dict[str, int] = {}
-    for f in report.findings:
+    for f in findings:
         worst[f.signature] = max(worst.get(f.signature, 0), SEVERITY_RANK[f.severity])
     counts = {sev: list(worst.values()).count(rank) for sev, rank in SEVERITY_RANK.items()}
-    if not report.findings:
+    if not findings:
         lines.append("No signatures found.")
     else:
         lines.append(
