@@ -176,13 +176,14 @@ def judged_pairs(results: Sequence[Result]) -> list[tuple[str, P2PVerdict]]:
 
 @check("p2p.transfer")
 def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
-    t = facts.p2p_transfers
-    if t is None:
-        return skipped("peer transfers were not tested (run `blackwell-doctor probe --p2p`)")
-    if isinstance(t, Unavailable):
-        if t.reason.startswith("skipped:"):
-            return skipped(f"peer transfers not tested: {t.reason.removeprefix('skipped:')}")
-        return not_evaluated(f"the peer-transfer test did not run: {t.reason}")
+    t = view.probed(
+        facts.p2p_transfers,
+        absent="peer transfers were not tested (run `blackwell-doctor probe --p2p`)",
+        not_run="peer transfers not tested: {why}",
+        failed="the peer-transfer test did not run: {reason}",
+    )
+    if isinstance(t, Outcome):
+        return t
     if not t.pairs:
         return not_evaluated("the peer-transfer test measured no pair")
     evidence: Evidence = {}
@@ -206,22 +207,22 @@ def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
         detail = f" ({judged.detail})" if judged.detail else ""
         evidence[name] = f"{judged.verdict}: {bw}{detail}"
         by_verdict.setdefault(judged.verdict, []).append(name + detail)
-    if "granted-but-broken" in by_verdict:
-        return Outcome(
-            status=Status.FAIL,
-            summary="peer access is granted but transfers fail for "
-            + "; ".join(by_verdict["granted-but-broken"]),
-            evidence=evidence,
-            case="granted-but-broken",
-        )
-    if "slower-than-host" in by_verdict:
-        return Outcome(
-            status=Status.WARN,
-            summary="peer transfers are slower than staging through host memory for "
-            + ", ".join(by_verdict["slower-than-host"]),
-            evidence=evidence,
-            case="slower-than-host",
-        )
+    for case, status, summary, sep in (
+        ("granted-but-broken", Status.FAIL, "peer access is granted but transfers fail for ", "; "),
+        (
+            "slower-than-host",
+            Status.WARN,
+            "peer transfers are slower than staging through host memory for ",
+            ", ",
+        ),
+    ):
+        if case in by_verdict:
+            return Outcome(
+                status=status,
+                summary=summary + sep.join(by_verdict[case]),
+                evidence=evidence,
+                case=case,
+            )
     if "error" in by_verdict:
         return not_evaluated("the test failed for " + "; ".join(by_verdict["error"]), **evidence)
     if "pairs measured" in evidence:
