@@ -207,22 +207,22 @@ def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
         detail = f" ({judged.detail})" if judged.detail else ""
         evidence[name] = f"{judged.verdict}: {bw}{detail}"
         by_verdict.setdefault(judged.verdict, []).append(name + detail)
-    for case, status, summary, sep in (
-        ("granted-but-broken", Status.FAIL, "peer access is granted but transfers fail for ", "; "),
-        (
-            "slower-than-host",
-            Status.WARN,
-            "peer transfers are slower than staging through host memory for ",
-            ", ",
-        ),
-    ):
-        if case in by_verdict:
-            return Outcome(
-                status=status,
-                summary=summary + sep.join(by_verdict[case]),
-                evidence=evidence,
-                case=case,
-            )
+    if "granted-but-broken" in by_verdict:
+        return Outcome(
+            status=Status.FAIL,
+            summary="peer access is granted but transfers fail for "
+            + "; ".join(by_verdict["granted-but-broken"]),
+            evidence=evidence,
+            case="granted-but-broken",
+        )
+    if "slower-than-host" in by_verdict:
+        return Outcome(
+            status=Status.WARN,
+            summary="peer transfers are slower than staging through host memory for "
+            + ", ".join(by_verdict["slower-than-host"]),
+            evidence=evidence,
+            case="slower-than-host",
+        )
     if "error" in by_verdict:
         return not_evaluated("the test failed for " + "; ".join(by_verdict["error"]), **evidence)
     if "pairs measured" in evidence:
