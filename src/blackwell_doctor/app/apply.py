@@ -23,13 +23,19 @@ from blackwell_doctor.report.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from blackwell_doctor.app.obtain import FactsRequest
-    from blackwell_doctor.app.verify import VerifyRequest, VerifySettings, WriteFile
+    from blackwell_doctor.app.verify import (
+        VerifyRecord,
+        VerifyRequest,
+        VerifySettings,
+        WriteFile,
+    )
     from blackwell_doctor.apply.docker import PullEvent, Say
     from blackwell_doctor.facts.document import Facts, Unavailable
     from blackwell_doctor.facts.model import ModelFacts
     from blackwell_doctor.recommend.launch import LaunchSpec
     from blackwell_doctor.recommend.options import LaunchRequest
     from blackwell_doctor.recommend.plan import LaunchOptions
+    from blackwell_doctor.report.bench import CompareDocument
 
 
 class Ending(enum.Enum):
@@ -105,23 +111,14 @@ def apply(
         environ=environ,
         stdin=stdin,
     )
-    if request.verify.verify and request.yes:
-        return carry_out_verified(
+    if request.yes:
+        return carry_out(
             spec,
-            settings,
+            settings if request.verify.verify else None,
             health_timeout_s=health_timeout_s,
             stop_timeout_s=request.stop_timeout_s,
             say=say,
             write=write,
-            pull_progress=pull_progress,
-            model=model,
-        )
-    if request.yes:
-        return carry_out(
-            spec,
-            health_timeout_s=health_timeout_s,
-            stop_timeout_s=request.stop_timeout_s,
-            say=say,
             pull_progress=pull_progress,
             model=model,
         )
@@ -212,50 +209,7 @@ def plan(spec: LaunchSpec) -> Outcome:
 
 def carry_out(
     spec: LaunchSpec,
-    *,
-    health_timeout_s: float,
-    stop_timeout_s: int,
-    say: Say,
-    pull_progress: Callable[[], AbstractContextManager[PullEvent]] | None = None,
-    model: ModelFacts | Unavailable | None = None,
-) -> Outcome:
-    """``apply --yes``: pull, create, swap, start, wait for health, scan the log; on any
-    failure or Ctrl-C the previous container is restored. ``pull_progress`` makes the
-    receiver of docker pull's progress events for the time of the apply."""
-    from blackwell_doctor.apply import docker as run
-
-    try:
-        client = run.connect()
-    except run.EngineUnavailable as exc:
-        say(f"{TOOL_NAME}: apply failed: Docker engine not reachable ({exc}); nothing was changed")
-        return Outcome(Ending.FAILED)
-    progress = nullcontext(None) if pull_progress is None else pull_progress()
-    try:
-        with progress as on_pull_event:
-            message = run.apply(
-                spec,
-                client,
-                health_timeout_s=health_timeout_s,
-                stop_timeout_s=stop_timeout_s,
-                say=say,
-                on_pull_event=on_pull_event,
-                model=model,
-            )
-    except run.ApplyFailed as exc:
-        say(f"{TOOL_NAME}: {exc.message}")
-        for finding in exc.findings:
-            say(f"finding {finding}")
-        say(f"rolled back: {_rolled(exc.rolled_back)}")
-        return Outcome(Ending.FAILED)
-    except run.ApplyInterrupted as exc:
-        say(f"{TOOL_NAME}: interrupted during {exc.step}; rolled back: {_rolled(exc.rolled_back)}")
-        return Outcome(Ending.INTERRUPTED)
-    return Outcome(Ending.DONE, message + "\n")
-
-
-def carry_out_verified(
-    spec: LaunchSpec,
-    settings: VerifySettings,
+    settings: VerifySettings | None,
     *,
     health_timeout_s: float,
     stop_timeout_s: int,
@@ -264,10 +218,13 @@ def carry_out_verified(
     pull_progress: Callable[[], AbstractContextManager[PullEvent]] | None = None,
     model: ModelFacts | Unavailable | None = None,
 ) -> Outcome:
-    """``apply --verify --yes``: bench the running container, apply, measure the warm
-    start, bench the new one, and keep the change only if the gate holds (else roll back:
-    FAILED, exit 5). The comparison goes to standard output (and --report-md as Markdown);
-    both runs and the record stay in the record directory."""
+    """``apply --yes``: pull, create, swap, start, wait for health, scan the log; on any
+    failure or Ctrl-C the previous container is restored. ``pull_progress`` makes the
+    receiver of docker pull's progress events for the time of the apply.
+
+    With ``settings`` (``apply --verify --yes``): bench the running container, apply,
+    measure the warm start, bench the new one, and keep the change only if the gate holds
+    (else roll back: FAILED, exit 5); see :func:`_verified`."""
     from blackwell_doctor.app import verify
     from blackwell_doctor.apply import docker as run
 
@@ -277,18 +234,60 @@ def carry_out_verified(
         say(f"{TOOL_NAME}: apply failed: Docker engine not reachable ({exc}); nothing was changed")
         return Outcome(Ending.FAILED)
     progress = nullcontext(None) if pull_progress is None else pull_progress()
-    with progress as on_pull_event:
-        ending, record, where, doc = verify.run_verified(
-            spec,
-            client,
-            settings,
-            health_timeout_s=health_timeout_s,
-            stop_timeout_s=stop_timeout_s,
-            say=say,
-            write=write,
-            on_pull_event=on_pull_event,
-            model=model,
-        )
+    message = ""
+    verified: tuple[str, VerifyRecord, Path, CompareDocument | None] | None = None
+    try:
+        with progress as on_pull_event:
+            if settings is None:
+                message = run.apply(
+                    spec,
+                    client,
+                    health_timeout_s=health_timeout_s,
+                    stop_timeout_s=stop_timeout_s,
+                    say=say,
+                    on_pull_event=on_pull_event,
+                    model=model,
+                )
+            else:
+                verified = verify.run_verified(
+                    spec,
+                    client,
+                    settings,
+                    health_timeout_s=health_timeout_s,
+                    stop_timeout_s=stop_timeout_s,
+                    say=say,
+                    write=write,
+                    on_pull_event=on_pull_event,
+                    model=model,
+                )
+    except run.ApplyFailed as exc:
+        say(f"{TOOL_NAME}: {exc.message}")
+        for finding in exc.findings:
+            say(f"finding {finding}")
+        say(f"rolled back: {_rolled(exc.rolled_back)}")
+        return Outcome(Ending.FAILED)
+    except run.ApplyInterrupted as exc:
+        say(f"{TOOL_NAME}: interrupted during {exc.step}; rolled back: {_rolled(exc.rolled_back)}")
+        return Outcome(Ending.INTERRUPTED)
+    if settings is None or verified is None:
+        return Outcome(Ending.DONE, message + "\n")
+    return _verified(settings, *verified, say=say, write=write)
+
+
+def _verified(
+    settings: VerifySettings,
+    ending: str,
+    record: VerifyRecord,
+    where: Path,
+    doc: CompareDocument | None,
+    *,
+    say: Say,
+    write: WriteFile,
+) -> Outcome:
+    """A verified change's outcome: the comparison for standard output (and --report-md as
+    Markdown); both runs and the record stay in the record directory."""
+    from blackwell_doctor.app import verify
+
     if settings.report_md is not None:
         write(verify.render(record, doc, where, markdown=True), settings.report_md)
     text = verify.render(record, doc, where, markdown=False)

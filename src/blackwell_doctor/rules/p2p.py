@@ -176,13 +176,14 @@ def judged_pairs(results: Sequence[Result]) -> list[tuple[str, P2PVerdict]]:
 
 @check("p2p.transfer")
 def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
-    t = facts.p2p_transfers
-    if t is None:
-        return skipped("peer transfers were not tested (run `blackwell-doctor probe --p2p`)")
-    if isinstance(t, Unavailable):
-        if t.reason.startswith("skipped:"):
-            return skipped(f"peer transfers not tested: {t.reason.removeprefix('skipped:')}")
-        return not_evaluated(f"the peer-transfer test did not run: {t.reason}")
+    t = view.probed(
+        facts.p2p_transfers,
+        absent="peer transfers were not tested (run `blackwell-doctor probe --p2p`)",
+        not_run="peer transfers not tested: {why}",
+        failed="the peer-transfer test did not run: {reason}",
+    )
+    if isinstance(t, Outcome):
+        return t
     if not t.pairs:
         return not_evaluated("the peer-transfer test measured no pair")
     evidence: Evidence = {}

@@ -16,7 +16,6 @@ from blackwell_doctor.report.results import (
     Status,
     not_evaluated,
     passed,
-    skipped,
 )
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.ruledata.tileplan import MIN_STAGES
@@ -26,13 +25,14 @@ from blackwell_doctor.rules.registry import check
 
 
 def _probes(facts: Facts) -> ProbeFacts | Outcome:
-    p = facts.probes
-    if p is None:
-        return skipped("these facts predate the probes")
-    if isinstance(p, Unavailable):
-        if p.reason.startswith("skipped:"):
-            return skipped(f"probes not run ({p.reason.removeprefix('skipped:')})")
-        return not_evaluated(f"probes did not run: {p.reason}")
+    p = view.probed(
+        facts.probes,
+        absent="these facts predate the probes",
+        not_run="probes not run ({why})",
+        failed="probes did not run: {reason}",
+    )
+    if isinstance(p, Outcome):
+        return p
     if not p.devices:
         return not_evaluated("the probes measured no device")
     return p

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from packaging.version import InvalidVersion, Version
 
@@ -14,6 +15,9 @@ from blackwell_doctor.facts.document import (
     PciGpu,
     Unavailable,
 )
+from blackwell_doctor.report.results import Outcome, not_evaluated, skipped
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,22 @@ def pci(facts: Facts) -> PciFacts | None:
 
 def reason(value: object) -> str:
     return value.reason if isinstance(value, Unavailable) else "unknown"
+
+
+def probed(
+    section: T | Unavailable | None, *, absent: str, not_run: str, failed: str
+) -> T | Outcome:
+    """A probe's section of the facts, or the outcome of a check that has none to judge:
+    ``absent`` (facts without the section) skipped; a probe skipped on purpose (reason
+    "skipped:WHY") skipped with ``not_run`` (``{why}`` filled in); a probe that did not run
+    not evaluated with ``failed`` (``{reason}`` filled in)."""
+    if section is None:
+        return skipped(absent)
+    if isinstance(section, Unavailable):
+        if section.reason.startswith("skipped:"):
+            return skipped(not_run.format(why=section.reason.removeprefix("skipped:")))
+        return not_evaluated(failed.format(reason=section.reason))
+    return section
 
 
 def gpus(facts: Facts) -> list[GpuView]:

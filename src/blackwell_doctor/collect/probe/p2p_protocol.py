@@ -14,6 +14,8 @@ from typing import Literal
 
 import msgspec
 
+from blackwell_doctor.collect.probe.lines import LineCodec
+
 # Stages, in the order the child runs them.
 Stage = Literal[
     "init",  # cuInit, the device count, the two contexts
@@ -123,17 +125,6 @@ Line = (
 )
 
 
-def encode_line(line: Line) -> bytes:
-    return msgspec.json.encode(line) + b"\n"
-
-
-_DECODER = msgspec.json.Decoder(Line)
-
-
-def decode_line(raw: bytes) -> Line | None:
-    """A line of the child's output, or None for anything else (garbage is ignored)."""
-    try:
-        line: Line = _DECODER.decode(raw)
-    except msgspec.DecodeError:
-        return None
-    return line
+_LINES: LineCodec[Line] = LineCodec(Line)
+encode_line = _LINES.encode
+decode_line = _LINES.decode

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
+from blackwell_doctor.collect.probe.lines import LineCodec
 from blackwell_doctor.facts.document import Unavailable
 
 # Elements of K each block streams: the same work for every K_TILE (8192/64 = 128 K tiles
@@ -83,17 +84,6 @@ class RestartLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", 
 Line = DevicesLine | DeviceLine | LimitLine | TileLine | FatalLine | RestartLine
 
 
-def encode_line(line: Line) -> bytes:
-    return msgspec.json.encode(line) + b"\n"
-
-
-_DECODER = msgspec.json.Decoder(Line)
-
-
-def decode_line(raw: bytes) -> Line | None:
-    """A line of the child's output, or None for anything else (garbage is ignored)."""
-    try:
-        line: Line = _DECODER.decode(raw)
-    except msgspec.DecodeError:
-        return None
-    return line
+_LINES: LineCodec[Line] = LineCodec(Line)
+encode_line = _LINES.encode
+decode_line = _LINES.decode
