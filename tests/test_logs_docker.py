@@ -106,4 +106,9 @@ def test_a_tty_container_log_has_no_frames_and_is_read_whole(docker_host: str) -
         client.close()
     assert isinstance(facts, LogFacts)
     assert facts.sources[0].error is None
-    assert [f.signature for f in facts.findings] == ["moe.tma_ws_init_failed"]
+    # The failure is the container's last line: the log ends in an error (issue 22's
+    # log-end rule), read through the raw TTY stream as through a file.
+    assert [f.signature for f in facts.findings] == [
+        "moe.tma_ws_init_failed",
+        "runtime.log_ends_in_error",
+    ]
