@@ -301,9 +301,10 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> str:
             else f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]"
         )
         change = "-" if r.change_pct is None else f"{r.change_pct:+.1f}%"
-        rows.append(
-            [w(r.shape), w(r.metric), _f(r.before, 2), _f(r.after, 2), change, ci, w(r.verdict)]
-        )
+        verdict = w(r.verdict)
+        if r.verdict == "within the noise floor" and r.noise_floor_pct is not None:
+            verdict += f" ({r.noise_floor_pct:.1f}%)"
+        rows.append([w(r.shape), w(r.metric), _f(r.before, 2), _f(r.after, 2), change, ci, verdict])
     out += _table(rows, markdown=markdown)
     out.append("")
     for e in doc.equivalence:
@@ -324,8 +325,12 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> str:
     out.append(
         f"verdicts need the interval to exclude 0 and a change of at least "
         f"{doc.threshold_pct:g}%; the intervals hold together at {doc.confidence:.0%} "
-        f"({doc.resamples} bootstrap resamples by request, seed {doc.seed})"
+        f"({doc.resamples} bootstrap resamples by "
+        f"{'run, then request' if max(doc.runs.values(), default=1) > 1 else 'request'}, "
+        f"seed {doc.seed})"
     )
+    if doc.between_run_noise:
+        out.append(f"between-run noise: {w(doc.between_run_noise)}")
     for sub in doc.subsamples:
         out.append(
             f"bootstrap {w(sub.shape)} {w(sub.run)}: a seeded subsample of {sub.requests:,} of "
