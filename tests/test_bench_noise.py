@@ -232,3 +232,41 @@ def test_one_run_a_side_draws_what_it_drew_before() -> None:
     b, a = _doc([10.0], 1), _doc([11.0], 2)
     first = compare(b, a, before_name="b", after_name="a", resamples=200)
     assert first == compare(b, a, before_name="b", after_name="a", resamples=200)
+
+
+def test_the_floor_of_means_of_several_runs_is_scaled_down() -> None:
+    # The floor is of one run against one; means of 3 runs a side differ sqrt(1/3) as much.
+    before, after = _doc(A_LEVELS, 1), _doc(A_AGAIN, 2)
+    assert before.calibration is not None
+    assert after.calibration is not None
+    doc = compare(before, after, before_name="b", after_name="a", resamples=200)
+    itl = next(c for c in doc.comparisons if c.metric == "itl_ms.p50")
+    widest = max(
+        f.floor_pct or 0.0
+        for cal in (before.calibration, after.calibration)
+        for f in cal.floors
+        if f.metric == "itl_ms.p50"
+    )
+    assert itl.noise_floor_pct == pytest.approx(widest * math.sqrt(1 / 3))
+
+
+def test_repeated_runs_become_one_document_with_their_floor() -> None:
+    from blackwell_doctor.app.repeat import combine
+    from blackwell_doctor.render.bench import render_run
+
+    singles = [
+        msgspec.structs.replace(_doc([level], i), findings=[f"note {i}"])
+        for i, level in enumerate(A_LEVELS)
+    ]
+    doc = combine(singles, interleaved_with="http://b")
+    assert doc.shapes == singles[0].shapes
+    assert [r.index for r in doc.repeats] == [2, 3]
+    assert [r.shapes for r in doc.repeats] == [singles[1].shapes, singles[2].shapes]
+    assert doc.findings == ["run 1: note 0", "run 2: note 1", "run 3: note 2"]
+    assert doc.calibration is not None
+    assert doc.calibration.runs == 3
+    assert doc.calibration.interleaved_with == "http://b"
+    text = render_run(doc)
+    assert "noise floor: 3 runs of one configuration" in text
+    assert "taking turns with http://b" in text
+    assert combine(singles[:1]) == singles[0]

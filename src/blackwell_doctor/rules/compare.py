@@ -536,7 +536,8 @@ def _floors(
     before: BenchRun, after: BenchRun, n_before: int, n_after: int
 ) -> tuple[str, Callable[[str, str], float | None]]:
     """Where the noise floor comes from, and the floor of (shape, metric): the larger of
-    the two sides' measured floors; else, with one run on a side, the catalogue's."""
+    the two sides' measured floors; else, with one run on a side, the catalogue's; scaled
+    down for means of several runs."""
     measured: dict[tuple[str, str], float] = {}
     for run in (before, after):
         if run.calibration is None:
@@ -545,11 +546,23 @@ def _floors(
             if f.floor_pct is not None:
                 key = (f.shape, f.metric)
                 measured[key] = max(measured.get(key, 0.0), f.floor_pct)
+    # The floor is of one run against one run; a difference of means of n_b and n_a runs
+    # varies sqrt(1/n_b + 1/n_a) / sqrt(2) as much (the standard error of a difference of
+    # means): 0.58 of it for 3 runs a side.
+    scale = math.sqrt((1.0 / n_before + 1.0 / n_after) / 2.0)
     if measured:
-        return MEASURED, lambda shape, metric: measured.get((shape, metric))
+
+        def of_measured(shape: str, metric: str) -> float | None:
+            floor = measured.get((shape, metric))
+            return None if floor is None else floor * scale
+
+        return MEASURED, of_measured
     if min(n_before, n_after) == 1:
         rules = load_noise_rules()
-        return DEFAULT, lambda _shape, metric: rules.metric.get(metric, rules.default_floor_pct)
+        return (
+            DEFAULT,
+            lambda _shape, metric: rules.metric.get(metric, rules.default_floor_pct) * scale,
+        )
     return NONE, lambda _shape, _metric: None
 
 
