@@ -329,7 +329,7 @@ def _compare_shape(
     floors: dict[str, float | None],
     subsamples: list[Subsample],
 ) -> list[Comparison]:
-    before, after = before_runs[0], after_runs[0]
+    before = before_runs[0]
     side_runs = {
         "before": [[s for s in r.samples if s.ok] for r in before_runs],
         "after": [[s for s in r.samples if s.ok] for r in after_runs],
@@ -380,13 +380,13 @@ def _compare_shape(
                 if vb and va is not None:
                     boot[name].append((va / vb - 1.0) * 100.0)
     alpha = (1.0 - confidence) / 2.0 * 100.0  # already adjusted by the caller
-    one_run = len(before_runs) == 1 and len(after_runs) == 1
     rows = []
     for name, lower, _, own, q, count in _METRICS:
         pb, pa = points[name]
-        # One run a side: the run's own figures; several: the pooled requests' (what the
-        # bootstrap resamples).
-        shown_b, shown_a = (own(before.metrics), own(after.metrics)) if one_run else (pb, pa)
+        # The runs' own figures (of several runs, their mean); the change and its interval
+        # are the resampled statistic's, of every run's requests together.
+        shown_b = _mean_of([own(r.metrics) for r in before_runs])
+        shown_a = _mean_of([own(r.metrics) for r in after_runs])
         changes = sorted(boot[name])
         floor = floors.get(name)
         if q is None:
@@ -440,6 +440,14 @@ def _compare_shape(
             )
         )
     return rows
+
+
+def _mean_of(values: list[float | None]) -> float | None:
+    """The value of one run; of several, their mean (None when a run has none)."""
+    if len(values) == 1:
+        return values[0]
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if len(known) == len(values) else None
 
 
 def _first_difference(x: str, y: str) -> int:
