@@ -137,3 +137,46 @@ def test_options_that_do_not_go_together_are_exit_2(
 ) -> None:
     assert main(_args(shapes, *extra)) == 2
     assert message in capsys.readouterr().err
+
+
+def test_apply_verify_benches_each_side_repeat_times(shapes: Path) -> None:
+    from blackwell_doctor.app import verify
+    from blackwell_doctor.app.bench_flow import load_shapes
+    from blackwell_doctor.ruledata.shapes import select_shapes
+
+    lines: list[str] = []
+    settings = verify.VerifySettings(
+        shapes=select_shapes(load_shapes(shapes), ["one"]), request_timeout_s=20.0, repeat=3
+    )
+    log: list[str] = []
+    with h.serving({("POST", "/v1/chat/completions"): _logging("a", log)}) as url:
+        doc, interrupted = verify.bench(url, settings, say=lines.append, label="baseline")
+    assert not interrupted
+    assert len(doc.repeats) == 2
+    assert doc.calibration is not None
+    assert doc.calibration.runs == 3
+    assert [line.split(":")[0] for line in lines if "shapes one" in line] == [
+        "bench baseline (run 1 of 3)",
+        "bench baseline (run 2 of 3)",
+        "bench baseline (run 3 of 3)",
+    ]
+
+
+def test_compare_of_runs_that_could_not_take_turns_keeps_the_whole_floor() -> None:
+    from blackwell_doctor.rules.compare import compare
+    from tests.test_bench_noise import A_AGAIN, A_LEVELS, _doc
+
+    before, after = _doc(A_LEVELS, 1), _doc(A_AGAIN, 2)
+    turns = compare(before, after, before_name="b", after_name="a", resamples=200)
+    apart = compare(
+        before, after, before_name="b", after_name="a", resamples=200, interleaved=False
+    )
+    floor = {c.metric: c.noise_floor_pct for c in turns.comparisons}
+    whole = {c.metric: c.noise_floor_pct for c in apart.comparisons}
+    assert whole["itl_ms.p50"] == pytest.approx(floor["itl_ms.p50"] / (1 / 3) ** 0.5)
+    assert "could not take turns" in apart.between_run_noise
+
+
+def test_apply_repeat_without_verify_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["apply", "--repeat", "2"]) == 2
+    assert "--repeat applies to --verify" in capsys.readouterr().err

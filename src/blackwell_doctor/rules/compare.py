@@ -541,7 +541,7 @@ NONE = "none"
 
 
 def _floors(
-    before: BenchRun, after: BenchRun, n_before: int, n_after: int
+    before: BenchRun, after: BenchRun, n_before: int, n_after: int, *, interleaved: bool
 ) -> tuple[str, Callable[[str, str], float | None]]:
     """Where the noise floor comes from, and the floor of (shape, metric): the larger of
     the two sides' measured floors; else, with one run on a side, the catalogue's; scaled
@@ -556,8 +556,10 @@ def _floors(
                 measured[key] = max(measured.get(key, 0.0), f.floor_pct)
     # The floor is of one run against one run; a difference of means of n_b and n_a runs
     # varies sqrt(1/n_b + 1/n_a) / sqrt(2) as much (the standard error of a difference of
-    # means): 0.58 of it for 3 runs a side.
-    scale = math.sqrt((1.0 / n_before + 1.0 / n_after) / 2.0)
+    # means): 0.58 of it for 3 runs a side. Runs that could not take turns (apply
+    # --verify: the baseline, then the new container) keep the whole floor: a drift of the
+    # host between the two periods is in neither side's spread.
+    scale = math.sqrt((1.0 / n_before + 1.0 / n_after) / 2.0) if interleaved else 1.0
     if measured:
 
         def of_measured(shape: str, metric: str) -> float | None:
@@ -574,7 +576,7 @@ def _floors(
     return NONE, lambda _shape, _metric: None
 
 
-def _noise_sentence(n_before: int, n_after: int, source: str) -> str:
+def _noise_sentence(n_before: int, n_after: int, source: str, interleaved: bool) -> str:
     if min(n_before, n_after) > 1:
         text = (
             f"measured: {n_before} runs before, {n_after} after; each interval resamples "
@@ -585,6 +587,12 @@ def _noise_sentence(n_before: int, n_after: int, source: str) -> str:
             f"unknown: {n_before} run(s) before, {n_after} after; the intervals hold the "
             "spread of requests within a run, not how much two runs of one configuration "
             "differ"
+        )
+    if not interleaved and max(n_before, n_after) > 1:
+        text += (
+            "; the two sides' runs could not take turns, so each floor is the whole floor "
+            "of one run against one (a drift of the host between them is in neither side's "
+            "spread)"
         )
     if source == MEASURED:
         return (
@@ -651,6 +659,7 @@ def compare(
     confidence: float = 0.95,
     threshold_pct: float = 5.0,
     fail_on_regression_pct: float | None = None,
+    interleaved: bool = True,
 ) -> CompareDocument:
     after_shapes = {s.name: s for s in after.shapes}
     common = [s for s in before.shapes if s.name in after_shapes]
@@ -667,7 +676,7 @@ def compare(
     equivalence: list[EquivalenceComparison] = []
     subsamples: list[Subsample] = []
     runs_b, runs_a = runs_of(before), runs_of(after)
-    source, floor_of = _floors(before, after, len(runs_b), len(runs_a))
+    source, floor_of = _floors(before, after, len(runs_b), len(runs_a), interleaved=interleaved)
     for shape in before.shapes:
         other = after_shapes.get(shape.name)
         if other is None:
@@ -748,7 +757,7 @@ def compare(
         threshold_pct=threshold_pct,
         fail_on_regression_pct=fail_on_regression_pct,
         runs={"before": len(runs_b), "after": len(runs_a)},
-        between_run_noise=_noise_sentence(len(runs_b), len(runs_a), source),
+        between_run_noise=_noise_sentence(len(runs_b), len(runs_a), source, interleaved),
         noise_floor_source=source,
         comparisons=rows,
         equivalence=equivalence,
