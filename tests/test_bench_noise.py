@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from blackwell_doctor.facts.document import ToolInfo
+from blackwell_doctor.render.bench import encode
 from blackwell_doctor.report.bench import (
     BenchRun,
     EquivalenceOutput,
@@ -21,7 +22,6 @@ from blackwell_doctor.report.bench import (
     ServerInfo,
     ShapeResult,
     decode_run,
-    encode,
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics
 from blackwell_doctor.rules import gate

@@ -213,14 +213,14 @@ def _compare_urls(request: BenchRequest, fmt: BenchFormat, output: Path | None) 
     from blackwell_doctor.app import bench_flow as flow
     from blackwell_doctor.cli.output import write
     from blackwell_doctor.cli.progress import BenchDisplay
-    from blackwell_doctor.report import bench as report
+    from blackwell_doctor.render.bench import encode
     from blackwell_doctor.report.exitcodes import ExitCode
 
     before, after, doc = flow.compare_urls(request, BenchDisplay())
     if output is not None:
         for run, side in ((before, "before"), (after, "after")):
             path = output.with_name(f"{output.stem}.{side}.json")
-            write(report.encode(run), path)
+            write(encode(run), path)
             sys.stderr.write(f"wrote {path}\n")
     _write_document(doc, fmt, output)
     if before.interrupted or after.interrupted:
