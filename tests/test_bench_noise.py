@@ -270,3 +270,14 @@ def test_repeated_runs_become_one_document_with_their_floor() -> None:
     assert "noise floor: 3 runs of one configuration" in text
     assert "taking turns with http://b" in text
     assert combine(singles[:1]) == singles[0]
+
+
+def test_a_fall_is_held_to_the_floor_as_a_ratio() -> None:
+    from blackwell_doctor.rules.compare import fold_pct
+
+    # A floor is larger over smaller: -50% and +100% are the same distance from no change,
+    # so a throughput fall can pass a floor above 100% (a fall of 60% is 150%).
+    assert fold_pct(100.0) == pytest.approx(100.0)
+    assert fold_pct(-50.0) == pytest.approx(100.0)
+    assert fold_pct(-60.0) == pytest.approx(150.0)
+    assert fold_pct(-100.0) == math.inf

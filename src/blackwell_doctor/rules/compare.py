@@ -422,8 +422,15 @@ def _compare_shape(
         assert pa is not None
         change = (pa / pb - 1.0) * 100.0
         low, high = percentile(changes, alpha), percentile(changes, 100.0 - alpha)
+        fewest = min(len(before_runs), len(after_runs))
+        if fewest > 1:
+            # Resampling n runs gives their mean a variance of (n-1)/n of the unbiased
+            # one (the plug-in variance divides by n): 2/3 with 3 runs. The interval is
+            # widened about the change by sqrt(n/(n-1)) to make up for it.
+            widen = math.sqrt(fewest / (fewest - 1))
+            low, high = change - (change - low) * widen, change + (high - change) * widen
         verdict = _verdict(lower, change, low, high, threshold, abs(pa - pb))
-        if verdict in (BETTER, WORSE) and floor is not None and abs(change) < floor:
+        if verdict in (BETTER, WORSE) and floor is not None and fold_pct(change) < floor:
             verdict = WITHIN_NOISE
         rows.append(
             Comparison(
@@ -440,6 +447,16 @@ def _compare_shape(
             )
         )
     return rows
+
+
+def fold_pct(change_pct: float) -> float:
+    """A change as the larger over the smaller value, minus one, in percent: the measure
+    of a noise floor's spread, the same for a rise and a fall (-50% and +100% are both
+    100%)."""
+    ratio = 1.0 + change_pct / 100.0
+    if ratio <= 0.0:
+        return math.inf
+    return (max(ratio, 1.0 / ratio) - 1.0) * 100.0
 
 
 def _mean_of(values: list[float | None]) -> float | None:

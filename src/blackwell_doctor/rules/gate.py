@@ -101,6 +101,9 @@ def _row(c: Comparison, max_regression_pct: float, floor_source: str) -> GateRow
     # The allowed regression follows the noise floor when it is larger: a change smaller
     # than two runs of one configuration differ is not told apart from the host.
     floor = c.noise_floor_pct if floor_source == "measured" else None
+    if floor is not None and c.better != "lower":
+        # A floor is a ratio (larger over smaller): for a fall, a floor of 100% is -50%.
+        floor = (1.0 - 1.0 / (1.0 + floor / 100.0)) * 100.0
     allowed = max_regression_pct if floor is None else max(max_regression_pct, floor)
     if floor is not None and floor > max_regression_pct:
         limit = (
