@@ -383,10 +383,13 @@ def _compare_shape(
     rows = []
     for name, lower, _, own, q, count in _METRICS:
         pb, pa = points[name]
-        # The runs' own figures (of several runs, their mean); the change and its interval
-        # are the resampled statistic's, of every run's requests together.
-        shown_b = _mean_of([own(r.metrics) for r in before_runs])
-        shown_a = _mean_of([own(r.metrics) for r in after_runs])
+        # One run: its own figures. Several: a percentile of every run's requests together
+        # (what the change and its interval are of), and the runs' mean tokens/s.
+        if (len(before_runs) == 1 and len(after_runs) == 1) or q is None:
+            shown_b = _mean_of([own(r.metrics) for r in before_runs])
+            shown_a = _mean_of([own(r.metrics) for r in after_runs])
+        else:
+            shown_b, shown_a = pb, pa
         changes = sorted(boot[name])
         floor = floors.get(name)
         if q is None:
@@ -428,7 +431,8 @@ def _compare_shape(
             # one (the plug-in variance divides by n): 2/3 with 3 runs. The interval is
             # widened about the change by sqrt(n/(n-1)) to make up for it.
             widen = math.sqrt(fewest / (fewest - 1))
-            low, high = change - (change - low) * widen, change + (high - change) * widen
+            low = max(-100.0, change - (change - low) * widen)  # nothing falls below 0
+            high = change + (high - change) * widen
         verdict = _verdict(lower, change, low, high, threshold, abs(pa - pb))
         if verdict in (BETTER, WORSE) and floor is not None and fold_pct(change) < floor:
             verdict = WITHIN_NOISE
