@@ -229,7 +229,10 @@ def _serving(url: str) -> float:
 def test_a_change_that_keeps_performance_is_kept(case: tuple[Case, Any]) -> None:
     c, client = case
     before = client.containers.get(c.name)
-    done = c.run(c.argv(c.runtimes[1], [], *c.verify_args("kept")))
+    # Three runs a side (issue 21): with one, two runs of one server failed this gate (TTFT
+    # p50 "at least 103.6% worse", a CI run) as often as 7 in 30 A/A gates replayed from
+    # this host's real vLLM runs; with three and the two-stage bootstrap, 0 in 10.
+    done = c.run(c.argv(c.runtimes[1], [], *c.verify_args("kept"), "--repeat", "3"))
     sys.stderr.write(done.stdout + done.stderr)
     assert done.returncode == 0, done.stderr[-3000:]
     now = client.containers.get(c.name)
@@ -246,6 +249,9 @@ def test_a_change_that_keeps_performance_is_kept(case: tuple[Case, Any]) -> None
         assert row["ci_low_pct"] <= row["change_pct"] <= row["ci_high_pct"]
     for name in ("baseline.json", "after.json", "compare.json"):
         assert json.loads((where / name).read_text())["schema_version"] >= 1
+    for name in ("baseline.json", "after.json"):
+        assert len(json.loads((where / name).read_text())["repeats"]) == 2
+    assert any("cannot take turns" in n for n in record["gate"]["notes"])
     # A new runtime id: a new JIT cache volume, so the first start is cold, then warm.
     warm = record["warm_start"]
     assert warm["first_start_kind"] == "cold"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
@@ -45,6 +45,10 @@ class BenchRequest:
     fail_on_regression_pct: float | None = None
     threshold_pct: float = 5.0
     resamples: int = 2000
+    # --repeat N: each configuration measured N times (one URL: the A/A calibration of its
+    # noise floor; --compare-urls: A B A B ...).
+    repeat: int = 1
+    compare_urls: tuple[str, str] | None = None  # --compare-urls A B: measure both, compare
 
 
 class Display(Protocol):
@@ -78,6 +82,8 @@ class Plan:
 
     config: BenchConfig
     soak: Soak | None = None
+    repeat: int = 1
+    other: BenchConfig | None = None  # --compare-urls: the second server (B)
 
 
 def check_options(request: BenchRequest) -> None:
@@ -93,11 +99,22 @@ def check_options(request: BenchRequest) -> None:
     if request.compare is not None:
         if request.url is not None:
             raise UserError("--compare reads two run files; it does not take --url")
+        if request.compare_urls is not None:
+            raise UserError("--compare reads two run files; --compare-urls measures two servers")
+        if request.repeat != 1:
+            raise UserError("--repeat measures; --compare reads run files (give --repeat to bench)")
         return
-    if request.fail_on_regression_pct is not None:
-        raise UserError("--fail-on-regression applies to --compare")
-    if request.url is None:
-        raise UserError("bench needs --url (or --compare BEFORE AFTER)")
+    if request.compare_urls is not None:
+        if request.url is not None:
+            raise UserError("--compare-urls measures its two URLs; it does not take --url")
+        if request.soak is not None:
+            raise UserError("--soak holds one server's load; it does not take --compare-urls")
+    elif request.fail_on_regression_pct is not None:
+        raise UserError("--fail-on-regression applies to --compare and --compare-urls")
+    elif request.url is None:
+        raise UserError("bench needs --url (or --compare BEFORE AFTER, or --compare-urls A B)")
+    if request.soak is not None and request.repeat != 1:
+        raise UserError("--soak runs once until its DURATION; it does not take --repeat")
     if request.soak is not None:
         for name, given in (("--requests", request.requests), ("--duration", request.duration_s)):
             if given is not None:
@@ -129,7 +146,8 @@ def plan(request: BenchRequest) -> Plan:
     from blackwell_doctor.ruledata.shapes import ShapeError, select_shapes
 
     check_options(request)
-    assert request.url is not None  # check_options
+    url = request.url if request.compare_urls is None else request.compare_urls[0]
+    assert url is not None  # check_options
     soak: Soak | None = None
     timing = None  # the soak's (duration, interval)
     try:
@@ -144,11 +162,13 @@ def plan(request: BenchRequest) -> Plan:
             shapes = select_shapes(
                 load_shapes(request.shapes_file), list(request.shape_names) or ["concurrent"]
             )
-        runner.parse_url(request.url)
+        runner.parse_url(url)
+        if request.compare_urls is not None:
+            runner.parse_url(request.compare_urls[1])
     except (ShapeError, runner.UrlError) as exc:
         raise UserError(str(exc)) from None
     config = runner.BenchConfig(
-        url=request.url,
+        url=url,
         model=request.model,
         api_key=request.api_key or None,
         shapes=shapes,
@@ -165,7 +185,11 @@ def plan(request: BenchRequest) -> Plan:
         duration_s, interval_s = timing
         state = soaking.SoakState(shape=shapes[0], duration_s=duration_s, interval_s=interval_s)
         soak = Soak(state, load_rules())
-    return Plan(config, soak)
+    other = None
+    if request.compare_urls is not None:
+        # The same shapes, seed and options: only the server differs.
+        other = replace(config, url=request.compare_urls[1])
+    return Plan(config, soak, repeat=request.repeat, other=other)
 
 
 def _soak_timing(
@@ -196,6 +220,8 @@ def run(plan: Plan, display: Display) -> BenchRun:
     from blackwell_doctor.app import soak as soaking
     from blackwell_doctor.collect.bench import loop
 
+    if plan.repeat > 1 or plan.other is not None:
+        return run_repeated(plan, display)[0]
     state = runner.RunState()
     interrupted = False
     soak = plan.soak
@@ -220,6 +246,61 @@ def run(plan: Plan, display: Display) -> BenchRun:
     if soak is None:
         return runner.build_document(state, interrupted=interrupted)
     return soaking.build_document(state, soak.state, soak.rules, interrupted=interrupted)
+
+
+def run_repeated(plan: Plan, display: Display) -> list[BenchRun]:
+    """``--repeat N`` (and ``--compare-urls``): each server of ``plan`` measured N times,
+    taking turns (A B A B ...), each server's runs one document with their noise floor.
+    Ctrl-C ends early: the documents keep the runs measured, the last one partial."""
+    from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.app import repeat as repeating
+    from blackwell_doctor.collect.bench import loop
+
+    configs = [plan.config] if plan.other is None else [plan.config, plan.other]
+
+    def once(config: BenchConfig, state: runner.RunState, progress: runner.Progress) -> None:
+        loop.run(runner.run_bench(config, state, progress))
+
+    try:
+        with display:
+            runs = repeating.run_repeated(
+                configs, plan.repeat, display, say=display.message, run=once
+            )
+    except KeyboardInterrupt as exc:
+        runs = getattr(exc, "partial", None) or [[] for _ in configs]
+        runs = [r or [runner.build_document(runner.RunState(), interrupted=True)] for r in runs]
+    others = [c.url for c in configs]
+    return [
+        repeating.combine(r, interleaved_with=others[1 - k] if len(configs) > 1 else None)
+        for k, r in enumerate(runs)
+    ]
+
+
+def compare_urls(
+    request: BenchRequest, display: Display
+) -> tuple[BenchRun, BenchRun, CompareDocument]:
+    """``bench --compare-urls A B [--repeat N]``: both measured in turns, then compared
+    as ``--compare`` compares two files (A before, B after)."""
+    from blackwell_doctor.rules.compare import NotComparable
+    from blackwell_doctor.rules.compare import compare as compare_runs
+
+    assert request.compare_urls is not None
+    before, after = run_repeated(plan(request), display)
+    try:
+        doc = compare_runs(
+            before,
+            after,
+            # The URLs as the run documents keep them (without credentials).
+            before_name=before.server.url or "A",
+            after_name=after.server.url or "B",
+            resamples=request.resamples,
+            seed=request.seed,
+            threshold_pct=request.threshold_pct,
+            fail_on_regression_pct=request.fail_on_regression_pct,
+        )
+    except NotComparable as exc:
+        raise UserError(str(exc)) from None
+    return before, after, doc
 
 
 def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument:

@@ -58,6 +58,7 @@ class VerifySettings:
     first_token_timeout_s: float = 1800.0
     record_dir: Path | None = None  # None: default_record_root()
     report_md: Path | None = None
+    repeat: int = 1  # bench runs of the baseline and of the new container each
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +77,7 @@ class VerifyRequest:
     warm_start: bool = True
     record_dir: Path | None = None
     report_md: Path | None = None
+    repeat: int = 1
 
 
 def verify_settings(
@@ -102,6 +104,7 @@ def verify_settings(
                 ("--record-dir", request.record_dir),
                 ("--report-md", request.report_md),
                 ("--divergence-after", request.divergence_after),
+                ("--repeat", request.repeat != 1),
             )
             if value
         ]
@@ -135,6 +138,7 @@ def verify_settings(
         first_token_timeout_s=first_token_timeout_s,
         record_dir=request.record_dir,
         report_md=request.report_md,
+        repeat=request.repeat,
     )
 
 
@@ -258,9 +262,11 @@ def first_token(base: str, *, since: float, deadline_s: float) -> float:
 def bench(
     url: str, settings: VerifySettings, *, say: Callable[[str], None], label: str
 ) -> tuple[BenchRun, bool]:
-    """One bench run against ``url``; (document, interrupted). Ctrl-C is re-raised after
+    """``settings.repeat`` bench runs against ``url``, one document (with more than one,
+    its runs and their noise floor); (document, interrupted). Ctrl-C is re-raised after
     the partial document is returned through the KeyboardInterrupt's ``partial``."""
     from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.app.repeat import combine
     from blackwell_doctor.collect.bench import loop
 
     config = runner.BenchConfig(
@@ -272,20 +278,27 @@ def bench(
         requests=settings.requests,
         deadline_s=settings.request_timeout_s,
     )
-    state = runner.RunState()
+    runs: list[BenchRun] = []
 
     def progress(live: runner.Live) -> None:
         if live.phase == "done":
             say(f"bench {label}: {live.shape} measured ({live.done} requests)")
 
-    try:
-        # Inside: a Ctrl-C from the moment the line is out leaves an (empty) partial run.
-        say(f"bench {label}: {url}, shapes {', '.join(s.name for s in settings.shapes)}")
-        loop.run(runner.run_bench(config, state, progress))
-    except KeyboardInterrupt as exc:
-        exc.partial = runner.build_document(state, interrupted=True)  # type: ignore[attr-defined]
-        raise
-    return runner.build_document(state, interrupted=False), False
+    for i in range(settings.repeat):
+        state = runner.RunState()
+        try:
+            # Inside: a Ctrl-C from the moment the line is out leaves an (empty) partial run.
+            which = f" (run {i + 1} of {settings.repeat})" if settings.repeat > 1 else ""
+            say(f"bench {label}{which}: {url}, shapes {', '.join(s.name for s in settings.shapes)}")
+            loop.run(runner.run_bench(config, state, progress))
+        except KeyboardInterrupt as exc:
+            runs.append(runner.build_document(state, interrupted=True))
+            exc.partial = combine(runs)  # type: ignore[attr-defined]
+            raise
+        runs.append(runner.build_document(state, interrupted=False))
+        if runs[-1].server.error is not None:
+            break  # unreachable: the runs left would say the same
+    return combine(runs), False
 
 
 # --------------------------------------------------------------------------- record
@@ -522,6 +535,8 @@ def run_verified(
                 resamples=settings.resamples,
                 seed=settings.seed,
                 threshold_pct=settings.max_regression_pct,
+                # The baseline's runs, then the new container's: they cannot take turns.
+                interleaved=False,
             )
             progress.compare = doc
             save("compare.json", doc)
@@ -532,6 +547,15 @@ def run_verified(
                 max_regression_pct=settings.max_regression_pct,
                 divergence_after=settings.divergence_after,
             )
+            if settings.repeat > 1:
+                line = (
+                    f"{settings.repeat} runs each of the baseline and the new container, one "
+                    "side after the other (they cannot take turns: the new container replaces "
+                    "the old): each allowed regression is widened to the whole noise floor "
+                    "the runs measured"
+                )
+                progress.gate.notes.append(line)
+                say(line)
         if not progress.gate.holds:
             raise GateRejected("the gate failed: " + "; ".join(progress.gate.failures))
 

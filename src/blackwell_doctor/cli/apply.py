@@ -118,6 +118,18 @@ def apply(
             rich_help_panel=_VERIFY,
         ),
     ] = 10.0,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            min=1,
+            max=100,
+            metavar="N",
+            help="Bench the baseline and the new container N times each; the gate then "
+            "allows at least the noise floor those runs measure.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = 1,
     gate_metrics: Annotated[
         list[str] | None,
         typer.Option(
@@ -237,6 +249,7 @@ def apply(
             warm_start=not no_warm_start,
             record_dir=record_dir,
             report_md=report_md,
+            repeat=repeat,
         ),
     )
     outcome = flow.apply(

@@ -15,6 +15,7 @@ import typer
 from blackwell_doctor.render.formats import BenchFormat
 
 if TYPE_CHECKING:
+    from blackwell_doctor.app.bench_flow import BenchRequest
     from blackwell_doctor.report.bench import BenchRun, CompareDocument
 
 
@@ -132,6 +133,25 @@ def register(app: typer.Typer) -> None:
                 "--resamples", min=100, max=100_000, help="With --compare: bootstrap resamples."
             ),
         ] = 2000,
+        repeat: Annotated[
+            int,
+            typer.Option(
+                "--repeat",
+                min=1,
+                max=100,
+                help="Measure each server N times (taking turns with --compare-urls); the "
+                "document keeps every run and their noise floor (A/A calibration).",
+            ),
+        ] = 1,
+        compare_urls: Annotated[
+            tuple[str, str] | None,
+            typer.Option(
+                "--compare-urls",
+                help="Measure two servers in turns (A B A B ... with --repeat) and compare "
+                "them (A before, B after); -o writes the comparison, and each run beside it.",
+                metavar="A B",
+            ),
+        ] = None,
         soak: Annotated[
             str | None,
             typer.Option(
@@ -169,7 +189,11 @@ def register(app: typer.Typer) -> None:
             fail_on_regression_pct=fail_on_regression,
             threshold_pct=threshold,
             resamples=resamples,
+            repeat=repeat,
+            compare_urls=compare_urls,
         )
+        if compare_urls is not None:
+            _compare_urls(request, fmt, output)
         if compare is not None:
             doc = flow.compare(request, stdin=sys.stdin.buffer)
             _write_document(doc, fmt, output)
@@ -181,6 +205,27 @@ def register(app: typer.Typer) -> None:
         if output is not None:
             sys.stderr.write(f"wrote {output} (exit {run.exit_code})\n")
         raise typer.Exit(run.exit_code)
+
+
+def _compare_urls(request: BenchRequest, fmt: BenchFormat, output: Path | None) -> None:
+    """``--compare-urls A B``: the comparison on standard output (and ``-o``), each server's
+    run document beside ``-o`` (OUT.before.json, OUT.after.json)."""
+    from blackwell_doctor.app import bench_flow as flow
+    from blackwell_doctor.cli.output import write
+    from blackwell_doctor.cli.progress import BenchDisplay
+    from blackwell_doctor.render.bench import encode
+    from blackwell_doctor.report.exitcodes import ExitCode
+
+    before, after, doc = flow.compare_urls(request, BenchDisplay())
+    if output is not None:
+        for run, side in ((before, "before"), (after, "after")):
+            path = output.with_name(f"{output.stem}.{side}.json")
+            write(encode(run), path)
+            sys.stderr.write(f"wrote {path}\n")
+    _write_document(doc, fmt, output)
+    if before.interrupted or after.interrupted:
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    raise typer.Exit(doc.exit_code)
 
 
 def _write_document(doc: BenchRun | CompareDocument, fmt: BenchFormat, output: Path | None) -> None:

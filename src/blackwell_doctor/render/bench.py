@@ -22,6 +22,7 @@ from blackwell_doctor.report.bench import (
     ESTIMATED,
     USAGE,
     BenchRun,
+    Calibration,
     CompareDocument,
     ShapeResult,
     SoakResult,
@@ -169,10 +170,39 @@ def _run(doc: BenchRun, *, markdown: bool) -> str:
     for shape in doc.shapes:
         out.append("")
         out += _shape_lines(shape, markdown=markdown)
+    if doc.calibration is not None:
+        out.append("")
+        out += _calibration_lines(doc.calibration, markdown=markdown)
     if doc.soak is not None:
         out.append("")
         out += _soak_lines(doc.soak, markdown=markdown)
     return "\n".join(out) + "\n"
+
+
+def _calibration_lines(cal: Calibration, *, markdown: bool) -> list[str]:
+    """The noise floor of ``bench --repeat N``: each metric's figure in every run."""
+    w = _words(markdown)
+    head = f"noise floor: {cal.runs} runs of one configuration (the shapes above are run 1)"
+    if cal.interleaved_with:
+        head += f", taking turns with {w(cal.interleaved_with)}"
+    out = [f"### {head}" if markdown else head]
+    if markdown:
+        out.append("")
+    rows = [["shape", "metric", "runs", "spread", "CV", "floor"]]
+    for f in cal.floors:
+        rows.append(
+            [
+                w(f.shape),
+                w(f.metric),
+                " ".join(_f(v, 2) for v in f.values),
+                "-" if f.spread_pct is None else f"{f.spread_pct:.1f}%",
+                "-" if f.cv_pct is None else f"{f.cv_pct:.1f}%",
+                "-" if f.floor_pct is None else f"{f.floor_pct:.1f}%",
+            ]
+        )
+    out += _table(rows, markdown=markdown)
+    out.append(f"floor: {w(cal.method)}")
+    return out
 
 
 def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
@@ -301,9 +331,10 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> str:
             else f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]"
         )
         change = "-" if r.change_pct is None else f"{r.change_pct:+.1f}%"
-        rows.append(
-            [w(r.shape), w(r.metric), _f(r.before, 2), _f(r.after, 2), change, ci, w(r.verdict)]
-        )
+        verdict = w(r.verdict)
+        if r.verdict == "within the noise floor" and r.noise_floor_pct is not None:
+            verdict += f" ({r.noise_floor_pct:.1f}%)"
+        rows.append([w(r.shape), w(r.metric), _f(r.before, 2), _f(r.after, 2), change, ci, verdict])
     out += _table(rows, markdown=markdown)
     out.append("")
     for e in doc.equivalence:
@@ -324,8 +355,12 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> str:
     out.append(
         f"verdicts need the interval to exclude 0 and a change of at least "
         f"{doc.threshold_pct:g}%; the intervals hold together at {doc.confidence:.0%} "
-        f"({doc.resamples} bootstrap resamples by request, seed {doc.seed})"
+        f"({doc.resamples} bootstrap resamples by "
+        f"{'run, then request' if max(doc.runs.values(), default=1) > 1 else 'request'}, "
+        f"seed {doc.seed})"
     )
+    if doc.between_run_noise:
+        out.append(f"between-run noise: {w(doc.between_run_noise)}")
     for sub in doc.subsamples:
         out.append(
             f"bootstrap {w(sub.shape)} {w(sub.run)}: a seeded subsample of {sub.requests:,} of "

@@ -6,13 +6,17 @@ import msgspec
 
 from blackwell_doctor.facts.document import ToolInfo
 
-# 2: the optional ``soak`` section (``bench --soak``). Version 1 documents are still read.
-BENCH_SCHEMA_VERSION = 2
-READABLE_BENCH_SCHEMA_VERSIONS = (1, 2)
+# 2: the optional ``soak`` section (``bench --soak``). 3: ``repeats`` (the other runs of
+# ``bench --repeat N``) and ``calibration`` (their noise floor). Versions 1 and 2 are still
+# read (one run, no floor).
+BENCH_SCHEMA_VERSION = 3
+READABLE_BENCH_SCHEMA_VERSIONS = (1, 2, 3)
 # Where a token count comes from: the server's usage, or this client's estimate.
 USAGE = "usage"
 ESTIMATED = "estimated"
-COMPARE_SCHEMA_VERSION = 1
+# 2: ``runs``, ``between_run_noise``, ``noise_floor_source``, each row's ``noise_floor_pct``
+# and the verdict "within the noise floor".
+COMPARE_SCHEMA_VERSION = 2
 
 
 class Stats(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,6 +203,38 @@ class SoakResult(msgspec.Struct, frozen=True, kw_only=True):
     notes: list[str]
 
 
+class RepeatRun(msgspec.Struct, frozen=True, kw_only=True):
+    """Another run of the same configuration (``bench --repeat N``): run 1 is the
+    document's own ``shapes``, runs 2..N are these."""
+
+    index: int  # 2..N
+    started_at: str
+    complete: bool
+    shapes: list[ShapeResult]
+
+
+class NoiseFloor(msgspec.Struct, frozen=True, kw_only=True):
+    """How much one statistic of one shape differed between runs of one configuration."""
+
+    shape: str
+    metric: str
+    values: list[float | None]  # the statistic of each run, in run order
+    spread_pct: float | None  # the largest change between two of the runs, in percent
+    cv_pct: float | None  # the runs' standard deviation over their mean, in percent
+    # max(spread_pct, 2 * sqrt(2) * cv_pct): a change between two runs of one configuration
+    # smaller than this is not told apart from the host's own variation.
+    floor_pct: float | None
+
+
+class Calibration(msgspec.Struct, frozen=True, kw_only=True):
+    """The noise floor of this server and host, from ``bench --repeat N`` (A/A runs)."""
+
+    runs: int
+    interleaved_with: str | None  # the other server's URL when A and B took turns
+    method: str  # one sentence: how floor_pct is computed
+    floors: list[NoiseFloor]
+
+
 class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int
     tool: ToolInfo
@@ -211,6 +247,8 @@ class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
     shapes: list[ShapeResult]
     exit_code: int
     soak: SoakResult | None = None  # schema_version 2
+    repeats: list[RepeatRun] = msgspec.field(default_factory=list)  # schema_version 3
+    calibration: Calibration | None = None  # schema_version 3
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):
@@ -222,7 +260,13 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     change_pct: float | None
     ci_low_pct: float | None
     ci_high_pct: float | None
-    verdict: str  # "better", "worse", "no significant change", "not comparable"
+    # "better", "worse", "no significant change", "within the noise floor" (significant but
+    # smaller than noise_floor_pct), "too few samples", "not comparable"
+    verdict: str
+    # Below this change no verdict is "better" or "worse": the floor measured by
+    # ``bench --repeat`` (the larger of the two sides'), or, with one run on a side and no
+    # measurement, the default of checks/bench_noise.toml. None: no floor applies.
+    noise_floor_pct: float | None = None
 
 
 class EquivalenceComparison(msgspec.Struct, frozen=True, kw_only=True):
@@ -270,6 +314,13 @@ class CompareDocument(msgspec.Struct, frozen=True, kw_only=True):
     subsamples: list[Subsample] = msgspec.field(default_factory=list)
     threshold_pct: float
     fail_on_regression_pct: float | None
+    # Runs of each side ("before"/"after" -> count): more than one, and the intervals
+    # resample runs, then requests within each (a hierarchical bootstrap).
+    runs: dict[str, int] = msgspec.field(default_factory=dict)
+    # One sentence: whether the intervals hold the variation between runs.
+    between_run_noise: str = ""
+    # "measured" (a side's calibration), "default" (checks/bench_noise.toml), or "none".
+    noise_floor_source: str = "none"
     comparisons: list[Comparison]
     equivalence: list[EquivalenceComparison]
     errors: dict[str, dict[str, int]]  # "before"/"after" -> error kind -> count

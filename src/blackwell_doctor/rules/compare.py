@@ -9,6 +9,17 @@ estimator sum(output tokens) / sum(E2E latency), which is proportional to output
 at a fixed concurrency (Little's law) and, unlike the run's single tokens/s figure, can be
 resampled request by request.
 
+Between runs (issue 21): a run document of ``bench --repeat N`` holds N runs of one
+configuration. With several runs a side, each resample first draws that many runs with
+replacement, then the requests of each drawn run with replacement (a two-stage bootstrap
+for nested data: Davison and Hinkley 1997, as the multi-stage bootstrap of Vanderbilt's
+HowToBootstrapCorrelatedData describes it), so the interval holds how much runs of one
+configuration differ, not only one run's spread. With one run on a side that variation is
+unknown: no change smaller than a noise floor is called better or worse, the floor measured
+by ``bench --repeat`` (``calibrate``, stored in the run document) when a side has one, else
+the default of ``checks/bench_noise.toml``; the document says which. One run a side draws
+exactly what it drew before (no run is drawn), so its intervals are unchanged.
+
 The intervals are simultaneous: with m metrics compared over all shapes, each interval is
 taken at confidence 1 - (1 - confidence) / m (Bonferroni), so the chance that the scorecard
 calls anything better or worse when nothing changed is at most 1 - confidence overall, not
@@ -34,10 +45,14 @@ from __future__ import annotations
 import math
 import operator
 import random
+import statistics
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
+from typing import Annotated
+
+import msgspec
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.facts.document import ToolInfo
@@ -45,9 +60,11 @@ from blackwell_doctor.report import exitcodes
 from blackwell_doctor.report.bench import (
     COMPARE_SCHEMA_VERSION,
     BenchRun,
+    Calibration,
     CompareDocument,
     Comparison,
     EquivalenceComparison,
+    NoiseFloor,
     RequestSample,
     Scorecard,
     ShapeMetrics,
@@ -57,12 +74,14 @@ from blackwell_doctor.report.bench import (
 from blackwell_doctor.report.bench_metrics import output_tokens_of, tpot_s
 from blackwell_doctor.report.sanitize import sanitize_line
 from blackwell_doctor.report.stats import percentile
+from blackwell_doctor.ruledata.checkdata import load_shipped
 
 BETTER = "better"
 WORSE = "worse"
 SAME = "no significant change"
 NOT_COMPARABLE = "not comparable"
 TOO_FEW = "too few samples"
+WITHIN_NOISE = "within the noise floor"
 
 _Stat = Callable[[Sequence[RequestSample]], float | None]
 
@@ -194,10 +213,23 @@ class _Sorted:
 
 
 class _Run:
-    """What the bootstrap needs of one run's successful requests of a shape."""
+    """What the bootstrap needs of one side's successful requests of a shape: every run's
+    (subsampled) requests one after the other, each run a segment."""
 
-    def __init__(self, samples: Sequence[RequestSample], itl_of: list[int] | None) -> None:
+    def __init__(self, runs: Sequence[tuple[Sequence[RequestSample], list[int] | None]]) -> None:
+        samples = [s for kept, _ in runs for s in kept]
         self.n = len(samples)
+        # (offset, size) of each run's requests, and of its ITL requests in the ITL list.
+        self.segments: list[tuple[int, int]] = []
+        self.itl_segments: list[tuple[int, int]] = []
+        itl_requests: list[int] = []
+        offset = 0
+        for kept, itl_of in runs:
+            self.segments.append((offset, len(kept)))
+            chosen = range(len(kept)) if itl_of is None else itl_of
+            self.itl_segments.append((len(itl_requests), len(chosen)))
+            itl_requests += [offset + i for i in chosen]
+            offset += len(kept)
         self.ttft = _Sorted(
             [(s.ttft_ms, i) for i, s in enumerate(samples) if s.ttft_ms is not None]
         )
@@ -206,17 +238,25 @@ class _Run:
         self.tpot = _Sorted([(t * 1000.0, i) for t, i in tpot if t is not None])
         self.seconds = [(s.e2e_ms or 0.0) / 1000.0 for s in samples]
         self.tokens = [output_tokens_of(s) for s in samples]
-        # The pooled ITL: of every request, or of the requests ``itl_of`` (indices into
-        # ``samples``) when there are too many gaps; its counts are then drawn apart.
-        self.itl_n = self.n if itl_of is None else len(itl_of)
-        chosen = range(self.n) if itl_of is None else itl_of
-        self.itl = _Sorted([(v, j) for j, i in enumerate(chosen) for v in samples[i].itl_ms])
+        # The pooled ITL: of every request, or of the requests chosen in each run when
+        # there are too many gaps; its counts are then drawn apart.
+        self.itl_all = len(itl_requests) == self.n
+        self.itl_n = len(itl_requests)
+        self.itl = _Sorted([(v, j) for j, i in enumerate(itl_requests) for v in samples[i].itl_ms])
 
     def draw(self, rng: random.Random) -> tuple[list[int], list[int]]:
         """A resample: how many times each request was drawn (of the requests, and of the
-        ITL's requests)."""
-        counts = _counts(rng, self.n)
-        return counts, counts if self.itl_n == self.n else _counts(rng, self.itl_n)
+        ITL's requests). With one run, its requests are drawn with replacement; with
+        several, as many runs are drawn with replacement first, then the requests of each
+        drawn run (a two-stage bootstrap)."""
+        if len(self.segments) == 1:
+            counts = _counts(rng, self.n)
+            return counts, counts if self.itl_all else _counts(rng, self.itl_n)
+        drawn = rng.choices(range(len(self.segments)), k=len(self.segments))
+        counts = _nested(rng, self.segments, drawn, self.n)
+        if self.itl_all:
+            return counts, counts
+        return counts, _nested(rng, self.itl_segments, drawn, self.itl_n)
 
     def stats(self, counts: list[int], itl_counts: list[int]) -> dict[str, float | None]:
         ttft = self.ttft.percentiles(counts, (50, 99))
@@ -234,6 +274,20 @@ class _Run:
             "e2e_ms.p99": e2e[1],
             "output_tokens_per_s": tokens / seconds if seconds > 0 else None,
         }
+
+
+def _nested(
+    rng: random.Random, segments: list[tuple[int, int]], drawn: list[int], n: int
+) -> list[int]:
+    """Draw counts over ``n`` items: for each drawn run, its segment's items drawn with
+    replacement, as many as it holds (a run drawn twice contributes two draws)."""
+    counts = [0] * n
+    for r in drawn:
+        offset, size = segments[r]
+        if size:
+            for i in rng.choices(range(offset, offset + size), k=size):
+                counts[i] += 1
+    return counts
 
 
 def _counts(rng: random.Random, n: int) -> list[int]:
@@ -265,45 +319,59 @@ def _subsample(
 
 
 def _compare_shape(
-    before: ShapeResult,
-    after: ShapeResult,
+    before_runs: Sequence[ShapeResult],
+    after_runs: Sequence[ShapeResult],
     *,
     resamples: int,
     seed: int,
     confidence: float,
     threshold: float,
+    floors: dict[str, float | None],
     subsamples: list[Subsample],
 ) -> list[Comparison]:
-    b = [s for s in before.samples if s.ok]
-    a = [s for s in after.samples if s.ok]
+    before = before_runs[0]
+    side_runs = {
+        "before": [[s for s in r.samples if s.ok] for r in before_runs],
+        "after": [[s for s in r.samples if s.ok] for r in after_runs],
+    }
+    b = [s for run in side_runs["before"] for s in run]
+    a = [s for run in side_runs["after"] for s in run]
     rng = random.Random(f"{seed}:{before.name}")  # noqa: S311 (statistics, not secrets)
     boot: dict[str, list[float]] = {m[0]: [] for m in _METRICS}
     points: dict[str, tuple[float | None, float | None]] = {
         m[0]: (m[2](b), m[2](a)) for m in _METRICS
     }
-    # The samples each interval is drawn from, per run: requests, and ITL gaps.
+    # The samples each interval is drawn from, per side (its smallest run): requests, and
+    # ITL gaps.
     drawn: dict[str, tuple[int, int]] = {}
-    if b and a:
-        runs = []
-        for label, samples in (("before", b), ("after", a)):
-            pick = random.Random(f"{seed}:{before.name}:{label}:subsample")  # noqa: S311
-            kept, itl_of = _subsample(samples, pick)
-            run = _Run(kept, itl_of)
-            runs.append(run)
-            drawn[label] = (run.n, len(run.itl.values))
-            if run.n < len(samples) or itl_of is not None:
-                subsamples.append(
-                    Subsample(
-                        shape=before.name,
-                        run=label,
-                        requests=run.n,
-                        requests_of=len(samples),
-                        itl_requests=run.itl_n,
-                        itl_gaps=len(run.itl.values),
-                        itl_gaps_of=sum(len(s.itl_ms) for s in samples),
+    if all(side_runs["before"]) and all(side_runs["after"]):
+        sides = []
+        for label, runs in side_runs.items():
+            parts: list[tuple[Sequence[RequestSample], list[int] | None]] = []
+            least = (math.inf, math.inf)
+            for k, samples in enumerate(runs):
+                # Run 1 keeps the seeds of a one-run compare: the same files, the same answer.
+                tag = f"{seed}:{before.name}:{label}:subsample" + (f":{k + 1}" if k else "")
+                pick = random.Random(tag)  # noqa: S311
+                kept, itl_of = _subsample(samples, pick)
+                parts.append((kept, itl_of))
+                gaps = sum(len(kept[i].itl_ms) for i in (itl_of or range(len(kept))))
+                least = (min(least[0], len(kept)), min(least[1], gaps))
+                if len(kept) < len(samples) or itl_of is not None:
+                    subsamples.append(
+                        Subsample(
+                            shape=before.name,
+                            run=label if k == 0 else f"{label} run {k + 1}",
+                            requests=len(kept),
+                            requests_of=len(samples),
+                            itl_requests=len(itl_of) if itl_of is not None else len(kept),
+                            itl_gaps=gaps,
+                            itl_gaps_of=sum(len(s.itl_ms) for s in samples),
+                        )
                     )
-                )
-        run_b, run_a = runs
+            sides.append(_Run(parts))
+            drawn[label] = (int(least[0]), int(least[1]))
+        run_b, run_a = sides
         for _ in range(resamples):
             stats_b = run_b.stats(*run_b.draw(rng))
             stats_a = run_a.stats(*run_a.draw(rng))
@@ -315,8 +383,15 @@ def _compare_shape(
     rows = []
     for name, lower, _, own, q, count in _METRICS:
         pb, pa = points[name]
-        shown_b, shown_a = own(before.metrics), own(after.metrics)
+        # One run: its own figures. Several: a percentile of every run's requests together
+        # (what the change and its interval are of), and the runs' mean tokens/s.
+        if (len(before_runs) == 1 and len(after_runs) == 1) or q is None:
+            shown_b = _mean_of([own(r.metrics) for r in before_runs])
+            shown_a = _mean_of([own(r.metrics) for r in after_runs])
+        else:
+            shown_b, shown_a = pb, pa
         changes = sorted(boot[name])
+        floor = floors.get(name)
         if q is None:
             tail = None
         else:
@@ -342,6 +417,7 @@ def _compare_shape(
                     ci_low_pct=None,
                     ci_high_pct=None,
                     verdict=verdict,
+                    noise_floor_pct=floor,
                 )
             )
             continue
@@ -349,6 +425,17 @@ def _compare_shape(
         assert pa is not None
         change = (pa / pb - 1.0) * 100.0
         low, high = percentile(changes, alpha), percentile(changes, 100.0 - alpha)
+        fewest = min(len(before_runs), len(after_runs))
+        if fewest > 1:
+            # Resampling n runs gives their mean a variance of (n-1)/n of the unbiased
+            # one (the plug-in variance divides by n): 2/3 with 3 runs. The interval is
+            # widened about the change by sqrt(n/(n-1)) to make up for it.
+            widen = math.sqrt(fewest / (fewest - 1))
+            low = max(-100.0, change - (change - low) * widen)  # nothing falls below 0
+            high = change + (high - change) * widen
+        verdict = _verdict(lower, change, low, high, threshold, abs(pa - pb))
+        if verdict in (BETTER, WORSE) and floor is not None and fold_pct(change) < floor:
+            verdict = WITHIN_NOISE
         rows.append(
             Comparison(
                 shape=before.name,
@@ -359,10 +446,29 @@ def _compare_shape(
                 change_pct=change,
                 ci_low_pct=low,
                 ci_high_pct=high,
-                verdict=_verdict(lower, change, low, high, threshold, abs(pa - pb)),
+                verdict=verdict,
+                noise_floor_pct=floor,
             )
         )
     return rows
+
+
+def fold_pct(change_pct: float) -> float:
+    """A change as the larger over the smaller value, minus one, in percent: the measure
+    of a noise floor's spread, the same for a rise and a fall (-50% and +100% are both
+    100%)."""
+    ratio = 1.0 + change_pct / 100.0
+    if ratio <= 0.0:
+        return math.inf
+    return (max(ratio, 1.0 / ratio) - 1.0) * 100.0
+
+
+def _mean_of(values: list[float | None]) -> float | None:
+    """The value of one run; of several, their mean (None when a run has none)."""
+    if len(values) == 1:
+        return values[0]
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if len(known) == len(values) else None
 
 
 def _first_difference(x: str, y: str) -> int:
@@ -431,6 +537,138 @@ def _error_count(run: BenchRun) -> dict[str, int]:
     return total
 
 
+def runs_of(run: BenchRun) -> list[dict[str, ShapeResult]]:
+    """Every run of a document by shape: its own, then ``bench --repeat``'s others."""
+    return [{s.name: s for s in run.shapes}] + [{s.name: s for s in r.shapes} for r in run.repeats]
+
+
+class NoiseRules(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    default_floor_pct: Annotated[float, msgspec.Meta(ge=0)]
+    metric: dict[str, Annotated[float, msgspec.Meta(ge=0)]] = msgspec.field(default_factory=dict)
+
+
+class NoiseCatalogue(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    floor: NoiseRules
+
+
+def load_noise_rules() -> NoiseRules:
+    """``checks/bench_noise.toml``: the floor assumed when between-run noise is unknown."""
+    return load_shipped("bench_noise.toml", NoiseCatalogue).floor
+
+
+MEASURED = "measured"
+DEFAULT = "default"
+NONE = "none"
+
+
+def _floors(
+    before: BenchRun, after: BenchRun, n_before: int, n_after: int, *, interleaved: bool
+) -> tuple[str, Callable[[str, str], float | None]]:
+    """Where the noise floor comes from, and the floor of (shape, metric): the larger of
+    the two sides' measured floors; else, with one run on a side, the catalogue's; scaled
+    down for means of several runs."""
+    measured: dict[tuple[str, str], float] = {}
+    for run in (before, after):
+        if run.calibration is None:
+            continue
+        for f in run.calibration.floors:
+            if f.floor_pct is not None:
+                key = (f.shape, f.metric)
+                measured[key] = max(measured.get(key, 0.0), f.floor_pct)
+    # The floor is of one run against one run; a difference of means of n_b and n_a runs
+    # varies sqrt(1/n_b + 1/n_a) / sqrt(2) as much (the standard error of a difference of
+    # means): 0.58 of it for 3 runs a side. Runs that could not take turns (apply
+    # --verify: the baseline, then the new container) keep the whole floor: a drift of the
+    # host between the two periods is in neither side's spread.
+    scale = math.sqrt((1.0 / n_before + 1.0 / n_after) / 2.0) if interleaved else 1.0
+    if measured:
+
+        def of_measured(shape: str, metric: str) -> float | None:
+            floor = measured.get((shape, metric))
+            return None if floor is None else floor * scale
+
+        return MEASURED, of_measured
+    if min(n_before, n_after) == 1:
+        rules = load_noise_rules()
+        return (
+            DEFAULT,
+            lambda _shape, metric: rules.metric.get(metric, rules.default_floor_pct) * scale,
+        )
+    return NONE, lambda _shape, _metric: None
+
+
+def _noise_sentence(n_before: int, n_after: int, source: str, interleaved: bool) -> str:
+    if min(n_before, n_after) > 1:
+        text = (
+            f"measured: {n_before} runs before, {n_after} after; each interval resamples "
+            "runs, then requests within each drawn run (a two-stage bootstrap)"
+        )
+    else:
+        text = (
+            f"unknown: {n_before} run(s) before, {n_after} after; the intervals hold the "
+            "spread of requests within a run, not how much two runs of one configuration "
+            "differ"
+        )
+    if not interleaved and max(n_before, n_after) > 1:
+        text += (
+            "; the two sides' runs could not take turns, so each floor is the whole floor "
+            "of one run against one (a drift of the host between them is in neither side's "
+            "spread)"
+        )
+    if source == MEASURED:
+        return (
+            text + "; no change smaller than the noise floor measured by bench --repeat is "
+            "called better or worse"
+        )
+    if source == DEFAULT:
+        return (
+            text + "; no change smaller than the default noise floor of "
+            "checks/bench_noise.toml is called better or worse (bench --repeat N measures it)"
+        )
+    return text
+
+
+def calibrate(run: BenchRun, *, interleaved_with: str | None = None) -> Calibration | None:
+    """The noise floor of ``run``'s repeats (A/A runs of one configuration): for every
+    shape and metric, how much its runs' own figures differ. None with one run."""
+    runs = runs_of(run)
+    if len(runs) < 2:
+        return None
+    floors: list[NoiseFloor] = []
+    for shape in run.shapes:
+        for name, _, _, own, _, _ in _METRICS:
+            values = [own(r[shape.name].metrics) if shape.name in r else None for r in runs]
+            floors.append(_floor(shape.name, name, values))
+    return Calibration(
+        runs=len(runs),
+        interleaved_with=interleaved_with,
+        method=(
+            "floor_pct = max(spread_pct, 2 * sqrt(2) * cv_pct): the largest change seen "
+            "between two of the runs, or the change two runs would exceed about 1 time in "
+            "20 if their figures were normal with the runs' spread, whichever is larger"
+        ),
+        floors=floors,
+    )
+
+
+def _floor(shape: str, metric: str, values: list[float | None]) -> NoiseFloor:
+    known = [v for v in values if v is not None and v > 0]
+    if len(known) < 2:
+        return NoiseFloor(
+            shape=shape, metric=metric, values=values, spread_pct=None, cv_pct=None, floor_pct=None
+        )
+    spread = (max(known) / min(known) - 1.0) * 100.0
+    cv = statistics.stdev(known) / statistics.fmean(known) * 100.0
+    return NoiseFloor(
+        shape=shape,
+        metric=metric,
+        values=values,
+        spread_pct=spread,
+        cv_pct=cv,
+        floor_pct=max(spread, 2.0 * math.sqrt(2.0) * cv),
+    )
+
+
 def compare(
     before: BenchRun,
     after: BenchRun,
@@ -442,6 +680,7 @@ def compare(
     confidence: float = 0.95,
     threshold_pct: float = 5.0,
     fail_on_regression_pct: float | None = None,
+    interleaved: bool = True,
 ) -> CompareDocument:
     after_shapes = {s.name: s for s in after.shapes}
     common = [s for s in before.shapes if s.name in after_shapes]
@@ -457,17 +696,20 @@ def compare(
     rows: list[Comparison] = []
     equivalence: list[EquivalenceComparison] = []
     subsamples: list[Subsample] = []
+    runs_b, runs_a = runs_of(before), runs_of(after)
+    source, floor_of = _floors(before, after, len(runs_b), len(runs_a), interleaved=interleaved)
     for shape in before.shapes:
         other = after_shapes.get(shape.name)
         if other is None:
             continue
         rows += _compare_shape(
-            shape,
-            other,
+            [r[shape.name] for r in runs_b if shape.name in r],
+            [r[shape.name] for r in runs_a if shape.name in r],
             resamples=resamples,
             seed=seed,
             confidence=per_row,
             threshold=threshold_pct,
+            floors={m[0]: floor_of(shape.name, m[0]) for m in _METRICS},
             subsamples=subsamples,
         )
         equivalence.append(_equivalence(shape, other))
@@ -535,6 +777,9 @@ def compare(
         subsamples=subsamples,
         threshold_pct=threshold_pct,
         fail_on_regression_pct=fail_on_regression_pct,
+        runs={"before": len(runs_b), "after": len(runs_a)},
+        between_run_noise=_noise_sentence(len(runs_b), len(runs_a), source, interleaved),
+        noise_floor_source=source,
         comparisons=rows,
         equivalence=equivalence,
         errors={"before": errors_b, "after": errors_a},

@@ -10,6 +10,10 @@ decides, for the chosen metrics only:
   ``-max_regression_pct``. A point estimate past the threshold with an interval that
   reaches back inside it is noise, not a regression; a metric the compare could not put
   an interval on (too few samples, nothing measured) fails the gate: it proves nothing;
+- the allowed regression is never below the noise floor measured by ``--repeat`` (the
+  spread of runs of one configuration), when the compare has one: a change smaller than two
+  runs of one configuration differ is not a regression. Without a measurement the gate
+  keeps the allowed regression and notes that between-run noise is unknown;
 - greedy outputs are equivalent: identical, or (``divergence_after``) identical on at
   least their first N characters;
 - the new container answered every request (no errors, nothing unmeasured).
@@ -69,6 +73,8 @@ class GateRow(msgspec.Struct, frozen=True, kw_only=True):
     regression_pct: float | None  # how far the interval's best case lies past no change
     holds: bool
     reason: str
+    # max(the allowed regression, the row's noise floor): what the interval is held to.
+    allowed_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,8 +96,22 @@ def default_shape(run: BenchRun) -> str | None:
     return max(run.shapes, key=lambda s: s.concurrency).name
 
 
-def _row(c: Comparison, max_regression_pct: float) -> GateRow:
+def _row(c: Comparison, max_regression_pct: float, floor_source: str) -> GateRow:
     low, high, least = c.ci_low_pct, c.ci_high_pct, None
+    # The allowed regression follows the noise floor when it is larger: a change smaller
+    # than two runs of one configuration differ is not told apart from the host.
+    floor = c.noise_floor_pct if floor_source == "measured" else None
+    if floor is not None and c.better != "lower":
+        # A floor is a ratio (larger over smaller): for a fall, a floor of 100% is -50%.
+        floor = (1.0 - 1.0 / (1.0 + floor / 100.0)) * 100.0
+    allowed = max_regression_pct if floor is None else max(max_regression_pct, floor)
+    if floor is not None and floor > max_regression_pct:
+        limit = (
+            f"the allowed {allowed:.1f}% (the noise floor measured by --repeat, above "
+            f"{max_regression_pct:g}%)"
+        )
+    else:
+        limit = f"the allowed {max_regression_pct:g}%"
     if low is None or high is None or c.change_pct is None:
         low = high = None
         holds = False
@@ -101,15 +121,12 @@ def _row(c: Comparison, max_regression_pct: float) -> GateRow:
         # The least regression the interval allows, in percent of the before value (a
         # negative figure: the interval reaches an improvement).
         least = low if lower_better else -high
-        holds = least <= max_regression_pct
+        holds = least <= allowed
         if not holds:
             direction = "slower" if lower_better else "lower"
-            reason = (
-                f"significantly {direction}: at least {least:.1f}% worse, beyond the allowed "
-                f"{max_regression_pct:g}%"
-            )
+            reason = f"significantly {direction}: at least {least:.1f}% worse, beyond {limit}"
         elif least > 0:
-            reason = f"at least {least:.1f}% worse: within the allowed {max_regression_pct:g}%"
+            reason = f"at least {least:.1f}% worse: within {limit}"
         else:
             reason = "no significant regression"
     return GateRow(
@@ -123,6 +140,7 @@ def _row(c: Comparison, max_regression_pct: float) -> GateRow:
         regression_pct=least,
         holds=holds,
         reason=reason,
+        allowed_pct=allowed,
     )
 
 
@@ -145,11 +163,22 @@ def judge(
         if not match:
             failures.append(f"{shape or '(no shape)'}:{gm.metric} was not measured in both runs")
             continue
-        row = _row(match[0], max_regression_pct)
+        row = _row(match[0], max_regression_pct, doc.noise_floor_source)
         rows.append(row)
         if not row.holds:
             failures.append(f"{row.shape} {row.metric}: {row.reason}")
     failures += _equivalence_failures(doc, divergence_after, notes)
+    if doc.noise_floor_source != "measured" and rows:
+        notes.append(
+            f"between-run noise unknown ({doc.runs.get('before', 1)} run(s) before, "
+            f"{doc.runs.get('after', 1)} after, no --repeat calibration): the allowed "
+            f"{max_regression_pct:g}% may be inside this host's run-to-run variation"
+        )
+    elif rows:
+        notes.append(
+            "the allowed regression of each metric is at least its noise floor measured by "
+            f"--repeat ({doc.between_run_noise})"
+        )
     failures += errors_of(after)
     return GateResult(holds=not failures, rows=rows, failures=failures, notes=notes)
 

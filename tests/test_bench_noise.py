@@ -1,0 +1,283 @@
+"""Between-run noise (issue 21): the two-stage bootstrap over runs of one configuration, the
+A/A calibration's noise floor, and the gate that follows it. Synthetic runs: each run's
+requests are tight around a level, and the level moves from run to run, as the host's load
+moves it."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import msgspec
+import pytest
+
+from blackwell_doctor.facts.document import ToolInfo
+from blackwell_doctor.render.bench import encode
+from blackwell_doctor.report.bench import (
+    BenchRun,
+    EquivalenceOutput,
+    RepeatRun,
+    RequestSample,
+    ServerInfo,
+    ShapeResult,
+    decode_run,
+)
+from blackwell_doctor.report.bench_metrics import shape_metrics
+from blackwell_doctor.rules import gate
+from blackwell_doctor.rules.compare import calibrate, compare, load_noise_rules, runs_of
+from tests.conftest import FIXTURES
+
+N = 60  # requests per run: enough that one run's own interval is narrow
+
+
+def _shape(level: float, seed: int) -> ShapeResult:
+    rng = random.Random(seed)
+    samples = []
+    for _ in range(N):
+        itl = [level * rng.uniform(0.97, 1.03) for _ in range(16)]
+        samples.append(
+            RequestSample(
+                ok=True,
+                ttft_ms=5 * level * rng.uniform(0.97, 1.03),
+                e2e_ms=5 * level + sum(itl),
+                itl_ms=itl,
+                output_tokens=17,
+            )
+        )
+    metrics = shape_metrics(
+        samples, duration_s=1.0, reasoning_estimates=[None] * N, server_generation_tokens=None
+    )
+    return ShapeResult(
+        name="concurrent",
+        description="",
+        concurrency=8,
+        input_tokens=48,
+        input_tokens_requested=48,
+        input_size_source="tokenize",
+        output_tokens_max=17,
+        requests=N,
+        completed=N,
+        errors={},
+        duration_s=1.0,
+        complete=True,
+        metrics=metrics,
+        server=None,
+        equivalence=[EquivalenceOutput(prompt_id="p1", ok=True, text="the same answer")],
+        samples=samples,
+        notes=[],
+    )
+
+
+def _doc(levels: list[float], seed: int) -> BenchRun:
+    """A run document of ``len(levels)`` runs (bench --repeat), with its calibration."""
+    shapes = [_shape(level, seed * 100 + i) for i, level in enumerate(levels)]
+    run = BenchRun(
+        schema_version=3,
+        tool=ToolInfo(name="t", version="0"),
+        started_at="",
+        seed=0,
+        server=ServerInfo(
+            url="",
+            model="m",
+            models=["m"],
+            max_model_len=None,
+            metrics_endpoint=False,
+            tokenize_endpoint=False,
+        ),
+        complete=True,
+        interrupted=False,
+        findings=[],
+        shapes=[shapes[0]],
+        exit_code=0,
+        repeats=[
+            RepeatRun(index=i + 2, started_at="", complete=True, shapes=[s])
+            for i, s in enumerate(shapes[1:])
+        ],
+    )
+    return msgspec.structs.replace(run, calibration=calibrate(run))
+
+
+def _rows(before: BenchRun, after: BenchRun) -> dict[str, object]:
+    doc = compare(before, after, before_name="b", after_name="a", resamples=400)
+    return {c.metric: c for c in doc.comparisons}
+
+
+# The host moves each run's level by tens of percent; nothing else changes.
+A_LEVELS = [10.0, 14.0, 8.0]
+A_AGAIN = [14.0, 9.0, 11.0]
+
+
+def test_two_single_runs_of_one_configuration_look_worse_without_the_floor() -> None:
+    # The failure of issue 21: one run each, levels 10 and 14 (+40%). One run's requests
+    # are tight, so its own interval excludes 0 and, without the floor, says "worse".
+    one_b, one_a = _doc([10.0], 1), _doc([14.0], 2)
+    doc = compare(one_b, one_a, before_name="b", after_name="a", resamples=400)
+    itl = next(c for c in doc.comparisons if c.metric == "itl_ms.p50")
+    assert itl.ci_low_pct is not None
+    assert itl.ci_low_pct > 30  # the request-level interval: "significant"
+    assert doc.runs == {"before": 1, "after": 1}
+    assert doc.noise_floor_source == "default"
+    assert doc.between_run_noise.startswith("unknown")
+    # The default floor (checks/bench_noise.toml) is a stated number, and +40% is past it:
+    # one run a side cannot tell this host's noise from a change.
+    assert itl.noise_floor_pct == load_noise_rules().default_floor_pct
+    assert itl.verdict == "worse"
+
+
+def test_three_runs_a_side_resample_runs_and_see_no_change() -> None:
+    before, after = _doc(A_LEVELS, 1), _doc(A_AGAIN, 2)
+    assert len(runs_of(before)) == 3
+    doc = compare(before, after, before_name="b", after_name="a", resamples=400)
+    assert doc.runs == {"before": 3, "after": 3}
+    assert doc.between_run_noise.startswith("measured: 3 runs before, 3 after")
+    for c in doc.comparisons:
+        assert c.verdict not in ("worse", "better"), c
+    # The interval holds the runs' spread: far wider than one run's.
+    itl = next(c for c in doc.comparisons if c.metric == "itl_ms.p50")
+    assert itl.ci_low_pct is not None
+    assert itl.ci_high_pct is not None
+    assert itl.ci_low_pct < 0 < itl.ci_high_pct
+    assert itl.ci_high_pct - itl.ci_low_pct > 30
+    assert doc.scorecard.overall == "no significant change"
+    assert doc.exit_code == 0
+
+
+def test_three_runs_a_side_still_see_a_real_slowdown() -> None:
+    before, after = _doc([10.0, 10.5, 9.5], 1), _doc([25.0, 26.0, 24.0], 2)
+    rows = _rows(before, after)
+    for metric in ("itl_ms.p50", "ttft_ms.p50", "output_tokens_per_s"):
+        assert rows[metric].verdict == "worse", rows[metric]  # type: ignore[attr-defined]
+
+
+def test_the_calibration_is_the_spread_of_the_runs() -> None:
+    run = _doc(A_LEVELS, 1)
+    cal = run.calibration
+    assert cal is not None
+    assert cal.runs == 3
+    floor = next(f for f in cal.floors if f.metric == "itl_ms.p50")
+    values = [v for v in floor.values if v is not None]
+    assert len(values) == 3
+    spread = (max(values) / min(values) - 1) * 100
+    cv = statistics.stdev(values) / statistics.fmean(values) * 100
+    assert floor.spread_pct == pytest.approx(spread)
+    assert floor.cv_pct == pytest.approx(cv)
+    assert floor.floor_pct == pytest.approx(max(spread, 2 * math.sqrt(2) * cv))
+    # Levels 8 to 14: the runs differ by about 75%.
+    assert floor.floor_pct is not None
+    assert 60 < floor.floor_pct < 100
+    # One run has no calibration.
+    assert calibrate(_doc([10.0], 1)) is None
+
+
+def _calibrated_one_run(level: float, seed: int) -> BenchRun:
+    """One run whose document carries the floor of an earlier A/A calibration (~75%)."""
+    return msgspec.structs.replace(_doc([level], seed), calibration=_doc(A_LEVELS, 1).calibration)
+
+
+def test_a_change_inside_the_measured_floor_is_not_significant() -> None:
+    # A calibrated side (floor ~75%) against one run at +40%: significant by the
+    # request-level interval, but smaller than two runs of one configuration differ.
+    before, after = _calibrated_one_run(10.0, 1), _doc([14.0], 2)
+    doc = compare(before, after, before_name="b", after_name="a", resamples=400)
+    assert doc.noise_floor_source == "measured"
+    itl = next(c for c in doc.comparisons if c.metric == "itl_ms.p50")
+    assert itl.verdict == "within the noise floor"
+    assert itl.noise_floor_pct is not None
+    assert itl.noise_floor_pct > 60
+    from blackwell_doctor.render.bench import render_compare
+
+    text = render_compare(doc)
+    assert f"within the noise floor ({itl.noise_floor_pct:.1f}%)" in text
+    assert "between-run noise: unknown: 1 run(s) before, 1 after" in text
+    assert "noise floor measured by bench --repeat" in text
+
+
+def test_the_gate_follows_the_measured_floor_and_says_so() -> None:
+    metrics = [gate.GateMetric(None, "itl_ms.p50")]
+    one_b, one_a = _doc([10.0], 1), _doc([14.0], 2)
+    doc = compare(one_b, one_a, before_name="b", after_name="a", resamples=400)
+    unknown = gate.judge(doc, one_a, metrics=metrics, max_regression_pct=10)
+    # Without a measurement the allowed 10% stands, and the gate says the noise is unknown.
+    assert not unknown.holds
+    assert any(n.startswith("between-run noise unknown") for n in unknown.notes)
+    before = _calibrated_one_run(10.0, 1)
+    doc = compare(before, one_a, before_name="b", after_name="a", resamples=400)
+    held = gate.judge(doc, one_a, metrics=metrics, max_regression_pct=10)
+    assert held.holds, held.failures
+    row = held.rows[0]
+    assert row.allowed_pct is not None
+    assert row.allowed_pct > 60
+    assert "noise floor measured by --repeat" in row.reason
+    # A real slowdown beyond the floor still fails.
+    slow = _doc([40.0], 3)
+    doc = compare(before, slow, before_name="b", after_name="a", resamples=400)
+    assert not gate.judge(doc, slow, metrics=metrics, max_regression_pct=10).holds
+
+
+def test_a_repeated_run_round_trips_and_old_documents_still_read() -> None:
+    run = _doc(A_LEVELS, 1)
+    again = decode_run(encode(run).encode(), source="x")
+    assert again == run
+    old = decode_run((FIXTURES / "bench" / "run-v1.json").read_bytes(), source="v1")
+    assert old.repeats == []
+    assert old.calibration is None
+    assert len(runs_of(old)) == 1
+
+
+def test_one_run_a_side_draws_what_it_drew_before() -> None:
+    # The two-stage bootstrap draws no run with one run a side: the intervals of a one-run
+    # compare are the request bootstrap's, unchanged (pinned against the 300,000-request
+    # test's seeds elsewhere; here: seeded and repeatable).
+    b, a = _doc([10.0], 1), _doc([11.0], 2)
+    first = compare(b, a, before_name="b", after_name="a", resamples=200)
+    assert first == compare(b, a, before_name="b", after_name="a", resamples=200)
+
+
+def test_the_floor_of_means_of_several_runs_is_scaled_down() -> None:
+    # The floor is of one run against one; means of 3 runs a side differ sqrt(1/3) as much.
+    before, after = _doc(A_LEVELS, 1), _doc(A_AGAIN, 2)
+    assert before.calibration is not None
+    assert after.calibration is not None
+    doc = compare(before, after, before_name="b", after_name="a", resamples=200)
+    itl = next(c for c in doc.comparisons if c.metric == "itl_ms.p50")
+    widest = max(
+        f.floor_pct or 0.0
+        for cal in (before.calibration, after.calibration)
+        for f in cal.floors
+        if f.metric == "itl_ms.p50"
+    )
+    assert itl.noise_floor_pct == pytest.approx(widest * math.sqrt(1 / 3))
+
+
+def test_repeated_runs_become_one_document_with_their_floor() -> None:
+    from blackwell_doctor.app.repeat import combine
+    from blackwell_doctor.render.bench import render_run
+
+    singles = [
+        msgspec.structs.replace(_doc([level], i), findings=[f"note {i}"])
+        for i, level in enumerate(A_LEVELS)
+    ]
+    doc = combine(singles, interleaved_with="http://b")
+    assert doc.shapes == singles[0].shapes
+    assert [r.index for r in doc.repeats] == [2, 3]
+    assert [r.shapes for r in doc.repeats] == [singles[1].shapes, singles[2].shapes]
+    assert doc.findings == ["run 1: note 0", "run 2: note 1", "run 3: note 2"]
+    assert doc.calibration is not None
+    assert doc.calibration.runs == 3
+    assert doc.calibration.interleaved_with == "http://b"
+    text = render_run(doc)
+    assert "noise floor: 3 runs of one configuration" in text
+    assert "taking turns with http://b" in text
+    assert combine(singles[:1]) == singles[0]
+
+
+def test_a_fall_is_held_to_the_floor_as_a_ratio() -> None:
+    from blackwell_doctor.rules.compare import fold_pct
+
+    # A floor is larger over smaller: -50% and +100% are the same distance from no change,
+    # so a throughput fall can pass a floor above 100% (a fall of 60% is 150%).
+    assert fold_pct(100.0) == pytest.approx(100.0)
+    assert fold_pct(-50.0) == pytest.approx(100.0)
+    assert fold_pct(-60.0) == pytest.approx(150.0)
+    assert fold_pct(-100.0) == math.inf
