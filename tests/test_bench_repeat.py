@@ -116,7 +116,7 @@ def test_compare_urls_takes_turns_and_compares_with_the_runs(
     after = json.loads((tmp_path / "ab.after.json").read_text())
     assert before["calibration"]["interleaved_with"] == b
     assert after["calibration"]["interleaved_with"] == a
-    assert "resamples by run, then request" in out.out
+    assert "resamples by run, then by request" in out.out
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from blackwell_doctor.report.bench import BENCH_SCHEMA_VERSION
 from blackwell_doctor.ruledata.resources import schema_text
 from tests.child import child
 
@@ -85,7 +86,7 @@ def test_a_short_soak_reports_every_interval_and_no_trend(vllm_url: str, tmp_pat
     assert r.returncode == 0, r.stdout + r.stderr
     doc: dict[str, Any] = json.loads(out.read_text())
     jsonschema.Draft202012Validator(json.loads(schema_text("bench.schema.json"))).validate(doc)
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == BENCH_SCHEMA_VERSION  # 2 brought the soak
     assert doc["shapes"] == []
     soak = doc["soak"]
     assert soak["complete"] is True

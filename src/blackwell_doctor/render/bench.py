@@ -355,8 +355,8 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> str:
     out.append(
         f"verdicts need the interval to exclude 0 and a change of at least "
         f"{doc.threshold_pct:g}%; the intervals hold together at {doc.confidence:.0%} "
-        f"({doc.resamples} bootstrap resamples by "
-        f"{'run, then request' if max(doc.runs.values(), default=1) > 1 else 'request'}, "
+        f"({doc.resamples} bootstrap resamples "
+        f"{'by run, then by request' if max(doc.runs.values(), default=1) > 1 else 'by request'}, "
         f"seed {doc.seed})"
     )
     if doc.between_run_noise:
