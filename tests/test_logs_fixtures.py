@@ -91,7 +91,12 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
     "composed-vllm-56128-custom-allreduce-pcie.log": {
         "vllm.custom_allreduce_pcie_gt2": ("info", 1, 1)
     },
-    "nccl-1214-p2p-disabled.log": {"nccl.p2p_disabled": ("warn", 2, 2)},
+    "nccl-1214-p2p-disabled.log": {"nccl.p2p_disabled": ("warn", 3, 2)},
+    "composed-source-nccl-turbomind.log": {
+        "nccl.p2p_disabled_nvlink": ("fail", 1, 2),
+        "nccl.peer_access_failed": ("fail", 1, 3),
+        "turbomind.gemm_no_kernel": ("fail", 1, 4),
+    },
     "sglang-4814-peer-access.log": {"cuda.peer_access_unsupported": ("fail", 1, 1)},
     "vllm-1084-wsl-pin-memory.log": {"vllm.wsl_no_pin_memory": ("warn", 1, 1)},
     "composed-nccl-wsl-realpath.log": {"nccl.wsl_pci_realpath": ("warn", 1, 2)},

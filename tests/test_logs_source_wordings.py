@@ -68,6 +68,98 @@ WORDINGS: list[tuple[str, str, str, str]] = [
         "[TensorRT-LLM][INFO] cudaDeviceCanAccessPeer failed for device: 0 peerDevice: 1",
         "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/runtime/ipcUtils.cpp@03961722f652 (TLLM_LOG_INFO)",
     ),
+    # LMDeploy TurboMind (its logger's "[TM][LEVEL] " prefix)
+    (
+        "trtllm.peer_access_unavailable", "warn",
+        "[TM][WARNING] Device 0 peer access Device 1 is not available.",
+        "InternLM/lmdeploy src/turbomind/utils/allocator.h@a5e238317ddd (v0.5.2.post1, "
+        "TM_LOG_WARNING)",
+    ),
+    (
+        "trtllm.peer_access_unavailable", "warn",
+        "[TM][WARNING] Devicle 1 peer access Device 0 is not available.",
+        "InternLM/lmdeploy src/turbomind/utils/allocator.h@64eb6d3825b0 (v0.8.0, TM_LOG_WARNING)",
+    ),
+    (
+        "turbomind.gemm_no_kernel", "fail",
+        "No feasible kernel found for the problem.",
+        "InternLM/lmdeploy src/turbomind/kernels/gemm/gemm.cu@962e76070b5a (v0.6.2, fprintf)",
+    ),
+    (
+        "turbomind.gemm_no_kernel", "fail",
+        "[TM][FATAL] turbomind/kernels/gemm/gemm.cu(327): Check failed: 0 No feasible kernel found "
+        "for the problem: sm120_bf16_u4g128_bf16_tnn ",
+        "InternLM/lmdeploy src/turbomind/kernels/gemm/gemm.cu@693c5b9448c9 (v0.10.0, TM_CHECK)",
+    ),
+    (
+        "turbomind.gemm_no_kernel", "fail",
+        "[TM][FATAL][0821.18:50:11.402113][gemm.cu:341] No feasible kernel found for the problem: "
+        "sm120_bf16_e4m3g128_bf16_tnn",
+        "InternLM/lmdeploy src/turbomind/kernels/gemm/gemm.cu@1263d5cd889b (TM_LOG_FATAL, "
+        "prefix from src/turbomind/core/logger.cc)",
+    ),
+    # NCCL (src/include/debug.h / src/debug.cc: "host:pid:tid [dev] NCCL INFO|WARN ...";
+    # from v2.30 a WARN also names "file:line (function)")
+    (
+        "nccl.p2p_disabled", "warn",
+        "node1:3120:3120 [0] NCCL INFO P2P is disabled between connected GPUs 1 and 0. You can "
+        "repress this message with NCCL_IGNORE_DISABLED_P2P=1.",
+        "NVIDIA/nccl src/graph/paths.cc@5067397c2676 (ncclTopoCheckP2p, INFO)",
+    ),
+    (
+        "nccl.p2p_disabled", "warn",
+        "node1:3120:3120 [1] NCCL INFO Could not enable P2P between dev 1(=41000) and dev 0(=1000)",
+        "NVIDIA/nccl src/transport/p2p.cc@5067397c2676 (p2pCanConnect, INFO)",
+    ),
+    (
+        "nccl.p2p_disabled", "warn",
+        "node1:3120:3120 [1] NCCL INFO peer query failed between dev 1(=41000) and dev 0(=1000)",
+        "NVIDIA/nccl src/transport/p2p.cc@5067397c2676 (p2pCanConnect, INFO)",
+    ),
+    (
+        "nccl.p2p_disabled", "warn",
+        "node1:3120:3120 [0] NCCL INFO P2P not supported between GPU0 and GPU1",
+        "NVIDIA/nccl src/allocator.cc@5067397c2676 (ncclCuMemAlloc, INFO(NCCL_ALLOC))",
+    ),
+    (
+        "nccl.p2p_disabled_nvlink", "fail",
+        "node1:3120:3120 [0] graph/paths.cc:396 (ncclTopoCheckP2p) NCCL WARN P2P is disabled "
+        "between NVLINK connected GPUs 0 and 1. This should not be the case given their "
+        "connectivity, and is probably due to a hardware issue. If you still want to proceed, you "
+        "can set NCCL_IGNORE_DISABLED_P2P=1.",
+        "NVIDIA/nccl src/graph/paths.cc@5067397c2676 (WARN, v2.30 prefix from src/debug.cc)",
+    ),
+    (
+        "nccl.peer_access_failed", "fail",
+        "node1:3120:3120 [0] NCCL WARN failed to peer with device 1(=41000): 711 peer mapping "
+        "resources exhausted",
+        "NVIDIA/nccl src/transport/p2p.cc@56a0c2299d0f (p2pMap, WARN)",
+    ),
+    (
+        "cuda.peer_access_unsupported", "fail",
+        "node1:3120:3120 [0] NCCL WARN failed to peer with device 1(=41000): 217 peer access is "
+        "not supported between these two devices",
+        "NVIDIA/nccl src/transport/p2p.cc@56a0c2299d0f (p2pMap, WARN; the CUDA refusal's own "
+        "entry)",
+    ),
+    (
+        "nccl.max_shared_mem_exceeds", "fail",
+        "node1:3120:3120 [0] NCCL INFO ncclMaxSharedMem 106496 exceeds device/fn maxSharedMem "
+        "101376",
+        "NVIDIA/nccl src/enqueue.cc@80f6bda4378b (v2.25.1-1, INFO)",
+    ),
+    (
+        "nccl.max_shared_mem_exceeds", "fail",
+        "node1:3120:3120 [0] NCCL WARN cudaArch 1200 ncclMaxSharedMem 106496 exceeds device/fn "
+        "maxSharedMem 101376",
+        "NVIDIA/nccl src/enqueue.cc@72d2432094d6 (v2.27.3-1, WARN)",
+    ),
+    (
+        "nccl.max_shared_mem_exceeds", "fail",
+        "node1:3120:3120 [0] enqueue.cc:81 (ncclInitKernelsForDevice) NCCL WARN cudaArch 1200 "
+        "dynamic smem 106496 exceeds device/fn maxSharedMem 101376",
+        "NVIDIA/nccl src/enqueue.cc@5067397c2676 (WARN, v2.30 prefix from src/debug.cc)",
+    ),
     (
         "trtllm.unsupported_architecture", "fail",
         "[TensorRT-LLM][ERROR] Assertion failed: Unsupported architecture "
@@ -377,3 +469,15 @@ def test_a_journal_json_message_too_large_for_journalctl_is_no_line() -> None:
     """journalctl writes null for a field it will not print: nothing, not the word null."""
     raw = json.dumps({"__CURSOR": "c", "_BOOT_ID": "b", "MESSAGE": None}).encode() + b"\n"
     assert _unwrap(raw, 4) == b""
+
+
+def test_nccl_2_30_warn_prefix_is_an_error_record(tmp_path: Path) -> None:
+    """NCCL from v2.30 names file:line (function) before NCCL WARN (src/debug.cc@5067397c2676):
+    an uncatalogued WARN in that form (CUCHECK's, src/include/cudawrap.h) is still an error."""
+    line = (
+        "node1:3120:3120 [0] transport/net.cc:512 (sendProxyConnect) NCCL WARN Cuda failure 1 "
+        "'invalid argument'"
+    )
+    path = tmp_path / "nccl.log"
+    path.write_bytes(_plain(["INFO 05-02 07:54:18 [loader.py:1] starting", line]))
+    assert _judged(_scan([str(path)])) == {"runtime.unrecognised_error": ("warn", 2)}
