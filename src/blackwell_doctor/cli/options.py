@@ -18,7 +18,7 @@ from blackwell_doctor.app.obtain import FactsRequest, LogRequest
 
 # ``--fail-on``: the lowest status (check) or severity (scan-logs) that makes exit 1; one
 # definition, the documents' (typer offers a Literal's values as the choices).
-from blackwell_doctor.report.results import FailOn as FailOn
+from blackwell_doctor.report.status import FailOn as FailOn
 
 if TYPE_CHECKING:
     from blackwell_doctor.app.obtain import Obtained

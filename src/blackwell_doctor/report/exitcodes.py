@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
-from blackwell_doctor.report.results import GATE_STATUSES, FailOn, Status
+from blackwell_doctor.report.status import GATE_STATUSES, FailOn, Status
 
 
 class ExitCode(enum.IntEnum):

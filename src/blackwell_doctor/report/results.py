@@ -2,36 +2,13 @@
 
 from __future__ import annotations
 
-import enum
-from typing import Literal
-
 import msgspec
 
-
-class Status(enum.StrEnum):
-    PASS = "pass"  # noqa: S105 (a status, not a password)
-    WARN = "warn"
-    FAIL = "fail"
-    SKIP = "skip"  # not applicable, with the reason
-    ERROR = "error"  # could not be evaluated, with the reason
-
-
-class Severity(enum.StrEnum):
-    """How much a check matters when it does not pass (orders the report)."""
-
-    INFO = "info"
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
-    CRITICAL = "critical"
-
-
-# --fail-on: which statuses make the gate fail.
-FailOn = Literal["warn", "fail"]
-GATE_STATUSES: dict[str, frozenset[Status]] = {
-    "warn": frozenset({Status.WARN, Status.FAIL}),
-    "fail": frozenset({Status.FAIL}),
-}
+# The closed sets and the gate live apart, without msgspec: the CLI imports them at start-up.
+from blackwell_doctor.report.status import GATE_STATUSES as GATE_STATUSES
+from blackwell_doctor.report.status import FailOn as FailOn
+from blackwell_doctor.report.status import Severity as Severity
+from blackwell_doctor.report.status import Status as Status
 
 EvidenceValue = str | int | float | bool | list[str] | None
 Evidence = dict[str, EvidenceValue]
