@@ -23,7 +23,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "bench" / "tiny-moe-vllm-cpu.json
 
 def test_a_run_of_one_character_or_token_is_degenerate() -> None:
     why = degenerate.judge("!" * 64, "", tokens_asked=True)
-    assert why is not None and "'!' repeated 64 times" in why
+    assert why is not None
+    assert "'!' repeated 64 times" in why
     assert degenerate.judge("", "token " * 40, tokens_asked=True) is not None
     # A normal start, then the breakdown: still most of the answer.
     assert degenerate.judge("The answer is " + "!" * 100, "", tokens_asked=True) is not None
@@ -46,7 +47,8 @@ def test_the_tiny_random_model_of_ci_is_not_degenerate() -> None:
     answers in reasoning: none of its recorded answers is degenerate."""
     run = decode_run(FIXTURE.read_bytes(), source=str(FIXTURE))
     answers = [(e.text, e.reasoning) for s in run.shapes for e in s.equivalence]
-    assert answers and any("manualmanual" in r for _, r in answers)
+    assert answers
+    assert any("manualmanual" in r for _, r in answers)
     for text, reasoning in answers:
         assert degenerate.judge(text, reasoning, tokens_asked=True) is None
     assert all(degenerate.shape_findings(s) == [] for s in run.shapes)
@@ -98,7 +100,8 @@ def test_bench_fails_on_a_server_that_answers_bangs(
     assert doc["exit_code"] == 1
     shape = doc["shapes"][0]
     assert all("'!' repeated 48 times" in s["degenerate"] for s in shape["samples"])
-    assert shape["equivalence"] and all(e["degenerate"] for e in shape["equivalence"])
+    assert shape["equivalence"]
+    assert all(e["degenerate"] for e in shape["equivalence"])
     assert any(f.startswith("one: 3 of 3 answers degenerate") for f in doc["findings"])
     assert any("greedy answers degenerate" in f for f in doc["findings"])
     run = decode_run(out_path.read_bytes(), source="run.json")
