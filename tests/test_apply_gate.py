@@ -24,13 +24,13 @@ from blackwell_doctor.report.bench import (
     EquivalenceOutput,
     RequestSample,
     Scorecard,
-    ServerInfo,
     ShapeMetrics,
     ShapeResult,
     Stats,
 )
 from blackwell_doctor.rules import gate
 from blackwell_doctor.rules.compare import LATENCY_METRICS, compare
+from tests.benchdocs import bench_run
 
 KNOWN = frozenset({*LATENCY_METRICS, "output_tokens_per_s"})
 DEFAULT = [gate.GateMetric(None, m) for m in gate.DEFAULT_METRICS]
@@ -98,26 +98,7 @@ def _shape(
 
 
 def _run(*shapes: ShapeResult, server_error: str | None = None) -> BenchRun:
-    return BenchRun(
-        schema_version=1,
-        tool=ToolInfo(name="t", version="0"),
-        started_at="",
-        seed=0,
-        server=ServerInfo(
-            url="",
-            model="m",
-            models=["m"],
-            max_model_len=None,
-            metrics_endpoint=False,
-            tokenize_endpoint=False,
-            error=server_error,
-        ),
-        complete=True,
-        interrupted=False,
-        findings=[],
-        shapes=list(shapes),
-        exit_code=0,
-    )
+    return bench_run(*shapes, server_error=server_error)
 
 
 def _judge(before: BenchRun, after: BenchRun, pct: float = 10.0, **kw: object) -> gate.GateResult:

@@ -12,20 +12,19 @@ import statistics
 import msgspec
 import pytest
 
-from blackwell_doctor.facts.document import ToolInfo
 from blackwell_doctor.render.bench import encode
 from blackwell_doctor.report.bench import (
     BenchRun,
     EquivalenceOutput,
     RepeatRun,
     RequestSample,
-    ServerInfo,
     ShapeResult,
     decode_run,
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics
 from blackwell_doctor.rules import gate
 from blackwell_doctor.rules.compare import calibrate, compare, load_noise_rules, runs_of
+from tests.benchdocs import bench_run
 from tests.conftest import FIXTURES
 
 N = 60  # requests per run: enough that one run's own interval is narrow
@@ -72,24 +71,9 @@ def _shape(level: float, seed: int) -> ShapeResult:
 def _doc(levels: list[float], seed: int) -> BenchRun:
     """A run document of ``len(levels)`` runs (bench --repeat), with its calibration."""
     shapes = [_shape(level, seed * 100 + i) for i, level in enumerate(levels)]
-    run = BenchRun(
+    run = bench_run(
+        shapes[0],
         schema_version=3,
-        tool=ToolInfo(name="t", version="0"),
-        started_at="",
-        seed=0,
-        server=ServerInfo(
-            url="",
-            model="m",
-            models=["m"],
-            max_model_len=None,
-            metrics_endpoint=False,
-            tokenize_endpoint=False,
-        ),
-        complete=True,
-        interrupted=False,
-        findings=[],
-        shapes=[shapes[0]],
-        exit_code=0,
         repeats=[
             RepeatRun(index=i + 2, started_at="", complete=True, shapes=[s])
             for i, s in enumerate(shapes[1:])

@@ -19,13 +19,11 @@ from aiohttp import web
 from blackwell_doctor.app.bench import parse_url
 from blackwell_doctor.cli import main
 from blackwell_doctor.collect.bench import client
-from blackwell_doctor.facts.document import ToolInfo
 from blackwell_doctor.render.bench import encode
 from blackwell_doctor.report.bench import (
     BenchRun,
     EquivalenceOutput,
     RequestSample,
-    ServerInfo,
     ShapeResult,
     decode_run,
 )
@@ -33,6 +31,7 @@ from blackwell_doctor.report.bench_metrics import shape_metrics, tpot_s
 from blackwell_doctor.report.stats import percentile
 from blackwell_doctor.ruledata.shapes import BUILTIN_SHAPES, ShapeError, parse_shapes
 from blackwell_doctor.rules.compare import compare
+from tests.benchdocs import bench_run
 
 # --- vLLM's definitions ------------------------------------------------------------------
 
@@ -393,25 +392,7 @@ def run_doc(scale: float, *, text: str = "one two three", n: int = 40) -> BenchR
         samples=samples,
         notes=[],
     )
-    return BenchRun(
-        schema_version=1,
-        tool=ToolInfo(name="t", version="0"),
-        started_at="",
-        seed=0,
-        server=ServerInfo(
-            url="u",
-            model="m",
-            models=["m"],
-            max_model_len=None,
-            metrics_endpoint=False,
-            tokenize_endpoint=False,
-        ),
-        complete=True,
-        interrupted=False,
-        findings=[],
-        shapes=[shape],
-        exit_code=0,
-    )
+    return bench_run(shape, url="u")
 
 
 def test_compare_calls_a_slower_run_worse_and_gates_on_it() -> None:
