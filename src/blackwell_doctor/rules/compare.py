@@ -429,10 +429,10 @@ def _compare_shape(
         if fewest > 1:
             # Resampling n runs gives their mean a variance of (n-1)/n of the unbiased
             # one (the plug-in variance divides by n): 2/3 with 3 runs. The interval is
-            # widened about the change by sqrt(n/(n-1)) to make up for it.
-            widen = math.sqrt(fewest / (fewest - 1))
-            low = max(-100.0, change - (change - low) * widen)  # nothing falls below 0
-            high = change + (high - change) * widen
+            # widened about the change by sqrt(n/(n-1)) to make up for it, on the scale of
+            # the ratio's logarithm: a change is a ratio, and widened in percent a change
+            # of +4,862% with a lower bound of +100% fell past -100% (issue 21's A/B test).
+            low, high = widen_ratio_interval(change, low, high, math.sqrt(fewest / (fewest - 1)))
         verdict = _verdict(lower, change, low, high, threshold, abs(pa - pb))
         if verdict in (BETTER, WORSE) and floor is not None and fold_pct(change) < floor:
             verdict = WITHIN_NOISE
@@ -451,6 +451,23 @@ def _compare_shape(
             )
         )
     return rows
+
+
+def widen_ratio_interval(
+    change_pct: float, low_pct: float, high_pct: float, factor: float
+) -> tuple[float, float]:
+    """The interval [low, high] of a percent change, widened about the change by ``factor``
+    on the log-ratio scale (where a ratio's bootstrap is closer to symmetric): the bounds
+    stay above -100% however wide the change. A bound at -100% (a value of 0) stays
+    there."""
+    centre = math.log1p(change_pct / 100.0) if change_pct > -100.0 else None
+
+    def widen(bound: float) -> float:
+        if centre is None or bound <= -100.0:
+            return bound
+        return math.expm1(centre + (math.log1p(bound / 100.0) - centre) * factor) * 100.0
+
+    return widen(low_pct), widen(high_pct)
 
 
 def fold_pct(change_pct: float) -> float:
