@@ -324,6 +324,11 @@ def render_fleet(
         case FleetFormat.HTML:
             from blackwell_doctor.render.fleet_html import render_fleet_html
 
-            return render_fleet_html(report, render_rich(report, color=False, verbose=True))
+            return render_fleet_html(
+                report,
+                text=render_rich(report, color=False, verbose=True),
+                headline=headline(report),
+                node_lists=[", ".join(hostlist(g.nodes)) for g in report.groups],
+            )
         case _:
             assert_never(fmt)

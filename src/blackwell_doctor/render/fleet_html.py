@@ -5,7 +5,6 @@ sanitising step (:func:`render.fleet.render_fleet`); every value is placed with 
 
 from __future__ import annotations
 
-from blackwell_doctor.render.fleet import headline, hostlist
 from blackwell_doctor.render.html import Table, figure, heading, page, paragraph, text_report
 from blackwell_doctor.render.svg import BAD, GOOD, NEUTRAL, PALETTE, Bar, bars
 from blackwell_doctor.report.fleet import FleetReport
@@ -15,8 +14,12 @@ _WORD = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.ERROR: "NOT EVALUATED"
 _COLOUR = {Status.FAIL: BAD, Status.WARN: PALETTE[4], Status.ERROR: PALETTE[3]}
 
 
-def render_fleet_html(report: FleetReport, text: str) -> str:
-    """``report`` as a page; ``text`` is its terminal report (sanitised, verbose)."""
+def render_fleet_html(
+    report: FleetReport, *, text: str, headline: str, node_lists: list[str]
+) -> str:
+    """``report`` as a page: ``text`` is its terminal report (verbose), ``headline`` its
+    one-line summary and ``node_lists`` each group's nodes in hostlist notation (from
+    render.fleet, which imports this module, not the other way round)."""
     s = report.summary
     body = [heading(2, "Nodes")]
     verdicts = [
@@ -52,9 +55,9 @@ def render_fleet_html(report: FleetReport, text: str) -> str:
                 g.title,
                 g.summary,
                 "" if g.remedy is None else g.remedy.summary,
-                ", ".join(hostlist(g.nodes)),
+                nodes,
             ]
-            for g in report.groups
+            for g, nodes in zip(report.groups, node_lists, strict=True)
         ]
         chart = bars(
             [
@@ -171,7 +174,7 @@ def render_fleet_html(report: FleetReport, text: str) -> str:
             ).markup()
         )
     body.append(text_report(text, "The terminal report of this fleet"))
-    subtitle = f"{report.tool.name} {report.tool.version} · {headline(report)}"
+    subtitle = f"{report.tool.name} {report.tool.version} · {headline}"
     return page("blackwell-doctor fleet", body, subtitle=subtitle)
 
 
