@@ -191,6 +191,17 @@ def pages() -> list[Page]:
             for g in fleet.groups
         ]
         bad_fleet = msgspec.structs.replace(fleet, nodes=nodes, groups=groups)
+        assert soak.soak is not None
+        bad_soak = msgspec.structs.replace(
+            soak,
+            server=msgspec.structs.replace(soak.server, model=evil),
+            soak=msgspec.structs.replace(
+                soak.soak,
+                shape=evil,
+                notes=[evil],
+                trends=[msgspec.structs.replace(t, reason=evil) for t in soak.soak.trends],
+            ),
+        )
         out += [
             Page(
                 f"run-hostile-{i}",
@@ -202,6 +213,12 @@ def pages() -> list[Page]:
                 f"compare-hostile-{i}",
                 render_bench(bad_doc, BenchFormat.HTML),
                 tuple(_compare_plots(bad_doc)),
+                (sanitize_line(evil),),
+            ),
+            Page(
+                f"soak-hostile-{i}",
+                render_bench(bad_soak, BenchFormat.HTML),
+                tuple(_soak_plots(bad_soak)),
                 (sanitize_line(evil),),
             ),
             Page(

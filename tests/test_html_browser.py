@@ -43,7 +43,8 @@ FIGURES = """() => [...document.querySelectorAll('figure.plot')].map(f => {
   return {
     plot: f.dataset.plot, width: box.width, height: box.height, series: series.length,
     drawn: series.filter(g => { const b = g.getBBox(); return b.width || b.height; }).length,
-    table: next && next.tagName === 'TABLE' ? next.rows.length : 0,
+    table: (next && (next.tagName === 'TABLE' ? next : next.querySelector('table')) || {rows: []})
+      .rows.length,
   };
 })"""
 

@@ -106,6 +106,10 @@ class Table:
         return "\n".join(out)
 
 
+# A figure's table longer than this (a long soak's intervals) is folded under its figure.
+FOLD_ROWS = 60
+
+
 def figure(kind: str, svg: str, caption: str, legend: str, table: Table) -> str:
     """A plot and its numbers: the SVG, its legend and caption, then the same figures as a
     table (``data-plot`` names the kind of plot, for tests and readers' scripts)."""
@@ -116,7 +120,10 @@ def figure(kind: str, svg: str, caption: str, legend: str, table: Table) -> str:
             legend,
             f"<figcaption>{esc(caption)}</figcaption>",
             "</figure>",
-            table.markup("figure-data"),
+            table.markup("figure-data")
+            if len(table.rows) <= FOLD_ROWS
+            else f"<details><summary>{len(table.rows):,} rows</summary>"
+            f"{table.markup('figure-data')}</details>",
         ]
     )
 

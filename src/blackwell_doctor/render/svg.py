@@ -21,6 +21,8 @@ from blackwell_doctor.render.html import esc
 # Okabe and Ito's colour-blind safe palette (blue, vermillion, green, purple, orange, sky).
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 GOOD, BAD, NEUTRAL = "#009E73", "#D55E00", "#6b6b6b"
+# A line series draws a marker (with its tooltip) at each point up to this many points.
+MAX_MARKERS = 200
 # A forest plot's axis reaches this many times the largest change or band, no further.
 FOREST_SPAN = 1.6
 
@@ -217,11 +219,11 @@ def _series(
         )
     if s.kind in ("line", "linepoints", "dashed") and len(coords) > 1:
         dash = ' stroke-dasharray="6 4"' if s.kind == "dashed" else ""
-        poly = " ".join(_xy(a, b) for a, b in coords)
+        poly = " ".join(_xy(a, b) for a, b in _decimated(coords))
         parts.append(
             f'<polyline points="{poly}" fill="none" stroke="{colour}" stroke-width="1.8"{dash}/>'
         )
-    if s.kind in ("points", "linepoints"):
+    if s.kind == "points" or (s.kind == "linepoints" and len(coords) <= MAX_MARKERS):
         for (cx, cy), (_, tip) in zip(coords, kept, strict=True):
             title = f"<title>{esc(tip)}</title>" if tip else ""
             parts.append(
@@ -229,6 +231,27 @@ def _series(
             )
     parts.append("</g>")
     return "".join(parts)
+
+
+def _decimated(coords: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """A long line (a week's soak in minutes) with, per pixel column, only its first, lowest,
+    highest and last point, in order: the same picture, spikes kept, a bounded size."""
+    if len(coords) <= 4 * MAX_MARKERS:
+        return coords
+    columns: dict[int, list[int]] = {}
+    for i, (x, _) in enumerate(coords):
+        columns.setdefault(int(x), []).append(i)
+    keep: set[int] = set()
+    for idx in columns.values():
+        keep.update(
+            (
+                idx[0],
+                idx[-1],
+                min(idx, key=lambda i: coords[i][1]),
+                max(idx, key=lambda i: coords[i][1]),
+            )
+        )
+    return [coords[i] for i in sorted(keep)]
 
 
 def legend(series: Sequence[Series]) -> str:
