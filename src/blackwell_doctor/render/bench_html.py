@@ -525,6 +525,11 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
         ).markup(),
     ]
     body += [paragraph(f"regression: {r}", "finding") for r in doc.regressions]
+    body += [
+        paragraph(f"errors {side}: " + ", ".join(f"{k} {v}" for k, v in sorted(errors.items())))
+        for side, errors in doc.errors.items()
+        if errors
+    ]
     body.append(heading(2, "Changes"))
     drawn = [c for c in doc.comparisons if c.change_pct is not None]
     rows = []
