@@ -38,6 +38,9 @@ PUBLISHED = [
     # "1B active" is a rounded figure ours does not meet (1.31B without the embedding,
     # 1.47B with): only the total is held to 3%.
     ("granite-4.0-h-tiny", 7e9, None, None),
+    # Nemotron-H-8B-Base-8K (model card and the Nemotron-H paper, arXiv 2504.03624: 8B);
+    # dense: 24 Mamba-2, 4 attention and 24 MLP layers, the "-" of the pattern.
+    ("nemotron-h-8b-base-8k", 8e9, 8e9, "with-embedding"),
 ]
 
 

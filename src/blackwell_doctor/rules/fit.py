@@ -28,8 +28,8 @@ vllm/model_executor/models/config.py ``HybridAttentionMambaModelConfig``):
     state per layer = attention block x attention bytes per token and layer (the state
                     padded to one attention page: the two share one block pool)
 
-with ``--mamba-cache-mode none`` (prefix caching off for the Mamba layers: one state per
-sequence). The KV of a sequence is whole attention blocks.
+times ``mamba_states_per_sequence`` (checks/model_fit.toml: 1, vLLM's
+``--mamba-cache-mode none``). The KV of a sequence is whole attention blocks.
 """
 
 from __future__ import annotations
@@ -289,7 +289,11 @@ def _entry(
     full, sliding, kv_how = kv_bytes_per_token(model, t, data)
     linear_state = math.ceil(arch.linear_attention_layers * arch.linear_state_bytes_per_layer / t)
     ms = mamba_state(model, t, data)
-    mamba_total = ms.padded_bytes * arch.mamba.layers if ms is not None and arch.mamba else 0
+    mamba_total = (
+        ms.padded_bytes * arch.mamba.layers * data.fit.mamba_states_per_sequence
+        if ms is not None and arch.mamba
+        else 0
+    )
     state = linear_state + mamba_total  # per sequence
     budget = usable - per_gpu - overhead - state
     ep = None if arch.moe is None else (t > 1 and arch.moe.experts % t == 0)
@@ -334,8 +338,11 @@ def _entry(
     if ms is not None and arch.mamba is not None:
         m = arch.mamba
         kind = "Mamba-2" if m.kind == "mamba2" else "Mamba"
+        copies = data.fit.mamba_states_per_sequence
         reason += (
-            f"; {kind} state per sequence {m.layers} layers x {ms.padded_bytes:,} B "
+            f"; {kind} state per sequence {m.layers} layers"
+            + (f" x {copies} states (checks/model_fit.toml)" if copies != 1 else "")
+            + f" x {ms.padded_bytes:,} B "
             f"({ms.conv_bytes:,} B conv + {ms.ssm_bytes:,} B SSM"
             + (
                 f", padded to one {block}-token attention page as vLLM's hybrid allocator does"

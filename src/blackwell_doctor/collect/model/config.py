@@ -162,7 +162,9 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
             f"config.json has {heads} attention heads and {kv_heads} KV heads: the attention "
             "heads must be a whole multiple of the KV heads (each KV head serves a group)"
         )
-    head_dim = _bounded("head_dim", _int(cfg, "head_dim", default=None) or hidden // heads)
+    head_dim = _bounded(
+        "head_dim", _int(cfg, "head_dim", "attention_head_dim", default=None) or hidden // heads
+    )
     vocab = _bounded("vocab_size", _need(cfg, "vocab_size"))
     family = _catalogued(cfg, raw)
     if family is not None and family.layout != "decoder":
