@@ -12,6 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from blackwell_doctor.collect.model.config import params_from_config
 from blackwell_doctor.collect.model.scan import read_model_dir
 from blackwell_doctor.facts.document import decode_facts
 from blackwell_doctor.ruledata.families import load_families
@@ -20,6 +21,7 @@ from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.rules.fit import fit, gpu_pool, mamba_state
 from tests.cli import run
 from tests.conftest import FACTS_FIXTURES
+from tests.modeldirs import Tensors, write_safetensors
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
 TR = FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json"
@@ -331,3 +333,155 @@ def test_model_command_says_not_modelled(
     assert "problem (not-modelled) config.json: model_type 'zamba2' is not modelled" in out
     assert "fit: not evaluated: model_type 'zamba2' is not modelled" in out
     assert "parameters" not in out
+
+
+# ------------------------------------------------- tensors and config agree (tiny models)
+
+
+def _mamba2_tensors(p: str, h: int, nh: int, hd: int, ng: int, ds: int, k: int) -> Tensors:
+    """transformers' / vLLM's Mamba-2 mixer (NemotronHMamba2Mixer, GraniteMoeHybridMambaLayer):
+    in_proj [2 d_inner + 2 groups state + heads, h], depthwise conv1d with bias, dt_bias,
+    A_log, D, the gated RMS norm and out_proj."""
+    di = nh * hd
+    conv = di + 2 * ng * ds
+    return {
+        f"{p}.in_proj.weight": ("BF16", [2 * di + 2 * ng * ds + nh, h]),
+        f"{p}.conv1d.weight": ("BF16", [conv, 1, k]),
+        f"{p}.conv1d.bias": ("BF16", [conv]),
+        f"{p}.dt_bias": ("BF16", [nh]),
+        f"{p}.A_log": ("F32", [nh]),
+        f"{p}.D": ("F32", [nh]),
+        f"{p}.norm.weight": ("BF16", [di]),
+        f"{p}.out_proj.weight": ("BF16", [h, di]),
+    }
+
+
+def _attention_tensors(p: str, h: int, nh: int, kvh: int, hd: int) -> Tensors:
+    return {
+        f"{p}.q_proj.weight": ("BF16", [nh * hd, h]),
+        f"{p}.k_proj.weight": ("BF16", [kvh * hd, h]),
+        f"{p}.v_proj.weight": ("BF16", [kvh * hd, h]),
+        f"{p}.o_proj.weight": ("BF16", [h, nh * hd]),
+    }
+
+
+def test_granite_hybrid_tensors_agree_with_the_config_count(tmp_path: Path) -> None:
+    """GraniteMoeHybrid names: block_sparse_moe's experts are two fused 3-D tensors
+    (input_linear [experts, 2 x inter, h], output_linear [experts, h, inter]) beside the
+    router and the shared_mlp: the routed share must still be recognised for active."""
+    h, nh, kvh, hd, e, k, inter, shared, vocab = 64, 4, 2, 16, 8, 2, 32, 48, 128
+    mh, mhd, ng, ds, conv = 4, 16, 1, 16, 4
+    kinds = ["mamba", "mamba", "attention", "mamba"]
+    cfg = {
+        "architectures": ["GraniteMoeHybridForCausalLM"],
+        "model_type": "granitemoehybrid",
+        "hidden_size": h,
+        "num_hidden_layers": len(kinds),
+        "num_attention_heads": nh,
+        "num_key_value_heads": kvh,
+        "intermediate_size": inter,
+        "shared_intermediate_size": shared,
+        "num_local_experts": e,
+        "num_experts_per_tok": k,
+        "vocab_size": vocab,
+        "tie_word_embeddings": True,
+        "layer_types": kinds,
+        "mamba_n_heads": mh,
+        "mamba_d_head": mhd,
+        "mamba_n_groups": ng,
+        "mamba_d_state": ds,
+        "mamba_d_conv": conv,
+        "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16",
+    }
+    root = _write(tmp_path, cfg)
+    t: Tensors = {
+        "model.embed_tokens.weight": ("BF16", [vocab, h]),
+        "model.norm.weight": ("BF16", [h]),
+    }
+    for i, kind in enumerate(kinds):
+        p = f"model.layers.{i}"
+        t[f"{p}.input_layernorm.weight"] = ("BF16", [h])
+        t[f"{p}.post_attention_layernorm.weight"] = ("BF16", [h])
+        if kind == "mamba":
+            t |= _mamba2_tensors(f"{p}.mamba", h, mh, mhd, ng, ds, conv)
+        else:
+            t |= _attention_tensors(f"{p}.self_attn", h, nh, kvh, hd)
+        t[f"{p}.block_sparse_moe.router.layer.weight"] = ("BF16", [e, h])
+        t[f"{p}.block_sparse_moe.input_linear.weight"] = ("BF16", [e, 2 * inter, h])
+        t[f"{p}.block_sparse_moe.output_linear.weight"] = ("BF16", [e, h, inter])
+        t[f"{p}.shared_mlp.input_linear.weight"] = ("BF16", [2 * shared, h])
+        t[f"{p}.shared_mlp.output_linear.weight"] = ("BF16", [h, shared])
+    write_safetensors(root / "model.safetensors", t)
+    facts = read_model_dir(root)
+    assert facts.arch is not None
+    assert facts.parameters is not None
+    assert facts.parameters.source == "tensors"
+    computed = params_from_config(cfg, facts.arch)
+    assert (facts.parameters.total, facts.parameters.active) == (computed.total, computed.active)
+    assert facts.parameters.routed_experts == 4 * e * 3 * h * inter
+
+
+def test_nemotron_h_tensors_agree_with_the_config_count(tmp_path: Path) -> None:
+    """NemotronH names (backbone.layers.N.mixer.*): Mamba-2, attention, relu2 MLP
+    (up/down, no gate) and MoE with a shared expert and e_score_correction_bias."""
+    h, nh, kvh, hd, e, k, mi, si, inter, vocab = 64, 4, 2, 16, 8, 2, 16, 32, 96, 128
+    mh, mhd, ng, ds, conv = 8, 8, 2, 16, 4
+    pattern = "M*-E"
+    cfg = {
+        "architectures": ["NemotronHForCausalLM"],
+        "model_type": "nemotron_h",
+        "hidden_size": h,
+        "num_hidden_layers": len(pattern),
+        "hybrid_override_pattern": pattern,
+        "num_attention_heads": nh,
+        "num_key_value_heads": kvh,
+        "head_dim": hd,
+        "intermediate_size": inter,
+        "n_routed_experts": e,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": k,
+        "moe_intermediate_size": mi,
+        "moe_shared_expert_intermediate_size": si,
+        "mamba_num_heads": mh,
+        "mamba_head_dim": mhd,
+        "n_groups": ng,
+        "ssm_state_size": ds,
+        "conv_kernel": conv,
+        "vocab_size": vocab,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16",
+    }
+    root = _write(tmp_path, cfg)
+    t: Tensors = {
+        "backbone.embeddings.weight": ("BF16", [vocab, h]),
+        "backbone.norm_f.weight": ("BF16", [h]),
+        "lm_head.weight": ("BF16", [vocab, h]),
+    }
+    for i, c in enumerate(pattern):
+        p = f"backbone.layers.{i}"
+        t[f"{p}.norm.weight"] = ("BF16", [h])
+        if c == "M":
+            t |= _mamba2_tensors(f"{p}.mixer", h, mh, mhd, ng, ds, conv)
+        elif c == "*":
+            t |= _attention_tensors(f"{p}.mixer", h, nh, kvh, hd)
+        elif c == "-":
+            t[f"{p}.mixer.up_proj.weight"] = ("BF16", [inter, h])
+            t[f"{p}.mixer.down_proj.weight"] = ("BF16", [h, inter])
+        else:
+            t[f"{p}.mixer.gate.weight"] = ("BF16", [e, h])
+            t[f"{p}.mixer.gate.e_score_correction_bias"] = ("F32", [e])
+            t[f"{p}.mixer.shared_experts.up_proj.weight"] = ("BF16", [si, h])
+            t[f"{p}.mixer.shared_experts.down_proj.weight"] = ("BF16", [h, si])
+            for x in range(e):
+                t[f"{p}.mixer.experts.{x}.up_proj.weight"] = ("BF16", [mi, h])
+                t[f"{p}.mixer.experts.{x}.down_proj.weight"] = ("BF16", [h, mi])
+    write_safetensors(root / "model.safetensors", t)
+    facts = read_model_dir(root)
+    assert facts.arch is not None
+    assert facts.parameters is not None
+    computed = params_from_config(cfg, facts.arch)
+    assert facts.parameters.total == computed.total
+    assert facts.parameters.active == computed.active
+    assert facts.parameters.embedding == computed.embedding == vocab * h

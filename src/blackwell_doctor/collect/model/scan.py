@@ -46,6 +46,7 @@ _EMBEDDING_SUFFIXES = (
     "wte.weight",
     "tok_embeddings.weight",
     "word_embeddings.weight",
+    "backbone.embeddings.weight",  # Nemotron-H, Mamba
 )
 _SHARD_NAME = re.compile(r"^[^/\\]+\.safetensors$")
 
@@ -177,8 +178,12 @@ def _fold(
             mtp += n
             continue
         total += n
-        if ".experts." in name and "shared_expert" not in name:
-            routed += n
+        if (
+            ".experts." in name
+            or ".block_sparse_moe.input_linear." in name
+            or ".block_sparse_moe.output_linear." in name
+        ) and "shared_expert" not in name:
+            routed += n  # per-expert tensors, or Granite MoE's fused [experts, ...] ones
         if last == "weight" and name.endswith(_EMBEDDING_SUFFIXES):
             embedding += n
     check_overlaps(entries)
