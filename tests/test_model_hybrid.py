@@ -300,6 +300,11 @@ def _nemotron(**changes: Any) -> dict[str, Any]:
             | {"layer_types": ["full_attention"] * 79 + ["mamba"]},
             "layer_types has 'mamba' at layer 79",
         ),
+        (
+            json.loads((MODELS / "llama-3.3-70b-instruct" / "config.json").read_text())
+            | {"hybrid_override_pattern": "M*" * 40},
+            "has hybrid_override_pattern: a layer pattern the decoder layout does not read",
+        ),
     ],
     ids=[
         "unknown model_type",
@@ -312,6 +317,7 @@ def _nemotron(**changes: Any) -> dict[str, Any]:
         "jamba period",
         "falcon attention indices",
         "decoder layer kind",
+        "pattern field in a decoder",
     ],
 )
 def test_what_is_not_understood_is_not_modelled_never_a_number(

@@ -57,7 +57,8 @@ def _params(p: ParamFacts) -> list[str]:
         )
         if p.publisher_active is not None:
             lines.append(
-                f"  the publisher counts active: {_CONVENTION[p.publisher_active]} "
+                f"  the publisher counts active: "
+                f"{_CONVENTION.get(p.publisher_active, p.publisher_active)} "
                 f"({p.publisher_active_source})"
             )
     if p.routed_experts:

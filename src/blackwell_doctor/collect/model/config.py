@@ -215,6 +215,12 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
             raise ConfigError("config.json has sliding_attention layers but no sliding_window")
     if family is None:  # after the checks above: a corrupt config is said so first
         family = family_of(cfg, raw)
+    foreign = [f for f in _HYBRID_FIELDS if cfg.get(f) is not None]
+    if foreign:
+        raise NotModelled(
+            f"config.json ({family.name}) has {', '.join(foreign)}: a layer pattern the "
+            f"{family.layout} layout does not read, so the model is not modelled"
+        )
     dtype = cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype")
     return ArchFacts(
         architecture=architecture,
@@ -375,6 +381,18 @@ class HybridLayers:
     ffns: list[str]
     source: str  # the config field the layout was read from
 
+
+# Layer-pattern fields of hybrid layouts: in a config counted as a plain decoder they would
+# be silently ignored, so their presence there is "not modelled".
+_HYBRID_FIELDS = (
+    "hybrid_override_pattern",
+    "layers_block_type",
+    "attn_layer_period",
+    "expert_layer_period",
+    "attn_layer_indices",
+    "attn_type_list",
+    "block_configs",
+)
 
 _NEMOTRON = {"M": ("mamba2", "none"), "*": ("attention", "none"), "-": ("none", "mlp")}
 _NEMOTRON["E"] = ("none", "moe")
