@@ -17,9 +17,10 @@ configurations of their chunks again. Then, alternating, ``--repeat`` times each
 
 It prints the median of each (``--repeat`` runs, default 5, interleaved; wall time, or
 with ``--cpu`` CPU time, the steadier on a loaded machine), the ratio (goal: <= 1.5),
-and the per-node cost at each size: flat per-node figures mean linear growth. Also, once, the whole command as a child process
-at the largest size (start-up included). Correctness, untimed: the fleet must judge all N
-nodes and no file may be unjudged; otherwise it exits 1.
+and the per-node cost at each size: flat per-node figures mean linear growth. Also, once,
+the whole command as a child process at the largest size (start-up included).
+Correctness, untimed: the fleet must judge all N nodes and no file may be unjudged;
+otherwise it exits 1.
 
     .venv/bin/python benchmarks/fleet_scale.py [--nodes 1000 5000 10000] [--repeat 3]
 """
