@@ -20,7 +20,7 @@ LITERALS = list(load_catalogue().literals)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("BLACKWELL_DOCTOR_NO_CACHE", raising=False)
-    return tmp_path / "blackwell-doctor"
+    return tmp_path / "blackwell-doctor" / "hyperscan"
 
 
 @pytest.fixture

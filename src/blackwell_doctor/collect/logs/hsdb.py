@@ -1,8 +1,9 @@
 """The Hyperscan database of the catalogue's literals, serialized once per catalogue.
 
-Where: ``$XDG_CACHE_HOME/blackwell-doctor/`` (``~/.cache/blackwell-doctor/`` when unset),
-one file per literal set and Hyperscan version, ``hyperscan-<key>.db``, where ``key`` is
-the SHA-256 of the Hyperscan version and the literals. ``BLACKWELL_DOCTOR_NO_CACHE=1``
+Where: ``$XDG_CACHE_HOME/blackwell-doctor/hyperscan/`` (``~/.cache/...`` when unset; beside
+the probe's ``nvrtc/``), one file per literal set and Hyperscan version,
+``hyperscan-<key>.db``, where ``key`` is the SHA-256 of the Hyperscan version and the
+literals. ``BLACKWELL_DOCTOR_NO_CACHE=1``
 neither reads nor writes it. Deleting the folder is always safe: the next scan rebuilds.
 
 A cache file is something else may have written, so it is loaded only when all of these
@@ -41,7 +42,7 @@ def cache_dir() -> Path | None:
         return None
     base = os.environ.get("XDG_CACHE_HOME", "")
     root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
-    return root / "blackwell-doctor"
+    return root / "blackwell-doctor" / "hyperscan"
 
 
 def cache_key(version: str, literals: list[bytes]) -> bytes:
