@@ -160,3 +160,13 @@ def test_an_unwritable_cache_only_costs_the_build(
     assert _hits(db, SAMPLE)
     assert builds == [len(LITERALS)]
     assert blocker.read_text() == "not a folder"
+
+
+def test_a_linked_folder_is_not_read(cache: Path, builds: list[int], tmp_path: Path) -> None:
+    hsdb.literal_database(hyperscan, LITERALS)
+    real = tmp_path / "real-folder"
+    cache.rename(real)
+    cache.symlink_to(real)
+    builds.clear()
+    hsdb.literal_database(hyperscan, LITERALS)
+    assert builds == [len(LITERALS)]

@@ -57,14 +57,22 @@ def _private(st: os.stat_result) -> bool:
 
 
 def _read(path: Path) -> bytes | None:
-    """The file's bytes if it may be trusted as this user's own, else None."""
+    """The file's bytes if it may be trusted as this user's own, else None. The folder is
+    opened first and the file through it, so that neither can be swapped for a link between
+    the checks and the read."""
+    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        folder = os.lstat(path.parent)
-        if not stat.S_ISDIR(folder.st_mode) or not _private(folder):
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | nofollow)
     except OSError:
         return None
+    try:
+        if not _private(os.fstat(folder)):
+            return None
+        fd = os.open(path.name, os.O_RDONLY | nofollow, dir_fd=folder)
+    except OSError:
+        return None
+    finally:
+        os.close(folder)
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode) or not _private(st) or st.st_size > MAX_BYTES:
