@@ -14,6 +14,7 @@ version is newer than the one it knows and converts older ones (:func:`_upgrade`
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -434,6 +435,13 @@ def encode_facts(facts: Facts) -> bytes:
     return msgspec.json.format(msgspec.json.encode(facts), indent=2) + b"\n"
 
 
+@functools.cache
+def _facts_decoder() -> msgspec.json.Decoder[Facts]:
+    """One decoder for every facts document of the process (``fleet`` decodes thousands:
+    ``msgspec.json.decode(data, type=Facts)`` looks the type up again each call)."""
+    return msgspec.json.Decoder(Facts)
+
+
 def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
     """Validate and decode a facts document; every problem becomes one FactsError line.
     A UTF-8 byte-order mark (Windows editors write one) is accepted; UTF-16 is named."""
@@ -444,7 +452,7 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
     # The common case in one pass (``fleet`` decodes thousands): a current document.
     # Anything else (older, newer, malformed) goes the careful way below.
     try:
-        facts = msgspec.json.decode(data, type=Facts)
+        facts = _facts_decoder().decode(data)
         if facts.schema_version == SCHEMA_VERSION:
             return facts
         if _ADDITIVE_SINCE <= facts.schema_version < SCHEMA_VERSION:
