@@ -197,7 +197,8 @@ def test_a_per_token_latency_below_the_resolution_is_not_compared() -> None:
     rows = {c.metric: c for c in doc.comparisons}
     for metric in ("tpot_ms.p50", "itl_ms.p50"):
         row = rows[metric]
-        assert row.before is not None and row.before < 0.1, row
+        assert row.before is not None
+        assert row.before < 0.1, row
         assert row.verdict == "not comparable", row
         assert row.change_pct is None, row
     assert not [r for r in doc.regressions if "tpot_ms" in r or "itl_ms.p50" in r], doc.regressions
