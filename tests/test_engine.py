@@ -55,7 +55,7 @@ def test_prerequisites_run_even_when_not_selected() -> None:
         (["driver", "pci"], ["driver.consistency", "pci.acs"], None),
         (
             [],
-            ["gpu", "driver", "pci", "p2p", "probe", "logs", "model", "serving"],
+            ["gpu", "driver", "pci", "p2p", "probe", "logs", "model", "serving", "stack"],
             ["platform.wsl"],
         ),
     ],
