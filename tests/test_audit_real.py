@@ -82,7 +82,8 @@ def test_libnccl_carries_sass_from_sm50_to_sm120(wheels: Path) -> None:
     # Family cubins (cuobjdump 13.5 lists them as sm_100).
     assert "sm_100f" in names
     ptx = [t for t in scan.targets if t.kind == "ptx"]
-    assert ptx and all(t.version >= (8, 7) for t in ptx)
+    assert ptx
+    assert all(t.version >= (8, 7) for t in ptx)
 
 
 def test_triton_331_bundled_ptxas_targets_sm120a_but_not_sm121a(wheels: Path) -> None:

@@ -121,6 +121,7 @@ def test_every_catalogue_entry_has_a_title_severity_and_remedy_for_warn_or_fail(
             "logs",
             "model",
             "serving",
+            "stack",
         }
         assert spec.remedy is not None, f"{spec.id} has no remedy"
 

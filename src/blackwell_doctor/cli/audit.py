@@ -14,6 +14,7 @@ from blackwell_doctor.cli.options import (
     GpuTimeout,
     HostRoot,
     Output,
+    StackPython,
     Strict,
     judge,
 )
@@ -22,14 +23,7 @@ from blackwell_doctor.render.formats import Format
 
 
 def audit(
-    python: Annotated[
-        Path | None,
-        typer.Option(
-            "--python",
-            help="The interpreter of the environment to audit (e.g. /opt/venv/bin/python); "
-            "default: the one running blackwell-doctor. Its packages are never imported.",
-        ),
-    ] = None,
+    python: StackPython = None,
     facts_file: Annotated[
         Path | None,
         typer.Option(
@@ -57,18 +51,19 @@ def audit(
 ) -> None:
     """Audit the Python GPU stack: the kernels each package carries for this GPU (native, JIT
     at start, none), Triton's ptxas, FlashInfer's precompiled kernels."""
-    from blackwell_doctor.app.audit import AuditRequest, audit
-    from blackwell_doctor.app.obtain import FactsRequest
+    from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
     from blackwell_doctor.render import render
 
-    request = AuditRequest(
-        facts=FactsRequest(
-            facts_file=facts_file, host_root=host_root, gpu_timeout_s=gpu_timeout, probes=False
-        ),
+    request = FactsRequest(
+        facts_file=facts_file,
+        host_root=host_root,
+        gpu_timeout_s=gpu_timeout,
+        probes=False,
+        stack=True,
         python=python,
-        cache=not no_cache,
+        stack_cache=not no_cache,
     )
-    obtained = audit(request, environ=os.environ, stdin=sys.stdin.buffer)
+    obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     report = judge(
         obtained,
         select=["stack"],

@@ -33,7 +33,7 @@ from blackwell_doctor.ruledata.stack import StackData
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.registry import check
 
-NOT_AUDITED = "the facts have no stack section (the Python GPU stack was not audited)"
+NOT_AUDITED = "the Python GPU stack was not audited (--stack)"
 _TARGET = re.compile(r"^(sm|compute)_(\d+?)(\d)([af]?)$")
 
 
