@@ -113,6 +113,13 @@ class PackageVerdict:
         parts = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in Verdict if counts[v]]
         worst = [f.path for f, fv in self.files if fv.verdict is self.verdict][:3]
         tail = "" if self.verdict is Verdict.NATIVE else f" (e.g. {', '.join(worst)})"
+        without = sum(fv.units_without for _, fv in self.files)
+        if without:
+            units = sum(fv.units for _, fv in self.files)
+            tail += (
+                f"; {without} of {units} fatbin units have no code for it (kernels built "
+                "only for other GPUs: they fail if the package selects them here)"
+            )
         return (
             f"{VERDICT_WORDS[self.verdict]} on {view.cc_str(self.cc)}: "
             f"{len(self.files)} file(s) with GPU code, {', '.join(parts)}{tail}"
@@ -195,6 +202,12 @@ def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
             worst = max(worst, pv.verdict)
         evidence[label] = lines if len(lines) > 1 else lines[0]
     judged = sum(1 for p in s.packages if p.files) + (1 if cpu_torch else 0)
+    if judged == 0:
+        return skipped(
+            f"no package in this environment carries GPU code ({len(s.packages)} GPU "
+            "package(s) read)",
+            **evidence,
+        )
     if worst is Verdict.NATIVE:
         return passed(
             f"{judged} GPU package(s) carry native kernels for {_cc_list(ccs)}", **evidence

@@ -127,6 +127,26 @@ def _package(dist: metadata.Distribution, scanner: _Scanner) -> GpuPackage:
     )
 
 
+def gpu_distributions(paths: Sequence[str], data: StackData) -> dict[str, metadata.Distribution]:
+    """The GPU distributions installed on ``paths`` (a sys.path), by normalised name."""
+    seen: dict[str, metadata.Distribution] = {}
+    for dist in metadata.distributions(path=list(paths)):
+        name = normalise(dist.metadata["Name"] or "")
+        # The first one on sys.path is the one `import` finds.
+        if name and name not in seen and data.inventory.wanted(name):
+            seen[name] = dist
+    return seen
+
+
+def shared_objects(dist: metadata.Distribution) -> list[Path]:
+    """The shared objects ``dist`` installed (its RECORD), as paths on disk."""
+    return [
+        Path(str(dist.locate_file(rel)))
+        for rel in dist.files or ()
+        if _SHARED_OBJECT.search(rel.name)
+    ]
+
+
 def read_stack(
     interpreter: Interpreter,
     data: StackData,
@@ -137,12 +157,7 @@ def read_stack(
 ) -> StackFacts:
     """The GPU stack of ``interpreter``'s environment (see the module's docstring)."""
     paths = [p for p in interpreter.paths if os.path.isdir(p)]
-    seen: dict[str, metadata.Distribution] = {}
-    for dist in metadata.distributions(path=paths):
-        name = normalise(dist.metadata["Name"] or "")
-        # The first one on sys.path is the one `import` finds.
-        if name and name not in seen and data.inventory.wanted(name):
-            seen[name] = dist
+    seen = gpu_distributions(paths, data)
     scanner = _Scanner(cache_path)
     packages = [_package(seen[n], scanner) for n in sorted(seen)]
     scanner.save()
