@@ -213,11 +213,12 @@ def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
             f"{judged} GPU package(s) carry native kernels for {_cc_list(ccs)}", **evidence
         )
     status = Status.FAIL if worst is Verdict.NO_KERNEL else Status.WARN
-    what = (
-        "will fail at the first kernel launch ('no kernel image is available')"
-        if worst is Verdict.NO_KERNEL
-        else "only PTX to JIT-compile at first start (a slow cold start)"
-    )
+    if cpu_torch and len(bad) == 1:
+        what = "a CPU-only PyTorch cannot use the GPU (torch.cuda.is_available() is False)"
+    elif worst is Verdict.NO_KERNEL:
+        what = "will fail at the first kernel launch ('no kernel image is available')"
+    else:
+        what = "only PTX to JIT-compile at first start (a slow cold start)"
     # Plain assignments: tests/rules/test_catalogue_words.py reads the cases from them.
     if worst is Verdict.NO_KERNEL:  # noqa: SIM108
         case = "no-kernel"
