@@ -15,9 +15,12 @@
 # (several checkouts may run CI at once) and marked complete only at its end.
 set -eu
 # nvidia-nccl-cu12: libnccl carries SASS for sm_50..sm_120 and PTX; triton: its bundled
-# ptxas (CUDA 12.8 in 3.3.1: it targets sm_120a but refuses sm_121a) and libtriton; nvidia-cuda-cuobjdump: the oracle.
-WHEELS="nvidia-nccl-cu12==2.27.7 triton==3.3.1 nvidia-cuda-cuobjdump==13.5.37"
-KEY=1
+# ptxas (CUDA 12.8 in 3.3.1: it targets sm_120a but refuses sm_121a) and libtriton;
+# nvidia-cuda-cuobjdump: the oracle; flashinfer-python without its -cubin/-jit-cache (a JIT
+# at first start).
+WHEELS="nvidia-nccl-cu12==2.27.7 triton==3.3.1 nvidia-cuda-cuobjdump==13.5.37 \
+flashinfer-python==0.6.11"
+KEY=2
 HOME_DIR=${BD_GPU_WHEELS_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/blackwell-doctor-ci/gpu-wheels-$KEY}
 
 install() {

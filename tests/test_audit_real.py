@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,12 @@ def _cached(script: str, what: str) -> Path:
     if not (path / ".complete").is_file():
         require_component(f"{what} not cached (sh ci/{script} install)")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _own_scan_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's scan cache goes under the test's directory, not the user's ~/.cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
 
 
 @pytest.fixture(scope="module")
@@ -176,3 +183,40 @@ def test_audit_python_that_does_not_answer_is_a_usage_error(
     assert r.code == 2
     assert "exited 3" in r.err
     assert "Traceback" not in r.err
+
+
+def _nvcc(tmp_path: Path, release: str) -> Path:
+    """A CUDA_HOME whose bin/nvcc answers --version as CUDA ``release``'s does (the logic
+    of the version gate; the package side is the real flashinfer-python wheel)."""
+    home = tmp_path / f"cuda-{release}"
+    (home / "bin").mkdir(parents=True)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.93'\n")
+    nvcc.chmod(0o755)
+    return home
+
+
+def test_flashinfer_without_its_cubins_jits_and_needs_a_new_enough_nvcc(
+    wheels: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    python = _fake_env(tmp_path, wheels)
+    monkeypatch.setenv("CUDA_HOME", str(_nvcc(tmp_path, "12.8")))
+    monkeypatch.setenv("MAX_JOBS", "100000")
+
+    def audit(fixture: str) -> Any:
+        facts = FACTS_FIXTURES / fixture
+        r = run(["audit", "--python", str(python), "--facts", str(facts), "-f", "json"], capsys)
+        return {x["id"]: x for x in json.loads(r.out)["results"]}["stack.flashinfer_cache"]
+
+    # GB10: CUDA 12.8's nvcc has no sm_121a.
+    spark = audit("dgx-spark-gb10.json")
+    assert spark["status"] == "fail"
+    assert "CUDA 12.9 or newer" in spark["summary"]
+    # RTX PRO 6000: 12.8 compiles sm_120a; 100000 jobs do not fit in memory.
+    pro = audit("sm120-driver580.json")
+    assert pro["status"] == "warn"
+    assert "flashinfer-cubin==0.6.11" in pro["remedy"]["summary"]
+    assert "MAX_JOBS=" in pro["remedy"]["summary"]

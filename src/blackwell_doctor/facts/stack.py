@@ -62,6 +62,17 @@ class PtxasTarget(msgspec.Struct, frozen=True, kw_only=True):
     detail: Short = ""  # ptxas's first error line, or the reason it did not run
 
 
+NvccSource = Literal["CUDA_HOME", "PATH", "/usr/local/cuda"]
+
+
+class NvccFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """The nvcc a JIT build (FlashInfer's, Triton's none) would find, and its release."""
+
+    path: Short
+    source: NvccSource
+    version: Short | None  # "12.8" from --version
+
+
 class StackFacts(msgspec.Struct, frozen=True, kw_only=True, tag_field="status", tag="ok"):
     python: Short  # the interpreter whose environment was read
     python_version: Short
@@ -69,5 +80,11 @@ class StackFacts(msgspec.Struct, frozen=True, kw_only=True, tag_field="status", 
     packages: list[GpuPackage] = msgspec.field(default_factory=list)
     # Triton's ptxas per target; empty when Triton is not installed.
     ptxas: list[PtxasTarget] = msgspec.field(default_factory=list)
+    # What a JIT build at first start would use: nvcc (None: none found), MAX_JOBS as set
+    # (None: unset, ninja then runs one job per CPU), the CPUs and memory of this host.
+    nvcc: NvccFacts | None = None
+    max_jobs: Short | None = None
+    cpus: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    memory_bytes: Annotated[int, msgspec.Meta(ge=0)] | None = None
     # How many files came from the audit cache (unchanged path, size, mtime, inode).
     cached_files: Annotated[int, msgspec.Meta(ge=0)] = 0

@@ -36,11 +36,17 @@ class Fix(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
     sources: list[str]
 
 
+class ColdStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    gib_per_job: Annotated[float, msgspec.Meta(gt=0)]
+    min_cuda: dict[SmTarget, Version]
+
+
 class StackData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     inventory: Inventory
     ptx_isa: dict[Version, Version]
     ptxas: PtxasData
     fix: list[Fix]
+    cold_start: ColdStart
 
     def fix_for(self, package: str) -> Fix:
         return next(
@@ -65,6 +71,11 @@ class StackData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def version_pair(text: str) -> tuple[int, int] | None:
+    """(12, 8) from "12.8" (or "12.8.61"); None when it does not start with one."""
+    return _pair(text)
 
 
 def _pair(text: str) -> tuple[int, int] | None:

@@ -29,7 +29,7 @@ from blackwell_doctor.report.results import (
     skipped,
 )
 from blackwell_doctor.ruledata.rules import RuleData
-from blackwell_doctor.ruledata.stack import StackData
+from blackwell_doctor.ruledata.stack import StackData, version_pair
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.registry import check
 
@@ -300,13 +300,70 @@ def stack_flashinfer_cache(facts: Facts, rules: RuleData) -> Outcome:
             f"flashinfer-cubin and flashinfer-jit-cache match flashinfer-python {fi.version}",
             **evidence,
         )
+    jit = (
+        f"{', '.join(missing)} beside flashinfer-python {fi.version}: FlashInfer's kernels "
+        "will be JIT-compiled at first start"
+    )
+    cs = rules.stack.cold_start
+    targets = [f"{_sm(cc)}a" for cc in _ccs(facts)]
+    evidence["nvcc"] = (
+        "none found (CUDA_HOME, PATH, /usr/local/cuda)"
+        if s.nvcc is None
+        else f"{s.nvcc.path} ({s.nvcc.source}, CUDA {s.nvcc.version or 'unknown'})"
+    )
+    jobs_text = s.max_jobs if s.max_jobs is not None else f"unset: one per CPU ({s.cpus})"
+    evidence["MAX_JOBS"] = jobs_text
+    vars_ = {"version": _base(fi.version)}
+    if s.nvcc is None:
+        return Outcome(
+            status=Status.FAIL,
+            summary=f"{jit}, and no nvcc was found: the first start fails",
+            evidence=evidence,
+            case="no-nvcc",
+            remedy_vars=vars_,
+        )
+    have = version_pair(s.nvcc.version or "")
+    old = [
+        t
+        for t in targets
+        if t in cs.min_cuda and (have is None or have < (version_pair(cs.min_cuda[t]) or (0, 0)))
+    ]
+    if old:
+        need = max(cs.min_cuda[t] for t in old)
+        return Outcome(
+            status=Status.FAIL,
+            summary=f"{jit}, with nvcc {s.nvcc.version or 'of unknown version'}, which cannot "
+            f"compile for {', '.join(old)} (CUDA {need} or newer is needed)",
+            evidence=evidence,
+            case="old-nvcc",
+            remedy_vars={**vars_, "need": need, "nvcc": s.nvcc.path},
+        )
+    jobs = _int(s.max_jobs) if s.max_jobs is not None else s.cpus
+    if jobs is not None and s.memory_bytes is not None:
+        fits = int(s.memory_bytes / (cs.gib_per_job * 2**30))
+        evidence["memory"] = f"{s.memory_bytes / 2**30:.0f} GiB: room for {fits} job(s)"
+        if jobs > max(fits, 1):
+            return Outcome(
+                status=Status.WARN,
+                summary=f"{jit}, {jobs} compile jobs at once ({jobs_text}) where memory holds "
+                f"about {fits}: the build can run the host out of memory",
+                evidence=evidence,
+                case="max-jobs",
+                remedy_vars={**vars_, "jobs": str(max(fits, 1))},
+            )
     return Outcome(
         status=Status.WARN,
-        summary=f"{', '.join(missing)} beside flashinfer-python {fi.version}: FlashInfer's "
-        "kernels will be JIT-compiled at first start (minutes; nvcc needed)",
+        summary=f"{jit} (minutes; nvcc {s.nvcc.version or 'unknown'} is there)",
         evidence=evidence,
-        remedy_vars={"version": _base(fi.version)},
+        remedy_vars=vars_,
     )
+
+
+def _int(text: str) -> int | None:
+    try:
+        return max(int(text), 1)
+    except ValueError:
+        return None
 
 
 def _base(version: str) -> str:

@@ -16,6 +16,7 @@ from blackwell_doctor.collect.stack.cache import CachedScan, load_cache, save_ca
 from blackwell_doctor.collect.stack.fatbin import NotElf, Target, scan_file
 from blackwell_doctor.collect.stack.interpreter import Interpreter
 from blackwell_doctor.collect.stack.ptxas import compile_probe
+from blackwell_doctor.collect.stack.toolchain import find_nvcc, host_memory_bytes
 from blackwell_doctor.facts.stack import GpuPackage, KernelFile, KernelUnit, StackFacts
 from blackwell_doctor.ruledata.stack import StackData, normalise
 
@@ -173,5 +174,9 @@ def read_stack(
         site_dirs=paths,
         packages=packages,
         ptxas=ptxas,
+        nvcc=find_nvcc(environ) if "flashinfer-python" in seen else None,
+        max_jobs=environ.get("MAX_JOBS"),
+        cpus=os.cpu_count(),
+        memory_bytes=host_memory_bytes(),
         cached_files=scanner.hits,
     )
