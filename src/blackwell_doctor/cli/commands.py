@@ -27,6 +27,7 @@ COMMANDS = (
     "fleet",
     "slurm_health",
     "bench",
+    "audit",
 )
 
 

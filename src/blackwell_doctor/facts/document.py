@@ -21,6 +21,7 @@ import msgspec
 
 from blackwell_doctor.facts.bench import BenchFacts
 from blackwell_doctor.facts.model import ModelFacts
+from blackwell_doctor.facts.stack import StackFacts
 
 SCHEMA_VERSION = 4
 # Version 1 froze verdicts into the facts (P2P pair verdicts, log finding severities);
@@ -422,6 +423,9 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     # A bench run against the server (collect --bench run.json): its measurements, judged
     # by the serving.* checks; None: none given.
     bench: BenchFacts | None = None
+    # The Python GPU stack (`audit`, `collect --stack`): packages, the targets of their
+    # shared objects, Triton's ptxas; None: not read.
+    stack: StackFacts | Unavailable | None = None
     # For fixtures and hand-made captures: where the numbers came from.
     provenance: str | None = None
 
