@@ -12,6 +12,7 @@ import msgspec
 
 from blackwell_doctor.report.results import Severity
 from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
+from blackwell_doctor.ruledata.preflight import PreflightData, load_preflight
 from blackwell_doctor.ruledata.serving import ServingData
 
 
@@ -188,6 +189,8 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     # checks/serving.toml: the serving.* checks' expectations and thresholds.
     serving: ServingData
     distros: Distros
+    # checks/preflight.toml: link, BAR1, module, collective and memory thresholds.
+    preflight: PreflightData
 
     def word(self, command: str, key: str, **values: str) -> str:
         """``[words.<command>] <key>`` with its ``{name}`` placeholders filled."""
@@ -238,4 +241,5 @@ def load_rule_data() -> RuleData:
         launch=catalogue.launch,
         serving=serving,
         distros=distros,
+        preflight=load_preflight(),
     )
