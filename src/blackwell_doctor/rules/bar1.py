@@ -55,9 +55,8 @@ def bar1_size(facts: Facts, rules: RuleData) -> Outcome:
             unreadable.append(f"GPU{g.index}: {view.reason(bar1)}")
             continue
         memory = g.memory_total_bytes
-        evidence[f"GPU{g.index}"] = (
-            f"BAR1 {_mib(bar1)}"
-            + (f", memory {_mib(memory)}" if isinstance(memory, int) else ", memory not reported")
+        evidence[f"GPU{g.index}"] = f"BAR1 {_mib(bar1)}" + (
+            f", memory {_mib(memory)}" if isinstance(memory, int) else ", memory not reported"
         )
         if bar1 <= legacy:
             small.append(f"GPU{g.index} ({_mib(bar1)})")
@@ -68,7 +67,8 @@ def bar1_size(facts: Facts, rules: RuleData) -> Outcome:
             status=Status.FAIL if multi else Status.WARN,
             summary=(
                 f"BAR1 is the legacy {_mib(legacy)} window on {', '.join(small)}: Resizable BAR "
-                "is off" + (" and peer-to-peer between the GPUs cannot map their memory" if multi else "")
+                "is off"
+                + (" and peer-to-peer between the GPUs cannot map their memory" if multi else "")
             ),
             evidence=evidence,
             case="legacy_window",

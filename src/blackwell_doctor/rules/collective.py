@@ -102,8 +102,12 @@ def collective_allreduce(facts: Facts, rules: RuleData) -> Outcome:
     if not runs:
         return not_evaluated("no all-reduce ran with the runtime's own settings")
     fallback = fallback_runs(c)
-    evidence: Evidence = {"library": c.library, "nccl": view.reason(c.nccl_version)
-                          if not isinstance(c.nccl_version, str) else c.nccl_version}
+    evidence: Evidence = {
+        "library": c.library,
+        "nccl": view.reason(c.nccl_version)
+        if not isinstance(c.nccl_version, str)
+        else c.nccl_version,
+    }
     for r in c.runs:
         label = f"GPUs {_name(r)}" + (f" with {P2P_DISABLE}=1" if r.env else "")
         evidence[label] = (
@@ -178,7 +182,9 @@ def collective_bandwidth(facts: Facts, rules: RuleData) -> Outcome:
         if not _ok(r) or r.busbw_gbps is None:
             continue
         if _nvlink_pair(facts, r.gpus):
-            evidence[f"GPUs {_name(r)}"] = f"{r.busbw_gbps:.1f} GB/s over NVLink (not judged against PCIe)"
+            evidence[f"GPUs {_name(r)}"] = (
+                f"{r.busbw_gbps:.1f} GB/s over NVLink (not judged against PCIe)"
+            )
             continue
         rates = [link.link_gbps(links[g], rules) if g in links else None for g in r.gpus]
         known = [x for x in rates if x is not None]

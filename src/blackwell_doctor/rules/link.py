@@ -145,7 +145,9 @@ def _slot(facts: Facts, g: NvmlGpu) -> tuple[str, Evidence]:
 @check("link.pcie")
 def link_pcie(facts: Facts, rules: RuleData) -> Outcome:
     if view.is_wsl(facts):
-        return skipped(f"{facts.platform.wsl.kind}: the GPU is paravirtualised, no PCIe link to read")
+        return skipped(
+            f"{facts.platform.wsl.kind}: the GPU is paravirtualised, no PCIe link to read"
+        )
     n = view.nvml(facts)
     if n is None:
         return not_evaluated(f"NVML unavailable: {view.reason(facts.nvml)}")
@@ -168,11 +170,14 @@ def link_pcie(facts: Facts, rules: RuleData) -> Outcome:
             unreadable.append(f"GPU{g.index}: {view.reason(g.pcie)}")
             continue
         slot, slot_evidence = _slot(facts, g)
-        evidence[f"GPU{g.index}"] = (
-            f"{r.text} of {r.max_text} ({'under load' if r.loaded else 'at collection, maybe idle'})"
-        )
+        when = "under load" if r.loaded else "at collection, maybe idle"
+        evidence[f"GPU{g.index}"] = f"{r.text} of {r.max_text} ({when})"
         evidence.update(slot_evidence)
-        narrow = r.current_width is not None and r.max_width is not None and r.current_width < r.max_width
+        narrow = (
+            r.current_width is not None
+            and r.max_width is not None
+            and r.current_width < r.max_width
+        )
         slow = r.current_gen is not None and r.max_gen is not None and r.current_gen < r.max_gen
         if r.gpu_max_gen is not None and r.max_gen is not None and r.max_gen < r.gpu_max_gen:
             slot_limited.append(f"GPU{g.index} (Gen{r.gpu_max_gen} GPU, Gen{r.max_gen} slot)")

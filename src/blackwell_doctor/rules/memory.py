@@ -16,7 +16,14 @@ import math
 from dataclasses import dataclass
 
 from blackwell_doctor.facts.document import Facts, MemInfo, Unavailable
-from blackwell_doctor.report.results import Outcome, Status, not_evaluated, passed, skipped
+from blackwell_doctor.report.results import (
+    Evidence,
+    Outcome,
+    Status,
+    not_evaluated,
+    passed,
+    skipped,
+)
 from blackwell_doctor.ruledata.fit import load_fit_data
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules import view
@@ -47,9 +54,9 @@ def unified_gpus(facts: Facts, rules: RuleData) -> list[str]:
     out = []
     for g in n.gpus:
         v = views.get(f"GPU{g.index}")
-        if isinstance(g.memory_total_bytes, Unavailable) and v is not None:
-            if rules.preflight.memory.is_unified(v.cc):
-                out.append(v.label)
+        unified = v is not None and rules.preflight.memory.is_unified(v.cc)
+        if isinstance(g.memory_total_bytes, Unavailable) and v is not None and unified:
+            out.append(v.label)
     return out
 
 
@@ -93,21 +100,24 @@ def memory_unified_budget(facts: Facts, rules: RuleData) -> Outcome:
     default = load_fit_data().fit.gpu_memory_utilization
     data = rules.preflight.memory
     value = f"{budget.highest_utilization:.2f}"
-    evidence = {
+    available = f"{budget.available_bytes / _GIB:.2f} GiB"
+    total = f"{budget.total_bytes / _GIB:.2f} GiB"
+    evidence: Evidence = {
         "gpus": budget.gpus,
-        "MemTotal": f"{budget.total_bytes / _GIB:.2f} GiB",
-        "MemAvailable": f"{budget.available_bytes / _GIB:.2f} GiB",
-        "Cached": f"{budget.cached_bytes / _GIB:.2f} GiB" if budget.cached_bytes is not None else None,
+        "MemTotal": total,
+        "MemAvailable": available,
+        "Cached": f"{budget.cached_bytes / _GIB:.2f} GiB"
+        if budget.cached_bytes is not None
+        else None,
         "highest_gpu_memory_utilization": value,
         "vllm_default": f"{default:g}",
     }
-    values = {"value": value, "default": f"{default:g}",
-              "available": evidence["MemAvailable"] or "", "total": evidence["MemTotal"] or ""}
+    values = {"value": value, "default": f"{default:g}", "available": available, "total": total}
     if budget.highest_utilization < data.min_utilization:
         return Outcome(
             status=Status.FAIL,
             summary=(
-                f"only {evidence['MemAvailable']} of {evidence['MemTotal']} available: vLLM's "
+                f"only {available} of {total} available: vLLM's "
                 f"start-up check accepts at most --gpu-memory-utilization {value}"
             ),
             evidence=evidence,
@@ -119,7 +129,7 @@ def memory_unified_budget(facts: Facts, rules: RuleData) -> Outcome:
             status=Status.WARN,
             summary=(
                 f"vLLM's default --gpu-memory-utilization {default:g} fails its start-up check "
-                f"here ({evidence['MemAvailable']} available of {evidence['MemTotal']}); "
+                f"here ({available} available of {total}); "
                 f"the highest it accepts is {value}"
             ),
             evidence=evidence,
