@@ -47,6 +47,14 @@ def _what(run: CollectiveRun) -> str:
     return "no result"
 
 
+def _grouped(runs: list[CollectiveRun]) -> str:
+    """ "GPUs 0-1, 0-2 (collective-timeout:15s at allreduce)": runs grouped by what went wrong."""
+    by_what: dict[str, list[str]] = {}
+    for r in runs:
+        by_what.setdefault(_what(r), []).append(_name(r))
+    return "; ".join(f"GPUs {', '.join(names)} ({what})" for what, names in by_what.items())
+
+
 def _collective(facts: Facts) -> CollectiveFacts | Outcome:
     section = view.probed(
         facts.collective,
@@ -122,7 +130,7 @@ def collective_allreduce(facts: Facts, rules: RuleData) -> Outcome:
             "(every pair and all GPUs)",
             **evidence,
         )
-    names = ", ".join(f"GPUs {_name(r)} ({_what(r)})" for r in failed)
+    names = _grouped(failed)
     rescued = [r for r in failed if _name(r) in fallback and _ok(fallback[_name(r)])]
     if len(rescued) < len(failed):
         return Outcome(
