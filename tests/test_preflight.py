@@ -57,7 +57,8 @@ def test_rtxpro6000x4_link_trained_down_under_load_names_the_gpu_and_its_port() 
     assert "GPU2 Gen1 x16 of Gen5 x16" in result.summary
     assert result.remedy is not None
     assert "0000:41:00.0 below port 0000:40:01.1" in result.remedy.summary
-    assert "riser" in result.remedy.summary and "BIOS" in result.remedy.summary
+    assert "riser" in result.remedy.summary
+    assert "BIOS" in result.remedy.summary
 
 
 def test_rtxpro6000x4_nccl_hang_fixed_by_p2p_disable_maps_to_the_exact_settings() -> None:
@@ -110,7 +111,8 @@ def test_legacy_256mib_bar1_on_a_multi_gpu_host_fails_with_resizable_bar() -> No
     result = _result(facts, "bar1.size")
 
     assert result.status == "fail"
-    assert result.remedy is not None and "Resizable BAR" in result.remedy.summary
+    assert result.remedy is not None
+    assert "Resizable BAR" in result.remedy.summary
 
 
 def test_proprietary_module_on_blackwell_fails_even_when_no_driver_answers() -> None:
@@ -171,9 +173,7 @@ def test_failures_only_across_the_root_complex_map_to_p2p_level_pxb() -> None:
         CollectiveRun(gpus=g, failure="collective-timeout:15s at allreduce")
         for g in ([0, 2], [1, 3], [0, 1, 2, 3])
     ]
-    rescued = [
-        CollectiveRun(gpus=r.gpus, env={"NCCL_P2P_DISABLE": "1"}, correct=True) for r in bad
-    ]
+    rescued = [CollectiveRun(gpus=r.gpus, env={"NCCL_P2P_DISABLE": "1"}, correct=True) for r in bad]
     collective = CollectiveFacts(
         library="libnccl.so.2", nccl_version="2.27.3", wall_s=1.0, runs=[ok, *bad, *rescued]
     )
@@ -255,9 +255,7 @@ def test_link_width_bounds() -> None:
 def test_module_flavour_signals_from_real_version_lines() -> None:
     # /proc/driver/nvidia/version lines as printed (open-gpu-kernel-modules#326; a public
     # dmesg of the proprietary 580.105.08 loading).
-    open_line = (
-        "NVRM version:  NVIDIA UNIX Open Kernel Module for x86_64  515.57  Release Build\n"
-    )
+    open_line = "NVRM version:  NVIDIA UNIX Open Kernel Module for x86_64  515.57  Release Build\n"
     closed = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.105.08  Wed Oct 29 2025\n"
 
     assert nvidia_module_signals(open_line, "OE\n") == ("open", ["version:open", "taint:OE"])
@@ -313,3 +311,49 @@ def test_a_hanging_run_is_killed_at_its_deadline_and_the_fallback_is_tried() -> 
 
 def test_one_gpu_has_no_collective() -> None:
     assert run_collective(1) == Unavailable("skipped:one GPU: no collective")
+
+
+# --------------------------------------------------------------------------- recommend, model
+
+
+def test_recommend_writes_the_budgeted_utilization_for_gb10(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from blackwell_doctor import cli
+
+    code = cli.main(
+        ["recommend", "--facts", str(FACTS / "dgx-spark-gb10-meminfo.json"), "-f", "json"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    settings = {s["name"]: s for s in json.loads(out)["launch"]["settings"]}
+    assert settings["gpu_memory_utilization"]["value"] == "0.49"
+    assert "memory.unified_budget" in settings["gpu_memory_utilization"]["why"]
+
+
+def test_model_fit_on_gb10_uses_memtotal_and_the_accepted_utilization(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from blackwell_doctor import cli
+    from tests.modeldirs import make_model
+
+    root = make_model(tmp_path / "m", moe=False)
+    code = cli.main(
+        [
+            "model",
+            str(root),
+            "--facts",
+            str(FACTS / "dgx-spark-gb10-meminfo.json"),
+            "-f",
+            "json",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    entry = json.loads(out)["fit"][0]
+    assert entry["reason"].startswith("0.49 x 119.70 GiB unified memory (MemTotal")
+    assert entry["usable_bytes"] == int(0.49 * int(119.7 * (1 << 30)))

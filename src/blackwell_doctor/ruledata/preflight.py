@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import msgspec
 
 from blackwell_doctor.ruledata.checkdata import load_shipped
@@ -55,5 +57,6 @@ class PreflightData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     memory: MemoryData
 
 
+@functools.cache
 def load_preflight() -> PreflightData:
     return load_shipped("preflight.toml", PreflightData)

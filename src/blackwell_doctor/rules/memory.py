@@ -25,6 +25,7 @@ from blackwell_doctor.report.results import (
     skipped,
 )
 from blackwell_doctor.ruledata.fit import load_fit_data
+from blackwell_doctor.ruledata.preflight import MemoryData, load_preflight
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.registry import check
@@ -44,7 +45,7 @@ class UnifiedBudget:
     highest_utilization: float
 
 
-def unified_gpus(facts: Facts, rules: RuleData) -> list[str]:
+def unified_gpus(facts: Facts, data: MemoryData) -> list[str]:
     """GPUs whose memory is the system's, as vLLM tells them: NVML has no memory figure and
     the compute capability is in vLLM's unified list."""
     n = view.nvml(facts)
@@ -54,16 +55,17 @@ def unified_gpus(facts: Facts, rules: RuleData) -> list[str]:
     out = []
     for g in n.gpus:
         v = views.get(f"GPU{g.index}")
-        unified = v is not None and rules.preflight.memory.is_unified(v.cc)
+        unified = v is not None and data.is_unified(v.cc)
         if isinstance(g.memory_total_bytes, Unavailable) and v is not None and unified:
             out.append(v.label)
     return out
 
 
-def unified_budget(facts: Facts, rules: RuleData) -> UnifiedBudget | str | None:
+def unified_budget(facts: Facts, data: MemoryData | None = None) -> UnifiedBudget | str | None:
     """The budget; a reason (str) when it applies but cannot be computed; None when no GPU
-    here has unified memory."""
-    gpus = unified_gpus(facts, rules)
+    here has unified memory. (``recommend`` and the model fit use it too.)"""
+    data = data or load_preflight().memory
+    gpus = unified_gpus(facts, data)
     if not gpus:
         return None
     mem = facts.platform.meminfo
@@ -74,7 +76,7 @@ def unified_budget(facts: Facts, rules: RuleData) -> UnifiedBudget | str | None:
     assert isinstance(mem, MemInfo)
     if mem.available_bytes is None or mem.total_bytes <= 0:
         return "/proc/meminfo has no MemAvailable"
-    share = mem.available_bytes / mem.total_bytes - rules.preflight.memory.margin
+    share = mem.available_bytes / mem.total_bytes - data.margin
     highest = max(0.0, math.floor(share * 100) / 100)
     return UnifiedBudget(
         gpus=gpus,
@@ -87,7 +89,7 @@ def unified_budget(facts: Facts, rules: RuleData) -> UnifiedBudget | str | None:
 
 @check("memory.unified_budget")
 def memory_unified_budget(facts: Facts, rules: RuleData) -> Outcome:
-    budget = unified_budget(facts, rules)
+    budget = unified_budget(facts, rules.preflight.memory)
     if facts.platform.meminfo is None and budget is not None:
         return skipped("/proc/meminfo not in these facts (collected before it was read)")
     if budget is None:
