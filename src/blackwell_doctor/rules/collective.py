@@ -217,7 +217,5 @@ def collective_bandwidth(facts: Facts, rules: RuleData) -> Outcome:
             remedy_vars={"runs": "; ".join(slow), "fraction": f"{fraction:.0%}"},
         )
     if not evidence:
-        return skipped(
-            "no all-reduce succeeded with the runtime's own settings (see collective.allreduce)"
-        )
+        return skipped("no all-reduce succeeded with the runtime's own settings: nothing to time")
     return passed("all-reduce bus bandwidth within what the links allow", **evidence)
