@@ -294,7 +294,11 @@ def test_a_hanging_run_is_killed_at_its_deadline_and_the_fallback_is_tried() -> 
     started = time.monotonic()
 
     facts = run_collective(
-        3, run_timeout_s=1.5, timeout_s=60, child_argv=[sys.executable, "-c", _HANGING_CHILD]
+        3,
+        run_timeout_s=1.5,
+        timeout_s=60,
+        child_argv=[sys.executable, "-c", _HANGING_CHILD],
+        ipc=False,
     )
 
     elapsed = time.monotonic() - started
@@ -307,6 +311,92 @@ def test_a_hanging_run_is_killed_at_its_deadline_and_the_fallback_is_tried() -> 
     assert all(r.correct is True and r.busbw_gbps is not None for r in fallback)
     # Four runs hang to their deadline; nothing waits longer than that.
     assert elapsed < 4 * 1.5 + 4 * 3.0
+
+
+# Both sides of the CUDA IPC test as processes speaking the protocol: the owner prints a
+# handle and waits for the writer's mark (a file standing in for GPU memory); the writer
+# starts only once the handle was printed, and writes the mark unless told to hang.
+_IPC_CHILD = textwrap.dedent(
+    """
+    import json, os, sys, time
+    job = json.loads(sys.argv[-1]); mark = os.environ["MARK"]
+    def say(**line):
+        sys.stdout.write(json.dumps(line) + "\\n"); sys.stdout.flush()
+    if job["job"] == "ipc-export":
+        say(event="stage", stage="ipc-export")
+        say(event="handle", handle="ab" * 64)
+        say(event="stage", stage="ipc-wait")
+        while not os.path.exists(mark):
+            time.sleep(0.01)
+        say(event="result", correct=open(mark).read() == "ab" * 64)
+        say(event="done")
+    else:
+        say(event="stage", stage="ipc-write")
+        if os.environ.get("WRITER_HANGS"):
+            time.sleep(600)
+        open(mark, "w").write(job["handle"])
+        say(event="done")
+    """
+)
+
+
+def test_ipc_pair_passes_the_handle_and_checks_what_landed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from blackwell_doctor.collect.probe.collective import run_ipc_pair
+
+    monkeypatch.setenv("MARK", str(tmp_path / "mark"))
+
+    run = run_ipc_pair(0, 1, timeout_s=10, argv=[sys.executable, "-c", _IPC_CHILD])
+
+    assert run.path == "cuda-ipc"
+    assert run.gpus == [0, 1]
+    assert run.correct is True
+    assert run.failure is None
+
+
+def test_ipc_writer_that_hangs_is_killed_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from blackwell_doctor.collect.probe.collective import run_ipc_pair
+
+    monkeypatch.setenv("MARK", str(tmp_path / "mark"))
+    monkeypatch.setenv("WRITER_HANGS", "1")
+    started = time.monotonic()
+
+    run = run_ipc_pair(0, 1, timeout_s=2, argv=[sys.executable, "-c", _IPC_CHILD])
+
+    assert run.failure == "collective-timeout:2s at ipc-write"
+    assert time.monotonic() - started < 2 * 2 + 5 + 3
+
+
+def test_ipc_failure_with_nccl_working_maps_to_disable_custom_all_reduce() -> None:
+    facts = _facts("rtxpro6000x4-preflight.json")
+    runs = [
+        CollectiveRun(gpus=[0, 1], correct=True, time_s=0.003, busbw_gbps=40.0),
+        CollectiveRun(
+            gpus=[0, 1],
+            path="cuda-ipc",
+            correct=None,
+            failure="cuda-error-illegal-address at ipc-write",
+        ),
+    ]
+    collective = CollectiveFacts(library="x", nccl_version="2.27.3", wall_s=1.0, runs=runs)
+
+    result = _result(msgspec.structs.replace(facts, collective=collective), "collective.allreduce")
+
+    assert result.status == "fail"
+    assert result.remedy is not None
+    assert "--disable-custom-all-reduce" in result.remedy.commands[0]
+    assert "NCCL_P2P_DISABLE" not in " ".join(result.remedy.commands)
+
+
+def test_the_library_is_named_from_the_packages_folder_on() -> None:
+    from blackwell_doctor.collect.probe.collective import library_label
+
+    wheel = "/home/alice/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
+    assert library_label(wheel) == "site-packages/nvidia/nccl/lib/libnccl.so.2"
+    assert library_label("libnccl.so.2") == "libnccl.so.2"
 
 
 def test_one_gpu_has_no_collective() -> None:

@@ -15,10 +15,15 @@ import msgspec
 import pytest
 
 from blackwell_doctor.collect.hostfs import HostFS
-from blackwell_doctor.collect.nccl import SONAME, find_nccl_library
+from blackwell_doctor.collect.nccl import find_nccl_library
 from blackwell_doctor.collect.nvml import RealNvml, collect_nvml
 from blackwell_doctor.collect.platform import collect_platform
-from blackwell_doctor.collect.probe.collective import gpu_sets, run_collective, run_link_load
+from blackwell_doctor.collect.probe.collective import (
+    gpu_sets,
+    library_label,
+    run_collective,
+    run_link_load,
+)
 from blackwell_doctor.collect.probe.collective_protocol import TEST_FAULT_ENV
 from blackwell_doctor.facts.document import (
     CollectiveFacts,
@@ -104,9 +109,15 @@ def test_every_pair_and_all_gpus_all_reduce_correctly() -> None:
     _need_two()
     facts = run_collective(_gpu_count(), run_timeout_s=60, timeout_s=240)
     assert isinstance(facts, CollectiveFacts), facts
-    assert facts.library == find_nccl_library() or facts.library == SONAME
-    assert [r.gpus for r in facts.runs] == gpu_sets(_gpu_count())
-    for run in facts.runs:
+    assert facts.library == library_label(find_nccl_library())
+    nccl = [r for r in facts.runs if r.path == "nccl"]
+    assert [r.gpus for r in nccl] == gpu_sets(_gpu_count())
+    ipc = [r for r in facts.runs if r.path == "cuda-ipc"]
+    assert [r.gpus for r in ipc] == [p for p in gpu_sets(_gpu_count()) if len(p) == 2]
+    for run in ipc:
+        assert run.failure is None, run
+        assert run.correct is True, run
+    for run in nccl:
         assert run.failure is None, run
         assert run.correct is True
         assert run.busbw_gbps is not None, run
@@ -115,7 +126,9 @@ def test_every_pair_and_all_gpus_all_reduce_correctly() -> None:
 
 def _forced(fault: str, deadline: float) -> tuple[CollectiveFacts, float]:
     started = time.monotonic()
-    facts = run_collective(2, run_timeout_s=deadline, timeout_s=120, env={TEST_FAULT_ENV: fault})
+    facts = run_collective(
+        2, run_timeout_s=deadline, timeout_s=120, env={TEST_FAULT_ENV: fault}, ipc=False
+    )
     elapsed = time.monotonic() - started
     assert isinstance(facts, CollectiveFacts), facts
     return facts, elapsed

@@ -68,7 +68,7 @@ coll_s = time.monotonic() - started
 forced = {}
 for fault, deadline in (("hang", 10.0), ("wrong-sum", 30.0)):
     started = time.monotonic()
-    f = run_collective(2, run_timeout_s=deadline, timeout_s=90, env={TEST_FAULT_ENV: fault})
+    f = run_collective(2, run_timeout_s=deadline, timeout_s=90, env={TEST_FAULT_ENV: fault}, ipc=False)
     forced[fault] = (f, time.monotonic() - started)
 doc = {
     "nvml_gpus": [msgspec.to_builtins(g) for g in nvml.gpus],
@@ -86,7 +86,7 @@ print("module flavour:", msgspec.to_builtins(platform.nvidia_module_flavour))
 print(f"link under load ({load_s:.2f} s):", msgspec.to_builtins(load))
 print(f"collective ({coll_s:.2f} s): NCCL {getattr(coll, 'nccl_version', coll)} from {getattr(coll, 'library', '')}")
 for r in getattr(coll, "runs", []):
-    print(f"  GPUs {r.gpus} env={r.env}: correct={r.correct} failure={r.failure} time={r.time_s} s algbw={r.algbw_gbps} busbw={r.busbw_gbps} GB/s")
+    print(f"  {r.path} GPUs {r.gpus} env={r.env}: correct={r.correct} failure={r.failure} time={r.time_s} s algbw={r.algbw_gbps} busbw={r.busbw_gbps} GB/s")
 rules = load_rule_data()
 host = decode_facts(Path("tests/fixtures/facts/h200x2-captured.json").read_bytes())
 for fault, (f, wall) in forced.items():

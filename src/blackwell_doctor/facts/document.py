@@ -430,7 +430,9 @@ class LinkLoadFacts(Available, frozen=True):
     gpus: Annotated[list[LoadedLink], Gpus] = msgspec.field(default_factory=list)
 
 
-CollectivePath = Literal["nccl"]
+# "nccl": an NCCL all-reduce; "cuda-ipc": one process writing another's GPU memory through
+# a CUDA IPC mapping, the path of vLLM's custom all-reduce.
+CollectivePath = Literal["nccl", "cuda-ipc"]
 
 
 class CollectiveRun(msgspec.Struct, frozen=True, kw_only=True):

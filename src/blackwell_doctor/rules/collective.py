@@ -70,12 +70,17 @@ def _collective(facts: Facts) -> CollectiveFacts | Outcome:
 
 
 def default_runs(c: CollectiveFacts) -> list[CollectiveRun]:
-    """The runs with NCCL as the runtime gets it (no fallback setting)."""
-    return [r for r in c.runs if not r.env]
+    """The NCCL runs as the runtime gets it (no fallback setting)."""
+    return [r for r in c.runs if not r.env and r.path == "nccl"]
 
 
 def fallback_runs(c: CollectiveFacts) -> dict[str, CollectiveRun]:
-    return {_name(r): r for r in c.runs if r.env.get(P2P_DISABLE) == "1"}
+    return {_name(r): r for r in c.runs if r.env.get(P2P_DISABLE) == "1" and r.path == "nccl"}
+
+
+def ipc_runs(c: CollectiveFacts) -> list[CollectiveRun]:
+    """Writes through CUDA IPC mappings: vLLM's custom all-reduce path."""
+    return [r for r in c.runs if r.path == "cuda-ipc"]
 
 
 def _crosses_root(facts: Facts, gpus: list[int]) -> bool | None:
@@ -118,12 +123,27 @@ def collective_allreduce(facts: Facts, rules: RuleData) -> Outcome:
     }
     for r in c.runs:
         label = f"GPUs {_name(r)}" + (f" with {P2P_DISABLE}=1" if r.env else "")
+        if r.path == "cuda-ipc":
+            label = f"GPU{r.gpus[1]} writes GPU{r.gpus[0]} through CUDA IPC"
         evidence[label] = (
             f"ok, {r.busbw_gbps:.1f} GB/s bus bandwidth, {r.time_s * 1e3:.2f} ms"
             if _ok(r) and r.busbw_gbps is not None and r.time_s is not None
             else ("ok" if _ok(r) else _what(r))
         )
     failed = [r for r in runs if not _ok(r)]
+    ipc_failed = [r for r in ipc_runs(c) if not _ok(r)]
+    if not failed and ipc_failed:
+        names = "; ".join(f"GPU{r.gpus[1]} -> GPU{r.gpus[0]} ({_what(r)})" for r in ipc_failed)
+        return Outcome(
+            status=Status.FAIL,
+            summary=(
+                f"NCCL all-reduce works, but writes through CUDA IPC mappings fail: {names}; "
+                "vLLM's custom all-reduce takes that path"
+            ),
+            evidence=evidence,
+            case="custom_allreduce",
+            remedy_vars={"runs": names},
+        )
     if not failed:
         return passed(
             f"NCCL all-reduce correct on {view.plural(len(runs), 'GPU set')} "

@@ -28,11 +28,15 @@ import msgspec
 from blackwell_doctor.collect.cuda_driver import CudaFailure, Driver, reason_token
 from blackwell_doctor.collect.nccl import Nccl, NcclFailure
 from blackwell_doctor.collect.probe.collective_protocol import (
+    IPC_PATTERN,
     TEST_FAULT_ENV,
     AllReduceJob,
     DoneLine,
     ErrorLine,
     FatalLine,
+    HandleLine,
+    IpcExportJob,
+    IpcImportJob,
     Job,
     Line,
     LinkLine,
@@ -279,6 +283,104 @@ def _load_one(
     )
 
 
+def _start(driver: Driver | None, ordinal: int, emit: Emit) -> Driver | None:
+    """The driver, initialised, with ``ordinal``'s primary context current; None after a
+    fatal line."""
+    try:
+        driver = driver or Driver()
+        driver.call("cuInit", 0)
+        device = driver.call("cuDeviceGet", ordinal)
+        driver.call("cuCtxSetCurrent", driver.call("cuDevicePrimaryCtxRetain", device))
+    except CudaFailure as exc:
+        emit(FatalLine(reason=reason_token(exc.name)))
+        return None
+    except ImportError:
+        emit(FatalLine(reason="cuda-bindings-not-installed"))
+        return None
+    return driver
+
+
+# CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (cuda.h), as a plain int: the binding's enum type
+# differs between cuda-bindings releases, the parameter is an unsigned int in all of them.
+_LAZY_ENABLE_PEER_ACCESS = 1
+
+
+def _handle_bytes(handle: Any) -> bytes:
+    """The 64 bytes of a CUipcMemHandle (its ``reserved`` field: bytes, or a list of signed
+    chars in some cuda-bindings releases)."""
+    raw = handle.reserved
+    if isinstance(raw, bytes | bytearray):
+        return bytes(raw)
+    return bytes(int(x) & 0xFF for x in raw)
+
+
+def run_ipc_export(job: IpcExportJob, emit: Emit, driver: Driver | None = None) -> int:
+    stage: Stage = "ipc-export"
+    emit(StageLine(stage=stage))
+    started = _start(driver, job.gpu, emit)
+    if started is None:
+        return 0
+    driver = started
+    expected = struct.pack("<I", IPC_PATTERN) * (job.size_bytes // 4)
+    try:
+        pointer = driver.alloc(job.size_bytes)
+        d = driver.d
+        driver.call("cuMemsetD32", d.CUdeviceptr(pointer), 0, job.size_bytes // 4)
+        driver.call("cuCtxSynchronize")
+        handle = driver.call("cuIpcGetMemHandle", d.CUdeviceptr(pointer))
+        emit(HandleLine(handle=_handle_bytes(handle).hex()))
+        stage = "ipc-wait"
+        emit(StageLine(stage=stage))
+        deadline = time.monotonic() + job.wait_s
+        last = job.size_bytes - 4
+        while time.monotonic() < deadline:
+            # The copy lands in order of no promise: the first and the last word both.
+            if driver.download(pointer, 4) == expected[:4] and (
+                driver.download(pointer + last, 4) == expected[:4]
+            ):
+                break
+            time.sleep(0.005)
+        data = driver.download(pointer, job.size_bytes)
+        if data == expected:
+            emit(ResultLine(correct=True))
+        elif data[:4] != expected[:4] and data[-4:] != expected[:4]:
+            emit(ErrorLine(stage=stage, reason=f"ipc-write-not-seen:{job.wait_s:g}s"))
+        else:
+            first = _first_difference(data, expected)
+            emit(ResultLine(correct=False, detail=f"ipc: differs from the pattern at word {first}"))
+    except CudaFailure as exc:
+        emit(ErrorLine(stage=stage, reason=reason_token(exc.name)))
+        return 0
+    emit(DoneLine())
+    return 0
+
+
+def run_ipc_import(job: IpcImportJob, emit: Emit, driver: Driver | None = None) -> int:
+    stage: Stage = "ipc-open"
+    emit(StageLine(stage=stage))
+    started = _start(driver, job.gpu, emit)
+    if started is None:
+        return 0
+    driver = started
+    d = driver.d
+    try:
+        handle = d.CUipcMemHandle()
+        handle.reserved = bytes.fromhex(job.handle)
+        remote = int(driver.call("cuIpcOpenMemHandle", handle, _LAZY_ENABLE_PEER_ACCESS))
+        stage = "ipc-write"
+        emit(StageLine(stage=stage))
+        local = driver.alloc(job.size_bytes)
+        driver.call("cuMemsetD32", d.CUdeviceptr(local), IPC_PATTERN, job.size_bytes // 4)
+        driver.call("cuMemcpyDtoD", d.CUdeviceptr(remote), d.CUdeviceptr(local), job.size_bytes)
+        driver.call("cuCtxSynchronize")
+        driver.call("cuIpcCloseMemHandle", d.CUdeviceptr(remote))
+    except CudaFailure as exc:
+        emit(ErrorLine(stage=stage, reason=reason_token(exc.name)))
+        return 0
+    emit(DoneLine())
+    return 0
+
+
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 1:
         print(
@@ -289,6 +391,10 @@ def main(argv: Sequence[str]) -> int:
     job = msgspec.json.decode(argv[0], type=Job)
     if isinstance(job, AllReduceJob):
         return run_allreduce(job, _emit)
+    if isinstance(job, IpcExportJob):
+        return run_ipc_export(job, _emit)
+    if isinstance(job, IpcImportJob):
+        return run_ipc_import(job, _emit)
     return run_link_load(job, _emit)
 
 

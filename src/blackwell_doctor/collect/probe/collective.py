@@ -16,6 +16,7 @@ idles at a lower generation), for the link.* rules.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ from blackwell_doctor.collect.probe.collective_protocol import (
     DoneLine,
     ErrorLine,
     FatalLine,
+    HandleLine,
+    IpcExportJob,
+    IpcImportJob,
     LinkLine,
     LinkLoadJob,
     ResultLine,
@@ -63,6 +67,8 @@ class ChildRun:
     result: ResultLine | None = None
     error: ErrorLine | None = None
     links: list[LinkLine] = field(default_factory=list)
+    handle: str | None = None
+    handle_seen: threading.Event = field(default_factory=threading.Event)
     done: bool = False
 
     def feed(self, raw: bytes) -> None:
@@ -79,6 +85,9 @@ class ChildRun:
             self.error = line
         elif isinstance(line, LinkLine):
             self.links.append(line)
+        elif isinstance(line, HandleLine):
+            self.handle = line.handle
+            self.handle_seen.set()
         elif isinstance(line, DoneLine):
             self.done = True
 
@@ -95,10 +104,17 @@ def _ended(result: ChildResult, run: ChildRun, limit: float) -> str:
     return f"collective-child-exited-early:rc={code}{where}"
 
 
+Job = AllReduceJob | LinkLoadJob | IpcExportJob | IpcImportJob
+
+
 def _child(
-    argv: Sequence[str], job: AllReduceJob | LinkLoadJob, limit: float, extra: dict[str, str]
+    argv: Sequence[str],
+    job: Job,
+    limit: float,
+    extra: dict[str, str],
+    run: ChildRun | None = None,
 ) -> tuple[ChildRun, ChildResult]:
-    run = ChildRun()
+    run = run or ChildRun()
     env = child_env({**_ORDER_ENV, **extra})
     result = run_child([*argv, msgspec.json.encode(job).decode()], limit, on_line=run.feed, env=env)
     return run, result
@@ -138,6 +154,15 @@ def _to_run(
     )
 
 
+def library_label(path: str) -> str:
+    """The library as the facts name it: from the Python packages folder on (a home
+    directory in the path would name the user in a facts file meant for sharing)."""
+    for folder in ("site-packages/", "dist-packages/"):
+        if folder in path:
+            return folder + path.split(folder, 1)[1]
+    return path
+
+
 def run_collective(
     gpu_count: int,
     *,
@@ -148,6 +173,7 @@ def run_collective(
     library: str | None = None,
     child_argv: Sequence[str] | None = None,
     env: dict[str, str] | None = None,
+    ipc: bool = True,
 ) -> CollectiveFacts | Unavailable:
     """All-reduce over every pair and all GPUs, each run within ``run_timeout_s`` and all
     within ``timeout_s``; a failed run is retried with NCCL_P2P_DISABLE=1. ``env`` is added
@@ -159,6 +185,7 @@ def run_collective(
             return Unavailable("libcuda-not-found")
         child_argv = [sys.executable, "-m", CHILD_MODULE]
     library = library or find_nccl_library()
+    ipc_runs: list[CollectiveRun] = []
     started = time.monotonic()
     deadline = started + timeout_s
     runs: list[CollectiveRun] = []
@@ -194,11 +221,73 @@ def run_collective(
             runs.append(collective)
             if collective.failure is None and collective.correct:
                 break  # works as the runtime gets it: no fallback to try
+    if ipc:
+        for a, b in (pair for pair in gpu_sets(gpu_count) if len(pair) == 2):
+            remaining = deadline - time.monotonic()
+            if remaining <= 1.0:
+                break
+            ipc_runs.append(
+                run_ipc_pair(a, b, timeout_s=min(run_timeout_s, remaining), argv=child_argv)
+            )
+    runs += ipc_runs
     return CollectiveFacts(
-        library=library,
+        library=library_label(library),
         nccl_version=version,
         wall_s=round(time.monotonic() - started, 3),
         runs=runs,
+    )
+
+
+def run_ipc_pair(
+    owner: int, writer: int, *, timeout_s: float, argv: Sequence[str], size_bytes: int = 16 << 20
+) -> CollectiveRun:
+    """vLLM's custom all-reduce path for one pair: a process on ``writer`` writes a buffer
+    of ``owner``'s, shared by CUDA IPC from another process, which checks what landed. Both
+    children live under the deadline; the writer starts once the owner printed its handle."""
+    owner_run = ChildRun()
+    ended: dict[str, ChildResult] = {}
+    export = IpcExportJob(gpu=owner, size_bytes=size_bytes, wait_s=max(1.0, timeout_s - 2.0))
+
+    def owner_side() -> None:
+        _, ended["owner"] = _child(argv, export, timeout_s, {}, owner_run)
+
+    thread = threading.Thread(target=owner_side, daemon=True)
+    thread.start()
+    writer_run = ChildRun()
+    failure: str | None = None
+    if owner_run.handle_seen.wait(timeout_s) and owner_run.handle is not None:
+        job = IpcImportJob(gpu=writer, handle=owner_run.handle, size_bytes=size_bytes)
+        writer_run, result = _child(argv, job, timeout_s, {})
+        if writer_run.error is not None:
+            failure = f"{writer_run.error.reason} at {writer_run.error.stage}"
+        elif not writer_run.done and writer_run.fatal is None:
+            failure = _ended(result, writer_run, timeout_s)
+        elif writer_run.fatal is not None:
+            failure = writer_run.fatal
+    thread.join(timeout_s + 5.0)
+    result_line = owner_run.result
+    if failure is None:
+        if owner_run.error is not None:
+            failure = f"{owner_run.error.reason} at {owner_run.error.stage}"
+        elif owner_run.fatal is not None:
+            failure = owner_run.fatal
+        elif result_line is None:
+            owner_end = ended.get("owner")
+            failure = (
+                _ended(owner_end, owner_run, timeout_s)
+                if owner_end is not None
+                else f"collective-timeout:{timeout_s:g}s"
+            )
+        elif not result_line.correct:
+            failure = f"wrong-data:{result_line.detail or 'unknown'}"
+    stages = owner_run.stages + writer_run.stages
+    return CollectiveRun(
+        gpus=[owner, writer],
+        path="cuda-ipc",
+        size_bytes=size_bytes,
+        correct=result_line.correct if result_line is not None else None,
+        failure=failure,
+        stage=stages[-1] if stages else None,
     )
 
 

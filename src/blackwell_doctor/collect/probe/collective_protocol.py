@@ -24,6 +24,10 @@ Stage = Literal[
     "timing",  # the timed all-reduces
     "verify-after",  # the result compared once more after timing
     "load",  # link-load job: copies running, NVML read
+    "ipc-export",  # CUDA IPC: the owner's buffer and its cuIpcGetMemHandle
+    "ipc-wait",  # the owner waits for the peer's write to land
+    "ipc-open",  # the peer's cuIpcOpenMemHandle (peer access enabled with it)
+    "ipc-write",  # the peer writes the owner's memory through the mapping
 ]
 
 # Test seam (tests and the device script only): "hang" leaves one rank out of the first
@@ -46,7 +50,26 @@ class LinkLoadJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", ta
     size_bytes: int = 32 << 20
 
 
-Job = AllReduceJob | LinkLoadJob
+class IpcExportJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="ipc-export"):
+    """The owner side of vLLM's custom all-reduce path: a buffer shared by CUDA IPC, which
+    the peer process writes; the owner checks what landed."""
+
+    gpu: int
+    size_bytes: int = 16 << 20
+    wait_s: float = 10.0
+
+
+class IpcImportJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="ipc-import"):
+    gpu: int  # the writer's GPU
+    handle: str  # the owner's cuIpcGetMemHandle, hex
+    size_bytes: int = 16 << 20
+
+
+Job = AllReduceJob | LinkLoadJob | IpcExportJob | IpcImportJob
+
+
+class HandleLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="handle"):
+    handle: str
 
 
 class FatalLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="fatal"):
@@ -94,7 +117,12 @@ class DoneLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag
     pass
 
 
-Line = FatalLine | StageLine | VersionLine | ResultLine | ErrorLine | LinkLine | DoneLine
+Line = (
+    FatalLine | StageLine | VersionLine | ResultLine | ErrorLine | LinkLine | HandleLine | DoneLine
+)
+
+# The pattern the peer writes through the IPC mapping (a 32-bit word, everywhere).
+IPC_PATTERN = 0x5EED1DC0
 
 _LINES: LineCodec[Line] = LineCodec(Line)
 encode_line = _LINES.encode
