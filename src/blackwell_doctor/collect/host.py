@@ -126,8 +126,9 @@ def _collect_preflight(
         size_bytes=data.size_bytes,
         iterations=data.iterations,
         run_timeout_s=data.run_timeout_s,
-        # A healthy run takes about 2 s, a failed one its deadline twice (default, fallback).
-        timeout_s=min(max(60.0, 10.0 + 4.0 * sets), 300.0),
+        # A healthy NCCL run and a pair's IPC write take 1-2 s each; a failed run its
+        # deadline (then the fallback): the budget grows with the runs, within bounds.
+        timeout_s=min(max(60.0, 10.0 + 6.0 * sets), 300.0),
     )
 
 

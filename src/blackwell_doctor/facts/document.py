@@ -458,7 +458,10 @@ class CollectiveFacts(Available, frozen=True):
     library: str  # the libnccl.so.2 that was loaded (a path or a soname)
     nccl_version: str | Unavailable
     wall_s: float
-    runs: Annotated[list[CollectiveRun], Pairs] = msgspec.field(default_factory=list)
+    # Per unordered pair: NCCL, its fallback and the CUDA IPC write; all GPUs: NCCL twice.
+    runs: Annotated[list[CollectiveRun], msgspec.Meta(max_length=3 * MAX_PAIRS // 2 + 2)] = (
+        msgspec.field(default_factory=list)
+    )
 
 
 # --------------------------------------------------------------------------- runtime logs

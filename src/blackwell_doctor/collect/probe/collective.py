@@ -225,7 +225,14 @@ def run_collective(
         for a, b in (pair for pair in gpu_sets(gpu_count) if len(pair) == 2):
             remaining = deadline - time.monotonic()
             if remaining <= 1.0:
-                break
+                ipc_runs.append(
+                    CollectiveRun(
+                        gpus=[a, b],
+                        path="cuda-ipc",
+                        failure=f"collective-not-run:overall-timeout:{timeout_s:g}s",
+                    )
+                )
+                continue
             ipc_runs.append(
                 run_ipc_pair(a, b, timeout_s=min(run_timeout_s, remaining), argv=child_argv)
             )
