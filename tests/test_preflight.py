@@ -309,8 +309,9 @@ def test_a_hanging_run_is_killed_at_its_deadline_and_the_fallback_is_tried() -> 
     assert [r.gpus for r in default] == gpu_sets(3) == [[0, 1], [0, 2], [1, 2], [0, 1, 2]]
     assert all(r.failure == "collective-timeout:1.5s at allreduce" for r in default)
     assert all(r.correct is True and r.busbw_gbps is not None for r in fallback)
-    # Four runs hang to their deadline; nothing waits longer than that.
-    assert elapsed < 4 * 1.5 + 4 * 3.0
+    # Four children sleep 600 s; each was killed at its 1.5 s deadline (the bound leaves
+    # room for slow interpreter starts on a loaded machine, far below one child's sleep).
+    assert elapsed < 60
 
 
 # Both sides of the CUDA IPC test as processes speaking the protocol: the owner prints a
@@ -367,7 +368,7 @@ def test_ipc_writer_that_hangs_is_killed_and_named(
     run = run_ipc_pair(0, 1, timeout_s=2, argv=[sys.executable, "-c", _IPC_CHILD])
 
     assert run.failure == "collective-timeout:2s at ipc-write"
-    assert time.monotonic() - started < 2 * 2 + 5 + 3
+    assert time.monotonic() - started < 60  # the writer sleeps 600 s: it was killed
 
 
 def test_ipc_failure_with_nccl_working_maps_to_disable_custom_all_reduce() -> None:
