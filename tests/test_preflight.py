@@ -448,3 +448,120 @@ def test_model_fit_on_gb10_uses_memtotal_and_the_accepted_utilization(
     entry = json.loads(out)["fit"][0]
     assert entry["reason"].startswith("0.49 x 119.70 GiB unified memory (MemTotal")
     assert entry["usable_bytes"] == int(0.49 * int(119.7 * (1 << 30)))
+
+
+# ------------------------------------------------- the all-reduce child's logic over fakes
+# Beside the real thing (tests/test_preflight_gpu.py runs this child on GPUs): a driver
+# whose device memory is a dict of bytearrays, and an NCCL that sums what the ranks it is
+# given send, as ncclAllReduce does.
+
+
+class _FakeDriver:
+    def __init__(self, devices: int) -> None:
+        import types
+
+        self.devices = devices
+        self.memory: dict[int, bytearray] = {}
+        self.next = 0x1000
+        self.d = types.SimpleNamespace(CUdeviceptr=int)
+
+    def call(self, function: str, *args: object) -> object:
+        if function == "cuDeviceGetCount":
+            return self.devices
+        if function == "cuMemsetD32":
+            pointer, value, count = args
+            assert isinstance(pointer, int)
+            assert isinstance(value, int)
+            assert isinstance(count, int)
+            self.memory[pointer][:] = value.to_bytes(4, "little") * count
+        return 0
+
+    def alloc(self, size: int) -> int:
+        self.next += 0x1000_0000
+        self.memory[self.next] = bytearray(size)
+        return self.next
+
+    def download(self, pointer: int, size: int) -> bytes:
+        return bytes(self.memory[pointer][:size])
+
+
+class _FakeNccl:
+    def __init__(self, driver: _FakeDriver) -> None:
+        self.driver = driver
+
+    def version(self) -> str:
+        return "2.27.3"
+
+    def comm_init_all(self, devices: list[int]) -> list[int]:
+        return list(range(len(devices)))
+
+    def all_reduce_sum(
+        self, comms: list[int], sends: list[int], recvs: list[int], count: int, streams: list[int]
+    ) -> None:
+        import array
+
+        total = array.array("f", [0.0]) * count
+        for send in sends:
+            values = array.array("f", bytes(self.driver.memory[send][: count * 4]))
+            total = array.array("f", (a + b for a, b in zip(total, values, strict=True)))
+        for recv in recvs:
+            self.driver.memory[recv][: count * 4] = total.tobytes()
+
+    def destroy(self, comms: list[int]) -> None:
+        pass
+
+
+def _child_lines(fault: str | None, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    from blackwell_doctor.collect.probe import _collective_child
+    from blackwell_doctor.collect.probe.collective_protocol import TEST_FAULT_ENV, AllReduceJob
+
+    monkeypatch.delenv("NCCL_P2P_DISABLE", raising=False)
+    if fault is None:
+        monkeypatch.delenv(TEST_FAULT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(TEST_FAULT_ENV, fault)
+    driver = _FakeDriver(3)
+    lines: list[object] = []
+    job = AllReduceJob(gpus=[0, 1, 2], size_bytes=4096, iterations=3)
+    _collective_child.run_allreduce(
+        job,
+        lines.append,
+        driver=driver,  # type: ignore[arg-type]
+        nccl=_FakeNccl(driver),  # type: ignore[arg-type]
+    )
+    return lines
+
+
+def test_child_checks_every_rank_gets_one_plus_two_plus_three(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from blackwell_doctor.collect.probe.collective_protocol import DoneLine, ResultLine
+
+    lines = _child_lines(None, monkeypatch)
+
+    result = next(line for line in lines if isinstance(line, ResultLine))
+    assert result.correct is True
+    assert result.iterations == 3
+    assert isinstance(lines[-1], DoneLine)
+
+
+def test_child_wrong_sum_seam_is_caught_by_the_real_comparison(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from blackwell_doctor.collect.probe.collective_protocol import ResultLine
+
+    lines = _child_lines("wrong-sum", monkeypatch)
+
+    result = next(line for line in lines if isinstance(line, ResultLine))
+    assert result.correct is False
+    assert result.detail == "rank0: differs from the sum, first at float 0"
+
+
+def test_child_hang_seam_leaves_the_last_rank_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a GPU the others then wait for ever; here the left-out rank's result stays zero.
+    from blackwell_doctor.collect.probe.collective_protocol import ResultLine
+
+    lines = _child_lines("hang", monkeypatch)
+
+    result = next(line for line in lines if isinstance(line, ResultLine))
+    assert result.correct is False

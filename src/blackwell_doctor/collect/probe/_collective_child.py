@@ -15,6 +15,7 @@ Devices are numbered as NVML numbers them: the parent sets CUDA_DEVICE_ORDER=PCI
 
 from __future__ import annotations
 
+import ctypes
 import os
 import statistics
 import struct
@@ -109,12 +110,14 @@ class _Ranks:
         return [int(s) for s in self.streams]
 
 
-def run_allreduce(job: AllReduceJob, emit: Emit, driver: Driver | None = None) -> int:
+def run_allreduce(
+    job: AllReduceJob, emit: Emit, driver: Driver | None = None, nccl: Nccl | None = None
+) -> int:
     stage: Stage = "init"
     emit(StageLine(stage=stage))
     fault = os.environ.get(TEST_FAULT_ENV, "") if os.environ.get("NCCL_P2P_DISABLE") != "1" else ""
     try:
-        nccl = Nccl(job.library)
+        nccl = nccl or Nccl(job.library)
         emit(VersionLine(nccl=nccl.version(), library=job.library))
         driver = driver or Driver()
         driver.call("cuInit", 0)
@@ -305,13 +308,21 @@ def _start(driver: Driver | None, ordinal: int, emit: Emit) -> Driver | None:
 _LAZY_ENABLE_PEER_ACCESS = 1
 
 
+_IPC_HANDLE_BYTES = 64  # sizeof(CUipcMemHandle): char reserved[64] (cuda.h)
+
+
 def _handle_bytes(handle: Any) -> bytes:
-    """The 64 bytes of a CUipcMemHandle (its ``reserved`` field: bytes, or a list of signed
-    chars in some cuda-bindings releases)."""
-    raw = handle.reserved
-    if isinstance(raw, bytes | bytearray):
-        return bytes(raw)
-    return bytes(int(x) & 0xFF for x in raw)
+    """The 64 bytes of a CUipcMemHandle. cuda-bindings 13 exposes no ``reserved`` field,
+    only the struct's address (``getPtr``), so the bytes are read from there."""
+    return ctypes.string_at(int(handle.getPtr()), _IPC_HANDLE_BYTES)
+
+
+def _handle_from(driver: Driver, raw: bytes) -> Any:
+    if len(raw) != _IPC_HANDLE_BYTES:
+        raise CudaFailure("CUDA_ERROR_INVALID_VALUE", reason="ipc-handle-malformed")
+    handle = driver.d.CUipcMemHandle()
+    ctypes.memmove(int(handle.getPtr()), raw, _IPC_HANDLE_BYTES)
+    return handle
 
 
 def run_ipc_export(job: IpcExportJob, emit: Emit, driver: Driver | None = None) -> int:
@@ -364,8 +375,11 @@ def run_ipc_import(job: IpcImportJob, emit: Emit, driver: Driver | None = None) 
     driver = started
     d = driver.d
     try:
-        handle = d.CUipcMemHandle()
-        handle.reserved = bytes.fromhex(job.handle)
+        try:
+            raw = bytes.fromhex(job.handle)
+        except ValueError:
+            raise CudaFailure("CUDA_ERROR_INVALID_VALUE", reason="ipc-handle-malformed") from None
+        handle = _handle_from(driver, raw)
         remote = int(driver.call("cuIpcOpenMemHandle", handle, _LAZY_ENABLE_PEER_ACCESS))
         stage = "ipc-write"
         emit(StageLine(stage=stage))
@@ -375,7 +389,7 @@ def run_ipc_import(job: IpcImportJob, emit: Emit, driver: Driver | None = None) 
         driver.call("cuCtxSynchronize")
         driver.call("cuIpcCloseMemHandle", d.CUdeviceptr(remote))
     except CudaFailure as exc:
-        emit(ErrorLine(stage=stage, reason=reason_token(exc.name)))
+        emit(ErrorLine(stage=stage, reason=exc.reason))
         return 0
     emit(DoneLine())
     return 0
