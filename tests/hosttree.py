@@ -70,6 +70,7 @@ class HostTree:
         numa_node: int = -1,
         iommu_group: str | None = None,
         config: bytes | None = None,
+        link: tuple[str, int, str, int] | None = ("32.0 GT/s PCIe", 16, "32.0 GT/s PCIe", 16),
     ) -> str:
         """One PCI function at ``<sysfs_parent>/<bdf>`` (e.g. sysfs_parent
         ``/sys/devices/pci0000:40/0000:40:01.1``), with the ``/sys/bus/pci/devices/<bdf>``,
@@ -79,6 +80,12 @@ class HostTree:
         self.write(f"{directory}/device", f"0x{device:04x}\n")
         self.write(f"{directory}/class", f"0x{class_code:06x}\n")
         self.write(f"{directory}/numa_node", f"{numa_node}\n")
+        if link is not None:  # drivers/pci/pci-sysfs.c: current/max_link_speed and _width
+            speed, width, max_speed, max_width = link
+            self.write(f"{directory}/current_link_speed", f"{speed}\n")
+            self.write(f"{directory}/current_link_width", f"{width}\n")
+            self.write(f"{directory}/max_link_speed", f"{max_speed}\n")
+            self.write(f"{directory}/max_link_width", f"{max_width}\n")
         if config is None:
             bridge = class_code >> 8 == 0x0604  # type 1 header for PCI-to-PCI bridges
             config = config_space(vendor, device, class_code, header_type=int(bridge))

@@ -14,11 +14,12 @@ import pytest
 from blackwell_doctor.collect.nvml import (
     P2P_CAPS_INDEX,
     NvmlCallError,
+    PcieField,
     RealNvml,
     collect_nvml,
     nvml_error_reason,
 )
-from blackwell_doctor.facts.document import NvmlFacts, NvmlGpu, P2PPair, Unavailable
+from blackwell_doctor.facts.document import NvmlFacts, NvmlGpu, NvmlPcieLink, P2PPair, Unavailable
 from blackwell_doctor.facts.pciaddr import normalize_pci_bus_id
 
 # nvmlReturn_t and nvmlGpuP2PStatus_t values (nvml.h).
@@ -40,6 +41,17 @@ class FakeGpu:
     bus_id: str | int = "00000000:41:00.0"
     capability: tuple[int, int] | int = (12, 0)
     memory_total: int | None = RTX_PRO_6000_MEMORY  # None: NOT_SUPPORTED (GB10)
+    # PcieField -> value, or an nvmlReturn_t error; a Gen5 x16 link running at Gen1 (idle).
+    pcie: dict[str, tuple[str, int] | int] = field(
+        default_factory=lambda: {
+            "current_gen": 1,
+            "current_width": 16,
+            "max_gen": 5,
+            "max_width": 16,
+            "gpu_max_gen": 5,
+        }
+    )
+    bar1_total: int | None = 128 << 30  # None: NOT_SUPPORTED
 
 
 @dataclass
@@ -107,12 +119,29 @@ class FakeNvml:
             raise NvmlCallError(nvml_error_reason(NOT_SUPPORTED))
         return total
 
+    def device_pcie(self, index: int, field: PcieField) -> int:
+        answer = self.gpus[index].pcie.get(field, ("error", NOT_SUPPORTED))
+        if isinstance(answer, tuple):
+            raise NvmlCallError(nvml_error_reason(answer[1]))
+        return answer
+
+    def device_bar1_total(self, index: int) -> int:
+        total = self.gpus[index].bar1_total
+        if total is None:
+            raise NvmlCallError(nvml_error_reason(NOT_SUPPORTED))
+        return total
+
     def p2p_status(self, index_a: int, index_b: int, caps_index: int) -> int:
         self.calls.append(f"p2p {index_a} {index_b} {caps_index}")
         answer = self.p2p.get((index_a, index_b, caps_index), P2P_OK)
         if isinstance(answer, tuple):
             raise NvmlCallError(nvml_error_reason(answer[1]))
         return answer
+
+
+IDLE_GEN5_X16 = NvmlPcieLink(
+    current_gen=1, current_width=16, max_gen=5, max_width=16, gpu_max_gen=5
+)
 
 
 def rtx_pro_6000_pair() -> list[FakeGpu]:
@@ -139,6 +168,8 @@ def test_two_rtx_pro_6000_give_every_fact() -> None:
                 pci_bus_id="0000:41:00.0",
                 compute_capability=(12, 0),
                 memory_total_bytes=RTX_PRO_6000_MEMORY,
+                pcie=IDLE_GEN5_X16,
+                bar1_total_bytes=128 << 30,
             ),
             NvmlGpu(
                 index=1,
@@ -147,6 +178,8 @@ def test_two_rtx_pro_6000_give_every_fact() -> None:
                 pci_bus_id="0000:c1:00.0",
                 compute_capability=(12, 0),
                 memory_total_bytes=RTX_PRO_6000_MEMORY,
+                pcie=IDLE_GEN5_X16,
+                bar1_total_bytes=128 << 30,
             ),
         ],
         p2p=[P2PPair(gpu_a=0, gpu_b=1, read="OK", write="OK", nvlink="OK", atomics="OK")],
@@ -458,3 +491,38 @@ def test_real_adapter_without_a_driver_says_library_not_found() -> None:
     else:
         pytest.skip("this host has an NVIDIA driver (tests/test_gpu_real.py covers it)")
     assert collect_nvml(RealNvml()) == Unavailable("nvml-library-not-found")
+
+
+def test_gb10_has_no_pcie_link_or_bar1_and_says_why() -> None:
+    gb10 = FakeGpu(
+        name="NVIDIA GB10",
+        capability=(12, 1),
+        memory_total=None,
+        pcie={},
+        bar1_total=None,
+    )
+
+    facts = collect_nvml(FakeNvml(gpus=[gb10]))
+
+    assert isinstance(facts, NvmlFacts)
+    assert facts.gpus[0].pcie == Unavailable("not-supported")
+    assert facts.gpus[0].bar1_total_bytes == Unavailable("not-supported")
+
+
+def test_a_link_field_out_of_range_or_refused_is_left_out_not_invented() -> None:
+    gpu = FakeGpu(
+        pcie={
+            "current_gen": 4,
+            "current_width": 0xFFFFFFFF,  # NVML's "unknown" on some boards
+            "max_gen": 5,
+            "max_width": 16,
+            "gpu_max_gen": ("error", NOT_SUPPORTED),
+        }
+    )
+
+    facts = collect_nvml(FakeNvml(gpus=[gpu]))
+
+    assert isinstance(facts, NvmlFacts)
+    assert facts.gpus[0].pcie == NvmlPcieLink(
+        current_gen=4, current_width=None, max_gen=5, max_width=16, gpu_max_gen=None
+    )

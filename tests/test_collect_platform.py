@@ -13,6 +13,8 @@ from blackwell_doctor.collect.platform import collect_platform
 from blackwell_doctor.facts.document import (
     ContainerFacts,
     CpuFacts,
+    MemInfo,
+    ModuleFlavour,
     OsRelease,
     PlatformFacts,
     Unavailable,
@@ -182,6 +184,8 @@ def test_empty_root_gives_reasons_not_exceptions(tmp_path: Path) -> None:
         machine=Unavailable("not-found:/proc/sys/kernel/arch"),
         cpu=Unavailable("not-found:/proc/cpuinfo"),
         nvidia_kernel_module=Unavailable("not-found:/proc/driver/nvidia/version"),
+        nvidia_module_flavour=Unavailable("not-found:/proc/driver/nvidia/version"),
+        meminfo=Unavailable("not-found:/proc/meminfo"),
     )
 
 
@@ -382,3 +386,53 @@ def test_x86_flags_alone_say_bare_metal(tmp_path: Path) -> None:
     )
     facts = collect_platform(tree.fs, {})
     assert facts.virtualization == VirtualizationFacts(in_vm=False, signals=[])
+
+
+# /proc/driver/nvidia/version first lines as printed: the open module (a public 580.95.05
+# report) and the proprietary one (a public dmesg of 580.105.08 loading, as NVRM prints it).
+OPEN_VERSION = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
+    "(dvs-builder@U22-I3-AE18-23-3)  Tue Sep 23 09:55:41 UTC 2025\n"
+    "GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n"
+)
+PROPRIETARY_VERSION = (
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.105.08  Wed Oct 29 23:15:11 UTC 2025\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("version", "taint", "flavour"),
+    [
+        (OPEN_VERSION, "OE\n", "open"),
+        (PROPRIETARY_VERSION, "POE\n", "proprietary"),
+        (None, "POE\n", "proprietary"),  # /proc/driver/nvidia/version hidden (a container)
+    ],
+)
+def test_module_flavour_from_version_and_taint(
+    tmp_path: Path, version: str | None, taint: str, flavour: str
+) -> None:
+    tree = HostTree(tmp_path)
+    if version is not None:
+        tree.write("/proc/driver/nvidia/version", version)
+    tree.write("/sys/module/nvidia/taint", taint)
+    facts = collect_platform(tree.fs, {})
+    assert isinstance(facts.nvidia_module_flavour, ModuleFlavour)
+    assert facts.nvidia_module_flavour.flavour == flavour
+
+
+def test_meminfo_of_a_dgx_spark_sized_host(tmp_path: Path) -> None:
+    tree = HostTree(tmp_path)
+    tree.write(
+        "/proc/meminfo",
+        "MemTotal:       125515168 kB\nMemFree:        22439144 kB\n"
+        "MemAvailable:   64011540 kB\nBuffers:          120036 kB\n"
+        "Cached:         43208540 kB\nSwapFree:       16777212 kB\n",
+    )
+    facts = collect_platform(tree.fs, {})
+    assert facts.meminfo == MemInfo(
+        total_bytes=125515168 * 1024,
+        available_bytes=64011540 * 1024,
+        free_bytes=22439144 * 1024,
+        cached_bytes=43208540 * 1024,
+        swap_free_bytes=16777212 * 1024,
+    )

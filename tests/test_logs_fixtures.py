@@ -106,6 +106,14 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
         "kernel.xid_fallen_off_bus": ("fail", 1, 5),
     },
     "composed-xid-13.log": {"kernel.xid": ("warn", 1, 1)},
+    # Bring-up failures (issue 26): the driver could not initialise the GPU.
+    "open-gpu-kernel-modules-862-rm-init-adapter.log": {
+        "kernel.rm_init_adapter_failed": ("fail", 1, 2)
+    },
+    "composed-open-modules-required.log": {
+        "kernel.open_modules_required": ("fail", 1, 3),
+        "kernel.rm_init_adapter_failed": ("fail", 1, 4),
+    },
     "pop-os-853-amd-vi-io-page-fault.log": {"kernel.amd_vi_io_page_fault": ("warn", 2, 2)},
     "i915ovmfpkg-23-dmar-fault.log": {"kernel.dmar_fault": ("warn", 2, 1)},
     # Fatal errors no catalogue literal names: the generic detector (issue 22).

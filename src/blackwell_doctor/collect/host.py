@@ -18,8 +18,10 @@ from blackwell_doctor.collect.env import collect_env
 from blackwell_doctor.collect.hostfs import HostFS
 from blackwell_doctor.facts.document import (
     SCHEMA_VERSION,
+    CollectiveFacts,
     CudaFacts,
     Facts,
+    LinkLoadFacts,
     P2PProbeFacts,
     PlatformFacts,
     ProbeFacts,
@@ -50,6 +52,7 @@ def collect_facts(
     nvml, cuda = collect_gpu(gpu_timeout_s)
     probe_facts = _collect_probes(cuda, enabled=probes, timeout_s=probe_timeout_s)
     p2p_facts = _collect_p2p(cuda, enabled=probes, timeout_s=probe_timeout_s)
+    link_load, collective = _collect_preflight(cuda, enabled=probes)
     facts = Facts(
         schema_version=SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
@@ -63,6 +66,8 @@ def collect_facts(
         env=collect_env(environ),
         probes=probe_facts,
         p2p_transfers=p2p_facts,
+        link_load=link_load,
+        collective=collective,
     )
     return redact_identity(facts) if redact else facts
 
@@ -98,6 +103,33 @@ def _collect_p2p(
     # with the pair count so an 8-GPU host (28 pairs) is not cut off, but keep it bounded.
     pairs = len(cuda.devices) * (len(cuda.devices) - 1) // 2
     return run_p2p_probes(timeout_s=min(max(timeout_s, 10.0 + 4.0 * pairs), 300.0))
+
+
+def _collect_preflight(
+    cuda: CudaFacts | Unavailable, *, enabled: bool
+) -> tuple[LinkLoadFacts | Unavailable, CollectiveFacts | Unavailable]:
+    """Links under load and the all-reduce path (issue 26), with the collective's sizes and
+    deadlines from checks/preflight.toml."""
+    if not enabled:
+        return Unavailable("skipped:--no-probe"), Unavailable("skipped:--no-probe")
+    if isinstance(cuda, Unavailable):
+        why = Unavailable(f"skipped:no CUDA device ({cuda.reason})")
+        return why, why
+    from blackwell_doctor.collect.probe.collective import run_collective, run_link_load
+    from blackwell_doctor.ruledata.preflight import load_preflight
+
+    count = len(cuda.devices)
+    data = load_preflight().collective
+    sets = count * (count - 1) // 2 + (1 if count > 2 else 0)
+    return run_link_load(count), run_collective(
+        count,
+        size_bytes=data.size_bytes,
+        iterations=data.iterations,
+        run_timeout_s=data.run_timeout_s,
+        # A healthy NCCL run and a pair's IPC write take 1-2 s each; a failed run its
+        # deadline (then the fallback): the budget grows with the runs, within bounds.
+        timeout_s=min(max(60.0, 10.0 + 6.0 * sets), 300.0),
+    )
 
 
 def _scrub_platform(platform: PlatformFacts) -> PlatformFacts:

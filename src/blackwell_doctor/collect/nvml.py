@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from blackwell_doctor.facts.document import (
     P2P_STATUS_NAMES,
     NvmlFacts,
     NvmlGpu,
+    NvmlPcieLink,
     P2PPair,
     Unavailable,
 )
@@ -103,7 +105,30 @@ class NvmlApi(Protocol):
     def device_pci_bus_id(self, index: int) -> str: ...
     def device_compute_capability(self, index: int) -> tuple[int, int]: ...
     def device_memory_total(self, index: int) -> int: ...
+    def device_pcie(self, index: int, field: PcieField) -> int: ...
+    def device_bar1_total(self, index: int) -> int: ...
     def p2p_status(self, index_a: int, index_b: int, caps_index: int) -> int: ...
+
+
+PcieField = Literal["current_gen", "current_width", "max_gen", "max_width", "gpu_max_gen"]
+
+# The NVML call behind each NvmlPcieLink field (nvml.h). Max* is what this GPU and this
+# system allow together; GpuMax* the GPU's own maximum, whatever the slot.
+PCIE_CALLS: dict[PcieField, str] = {
+    "current_gen": "nvmlDeviceGetCurrPcieLinkGeneration",
+    "current_width": "nvmlDeviceGetCurrPcieLinkWidth",
+    "max_gen": "nvmlDeviceGetMaxPcieLinkGeneration",
+    "max_width": "nvmlDeviceGetMaxPcieLinkWidth",
+    "gpu_max_gen": "nvmlDeviceGetGpuMaxPcieLinkGeneration",
+}
+# Link generations and widths NVML can truthfully report; anything else is not recorded.
+_LINK_RANGE: dict[PcieField, range] = {
+    "current_gen": range(1, 17),
+    "current_width": range(1, 33),
+    "max_gen": range(1, 17),
+    "max_width": range(1, 33),
+    "gpu_max_gen": range(1, 17),
+}
 
 
 def format_cuda_version(version: int) -> str:
@@ -161,7 +186,25 @@ def _collect_gpu(api: NvmlApi, index: int) -> NvmlGpu:
         pci_bus_id=bus_id if isinstance(bus_id, Unavailable) else normalize_pci_bus_id(bus_id),
         compute_capability=_attempt(lambda: api.device_compute_capability(index)),
         memory_total_bytes=_attempt(lambda: api.device_memory_total(index)),
+        pcie=collect_pcie_link(api, index),
+        bar1_total_bytes=_attempt(lambda: api.device_bar1_total(index)),
     )
+
+
+def collect_pcie_link(api: NvmlApi, index: int) -> NvmlPcieLink | Unavailable:
+    """The link fields NVML answers; Unavailable (the first reason) when it answers none."""
+    values: dict[str, int | None] = {}
+    reasons: list[str] = []
+    for name in PCIE_CALLS:
+        got = _attempt(functools.partial(api.device_pcie, index, name))
+        if isinstance(got, Unavailable):
+            reasons.append(got.reason)
+            values[name] = None
+        else:
+            values[name] = got if got in _LINK_RANGE[name] else None
+    if all(v is None for v in values.values()):
+        return Unavailable(reasons[0] if reasons else "nvml-no-pcie-link")
+    return NvmlPcieLink(**values)
 
 
 def _collect_pair(api: NvmlApi, a: int, b: int) -> P2PPair:
@@ -258,6 +301,12 @@ class RealNvml:
         """(used, total) bytes: what ``bench --soak`` samples each interval."""
         info = self._call("nvmlDeviceGetMemoryInfo", self._handle(index))
         return int(info.used), int(info.total)
+
+    def device_pcie(self, index: int, field: PcieField) -> int:
+        return int(self._call(PCIE_CALLS[field], self._handle(index)))
+
+    def device_bar1_total(self, index: int) -> int:
+        return int(self._call("nvmlDeviceGetBAR1MemoryInfo", self._handle(index)).bar1Total)
 
     def p2p_status(self, index_a: int, index_b: int, caps_index: int) -> int:
         handle_a, handle_b = self._handle(index_a), self._handle(index_b)

@@ -16,6 +16,7 @@ from blackwell_doctor.facts.document import (
     ACS_BITS,
     AcsFacts,
     CpuFacts,
+    ModuleFlavourName,
     OsRelease,
     Unavailable,
     WslKind,
@@ -298,6 +299,78 @@ def parse_nvidia_driver_version(text: str) -> str | None:
         if match:
             return match.group(1)
     return None
+
+
+def nvidia_module_signals(
+    version_text: str | None, taint: str | None
+) -> tuple[ModuleFlavourName, list[str]]:
+    """(flavour, signals) of the loaded NVIDIA module, from /proc/driver/nvidia/version
+    ("NVIDIA UNIX Open Kernel Module for x86_64" names the open one; the proprietary one
+    says "NVIDIA UNIX x86_64 Kernel Module") and /sys/module/nvidia/taint (P: the kernel
+    marks a module with a proprietary license; the open one is "Dual MIT/GPL", no P)."""
+    signals: list[str] = []
+    votes: set[ModuleFlavourName] = set()
+    for line in (version_text or "").splitlines():
+        if line.startswith("NVRM version:"):
+            if "Open Kernel Module" in line:
+                signals.append("version:open")
+                votes.add("open")
+            elif "Kernel Module" in line:
+                signals.append("version:proprietary")
+                votes.add("proprietary")
+            break
+    if taint is not None:
+        flags = taint.strip()
+        if "P" in flags:
+            signals.append("taint:P")
+            votes.add("proprietary")
+        elif flags or taint == "":
+            signals.append(f"taint:{flags or 'none'}")
+            votes.add("open")
+    flavour = votes.pop() if len(votes) == 1 else "unknown"
+    return flavour, signals
+
+
+_MEMINFO_LINE = re.compile(r"^([A-Za-z_()]+):\s+(\d{1,16})\s*kB\s*$")
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo → {field: bytes} for the ``Name:  123 kB`` lines; others are skipped."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        match = _MEMINFO_LINE.match(line.strip())
+        if match:
+            out[match.group(1)] = int(match.group(2)) * 1024
+    return out
+
+
+# Link speeds as sysfs prints them ("32.0 GT/s PCIe", older kernels "8 GT/s") → generation.
+_GT_PER_GEN = {
+    "2.5": 1,
+    "5": 2,
+    "5.0": 2,
+    "8": 3,
+    "8.0": 3,
+    "16": 4,
+    "16.0": 4,
+    "32": 5,
+    "32.0": 5,
+    "64": 6,
+    "64.0": 6,
+    "128": 7,
+    "128.0": 7,
+}
+
+
+def parse_link_speed(text: str) -> int | None:
+    """The PCIe generation of a sysfs ``*_link_speed`` value; None for "Unknown" or junk."""
+    head = text.strip().split(" ", 1)[0]
+    return _GT_PER_GEN.get(head) if text.strip().split(" GT/s", 1)[0] == head else None
+
+
+def parse_link_width(text: str) -> int | None:
+    value = parse_sysfs_int(text)
+    return value if value is not None and 1 <= value <= 32 else None
 
 
 # --------------------------------------------------------------------------- WSL

@@ -14,6 +14,8 @@ from blackwell_doctor.collect.hostfs import HostFS
 from blackwell_doctor.collect.parsers import (
     parse_acs,
     parse_iommu_cmdline,
+    parse_link_speed,
+    parse_link_width,
     parse_sysfs_int,
     upstream_bridges,
 )
@@ -23,6 +25,7 @@ from blackwell_doctor.facts.document import (
     PciBridge,
     PciFacts,
     PciGpu,
+    SysfsLink,
     Unavailable,
 )
 
@@ -51,7 +54,7 @@ def collect_pci(fs: HostFS, kernel_cmdline: str | Unavailable) -> PciFacts | Una
             gpus.append(gpu)
     gpus.sort(key=lambda g: g.bdf)
     bridge_bdfs = sorted({bdf for gpu in gpus for bdf in gpu.upstream})
-    bridges = [PciBridge(bdf=bdf, acs=_acs(fs, bdf)) for bdf in bridge_bdfs]
+    bridges = [PciBridge(bdf=bdf, acs=_acs(fs, bdf), link=_link(fs, bdf)) for bdf in bridge_bdfs]
     return PciFacts(gpus=gpus, bridges=bridges, iommu=_iommu(fs, kernel_cmdline))
 
 
@@ -103,6 +106,36 @@ def _gpu(fs: HostFS, bdf: str) -> PciGpu | Unavailable | None:
         iommu_group=group,
         iommu_domain_type=domain_type,
         upstream=upstream_bridges(resolved) if isinstance(resolved, str) else [],
+        link=_link(fs, bdf),
+    )
+
+
+def _link(fs: HostFS, bdf: str) -> SysfsLink | Unavailable:
+    """The port's link from sysfs (drivers/pci/pci-sysfs.c: current/max_link_speed and
+    _width, world-readable); Unavailable with the first reason when none of them reads."""
+    base = f"{PCI_DEVICES}/{bdf}"
+    texts = {
+        name: fs.read_text(f"{base}/{name}")
+        for name in ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+    }
+    if all(isinstance(t, Unavailable) for t in texts.values()):
+        first = texts["current_link_speed"]
+        assert isinstance(first, Unavailable)
+        return first
+
+    def speed(name: str) -> int | None:
+        text = texts[name]
+        return parse_link_speed(text) if isinstance(text, str) else None
+
+    def width(name: str) -> int | None:
+        text = texts[name]
+        return parse_link_width(text) if isinstance(text, str) else None
+
+    return SysfsLink(
+        current_gen=speed("current_link_speed"),
+        current_width=width("current_link_width"),
+        max_gen=speed("max_link_speed"),
+        max_width=width("max_link_width"),
     )
 
 

@@ -13,12 +13,16 @@ from blackwell_doctor.collect.parsers import (
     classify_wsl_kernel,
     cpuinfo_flags,
     dmi_hypervisor,
+    nvidia_module_signals,
     os_release_facts,
     parse_cpuinfo,
+    parse_meminfo,
     parse_nvidia_driver_version,
 )
 from blackwell_doctor.facts.document import (
     ContainerFacts,
+    MemInfo,
+    ModuleFlavour,
     OsRelease,
     PlatformFacts,
     Unavailable,
@@ -28,6 +32,10 @@ from blackwell_doctor.facts.document import (
 )
 
 NVIDIA_VERSION_PATH = "/proc/driver/nvidia/version"
+# The kernel's taint flags for the loaded module (kernel/module/main.c): P for a
+# proprietary license. Present whenever the module is loaded, readable without root.
+NVIDIA_TAINT_PATH = "/sys/module/nvidia/taint"
+MEMINFO_PATH = "/proc/meminfo"
 # os-release(5): /etc/os-release takes precedence, /usr/lib/os-release is the fallback.
 OS_RELEASE_PATHS = ("/etc/os-release", "/usr/lib/os-release")
 # Substrings of /proc/1/cgroup that name a container runtime (cgroup v1 paths such as
@@ -62,6 +70,36 @@ def collect_platform(fs: HostFS, environ: Mapping[str, str]) -> PlatformFacts:
         machine=_machine(fs),
         cpu=cpuinfo if isinstance(cpuinfo, Unavailable) else parse_cpuinfo(cpuinfo),
         nvidia_kernel_module=_nvidia_kernel_module(fs),
+        nvidia_module_flavour=_nvidia_module_flavour(fs),
+        meminfo=_meminfo(fs),
+    )
+
+
+def _nvidia_module_flavour(fs: HostFS) -> ModuleFlavour | Unavailable:
+    version = fs.read_text(NVIDIA_VERSION_PATH)
+    taint = fs.read_text(NVIDIA_TAINT_PATH)
+    if isinstance(version, Unavailable) and isinstance(taint, Unavailable):
+        return version  # no module loaded (or neither readable): say why, as the version does
+    flavour, signals = nvidia_module_signals(
+        version if isinstance(version, str) else None,
+        taint if isinstance(taint, str) else None,
+    )
+    return ModuleFlavour(flavour=flavour, signals=signals)
+
+
+def _meminfo(fs: HostFS) -> MemInfo | Unavailable:
+    text = fs.read_text(MEMINFO_PATH)
+    if isinstance(text, Unavailable):
+        return text
+    fields = parse_meminfo(text)
+    if "MemTotal" not in fields:
+        return Unavailable(f"unparsed:{MEMINFO_PATH}")
+    return MemInfo(
+        total_bytes=fields["MemTotal"],
+        available_bytes=fields.get("MemAvailable"),
+        free_bytes=fields.get("MemFree"),
+        cached_bytes=fields.get("Cached"),
+        swap_free_bytes=fields.get("SwapFree"),
     )
 
 

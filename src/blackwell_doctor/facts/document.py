@@ -113,6 +113,30 @@ class CpuFacts(Available, frozen=True):
     logical_cpus: LogicalCpus | None = None
 
 
+ModuleFlavourName = Literal["open", "proprietary", "unknown"]
+
+
+class ModuleFlavour(Available, frozen=True):
+    """Which NVIDIA kernel module is loaded: the open one (license "Dual MIT/GPL") or the
+    proprietary one, and every signal that says so (``version:open``: the first line of
+    /proc/driver/nvidia/version names the "Open Kernel Module"; ``taint:P``:
+    /sys/module/nvidia/taint carries P, the kernel's mark of a proprietary license)."""
+
+    flavour: ModuleFlavourName
+    signals: list[str] = msgspec.field(default_factory=list)
+
+
+class MemInfo(Available, frozen=True):
+    """/proc/meminfo, the figures vLLM's start-up check reads on unified memory (psutil's
+    ``virtual_memory().available`` is MemAvailable on Linux)."""
+
+    total_bytes: Bytes
+    available_bytes: Bytes | None = None  # MemAvailable (kernels before 3.14 lack it)
+    free_bytes: Bytes | None = None
+    cached_bytes: Bytes | None = None  # page cache (Cached)
+    swap_free_bytes: Bytes | None = None
+
+
 class PlatformFacts(msgspec.Struct, frozen=True, kw_only=True):
     hostname: str | Unavailable
     kernel_release: str | Unavailable
@@ -131,6 +155,10 @@ class PlatformFacts(msgspec.Struct, frozen=True, kw_only=True):
     # /proc/driver/nvidia/version: the loaded kernel module's version, which can differ
     # from the user-space driver (upgraded without a reboot).
     nvidia_kernel_module: str | Unavailable
+    # Open or proprietary kernel module (None: not collected, facts from before issue 26).
+    nvidia_module_flavour: ModuleFlavour | Unavailable | None = None
+    # /proc/meminfo (None: not collected).
+    meminfo: MemInfo | Unavailable | None = None
 
 
 # --------------------------------------------------------------------------- PCI / IOMMU / ACS
@@ -156,10 +184,26 @@ class AcsFacts(Available, frozen=True):
     enabled: list[str] = msgspec.field(default_factory=list)
 
 
+LinkGen = Annotated[int, msgspec.Meta(ge=1, le=16)]
+LinkWidth = Annotated[int, msgspec.Meta(ge=1, le=32)]
+
+
+class SysfsLink(Available, frozen=True):
+    """A PCIe port's link as sysfs shows it (current_link_speed "32.0 GT/s PCIe" read as
+    generation 5; current_link_width "16"); None where the file is absent or unparsed."""
+
+    current_gen: LinkGen | None = None
+    current_width: LinkWidth | None = None
+    max_gen: LinkGen | None = None
+    max_width: LinkWidth | None = None
+
+
 class PciBridge(msgspec.Struct, frozen=True, kw_only=True):
     bdf: Bdf
     # None: the bridge has no ACS capability at all (nothing to redirect).
     acs: AcsFacts | Unavailable | None
+    # Its link (None: not collected).
+    link: SysfsLink | Unavailable | None = None
 
 
 class PciGpu(msgspec.Struct, frozen=True, kw_only=True):
@@ -176,6 +220,8 @@ class PciGpu(msgspec.Struct, frozen=True, kw_only=True):
     iommu_domain_type: str | Unavailable | None
     # Bridges from the GPU's own upstream port to its root port, nearest first.
     upstream: list[Bdf] = msgspec.field(default_factory=list)
+    # The GPU's own link, as sysfs shows it (None: not collected).
+    link: SysfsLink | Unavailable | None = None
 
 
 class IommuFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -208,6 +254,18 @@ P2P_STATUS_NAMES: dict[int, str] = {
 }
 
 
+class NvmlPcieLink(Available, frozen=True):
+    """nvmlDeviceGetCurrPcieLinkGeneration/Width and nvmlDeviceGetMaxPcieLinkGeneration/
+    Width (the most this GPU and this system allow), plus nvmlDeviceGetGpuMaxPcieLinkGeneration
+    (the GPU's own maximum, whatever the slot)."""
+
+    current_gen: LinkGen | None = None
+    current_width: LinkWidth | None = None
+    max_gen: LinkGen | None = None
+    max_width: LinkWidth | None = None
+    gpu_max_gen: LinkGen | None = None
+
+
 class NvmlGpu(msgspec.Struct, frozen=True, kw_only=True):
     index: GpuIndex
     name: str | Unavailable
@@ -216,6 +274,11 @@ class NvmlGpu(msgspec.Struct, frozen=True, kw_only=True):
     compute_capability: ComputeCapability | Unavailable
     # GB10 (DGX Spark) answers NOT_SUPPORTED: its memory is unified with the CPU's.
     memory_total_bytes: Bytes | Unavailable
+    # The PCIe link at collection time (often idle: a GPU drops its generation when idle);
+    # None: not collected (facts from before issue 26).
+    pcie: NvmlPcieLink | Unavailable | None = None
+    # nvmlDeviceGetBAR1MemoryInfo().bar1Total: the CPU/peer-visible window into GPU memory.
+    bar1_total_bytes: Bytes | Unavailable | None = None
 
 
 class P2PPair(msgspec.Struct, frozen=True, kw_only=True):
@@ -348,6 +411,61 @@ class P2PProbeFacts(Available, frozen=True):
     pairs: Annotated[list[P2PTransfer], Pairs] = msgspec.field(default_factory=list)
 
 
+# ------------------------------------------------------- links under load, the collective path
+
+
+class LoadedLink(msgspec.Struct, frozen=True, kw_only=True):
+    """One GPU's PCIe link read by NVML while host-to-device copies kept it busy (a GPU
+    idles at a lower generation, so only this reading says what the link trained to)."""
+
+    gpu: GpuIndex
+    current_gen: LinkGen | None = None
+    current_width: LinkWidth | None = None
+    max_gen: LinkGen | None = None
+    max_width: LinkWidth | None = None
+    h2d_gbps: float | None = None  # pinned host -> device, the load itself, measured
+    error: str | None = None  # reason token when this GPU could not be loaded or read
+
+
+class LinkLoadFacts(Available, frozen=True):
+    wall_s: float
+    gpus: Annotated[list[LoadedLink], Gpus] = msgspec.field(default_factory=list)
+
+
+# "nccl": an NCCL all-reduce; "cuda-ipc": one process writing another's GPU memory through
+# a CUDA IPC mapping, the path of vLLM's custom all-reduce.
+CollectivePath = Literal["nccl", "cuda-ipc"]
+
+
+class CollectiveRun(msgspec.Struct, frozen=True, kw_only=True):
+    """One all-reduce over ``gpus`` (a pair, or every GPU), as seen: whether it finished in
+    time, whether every rank got the right sum, how fast. ``env`` is what the run set on
+    top of the caller's environment (``{"NCCL_P2P_DISABLE": "1"}``: the fallback path)."""
+
+    gpus: Annotated[list[GpuIndex], Gpus]
+    path: CollectivePath = "nccl"
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    size_bytes: Bytes = 0
+    correct: bool | None = None  # None: never got as far as reading the result back
+    iterations: Count = 0
+    time_s: float | None = None  # median time of one all-reduce of size_bytes
+    algbw_gbps: float | None = None  # size / time
+    busbw_gbps: float | None = None  # algbw x 2(n-1)/n, nccl-tests' definition
+    # What went wrong, as seen: "collective-timeout:8s at allreduce", "wrong-sum:rank1:...".
+    failure: str | None = None
+    stage: str | None = None  # the last stage the child reported
+
+
+class CollectiveFacts(Available, frozen=True):
+    library: str  # the libnccl.so.2 that was loaded (a path or a soname)
+    nccl_version: str | Unavailable
+    wall_s: float
+    # Per unordered pair: NCCL, its fallback and the CUDA IPC write; all GPUs: NCCL twice.
+    runs: Annotated[list[CollectiveRun], msgspec.Meta(max_length=3 * MAX_PAIRS // 2 + 2)] = (
+        msgspec.field(default_factory=list)
+    )
+
+
 # --------------------------------------------------------------------------- runtime logs
 
 LogSourceKind = Literal["file", "gzip", "stdin", "container", "journal", "kernel", "docker-json"]
@@ -426,6 +544,10 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     # The Python GPU stack (`audit`, `collect --stack`): packages, the targets of their
     # shared objects, Triton's ptxas; None: not read.
     stack: StackFacts | Unavailable | None = None
+    # PCIe links read under a short load (collect's probes); None: not collected.
+    link_load: LinkLoadFacts | Unavailable | None = None
+    # NCCL all-reduce over every GPU pair and all GPUs (collect's probes); None: not collected.
+    collective: CollectiveFacts | Unavailable | None = None
     # For fixtures and hand-made captures: where the numbers came from.
     provenance: str | None = None
 

@@ -151,7 +151,9 @@ def build_launch(
         "{port}": str(runtime.container_port),
         "{moe_backend}": moe,
         "{max_model_len}": str(derived.max_model_len) if sized else None,
-        "{gpu_memory_utilization}": f"{derived.gpu_memory_utilization:g}" if sized else None,
+        "{gpu_memory_utilization}": (
+            f"{derived.gpu_memory_utilization:g}" if sized or derived.memory_budget else None
+        ),
     }
     env = {**derived.env, **runtime.env}
     for key, value in (extra_env or {}).items():

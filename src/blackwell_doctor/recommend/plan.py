@@ -413,6 +413,7 @@ def build_recommendation(
                     why=derived.why["max_model_len"],
                 )
             )
+        if derived.max_model_len is not None or derived.memory_budget:
             settings.append(
                 Setting(
                     name="gpu_memory_utilization",

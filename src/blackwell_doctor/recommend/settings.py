@@ -15,6 +15,8 @@ from blackwell_doctor.report.results import Status
 from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.ruledata.validate import ValidationError
 from blackwell_doctor.rules import view
+from blackwell_doctor.rules.checkpoint import memory_utilization
+from blackwell_doctor.rules.memory import UnifiedBudget, unified_budget
 from blackwell_doctor.rules.p2p import judged_pairs
 from blackwell_doctor.rules.pci import iommu_passthrough_requested
 
@@ -181,6 +183,9 @@ class Derived:
     max_model_len: int | None = None
     gpu_memory_utilization: float = 0.9
     moe_backend: str | None = None
+    # The utilization comes from the unified-memory budget (memory.unified_budget), so it
+    # is a setting even when no model was sized.
+    memory_budget: bool = False
 
 
 class ModelDoesNotFit(ValidationError):
@@ -250,9 +255,7 @@ def size_model(facts: Facts, gpu_count: int) -> ModelSizing | str | None:
                 else words.reason("max_model_len_rounded")
             ),
         ),
-        "gpu_memory_utilization": words.reason(
-            "gpu_memory_utilization", utilization=f"{result.gpu_memory_utilization:g}"
-        ),
+        "gpu_memory_utilization": _utilization_why(facts, result.gpu_memory_utilization),
     }
     if arch.moe is not None and q.method == "w4a16":
         backend = "marlin"
@@ -267,6 +270,19 @@ def size_model(facts: Facts, gpu_count: int) -> ModelSizing | str | None:
         moe_backend=backend,
         why=why,
     )
+
+
+def _utilization_why(facts: Facts, utilization: float) -> str:
+    words = load_rule_data().launch
+    budget = unified_budget(facts)
+    if isinstance(budget, UnifiedBudget) and utilization == budget.highest_utilization:
+        return words.reason(
+            "unified_budget",
+            utilization=f"{utilization:g}",
+            available=f"{budget.available_bytes / (1 << 30):.2f} GiB",
+            total=f"{budget.total_bytes / (1 << 30):.2f} GiB",
+        )
+    return words.reason("gpu_memory_utilization", utilization=f"{utilization:g}")
 
 
 def derive(facts: Facts, report: Report) -> Derived | None:
@@ -289,6 +305,10 @@ def derive(facts: Facts, report: Report) -> Derived | None:
     if sizing is not None:
         tp = sizing.tensor_parallel_size
         why.update(sizing.why)
+    budgeted = memory_utilization(facts)
+    utilization = sizing.gpu_memory_utilization if sizing else (budgeted or 0.9)
+    if sizing is None and budgeted is not None:
+        why["gpu_memory_utilization"] = _utilization_why(facts, budgeted)
     for name, fixed in words.env.items():
         env[name] = fixed.value
         why[name] = fixed.why
@@ -313,6 +333,7 @@ def derive(facts: Facts, report: Report) -> Derived | None:
         why=why,
         notes=notes,
         max_model_len=sizing.max_model_len if sizing else None,
-        gpu_memory_utilization=sizing.gpu_memory_utilization if sizing else 0.9,
+        gpu_memory_utilization=utilization,
         moe_backend=sizing.moe_backend if sizing else None,
+        memory_budget=budgeted is not None,
     )

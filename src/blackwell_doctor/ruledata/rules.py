@@ -12,6 +12,7 @@ import msgspec
 
 from blackwell_doctor.report.results import Severity
 from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
+from blackwell_doctor.ruledata.preflight import PreflightData, load_preflight
 from blackwell_doctor.ruledata.serving import ServingData
 from blackwell_doctor.ruledata.stack import StackData, load_stack_data
 
@@ -191,6 +192,8 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     distros: Distros
     # checks/stack.toml: the stack.* checks' data (`audit`).
     stack: StackData
+    # checks/preflight.toml: link, BAR1, module, collective and memory thresholds.
+    preflight: PreflightData
 
     def word(self, command: str, key: str, **values: str) -> str:
         """``[words.<command>] <key>`` with its ``{name}`` placeholders filled."""
@@ -242,4 +245,5 @@ def load_rule_data() -> RuleData:
         serving=serving,
         distros=distros,
         stack=load_stack_data(),
+        preflight=load_preflight(),
     )

@@ -18,9 +18,11 @@ from blackwell_doctor.report.results import (
     passed,
     skipped,
 )
+from blackwell_doctor.ruledata.fit import load_fit_data
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.fit import GIB, FitResult, PoolError, fit, gpu_pool
+from blackwell_doctor.rules.memory import UnifiedBudget, unified_budget
 from blackwell_doctor.rules.registry import check
 
 NO_MODEL = "no model directory given (--model-dir)"
@@ -43,6 +45,15 @@ def _model(facts: Facts) -> ModelFacts | Outcome:
     return m
 
 
+def memory_utilization(facts: Facts) -> float | None:
+    """On unified memory, the --gpu-memory-utilization vLLM's start-up check accepts (when
+    below the runtime's default); None elsewhere: the fit's own default applies."""
+    budget = unified_budget(facts)
+    if not isinstance(budget, UnifiedBudget):
+        return None
+    return min(load_fit_data().fit.gpu_memory_utilization, budget.highest_utilization)
+
+
 def model_fit_result(facts: Facts, *, utilization: float | None = None) -> FitResult | str:
     """The fit of the facts' model on the facts' GPUs, or why there is none: the one fit
     verdict (``check --model-dir``'s model.fit, ``model DIR``, ``recommend``)."""
@@ -57,6 +68,8 @@ def model_fit_result(facts: Facts, *, utilization: float | None = None) -> FitRe
         pool = gpu_pool(facts)
     except PoolError as exc:
         return str(exc)
+    if utilization is None:
+        utilization = memory_utilization(facts)
     result = fit(m, pool, utilization=utilization)
     return (
         result

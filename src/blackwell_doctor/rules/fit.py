@@ -45,6 +45,7 @@ from blackwell_doctor.report.model import FitEntry as FitEntry
 from blackwell_doctor.report.model import FitResult as FitResult
 from blackwell_doctor.ruledata.fit import GIB as GIB
 from blackwell_doctor.ruledata.fit import FitData, load_fit_data
+from blackwell_doctor.rules.memory import UnifiedBudget, unified_budget
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,17 @@ def gpu_pool(facts: Facts, data: FitData | None = None) -> GpuPool:
         if isinstance(g.memory_total_bytes, int):
             sizes.append(g.memory_total_bytes)
             continue
+        budget = unified_budget(facts)
+        if isinstance(budget, UnifiedBudget):
+            # What vLLM compares on unified memory: total_memory x utilization against
+            # MemAvailable (rules/memory.py); the utilization carries what the OS keeps.
+            return GpuPool(
+                count=len(nvml.gpus),
+                name=name,
+                memory_bytes=budget.total_bytes,
+                unified=True,
+                source="/proc/meminfo MemTotal (vLLM's total on unified memory)",
+            )
         unified = next((u for u in data.unified if u.match in name), None)
         if unified is None:
             raise PoolError(
@@ -280,10 +292,15 @@ def _entry(
                 f"unified memory {_gib(pool.memory_bytes)} - {_gib(pool.os_reserve_bytes)} "
                 f"kept for the OS = {_gib(usable)} usable (less than {util:g} x the pool)"
             )
-        else:
+        elif pool.os_reserve_bytes:
             usable_text = (
                 f"{util:g} x {_gib(pool.memory_bytes)} unified memory (shared with the OS, "
                 f"which keeps {_gib(pool.os_reserve_bytes)}) = {_gib(usable)} usable"
+            )
+        else:
+            usable_text = (
+                f"{util:g} x {_gib(pool.memory_bytes)} unified memory (MemTotal; what the OS "
+                f"has available limits the share) = {_gib(usable)} usable"
             )
     per_gpu = math.ceil(wbytes / t)
     full, sliding, kv_how = kv_bytes_per_token(model, t, data)

@@ -1,0 +1,129 @@
+"""What the collective child (:mod:`blackwell_doctor.collect.probe._collective_child`) and
+its parent (:mod:`blackwell_doctor.collect.probe.collective`) say to each other: one JSON
+object per line, flushed at once, so the stage a child last entered names where it hung.
+
+Two jobs: :class:`AllReduceJob` (an NCCL all-reduce over some GPUs, its sum checked on
+every rank, then timed) and :class:`LinkLoadJob` (each GPU's PCIe link read by NVML while
+host-to-device copies keep it busy).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from blackwell_doctor.collect.probe.lines import LineCodec
+
+Stage = Literal[
+    "init",  # cuInit, libnccl loaded, the devices
+    "buffers",  # primary contexts, streams, send/receive buffers filled per rank
+    "comm",  # ncclCommInitAll
+    "allreduce",  # the first all-reduce, waited for
+    "verify",  # every rank's result read back and compared
+    "timing",  # the timed all-reduces
+    "verify-after",  # the result compared once more after timing
+    "load",  # link-load job: copies running, NVML read
+    "ipc-export",  # CUDA IPC: the owner's buffer and its cuIpcGetMemHandle
+    "ipc-wait",  # the owner waits for the peer's write to land
+    "ipc-open",  # the peer's cuIpcOpenMemHandle (peer access enabled with it)
+    "ipc-write",  # the peer writes the owner's memory through the mapping
+]
+
+# Test seam (tests and the device script only): "hang" leaves one rank out of the first
+# all-reduce, so NCCL really waits for it; "wrong-sum" gives the last rank other data than
+# the sum expects, so the real comparison fails. Either acts only while NCCL_P2P_DISABLE is
+# not "1": the shape of a broken peer path that the fallback fixes (NVIDIA/nccl#2079).
+TEST_FAULT_ENV = "BLACKWELL_DOCTOR_COLLECTIVE_TEST_FAULT"
+
+
+class AllReduceJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="allreduce"):
+    gpus: list[int]
+    size_bytes: int
+    iterations: int = 5
+    library: str = "libnccl.so.2"
+
+
+class LinkLoadJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="link-load"):
+    gpus: list[int]
+    seconds: float = 0.3  # copies per GPU before NVML is read
+    size_bytes: int = 32 << 20
+
+
+class IpcExportJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="ipc-export"):
+    """The owner side of vLLM's custom all-reduce path: a buffer shared by CUDA IPC, which
+    the peer process writes; the owner checks what landed."""
+
+    gpu: int
+    size_bytes: int = 16 << 20
+    wait_s: float = 10.0
+
+
+class IpcImportJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="ipc-import"):
+    gpu: int  # the writer's GPU
+    handle: str  # the owner's cuIpcGetMemHandle, hex
+    size_bytes: int = 16 << 20
+
+
+Job = AllReduceJob | LinkLoadJob | IpcExportJob | IpcImportJob
+
+
+class HandleLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="handle"):
+    handle: str
+
+
+class FatalLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="fatal"):
+    """Nothing could run (no driver, no NCCL, a GPU missing): a reason token."""
+
+    reason: str
+
+
+class StageLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="stage"):
+    stage: Stage
+
+
+class VersionLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="version"):
+    nccl: str
+    library: str
+
+
+class ResultLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="result"):
+    """The all-reduce: whether every rank got the sum, and the median time of one."""
+
+    correct: bool
+    detail: str | None = None  # "rank1: 3/16777216 floats differ, first at 5"
+    iterations: int = 0
+    time_s: float | None = None
+
+
+class ErrorLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="error"):
+    """An NCCL or CUDA call failed: ``reason`` is a token (``nccl-error-2``)."""
+
+    stage: Stage
+    reason: str
+
+
+class LinkLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="link"):
+    gpu: int
+    current_gen: int | None = None
+    current_width: int | None = None
+    max_gen: int | None = None
+    max_width: int | None = None
+    h2d_gbps: float | None = None
+    error: str | None = None
+
+
+class DoneLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="done"):
+    pass
+
+
+Line = (
+    FatalLine | StageLine | VersionLine | ResultLine | ErrorLine | LinkLine | HandleLine | DoneLine
+)
+
+# The pattern the peer writes through the IPC mapping (a 32-bit word, everywhere).
+IPC_PATTERN = 0x5EED1DC0
+
+_LINES: LineCodec[Line] = LineCodec(Line)
+encode_line = _LINES.encode
+decode_line = _LINES.decode
