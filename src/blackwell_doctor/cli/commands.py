@@ -23,6 +23,7 @@ COMMANDS = (
     "fleet",
     "slurm_health",
     "bench",
+    "examples",
 )
 
 

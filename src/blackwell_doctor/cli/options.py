@@ -184,6 +184,42 @@ def launch_request(params: Mapping[str, Any]) -> LaunchRequest:
     )
 
 
+# check, recommend, apply, model, fleet, bench: a shipped example instead of this host.
+ExampleName = Annotated[
+    str | None,
+    typer.Option(
+        "--example",
+        metavar="NAME",
+        help="Use a shipped example (a real captured or reconstructed host, its logs, bench "
+        "runs, model) instead of this host: no GPU needed. `blackwell-doctor examples` "
+        "lists them.",
+    ),
+]
+
+
+def with_example(
+    params: Mapping[str, Any], *, command: str, conflicting: tuple[str, ...]
+) -> dict[str, Any]:
+    """``params`` (a command's ``locals()``) with ``--example``'s files in place of
+    ``--facts``, ``--logs``, ``--bench`` and ``--model-dir`` (those the user gave win, bar
+    ``conflicting``, which are refused beside it); unchanged without ``--example``."""
+    name = params.get("example")
+    out = dict(params)
+    if name is None:
+        return out
+    from blackwell_doctor.app.examples import replace_options
+
+    ex = replace_options(name, params, part="facts", command=command, conflicting=conflicting)
+    out["facts_file"] = ex.facts
+    if "logs" in out and not out.get("logs"):
+        out["logs"] = list(ex.logs)
+    if "bench" in out and out.get("bench") is None:
+        out["bench"] = ex.bench
+    if "model_dir" in out and out.get("model_dir") is None:
+        out["model_dir"] = ex.model
+    return out
+
+
 # check and collect: the model the host is meant to serve (model.* checks).
 CheckModelDir = Annotated[
     Path | None,
