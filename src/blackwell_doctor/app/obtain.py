@@ -62,6 +62,8 @@ class FactsRequest:
     # --bench: a bench run document (``bench -o``) read into facts.bench, for the serving.*
     # checks; it replaces the bench section a --facts file carries.
     bench_file: Path | None = None
+    # How reports name a facts file (--example NAME: "example NAME", not its path on disk).
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
     _check_request(request)
     if request.facts_file is not None:
         facts = read_facts_file(request.facts_file, stdin=stdin)
-        source = str(request.facts_file)
+        source = request.label or str(request.facts_file)
     else:
         from blackwell_doctor.collect.host import collect_facts
 

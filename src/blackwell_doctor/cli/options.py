@@ -158,6 +158,7 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
         redact=params.get("redact", False),
         model_dir=params.get("model_dir"),
         bench_file=params.get("bench"),
+        label=params.get("facts_label"),
         logs=LogRequest(
             paths=tuple(params.get("logs") or ()),
             containers=tuple(params.get("containers") or ()),
@@ -211,6 +212,7 @@ def with_example(
 
     ex = replace_options(name, params, part="facts", command=command, conflicting=conflicting)
     out["facts_file"] = ex.facts
+    out["facts_label"] = f"example {name}"
     if "logs" in out and not out.get("logs"):
         out["logs"] = list(ex.logs)
     if "bench" in out and out.get("bench") is None:
