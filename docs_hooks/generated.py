@@ -39,7 +39,9 @@ def _anchor(check_id: str) -> str:
 
 
 def _remedy(name: str, remedy: RemedyText) -> list[str]:
-    out = [f"- **{name}**: {' '.join(remedy.summary.split())}" if remedy.summary else f"- **{name}**"]
+    out = [
+        f"- **{name}**: {' '.join(remedy.summary.split())}" if remedy.summary else f"- **{name}**"
+    ]
     out += [f"    - `{c}`" for c in remedy.commands]
     out += [f"    - <{link}>" for link in remedy.links]
     return out
@@ -121,7 +123,9 @@ GENERATORS: dict[str, Callable[[], str]] = {
 
 def expand(markdown: str) -> str:
     """``markdown`` with every ``<!-- generated:NAME -->`` line replaced."""
-    return MARKER.sub(lambda m: GENERATORS[m.group(1)]().replace("docs/checks.md", "checks.md"), markdown)
+    return MARKER.sub(
+        lambda m: GENERATORS[m.group(1)]().replace("docs/checks.md", "checks.md"), markdown
+    )
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:  # the MkDocs hook

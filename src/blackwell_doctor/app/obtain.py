@@ -106,6 +106,24 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
     return Obtained(facts, source)
 
 
+def written_words(facts: Facts, path: str) -> str:
+    """What ``collect -o PATH`` says it wrote, and how to judge it (checks/catalogue.toml
+    [words.collect])."""
+    from blackwell_doctor.facts.document import LogFacts, NvmlFacts
+    from blackwell_doctor.ruledata.rules import load_rule_data
+
+    rules = load_rule_data()
+    gpus = len(facts.nvml.gpus) if isinstance(facts.nvml, NvmlFacts) else 0
+    extras = ""
+    if isinstance(facts.logs, LogFacts):
+        extras += rules.word("collect", "logs", n=str(len(facts.logs.sources)))
+    if facts.model is not None:
+        extras += rules.word("collect", "model")
+    if facts.bench is not None:
+        extras += rules.word("collect", "bench")
+    return rules.word("collect", "wrote", path=path, gpus=str(gpus), extras=extras)
+
+
 def with_bench(facts: Facts, bench_file: Path | None, *, stdin: BinaryIO) -> Facts:
     """``facts`` with the bench run in ``bench_file`` (``-``: standard input) as its bench
     section; a file that cannot be read or is not a bench run is a UserError."""
