@@ -54,7 +54,8 @@ def test_reconstructed_example_hosts_are_what_the_generator_writes() -> None:
     spec = importlib.util.spec_from_file_location(
         "make_fixtures", FACTS_FIXTURES / "make_fixtures.py"
     )
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     for name, make in gen.EXAMPLE_HOSTS.items():
@@ -74,7 +75,8 @@ def test_reconstructed_example_hosts_are_what_the_generator_writes() -> None:
 def test_every_listed_command_runs(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     r = run(argv, capsys)
     assert r.code in (0, 1), r.err
-    assert r.out.strip() and not r.err.startswith("blackwell-doctor: error")
+    assert r.out.strip()
+    assert not r.err.startswith("blackwell-doctor: error")
 
 
 def test_examples_lists_every_example_with_its_origin(capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,7 +106,8 @@ def test_check_on_the_wsl2_example(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_fixed_host_passes_what_the_wsl2_host_fails(capsys: pytest.CaptureFixture[str]) -> None:
     r = run(["check", "--example", "fixed-rtxpro6000x4", "--select", "driver,platform,pci"], capsys)
     assert r.code == 0
-    assert "[FAIL]" not in r.out and "[warn]" not in r.out
+    assert "[FAIL]" not in r.out
+    assert "[warn]" not in r.out
 
 
 def test_apply_example_is_a_plan_only(capsys: pytest.CaptureFixture[str]) -> None:
@@ -140,7 +143,8 @@ def test_example_beside_what_it_replaces_is_a_usage_error(
 def test_unknown_example_and_missing_part(capsys: pytest.CaptureFixture[str]) -> None:
     r = run(["check", "--example", "nope"], capsys)
     assert r.code == 2
-    assert "no example named 'nope'" in r.err and "wsl2-rtxpro6000x4" in r.err
+    assert "no example named 'nope'" in r.err
+    assert "wsl2-rtxpro6000x4" in r.err
     r = run(["bench", "--example", "dgx-spark"], capsys)
     assert r.code == 2
     assert "examples with one: max-num-seqs-1" in r.err
@@ -161,7 +165,8 @@ def test_model_example_sizes_on_the_example_gpus(capsys: pytest.CaptureFixture[s
     assert r.code == 0
     assert "fit on 2x NVIDIA H200" in r.out
     r = run(["model"], capsys)
-    assert r.code == 2 and "--example" in r.err
+    assert r.code == 2
+    assert "--example" in r.err
 
 
 def test_fleet_counts_nodes_by_worst_status(capsys: pytest.CaptureFixture[str]) -> None:
@@ -211,7 +216,8 @@ def test_collect_says_what_it_wrote_and_how_to_judge_it(
     out = tmp_path / "facts.json"
     log = example_path("logs/vllm-1084-wsl-pin-memory.log")
     r = run(["collect", "--no-probe", "--logs", str(log), "-o", str(out)], capsys)
-    assert r.code == 0 and out.is_file()
+    assert r.code == 0
+    assert out.is_file()
     assert f"wrote {out}: facts of " in r.err
     assert "1 log source(s)" in r.err
     assert f"blackwell-doctor check --facts {out}" in r.err
