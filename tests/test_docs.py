@@ -35,7 +35,8 @@ def _generated() -> ModuleType:
 def test_readme_is_a_front_page() -> None:
     lines = README.splitlines()
     assert len(lines) <= 220, len(lines)
-    assert "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/blackwell-doctor check" in README
+    install = "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/blackwell-doctor check"
+    assert install in README
     assert "bash .ci/run" in README
 
 
