@@ -22,9 +22,7 @@ DOCS = REPO / "docs"
 
 
 def _generated() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "generated", REPO / "docs_hooks" / "generated.py"
-    )
+    spec = importlib.util.spec_from_file_location("generated", REPO / "docs_hooks" / "generated.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
