@@ -222,3 +222,9 @@ def test_collect_says_what_it_wrote_and_how_to_judge_it(
     assert "1 log source(s)" in r.err
     assert f"blackwell-doctor check --facts {out}" in r.err
     assert run(["check", "--facts", str(out)], capsys).code in (0, 1, 3)
+
+
+def test_check_without_a_gpu_points_to_the_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    r = run(["check", "--facts", str(FACTS_FIXTURES / "no-gpu.json")], capsys)
+    assert r.code == 1
+    assert "`blackwell-doctor examples` lists the shipped ones" in " ".join(r.out.split())
