@@ -228,3 +228,20 @@ def test_check_without_a_gpu_points_to_the_examples(capsys: pytest.CaptureFixtur
     r = run(["check", "--facts", str(FACTS_FIXTURES / "no-gpu.json")], capsys)
     assert r.code == 1
     assert "`blackwell-doctor examples` lists the shipped ones" in " ".join(r.out.split())
+
+
+def test_every_finding_becomes_an_action_titled_as_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No action is titled with a check's title (which states the healthy state): a finding no
+    [[action]] takes is "Clear the <id> finding" (issue 23)."""
+    import json
+
+    titles = {spec.title for spec in load_rule_data().checks.values()}
+    argv = ["recommend", "--example", "wsl2-rtxpro6000x4", "-f", "json"]
+    actions = json.loads(run(argv, capsys).out)["actions"]
+    assert len(actions) >= 5
+    for action in actions:
+        assert action["title"] not in titles, action["id"]
+    fallback = {a["id"]: a["title"] for a in actions}
+    assert fallback["logs.platform"] == "Clear the logs.platform finding"
