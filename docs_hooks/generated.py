@@ -10,8 +10,10 @@ function, so the README cannot drift from the catalogue either.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from blackwell_doctor.ruledata.rules import CheckSpec, RemedyText, load_rule_data
@@ -128,5 +130,30 @@ def expand(markdown: str) -> str:
     )
 
 
-def on_page_markdown(markdown: str, **_: Any) -> str:  # the MkDocs hook
-    return expand(markdown)
+# A link from a page to a file of the repository outside docs/ (`../checks/x.toml`): it works
+# where the Markdown is read in the repository; on the site it becomes the file's path as code,
+# and a target that does not exist is a warning (which `mkdocs build --strict` fails on).
+_OUTSIDE = re.compile(r"\[([^\]]+)\]\((\.\./[^)#\s]+)(#[^)]*)?\)")
+_log = logging.getLogger("mkdocs.hooks.generated")
+
+
+def outside_links(markdown: str, page_dir: Path, docs_dir: Path) -> str:
+    """``markdown`` with its links to repository files outside ``docs_dir`` as code."""
+    repo = docs_dir.resolve().parent
+
+    def plain(m: re.Match[str]) -> str:
+        text, target = m.group(1), m.group(2)
+        path = (page_dir / target).resolve()
+        if not path.is_relative_to(repo) or not path.exists():
+            _log.warning("link %r: no such file in the repository", target)
+            return m.group(0)
+        shown = str(path.relative_to(repo))
+        return text if shown in text else f"{text} (`{shown}`)"
+
+    return _OUTSIDE.sub(plain, markdown)
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:  # MkDocs hook
+    docs_dir = Path(config["docs_dir"])
+    page_dir = (docs_dir / page.file.src_uri).parent
+    return outside_links(expand(markdown), page_dir, docs_dir)

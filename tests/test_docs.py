@@ -133,3 +133,14 @@ def test_checks_reference_names_every_check() -> None:
     for spec in load_rule_data().checks.values():
         assert f"### `{spec.id}`" in text
         assert spec.title in text
+
+
+def test_links_to_repository_files_outside_docs(caplog: pytest.LogCaptureFixture) -> None:
+    """A page may link a repository file (`../checks/x.toml`, which works where the Markdown
+    is read in the repository): on the site it is the path as code; a missing one warns,
+    which fails `mkdocs build --strict`."""
+    gen = _generated()
+    text = "[the fit data](../checks/model_fit.toml) and [gone](../checks/nope.toml)"
+    out = gen.outside_links(text, DOCS, DOCS)
+    assert out.startswith("the fit data (`checks/model_fit.toml`) and [gone](")
+    assert "no such file in the repository" in caplog.text
