@@ -188,7 +188,11 @@ def launch_spec(
     advice = advise(request, options, catalogue=catalogue, environ=environ, stdin=stdin, vet=vet)
     spec = advice.spec
     if spec is None:
-        raise UserError("these facts show no GPU: there is no runtime to launch")
+        from blackwell_doctor.app.examples import no_gpu_hint
+
+        raise UserError(
+            "these facts show no GPU: there is no runtime to launch; " + no_gpu_hint("apply")
+        )
     if is_placeholder(spec):  # recommend's MODEL_DIR placeholder: never a container
         raise UserError("apply needs --model-dir DIR (the model, mounted read-only)")
     return spec, advice.facts.model

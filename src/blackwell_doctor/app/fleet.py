@@ -362,6 +362,9 @@ def judge_fleet(
         findings=exits.count(ExitCode.FINDINGS),
         not_evaluated=exits.count(ExitCode.NOT_EVALUATED),
         unjudged=len(bad),
+        worst_fail=sum(1 for n in fleet_nodes if n.fail),
+        worst_warn=sum(1 for n in fleet_nodes if not n.fail and n.warn),
+        worst_ok=sum(1 for n in fleet_nodes if not n.fail and not n.warn),
     )
     return FleetReport(
         schema_version=FLEET_SCHEMA_VERSION,

@@ -67,6 +67,8 @@ class FactsRequest:
     stack: bool = False
     python: Path | None = None
     stack_cache: bool = True
+    # How reports name a facts file (--example NAME: "example NAME", not its path on disk).
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
     _check_request(request)
     if request.facts_file is not None:
         facts = read_facts_file(request.facts_file, stdin=stdin)
-        source = str(request.facts_file)
+        source = request.label or str(request.facts_file)
     else:
         from blackwell_doctor.collect.host import collect_facts
 
@@ -150,6 +152,24 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
         cache_path=default_cache_path(environ) if request.stack_cache else None,
     )
     return msgspec.structs.replace(facts, stack=stack)
+
+
+def written_words(facts: Facts, path: str) -> str:
+    """What ``collect -o PATH`` says it wrote, and how to judge it (checks/catalogue.toml
+    [words.collect])."""
+    from blackwell_doctor.facts.document import LogFacts, NvmlFacts
+    from blackwell_doctor.ruledata.rules import load_rule_data
+
+    rules = load_rule_data()
+    gpus = len(facts.nvml.gpus) if isinstance(facts.nvml, NvmlFacts) else 0
+    extras = ""
+    if isinstance(facts.logs, LogFacts):
+        extras += rules.word("collect", "logs", n=str(len(facts.logs.sources)))
+    if facts.model is not None:
+        extras += rules.word("collect", "model")
+    if facts.bench is not None:
+        extras += rules.word("collect", "bench")
+    return rules.word("collect", "wrote", path=path, gpus=str(gpus), extras=extras)
 
 
 def with_bench(facts: Facts, bench_file: Path | None, *, stdin: BinaryIO) -> Facts:

@@ -18,6 +18,7 @@ from blackwell_doctor.cli.options import (
     CatalogueFile,
     Containers,
     EnvVars,
+    ExampleName,
     GpuTimeoutBrief,
     HostRootBrief,
     Journal,
@@ -32,6 +33,7 @@ from blackwell_doctor.cli.options import (
     ShmSize,
     facts_request,
     launch_request,
+    with_example,
 )
 from blackwell_doctor.cli.output import say, write
 
@@ -218,6 +220,7 @@ def apply(
             rich_help_panel=_VERIFY,
         ),
     ] = None,
+    example: ExampleName = None,
 ) -> None:
     """Run the recommended runtime through the Docker API (DOCKER_HOST): a plan by
     default; --yes pulls, creates with all GPUs, starts, waits for health, scans the
@@ -227,9 +230,19 @@ def apply(
     from blackwell_doctor.app.verify import VerifyRequest
     from blackwell_doctor.cli.progress import pull_bar
 
+    params = locals()
+    if example is not None:
+        from blackwell_doctor.app.examples import apply_plan_only
+        from blackwell_doctor.facts.errors import UserError
+
+        if yes or rollback:
+            raise UserError(apply_plan_only())
+        params = with_example(params, command="apply", conflicting=("--facts", "--host-root"))
+        # An example is another host by definition: its launch is shown, never run here.
+        facts_from_another_host = True
     request = flow.ApplyRequest(
-        launch=launch_request(locals()),
-        facts=facts_request(locals()),
+        launch=launch_request(params),
+        facts=facts_request(params),
         catalogue=catalogue,
         facts_from_another_host=facts_from_another_host,
         yes=yes,

@@ -169,8 +169,29 @@ def register(app: typer.Typer) -> None:
                 help="With --soak: the interval (default: about 30 of them, 5 s to 60 s).",
             ),
         ] = None,
+        example: Annotated[
+            str | None,
+            typer.Option(
+                "--example",
+                metavar="NAME",
+                help="Compare a shipped example's before and after runs (real captured "
+                "runs, as --compare BEFORE AFTER). `blackwell-doctor examples` lists them.",
+            ),
+        ] = None,
     ) -> None:
         from blackwell_doctor.app import bench_flow as flow
+
+        if example is not None:
+            from blackwell_doctor.app.examples import replace_options
+
+            ex = replace_options(
+                example,
+                {"compare": compare, "url": url, "compare_urls": compare_urls, "soak": soak},
+                part="compare",
+                command="bench",
+                conflicting=("--compare", "--url", "--compare-urls", "--soak"),
+            )
+            compare = ex.compare
 
         request = flow.BenchRequest(
             url=url,

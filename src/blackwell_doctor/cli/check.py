@@ -14,6 +14,7 @@ from blackwell_doctor.cli.options import (
     BenchFile,
     CheckModelDir,
     Containers,
+    ExampleName,
     FailOnStatus,
     GpuTimeout,
     HostRoot,
@@ -29,6 +30,7 @@ from blackwell_doctor.cli.options import (
     Strict,
     facts_request,
     judge,
+    with_example,
 )
 from blackwell_doctor.cli.output import text_style, write, writes_to_file
 from blackwell_doctor.render.formats import Format
@@ -65,13 +67,16 @@ def check(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show evidence for passing checks too.")
     ] = False,
+    example: ExampleName = None,
 ) -> None:
     """Collect facts (or read --facts), run every check, and report. The CI gate."""
     started_at, clock = time.time(), time.monotonic()
     from blackwell_doctor.app.obtain import obtain_facts
     from blackwell_doctor.render import render
 
-    request = facts_request(locals())
+    request = facts_request(
+        with_example(locals(), command="check", conflicting=("--facts", "--host-root"))
+    )
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     report = judge(
         obtained,

@@ -23,7 +23,7 @@ from blackwell_doctor.cli.options import (
     StackPython,
     facts_request,
 )
-from blackwell_doctor.cli.output import write
+from blackwell_doctor.cli.output import write, writes_to_file
 
 
 def collect(
@@ -55,6 +55,10 @@ def collect(
     request = facts_request(locals())
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     write(encode_facts(obtained.facts).decode("utf-8"), output)
+    if writes_to_file(output):
+        from blackwell_doctor.app.obtain import written_words
+
+        sys.stderr.write(written_words(obtained.facts, str(output)) + "\n")
 
 
 def register(app: typer.Typer) -> None:

@@ -28,6 +28,7 @@ COMMANDS = (
     "slurm_health",
     "bench",
     "audit",
+    "examples",
 )
 
 

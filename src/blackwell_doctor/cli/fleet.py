@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
+    ExampleName,
     FailOnStatus,
     Ignore,
     Output,
@@ -28,13 +29,13 @@ def register(app: typer.Typer) -> None:
     @app.command("fleet")
     def fleet(
         inputs: Annotated[
-            list[str],
+            list[str] | None,
             typer.Argument(
                 help="Facts files written by `collect` on each node: files, directories "
-                "(searched for *.json), globs (** recurses).",
+                "(searched for *.json), globs (** recurses); not with --example.",
                 show_default=False,
             ),
-        ],
+        ] = None,
         fmt: Annotated[
             FleetFormat, typer.Option("--format", "-f", help="Output format.")
         ] = FleetFormat.RICH,
@@ -62,6 +63,7 @@ def register(app: typer.Typer) -> None:
         verbose: Annotated[
             bool, typer.Option("--verbose", "-v", help="List every node of every group.")
         ] = False,
+        example: ExampleName = None,
     ) -> None:
         """Judge many nodes' facts at once: nodes grouped by finding, worst first, one
         action per group. Unreadable or future-version facts are listed, not fatal."""
@@ -69,6 +71,21 @@ def register(app: typer.Typer) -> None:
         from blackwell_doctor.render.fleet import render_fleet
 
         started_at, clock = time.time(), time.monotonic()
+        if example is not None:
+            from blackwell_doctor.app.examples import replace_options
+
+            ex = replace_options(
+                example,
+                {"inputs": inputs},
+                part="fleet",
+                command="fleet",
+                conflicting=("INPUTS",),
+            )
+            inputs = list(ex.fleet)
+        if not inputs:
+            from blackwell_doctor.facts.errors import UserError
+
+            raise UserError("fleet needs facts files (INPUTS...) or --example NAME")
         paths, missing = expand_inputs(inputs)
         with selection_errors():
             report = judge_fleet(

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import GpuTimeoutBrief, Output
+from blackwell_doctor.cli.options import ExampleName, GpuTimeoutBrief, Output
 from blackwell_doctor.cli.output import write
 from blackwell_doctor.render.formats import ModelFormat
 
@@ -23,12 +23,13 @@ GpuMemoryUtilization = Annotated[
 
 def model(
     model_dir: Annotated[
-        Path,
+        Path | None,
         typer.Argument(
-            help="The model directory (config.json, hf_quant_config.json, *.safetensors).",
+            help="The model directory (config.json, hf_quant_config.json, *.safetensors); "
+            "not with --example.",
             show_default=False,
         ),
-    ],
+    ] = None,
     facts_file: Annotated[
         Path | None,
         typer.Option(
@@ -43,6 +44,7 @@ def model(
     output: Output = None,
     utilization: GpuMemoryUtilization = None,
     gpu_timeout: GpuTimeoutBrief = None,
+    example: ExampleName = None,
 ) -> None:
     """Read a model directory (config, quantization, safetensors headers; never the weights)
     and say whether it fits on these GPUs per tensor-parallel size, with the arithmetic.
@@ -51,6 +53,18 @@ def model(
     from blackwell_doctor.app.model import model as model_flow
     from blackwell_doctor.render.model import render_model
 
+    if example is not None:
+        from blackwell_doctor.app.examples import replace_options
+
+        given = {"model_dir": model_dir, "facts_file": facts_file}
+        ex = replace_options(
+            example, given, part="model", command="model", conflicting=("DIR", "--facts")
+        )
+        model_dir, facts_file = ex.model, ex.facts
+    if model_dir is None:
+        from blackwell_doctor.facts.errors import UserError
+
+        raise UserError("model needs DIR, the model directory (or --example NAME)")
     report = model_flow(
         ModelRequest(
             model_dir=model_dir,

@@ -160,6 +160,7 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
         bench_file=params.get("bench"),
         stack=params.get("stack", False),
         python=params.get("python"),
+        label=params.get("facts_label"),
         logs=LogRequest(
             paths=tuple(params.get("logs") or ()),
             containers=tuple(params.get("containers") or ()),
@@ -184,6 +185,43 @@ def launch_request(params: Mapping[str, Any]) -> LaunchRequest:
         shm_size=params["shm_size"],
         env=tuple(params["env"] or ()),
     )
+
+
+# check, recommend, apply, model, fleet, bench: a shipped example instead of this host.
+ExampleName = Annotated[
+    str | None,
+    typer.Option(
+        "--example",
+        metavar="NAME",
+        help="Use a shipped example (a real captured or reconstructed host, its logs, bench "
+        "runs, model) instead of this host: no GPU needed. `blackwell-doctor examples` "
+        "lists them.",
+    ),
+]
+
+
+def with_example(
+    params: Mapping[str, Any], *, command: str, conflicting: tuple[str, ...]
+) -> dict[str, Any]:
+    """``params`` (a command's ``locals()``) with ``--example``'s files in place of
+    ``--facts``, ``--logs``, ``--bench`` and ``--model-dir`` (those the user gave win, bar
+    ``conflicting``, which are refused beside it); unchanged without ``--example``."""
+    name = params.get("example")
+    out = dict(params)
+    if name is None:
+        return out
+    from blackwell_doctor.app.examples import replace_options
+
+    ex = replace_options(name, params, part="facts", command=command, conflicting=conflicting)
+    out["facts_file"] = ex.facts
+    out["facts_label"] = f"example {name}"
+    if "logs" in out and not out.get("logs"):
+        out["logs"] = list(ex.logs)
+    if "bench" in out and out.get("bench") is None:
+        out["bench"] = ex.bench
+    if "model_dir" in out and out.get("model_dir") is None:
+        out["model_dir"] = ex.model
+    return out
 
 
 # check and collect: the model the host is meant to serve (model.* checks).

@@ -18,6 +18,7 @@ from blackwell_doctor.cli.options import (
     CatalogueFile,
     Containers,
     EnvVars,
+    ExampleName,
     GpuTimeoutBrief,
     HostRootBrief,
     Journal,
@@ -33,6 +34,7 @@ from blackwell_doctor.cli.options import (
     ShmSize,
     facts_request,
     launch_request,
+    with_example,
 )
 from blackwell_doctor.cli.output import write
 from blackwell_doctor.render.formats import RecommendFormat
@@ -60,6 +62,7 @@ def recommend(
     journal: Journal = False,
     kernel_log: KernelLog = False,
     bench: BenchFile = None,
+    example: ExampleName = None,
 ) -> None:
     """Turn the findings into ordered actions and a runtime launch derived from this host
     (markdown, json, shell, compose). Never promises a speed-up: measure after."""
@@ -68,17 +71,23 @@ def recommend(
     from blackwell_doctor.recommend.options import launch_options
     from blackwell_doctor.render.recommend import NeedsLaunch, render_recommendation
 
+    params = with_example(locals(), command="recommend", conflicting=("--facts", "--host-root"))
     options = launch_options(
-        launch_request(locals()), environ=os.environ, on_this_host=facts_file is None
+        launch_request(params), environ=os.environ, on_this_host=params["facts_file"] is None
     )
-    request = facts_request(locals())
+    request = facts_request(params)
     advice = advise(
         request, options, catalogue=catalogue, environ=os.environ, stdin=sys.stdin.buffer
     )
     try:
         text = render_recommendation(advice.recommendation, fmt, advice.spec)
     except NeedsLaunch as exc:
-        raise UserError(f"--format {fmt.value}: {exc}") from None
+        hint = ""
+        if advice.recommendation.launch is None:  # no GPU in the facts
+            from blackwell_doctor.app.examples import no_gpu_hint
+
+            hint = "; " + no_gpu_hint(f"recommend -f {fmt.value}")
+        raise UserError(f"--format {fmt.value}: {exc}{hint}") from None
     write(text, output)
 
 

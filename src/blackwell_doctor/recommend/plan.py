@@ -462,7 +462,7 @@ def build_recommendation(
                 severity_rank.get(r.severity.value, 5),
                 Action(
                     id=r.id,
-                    title=r.title,
+                    title=rules.launch.note("finding_title", id=r.id),
                     why=[r.id],
                     findings=[_finding_ref(r)],
                     commands=list(r.remedy.commands) if r.remedy else [],

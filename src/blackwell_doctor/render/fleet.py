@@ -80,11 +80,12 @@ def headline(report: FleetReport) -> str:
     parts = [f"{_nodes_phrase(s.nodes)} judged"]
     if s.unjudged:
         parts.append(f"{s.unjudged} not judged")
-    verdicts = [f"{s.ok} ok", f"{s.findings} with findings"]
+    worst = f"{s.worst_fail} fail, {s.worst_warn} warn, {s.worst_ok} ok (worst status)"
+    verdicts = [f"{s.findings} at or above the gate"]
     if s.not_evaluated:
         verdicts.append(f"{s.not_evaluated} not fully evaluated")
     gate = f"gate: {report.fail_on}, strict" if report.strict else f"gate: {report.fail_on}"
-    return f"{', '.join(parts)}: {', '.join(verdicts)} (exit {report.exit_code}, {gate})"
+    return f"{', '.join(parts)}: {worst}; {', '.join(verdicts)} (exit {report.exit_code}, {gate})"
 
 
 def _group_line(g: FleetGroup) -> str:

@@ -73,6 +73,11 @@ class FleetSummary(msgspec.Struct, frozen=True, kw_only=True):
     findings: int  # exit 1
     not_evaluated: int  # exit 3 (--strict)
     unjudged: int
+    # Nodes by their worst status, whatever the gate: a node with warnings is not "ok"
+    # (issue 23). A node with neither fail nor warn counts as ok here.
+    worst_fail: int = 0
+    worst_warn: int = 0
+    worst_ok: int = 0
 
 
 class FleetReport(msgspec.Struct, frozen=True, kw_only=True):
