@@ -565,3 +565,15 @@ def test_child_hang_seam_leaves_the_last_rank_out(monkeypatch: pytest.MonkeyPatc
 
     result = next(line for line in lines if isinstance(line, ResultLine))
     assert result.correct is False
+
+
+def test_the_bus_id_ends_at_its_first_nul_whatever_follows() -> None:
+    # The link-under-load child on a real H200 pair (benchmarks/device/preflight.sh): the
+    # 32-byte buffer held '0000:00:06.0', a NUL and non-NUL bytes; stripping only trailing
+    # NULs kept a NUL inside and no NVML device matched ('nvml-no-device-at:...\x00').
+    from blackwell_doctor.collect.probe._collective_child import c_bus_id
+
+    assert c_bus_id(b"0000:00:06.0\x00\x07\xff\x00junk") == "0000:00:06.0"
+    assert c_bus_id(b"0000:41:00.0\x00\x00\x00") == "0000:41:00.0"
+    assert c_bus_id("0000:00:07.0\x00garbage") == "0000:00:07.0"
+    assert c_bus_id(b"0000:00:07.0") == "0000:00:07.0"

@@ -237,15 +237,22 @@ def run_link_load(job: LinkLoadJob, emit: Emit, driver: Driver | None = None) ->
     return 0
 
 
+def c_bus_id(raw: object) -> str:
+    """The bus id in cuDeviceGetPCIBusId's buffer: the text before its first NUL. The
+    buffer is returned whole (32 bytes asked), and what follows the NUL is not always NULs:
+    on an H200 pair, stripping trailing NULs left one inside ('0000:00:06.0\\x00'), and no
+    NVML device matched."""
+    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
+    return text.split("\0", 1)[0].strip()
+
+
 def _load_one(
     driver: Driver, nvml: Any, by_bus: dict[str, int], ordinal: int, job: LinkLoadJob
 ) -> LinkLine:
     from blackwell_doctor.facts.pciaddr import normalize_pci_bus_id
 
     device = driver.call("cuDeviceGet", ordinal)
-    raw = driver.call("cuDeviceGetPCIBusId", 32, device)
-    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
-    bus = normalize_pci_bus_id(text.rstrip("\0"))
+    bus = normalize_pci_bus_id(c_bus_id(driver.call("cuDeviceGetPCIBusId", 32, device)))
     index = by_bus.get(bus)
     if index is None:
         return LinkLine(gpu=ordinal, error=f"nvml-no-device-at:{bus}")
