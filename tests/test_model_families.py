@@ -1,6 +1,6 @@
 """Decoder families added to checks/model_families.toml after issue 27 made every unlisted
-model_type "not modelled": GLM-4.5 (glm4_moe), MiniMax-M2 (minimax_m2) and Gemma 3
-(gemma3 / gemma3_text), each from its publisher's config.json (tests/fixtures/models, sources
+model_type "not modelled": GLM-4.5 (glm4_moe), GLM-4.7-Flash (glm4_moe_lite), MiniMax-M2
+(minimax_m2), Gemma 3 (gemma3 / gemma3_text) and Phi-3/Phi-4 (phi3), each from its publisher's config.json (tests/fixtures/models, sources
 in its README) against the published figures, with the structural features each needs:
 GLM's dense first layer and q/k/v-only bias, MiniMax's all-softmax attn_type_list and q/k
 norms over all heads, Gemma 3's config-class defaults, four norms a layer and sliding-window
@@ -55,6 +55,10 @@ PUBLISHED = [
     # "gemma3_12b_text" params 11,765,788,416 (its vocabulary 262,144 rows, the checkpoint's
     # 262,208: ours 11,766,034,176, +0.002%). Dense: active = total.
     ("gemma-3-12b-it", 11_765_788_416, 11_765_788_416, "with-embedding"),
+    # Phi-4: the model card and report (arXiv 2412.08905) say "14B"; the Hub's parameter
+    # count of microsoft/phi-4 is 14.7B (as the Llama 3.3 fixture is held to the Hub's 70.6B).
+    # Ours 14.66B: -0.3% from 14.7B, +4.7% over the size name.
+    ("phi-4", 14.7e9, 14.7e9, "with-embedding"),
 ]
 
 
@@ -71,6 +75,19 @@ def test_new_families_match_the_published_figures_within_3_percent(
     if which == "without-embedding-and-head":
         mine = p.active - p.embedding - _head(model)
     assert abs(mine - active) / active <= 0.03
+
+
+def test_glm_4_7_flash_total_matches_its_size_name() -> None:
+    """zai-org/GLM-4.7-Flash: "a 30B-A3B MoE model". Ours 29.94B (-0.2%) through the MLA
+    (DeepSeek-V3) count; the "A3B" is a size name that ours, 3.26B without the embedding and
+    the output head, 3.58B without the embedding, rounds to only loosely (not asserted)."""
+    f = read_model_dir(MODELS / "glm-4.7-flash")
+    assert f.arch is not None
+    assert f.arch.family == "GLM-4.7-Flash"
+    assert f.arch.mla is not None
+    assert (f.arch.mla.kv_lora_rank, f.arch.mla.qk_rope_head_dim) == (512, 64)
+    assert f.parameters is not None
+    assert abs(f.parameters.total - 30e9) / 30e9 <= 0.03
 
 
 def test_gemma_3_non_embedding_count_matches_the_gemma_3_report() -> None:
@@ -152,6 +169,8 @@ def test_the_model_command_names_the_new_families() -> None:
         ("glm-4.5-air", "GLM-4.5"),
         ("minimax-m2", "MiniMax-M2"),
         ("gemma-3-12b-it", "Gemma 3"),
+        ("glm-4.7-flash", "GLM-4.7-Flash"),
+        ("phi-4", "Phi-3 / Phi-4"),
     ):
         f = read_model_dir(MODELS / model)
         assert not [p for p in f.problems if p.kind == "not-modelled"], model
