@@ -233,9 +233,7 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
             raise ConfigError("config.json has sliding_attention layers but no sliding_window")
     if family is None:  # after the checks above: a corrupt config is said so first
         family = family_of(cfg, raw)
-    foreign = [
-        f for f in _HYBRID_FIELDS if cfg.get(f) is not None and not _all_softmax(f, cfg[f])
-    ]
+    foreign = [f for f in _HYBRID_FIELDS if cfg.get(f) is not None and not _all_softmax(f, cfg[f])]
     if foreign:
         raise NotModelled(
             f"config.json ({family.name}) has {', '.join(foreign)}: a layer pattern the "
@@ -421,6 +419,7 @@ _HYBRID_FIELDS = (
     "attn_type_list",
     "block_configs",
 )
+
 
 def _all_softmax(field: str, value: object) -> bool:
     """MiniMax-M2's ``attn_type_list`` of all 1s: softmax attention in every layer (0 is
