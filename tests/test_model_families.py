@@ -1,6 +1,6 @@
 """Decoder families added to checks/model_families.toml after issue 27 made every unlisted
 model_type "not modelled": GLM-4.5 (glm4_moe), GLM-4.7-Flash (glm4_moe_lite), MiniMax-M2
-(minimax_m2), Gemma 3 (gemma3 / gemma3_text) and Phi-3/Phi-4 (phi3). Each is read from its
+(minimax_m2), Gemma 2 and 3 (gemma2, gemma3 / gemma3_text) and Phi-3/Phi-4 (phi3). Each is read from its
 publisher's config.json (tests/fixtures/models, sources in its README) and held to the
 published figures, with the structural features each needs: GLM's dense first layer and
 q/k/v-only bias, MiniMax's all-softmax attn_type_list and q/k norms over all heads, Gemma 3's
@@ -59,6 +59,10 @@ PUBLISHED = [
     # count of microsoft/phi-4 is 14.7B (as the Llama 3.3 fixture is held to the Hub's 70.6B).
     # Ours 14.66B: -0.3% from 14.7B, +4.7% over the size name.
     ("phi-4", 14.7e9, 14.7e9, "with-embedding"),
+    # Gemma 2 2B: Gemma 2 report (arXiv 2408.00118), Table 1: 590,118,912 embedding and
+    # 2,024,517,888 non-embedding parameters (its embedding counts 256,128 rows, the
+    # checkpoint 256,000: ours 2,614,341,888, -0.01%).
+    ("gemma-2-2b-it", 2_614_636_800, 2_614_636_800, "with-embedding"),
 ]
 
 
@@ -96,6 +100,20 @@ def test_gemma_3_non_embedding_count_matches_the_gemma_3_report() -> None:
     p = read_model_dir(MODELS / "gemma-3-12b-it").parameters
     assert p is not None
     assert abs((p.total - p.embedding) - 10_759e6) / 10_759e6 < 0.001
+
+
+def test_gemma_2_non_embedding_count_is_the_gemma_2_report_s_to_the_parameter() -> None:
+    """Gemma 2 report, Table 1: 2B has 2,024,517,888 non-embedding parameters: 26 layers of
+    attention (8 x 256 queries, 4 x 256 keys and values), a gated MLP of 9,216 and four
+    norms, and the final norm. Full attention every second layer, the first one sliding
+    (Gemma2Config's layer_types), so half the layers keep at most 4,096 tokens of KV."""
+    f = read_model_dir(MODELS / "gemma-2-2b-it")
+    assert f.parameters is not None
+    assert f.parameters.total - f.parameters.embedding == 2_024_517_888
+    assert f.arch is not None
+    assert (f.arch.full_attention_layers, f.arch.sliding_window_layers) == (13, 13)
+    assert f.arch.sliding_window == 4096
+    assert f.arch.tie_word_embeddings
 
 
 def test_glm_4_5_air_counts_one_dense_layer_and_bias_on_q_k_v_only() -> None:
@@ -171,6 +189,7 @@ def test_the_model_command_names_the_new_families() -> None:
         ("gemma-3-12b-it", "Gemma 3"),
         ("glm-4.7-flash", "GLM-4.7-Flash"),
         ("phi-4", "Phi-3 / Phi-4"),
+        ("gemma-2-2b-it", "Gemma 2"),
     ):
         f = read_model_dir(MODELS / model)
         assert not [p for p in f.problems if p.kind == "not-modelled"], model
