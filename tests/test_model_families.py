@@ -1,7 +1,7 @@
 """Decoder families added to checks/model_families.toml after issue 27 made every unlisted
 model_type "not modelled": GLM-4.5 (glm4_moe), GLM-4.7-Flash (glm4_moe_lite), MiniMax-M2
-(minimax_m2), Gemma 2 and 3 (gemma2, gemma3 / gemma3_text) and Phi-3/Phi-4 (phi3). Each
-is read from its publisher's config.json (tests/fixtures/models, sources in its README) and
+(minimax_m2), Gemma 2 and 3 (gemma2, gemma3 / gemma3_text), Phi-3/Phi-4 (phi3), Granite 3
+MoE (granitemoe) and OLMoE (olmoe). Each is read from its publisher's config.json (tests/fixtures/models, sources in its README) and
 held to the published figures, with the structural features each needs: GLM's dense first layer and
 q/k/v-only bias, MiniMax's all-softmax attn_type_list and q/k norms over all heads, Gemma 3's
 config-class defaults, four norms a layer and sliding-window layers in the fit."""
@@ -63,6 +63,9 @@ PUBLISHED = [
     # 2,024,517,888 non-embedding parameters (its embedding counts 256,128 rows, the
     # checkpoint 256,000: ours 2,614,341,888, -0.01%).
     ("gemma-2-2b-it", 2_614_636_800, 2_614_636_800, "with-embedding"),
+    # Granite 3.1 3B-A800M model card: "3.3B" parameters, "800M" active. Ours 3.299B
+    # (-0.04%); active 0.807B without the tied embedding (+0.9%).
+    ("granite-3.1-3b-a800m", 3.3e9, 0.8e9, "without-embedding"),
 ]
 
 
@@ -76,7 +79,9 @@ def test_new_families_match_the_published_figures_within_3_percent(
     assert abs(p.total - total) / total <= 0.03
     assert p.active is not None
     mine = p.active
-    if which == "without-embedding-and-head":
+    if which == "without-embedding":
+        mine = p.active - p.embedding
+    elif which == "without-embedding-and-head":
         mine = p.active - p.embedding - _head(model)
     assert abs(mine - active) / active <= 0.03
 
@@ -114,6 +119,19 @@ def test_gemma_2_non_embedding_count_is_the_gemma_2_report_s_to_the_parameter() 
     assert (f.arch.full_attention_layers, f.arch.sliding_window_layers) == (13, 13)
     assert f.arch.sliding_window == 4096
     assert f.arch.tie_word_embeddings
+
+
+def test_olmoe_total_and_its_q_k_norms_over_all_heads() -> None:
+    """allenai/OLMoE-1B-7B-0924: "7B total parameters" (model card; 6.9B in the OLMoE paper,
+    arXiv 2409.02060). Ours 6.92B (-1.2% from 7B). Its "1B active" is a size name: ours is
+    1.28B with the embedding and output head, 1.08B without either (not asserted)."""
+    f = read_model_dir(MODELS / "olmoe-1b-7b")
+    assert f.parameters is not None
+    assert abs(f.parameters.total - 7e9) / 7e9 <= 0.03
+    h, experts, inter = 2048, 64, 1024
+    attention = 4 * h * h + h + h  # q/k/v/o, q_norm (16 x 128), k_norm (16 x 128)
+    moe = experts * 3 * h * inter + h * experts
+    assert f.parameters.total == 16 * (attention + moe + 2 * h) + 2 * 50304 * h + h
 
 
 def test_glm_4_5_air_counts_one_dense_layer_and_bias_on_q_k_v_only() -> None:
@@ -190,6 +208,8 @@ def test_the_model_command_names_the_new_families() -> None:
         ("glm-4.7-flash", "GLM-4.7-Flash"),
         ("phi-4", "Phi-3 / Phi-4"),
         ("gemma-2-2b-it", "Gemma 2"),
+        ("granite-3.1-3b-a800m", "Granite 3 MoE"),
+        ("olmoe-1b-7b", "OLMoE"),
     ):
         f = read_model_dir(MODELS / model)
         assert not [p for p in f.problems if p.kind == "not-modelled"], model
