@@ -1,10 +1,11 @@
 """Decoder families added to checks/model_families.toml after issue 27 made every unlisted
 model_type "not modelled": GLM-4.5 (glm4_moe), GLM-4.7-Flash (glm4_moe_lite), MiniMax-M2
 (minimax_m2), Gemma 2 and 3 (gemma2, gemma3 / gemma3_text), Phi-3/Phi-4 (phi3), Granite 3
-MoE (granitemoe) and OLMoE (olmoe). Each is read from its publisher's config.json (tests/fixtures/models, sources in its README) and
-held to the published figures, with the structural features each needs: GLM's dense first layer and
-q/k/v-only bias, MiniMax's all-softmax attn_type_list and q/k norms over all heads, Gemma 3's
-config-class defaults, four norms a layer and sliding-window layers in the fit."""
+MoE (granitemoe) and OLMoE (olmoe). Each is read from its publisher's config.json
+(tests/fixtures/models, sources in its README) and held to the published figures, with the
+structural features each needs: GLM's dense first layer and q/k/v-only bias, MiniMax's
+all-softmax attn_type_list and q/k norms over all heads, Gemma's config-class defaults, four
+norms a layer and sliding-window layers in the fit."""
 
 from __future__ import annotations
 
