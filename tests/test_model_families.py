@@ -1,7 +1,7 @@
 """Decoder families added to checks/model_families.toml after issue 27 made every unlisted
 model_type "not modelled": GLM-4.5 (glm4_moe), GLM-4.7-Flash (glm4_moe_lite), MiniMax-M2
 (minimax_m2), Gemma 2 and 3 (gemma2, gemma3 / gemma3_text), Phi-3/Phi-4 (phi3), Granite 3
-MoE (granitemoe) and OLMoE (olmoe). Each is read from its publisher's config.json
+MoE (granitemoe), OLMoE (olmoe) and Kimi K2 (kimi_k2). Each is read from its publisher's config.json
 (tests/fixtures/models, sources in its README) and held to the published figures, with the
 structural features each needs: GLM's dense first layer and q/k/v-only bias, MiniMax's
 all-softmax attn_type_list and q/k norms over all heads, Gemma's config-class defaults, four
@@ -67,6 +67,11 @@ PUBLISHED = [
     # Granite 3.1 3B-A800M model card: "3.3B" parameters, "800M" active. Ours 3.299B
     # (-0.04%); active 0.807B without the tied embedding (+0.9%).
     ("granite-3.1-3b-a800m", 3.3e9, 0.8e9, "without-embedding"),
+    # Kimi K2 model card (moonshotai/Kimi-K2-Base): 1T total, 32B activated. Ours 1,026.4B
+    # (+2.6%: "1T" is rounded); 32.86B active with the input embedding (+2.7%), 31.69B
+    # without (-1.0%): both within 3%, the publisher does not say which.
+    ("kimi-k2-base", 1e12, 32e9, "with-embedding"),
+    ("kimi-k2-base", 1e12, 32e9, "without-embedding"),
 ]
 
 
@@ -211,6 +216,7 @@ def test_the_model_command_names_the_new_families() -> None:
         ("gemma-2-2b-it", "Gemma 2"),
         ("granite-3.1-3b-a800m", "Granite 3 MoE"),
         ("olmoe-1b-7b", "OLMoE"),
+        ("kimi-k2-base", "Kimi K2"),
     ):
         f = read_model_dir(MODELS / model)
         assert not [p for p in f.problems if p.kind == "not-modelled"], model
