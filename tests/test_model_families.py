@@ -22,6 +22,7 @@ from blackwell_doctor.collect.model.config import (
 )
 from blackwell_doctor.collect.model.scan import read_model_dir
 from blackwell_doctor.facts.document import decode_facts
+from blackwell_doctor.ruledata.families import load_families
 from blackwell_doctor.rules.fit import fit, gpu_pool
 from tests.conftest import FACTS_FIXTURES
 
@@ -223,3 +224,20 @@ def test_the_model_command_names_the_new_families() -> None:
         assert f.arch is not None
         assert f.arch.family is not None
         assert f.arch.family.startswith(family)
+
+
+def test_catalogue_defaults_have_a_source_and_every_new_family_a_fixture() -> None:
+    data = load_families()
+    assert all(f.defaults_source for f in data.family if f.defaults)
+    fixtures = {
+        (c.get("text_config") or c)["model_type"]
+        for c in (
+            json.loads((d / "config.json").read_text())
+            for d in MODELS.iterdir()
+            if (d / "config.json").exists()
+        )
+    }
+    added = {"glm4_moe", "glm4_moe_lite", "minimax_m2", "gemma3_text", "gemma2", "phi3"}
+    added |= {"granitemoe", "olmoe", "kimi_k2"}
+    assert added <= fixtures
+    assert added <= set(data.known())
