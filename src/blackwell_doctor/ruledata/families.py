@@ -13,6 +13,8 @@ from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped, sh
 
 Layout = Literal["decoder", "nemotron_h", "granite_hybrid", "jamba", "falcon_h1"]
 ActiveConvention = Literal["with-embedding", "without-embedding", "both", "unknown"]
+QkNorm = Literal["none", "per-head", "per-layer"]
+AttentionBias = Literal["qkvo", "qkv"]
 
 
 class Family(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -22,6 +24,19 @@ class Family(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     active: ActiveConvention
     active_source: str
     source: str
+    # The values the family's transformers config class fills in for fields its published
+    # config.json leaves out (Gemma 3's text_config names no vocab_size or head_dim), and
+    # where they come from. A config.json value always wins.
+    defaults: dict[str, int | bool] = {}
+    defaults_source: str = ""
+    # Decoder-layer details the parameter count needs beyond the config's fields: RMS norms
+    # per layer (Gemma: 4), the shape of the q/k norms when the config's use_qk_norm is true
+    # (per head: head_dim each; per layer: over all heads), which projections
+    # attention_bias puts a bias on, and whether the router has a score-correction bias.
+    norms_per_layer: int = 2
+    qk_norm: QkNorm = "none"
+    attention_bias: AttentionBias = "qkvo"
+    router_bias: bool = False
 
 
 class FamilyData(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

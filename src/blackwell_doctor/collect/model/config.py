@@ -101,6 +101,15 @@ def text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return cfg, False
 
 
+def _with_defaults(cfg: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    """The config with its family's config-class defaults under it (checks/model_families.toml
+    ``defaults``): what transformers fills in for the fields a published config.json omits."""
+    family = _catalogued(cfg, raw)
+    if family is None or not family.defaults:
+        return cfg
+    return {**family.defaults, **cfg}
+
+
 def _moe_layers(cfg: dict[str, Any], layers: int) -> list[int]:
     if "first_k_dense_replace" in cfg or "moe_layer_freq" in cfg:  # DeepSeek
         first = _int(cfg, "first_k_dense_replace", default=0) or 0
@@ -116,8 +125,10 @@ def _moe_layers(cfg: dict[str, Any], layers: int) -> list[int]:
 
 
 def layer_kinds(cfg: dict[str, Any], layers: int) -> list[str] | None:
-    """Each decoder layer's attention kind: ``layer_types`` as given, or Qwen3-Next's
-    ``full_attention_interval`` (every n-th layer full attention, the others linear)."""
+    """Each decoder layer's attention kind: ``layer_types`` as given, Qwen3-Next's
+    ``full_attention_interval`` (every n-th layer full attention, the others linear), or
+    Gemma's ``sliding_window_pattern`` (every n-th layer full attention, the others sliding:
+    transformers' Gemma2/Gemma3 configs build their layer_types so)."""
     kinds = cfg.get("layer_types")
     if isinstance(kinds, list) and len(kinds) == layers:
         return [str(k) for k in kinds]
@@ -125,6 +136,12 @@ def layer_kinds(cfg: dict[str, Any], layers: int) -> list[str] | None:
     if interval:
         return [
             "full_attention" if (i + 1) % interval == 0 else "linear_attention"
+            for i in range(layers)
+        ]
+    pattern = _int(cfg, "sliding_window_pattern")
+    if pattern:
+        return [
+            "full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
             for i in range(layers)
         ]
     return None
@@ -138,6 +155,7 @@ def _gated_attention(cfg: dict[str, Any]) -> bool:
 
 def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
     cfg, nested = text_config(raw)
+    cfg = _with_defaults(cfg, raw)
     archs = raw.get("architectures") or cfg.get("architectures")
     architecture = (
         archs[0]
@@ -215,7 +233,7 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
             raise ConfigError("config.json has sliding_attention layers but no sliding_window")
     if family is None:  # after the checks above: a corrupt config is said so first
         family = family_of(cfg, raw)
-    foreign = [f for f in _HYBRID_FIELDS if cfg.get(f) is not None]
+    foreign = [f for f in _HYBRID_FIELDS if cfg.get(f) is not None and not _all_softmax(f, cfg[f])]
     if foreign:
         raise NotModelled(
             f"config.json ({family.name}) has {', '.join(foreign)}: a layer pattern the "
@@ -267,6 +285,8 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
     cfg, _ = text_config(raw)
     if arch.layer_pattern is not None:
         return _hybrid_params(raw, cfg, arch)
+    cfg = _with_defaults(cfg, raw)
+    family = _catalogued(cfg, raw)
     h, nh, kvh, hd = arch.hidden_size, arch.num_attention_heads, arch.num_kv_heads, arch.head_dim
     bias = bool(cfg.get("attention_bias", False))
     if arch.mla is not None:
@@ -279,10 +299,16 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
         attn = q + h * (kl + rope) + kl + kl * nh * (nope + vd) + nh * vd * h
     else:
         attn = h * nh * hd + 2 * h * kvh * hd + nh * hd * h
-        if bias:
-            attn += nh * hd + 2 * kvh * hd + h
+        if bias:  # GLM-4.5: q, k and v only
+            o_bias = family is None or family.attention_bias == "qkvo"
+            attn += nh * hd + 2 * kvh * hd + (h if o_bias else 0)
         if str(cfg.get("model_type", "")).startswith("qwen3"):
             attn += 2 * hd  # q_norm, k_norm
+        elif family is not None and cfg.get("use_qk_norm") is True:
+            if family.qk_norm == "per-head":  # GLM-4.5, Gemma 3
+                attn += 2 * hd
+            elif family.qk_norm == "per-layer":  # MiniMax-M2: over all heads
+                attn += nh * hd + kvh * hd
         if _gated_attention(cfg):
             attn += h * nh * hd  # the output gate's half of q_proj
         if str(cfg.get("model_type", "")) == "gpt_oss":
@@ -307,15 +333,15 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
         if expert_bias:
             per_expert += 2 * mi + h
         router = h * moe.experts + (moe.experts if expert_bias else 0)
-        if cfg.get("topk_method") == "noaux_tc":
-            router += moe.experts  # DeepSeek V3's e_score_correction_bias
+        if cfg.get("topk_method") == "noaux_tc" or (family is not None and family.router_bias):
+            router += moe.experts  # DeepSeek V3's (GLM-4.5's, MiniMax-M2's) e_score_correction_bias
         shared_inter = _int(cfg, "shared_expert_intermediate_size", default=0) or 0
         # Qwen MoE: one shared expert of its own size and its gate; DeepSeek: n_shared.
         shared = 3 * h * shared_inter + h if shared_inter else moe.shared_experts * per_expert
         routed = moe.experts * per_expert
         moe_total = routed + shared + router
         moe_active = moe.experts_per_token * per_expert + shared + router
-    norms = 2 * h
+    norms = (family.norms_per_layer if family is not None else 2) * h
     total = active = 0
     routed_all = 0
     moe_set = set(moe.moe_layers) if moe is not None else set()
@@ -393,6 +419,18 @@ _HYBRID_FIELDS = (
     "attn_type_list",
     "block_configs",
 )
+
+
+def _all_softmax(field: str, value: object) -> bool:
+    """MiniMax-M2's ``attn_type_list`` of all 1s: softmax attention in every layer (0 is
+    MiniMax-Text-01's lightning attention), which the decoder layout counts."""
+    return (
+        field == "attn_type_list"
+        and isinstance(value, list)
+        and bool(value)
+        and all(type(v) is int and v == 1 for v in value)
+    )
+
 
 _NEMOTRON = {"M": ("mamba2", "none"), "*": ("attention", "none"), "-": ("none", "mlp")}
 _NEMOTRON["E"] = ("none", "moe")
