@@ -42,6 +42,7 @@ from blackwell_doctor.report.bench import (
 from blackwell_doctor.report.bench_metrics import shape_metrics
 from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.ruledata.shapes import Shape
+from blackwell_doctor.rules import degenerate
 
 # A prompt capped by max_model_len keeps this share of the room left by max_tokens free:
 # prompts of one shape differ by a few tokens (different words), and a prompt that leaves
@@ -226,7 +227,14 @@ class RunState:
 Progress = Callable[[Live], None]
 
 
-def _sample(o: client.Outcome, t0: float) -> RequestSample:
+def _degenerate(o: client.Outcome, max_tokens: int) -> str | None:
+    """Why a successful answer is degenerate (rules/degenerate.py), else None."""
+    if not o.ok:
+        return None
+    return degenerate.judge(o.text, o.reasoning_text, tokens_asked=max_tokens > 0)
+
+
+def _sample(o: client.Outcome, t0: float, max_tokens: int) -> RequestSample:
     ms = 1000.0
     return RequestSample(
         ok=o.ok,
@@ -239,6 +247,7 @@ def _sample(o: client.Outcome, t0: float) -> RequestSample:
         prompt_tokens=o.prompt_tokens,
         output_tokens=o.completion_tokens,
         reasoning_tokens=o.reasoning_tokens,
+        degenerate=_degenerate(o, max_tokens),
     )
 
 
@@ -251,7 +260,7 @@ def _shape_result(
     equivalence: list[EquivalenceOutput],
     reasoning_estimates: list[int | None] | None = None,
 ) -> ShapeResult:
-    samples = [_sample(o, cur.t0) for o in cur.outcomes]
+    samples = [_sample(o, cur.t0, cur.shape.output_tokens) for o in cur.outcomes]
     errors: dict[str, int] = {}
     for s in samples:
         if s.error:
@@ -338,7 +347,10 @@ def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
         tokenize_endpoint=False,
         error="not contacted",
     )
-    failed = server.error is not None or any(s.errors for s in shapes)
+    # A degenerate answer (rules/degenerate.py) is a finding that fails the run.
+    degenerate_findings = [line for s in shapes for line in degenerate.shape_findings(s)]
+    findings = list(state.findings) + degenerate_findings
+    failed = server.error is not None or any(s.errors for s in shapes) or bool(degenerate_findings)
     complete = (
         not interrupted
         and not state.stopped
@@ -354,7 +366,7 @@ def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
         server=server,
         complete=complete,
         interrupted=interrupted,
-        findings=list(state.findings),
+        findings=findings,
         shapes=shapes,
         exit_code=int(code),
     )
@@ -853,6 +865,7 @@ async def _measure_shape(
                     output_tokens=o.completion_tokens,
                     finish_reason=o.finish_reason,
                     error=o.error,
+                    degenerate=_degenerate(o, asked),
                 )
             )
     state.shapes.append(

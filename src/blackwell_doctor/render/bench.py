@@ -153,6 +153,14 @@ def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
         out.append(f"error: {w(str(sample.error))}: {w(str(sample.detail))}")
     if len(failed) > 3:
         out.append(f"... and {len(failed) - 3} more failed requests")
+    bad = [(i, s.degenerate) for i, s in enumerate(shape.samples) if s.degenerate]
+    for index, why in bad[:3]:
+        out.append(f"degenerate: request {index + 1}: {w(why or '')}")
+    if len(bad) > 3:
+        out.append(f"... and {len(bad) - 3} more degenerate answers")
+    for e in shape.equivalence:
+        if e.degenerate:
+            out.append(f"degenerate: greedy {w(e.prompt_id)}: {w(e.degenerate)}")
     return out
 
 

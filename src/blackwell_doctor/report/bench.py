@@ -86,6 +86,9 @@ class RequestSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
+    # Why the answer is degenerate (empty, or one unit repeated: rules/degenerate.py);
+    # absent when it is not. Written since schema_version 3; older runs were not judged.
+    degenerate: str | None = None
 
 
 class EquivalenceOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,6 +101,7 @@ class EquivalenceOutput(msgspec.Struct, frozen=True, kw_only=True):
     output_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None
+    degenerate: str | None = None  # as RequestSample's
 
 
 class ShapeResult(msgspec.Struct, frozen=True, kw_only=True):

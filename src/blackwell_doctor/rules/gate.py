@@ -16,7 +16,8 @@ decides, for the chosen metrics only:
   keeps the allowed regression and notes that between-run noise is unknown;
 - greedy outputs are equivalent: identical, or (``divergence_after``) identical on at
   least their first N characters;
-- the new container answered every request (no errors, nothing unmeasured).
+- the new container answered every request (no errors, nothing unmeasured), and no answer
+  is degenerate (empty, or one unit repeated: blackwell_doctor.rules.degenerate).
 
 Nothing here measures or prints.
 """
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from blackwell_doctor.report.bench import BenchRun, CompareDocument, Comparison
+from blackwell_doctor.rules import degenerate
 
 DEFAULT_METRICS = ("itl_ms.p50", "output_tokens_per_s")
 DEFAULT_SHAPE = "concurrent"
@@ -208,7 +210,8 @@ def _equivalence_failures(
 
 
 def errors_of(run: BenchRun) -> list[str]:
-    """Why the new container's run is not clean: unreachable, interrupted, failed requests."""
+    """Why the new container's run is not clean: unreachable, interrupted, failed requests,
+    degenerate answers."""
     out: list[str] = []
     if run.server.error is not None:
         out.append(f"the new container could not be measured: {run.server.error}")
@@ -218,4 +221,5 @@ def errors_of(run: BenchRun) -> list[str]:
             out.append(f"{s.name}: {sum(s.errors.values())} failed request(s) ({kinds})")
         elif not s.complete:
             out.append(f"{s.name}: not measured to the end")
+        out += degenerate.shape_findings(s)
     return out
