@@ -176,8 +176,20 @@ logit_bias = {{ "{token}" = 3.0 }}
     )
     out = tmp_path / "think.json"
     r = bench(*one_shape(vllm_url, shapes, "think", out))
-    assert r.returncode == 0, r.stderr
+    # The bias that makes </think> likely makes it the greedy choice at every step: the
+    # greedy answers (temperature 0) are "</think>" 31 times after the empty think block,
+    # all of the answer. That is a degenerate answer, and the real detector says so on a
+    # real server: a finding, exit 1 (the sampled answers, at temperature 1, are not).
+    assert r.returncode == 1, r.stderr
     doc = load(out)
+    assert doc["exit_code"] == 1
+    assert doc["findings"] == [
+        "think: 3 of 3 greedy answers degenerate (count: '</think>' repeated 31 times in a "
+        "row (100% of the answer, whitespace removed))"
+    ]
+    assert all(e["degenerate"] for e in doc["shapes"][0]["equivalence"])
+    assert not any(s.get("degenerate") for s in doc["shapes"][0]["samples"])
+    assert "degenerate: greedy count: '</think>' repeated 31 times" in r.stdout
     m = doc["shapes"][0]["metrics"]
     assert m["reasoning_source"] == "usage"  # the server's completion_tokens_details
     assert m["reasoning_tokens"] > 0
