@@ -292,6 +292,56 @@ def test_the_same_server_twice_gives_the_same_greedy_outputs(vllm_url: str, tmp_
     assert all(e["ok"] and e["output_tokens"] == 16 for e in outputs[0])
 
 
+def test_logprob_drift_is_zero_against_itself_and_not_against_float32(
+    vllm_url: str, vllm_f32_url: str, tmp_path: Path
+) -> None:
+    # Issue 21: numerical drift, measured. The greedy prompts ask for each token's
+    # log-probability and the top 5 of its step; one server twice gives the same numbers,
+    # and the same model in float32 (the main server runs bfloat16) does not.
+    shapes = shapes_file(
+        tmp_path, "[shape.greedy]\ninput_tokens = 32\noutput_tokens = 48\nrequests = 2\n"
+    )
+    runs = {}
+    for name, url in (("a", vllm_url), ("b", vllm_url), ("f32", vllm_f32_url)):
+        runs[name] = tmp_path / f"{name}.json"
+        r = bench(*one_shape(url, shapes, "greedy", runs[name]))
+        assert r.returncode == 0, r.stderr
+        for e in load(runs[name])["shapes"][0]["equivalence"]:
+            assert e["ok"]
+            assert len(e["logprobs"]) == e["output_tokens"] == 48
+            assert all(len(t["top"]) >= 5 for t in e["logprobs"])
+
+    def drift(before: Path, after: Path, name: str) -> tuple[dict[str, Any], str]:
+        out = tmp_path / f"{name}.cmp.json"
+        r = bench("--compare", str(before), str(after), "-o", str(out), "--format", "markdown")
+        doc = load(out)
+        validate(doc, "bench-compare.schema.json")
+        assert r.returncode == doc["exit_code"] == 0, r.stdout
+        (eq,) = doc["equivalence"]
+        assert [d["prompt_id"] for d in eq["logprobs"]] == ["count", "explain", "planets"]
+        return doc, r.stdout
+
+    same, shown = drift(runs["a"], runs["b"], "same")
+    assert same["scorecard"]["numerics"] == "identical"
+    for d in same["equivalence"][0]["logprobs"]:
+        assert d["verdict"] == "identical", d
+        assert d["first_divergent_token"] is None
+        assert d["mean_abs_logprob_diff"] == d["max_abs_logprob_diff"] == 0.0
+        assert d["topk_kl_mean"] == d["topk_kl_max"] == 0.0
+    assert "| greedy | count | 48 | - | 0 | 0 | 0 | 0 | identical |" in shown
+    other, shown = drift(runs["a"], runs["f32"], "f32")
+    rows = other["equivalence"][0]["logprobs"]
+    for d in rows:
+        figures = ("first_divergent_token", "mean_abs_logprob_diff", "max_abs_logprob_diff")
+        print("bf16 -> float32:", d["prompt_id"], *(d[k] for k in figures), d["topk_kl_mean"])
+    # Every prompt's shared prefix differs in its log-probabilities; a divergence, where
+    # there is one, is a near-tie broken the other way (each token in the other's top 5).
+    assert all(d["max_abs_logprob_diff"] > 0 for d in rows)
+    assert all(d["verdict"] == "within tolerance" for d in rows), rows
+    assert other["scorecard"]["numerics"] == "within tolerance"
+    assert "greedy log-probabilities" in shown
+
+
 def test_one_sequence_at_a_time_is_worse_under_concurrency(
     vllm_url: str, vllm_slow_url: str, tmp_path: Path
 ) -> None:

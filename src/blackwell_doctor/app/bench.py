@@ -42,7 +42,7 @@ from blackwell_doctor.report.bench import (
 from blackwell_doctor.report.bench_metrics import shape_metrics
 from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.ruledata.shapes import Shape
-from blackwell_doctor.rules import degenerate
+from blackwell_doctor.rules import degenerate, drift
 
 # A prompt capped by max_model_len keeps this share of the room left by max_tokens free:
 # prompts of one shape differ by a few tokens (different words), and a prompt that leaves
@@ -840,8 +840,12 @@ async def _measure_shape(
         live.phase = "equivalence"
         progress(live)
         asked = min(shape.output_tokens, _EQUIVALENCE_MAX_TOKENS)
-        for prompt_id, text in prompts.EQUIVALENCE_PROMPTS:
-            o = await client.stream_chat(
+        # Numerical drift (rules/drift.py): each greedy answer's log-probabilities, where
+        # the server gives them; one that refuses them (4xx) is asked without from then on.
+        top: int | None = drift.load_rules().top_logprobs
+
+        async def greedy(text: str, top: int | None) -> client.Outcome:
+            return await client.stream_chat(
                 srv.session,
                 chat_url,
                 client.request_body(
@@ -851,11 +855,22 @@ async def _measure_shape(
                     ignore_eos=shape.ignore_eos,
                     extra=shape.extra_body,
                     greedy=True,
+                    top_logprobs=top,
                 ),
                 srv.headers,
                 deadline_s=config.deadline_s,
                 max_tokens=usage_limit(asked, shape.extra_body),
             )
+
+        for prompt_id, text in prompts.EQUIVALENCE_PROMPTS:
+            o = await greedy(text, top)
+            if top is not None and o.error == client.HTTP_4XX:
+                notes.append(
+                    f"the server refused logprobs for the greedy prompts ({o.detail}): "
+                    "they are compared by their text only"
+                )
+                top = None
+                o = await greedy(text, top)
             equivalence.append(
                 EquivalenceOutput(
                     prompt_id=prompt_id,
@@ -866,6 +881,7 @@ async def _measure_shape(
                     finish_reason=o.finish_reason,
                     error=o.error,
                     degenerate=_degenerate(o, asked),
+                    logprobs=o.logprobs if o.ok else None,
                 )
             )
     state.shapes.append(

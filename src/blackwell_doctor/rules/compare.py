@@ -75,6 +75,7 @@ from blackwell_doctor.report.bench_metrics import output_tokens_of, tpot_s
 from blackwell_doctor.report.sanitize import sanitize_line
 from blackwell_doctor.report.stats import percentile
 from blackwell_doctor.ruledata.checkdata import load_shipped
+from blackwell_doctor.rules import drift
 
 BETTER = "better"
 WORSE = "worse"
@@ -499,6 +500,7 @@ def _equivalence(before: ShapeResult, after: ShapeResult) -> EquivalenceComparis
     b = {e.prompt_id: e for e in before.equivalence if e.ok}
     a = {e.prompt_id: e for e in after.equivalence if e.ok}
     common = sorted(set(b) & set(a))
+    logprobs, numerics = drift.shape_drift(before, after)
     if not common:
         return EquivalenceComparison(
             shape=before.name,
@@ -520,6 +522,8 @@ def _equivalence(before: ShapeResult, after: ShapeResult) -> EquivalenceComparis
         exact_match_rate=rate,
         first_divergence=divergence,
         verdict="equivalent" if not divergence else "drift",
+        logprobs=logprobs,
+        numerics=numerics,
     )
 
 
@@ -744,6 +748,7 @@ def compare(
         errors_verdict = SAME
     latency = _fold([r.verdict for r in rows if r.metric in LATENCY_METRICS])
     throughput = _fold([r.verdict for r in rows if r.metric not in LATENCY_METRICS])
+    numerics = drift.worst([e.numerics for e in equivalence])
     eq_verdicts = [e.verdict for e in equivalence]
     if "drift" in eq_verdicts:
         eq = "drift"
@@ -752,7 +757,7 @@ def compare(
     else:
         eq = NOT_COMPARABLE
     bad = [latency, throughput, errors_verdict]
-    broken = WORSE in bad or "mixed" in bad or eq == "drift"
+    broken = WORSE in bad or "mixed" in bad or eq == "drift" or numerics == drift.BEYOND
     improved = BETTER in bad or "mixed" in bad
     if broken and improved:
         overall = "mixed: not a win"
@@ -773,6 +778,10 @@ def compare(
                 regressions.append(f"{r.shape} {r.metric} {r.change_pct:+.1f}%")
         if eq == "drift":
             regressions.append("outputs drifted (greedy prompts differ)")
+        if numerics == drift.BEYOND:
+            regressions.append(
+                "greedy log-probabilities drifted beyond tolerance (checks/drift.toml)"
+            )
         if after.server.error is not None:
             regressions.append(f"the after run could not measure: {after.server.error}")
         for name in missing:
@@ -806,6 +815,7 @@ def compare(
             equivalence=eq,
             errors=errors_verdict,
             overall=overall,
+            numerics=numerics,
         ),
         regressions=regressions,
         exit_code=int(code),
