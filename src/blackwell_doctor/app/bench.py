@@ -40,6 +40,7 @@ from blackwell_doctor.report.bench import (
     ShapeResult,
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics
+from blackwell_doctor.ruledata import samples as sample_rules
 from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.ruledata.shapes import Shape
 from blackwell_doctor.rules import degenerate, drift
@@ -326,7 +327,27 @@ def _shape_result(
         equivalence=equivalence,
         samples=samples,
         notes=notes,
+        requests_planned=cur.total,
+        quantiles=cur.shape.asked_quantiles(),
+        requests_needed=sample_rules.needed(cur.shape.asked_quantiles())[1],
     )
+
+
+def _sample_notes(shape: Shape, planned: int, completed: int) -> list[str]:
+    """What a shape's completed requests leave unjudged: its percentiles that have fewer
+    than checks/bench_samples.toml's samples beyond them."""
+    rules = sample_rules.load_sample_rules()
+    short = [q for q in shape.asked_quantiles() if completed < sample_rules.samples_for(q)]
+    if not short:
+        return []
+    top = max(short)
+    return [
+        f"{completed} requests measured (of {planned} planned); "
+        f"{', '.join(sample_rules.label(q) for q in short)} need at least "
+        f"{sample_rules.samples_for(top):,} ({rules.beyond_quantile} beyond "
+        f"{sample_rules.label(top)}, checks/bench_samples.toml): bench --compare calls "
+        "them too few samples"
+    ]
 
 
 def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
@@ -736,7 +757,7 @@ async def _measure_shape(
     model = server.model
     size = await prompt_size(srv, config, server, shape)
     target, n_words, size_source, notes = size.target, size.n_words, size.source, size.notes
-    total = config.requests or shape.requests
+    total = config.requests or shape.planned_requests()
     chat_url = srv.endpoint.url("/v1/chat/completions")
 
     def body(index: int, *, salt: str = "") -> bytes:
@@ -826,6 +847,7 @@ async def _measure_shape(
             f"--duration {config.duration_s:g} s reached: {len(cur.outcomes)} of "
             f"{total} requests sent"
         )
+    notes += _sample_notes(shape, total, sum(1 for o in cur.outcomes if o.ok))
     estimates: list[int | None] = []
     for o in cur.outcomes:
         if not o.reasoning_text or o.reasoning_tokens is not None:

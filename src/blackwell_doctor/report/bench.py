@@ -140,6 +140,12 @@ class ShapeResult(msgspec.Struct, frozen=True, kw_only=True):
     equivalence: list[EquivalenceOutput]
     samples: list[RequestSample]
     notes: list[str]
+    # Enough samples by design (checks/bench_samples.toml): the requests this shape was to
+    # send (its own count, --requests, or what its quantiles need), the percentiles it is
+    # measured for, and the requests the highest of them needs. Null in runs before them.
+    requests_planned: int | None = None
+    quantiles: list[float] | None = None
+    requests_needed: int | None = None
 
 
 class ServerInfo(msgspec.Struct, frozen=True, kw_only=True):

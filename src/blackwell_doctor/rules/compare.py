@@ -75,6 +75,7 @@ from blackwell_doctor.report.bench_metrics import output_tokens_of, tpot_s
 from blackwell_doctor.report.sanitize import sanitize_line
 from blackwell_doctor.report.stats import percentile
 from blackwell_doctor.ruledata.checkdata import load_shipped
+from blackwell_doctor.ruledata.samples import tail_samples_enough
 from blackwell_doctor.rules import drift
 
 BETTER = "better"
@@ -116,11 +117,11 @@ def _throughput(ss: Sequence[RequestSample]) -> float | None:
     return sum(output_tokens_of(s) for s in ss) / seconds if seconds > 0 else None
 
 
-# A percentile gets a verdict only when each run has at least this many samples above it:
-# a p99 of 48 requests is an interpolation between its two largest values, and no
-# bootstrap interval around that means anything (the bootstrap is inconsistent for
-# extreme quantiles of small samples).
-MIN_TAIL_SAMPLES = 10
+# A percentile gets a verdict only when each run has at least checks/bench_samples.toml's
+# ``beyond_quantile`` samples above it: a p99 of 48 requests is an interpolation between
+# its two largest values, and no bootstrap interval around that means anything (the
+# bootstrap is inconsistent for extreme quantiles of small samples). The same rule sets
+# a shape's default request count (ruledata/shapes.py), so the two agree.
 
 
 def _requests(ss: Sequence[RequestSample]) -> int:
@@ -400,7 +401,7 @@ def _compare_shape(
             k = 1 if count is _tokens else 0
             n_b, n_a = (drawn[x][k] for x in ("before", "after")) if drawn else (0, 0)
             tail = min(n_b, n_a) * (1.0 - q / 100.0)
-        if tail is not None and tail < MIN_TAIL_SAMPLES and pb and pa is not None:
+        if tail is not None and not tail_samples_enough(tail) and pb and pa is not None:
             verdict = TOO_FEW
         elif not pb or pa is None or len(changes) < max(10, resamples // 2):
             verdict = NOT_COMPARABLE
