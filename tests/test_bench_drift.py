@@ -250,3 +250,26 @@ def test_a_token_the_other_run_never_considered_fails_the_gate(
         in (doc["regressions"])
     )
     assert "numerics one count: token 3 differs: 'w3 ' is not in the after run's top 5" in text
+
+
+def test_an_odd_logprobs_field_fails_no_request(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for word in WORDS:
+            choice = {"index": 0, "delta": {"content": word}, "logprobs": "odd"}
+            await response.write(b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n")
+        await response.write(b"data: " + h.usage(len(WORDS), 5) + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    with h.serving({("POST", "/v1/chat/completions"): handler}) as url:
+        doc = _bench(url, tmp_path, "a")
+    capsys.readouterr()
+    shape = doc["shapes"][0]
+    assert shape["completed"] == 2
+    assert all(e["ok"] and e["logprobs"] is None for e in shape["equivalence"])

@@ -119,7 +119,9 @@ class _Logprobs(msgspec.Struct):
 class _Choice(msgspec.Struct):
     delta: _Delta | None = None
     finish_reason: str | None = None
-    logprobs: _Logprobs | None = None
+    # Read only where it has the shape asked for (_keep_logprobs): a server's odd field
+    # there does not fail a request that did not ask for it.
+    logprobs: Any = None
 
 
 class _Details(msgspec.Struct):
@@ -284,9 +286,14 @@ async def stream_chat(
     return out
 
 
-def _keep_logprobs(out: Outcome, entries: list[_TokenLogprob]) -> None:
+def _keep_logprobs(out: Outcome, raw: Any) -> None:
     """Append a chunk's token log-probabilities to ``out`` (bounded: MAX_LOGPROB_TOKENS,
-    MAX_TOP_LOGPROBS, MAX_TOKEN_CHARS)."""
+    MAX_TOP_LOGPROBS, MAX_TOKEN_CHARS); a chunk whose logprobs are not OpenAI's shape adds
+    none."""
+    try:
+        entries = msgspec.convert(raw, _Logprobs).content or []
+    except msgspec.ValidationError:
+        return
     kept_ = out.logprobs if out.logprobs is not None else []
     out.logprobs = kept_
     for e in entries[: max(0, MAX_LOGPROB_TOKENS - len(kept_))]:
@@ -425,8 +432,8 @@ async def _stream_once(
                                     )
                             if choice.finish_reason is not None:
                                 out.finish_reason = choice.finish_reason[:MAX_DETAIL_CHARS]
-                            if choice.logprobs is not None and choice.logprobs.content:
-                                _keep_logprobs(out, choice.logprobs.content)
+                            if choice.logprobs is not None:
+                                _keep_logprobs(out, choice.logprobs)
                         if chunk.usage is not None:
                             usage = chunk.usage
                             problem = _usage_problem(usage, limits)
