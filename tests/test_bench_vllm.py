@@ -277,16 +277,23 @@ def test_the_same_server_twice_gives_the_same_greedy_outputs(vllm_url: str, tmp_
         assert r.returncode == 0, r.stderr
     r = bench("--compare", str(runs[0]), str(runs[1]), "--format", "json")
     doc = json.loads(r.stdout)
-    assert doc["equivalence"] == [
-        {
-            "shape": "tiny-short",
-            "prompts": 3,
-            "exact_match_rate": 1.0,
-            "first_divergence": {},
-            "verdict": "equivalent",
-        }
+    (eq,) = doc["equivalence"]
+    drift = eq.pop("logprobs")
+    assert eq == {
+        "shape": "tiny-short",
+        "prompts": 3,
+        "exact_match_rate": 1.0,
+        "first_divergence": {},
+        "verdict": "equivalent",
+        "numerics": "identical",
+    }
+    assert [(d["prompt_id"], d["tokens"], d["verdict"]) for d in drift] == [
+        ("count", 16, "identical"),
+        ("explain", 16, "identical"),
+        ("planets", 16, "identical"),
     ]
     assert doc["scorecard"]["equivalence"] == "equivalent"
+    assert doc["scorecard"]["numerics"] == "identical"
     outputs = [load(p)["shapes"][0]["equivalence"] for p in runs]
     assert outputs[0] == outputs[1]
     assert all(e["ok"] and e["output_tokens"] == 16 for e in outputs[0])
