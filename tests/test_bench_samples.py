@@ -141,9 +141,9 @@ def test_a_duration_run_reports_the_count_it_reached(
     assert 0 < n < 1000
     assert code == 1  # stopped short: not complete
     assert any(f"--duration 0.2 s reached: {n} of 1000 requests sent" in x for x in shape["notes"])
-    short = "p50, p99" if n < 20 else "p99"
+    short = "p50, p99 need" if n < 20 else "p99 needs"
     assert (
-        f"{n} requests measured (of 1000 planned); {short} need at least 1,000 (10 beyond p99, "
+        f"{n} requests measured (of 1000 planned); {short} at least 1,000 (10 beyond p99, "
         "checks/bench_samples.toml): bench --compare calls them too few samples"
     ) in shape["notes"]
     assert f"{n} requests measured (of 1000 planned)" in text
@@ -160,6 +160,6 @@ def test_enough_requests_leave_no_note(capsys: pytest.CaptureFixture[str], tmp_p
     shape = json.loads(out.read_text())["shapes"][0]
     assert shape["requests_planned"] == 20
     assert [n for n in shape["notes"] if "requests measured" in n] == [
-        "20 requests measured (of 20 planned); p99 need at least 1,000 (10 beyond p99, "
+        "20 requests measured (of 20 planned); p99 needs at least 1,000 (10 beyond p99, "
         "checks/bench_samples.toml): bench --compare calls them too few samples"
     ]

@@ -343,7 +343,8 @@ def _sample_notes(shape: Shape, planned: int, completed: int) -> list[str]:
     top = max(short)
     return [
         f"{completed} requests measured (of {planned} planned); "
-        f"{', '.join(sample_rules.label(q) for q in short)} need at least "
+        f"{', '.join(sample_rules.label(q) for q in short)} "
+        f"{'need' if len(short) > 1 else 'needs'} at least "
         f"{sample_rules.samples_for(top):,} ({rules.beyond_quantile} beyond "
         f"{sample_rules.label(top)}, checks/bench_samples.toml): bench --compare calls "
         "them too few samples"
