@@ -103,6 +103,7 @@ def docker_host_no_gpu() -> str:
 VLLM_URL_ENV = "BLACKWELL_DOCTOR_TEST_VLLM_URL"
 VLLM_SLOW_URL_ENV = "BLACKWELL_DOCTOR_TEST_VLLM_SLOW_URL"
 VLLM_SLOW_PIDFILE_ENV = "BLACKWELL_DOCTOR_TEST_VLLM_SLOW_PIDFILE"
+VLLM_F32_URL_ENV = "BLACKWELL_DOCTOR_TEST_VLLM_F32_URL"
 
 
 def _vllm_env(name: str) -> str:
@@ -124,6 +125,13 @@ def vllm_url() -> str:
 def vllm_slow_url() -> str:
     """The same model and parser with --max-num-seqs 1: one request at a time."""
     return _vllm_env(VLLM_SLOW_URL_ENV)
+
+
+@pytest.fixture(scope="session")
+def vllm_f32_url() -> str:
+    """The main server's model and parser in float32 (main: bfloat16): numerically
+    different, for the logprob drift test."""
+    return _vllm_env(VLLM_F32_URL_ENV)
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from blackwell_doctor.report.bench import (
     Comparison,
     EquivalenceComparison,
     EquivalenceOutput,
+    LogprobDrift,
     RequestSample,
     Scorecard,
     ShapeMetrics,
@@ -257,6 +258,51 @@ def test_drift_fails_unless_past_the_allowed_prefix() -> None:
         _doc(rows, drift), after, metrics=DEFAULT, max_regression_pct=10, divergence_after=41
     )
     assert not early.holds
+
+
+def test_log_probabilities_beyond_tolerance_fail_the_gate() -> None:
+    # rules/drift.py: p1's token at its divergence was not in the other run's top 5.
+    beyond = LogprobDrift(
+        prompt_id="p1",
+        tokens=12,
+        first_divergent_token=10,
+        token_before="a",
+        token_after="zz",
+        mean_abs_logprob_diff=0.0,
+        max_abs_logprob_diff=0.0,
+        topk_kl_mean=0.5,
+        topk_kl_max=3.0,
+        verdict="beyond tolerance",
+        why="token 10 differs: 'zz' is not in the before run's top 5",
+    )
+    eq = [
+        EquivalenceComparison(
+            shape="concurrent",
+            prompts=3,
+            exact_match_rate=2 / 3,
+            first_divergence={"p1": 40},
+            verdict="drift",
+            logprobs=[beyond],
+            numerics="beyond tolerance",
+        )
+    ]
+    after = _run(_shape("concurrent", 7.0))
+    rows = [_row("itl_ms.p50", 0, -1, 1), _row("output_tokens_per_s", 0, -1, 1)]
+    strict = gate.judge(_doc(rows, eq), after, metrics=DEFAULT, max_regression_pct=10)
+    assert not strict.holds
+    assert strict.failures[1] == (
+        "concurrent: greedy log-probabilities of p1: token 10 differs: 'zz' is not in the "
+        "before run's top 5"
+    )
+    # A divergence --divergence-after allows is allowed in its log-probabilities too.
+    loose = gate.judge(
+        _doc(rows, eq), after, metrics=DEFAULT, max_regression_pct=10, divergence_after=40
+    )
+    assert loose.holds
+    within = msgspec.structs.replace(beyond, verdict="within tolerance")
+    near = [msgspec.structs.replace(eq[0], logprobs=[within], numerics="within tolerance")]
+    result = gate.judge(_doc(rows, near), after, metrics=DEFAULT, max_regression_pct=10)
+    assert result.failures == [strict.failures[0]]
 
 
 def test_failed_requests_and_an_unreachable_server_fail_the_gate() -> None:

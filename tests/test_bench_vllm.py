@@ -176,8 +176,20 @@ logit_bias = {{ "{token}" = 3.0 }}
     )
     out = tmp_path / "think.json"
     r = bench(*one_shape(vllm_url, shapes, "think", out))
-    assert r.returncode == 0, r.stderr
+    # The bias that makes </think> likely makes it the greedy choice at every step: the
+    # greedy answers (temperature 0) are "</think>" 31 times after the empty think block,
+    # all of the answer. That is a degenerate answer, and the real detector says so on a
+    # real server: a finding, exit 1 (the sampled answers, at temperature 1, are not).
+    assert r.returncode == 1, r.stderr
     doc = load(out)
+    assert doc["exit_code"] == 1
+    assert doc["findings"] == [
+        "think: 3 of 3 greedy answers degenerate (count: '</think>' repeated 31 times in a "
+        "row (100% of the answer, whitespace removed))"
+    ]
+    assert all(e["degenerate"] for e in doc["shapes"][0]["equivalence"])
+    assert not any(s.get("degenerate") for s in doc["shapes"][0]["samples"])
+    assert "degenerate: greedy count: '</think>' repeated 31 times" in r.stdout
     m = doc["shapes"][0]["metrics"]
     assert m["reasoning_source"] == "usage"  # the server's completion_tokens_details
     assert m["reasoning_tokens"] > 0
@@ -265,19 +277,76 @@ def test_the_same_server_twice_gives_the_same_greedy_outputs(vllm_url: str, tmp_
         assert r.returncode == 0, r.stderr
     r = bench("--compare", str(runs[0]), str(runs[1]), "--format", "json")
     doc = json.loads(r.stdout)
-    assert doc["equivalence"] == [
-        {
-            "shape": "tiny-short",
-            "prompts": 3,
-            "exact_match_rate": 1.0,
-            "first_divergence": {},
-            "verdict": "equivalent",
-        }
+    (eq,) = doc["equivalence"]
+    drift = eq.pop("logprobs")
+    assert eq == {
+        "shape": "tiny-short",
+        "prompts": 3,
+        "exact_match_rate": 1.0,
+        "first_divergence": {},
+        "verdict": "equivalent",
+        "numerics": "identical",
+    }
+    assert [(d["prompt_id"], d["tokens"], d["verdict"]) for d in drift] == [
+        ("count", 16, "identical"),
+        ("explain", 16, "identical"),
+        ("planets", 16, "identical"),
     ]
     assert doc["scorecard"]["equivalence"] == "equivalent"
+    assert doc["scorecard"]["numerics"] == "identical"
     outputs = [load(p)["shapes"][0]["equivalence"] for p in runs]
     assert outputs[0] == outputs[1]
     assert all(e["ok"] and e["output_tokens"] == 16 for e in outputs[0])
+
+
+def test_logprob_drift_is_zero_against_itself_and_not_against_float32(
+    vllm_url: str, vllm_f32_url: str, tmp_path: Path
+) -> None:
+    # Issue 21: numerical drift, measured. The greedy prompts ask for each token's
+    # log-probability and the top 5 of its step; one server twice gives the same numbers,
+    # and the same model in float32 (the main server runs bfloat16) does not.
+    shapes = shapes_file(
+        tmp_path, "[shape.greedy]\ninput_tokens = 32\noutput_tokens = 48\nrequests = 2\n"
+    )
+    runs = {}
+    for name, url in (("a", vllm_url), ("b", vllm_url), ("f32", vllm_f32_url)):
+        runs[name] = tmp_path / f"{name}.json"
+        r = bench(*one_shape(url, shapes, "greedy", runs[name]))
+        assert r.returncode == 0, r.stderr
+        for e in load(runs[name])["shapes"][0]["equivalence"]:
+            assert e["ok"]
+            assert len(e["logprobs"]) == e["output_tokens"] == 48
+            assert all(len(t["top"]) >= 5 for t in e["logprobs"])
+
+    def drift(before: Path, after: Path, name: str) -> tuple[dict[str, Any], str]:
+        out = tmp_path / f"{name}.cmp.json"
+        r = bench("--compare", str(before), str(after), "-o", str(out), "--format", "markdown")
+        doc = load(out)
+        validate(doc, "bench-compare.schema.json")
+        assert r.returncode == doc["exit_code"] == 0, r.stdout
+        (eq,) = doc["equivalence"]
+        assert [d["prompt_id"] for d in eq["logprobs"]] == ["count", "explain", "planets"]
+        return doc, r.stdout
+
+    same, shown = drift(runs["a"], runs["b"], "same")
+    assert same["scorecard"]["numerics"] == "identical"
+    for d in same["equivalence"][0]["logprobs"]:
+        assert d["verdict"] == "identical", d
+        assert d["first_divergent_token"] is None
+        assert d["mean_abs_logprob_diff"] == d["max_abs_logprob_diff"] == 0.0
+        assert d["topk_kl_mean"] == d["topk_kl_max"] == 0.0
+    assert "| greedy | count | 48 | - | 0 | 0 | 0 | 0 | identical |" in shown
+    other, shown = drift(runs["a"], runs["f32"], "f32")
+    rows = other["equivalence"][0]["logprobs"]
+    for d in rows:
+        figures = ("first_divergent_token", "mean_abs_logprob_diff", "max_abs_logprob_diff")
+        print("bf16 -> float32:", d["prompt_id"], *(d[k] for k in figures), d["topk_kl_mean"])
+    # Every prompt's shared prefix differs in its log-probabilities; a divergence, where
+    # there is one, is a near-tie broken the other way (each token in the other's top 5).
+    assert all(d["max_abs_logprob_diff"] > 0 for d in rows)
+    assert all(d["verdict"] == "within tolerance" for d in rows), rows
+    assert other["scorecard"]["numerics"] == "within tolerance"
+    assert "greedy log-probabilities" in shown
 
 
 def test_one_sequence_at_a_time_is_worse_under_concurrency(

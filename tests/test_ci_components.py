@@ -15,6 +15,7 @@ FIXTURES = {
     "docker_host_no_gpu": "BLACKWELL_DOCTOR_TEST_DOCKER_HOST_NO_GPU",
     "vllm_url": "BLACKWELL_DOCTOR_TEST_VLLM_URL",
     "vllm_slow_url": "BLACKWELL_DOCTOR_TEST_VLLM_SLOW_URL",
+    "vllm_f32_url": "BLACKWELL_DOCTOR_TEST_VLLM_F32_URL",
     "slurm_conf": "BLACKWELL_DOCTOR_TEST_SLURM_CONF",
 }
 

@@ -40,8 +40,10 @@ from blackwell_doctor.report.bench import (
     ShapeResult,
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics
+from blackwell_doctor.ruledata import samples as sample_rules
 from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.ruledata.shapes import Shape
+from blackwell_doctor.rules import degenerate, drift
 
 # A prompt capped by max_model_len keeps this share of the room left by max_tokens free:
 # prompts of one shape differ by a few tokens (different words), and a prompt that leaves
@@ -226,7 +228,14 @@ class RunState:
 Progress = Callable[[Live], None]
 
 
-def _sample(o: client.Outcome, t0: float) -> RequestSample:
+def _degenerate(o: client.Outcome, max_tokens: int) -> str | None:
+    """Why a successful answer is degenerate (rules/degenerate.py), else None."""
+    if not o.ok:
+        return None
+    return degenerate.judge(o.text, o.reasoning_text, tokens_asked=max_tokens > 0)
+
+
+def _sample(o: client.Outcome, t0: float, max_tokens: int) -> RequestSample:
     ms = 1000.0
     return RequestSample(
         ok=o.ok,
@@ -239,6 +248,7 @@ def _sample(o: client.Outcome, t0: float) -> RequestSample:
         prompt_tokens=o.prompt_tokens,
         output_tokens=o.completion_tokens,
         reasoning_tokens=o.reasoning_tokens,
+        degenerate=_degenerate(o, max_tokens),
     )
 
 
@@ -251,7 +261,7 @@ def _shape_result(
     equivalence: list[EquivalenceOutput],
     reasoning_estimates: list[int | None] | None = None,
 ) -> ShapeResult:
-    samples = [_sample(o, cur.t0) for o in cur.outcomes]
+    samples = [_sample(o, cur.t0, cur.shape.output_tokens) for o in cur.outcomes]
     errors: dict[str, int] = {}
     for s in samples:
         if s.error:
@@ -317,7 +327,28 @@ def _shape_result(
         equivalence=equivalence,
         samples=samples,
         notes=notes,
+        requests_planned=cur.total,
+        quantiles=cur.shape.asked_quantiles(),
+        requests_needed=sample_rules.needed(cur.shape.asked_quantiles())[1],
     )
+
+
+def _sample_notes(shape: Shape, planned: int, completed: int) -> list[str]:
+    """What a shape's completed requests leave unjudged: its percentiles that have fewer
+    than checks/bench_samples.toml's samples beyond them."""
+    rules = sample_rules.load_sample_rules()
+    short = [q for q in shape.asked_quantiles() if completed < sample_rules.samples_for(q)]
+    if not short:
+        return []
+    top = max(short)
+    return [
+        f"{completed} requests measured (of {planned} planned); "
+        f"{', '.join(sample_rules.label(q) for q in short)} "
+        f"{'need' if len(short) > 1 else 'needs'} at least "
+        f"{sample_rules.samples_for(top):,} ({rules.beyond_quantile} beyond "
+        f"{sample_rules.label(top)}, checks/bench_samples.toml): bench --compare calls "
+        "them too few samples"
+    ]
 
 
 def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
@@ -338,7 +369,10 @@ def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
         tokenize_endpoint=False,
         error="not contacted",
     )
-    failed = server.error is not None or any(s.errors for s in shapes)
+    # A degenerate answer (rules/degenerate.py) is a finding that fails the run.
+    degenerate_findings = [line for s in shapes for line in degenerate.shape_findings(s)]
+    findings = list(state.findings) + degenerate_findings
+    failed = server.error is not None or any(s.errors for s in shapes) or bool(degenerate_findings)
     complete = (
         not interrupted
         and not state.stopped
@@ -354,7 +388,7 @@ def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
         server=server,
         complete=complete,
         interrupted=interrupted,
-        findings=list(state.findings),
+        findings=findings,
         shapes=shapes,
         exit_code=int(code),
     )
@@ -724,7 +758,7 @@ async def _measure_shape(
     model = server.model
     size = await prompt_size(srv, config, server, shape)
     target, n_words, size_source, notes = size.target, size.n_words, size.source, size.notes
-    total = config.requests or shape.requests
+    total = config.requests or shape.planned_requests()
     chat_url = srv.endpoint.url("/v1/chat/completions")
 
     def body(index: int, *, salt: str = "") -> bytes:
@@ -814,6 +848,7 @@ async def _measure_shape(
             f"--duration {config.duration_s:g} s reached: {len(cur.outcomes)} of "
             f"{total} requests sent"
         )
+    notes += _sample_notes(shape, total, sum(1 for o in cur.outcomes if o.ok))
     estimates: list[int | None] = []
     for o in cur.outcomes:
         if not o.reasoning_text or o.reasoning_tokens is not None:
@@ -828,8 +863,12 @@ async def _measure_shape(
         live.phase = "equivalence"
         progress(live)
         asked = min(shape.output_tokens, _EQUIVALENCE_MAX_TOKENS)
-        for prompt_id, text in prompts.EQUIVALENCE_PROMPTS:
-            o = await client.stream_chat(
+        # Numerical drift (rules/drift.py): each greedy answer's log-probabilities, where
+        # the server gives them; one that refuses them (4xx) is asked without from then on.
+        top: int | None = drift.load_rules().top_logprobs
+
+        async def greedy(text: str, top: int | None) -> client.Outcome:
+            return await client.stream_chat(
                 srv.session,
                 chat_url,
                 client.request_body(
@@ -839,11 +878,22 @@ async def _measure_shape(
                     ignore_eos=shape.ignore_eos,
                     extra=shape.extra_body,
                     greedy=True,
+                    top_logprobs=top,
                 ),
                 srv.headers,
                 deadline_s=config.deadline_s,
                 max_tokens=usage_limit(asked, shape.extra_body),
             )
+
+        for prompt_id, text in prompts.EQUIVALENCE_PROMPTS:
+            o = await greedy(text, top)
+            if top is not None and o.error == client.HTTP_4XX:
+                notes.append(
+                    f"the server refused logprobs for the greedy prompts ({o.detail}): "
+                    "they are compared by their text only"
+                )
+                top = None
+                o = await greedy(text, top)
             equivalence.append(
                 EquivalenceOutput(
                     prompt_id=prompt_id,
@@ -853,6 +903,8 @@ async def _measure_shape(
                     output_tokens=o.completion_tokens,
                     finish_reason=o.finish_reason,
                     error=o.error,
+                    degenerate=_degenerate(o, asked),
+                    logprobs=o.logprobs if o.ok else None,
                 )
             )
     state.shapes.append(

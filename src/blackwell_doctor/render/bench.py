@@ -90,6 +90,11 @@ def _f(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def _g(value: float | None) -> str:
+    """A small figure that may be of any magnitude (a log-probability difference)."""
+    return "-" if value is None else f"{value:.3g}"
+
+
 def _stats_row(label: str, s: Stats) -> list[str]:
     return [label, _f(s.mean, 2), _f(s.p50, 2), _f(s.p90, 2), _f(s.p95, 2), _f(s.p99, 2)]
 
@@ -162,6 +167,14 @@ def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
         out.append(f"error: {w(str(sample.error))}: {w(str(sample.detail))}")
     if len(failed) > 3:
         out.append(f"... and {len(failed) - 3} more failed requests")
+    bad = [(i, s.degenerate) for i, s in enumerate(shape.samples) if s.degenerate]
+    for index, why in bad[:3]:
+        out.append(f"degenerate: request {index + 1}: {w(why or '')}")
+    if len(bad) > 3:
+        out.append(f"... and {len(bad) - 3} more degenerate answers")
+    for e in shape.equivalence:
+        if e.degenerate:
+            out.append(f"degenerate: greedy {w(e.prompt_id)}: {w(e.degenerate)}")
     return out
 
 
@@ -306,6 +319,57 @@ def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
     return out
 
 
+def _drift_lines(doc: CompareDocument, *, markdown: bool) -> list[str]:
+    """The greedy prompts' log-probabilities compared (rules/drift.py), where measured."""
+    w = _words(markdown)
+    rows = [
+        [
+            "shape",
+            "prompt",
+            "tokens",
+            "first divergent token",
+            "mean |dlogprob|",
+            "max |dlogprob|",
+            "top-k KL mean",
+            "top-k KL max",
+            "numerics",
+        ]
+    ]
+    for e in doc.equivalence:
+        for d in e.logprobs:
+            first = (
+                "-"
+                if d.first_divergent_token is None
+                else f"{d.first_divergent_token} ({w(repr(d.token_before))} -> "
+                f"{w(repr(d.token_after))})"
+            )
+            rows.append(
+                [
+                    w(e.shape),
+                    w(d.prompt_id),
+                    str(d.tokens),
+                    first,
+                    _g(d.mean_abs_logprob_diff),
+                    _g(d.max_abs_logprob_diff),
+                    _g(d.topk_kl_mean),
+                    _g(d.topk_kl_max),
+                    w(d.verdict),
+                ]
+            )
+    if len(rows) == 1:
+        return []
+    out = ["", "greedy log-probabilities (nats; tolerance: checks/drift.toml):"]
+    out += _table(rows, markdown=markdown)
+    out += [
+        f"numerics {w(e.shape)} {w(d.prompt_id)}: {w(d.why)}"
+        for e in doc.equivalence
+        for d in e.logprobs
+        if d.verdict == "beyond tolerance"
+    ]
+    out.append("")
+    return out
+
+
 def _compare(doc: CompareDocument, *, markdown: bool) -> str:
     w = _words(markdown)
     title = f"compare {w(doc.before)} -> {w(doc.after)}"
@@ -317,6 +381,7 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> str:
         ["latency", w(sc.latency)],
         ["throughput", w(sc.throughput)],
         ["equivalence", w(sc.equivalence)],
+        ["numerics", w(sc.numerics)],
         ["errors", w(sc.errors)],
         ["overall", w(sc.overall)],
     ]
@@ -356,6 +421,7 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> str:
                 + ")"
             )
         out.append(line)
+    out += _drift_lines(doc, markdown=markdown)
     for phase, errors in doc.errors.items():
         if errors:
             out.append(

@@ -86,6 +86,9 @@ class RequestSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
+    # Why the answer is degenerate (empty, or one unit repeated: rules/degenerate.py);
+    # absent when it is not. Written since schema_version 3; older runs were not judged.
+    degenerate: str | None = None
 
 
 class EquivalenceOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,6 +101,25 @@ class EquivalenceOutput(msgspec.Struct, frozen=True, kw_only=True):
     output_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None
+    degenerate: str | None = None  # as RequestSample's
+    # The log-probabilities of each answer token and of the top-k alternatives at its step
+    # (OpenAI's logprobs / top_logprobs), in order, reasoning tokens included; null when the
+    # server gave none (not asked, or not supported). Written since schema_version 3.
+    logprobs: list[TokenLogprob] | None = None
+
+
+class TopLogprob(msgspec.Struct, frozen=True, kw_only=True):
+    token: str
+    logprob: float
+
+
+class TokenLogprob(msgspec.Struct, frozen=True, kw_only=True):
+    """One generated token: its text, its log-probability (null when the server did not
+    give it) and the top-k candidates of its step."""
+
+    token: str
+    logprob: float | None = None
+    top: list[TopLogprob] = msgspec.field(default_factory=list)
 
 
 class ShapeResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -118,6 +140,12 @@ class ShapeResult(msgspec.Struct, frozen=True, kw_only=True):
     equivalence: list[EquivalenceOutput]
     samples: list[RequestSample]
     notes: list[str]
+    # Enough samples by design (checks/bench_samples.toml): the requests this shape was to
+    # send (its own count, --requests, or what its quantiles need), the percentiles it is
+    # measured for, and the requests the highest of them needs. Null in runs before them.
+    requests_planned: int | None = None
+    quantiles: list[float] | None = None
+    requests_needed: int | None = None
 
 
 class ServerInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -276,6 +304,32 @@ class EquivalenceComparison(msgspec.Struct, frozen=True, kw_only=True):
     # prompt id -> first differing character position (answer, then reasoning text).
     first_divergence: dict[str, int]
     verdict: str  # "equivalent", "drift", "not comparable"
+    # The greedy prompts' log-probabilities compared (rules/drift.py), where both runs have
+    # them; and their verdict: "identical", "within tolerance", "beyond tolerance", or
+    # "not measured" (checks/drift.toml).
+    logprobs: list[LogprobDrift] = msgspec.field(default_factory=list)
+    numerics: str = "not measured"
+
+
+class LogprobDrift(msgspec.Struct, frozen=True, kw_only=True):
+    """The numerical drift of one greedy prompt's answer between two runs."""
+
+    prompt_id: str
+    tokens: int  # positions compared: the shorter answer's tokens
+    # The first position whose token differs (0-based), null when none does; the shared
+    # prefix is the tokens before it, where both runs said the same.
+    first_divergent_token: int | None
+    token_before: str | None  # the tokens at that position
+    token_after: str | None
+    # |logprob before - logprob after| of the chosen token over the shared prefix.
+    mean_abs_logprob_diff: float | None
+    max_abs_logprob_diff: float | None
+    # KL(before || after) estimated on the top-k of each step whose context is the same
+    # (the shared prefix and the divergent step), in nats (rules/drift.py says how).
+    topk_kl_mean: float | None
+    topk_kl_max: float | None
+    verdict: str  # "identical", "within tolerance", "beyond tolerance"
+    why: str
 
 
 class Scorecard(msgspec.Struct, frozen=True, kw_only=True):
@@ -284,6 +338,8 @@ class Scorecard(msgspec.Struct, frozen=True, kw_only=True):
     equivalence: str
     errors: str
     overall: str
+    # The greedy prompts' log-probabilities: the worst shape's EquivalenceComparison.numerics.
+    numerics: str = "not measured"
 
 
 class Subsample(msgspec.Struct, frozen=True, kw_only=True):

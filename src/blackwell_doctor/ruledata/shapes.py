@@ -6,7 +6,8 @@ A shapes file (``bench --shapes FILE``) holds one table per shape::
     input_tokens = 8192       # prompt size in the server's tokens (capped by max_model_len)
     output_tokens = 256       # max_tokens of each request
     concurrency = 16          # requests in flight at once (users)
-    requests = 64             # measured requests (--requests overrides)
+    requests = 64             # measured requests (--requests overrides); without it, from:
+    quantiles = [50, 99]      # the percentiles to be judged (default: checks/bench_samples.toml)
     warmup = 2                # requests sent first and not counted
     ignore_eos = true         # ask the server to generate exactly output_tokens (vLLM, SGLang)
     [shape.chat-8k.extra_body]  # merged into every request body of this shape
@@ -17,7 +18,12 @@ A file's shape with a built-in's name replaces the built-in.
 Limits (each a one-line error, exit 2): input_tokens 1..10,000,000, output_tokens
 1..1,000,000, concurrency 1..10,000, requests 1..1,000,000, warmup 0..10,000; and what the
 client holds in memory: concurrency x input_tokens at most 50,000,000 (the prompts in
-flight) and requests x output_tokens at most 20,000,000 (every token's time is kept).
+flight) and requests x output_tokens at most 20,000,000 (every token's time is kept);
+quantiles each above 0 and below 100.
+
+Enough samples by design: a shape that does not set ``requests`` measures the fewest that
+give its highest quantile ``beyond_quantile`` samples beyond it (checks/bench_samples.toml,
+the rule ``bench --compare`` judges percentiles by): 1,000 for a p99.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+
+from blackwell_doctor.ruledata import samples
 
 
 class ShapeError(Exception):
@@ -37,47 +45,64 @@ class Shape(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     input_tokens: int
     output_tokens: int
     concurrency: int = 1
-    requests: int = 8
+    requests: int | None = None  # None: from the quantiles (planned_requests)
+    quantiles: list[float] | None = None  # None: checks/bench_samples.toml's
     warmup: int = 1
     ignore_eos: bool = True
     extra_body: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def asked_quantiles(self) -> list[float]:
+        """The percentiles this shape is measured for: its own, or the catalogue's."""
+        if self.quantiles:
+            return list(self.quantiles)
+        return list(samples.load_sample_rules().quantiles)
+
+    def planned_requests(self) -> int:
+        """Its ``requests``; without, the fewest its highest quantile needs (at most what
+        the client may hold: MAX_TOKENS_KEPT tokens, and 1,000,000 requests)."""
+        if self.requests is not None:
+            return self.requests
+        _, count = samples.needed(self.asked_quantiles())
+        return max(1, min(count, MAX_TOKENS_KEPT // self.output_tokens, _MAX_REQUESTS))
 
 
 # The seed article's checklist: short, long-context and high-concurrency shapes.
 BUILTIN_SHAPES: dict[str, Shape] = {
     "short": Shape(
         name="short",
-        description="one user, ~128 tokens in and 128 out: latency of a small turn",
+        description="one user, ~128 tokens in and 128 out: latency of a small turn "
+        "(p50 and p90: 100 requests)",
         input_tokens=128,
         output_tokens=128,
         concurrency=1,
-        requests=8,
+        quantiles=[50.0, 90.0],
     ),
     "long": Shape(
         name="long",
         description="one user, a long context (16k tokens, capped by the server's "
-        "max_model_len): prefill",
+        "max_model_len): prefill (p50: 20 requests)",
         input_tokens=16384,
         output_tokens=128,
         concurrency=1,
-        requests=4,
+        quantiles=[50.0],
     ),
     "concurrent": Shape(
         name="concurrent",
-        description="32 users at once, ~128 in and 128 out each: batching and decode",
+        description="32 users at once, ~128 in and 128 out each: batching and decode "
+        "(p50 and p99: 1,000 requests)",
         input_tokens=128,
         output_tokens=128,
         concurrency=32,
-        requests=64,
         warmup=4,
     ),
 }
 
+_MAX_REQUESTS = 1_000_000
 _LIMITS = {
     "input_tokens": (1, 10_000_000),
     "output_tokens": (1, 1_000_000),
     "concurrency": (1, 10_000),
-    "requests": (1, 1_000_000),
+    "requests": (1, _MAX_REQUESTS),
     "warmup": (0, 10_000),
 }
 # What a shape may make the client hold in memory (README, "bench"; chosen for a machine of
@@ -93,7 +118,7 @@ MAX_TOKENS_KEPT = 20_000_000
 def _check(shape: Shape, where: str) -> Shape:
     for field, (low, high) in _LIMITS.items():
         value = getattr(shape, field)
-        if not low <= value <= high:
+        if value is not None and not low <= value <= high:
             raise ShapeError(f"{where}: {field} = {value} is outside {low}..{high}")
     if not shape.name or not shape.name.replace("-", "").replace("_", "").isalnum():
         raise ShapeError(f"{where}: a shape name is letters, digits, - and _ only")
@@ -103,7 +128,10 @@ def _check(shape: Shape, where: str) -> Shape:
             f"{shape.input_tokens} is above {MAX_PROMPT_TOKENS_IN_FLIGHT:,} tokens (every "
             "request in flight holds its own prompt in memory)"
         )
-    return _check_kept(shape, shape.requests, where)
+    for q in shape.quantiles or []:
+        if not 0 < q < 100:
+            raise ShapeError(f"{where}: quantiles: {q:g} is not a percentile above 0 and below 100")
+    return _check_kept(shape, shape.planned_requests(), where)
 
 
 def _check_kept(shape: Shape, requests: int, where: str) -> Shape:

@@ -77,6 +77,8 @@ from blackwell_doctor.report.bench_metrics import output_tokens_of, tpot_s
 from blackwell_doctor.report.sanitize import sanitize_line
 from blackwell_doctor.report.stats import percentile
 from blackwell_doctor.ruledata.checkdata import load_shipped
+from blackwell_doctor.ruledata.samples import tail_samples_enough
+from blackwell_doctor.rules import drift
 
 BETTER = "better"
 WORSE = "worse"
@@ -117,11 +119,11 @@ def _throughput(ss: Sequence[RequestSample]) -> float | None:
     return sum(output_tokens_of(s) for s in ss) / seconds if seconds > 0 else None
 
 
-# A percentile gets a verdict only when each run has at least this many samples above it:
-# a p99 of 48 requests is an interpolation between its two largest values, and no
-# bootstrap interval around that means anything (the bootstrap is inconsistent for
-# extreme quantiles of small samples).
-MIN_TAIL_SAMPLES = 10
+# A percentile gets a verdict only when each run has at least checks/bench_samples.toml's
+# ``beyond_quantile`` samples above it: a p99 of 48 requests is an interpolation between
+# its two largest values, and no bootstrap interval around that means anything (the
+# bootstrap is inconsistent for extreme quantiles of small samples). The same rule sets
+# a shape's default request count (ruledata/shapes.py), so the two agree.
 
 
 def _requests(ss: Sequence[RequestSample]) -> int:
@@ -401,7 +403,7 @@ def _compare_shape(
             k = 1 if count is _tokens else 0
             n_b, n_a = (drawn[x][k] for x in ("before", "after")) if drawn else (0, 0)
             tail = min(n_b, n_a) * (1.0 - q / 100.0)
-        if tail is not None and tail < MIN_TAIL_SAMPLES and pb and pa is not None:
+        if tail is not None and not tail_samples_enough(tail) and pb and pa is not None:
             verdict = TOO_FEW
         elif not pb or pa is None or len(changes) < max(10, resamples // 2):
             verdict = NOT_COMPARABLE
@@ -509,6 +511,7 @@ def _equivalence(before: ShapeResult, after: ShapeResult) -> EquivalenceComparis
     b = {e.prompt_id: e for e in before.equivalence if e.ok}
     a = {e.prompt_id: e for e in after.equivalence if e.ok}
     common = sorted(set(b) & set(a))
+    logprobs, numerics = drift.shape_drift(before, after)
     if not common:
         return EquivalenceComparison(
             shape=before.name,
@@ -530,6 +533,8 @@ def _equivalence(before: ShapeResult, after: ShapeResult) -> EquivalenceComparis
         exact_match_rate=rate,
         first_divergence=divergence,
         verdict="equivalent" if not divergence else "drift",
+        logprobs=logprobs,
+        numerics=numerics,
     )
 
 
@@ -754,6 +759,7 @@ def compare(
         errors_verdict = SAME
     latency = _fold([r.verdict for r in rows if r.metric in LATENCY_METRICS])
     throughput = _fold([r.verdict for r in rows if r.metric not in LATENCY_METRICS])
+    numerics = drift.worst([e.numerics for e in equivalence])
     eq_verdicts = [e.verdict for e in equivalence]
     if "drift" in eq_verdicts:
         eq = "drift"
@@ -762,7 +768,7 @@ def compare(
     else:
         eq = NOT_COMPARABLE
     bad = [latency, throughput, errors_verdict]
-    broken = WORSE in bad or "mixed" in bad or eq == "drift"
+    broken = WORSE in bad or "mixed" in bad or eq == "drift" or numerics == drift.BEYOND
     improved = BETTER in bad or "mixed" in bad
     if broken and improved:
         overall = "mixed: not a win"
@@ -783,6 +789,10 @@ def compare(
                 regressions.append(f"{r.shape} {r.metric} {r.change_pct:+.1f}%")
         if eq == "drift":
             regressions.append("outputs drifted (greedy prompts differ)")
+        if numerics == drift.BEYOND:
+            regressions.append(
+                "greedy log-probabilities drifted beyond tolerance (checks/drift.toml)"
+            )
         if after.server.error is not None:
             regressions.append(f"the after run could not measure: {after.server.error}")
         for name in missing:
@@ -816,6 +826,7 @@ def compare(
             equivalence=eq,
             errors=errors_verdict,
             overall=overall,
+            numerics=numerics,
         ),
         regressions=regressions,
         exit_code=int(code),

@@ -15,8 +15,10 @@ decides, for the chosen metrics only:
   runs of one configuration differ is not a regression. Without a measurement the gate
   keeps the allowed regression and notes that between-run noise is unknown;
 - greedy outputs are equivalent: identical, or (``divergence_after``) identical on at
-  least their first N characters;
-- the new container answered every request (no errors, nothing unmeasured).
+  least their first N characters; and no greedy prompt's log-probabilities drifted beyond
+  tolerance (blackwell_doctor.rules.drift) where that divergence is not allowed;
+- the new container answered every request (no errors, nothing unmeasured), and no answer
+  is degenerate (empty, or one unit repeated: blackwell_doctor.rules.degenerate).
 
 Nothing here measures or prints.
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from blackwell_doctor.report.bench import BenchRun, CompareDocument, Comparison
+from blackwell_doctor.rules import degenerate, drift
 
 DEFAULT_METRICS = ("itl_ms.p50", "output_tokens_per_s")
 DEFAULT_SHAPE = "concurrent"
@@ -204,11 +207,18 @@ def _equivalence_failures(
                 f"{e.shape}: {len(e.first_divergence)} greedy output(s) differ after their "
                 f"first {divergence_after} characters (allowed by --divergence-after)"
             )
+        # Log-probabilities (rules/drift.py): a token the other run did not even consider
+        # fails, unless its answer's divergence is one --divergence-after allows.
+        for d in e.logprobs:
+            allowed = d.prompt_id in e.first_divergence and d.prompt_id not in early
+            if d.verdict == drift.BEYOND and not allowed:
+                out.append(f"{e.shape}: greedy log-probabilities of {d.prompt_id}: {d.why}")
     return out
 
 
 def errors_of(run: BenchRun) -> list[str]:
-    """Why the new container's run is not clean: unreachable, interrupted, failed requests."""
+    """Why the new container's run is not clean: unreachable, interrupted, failed requests,
+    degenerate answers."""
     out: list[str] = []
     if run.server.error is not None:
         out.append(f"the new container could not be measured: {run.server.error}")
@@ -218,4 +228,5 @@ def errors_of(run: BenchRun) -> list[str]:
             out.append(f"{s.name}: {sum(s.errors.values())} failed request(s) ({kinds})")
         elif not s.complete:
             out.append(f"{s.name}: not measured to the end")
+        out += degenerate.shape_findings(s)
     return out

@@ -31,6 +31,7 @@ import asyncio
 import base64
 import binascii
 import functools
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +40,7 @@ import aiohttp
 import msgspec
 
 from blackwell_doctor.facts.redact import Scrubber, redact_url
+from blackwell_doctor.report.bench import TokenLogprob, TopLogprob
 
 # Named error kinds (a contract: they appear in the JSON and the README).
 UNREACHABLE = "unreachable"  # no TCP connection (refused, DNS, connect timeout)
@@ -79,6 +81,12 @@ MAX_DETAIL_CHARS = 300
 ERROR_BODY_BYTES = 2048
 MAX_FINISH_REASON_CHARS = 64
 MAX_PROBE_BODY_BYTES = 8 << 20
+# Log-probabilities kept of one answer (a greedy prompt asks for 48 tokens): at most this
+# many tokens, each with at most MAX_TOP_LOGPROBS candidates and tokens of at most
+# MAX_TOKEN_CHARS characters; more is not kept (the answer is still measured).
+MAX_LOGPROB_TOKENS = 4096
+MAX_TOP_LOGPROBS = 20
+MAX_TOKEN_CHARS = 64
 # Counts no request can have when it sets no max_tokens (and a prompt's tokens beyond its
 # bytes, for the chat template's own, e.g. a default system prompt).
 _MAX_COUNT = 1 << 40
@@ -91,9 +99,29 @@ class _Delta(msgspec.Struct):
     reasoning_content: str | None = None
 
 
+class _Top(msgspec.Struct):
+    token: str
+    logprob: float | None = None
+
+
+class _TokenLogprob(msgspec.Struct):
+    token: str
+    logprob: float | None = None
+    top_logprobs: list[_Top] | None = None
+
+
+class _Logprobs(msgspec.Struct):
+    # OpenAI's chat-completion logprobs (vLLM 0.32: ChatCompletionLogProbs): one entry per
+    # token of the chunk, each with the top_logprobs asked for.
+    content: list[_TokenLogprob] | None = None
+
+
 class _Choice(msgspec.Struct):
     delta: _Delta | None = None
     finish_reason: str | None = None
+    # Read only where it has the shape asked for (_keep_logprobs): a server's odd field
+    # there does not fail a request that did not ask for it.
+    logprobs: Any = None
 
 
 class _Details(msgspec.Struct):
@@ -132,6 +160,8 @@ class Outcome(msgspec.Struct, kw_only=True):
     reasoning_text: str = ""
     reasoning_chunks: int = 0
     finish_reason: str | None = None
+    # Per token, when the request asked for logprobs and the server sent them: else None.
+    logprobs: list[TokenLogprob] | None = None
 
 
 def _fail(out: Outcome, kind: str, detail: str) -> Outcome:
@@ -241,7 +271,39 @@ async def stream_chat(
         out.reasoning_text = scrub(out.reasoning_text, patterns=False)
     if out.finish_reason is not None:
         out.finish_reason = kept(out.finish_reason, scrub, MAX_FINISH_REASON_CHARS)
+    if scrub.forms and out.logprobs:
+        out.logprobs = [
+            TokenLogprob(
+                token=scrub(t.token, patterns=False),
+                logprob=t.logprob,
+                top=[
+                    TopLogprob(token=scrub(c.token, patterns=False), logprob=c.logprob)
+                    for c in t.top
+                ],
+            )
+            for t in out.logprobs
+        ]
     return out
+
+
+def _keep_logprobs(out: Outcome, raw: Any) -> None:
+    """Append a chunk's token log-probabilities to ``out`` (bounded: MAX_LOGPROB_TOKENS,
+    MAX_TOP_LOGPROBS, MAX_TOKEN_CHARS); a chunk whose logprobs are not OpenAI's shape adds
+    none."""
+    try:
+        entries = msgspec.convert(raw, _Logprobs).content or []
+    except msgspec.ValidationError:
+        return
+    kept_ = out.logprobs if out.logprobs is not None else []
+    out.logprobs = kept_
+    for e in entries[: max(0, MAX_LOGPROB_TOKENS - len(kept_))]:
+        top = [
+            TopLogprob(token=c.token[:MAX_TOKEN_CHARS], logprob=c.logprob)
+            for c in (e.top_logprobs or [])[:MAX_TOP_LOGPROBS]
+            if c.logprob is not None and math.isfinite(c.logprob)
+        ]
+        lp = e.logprob if e.logprob is not None and math.isfinite(e.logprob) else None
+        kept_.append(TokenLogprob(token=e.token[:MAX_TOKEN_CHARS], logprob=lp, top=top))
 
 
 def _usage_problem(usage: _Usage, limits: tuple[int, int]) -> str | None:
@@ -370,6 +432,8 @@ async def _stream_once(
                                     )
                             if choice.finish_reason is not None:
                                 out.finish_reason = choice.finish_reason[:MAX_DETAIL_CHARS]
+                            if choice.logprobs is not None:
+                                _keep_logprobs(out, choice.logprobs)
                         if chunk.usage is not None:
                             usage = chunk.usage
                             problem = _usage_problem(usage, limits)
@@ -444,13 +508,16 @@ def request_body(
     ignore_eos: bool,
     extra: dict[str, Any] | None = None,
     greedy: bool = False,
+    top_logprobs: int | None = None,
 ) -> bytes:
     """The JSON body of a streamed chat completion with usage in the last chunk.
 
     No per-request sampling ``seed``, as in ``vllm bench serve``: measured answers need not
     be reproducible (the greedy equivalence prompts are), and a seeded request whose
     prefill is chunked crashes vLLM 0.32's CPU engine ("CPU Generator does not use
-    offset"). A shape can still send one through ``extra_body``.
+    offset"). A shape can still send one through ``extra_body``. ``top_logprobs`` asks for
+    each token's log-probability and that many alternatives (OpenAI's ``logprobs`` and
+    ``top_logprobs``), sent in each chunk's ``choices[0].logprobs.content``.
     """
     body: dict[str, Any] = {
         "model": model,
@@ -465,4 +532,7 @@ def request_body(
         body.update(extra)
     if greedy:
         body["temperature"] = 0.0
+    if top_logprobs is not None:
+        body["logprobs"] = True
+        body["top_logprobs"] = top_logprobs
     return msgspec.json.encode(body)

@@ -1,0 +1,125 @@
+"""Degenerate answers (issue 21): an empty answer, or one unit repeated (the ``!!!!`` of
+FlashInfer #4841 under CUDA graphs), fail ``bench`` and the ``apply --verify`` gate; the
+tiny random model CI serves is not called degenerate on its own loops."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from aiohttp import web
+
+from blackwell_doctor.cli import main
+from blackwell_doctor.report.bench import decode_run
+from blackwell_doctor.ruledata.resources import schema_text
+from blackwell_doctor.rules import degenerate, gate
+from tests import hostile_http as h
+
+FIXTURE = Path(__file__).parent / "fixtures" / "bench" / "tiny-moe-vllm-cpu.json"
+
+
+def test_a_run_of_one_character_or_token_is_degenerate() -> None:
+    why = degenerate.judge("!" * 64, "", tokens_asked=True)
+    assert why is not None
+    assert "'!' repeated 64 times" in why
+    assert degenerate.judge("", "token " * 40, tokens_asked=True) is not None
+    # A normal start, then the breakdown: still most of the answer.
+    assert degenerate.judge("The answer is " + "!" * 100, "", tokens_asked=True) is not None
+
+
+def test_an_empty_answer_is_degenerate_when_tokens_were_asked() -> None:
+    assert degenerate.judge("", "", tokens_asked=True) == "empty answer (no text and no reasoning)"
+    assert degenerate.judge("  \n", "", tokens_asked=True) is not None
+    assert degenerate.judge("", "", tokens_asked=False) is None
+
+
+def test_ordinary_text_and_short_loops_are_not_degenerate() -> None:
+    assert degenerate.judge("Paris is the capital of France.", "", tokens_asked=True) is None
+    assert degenerate.judge("!!!!", "", tokens_asked=True) is None  # below min_repeats
+    assert degenerate.judge("x = 1\n" + " " * 200 + "y = 2", "", tokens_asked=True) is None
+
+
+def test_the_tiny_random_model_of_ci_is_not_degenerate() -> None:
+    """The real vLLM's tiny random MoE loops on its own ("manual" six times in a row) and
+    answers in reasoning: none of its recorded answers is degenerate."""
+    run = decode_run(FIXTURE.read_bytes(), source=str(FIXTURE))
+    answers = [(e.text, e.reasoning) for s in run.shapes for e in s.equivalence]
+    assert answers
+    assert any("manualmanual" in r for _, r in answers)
+    for text, reasoning in answers:
+        assert degenerate.judge(text, reasoning, tokens_asked=True) is None
+    assert all(degenerate.shape_findings(s) == [] for s in run.shapes)
+    assert gate.errors_of(run) == []
+
+
+def test_longest_repeat_finds_the_unit() -> None:
+    assert degenerate.longest_repeat("xmanualmanualmanualy", 8) == ("manual", 3)
+    assert degenerate.longest_repeat("!!!!!!", 8) == ("!", 6)
+    assert degenerate.longest_repeat("", 8) == ("", 0)
+
+
+def _bang_stream(request_count: list[int]) -> h.Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        request_count.append(1)
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for _ in range(24):
+            await response.write(b"data: " + h.chunk(content="!!") + b"\n\n")
+        await response.write(b"data: " + h.usage(24, 5) + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    return handler
+
+
+def _validate(doc: dict[str, Any]) -> None:
+    jsonschema.Draft202012Validator(json.loads(schema_text("bench.schema.json"))).validate(doc)
+
+
+def test_bench_fails_on_a_server_that_answers_bangs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    shapes = tmp_path / "s.toml"
+    shapes.write_text(
+        "[shape.one]\ninput_tokens = 8\noutput_tokens = 64\nrequests = 3\nwarmup = 0\n"
+    )
+    seen: list[int] = []
+    out_path = tmp_path / "run.json"
+    with h.serving({("POST", "/v1/chat/completions"): _bang_stream(seen)}) as url:
+        args = ["bench", "--shapes", str(shapes), "--shape", "one", "--url", url]
+        code = main([*args, "--request-timeout", "20", "-o", str(out_path), "-f", "json"])
+    capsys.readouterr()
+    assert code == 1
+    doc = json.loads(out_path.read_text())
+    _validate(doc)
+    assert doc["exit_code"] == 1
+    shape = doc["shapes"][0]
+    assert all("'!' repeated 48 times" in s["degenerate"] for s in shape["samples"])
+    assert shape["equivalence"]
+    assert all(e["degenerate"] for e in shape["equivalence"])
+    assert any(f.startswith("one: 3 of 3 answers degenerate") for f in doc["findings"])
+    assert any("greedy answers degenerate" in f for f in doc["findings"])
+    run = decode_run(out_path.read_bytes(), source="run.json")
+    assert any("answers degenerate" in line for line in gate.errors_of(run))
+
+
+def test_bench_text_shows_degenerate_requests(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    shapes = tmp_path / "s.toml"
+    shapes.write_text(
+        "[shape.one]\ninput_tokens = 8\noutput_tokens = 64\nrequests = 2\nwarmup = 0\n"
+    )
+    with h.serving({("POST", "/v1/chat/completions"): _bang_stream([])}) as url:
+        code = main(
+            ["bench", "--shapes", str(shapes), "--shape", "one", "--url", url, "--no-equivalence"]
+        )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "finding: one: 2 of 2 answers degenerate" in out
+    assert "degenerate: request 1: '!' repeated 48 times" in out
