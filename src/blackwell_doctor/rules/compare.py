@@ -75,6 +75,7 @@ from blackwell_doctor.report.bench_metrics import output_tokens_of, tpot_s
 from blackwell_doctor.report.sanitize import sanitize_line
 from blackwell_doctor.report.stats import percentile
 from blackwell_doctor.ruledata.checkdata import load_shipped
+from blackwell_doctor.rules.environment import compare_environments
 
 BETTER = "better"
 WORSE = "worse"
@@ -780,6 +781,7 @@ def compare(
         if rate_a > rate_b:
             regressions.append(f"more failed requests ({rate_b:.1%} -> {rate_a:.1%})")
     code = exitcodes.gate(findings=bool(regressions), not_evaluated=False, strict=False)
+    pinned = before.environment is not None or after.environment is not None
     return CompareDocument(
         schema_version=COMPARE_SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
@@ -809,4 +811,7 @@ def compare(
         ),
         regressions=regressions,
         exit_code=int(code),
+        environment=(
+            compare_environments(before.environment, after.environment) if pinned else msgspec.UNSET
+        ),
     )

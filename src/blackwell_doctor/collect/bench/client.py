@@ -110,6 +110,8 @@ class _Chunk(msgspec.Struct):
     choices: list[_Choice] | None = None
     usage: _Usage | None = None
     error: Any = None  # vLLM: {"message", "type", "code"}; others: a string
+    # vLLM: on the last chunk, "vllm-<version>[-tp<N>...]-<config hash8>" (the run's pin).
+    system_fingerprint: Any = None
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
@@ -132,6 +134,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     reasoning_text: str = ""
     reasoning_chunks: int = 0
     finish_reason: str | None = None
+    system_fingerprint: str | None = None  # the server's, when it sent one (a str)
 
 
 def _fail(out: Outcome, kind: str, detail: str) -> Outcome:
@@ -241,6 +244,8 @@ async def stream_chat(
         out.reasoning_text = scrub(out.reasoning_text, patterns=False)
     if out.finish_reason is not None:
         out.finish_reason = kept(out.finish_reason, scrub, MAX_FINISH_REASON_CHARS)
+    if out.system_fingerprint is not None:
+        out.system_fingerprint = kept(out.system_fingerprint, scrub, MAX_FINISH_REASON_CHARS)
     return out
 
 
@@ -370,6 +375,8 @@ async def _stream_once(
                                     )
                             if choice.finish_reason is not None:
                                 out.finish_reason = choice.finish_reason[:MAX_DETAIL_CHARS]
+                        if isinstance(chunk.system_fingerprint, str):
+                            out.system_fingerprint = chunk.system_fingerprint[:MAX_DETAIL_CHARS]
                         if chunk.usage is not None:
                             usage = chunk.usage
                             problem = _usage_problem(usage, limits)
