@@ -319,3 +319,19 @@ def test_what_one_side_did_not_record_is_unknown_not_a_difference() -> None:
     old = compare_environments(None, base)
     assert old.verdict == "not pinned"
     assert old.notes == [words().not_pinned.replace("{side}", "before")]
+
+
+def test_apply_verify_pins_the_image_each_side_runs_from() -> None:
+    from blackwell_doctor.app.verify import image_of
+
+    class Container:  # the Docker SDK's Container: its attrs are the API's inspect answer
+        def __init__(self, attrs: object) -> None:
+            self.attrs = attrs
+
+    digest = "sha256:" + "ab" * 32
+    assert image_of(
+        Container({"Config": {"Image": "vllm/vllm-openai:v0.32.0"}, "Image": digest})
+    ) == (f"vllm/vllm-openai:v0.32.0 ({digest})")
+    assert image_of(Container({"Image": digest})) == digest
+    assert image_of(Container({})) is None
+    assert image_of(object()) is None
