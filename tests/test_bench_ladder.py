@@ -25,6 +25,7 @@ from tests.cli import run
 FIXTURES = Path(__file__).parent / "fixtures" / "bench"
 GOLDEN = Path(__file__).parent / "golden" / "bench-compare"
 THROUGHPUT = "output_tokens_per_s"
+RESAMPLES = 200  # the bootstrap's smallest: these tests are about the ladder, not its intervals
 
 
 def _shape(scale: float, *, name: str = "s", n: int = 40) -> ShapeResult:
@@ -40,8 +41,13 @@ def _shape(scale: float, *, name: str = "s", n: int = 40) -> ShapeResult:
         )
         for i in range(n)
     ]
+    # One user: the run lasts as long as its requests, one after the other.
+    duration_s = sum(s.e2e_ms or 0.0 for s in samples) / 1000.0
     metrics = shape_metrics(
-        samples, duration_s=10.0, reasoning_estimates=[None] * n, server_generation_tokens=None
+        samples,
+        duration_s=duration_s,
+        reasoning_estimates=[None] * n,
+        server_generation_tokens=None,
     )
     return ShapeResult(
         name=name,
@@ -64,28 +70,39 @@ def _shape(scale: float, *, name: str = "s", n: int = 40) -> ShapeResult:
     )
 
 
-def _env(version: str, driver: str, cuda: str) -> Environment:
+def _env(*, kernel: str, mtp: str, util: str, driver: str, cuda: str, image: str) -> Environment:
     return Environment(
-        server_version=version,
+        server_version="0.17.1",
+        server_config={
+            "server_info.vllm_config.speculative_config.num_speculative_tokens": mtp,
+            "vllm:cache_config_info.gpu_memory_utilization": util,
+        },
         host=HostPin(
             source="this host",
-            gpus=["RTX PRO 6000"],
+            gpus=["NVIDIA RTX PRO 6000 Blackwell Workstation Edition"] * 4,
             driver_version=driver,
             cuda_driver_version=cuda,
+            kernel_release=kernel,
+            container_image=image,
         ),
     )
 
 
 # The article's ladder, honestly: 55 -> 119 -> 134 -> 142 -> 283 tok/s, each step a run of
-# 40 requests; the third step changes the driver and CUDA at once (the article's
-# "+ Driver 595 + CUDA 13.2").
+# 40 requests, each environment pinned as the article tells its steps: WSL2 -> native
+# Linux (the kernel), "+ MTP=5 + config tuning" (two settings at once), "+ Driver 595 + CUDA
+# 13.2" (two at once), "+ K=64 kernel" (another image).
 ARTICLE = (55.0, 119.0, 134.0, 142.0, 283.0)
+WSL2 = "6.6.87.2-microsoft-standard-WSL2"
+NATIVE = "6.8.0-60-generic"
+STOCK = "vllm/vllm-openai:v0.17.1"
+K64 = "example.org/vllm-k64:v0.17.1"
 ENVS = (
-    _env("0.17.0", "590.44", "13.1"),
-    _env("0.17.0", "590.44", "13.1"),
-    _env("0.17.1", "590.44", "13.1"),
-    _env("0.17.1", "595.12", "13.2"),
-    _env("0.17.1", "595.12", "13.2"),
+    _env(kernel=WSL2, mtp="0", util="0.9", driver="590.44", cuda="13.1", image=STOCK),
+    _env(kernel=NATIVE, mtp="0", util="0.9", driver="590.44", cuda="13.1", image=STOCK),
+    _env(kernel=NATIVE, mtp="5", util="0.95", driver="590.44", cuda="13.1", image=STOCK),
+    _env(kernel=NATIVE, mtp="5", util="0.95", driver="595.12", cuda="13.2", image=STOCK),
+    _env(kernel=NATIVE, mtp="5", util="0.95", driver="595.12", cuda="13.2", image=K64),
 )
 
 
@@ -104,7 +121,7 @@ def _row(doc_comparisons: list[Comparison], metric: str = THROUGHPUT) -> Compari
 
 def test_each_step_against_the_one_before_and_the_first_against_the_last() -> None:
     names = [f"r{i}.json" for i in range(len(ARTICLE))]
-    doc = ladder(_runs(), names)
+    doc = ladder(_runs(), names, resamples=RESAMPLES)
     assert [(s.before, s.after) for s in doc.steps] == list(itertools.pairwise(names))
     assert (doc.cumulative.before, doc.cumulative.after) == (names[0], names[-1])
     for step, (a, b) in zip(doc.steps, itertools.pairwise(ARTICLE), strict=True):
@@ -127,13 +144,13 @@ def test_each_step_against_the_one_before_and_the_first_against_the_last() -> No
 
 
 def test_what_changed_at_each_step_comes_from_the_pinned_environments() -> None:
-    doc = ladder(_runs(), [f"r{i}" for i in range(5)])
+    doc = ladder(_runs(), [f"r{i}" for i in range(5)], resamples=RESAMPLES)
     envs = [s.environment for s in doc.steps]
     assert [getattr(e, "verdict", None) for e in envs] == [
-        "same",
         "one difference",
         "confounded",
-        "same",
+        "confounded",
+        "one difference",
     ]
     step4 = doc.steps[2].environment
     assert not isinstance(step4, type(None))
@@ -149,7 +166,7 @@ def test_the_ladder_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixtur
         path = tmp_path / f"step{i}.json"
         path.write_text(encode(r))
         paths.append(str(path))
-    argv = ["bench", "--compare", *paths]
+    argv = ["bench", "--compare", *paths, "--resamples", str(RESAMPLES)]
     res = run([*argv, "-f", "json"], capsys)
     assert res.code == 0, res.err
     doc = json.loads(res.out)
@@ -164,9 +181,11 @@ def test_the_ladder_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixtur
     # The steps table: each step, the cumulative row, what changed.
     step_rows = [ln for ln in lines if ln.startswith(("1 ", "2 ", "3 ", "4 ", "1-5 "))]
     assert len(step_rows) == 5
-    assert "server version: 0.17.0 -> 0.17.1" in step_rows[1]
+    assert f"kernel: {WSL2} -> {NATIVE}" in step_rows[0]
+    assert "CONFOUNDED: server server_info.vllm_config.speculative_config" in step_rows[1]
     assert "CONFOUNDED: CUDA (driver): 13.1 -> 13.2; GPU driver: 590.44 -> 595.12" in step_rows[2]
-    assert "nothing recorded differs" in step_rows[0]
+    assert f"container image: {STOCK} -> {K64}" in step_rows[3]
+    assert "and 3 more" in step_rows[4]  # first to last: all six differences
     # One table of changes: a row per metric and step, and first to last.
     throughput = [ln for ln in lines if THROUGHPUT in ln]
     assert [ln.split()[2] for ln in throughput] == ["1", "2", "3", "4", "1-5"]
@@ -191,7 +210,20 @@ def test_a_step_that_regressed_fails_the_gate_even_when_the_ladder_gained(
         path = tmp_path / f"r{i}.json"
         path.write_text(encode(r))
         paths.append(str(path))
-    res = run(["bench", "--compare", *paths, "--fail-on-regression", "10", "-f", "json"], capsys)
+    res = run(
+        [
+            "bench",
+            "--compare",
+            *paths,
+            "--fail-on-regression",
+            "10",
+            "-f",
+            "json",
+            "--resamples",
+            str(RESAMPLES),
+        ],
+        capsys,
+    )
     assert res.code == 1
     doc = json.loads(res.out)
     assert doc["exit_code"] == 1
@@ -200,7 +232,7 @@ def test_a_step_that_regressed_fails_the_gate_even_when_the_ladder_gained(
     cumulative = _row_json(doc["cumulative"])
     assert cumulative["verdict"] == "better"
     # Without the gate, the same ladder exits 0.
-    assert run(["bench", "--compare", *paths], capsys).code == 0
+    assert run(["bench", "--compare", *paths, "--resamples", str(RESAMPLES)], capsys).code == 0
 
 
 def _row_json(compare: dict, metric: str = THROUGHPUT) -> dict:  # type: ignore[type-arg]
