@@ -5,7 +5,9 @@
 # on transformers, one request at a time), then
 #   1. bench --repeat 3 (two small shapes: the runs, their noise floor, the pinned
 #      environment: server version and config hash, model, GPU, driver, CUDA, env vars),
-#   2. bench --compare of that document against itself split in two (A/A: no change),
+#   2. bench --compare of run 1 against runs 2-3 of that document (an A/A compare: its
+#      verdict is reported, not gated on: with one run on a side it is held to the default
+#      noise floor, which a busy host can exceed),
 #   3. bench --soak (60 s, 5 s intervals; NVML used memory of each GPU sampled per
 #      interval, KV cache unavailable: the server has no vLLM gauges),
 # writing the documents and their text under "$OUT" and a short table last. About 3 minutes
@@ -128,8 +130,7 @@ b = dict(doc, shapes=runs[1], repeats=[
 json.dump(a, open(sys.argv[2], "w"))
 json.dump(b, open(sys.argv[3], "w"))
 PYEOF
-"${BD[@]}" bench --compare "$WORK/a.json" "$WORK/b.json" --fail-on-regression 10 \
-    >"$OUT/compare-aa.txt" 2>&1
+"${BD[@]}" bench --compare "$WORK/a.json" "$WORK/b.json" >"$OUT/compare-aa.txt" 2>&1
 compare_rc=$?
 
 # 3. A short soak: per-interval figures and NVML used memory of each GPU.
@@ -142,7 +143,7 @@ tail -n 5 "$WORK/server.log" >"$OUT/server-log-tail.txt"
 # 4. The short table, last.
 echo
 echo "== bench on $(awk -F': ' '/^gpu:/{print $2}' "$OUT/env.txt") ($DEVICE), $(($(date +%s) - T0)) s in all"
-printf '%-28s %s\n' "bench --repeat 3" "exit $repeat_rc" "A/A compare (10% gate)" "exit $compare_rc" "bench --soak $SOAK" "exit $soak_rc"
+printf '%-28s %s\n' "bench --repeat 3" "exit $repeat_rc" "A/A compare (no gate)" "exit $compare_rc" "bench --soak $SOAK" "exit $soak_rc"
 "$PY" - "$OUT/bench-repeat3.json" "$OUT/soak.json" "$OUT/compare-aa.txt" <<'PYEOF'
 import json, statistics, sys
 try:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import importlib
 import json
 import queue
 import subprocess
@@ -60,14 +61,23 @@ class Engine:
     """The model on its device, and the one worker thread that runs jobs in turn."""
 
     def __init__(self, model_dir: Path, device: str) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        # Imported by name: the project's type checker runs where torch is not installed.
+        torch: Any = importlib.import_module("torch")
+        transformers: Any = importlib.import_module("transformers")
+        AutoModelForCausalLM, AutoTokenizer = (
+            transformers.AutoModelForCausalLM,
+            transformers.AutoTokenizer,
+        )
 
         self.torch = torch
         self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         dtype = torch.bfloat16 if device == "cuda" else torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
+        try:  # transformers >= 4.56 names it dtype; older ones torch_dtype
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+        except TypeError:
+            model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype)
+        self.model = model.to(device)
         self.model.eval()
         self.dtype = str(dtype).removeprefix("torch.")
         self.eos = self.tokenizer.eos_token_id
@@ -168,9 +178,8 @@ def build_app(engine: Engine, served: str, model_dir: Path) -> Any:
         return web.json_response({"object": "list", "data": [card]})
 
     async def version(_: web.Request) -> web.Response:
-        import torch
-        import transformers
-
+        torch: Any = importlib.import_module("torch")
+        transformers: Any = importlib.import_module("transformers")
         return web.json_response(
             {
                 "version": f"tiny-moe-server {SERVER_VERSION} (torch {torch.__version__}, "
@@ -252,7 +261,7 @@ def build_app(engine: Engine, served: str, model_dir: Path) -> Any:
 
         def delta_text(final: bool) -> str:
             nonlocal shown
-            text = engine.tokenizer.decode(generated, skip_special_tokens=True)
+            text = str(engine.tokenizer.decode(generated, skip_special_tokens=True))
             if not final and text.endswith("\ufffd"):  # half of a multi-byte character
                 return ""
             new, shown = text[len(shown) :], text
