@@ -92,7 +92,9 @@ def _stats_row(label: str, s: Stats) -> list[str]:
     return [label, _f(s.mean, 2), _f(s.p50, 2), _f(s.p90, 2), _f(s.p95, 2), _f(s.p99, 2)]
 
 
-def _table(rows: list[list[str]], *, markdown: bool) -> list[str]:
+def _table(rows: list[list[str]], *, markdown: bool, left: int = 1) -> list[str]:
+    """``rows`` (the first the header) as a Markdown table, or as text: the first ``left``
+    columns aligned left, the others right (numbers)."""
     if markdown:
         head = "| " + " | ".join(map(cell, rows[0])) + " |"
         out = [head, "|" + "|".join("---" for _ in rows[0]) + "|"]
@@ -101,7 +103,7 @@ def _table(rows: list[list[str]], *, markdown: bool) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return [
         "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
+            c.ljust(w) if i < left else c.rjust(w)
             for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ).rstrip()
         for r in rows
@@ -463,7 +465,7 @@ def _ladder(doc: LadderDocument, *, markdown: bool) -> str:
                 _what_changed(step, markdown),
             ]
         )
-    out += _table(rows, markdown=markdown)
+    out += _table(rows, markdown=markdown, left=len(rows[0]))
     out.append("")
     rows = [["shape", "metric", "step", "before", "after", "change", "CI", "verdict"]]
     order: list[tuple[str, str]] = []
