@@ -10,7 +10,8 @@
 #      noise floor, which a busy host can exceed),
 #   3. bench --soak (60 s, 5 s intervals; NVML used memory of each GPU sampled per
 #      interval, KV cache unavailable: the server has no vLLM gauges),
-# writing the documents and their text under "$OUT" and a short table last. About 3 minutes
+# writing the documents and their text under "$OUT" (7 files: env.txt, bench-repeat3.json
+# and .txt, compare-aa.txt, soak.json and .txt, bench.log) and a short table last. About 3 minutes
 # expected; the deadlines (server 100 s, repeat 150 s, soak 95 s) keep it under 6; every
 # child is killed on exit (the server's whole process group).
 #
@@ -110,12 +111,12 @@ if [ -z "$PORT" ]; then
     exit 1
 fi
 URL=http://127.0.0.1:$PORT
-echo "server ready on $URL after $(($(date +%s) - T0)) s" >"$OUT/server.txt"
+echo "server ready on $URL after $(($(date +%s) - T0)) s" >>"$OUT/env.txt"
 
 # 2. bench --repeat 3: three runs of one configuration, their noise floor, the pinned environment.
 timeout -s INT -k 10 150 "${BD[@]}" bench --url "$URL" --shapes "$WORK/shapes.toml" \
     --shape short --shape concurrent --repeat 3 -o "$OUT/bench-repeat3.json" \
-    >"$OUT/bench-repeat3.txt" 2>"$OUT/bench-repeat3.err"
+    >"$OUT/bench-repeat3.txt" 2>>"$OUT/bench.log"
 repeat_rc=$?
 # The A/A compare: run 1 against runs 2-3 of the same server (one document split in two).
 "$PY" - "$OUT/bench-repeat3.json" "$WORK/a.json" "$WORK/b.json" <<'PYEOF'
@@ -136,9 +137,9 @@ compare_rc=$?
 # 3. A short soak: per-interval figures and NVML used memory of each GPU.
 timeout -s INT -k 10 95 "${BD[@]}" bench --url "$URL" --shapes "$WORK/shapes.toml" \
     --shape concurrent --soak "$SOAK" --soak-interval "$SOAK_IV" -o "$OUT/soak.json" \
-    >"$OUT/soak.txt" 2>"$OUT/soak.err"
+    >"$OUT/soak.txt" 2>>"$OUT/bench.log"
 soak_rc=$?
-tail -n 5 "$WORK/server.log" >"$OUT/server-log-tail.txt"
+{ echo "== the server's log, last lines"; tail -n 5 "$WORK/server.log"; } >>"$OUT/bench.log"
 
 # 4. The short table, last.
 echo
