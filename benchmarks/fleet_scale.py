@@ -15,10 +15,12 @@ configurations of their chunks again. Then, alternating, ``--repeat`` times each
   this process (serial, the default ``--jobs 1``) and once with ``--jobs 0`` (one worker
   process per CPU).
 
-It prints the best time of each, the ratio (goal: <= 2), and the per-node cost at each size:
-flat per-node figures mean linear growth. Also, once, the whole command as a child process
-at the largest size (start-up included). Correctness, untimed: the fleet must judge all N
-nodes and no file may be unjudged; otherwise it exits 1.
+It prints the median of each (``--repeat`` runs, default 5, interleaved; wall time, or
+with ``--cpu`` CPU time, the steadier on a loaded machine), the ratio (goal: <= 1.5),
+and the per-node cost at each size: flat per-node figures mean linear growth. Also, once,
+the whole command as a child process at the largest size (start-up included).
+Correctness, untimed: the fleet must judge all N nodes and no file may be unjudged;
+otherwise it exits 1.
 
     .venv/bin/python benchmarks/fleet_scale.py [--nodes 1000 5000 10000] [--repeat 3]
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,20 +72,26 @@ def generate(directory: Path, nodes: int) -> list[Path]:
     return paths
 
 
-def baseline(paths: list[Path]) -> float:
-    t = time.perf_counter()
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (a pool's workers)."""
+    t = os.times()  # children: 10 ms ticks; this process: process_time's finer clock
+    return time.process_time() + t.children_user + t.children_system
+
+
+def baseline(paths: list[Path]) -> tuple[float, float]:
+    t, c = time.perf_counter(), _cpu()
     decoder = msgspec.json.Decoder(Facts)
     for p in paths:
         decoder.decode(p.read_bytes())
-    return time.perf_counter() - t
+    return time.perf_counter() - t, _cpu() - c
 
 
-def fleet(directory: Path, nodes: int, jobs: int) -> float:
-    t = time.perf_counter()
+def fleet(directory: Path, nodes: int, jobs: int) -> tuple[float, float]:
+    t, c = time.perf_counter(), _cpu()
     paths, missing = expand_inputs([str(directory)])
     report = judge_fleet(paths, missing, jobs=jobs)
     render_fleet(report, FleetFormat.JSON)
-    elapsed = time.perf_counter() - t
+    elapsed = time.perf_counter() - t, _cpu() - c
     if report.summary.nodes != nodes or report.unjudged:
         sys.exit(f"fleet judged {report.summary.nodes} of {nodes}; unjudged: {report.unjudged}")
     return elapsed
@@ -91,9 +100,16 @@ def fleet(directory: Path, nodes: int, jobs: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 2000, 5000, 10000])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
+    parser.add_argument("--no-pool", action="store_true", help="serial only")
     args = parser.parse_args()
     jobs = default_jobs()
+    pick = 1 if args.cpu else 0
+    print(
+        f"{'CPU' if args.cpu else 'wall'} seconds, median of {args.repeat} interleaved runs; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
     print(
         f"python {sys.version.split()[0]}, msgspec {msgspec.__version__}, "
         f"{os.cpu_count()} CPUs, fleet workers: {jobs}"
@@ -110,10 +126,12 @@ def main() -> int:
             paths = generate(directory, n)
             base, serial, pool = [], [], []
             for _ in range(args.repeat):
-                base.append(baseline(paths))
-                serial.append(fleet(directory, n, 1))
-                pool.append(fleet(directory, n, jobs))
-            b, f, p = min(base), min(serial), min(pool)
+                base.append(baseline(paths)[pick])
+                serial.append(fleet(directory, n, 1)[pick])
+                if not args.no_pool:
+                    pool.append(fleet(directory, n, jobs)[pick])
+            b, f = statistics.median(base), statistics.median(serial)
+            p = statistics.median(pool) if pool else float("nan")
             rows.append((n, b, f, p))
             print(
                 f"{n:>6} {b:>8.3f} {f:>9.3f} {f / b:>6.2f} {p:>7.3f} {p / b:>6.2f}"

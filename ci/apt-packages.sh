@@ -2,7 +2,8 @@
 # Install the Debian packages named on the command line that are not installed yet, without
 # letting their maintainer scripts start system services (a policy-rc.d that says no is put
 # in place only when none exists, and removed again). Run as root; used by .ci/run for the
-# real components some tests need (prometheus-node-exporter, slurmctld/slurmd, munge).
+# real components some tests need (prometheus-node-exporter, slurmctld/slurmd, munge,
+# chromium for the HTML reports' browser tests).
 set -eu
 
 missing=

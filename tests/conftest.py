@@ -157,6 +157,21 @@ def node_exporter_bin() -> str:
     return path
 
 
+@pytest.fixture(scope="session")
+def chromium_bin() -> str:
+    """Debian's chromium (.ci/run installs it when root), driven by Playwright for the
+    `browser` tests (never `playwright install`: no browser download)."""
+    import importlib.util
+    import shutil
+
+    path = shutil.which("chromium")
+    if path is None:
+        require_component("no chromium on PATH (apt-get install chromium)")
+    if importlib.util.find_spec("playwright") is None:
+        require_component("no playwright module (pip install -e '.[dev]')")
+    return path
+
+
 # The test Slurm cluster: ci/slurm.sh starts munged, slurmctld and slurmd on localhost and
 # .ci/run exports its slurm.conf here. Tests marked `slurm` skip cleanly without it.
 SLURM_CONF_ENV = "BLACKWELL_DOCTOR_TEST_SLURM_CONF"

@@ -162,6 +162,48 @@ def test_one_slow_run_in_three_leaves_a_fifty_fold_slowdown_unproven_and_five_ru
         assert row.verdict == "worse", row  # type: ignore[attr-defined]
 
 
+def _bursty(run: BenchRun) -> BenchRun:
+    """``run`` as a starved front end delivers it: every token in one burst at the end."""
+
+    def burst(shape: ShapeResult) -> ShapeResult:
+        samples = [
+            msgspec.structs.replace(
+                s, ttft_ms=(s.e2e_ms or 0.0) - 0.002, itl_ms=[0.0001] * len(s.itl_ms)
+            )
+            for s in shape.samples
+        ]
+        metrics = shape_metrics(
+            samples,
+            duration_s=1.0,
+            reasoning_estimates=[None] * len(samples),
+            server_generation_tokens=None,
+        )
+        return msgspec.structs.replace(shape, samples=samples, metrics=metrics)
+
+    repeats = [msgspec.structs.replace(r, shapes=[burst(s) for s in r.shapes]) for r in run.repeats]
+    bursty = msgspec.structs.replace(run, shapes=[burst(s) for s in run.shapes], repeats=repeats)
+    return msgspec.structs.replace(bursty, calibration=calibrate(bursty))
+
+
+def test_a_per_token_latency_below_the_resolution_is_not_compared() -> None:
+    # An A/A compare on a starved 2-core host (vLLM CPU, VLLM_CPU_OMP_THREADS_BIND=nobind):
+    # before, the front end delivered each answer in one burst (TPOT p50 0.00 ms), after it
+    # streamed (18.24 ms): "+1,033,402.4%, worse", exit 1. Below 0.1 ms a ratio means
+    # nothing: not comparable, no change shown, no regression.
+    before, after = _bursty(_doc(A_LEVELS, 1)), _doc(A_AGAIN, 2)
+    doc = compare(
+        before, after, before_name="b", after_name="a", resamples=400, fail_on_regression_pct=10
+    )
+    rows = {c.metric: c for c in doc.comparisons}
+    for metric in ("tpot_ms.p50", "itl_ms.p50"):
+        row = rows[metric]
+        assert row.before is not None
+        assert row.before < 0.1, row
+        assert row.verdict == "not comparable", row
+        assert row.change_pct is None, row
+    assert not [r for r in doc.regressions if "tpot_ms" in r or "itl_ms.p50" in r], doc.regressions
+
+
 def test_widening_keeps_the_bounds_of_a_ratio() -> None:
     # sqrt(3/2), the widening of three runs a side, about +100% with [+50%, +200%]: the
     # same factor on each side of log(2), never below -100%, a bound at -100% kept.

@@ -55,7 +55,7 @@ def test_prerequisites_run_even_when_not_selected() -> None:
         (["driver", "pci"], ["driver.consistency", "pci.acs"], None),
         (
             [],
-            ["gpu", "driver", "pci", "p2p", "probe", "logs", "model", "serving"],
+            ["gpu", "driver", "pci", "p2p", "probe", "logs", "model", "serving", "stack"],
             ["platform.wsl"],
         ),
     ],
@@ -121,6 +121,7 @@ def test_every_catalogue_entry_has_a_title_severity_and_remedy_for_warn_or_fail(
             "logs",
             "model",
             "serving",
+            "stack",
         }
         assert spec.remedy is not None, f"{spec.id} has no remedy"
 

@@ -147,6 +147,10 @@ def _parses(fmt: enum.Enum, text: str) -> None:
             assert list(text_string_to_metric_families(text))
         case "compose":
             assert isinstance(yaml.safe_load(text), dict)
+        case "html":
+            # One page per document (bench: run, soak, compare), none with a script.
+            assert text.startswith("<!DOCTYPE html>")
+            assert "<script" not in text.lower()
         case "nfd":
             for line in text.splitlines():
                 assert line.startswith("#") or re.fullmatch(r"[\w.-]+=[\w.-]*", line), line

@@ -171,6 +171,6 @@ def test_the_cli_skeleton_imports_no_command(graph: grimp.ImportGraph) -> None:
 
     commands = {f"{CLI}.{name}" for name in COMMANDS}
     assert commands <= graph.modules
-    for base in ("app", "options", "output", "boundary"):
+    for base in ("root", "options", "output", "boundary"):
         reached = graph.find_upstream_modules(f"{CLI}.{base}")
         assert not reached & commands, base

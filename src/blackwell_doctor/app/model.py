@@ -48,7 +48,8 @@ def model(request: ModelRequest) -> ModelReport:
         stdin=sys.stdin.buffer,
     ).facts
     report = judge_model(facts, utilization=util)
-    if report.model.architecture is None and report.shards == 0:
+    modelled = any(p.kind == "not-modelled" for p in report.problems)
+    if report.model.architecture is None and report.shards == 0 and not modelled:
         detail = next((p.detail for p in report.problems if p.kind == "config"), "missing")
         raise UserError(
             f"{request.model_dir}: no usable config.json ({detail}) and no safetensors weights"

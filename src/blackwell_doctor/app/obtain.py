@@ -62,6 +62,11 @@ class FactsRequest:
     # --bench: a bench run document (``bench -o``) read into facts.bench, for the serving.*
     # checks; it replaces the bench section a --facts file carries.
     bench_file: Path | None = None
+    # The Python GPU stack (audit, check/collect --stack): read from ``python``'s environment
+    # (None: this interpreter's) on this host, also beside a facts file.
+    stack: bool = False
+    python: Path | None = None
+    stack_cache: bool = True
 
 
 @dataclass(frozen=True)
@@ -97,11 +102,54 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
     facts = with_logs(facts, request.logs, host_root=request.host_root, stdin=stdin)
     facts = with_model(facts, request.model_dir, required=request.facts_file is None)
     facts = with_bench(facts, request.bench_file, stdin=stdin)
+    if request.stack:
+        facts = with_stack(facts, request, environ=environ)
     if request.redact:
         from blackwell_doctor.facts.redact import redact_identity
 
         facts = redact_identity(facts)
     return Obtained(facts, source)
+
+
+def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str]) -> Facts:
+    """``facts`` with the Python GPU stack of ``request.python`` (None: this interpreter)
+    read into ``facts.stack``; ptxas is asked for the facts' GPUs' targets too. An
+    interpreter that does not answer is a UserError (the user named it)."""
+    import msgspec
+
+    from blackwell_doctor.collect.stack.cache import default_cache_path
+    from blackwell_doctor.collect.stack.interpreter import (
+        InterpreterError,
+        ask_interpreter,
+        this_interpreter,
+    )
+    from blackwell_doctor.collect.stack.inventory import read_stack
+    from blackwell_doctor.facts.document import NvmlFacts
+    from blackwell_doctor.ruledata.stack import load_stack_data
+
+    if request.python is None:
+        interpreter = this_interpreter()
+    else:
+        try:
+            interpreter = ask_interpreter(request.python)
+        except InterpreterError as exc:
+            raise UserError(str(exc)) from None
+    data = load_stack_data()
+    targets = list(data.ptxas.probe)
+    if isinstance(facts.nvml, NvmlFacts):
+        for g in facts.nvml.gpus:
+            if isinstance(g.compute_capability, tuple):
+                t = f"sm_{g.compute_capability[0]}{g.compute_capability[1]}a"
+                if t not in targets:
+                    targets.append(t)
+    stack = read_stack(
+        interpreter,
+        data,
+        ptxas_targets=targets,
+        environ=environ,
+        cache_path=default_cache_path(environ) if request.stack_cache else None,
+    )
+    return msgspec.structs.replace(facts, stack=stack)
 
 
 def with_bench(facts: Facts, bench_file: Path | None, *, stdin: BinaryIO) -> Facts:

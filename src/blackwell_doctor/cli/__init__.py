@@ -4,25 +4,44 @@ Everything that reads the host lives in ``collect`` (reached through
 :func:`blackwell_doctor.app.obtain.obtain_facts`), every verdict in ``rules``, every output format
 in ``render`` and the documents' own renderers. Only this package prints.
 
-``app`` (the typer application and its root options), ``options`` (options shared by
+``root`` (the typer application and its root options), ``options`` (options shared by
 commands), ``output`` (standard output or ``--output``) and ``boundary`` (the one error
 boundary: :func:`main`) import no command; ``commands`` lists the command modules, one per
-command, each registering itself on the app.
+command, each registering itself on the app. :func:`main` registers only the command that
+runs (start-up is import time: docs/performance.md); ``app`` here has all of them.
 """
 
 from __future__ import annotations
 
-from blackwell_doctor.cli.app import app
+import sys
+from typing import TYPE_CHECKING
+
 from blackwell_doctor.cli.boundary import run
-from blackwell_doctor.cli.commands import register_commands
+from blackwell_doctor.cli.commands import COMMANDS, commands_for, register_commands
+from blackwell_doctor.cli.root import new_app
 from blackwell_doctor.facts.errors import UserError
 
-register_commands(app)
+if TYPE_CHECKING:
+    import typer
+
+
+def build_app(names: tuple[str, ...] = COMMANDS) -> typer.Typer:
+    """The application with the commands of ``names`` registered."""
+    app = new_app()
+    register_commands(app, names)
+    return app
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and turn every outcome into a documented exit code."""
-    return run(app, argv)
+    args = sys.argv[1:] if argv is None else argv
+    return run(build_app(commands_for(args)), argv)
 
 
-__all__ = ["UserError", "app", "main"]
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":  # every command: what tests and tools introspect
+        return build_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["UserError", "app", "build_app", "main"]

@@ -24,6 +24,8 @@ from blackwell_doctor.cli.options import (
     NoProbe,
     Output,
     Select,
+    Stack,
+    StackPython,
     Strict,
     facts_request,
     judge,
@@ -54,6 +56,8 @@ def check(
     journal: Journal = False,
     kernel_log: KernelLog = False,
     model_dir: CheckModelDir = None,
+    stack: Stack = False,
+    python: StackPython = None,
     bench: BenchFile = None,
     embed_facts: Annotated[
         bool, typer.Option("--embed-facts", help="Include the judged facts in JSON output.")

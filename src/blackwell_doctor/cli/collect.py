@@ -19,6 +19,8 @@ from blackwell_doctor.cli.options import (
     Logs,
     NoProbe,
     Output,
+    Stack,
+    StackPython,
     facts_request,
 )
 from blackwell_doctor.cli.output import write
@@ -42,6 +44,8 @@ def collect(
     journal: Journal = False,
     kernel_log: KernelLog = False,
     model_dir: CheckModelDir = None,
+    stack: Stack = False,
+    python: StackPython = None,
     bench: BenchFile = None,
 ) -> None:
     """Write the facts document: everything read from this host, for `check --facts`."""

@@ -158,6 +158,8 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
         redact=params.get("redact", False),
         model_dir=params.get("model_dir"),
         bench_file=params.get("bench"),
+        stack=params.get("stack", False),
+        python=params.get("python"),
         logs=LogRequest(
             paths=tuple(params.get("logs") or ()),
             containers=tuple(params.get("containers") or ()),
@@ -192,6 +194,24 @@ CheckModelDir = Annotated[
         help="Also read this model directory (config, quantization, safetensors headers; "
         "never the weights) and run the model checks: does it fit, does the SM 12.x tile "
         "problem apply to it.",
+    ),
+]
+
+# audit, check, collect: the Python GPU stack (stack.* checks).
+Stack = Annotated[
+    bool,
+    typer.Option(
+        "--stack",
+        help="Also audit the Python GPU stack (`blackwell-doctor audit`): the kernels each "
+        "GPU package carries for these GPUs, Triton's ptxas.",
+    ),
+]
+StackPython = Annotated[
+    Path | None,
+    typer.Option(
+        "--python",
+        help="The interpreter of the environment to audit (e.g. /opt/venv/bin/python); "
+        "default: the one running blackwell-doctor. Its packages are never imported.",
     ),
 ]
 

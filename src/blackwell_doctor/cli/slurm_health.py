@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -83,6 +82,8 @@ def register(app: typer.Typer) -> None:
         if node is not None:  # given, even empty: judged as given, never a fallback
             name = node
         else:
+            import socket
+
             name = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
         problem = node_name_problem(name)
         if problem is not None:

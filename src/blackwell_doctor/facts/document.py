@@ -14,12 +14,14 @@ version is newer than the one it knows and converts older ones (:func:`_upgrade`
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 from blackwell_doctor.facts.bench import BenchFacts
 from blackwell_doctor.facts.model import ModelFacts
+from blackwell_doctor.facts.stack import StackFacts
 
 SCHEMA_VERSION = 4
 # Version 1 froze verdicts into the facts (P2P pair verdicts, log finding severities);
@@ -421,6 +423,9 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     # A bench run against the server (collect --bench run.json): its measurements, judged
     # by the serving.* checks; None: none given.
     bench: BenchFacts | None = None
+    # The Python GPU stack (`audit`, `collect --stack`): packages, the targets of their
+    # shared objects, Triton's ptxas; None: not read.
+    stack: StackFacts | Unavailable | None = None
     # For fixtures and hand-made captures: where the numbers came from.
     provenance: str | None = None
 
@@ -434,6 +439,13 @@ def encode_facts(facts: Facts) -> bytes:
     return msgspec.json.format(msgspec.json.encode(facts), indent=2) + b"\n"
 
 
+@functools.cache
+def _facts_decoder() -> msgspec.json.Decoder[Facts]:
+    """One decoder for every facts document of the process (``fleet`` decodes thousands:
+    ``msgspec.json.decode(data, type=Facts)`` looks the type up again each call)."""
+    return msgspec.json.Decoder(Facts)
+
+
 def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
     """Validate and decode a facts document; every problem becomes one FactsError line.
     A UTF-8 byte-order mark (Windows editors write one) is accepted; UTF-16 is named."""
@@ -444,7 +456,7 @@ def decode_facts(data: bytes, *, source: str = "facts") -> Facts:
     # The common case in one pass (``fleet`` decodes thousands): a current document.
     # Anything else (older, newer, malformed) goes the careful way below.
     try:
-        facts = msgspec.json.decode(data, type=Facts)
+        facts = _facts_decoder().decode(data)
         if facts.schema_version == SCHEMA_VERSION:
             return facts
         if _ADDITIVE_SINCE <= facts.schema_version < SCHEMA_VERSION:

@@ -39,6 +39,22 @@ class MlaFacts(msgspec.Struct, frozen=True, kw_only=True):
     qk_rope_head_dim: int
 
 
+class MambaFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """The state-space (Mamba) layers of a hybrid model: each keeps a fixed-size state per
+    sequence (a causal-conv window and the SSM state) instead of a per-token KV cache.
+    Field names follow vLLM's ``MambaStateShapeCalculator`` (mamba1/mamba2_state_shape)."""
+
+    kind: Literal["mamba2", "mamba1"]
+    layers: int
+    d_inner: int  # the mixer's inner width (Mamba-2: num_heads x head_dim)
+    state_size: int  # ssm_state_size / mamba_d_state
+    conv_kernel: int
+    num_heads: int = 0  # Mamba-2 heads
+    head_dim: int = 0
+    n_groups: int = 0  # Mamba-2 B/C groups
+    ssm_cache_dtype: str | None = None  # config.json's mamba_ssm_cache_dtype, if it names one
+
+
 class ArchFacts(msgspec.Struct, frozen=True, kw_only=True):
     architecture: str  # architectures[0], or model_type
     model_type: str | None = None
@@ -61,6 +77,11 @@ class ArchFacts(msgspec.Struct, frozen=True, kw_only=True):
     linear_state_bytes_per_layer: int = 0  # per sequence, at the model dtype
     moe: MoeFacts | None = None
     mla: MlaFacts | None = None
+    mamba: MambaFacts | None = None  # hybrid models: the state-space layers
+    # The family in checks/model_families.toml this config was counted as, and for hybrid
+    # layouts the layers of each kind ("23 Mamba-2, 6 attention, 23 MoE of 52").
+    family: str | None = None
+    layer_pattern: str | None = None
 
 
 class QuantFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,13 +104,17 @@ class ParamFacts(msgspec.Struct, frozen=True, kw_only=True):
     embedding: int = 0  # the input embedding table (gpt-oss counts active without it)
     routed_experts: int = 0  # parameters in routed experts (all of them)
     mtp: int = 0  # multi-token-prediction layers past num_hidden_layers (not in active)
+    # How the family's publisher counts active parameters (checks/model_families.toml):
+    # "with-embedding", "without-embedding", "both" or "unknown", and where that is said.
+    publisher_active: str | None = None
+    publisher_active_source: str | None = None
 
 
 class ModelProblem(msgspec.Struct, frozen=True, kw_only=True):
     """Something in the directory that stops a complete reading, or that the runtime will
     trip over: a bad header, a missing shard, a symlink leaving the directory."""
 
-    kind: str  # config, quantization, header, index, missing-shard, symlink
+    kind: str  # config, not-modelled, quantization, header, index, missing-shard, symlink
     path: str  # relative to the model directory
     detail: str
 

@@ -1,5 +1,6 @@
 """The ``bench`` documents (a run, a soak, a compare) in each format: rich (the terminal's
-text), Markdown, and JSON (schemas: schemas/bench.schema.json, bench-compare.schema.json).
+text), Markdown, JSON (schemas: schemas/bench.schema.json, bench-compare.schema.json) and
+HTML (one page with plots: render.bench_html, which escapes every value it places).
 
 Their strings come from the server (model ids, error bodies, notes quoting it) and from run
 files (shape names, file names): :func:`render_bench`, the one way in, takes the document
@@ -46,6 +47,14 @@ def render_bench(doc: BenchRun | CompareDocument | LadderDocument, fmt: BenchFor
             return _text(scrub(doc, sanitize_line), markdown=False)
         case BenchFormat.MARKDOWN:
             return _text(scrub(doc, sanitize_line), markdown=True)
+        case BenchFormat.HTML:
+            from blackwell_doctor.render.bench_html import render_compare_html, render_run_html
+
+            clean = scrub(doc, sanitize_line)
+            text = _text(clean, markdown=False)
+            if isinstance(clean, BenchRun):
+                return render_run_html(clean, text)
+            return render_compare_html(clean, text)
         case _:
             assert_never(fmt)
 

@@ -1,5 +1,6 @@
 """The fleet view in each format: rich (a terminal), markdown (a ticket), json (machines;
-schema: schemas/fleet.schema.json) and prometheus (a central textfile). Text from facts
+schema: schemas/fleet.schema.json), prometheus (a central textfile) and html (one page with
+its groups drawn: render.fleet_html). Text from facts
 files (hostnames, summaries) is data: sanitised, never markup."""
 
 from __future__ import annotations
@@ -320,5 +321,14 @@ def render_fleet(
             return render_json(report)
         case FleetFormat.PROMETHEUS:
             return render_prometheus(report, timing)
+        case FleetFormat.HTML:
+            from blackwell_doctor.render.fleet_html import render_fleet_html
+
+            return render_fleet_html(
+                report,
+                text=render_rich(report, color=False, verbose=True),
+                headline=headline(report),
+                node_lists=[", ".join(hostlist(g.nodes)) for g in report.groups],
+            )
         case _:
             assert_never(fmt)

@@ -41,6 +41,7 @@ class BenchFormat(enum.StrEnum):
     RICH = "rich"
     JSON = "json"
     MARKDOWN = "markdown"
+    HTML = "html"
 
 
 class ModelFormat(enum.StrEnum):
@@ -54,6 +55,7 @@ class FleetFormat(enum.StrEnum):
     MARKDOWN = "markdown"
     JSON = "json"
     PROMETHEUS = "prometheus"
+    HTML = "html"
 
 
 class ScanLogsFormat(enum.StrEnum):

@@ -39,6 +39,14 @@ def _b(n: int | None) -> str:
     return f"{n / 1e9:,.2f} GB ({n / GIB:,.2f} GiB)"
 
 
+_CONVENTION = {
+    "with-embedding": "with the input embedding",
+    "without-embedding": "without the input embedding",
+    "both": "both ways",
+    "unknown": "not said",
+}
+
+
 def _params(p: ParamFacts) -> list[str]:
     how = "read from tensor shapes" if p.source == "tensors" else "computed from config.json"
     lines = [f"parameters ({how}): total {p.total:,} ({p.total / 1e9:.2f}B)"]
@@ -47,6 +55,12 @@ def _params(p: ParamFacts) -> list[str]:
             f"  active per token {p.active:,} ({p.active / 1e9:.2f}B); without the input "
             f"embedding {p.active - p.embedding:,} ({(p.active - p.embedding) / 1e9:.2f}B)"
         )
+        if p.publisher_active is not None:
+            lines.append(
+                f"  the publisher counts active: "
+                f"{_CONVENTION.get(p.publisher_active, p.publisher_active)} "
+                f"({p.publisher_active_source})"
+            )
     if p.routed_experts:
         lines.append(f"  routed-expert parameters {p.routed_experts:,}")
     if p.mtp:
@@ -76,6 +90,22 @@ def _text(report: ModelReport, *, markdown: bool = False) -> str:
         out.append("dense (no experts)")
     if m.mla is not None:
         out.append(f"MLA: kv_lora_rank {m.mla.kv_lora_rank}, rope dim {m.mla.qk_rope_head_dim}")
+    if m.layer_pattern is not None:
+        out.append(f"hybrid layers: {m.layer_pattern}")
+    if m.mamba is not None:
+        mb = m.mamba
+        heads = (
+            f"{mb.num_heads} heads x {mb.head_dim}, {mb.n_groups} groups, "
+            if mb.kind == "mamba2"
+            else ""
+        )
+        out.append(
+            f"{'Mamba-2' if mb.kind == 'mamba2' else 'Mamba'} layers: {mb.layers}, inner "
+            f"{mb.d_inner}, {heads}state {mb.state_size}, conv {mb.conv_kernel}"
+            + (f", SSM cache {mb.ssm_cache_dtype}" if mb.ssm_cache_dtype else "")
+        )
+    if m.family is not None:
+        out.append(f"family: {m.family} (checks/model_families.toml)")
     q = m.quantization
     out.append(
         f"quantization: {q.method} ({q.format}"

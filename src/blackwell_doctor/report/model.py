@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from blackwell_doctor.facts.model import (
+    MambaFacts,
     MlaFacts,
     ModelFacts,
     ModelProblem,
@@ -28,7 +29,12 @@ class FitEntry(msgspec.Struct, frozen=True, kw_only=True):
     weights_per_gpu_bytes: int
     overhead_bytes: int
     kv_budget_bytes: int
-    kv_bytes_per_token: int
+    kv_bytes_per_token: int  # attention layers only (hybrid models: Mamba layers keep none)
+    # Fixed-size per-sequence state on one GPU: Mamba layers (padded to the attention page
+    # as vLLM allocates it) and linear-attention layers; 0 for plain transformers.
+    state_bytes_per_sequence: int = 0
+    # How many sequences of max_context tokens fit at once (KV + state each).
+    sequences_at_max_context: int | None = None
 
 
 class FitResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,6 +63,9 @@ class ModelSummary(msgspec.Struct, frozen=True, kw_only=True):
     head_dim: int | None
     max_position_embeddings: int | None
     dtype: str | None
+    mamba: MambaFacts | None = None  # hybrid models: the state-space layers
+    family: str | None = None  # the checks/model_families.toml family counted as
+    layer_pattern: str | None = None  # hybrid models: layers of each kind
 
 
 class ModelReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -94,6 +103,9 @@ def build_report(model: ModelFacts, result: FitResult | None, note: str | None) 
             head_dim=a.head_dim if a else None,
             max_position_embeddings=a.max_position_embeddings if a else None,
             dtype=a.dtype if a else None,
+            mamba=a.mamba if a else None,
+            family=a.family if a else None,
+            layer_pattern=a.layer_pattern if a else None,
         ),
         parameters=model.parameters,
         weights_bytes=model.weights_bytes,

@@ -39,6 +39,15 @@ _LONG_DOTTED_KEY = re.compile(
 )
 
 
+def _has_long_dotted_key(text: str) -> bool:
+    if text.count(".") < MAX_KEY_PARTS:
+        return False
+    return any(
+        line.count(".") >= MAX_KEY_PARTS and _LONG_DOTTED_KEY.search(line)
+        for line in text.split("\n")
+    )
+
+
 # tomllib parses nested arrays and inline tables recursively: 2,000 levels reach Python's
 # recursion limit, and objects finalised at that depth then fail in their own hooks (seen:
 # pytest's unraisable hook raising RecursionError). Deeper than this is refused before.
@@ -70,7 +79,8 @@ def _nesting(text: str) -> int:
 def parse_toml(text: str, *, source: str) -> dict[str, Any]:
     """Decode TOML text (a shipped file, a user's catalogue or shapes); ``source`` names it
     in the error. What would cost tomllib unbounded memory or recursion is refused first."""
-    if _LONG_DOTTED_KEY.search(text):
+    # A dotted key lies on one line: the regex runs only where a line has the dots for one.
+    if _has_long_dotted_key(text):
         raise CatalogueError(
             f"{source}: not accepted: a dotted key of more than {MAX_KEY_PARTS} parts"
         )

@@ -16,6 +16,7 @@ class _Fit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     gpu_memory_utilization: float
     min_context_tokens: int
     default_kv_bytes: int
+    mamba_states_per_sequence: int
     source: str
 
 

@@ -2,21 +2,25 @@
 
 In a wheel the top-level folders live under ``blackwell_doctor/_data``; in a source checkout
 they are read where they are, so editing ``checks/*.toml`` takes effect without a reinstall.
+
+Paths are built from this file's place, not with ``importlib.resources`` (whose import,
+zipfile and tempfile with it, cost every command ~10 ms of start-up): the package is
+installed as files (a wheel unpacked or a checkout), never imported from a zip.
 """
 
 from __future__ import annotations
 
-from importlib.resources import files
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
+_PACKAGE = Path(__file__).resolve().parents[1]
 
-def data_dir(name: str) -> Traversable:
+
+def data_dir(name: str) -> Path:
     """The shipped folder ``name`` (``checks`` or ``kernels_probe``)."""
-    packaged = files("blackwell_doctor") / "_data" / name
+    packaged = _PACKAGE / "_data" / name
     if packaged.is_dir():
         return packaged
-    checkout = Path(__file__).resolve().parents[3] / name
+    checkout = _PACKAGE.parents[1] / name
     if checkout.is_dir():
         return checkout
     raise FileNotFoundError(f"blackwell-doctor data folder {name!r} is missing from the install")
@@ -24,4 +28,4 @@ def data_dir(name: str) -> Traversable:
 
 def schema_text(name: str) -> str:
     """A JSON Schema shipped in ``blackwell_doctor/schemas`` (e.g. ``report.schema.json``)."""
-    return (files("blackwell_doctor") / "schemas" / name).read_text(encoding="utf-8")
+    return (_PACKAGE / "schemas" / name).read_text(encoding="utf-8")

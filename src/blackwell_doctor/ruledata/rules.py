@@ -13,6 +13,7 @@ import msgspec
 from blackwell_doctor.report.results import Severity
 from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
 from blackwell_doctor.ruledata.serving import ServingData
+from blackwell_doctor.ruledata.stack import StackData, load_stack_data
 
 
 def fill(template: str, values: dict[str, str]) -> str:
@@ -188,6 +189,8 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     # checks/serving.toml: the serving.* checks' expectations and thresholds.
     serving: ServingData
     distros: Distros
+    # checks/stack.toml: the stack.* checks' data (`audit`).
+    stack: StackData
 
     def word(self, command: str, key: str, **values: str) -> str:
         """``[words.<command>] <key>`` with its ``{name}`` placeholders filled."""
@@ -238,4 +241,5 @@ def load_rule_data() -> RuleData:
         launch=catalogue.launch,
         serving=serving,
         distros=distros,
+        stack=load_stack_data(),
     )

@@ -35,6 +35,9 @@ def _model(facts: Facts) -> ModelFacts | Outcome:
     if isinstance(m, Unavailable):
         return not_evaluated(f"the model directory could not be read: {m.reason}")
     if m.arch is None:
+        modelled = next((p.detail for p in m.problems if p.kind == "not-modelled"), None)
+        if modelled is not None:
+            return not_evaluated(modelled, path=m.path)
         detail = next((p.detail for p in m.problems if p.kind == "config"), "missing")
         return not_evaluated(f"config.json is unusable ({detail})", path=m.path)
     return m
@@ -44,6 +47,10 @@ def model_fit_result(facts: Facts, *, utilization: float | None = None) -> FitRe
     """The fit of the facts' model on the facts' GPUs, or why there is none: the one fit
     verdict (``check --model-dir``'s model.fit, ``model DIR``, ``recommend``)."""
     m = facts.model
+    if isinstance(m, ModelFacts) and m.arch is None:
+        modelled = next((p.detail for p in m.problems if p.kind == "not-modelled"), None)
+        if modelled is not None:
+            return modelled
     if m is None or isinstance(m, Unavailable) or m.arch is None:
         return NO_MODEL if m is None else "config.json is missing or unusable"
     try:

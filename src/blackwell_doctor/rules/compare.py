@@ -28,7 +28,9 @@ per row.
 A verdict is "better" or "worse" only when the interval excludes zero *and* the change is
 at least ``threshold_pct`` *and*, for a latency, at least 0.1 ms: run-to-run noise of a few
 percent is real on any server, and a latency of a few microseconds (two SSE events read in
-one socket read, as from a server that coalesces its writes) has no meaningful ratio.
+one socket read, as from a server that coalesces its writes) has no meaningful ratio. For
+the same reason a latency whose value on either side is below 0.1 ms is "not comparable",
+with no change shown.
 
 The cost is bounded whatever the runs' size. A resample is a draw count per request: each
 percentile is read off the statistic's values sorted once, with the requests' counts summed
@@ -404,9 +406,17 @@ def _compare_shape(
             verdict = TOO_FEW
         elif not pb or pa is None or len(changes) < max(10, resamples // 2):
             verdict = NOT_COMPARABLE
+        elif lower and min(pb, pa) < MIN_LATENCY_CHANGE_MS:
+            # Below the timing's resolution the ratio means nothing: a TPOT or ITL of 0.00
+            # ms is a server that delivered its tokens in bursts (a starved front end seen
+            # here: A/A, 0.00 -> 18.24 ms, "+1,033,402%"), not one that generates faster.
+            verdict = NOT_COMPARABLE
         else:
             verdict = ""
         if verdict:
+            shown_change = None
+            if pb and pa is not None and not (lower and min(pb, pa) < MIN_LATENCY_CHANGE_MS):
+                shown_change = (pa / pb - 1.0) * 100.0
             rows.append(
                 Comparison(
                     shape=before.name,
@@ -414,7 +424,7 @@ def _compare_shape(
                     better="lower" if lower else "higher",
                     before=shown_b,
                     after=shown_a,
-                    change_pct=None if not pb or pa is None else (pa / pb - 1.0) * 100.0,
+                    change_pct=shown_change,
                     ci_low_pct=None,
                     ci_high_pct=None,
                     verdict=verdict,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-from packaging.version import Version
-
 from blackwell_doctor.facts.document import CpuFacts, Facts, OsRelease, Unavailable
 from blackwell_doctor.report.results import (
     Evidence,
@@ -100,7 +98,7 @@ def driver_version(facts: Facts, rules: RuleData) -> Outcome:
         "minimum": floor,
         "gpus": sm12x,
     }
-    if version >= Version(floor):
+    if view.at_least(version, floor):
         return passed(f"driver {text} on SM 12.x (>= {floor})", **evidence)
     case, command_set, values = driver_install_commands(facts, rules)
     cuda_driver = rules.thresholds.driver.cuda_13_2_driver
@@ -136,7 +134,7 @@ def driver_cuda_version(facts: Facts, rules: RuleData) -> Outcome:
         "driver_cuda": text,
         "recommended": want,
     }
-    if version >= Version(want):
+    if view.at_least(version, want):
         return passed(f"driver supports CUDA {text} (>= {want})", **evidence)
     return Outcome(
         status=Status.WARN,

@@ -10,4 +10,5 @@ from blackwell_doctor.rules import (  # noqa: F401
     platform,
     probe,
     serving,
+    stack,
 )

@@ -14,6 +14,22 @@ divides them), per GPU:
 Sliding-window layers hold at most ``sliding_window`` tokens; linear-attention layers hold
 a fixed state per sequence. Unified memory (GB10) has no NVML figure: the pool comes from
 the data file, less what the OS keeps.
+
+Hybrid models (Mamba + attention): only the attention layers keep a KV cache. Each Mamba
+layer keeps one state per sequence, sized as vLLM's hybrid allocator reserves it
+(vllm/model_executor/layers/mamba/mamba_utils.py ``MambaStateShapeCalculator``,
+vllm/model_executor/models/config.py ``HybridAttentionMambaModelConfig``):
+
+    Mamba-2 conv  = (conv_kernel - 1) x (d_inner + 2 x groups x state_size) / t x model bytes
+                    (groups rounded up to t when t does not divide them)
+    Mamba-2 SSM   = heads / t x head_dim x state_size x ssm bytes
+    Mamba-1       = (conv_kernel - 1) x d_inner / t + d_inner / t x state_size
+    attention block = 16 x ceil(state / (16 x attention bytes per token and layer)) tokens
+    state per layer = attention block x attention bytes per token and layer (the state
+                    padded to one attention page: the two share one block pool)
+
+times ``mamba_states_per_sequence`` (checks/model_fit.toml: 1, vLLM's
+``--mamba-cache-mode none``). The KV of a sequence is whole attention blocks.
 """
 
 from __future__ import annotations
@@ -150,7 +166,47 @@ def kv_bytes_per_token(model: ModelFacts, tp: int, data: FitData) -> tuple[int, 
     )
     if sliding:
         how += f" (+ {arch.sliding_window_layers} sliding layers, {arch.sliding_window} tokens)"
+    others = arch.num_layers - arch.full_attention_layers - arch.sliding_window_layers
+    if arch.mamba is not None and others > 0:
+        how += f" (attention layers only: the other {others} keep no KV cache)"
     return full, sliding, how
+
+
+@dataclass(frozen=True)
+class MambaState:
+    """One sequence's state in one Mamba layer on one rank, as vLLM allocates it."""
+
+    conv_bytes: int
+    ssm_bytes: int
+    padded_bytes: int  # the attention page it occupies
+    block_tokens: int | None  # the attention block size the padding sets; None: no attention
+
+    @property
+    def raw_bytes(self) -> int:
+        return self.conv_bytes + self.ssm_bytes
+
+
+def mamba_state(model: ModelFacts, tp: int, data: FitData) -> MambaState | None:
+    arch = model.arch
+    assert arch is not None
+    m = arch.mamba
+    if m is None:
+        return None
+    model_bytes = _BYTES.get((arch.dtype or "bfloat16").lower(), 2)
+    ssm_b = _BYTES.get((m.ssm_cache_dtype or "").lower(), model_bytes)
+    if m.kind == "mamba2":
+        groups = m.n_groups + (0 if m.n_groups % tp == 0 else tp - m.n_groups)
+        conv = (m.conv_kernel - 1) * ((m.d_inner + 2 * groups * m.state_size) // tp) * model_bytes
+        ssm = (m.num_heads // tp) * m.head_dim * m.state_size * ssm_b
+    else:
+        conv = (m.conv_kernel - 1) * (m.d_inner // tp) * model_bytes
+        ssm = (m.d_inner // tp) * m.state_size * ssm_b
+    if arch.full_attention_layers == 0 or arch.mla is not None:
+        return MambaState(conv, ssm, conv + ssm, None)
+    kvb = 1 if model.quantization.kv_cache_dtype == "fp8" else data.fit.default_kv_bytes
+    per_token = 2 * math.ceil(arch.num_kv_heads / tp) * arch.head_dim * kvb
+    block = 16 * math.ceil((conv + ssm) / (16 * per_token))
+    return MambaState(conv, ssm, block * per_token, block)
 
 
 def _tp_sizes(model: ModelFacts, gpus: int) -> list[int]:
@@ -160,6 +216,9 @@ def _tp_sizes(model: ModelFacts, gpus: int) -> list[int]:
     for t in range(1, gpus + 1):
         if arch.num_attention_heads % t:
             continue
+        m = arch.mamba
+        if m is not None and (m.d_inner % t or (m.kind == "mamba2" and m.num_heads % t)):
+            continue  # vLLM divides the Mamba heads and inner width over the ranks
         if arch.mla is None and arch.num_kv_heads % t and t % arch.num_kv_heads:
             continue
         out.append(t)
@@ -228,13 +287,21 @@ def _entry(
             )
     per_gpu = math.ceil(wbytes / t)
     full, sliding, kv_how = kv_bytes_per_token(model, t, data)
-    state = math.ceil(arch.linear_attention_layers * arch.linear_state_bytes_per_layer / t)
+    linear_state = math.ceil(arch.linear_attention_layers * arch.linear_state_bytes_per_layer / t)
+    ms = mamba_state(model, t, data)
+    mamba_total = (
+        ms.padded_bytes * arch.mamba.layers * data.fit.mamba_states_per_sequence
+        if ms is not None and arch.mamba
+        else 0
+    )
+    state = linear_state + mamba_total  # per sequence
     budget = usable - per_gpu - overhead - state
     ep = None if arch.moe is None else (t > 1 and arch.moe.experts % t == 0)
     head = (
         f"{usable_text} - {_gib(per_gpu)} weights ({_gib(wbytes)} / {t}) - "
         f"{_gib(overhead)} runtime overhead"
-        + (f" - {_gib(state)} linear-attention state" if state else "")
+        + (f" - {_gib(linear_state)} linear-attention state" if linear_state else "")
+        + (f" - {mamba_total / 2**20:,.1f} MiB Mamba state of one sequence" if mamba_total else "")
         + f" = {_gib(budget)} for the KV cache"
     )
     limit = arch.max_position_embeddings
@@ -250,6 +317,7 @@ def _entry(
             overhead_bytes=overhead,
             kv_budget_bytes=budget,
             kv_bytes_per_token=full + sliding,
+            state_bytes_per_sequence=state,
         )
     window = arch.sliding_window or 0
     if full == 0:
@@ -259,15 +327,45 @@ def _entry(
         tokens = (budget - sliding * window) // full
     else:
         tokens = budget // (full + sliding)
+    block = ms.block_tokens if ms is not None else None
+    if block and full:
+        tokens = tokens // block * block  # the KV of a sequence is whole attention blocks
     capped = limit is not None and tokens > limit
     ctx = min(tokens, limit) if limit is not None else tokens
     needed = min(data.fit.min_context_tokens, limit or data.fit.min_context_tokens)
     fits = ctx >= needed
-    reason = f"{head}; KV {kv_how}: {tokens:,} tokens"
+    reason = f"{head}; KV {kv_how}"
+    if ms is not None and arch.mamba is not None:
+        m = arch.mamba
+        kind = "Mamba-2" if m.kind == "mamba2" else "Mamba"
+        copies = data.fit.mamba_states_per_sequence
+        reason += (
+            f"; {kind} state per sequence {m.layers} layers"
+            + (f" x {copies} states (checks/model_fit.toml)" if copies != 1 else "")
+            + f" x {ms.padded_bytes:,} B "
+            f"({ms.conv_bytes:,} B conv + {ms.ssm_bytes:,} B SSM"
+            + (
+                f", padded to one {block}-token attention page as vLLM's hybrid allocator does"
+                if block
+                else ""
+            )
+            + f") = {mamba_total:,} B"
+        )
+    reason += f": {tokens:,} tokens"
     if capped:
         reason += f", capped at max_position_embeddings {limit:,}"
     if not fits:
         reason += f": below the {needed:,}-token minimum (checks/model_fit.toml)"
+    sequences = None
+    if fits:
+        kv_ctx = math.ceil(ctx / block) * block if block else ctx
+        per_seq = full * kv_ctx + sliding * min(kv_ctx, window or kv_ctx) + state
+        sequences = (budget + state) // per_seq if per_seq else None
+        if sequences is not None:
+            reason += (
+                f"; {sequences:,} sequence(s) of {ctx:,} tokens fit at once "
+                f"({per_seq:,} B each: KV + state)"
+            )
     return FitEntry(
         tensor_parallel=t,
         expert_parallel=ep,
@@ -279,4 +377,6 @@ def _entry(
         overhead_bytes=overhead,
         kv_budget_bytes=budget,
         kv_bytes_per_token=full + sliding,
+        state_bytes_per_sequence=state,
+        sequences_at_max_context=sequences,
     )

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar
-
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING, TypeVar
 
 from blackwell_doctor.facts.document import (
     CudaFacts,
@@ -16,6 +14,9 @@ from blackwell_doctor.facts.document import (
     Unavailable,
 )
 from blackwell_doctor.report.results import Outcome, not_evaluated, skipped
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 T = TypeVar("T")
 
@@ -108,10 +109,21 @@ def driver_version(facts: Facts) -> str | None:
 def parse_version(text: str | None) -> Version | None:
     if text is None:
         return None
+    # Imported here: its import compiles a large regex, ~10 ms of every check's start-up,
+    # which only a host whose checks read a version pays.
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(text)
     except InvalidVersion:
         return None
+
+
+def at_least(version: Version, floor: str) -> bool:
+    """``version`` >= the version ``floor`` names (a threshold from checks/*.toml)."""
+    from packaging.version import Version
+
+    return version >= Version(floor)
 
 
 def is_wsl(facts: Facts) -> bool:

@@ -81,14 +81,16 @@ ENGINES = ("auto", "hyperscan", "re2", "find")
 
 
 def _hyperscan_finder(literals: list[bytes]) -> Finder | None:
-    """One Hyperscan block-mode database of the literals (its pure-literal compiler). The
-    scan releases the GIL, so it runs beside the newline count (see :func:`_scan_region`)."""
+    """One Hyperscan block-mode database of the literals (its pure-literal compiler), loaded
+    from the per-catalogue cache where a trusted copy is there (:mod:`.hsdb`). The scan
+    releases the GIL, so it runs beside the newline count (see :func:`_scan_region`)."""
     try:
         import hyperscan  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         return None
-    db: Any = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=literals, ids=list(range(len(literals))), flags=0, literal=True)
+    from blackwell_doctor.collect.logs.hsdb import literal_database
+
+    db: Any = literal_database(hyperscan, literals)
     lengths = [len(lit) for lit in literals]
 
     def hits(buf: bytes, start: int, end: int) -> Hits:

@@ -8,17 +8,32 @@ MLA ``kv_lora_rank``/``q_lora_rank``), Mixtral/gpt-oss (``num_local_experts``,
 ``experts_per_token``, ``layer_types`` with sliding windows), Llama 4
 (``interleave_moe_layer_step``), Qwen3-Next/3.5 (``layer_types`` with linear attention).
 Multimodal checkpoints nest the language model in ``text_config``.
+
+Hybrid layouts (checks/model_families.toml names each family's): Nemotron-H's
+``hybrid_override_pattern`` / ``layers_block_type``, Granite 4.0-H's ``layer_types`` of
+mamba/attention, Jamba's ``attn_layer_period``/``expert_layer_period``, Falcon-H1's parallel
+attention + Mamba-2 in every layer. A model_type the catalogue does not list, or a pattern
+this module does not understand, raises :class:`NotModelled`: no count is better than a
+confident wrong one.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
-from blackwell_doctor.facts.model import ArchFacts, MlaFacts, MoeFacts, ParamFacts
+from blackwell_doctor.facts.model import ArchFacts, MambaFacts, MlaFacts, MoeFacts, ParamFacts
+from blackwell_doctor.ruledata.families import Family, load_families
 
 
 class ConfigError(Exception):
     """config.json lacks what sizing needs; the message is one line."""
+
+
+class NotModelled(ConfigError):
+    """config.json describes an architecture this tool does not count (an unknown
+    model_type, a layer pattern it does not understand); the message says what is missing."""
 
 
 # The counts that size a model: one given (not null) that is no whole number of at least 0
@@ -147,8 +162,16 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
             f"config.json has {heads} attention heads and {kv_heads} KV heads: the attention "
             "heads must be a whole multiple of the KV heads (each KV head serves a group)"
         )
-    head_dim = _bounded("head_dim", _int(cfg, "head_dim", default=None) or hidden // heads)
+    head_dim = _bounded(
+        "head_dim", _int(cfg, "head_dim", "attention_head_dim", default=None) or hidden // heads
+    )
     vocab = _bounded("vocab_size", _need(cfg, "vocab_size"))
+    family = _catalogued(cfg, raw)
+    if family is not None and family.layout != "decoder":
+        hybrid = hybrid_layers(cfg, family, layers)
+        return _hybrid_arch(
+            raw, cfg, nested, family, hybrid, architecture, hidden, heads, kv_heads, head_dim, vocab
+        )
     experts = _int(cfg, "num_experts", "n_routed_experts", "num_local_experts", default=0) or 0
     _bounded("num_experts", experts)
     moe: MoeFacts | None = None
@@ -180,11 +203,24 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
     full, sliding, linear = layers, 0, 0
     window = _int(cfg, "sliding_window")
     if kinds is not None:
+        for i, k in enumerate(kinds):
+            if k not in ("full_attention", "sliding_attention", "linear_attention", "attention"):
+                raise _pattern_error(
+                    "layer_types", k, i, "full_attention, sliding_attention, linear_attention"
+                )
         sliding = sum(1 for k in kinds if k == "sliding_attention")
         linear = sum(1 for k in kinds if k == "linear_attention")
         full = layers - sliding - linear
         if sliding and not window:
             raise ConfigError("config.json has sliding_attention layers but no sliding_window")
+    if family is None:  # after the checks above: a corrupt config is said so first
+        family = family_of(cfg, raw)
+    foreign = [f for f in _HYBRID_FIELDS if cfg.get(f) is not None]
+    if foreign:
+        raise NotModelled(
+            f"config.json ({family.name}) has {', '.join(foreign)}: a layer pattern the "
+            f"{family.layout} layout does not read, so the model is not modelled"
+        )
     dtype = cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype")
     return ArchFacts(
         architecture=architecture,
@@ -208,6 +244,7 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
         linear_state_bytes_per_layer=_linear_state_bytes(cfg) if linear else 0,
         moe=moe,
         mla=mla,
+        family=family.name,
     )
 
 
@@ -228,6 +265,8 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
     Counts every weight matrix, bias the config declares and norm; rotary tables and
     buffers are not parameters."""
     cfg, _ = text_config(raw)
+    if arch.layer_pattern is not None:
+        return _hybrid_params(raw, cfg, arch)
     h, nh, kvh, hd = arch.hidden_size, arch.num_attention_heads, arch.num_kv_heads, arch.head_dim
     bias = bool(cfg.get("attention_bias", False))
     if arch.mla is not None:
@@ -292,6 +331,394 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
             active += mixer + norms + dense_mlp
     embedding = arch.vocab_size * h
     head = 0 if arch.tie_word_embeddings else arch.vocab_size * h
+    total += embedding + head + h
+    active += embedding + head + h
+    return ParamFacts(
+        source="config",
+        total=total,
+        active=active if moe is not None else total,
+        embedding=embedding,
+        routed_experts=routed_all,
+    )
+
+
+# ----------------------------------------------------------------------------- families
+
+
+def _catalogued(cfg: dict[str, Any], raw: dict[str, Any]) -> Family | None:
+    model_type = cfg.get("model_type") or raw.get("model_type")
+    return load_families().by_model_type(model_type) if isinstance(model_type, str) else None
+
+
+def family_of(cfg: dict[str, Any], raw: dict[str, Any]) -> Family:
+    """The catalogue family of this config's model_type; NotModelled when there is none."""
+    model_type = cfg.get("model_type") or raw.get("model_type")
+    data = load_families()
+    family = data.by_model_type(model_type) if isinstance(model_type, str) else None
+    if family is None:
+        shown = (
+            f"model_type {str(model_type)[:60]!r} is"
+            if model_type
+            else "config.json names no model_type, so the architecture is"
+        )
+        raise NotModelled(
+            f"{shown} not modelled: checks/model_families.toml has no layer layout for it "
+            f"(modelled: {', '.join(data.known())}); its parameter count and KV cache would "
+            "be a guess"
+        )
+    return family
+
+
+# ----------------------------------------------------------------------------- hybrids
+
+
+@dataclass(frozen=True)
+class HybridLayers:
+    """Per decoder layer: the sequence mixer ("attention", "mamba2", "mamba1",
+    "attention+mamba2" or "none") and the feed-forward block ("mlp", "moe" or "none")."""
+
+    mixers: list[str]
+    ffns: list[str]
+    source: str  # the config field the layout was read from
+
+
+# Layer-pattern fields of hybrid layouts: in a config counted as a plain decoder they would
+# be silently ignored, so their presence there is "not modelled".
+_HYBRID_FIELDS = (
+    "hybrid_override_pattern",
+    "layers_block_type",
+    "attn_layer_period",
+    "expert_layer_period",
+    "attn_layer_indices",
+    "attn_type_list",
+    "block_configs",
+)
+
+_NEMOTRON = {"M": ("mamba2", "none"), "*": ("attention", "none"), "-": ("none", "mlp")}
+_NEMOTRON["E"] = ("none", "moe")
+_NEMOTRON_BLOCKS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _pattern_error(field: str, value: object, where: int, known: str) -> NotModelled:
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+    return NotModelled(
+        f"config.json {field} has {shown} at layer {where}: not a layer kind this tool counts "
+        f"({known}); the model is not modelled"
+    )
+
+
+def _nemotron_layers(cfg: dict[str, Any], layers: int) -> HybridLayers:
+    pattern = cfg.get("hybrid_override_pattern")
+    blocks = cfg.get("layers_block_type")
+    field = "hybrid_override_pattern"
+    if isinstance(pattern, str):
+        chars = list(pattern)
+    elif isinstance(blocks, list):
+        field = "layers_block_type"
+        chars = []
+        for i, b in enumerate(blocks):
+            if not isinstance(b, str) or b not in _NEMOTRON_BLOCKS:
+                raise _pattern_error(field, b, i, "mamba, attention, mlp, moe")
+            chars.append(_NEMOTRON_BLOCKS[b])
+    else:
+        raise NotModelled(
+            "config.json (nemotron_h) has neither hybrid_override_pattern nor "
+            "layers_block_type: which layers are Mamba-2, attention, MLP or MoE is unknown, "
+            "so the model is not modelled"
+        )
+    if len(chars) != layers:
+        raise NotModelled(
+            f"config.json {field} names {len(chars)} layers but num_hidden_layers is "
+            f"{layers}: the layout is not modelled"
+        )
+    mixers, ffns = [], []
+    for i, c in enumerate(chars):
+        kind = _NEMOTRON.get(c)
+        if kind is None:
+            raise _pattern_error(field, c, i, "M Mamba-2, * attention, - MLP, E MoE")
+        mixers.append(kind[0])
+        ffns.append(kind[1])
+    return HybridLayers(mixers, ffns, field)
+
+
+def _granite_layers(cfg: dict[str, Any], layers: int) -> HybridLayers:
+    kinds = cfg.get("layer_types")
+    if not isinstance(kinds, list) or len(kinds) != layers:
+        raise NotModelled(
+            "config.json (granitemoehybrid) has no layer_types list of num_hidden_layers "
+            "entries: which layers are Mamba-2 and which attention is unknown, so the model "
+            "is not modelled"
+        )
+    experts = _int(cfg, "num_local_experts", default=0) or 0
+    mixers = []
+    for i, k in enumerate(kinds):
+        if k not in ("mamba", "attention"):
+            raise _pattern_error("layer_types", k, i, "mamba, attention")
+        mixers.append("mamba2" if k == "mamba" else "attention")
+    return HybridLayers(mixers, ["moe" if experts else "none"] * layers, "layer_types")
+
+
+def _jamba_layers(cfg: dict[str, Any], layers: int) -> HybridLayers:
+    names = ("attn_layer_period", "attn_layer_offset", "expert_layer_period", "expert_layer_offset")
+    values = [_int(cfg, n) for n in names]
+    missing = [n for n, v in zip(names, values, strict=True) if v is None]
+    if missing:
+        raise NotModelled(
+            f"config.json (jamba) has no {', '.join(missing)}: which layers are attention and "
+            "which MoE is unknown, so the model is not modelled"
+        )
+    ap, ao, ep, eo = (v or 0 for v in values)
+    if ap == 0 or ep == 0:
+        raise NotModelled("config.json (jamba) has a layer period of 0: not modelled")
+    experts = _int(cfg, "num_experts", default=0) or 0
+    mixers = ["attention" if i % ap == ao else "mamba1" for i in range(layers)]
+    ffns = ["moe" if experts > 1 and i % ep == eo else "mlp" for i in range(layers)]
+    return HybridLayers(mixers, ffns, "attn_layer_period/offset, expert_layer_period/offset")
+
+
+def _falcon_layers(cfg: dict[str, Any], layers: int) -> HybridLayers:
+    if cfg.get("attn_layer_indices") is not None:
+        raise NotModelled(
+            "config.json (falcon_h1) sets attn_layer_indices: attention in some layers only "
+            "is not modelled (every released Falcon-H1 has it null)"
+        )
+    return HybridLayers(["attention+mamba2"] * layers, ["mlp"] * layers, "every layer")
+
+
+def hybrid_layers(cfg: dict[str, Any], family: Family, layers: int) -> HybridLayers:
+    match family.layout:
+        case "nemotron_h":
+            return _nemotron_layers(cfg, layers)
+        case "granite_hybrid":
+            return _granite_layers(cfg, layers)
+        case "jamba":
+            return _jamba_layers(cfg, layers)
+        case "falcon_h1":
+            return _falcon_layers(cfg, layers)
+        case "decoder":
+            raise AssertionError("decoder layouts are read by arch_from_config itself")
+
+
+def _mamba_need(cfg: dict[str, Any], family: Family, *names: str) -> int:
+    value = _int(cfg, *names)
+    if not value:
+        raise NotModelled(
+            f"config.json ({family.name.split(' (')[0]}) has no usable {names[0]}: its Mamba "
+            "layers cannot be counted, so the model is not modelled"
+        )
+    return value
+
+
+def _mamba_facts(cfg: dict[str, Any], family: Family, hidden: int, layers: int) -> MambaFacts:
+    dtype = cfg.get("mamba_ssm_cache_dtype")
+    ssm_dtype = dtype if isinstance(dtype, str) else None
+    if family.layout == "jamba":
+        expand = _mamba_need(cfg, family, "mamba_expand")
+        return MambaFacts(
+            kind="mamba1",
+            layers=layers,
+            d_inner=expand * hidden,
+            state_size=_mamba_need(cfg, family, "mamba_d_state"),
+            conv_kernel=_mamba_need(cfg, family, "mamba_d_conv"),
+        )
+    if family.layout == "nemotron_h":
+        nh = _mamba_need(cfg, family, "mamba_num_heads")
+        hd = _mamba_need(cfg, family, "mamba_head_dim")
+        return MambaFacts(
+            kind="mamba2",
+            layers=layers,
+            d_inner=nh * hd,
+            state_size=_mamba_need(cfg, family, "ssm_state_size"),
+            conv_kernel=_mamba_need(cfg, family, "conv_kernel"),
+            num_heads=nh,
+            head_dim=hd,
+            n_groups=_mamba_need(cfg, family, "n_groups"),
+            ssm_cache_dtype=ssm_dtype,
+        )
+    nh = _mamba_need(cfg, family, "mamba_n_heads")
+    hd = _int(cfg, "mamba_d_head") or 0
+    d_inner = _int(cfg, "mamba_d_ssm") or 0
+    if not d_inner:
+        d_inner = nh * hd if hd else _mamba_need(cfg, family, "mamba_expand") * hidden
+    if not hd:
+        hd = d_inner // nh
+    return MambaFacts(
+        kind="mamba2",
+        layers=layers,
+        d_inner=d_inner,
+        state_size=_mamba_need(cfg, family, "mamba_d_state"),
+        conv_kernel=_mamba_need(cfg, family, "mamba_d_conv"),
+        num_heads=nh,
+        head_dim=hd,
+        n_groups=_mamba_need(cfg, family, "mamba_n_groups"),
+        ssm_cache_dtype=ssm_dtype,
+    )
+
+
+_MIXER_NAMES = {
+    "mamba2": "Mamba-2",
+    "mamba1": "Mamba",
+    "attention": "attention",
+    "attention+mamba2": "attention + Mamba-2 side by side",
+}
+
+
+def _pattern_text(h: HybridLayers) -> str:
+    parts = []
+    for kind, name in _MIXER_NAMES.items():
+        n = h.mixers.count(kind)
+        if n:
+            parts.append(f"{n} {name}")
+    for kind, name in (("moe", "MoE"), ("mlp", "MLP")):
+        n = h.ffns.count(kind)
+        if n:
+            parts.append(f"{n} {name}")
+    return f"{', '.join(parts)} of {len(h.mixers)} layers ({h.source})"
+
+
+def _hybrid_arch(
+    raw: dict[str, Any],
+    cfg: dict[str, Any],
+    nested: bool,
+    family: Family,
+    hybrid: HybridLayers,
+    architecture: str,
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    vocab: int,
+) -> ArchFacts:
+    layers = len(hybrid.mixers)
+    mamba_layers = sum(1 for m in hybrid.mixers if "mamba" in m)
+    attention_layers = sum(1 for m in hybrid.mixers if "attention" in m)
+    moe_layers = [i for i, f in enumerate(hybrid.ffns) if f == "moe"]
+    moe: MoeFacts | None = None
+    if moe_layers:
+        experts = _bounded(
+            "num_experts",
+            _int(cfg, "n_routed_experts", "num_local_experts", "num_experts", default=0) or 0,
+        )
+        per_token = _int(cfg, "num_experts_per_tok", default=0) or 0
+        if experts == 0 or per_token == 0 or per_token > experts:
+            raise ConfigError(
+                f"config.json has MoE layers but {experts} experts and {per_token} per token"
+            )
+        shared = _int(cfg, "n_shared_experts", default=0) or 0
+        if family.layout == "granite_hybrid":
+            shared = 0  # the shared MLP is its own block (shared_intermediate_size)
+        moe = MoeFacts(
+            experts=experts,
+            experts_per_token=per_token,
+            shared_experts=shared,
+            moe_layers=moe_layers,
+            expert_intermediate_size=_int(cfg, "moe_intermediate_size", "intermediate_size"),
+        )
+    dtype = cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype")
+    return ArchFacts(
+        architecture=architecture,
+        model_type=str(cfg.get("model_type") or raw.get("model_type") or "") or None,
+        hidden_size=hidden,
+        num_layers=layers,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        vocab_size=vocab,
+        max_position_embeddings=_int(cfg, "max_position_embeddings"),
+        dtype=dtype if isinstance(dtype, str) else None,
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        text_config=nested,
+        full_attention_layers=attention_layers,
+        moe=moe,
+        mamba=_mamba_facts(cfg, family, hidden, mamba_layers) if mamba_layers else None,
+        family=family.name,
+        layer_pattern=_pattern_text(hybrid),
+    )
+
+
+def _mamba_params(cfg: dict[str, Any], family: Family, m: MambaFacts, h: int) -> int:
+    """One Mamba mixer's weights, as vLLM's MambaMixer / MambaMixer2 create them."""
+    conv_bias = bool(cfg.get("use_conv_bias", cfg.get("mamba_conv_bias", True)))
+    proj_bias = bool(cfg.get("mamba_proj_bias", cfg.get("use_bias", False)))
+    di, ds, k = m.d_inner, m.state_size, m.conv_kernel
+    if m.kind == "mamba1":
+        rank = _int(cfg, "mamba_dt_rank") or math.ceil(h / 16)
+        return (
+            h * 2 * di
+            + (2 * di if proj_bias else 0)
+            + di * k
+            + (di if conv_bias else 0)
+            + di * (rank + 2 * ds)  # x_proj
+            + rank * di
+            + di  # dt_proj and its bias
+            + di * ds
+            + di  # A_log, D
+            + di * h
+            + (h if proj_bias else 0)
+            + rank
+            + 2 * ds  # Jamba's dt, B and C RMS norms
+        )
+    conv_dim = di + 2 * m.n_groups * ds
+    in_out = 2 * di + 2 * m.n_groups * ds + m.num_heads
+    norm = family.layout != "falcon_h1" or bool(cfg.get("mamba_rms_norm", False))
+    return (
+        h * in_out
+        + (in_out if proj_bias else 0)
+        + conv_dim * k
+        + (conv_dim if conv_bias else 0)
+        + 3 * m.num_heads  # A_log, D, dt_bias
+        + (di if norm else 0)  # the gated RMS norm
+        + di * h
+        + (h if proj_bias else 0)
+    )
+
+
+def _hybrid_params(raw: dict[str, Any], cfg: dict[str, Any], arch: ArchFacts) -> ParamFacts:
+    family = family_of(cfg, raw)
+    layout = hybrid_layers(cfg, family, arch.num_layers)
+    h, nh, kvh, hd = arch.hidden_size, arch.num_attention_heads, arch.num_kv_heads, arch.head_dim
+    attn = h * nh * hd + 2 * h * kvh * hd + nh * hd * h
+    if cfg.get("attention_bias", False):
+        attn += nh * hd + 2 * kvh * hd + h
+    mamba = _mamba_params(cfg, family, arch.mamba, h) if arch.mamba is not None else 0
+    inter = _int(cfg, "intermediate_size", default=0) or 0
+    gated = family.layout != "nemotron_h"  # Nemotron-H: relu2 up/down, no gate
+    width = 3 if gated else 2
+    mlp = width * h * inter
+    moe_total = moe_active = routed = 0
+    moe = arch.moe
+    if moe is not None:
+        mi = moe.expert_intermediate_size or inter
+        per_expert = width * h * mi
+        router = h * moe.experts
+        shared = 0
+        if family.layout == "nemotron_h":
+            router += moe.experts  # e_score_correction_bias
+            si = _int(cfg, "moe_shared_expert_intermediate_size", default=0) or 0
+            shared = moe.shared_experts * width * h * si
+        routed = moe.experts * per_expert
+        moe_total = routed + shared + router
+        moe_active = moe.experts_per_token * per_expert + shared + router
+    # Granite 4.0-H: a shared (always-on) gated MLP in every layer beside the MoE block.
+    shared_mlp = 3 * h * (_int(cfg, "shared_intermediate_size", default=0) or 0)
+    if family.layout != "granite_hybrid":
+        shared_mlp = 0
+    norms = h if family.layout == "nemotron_h" else 2 * h
+    mixer_params = {"attention": attn, "mamba2": mamba, "mamba1": mamba, "none": 0}
+    mixer_params["attention+mamba2"] = attn + mamba
+    total = active = routed_all = 0
+    for mixer, ffn in zip(layout.mixers, layout.ffns, strict=True):
+        base = mixer_params[mixer] + norms + shared_mlp
+        if ffn == "moe":
+            total += base + moe_total
+            active += base + moe_active
+            routed_all += routed
+        else:
+            dense = mlp if ffn == "mlp" else 0
+            total += base + dense
+            active += base + dense
+    embedding = arch.vocab_size * h
+    head = 0 if arch.tie_word_embeddings else embedding
     total += embedding + head + h
     active += embedding + head + h
     return ParamFacts(

@@ -18,7 +18,12 @@ from typing import Any
 import msgspec
 
 from blackwell_doctor.collect.model import quant
-from blackwell_doctor.collect.model.config import ConfigError, arch_from_config, params_from_config
+from blackwell_doctor.collect.model.config import (
+    ConfigError,
+    NotModelled,
+    arch_from_config,
+    params_from_config,
+)
 from blackwell_doctor.collect.model.header import (
     DTYPE_BITS,
     MAX_DIMS,
@@ -31,6 +36,7 @@ from blackwell_doctor.collect.model.header import (
     read_header,
 )
 from blackwell_doctor.facts.model import ArchFacts, ModelFacts, ModelProblem, ParamFacts, QuantFacts
+from blackwell_doctor.ruledata.families import load_families
 from blackwell_doctor.ruledata.rules import load_rule_data
 
 MAX_JSON_BYTES = 64 << 20  # config.json and index files; the largest real index is ~10 MB
@@ -40,6 +46,7 @@ _EMBEDDING_SUFFIXES = (
     "wte.weight",
     "tok_embeddings.weight",
     "word_embeddings.weight",
+    "backbone.embeddings.weight",  # Nemotron-H, Mamba
 )
 _SHARD_NAME = re.compile(r"^[^/\\]+\.safetensors$")
 
@@ -171,8 +178,12 @@ def _fold(
             mtp += n
             continue
         total += n
-        if ".experts." in name and "shared_expert" not in name:
-            routed += n
+        if (
+            ".experts." in name
+            or ".block_sparse_moe.input_linear." in name
+            or ".block_sparse_moe.output_linear." in name
+        ) and "shared_expert" not in name:
+            routed += n  # per-expert tensors, or Granite MoE's fused [experts, ...] ones
         if last == "weight" and name.endswith(_EMBEDDING_SUFFIXES):
             embedding += n
     check_overlaps(entries)
@@ -256,6 +267,8 @@ def read_model_dir(path: Path) -> ModelFacts:
             raise HeaderError("not a JSON object")
         raw = doc
         arch = arch_from_config(doc)
+    except NotModelled as exc:
+        problems.append(ModelProblem(kind="not-modelled", path="config.json", detail=str(exc)))
     except (HeaderError, ConfigError) as exc:
         problems.append(ModelProblem(kind="config", path="config.json", detail=str(exc)))
     hf_quant: dict[str, Any] | None = None
@@ -322,6 +335,12 @@ def read_model_dir(path: Path) -> ModelFacts:
         )
     elif raw is not None and arch is not None:
         params = params_from_config(raw, arch)
+    if params is not None and arch is not None and arch.family is not None:
+        family = load_families().by_name(arch.family)
+        if family is not None:
+            params = msgspec.structs.replace(
+                params, publisher_active=family.active, publisher_active_source=family.active_source
+            )
     return ModelFacts(
         path=str(path),
         arch=arch,

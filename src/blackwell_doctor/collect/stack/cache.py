@@ -1,0 +1,58 @@
+"""The audit's cache of fatbin scans, keyed by file identity: a file whose path, size,
+modification time (ns) and inode are unchanged is not read again. One JSON document under
+``$XDG_CACHE_HOME/blackwell-doctor/`` (default ``~/.cache``), written atomically; a cache
+that cannot be read is started afresh, one that cannot be written is left as it was."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+
+CACHE_VERSION = 1
+
+
+class CachedScan(msgspec.Struct, array_like=True):
+    size: int
+    mtime_ns: int
+    inode: int
+    # Per container, its targets as (name, "major.minor") pairs; [] for a file without GPU
+    # code; None for a file that is not ELF.
+    units: list[list[tuple[str, str]]] | None
+
+
+class _CacheFile(msgspec.Struct):
+    version: int
+    files: dict[str, CachedScan]
+
+
+def default_cache_path(environ: Mapping[str, str]) -> Path:
+    home = environ.get("HOME") or str(Path.home())
+    base = environ.get("XDG_CACHE_HOME") or str(Path(home) / ".cache")
+    return Path(base) / "blackwell-doctor" / f"audit-scans-v{CACHE_VERSION}.json"
+
+
+def load_cache(path: Path) -> dict[str, CachedScan]:
+    try:
+        doc = msgspec.json.decode(path.read_bytes(), type=_CacheFile)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return {}
+    return doc.files if doc.version == CACHE_VERSION else {}
+
+
+def save_cache(path: Path, files: dict[str, CachedScan]) -> None:
+    data = msgspec.json.encode(_CacheFile(CACHE_VERSION, files))
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".audit-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

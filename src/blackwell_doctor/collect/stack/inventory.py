@@ -1,0 +1,182 @@
+"""Read the GPU stack of one Python environment: its GPU distributions from package metadata
+(``importlib.metadata`` over the interpreter's sys.path: nothing is imported), the fatbin
+targets of every shared object they installed (collect.stack.fatbin, cached by file
+identity), and Triton's ptxas compiling for the targets asked."""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import os
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from blackwell_doctor.collect.stack.cache import CachedScan, load_cache, save_cache
+from blackwell_doctor.collect.stack.fatbin import NotElf, Target, scan_file
+from blackwell_doctor.collect.stack.interpreter import Interpreter
+from blackwell_doctor.collect.stack.ptxas import compile_probe
+from blackwell_doctor.collect.stack.toolchain import find_nvcc, host_memory_bytes
+from blackwell_doctor.facts.stack import GpuPackage, KernelFile, KernelUnit, StackFacts
+from blackwell_doctor.ruledata.stack import StackData, normalise
+
+_SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")
+_TORCH_CUDA = re.compile(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", re.M)
+MAX_UNREADABLE = 20
+
+
+def _arch_key(name: str) -> tuple[int, str]:
+    digits = re.sub(r"\D", "", name)
+    return (int(digits), name)
+
+
+def _units(scan: list[list[tuple[str, str]]]) -> tuple[list[KernelUnit], str | None]:
+    counts: Counter[tuple[tuple[str, ...], tuple[str, ...]]] = Counter()
+    isa: tuple[int, int] | None = None
+    for unit in scan:
+        sass = tuple(sorted({n for n, _ in unit if n.startswith("sm_")}, key=_arch_key))
+        ptx = tuple(sorted({n for n, _ in unit if n.startswith("compute_")}, key=_arch_key))
+        for n, v in unit:
+            if n.startswith("compute_"):
+                major, minor = (int(x) for x in v.split("."))
+                isa = max(isa or (major, minor), (major, minor))
+        counts[(sass, ptx)] += 1
+    units = [KernelUnit(sass=list(s), ptx=list(p), count=c) for (s, p), c in sorted(counts.items())]
+    return units, (f"{isa[0]}.{isa[1]}" if isa else None)
+
+
+def _as_pairs(units: Sequence[tuple[Target, ...]]) -> list[list[tuple[str, str]]]:
+    return [[(t.name, f"{t.version[0]}.{t.version[1]}") for t in unit] for unit in units]
+
+
+class _Scanner:
+    """Fatbin scans through the cache: a file with the same identity is not read again."""
+
+    def __init__(self, cache_path: Path | None) -> None:
+        self.cache_path = cache_path
+        self.old = load_cache(cache_path) if cache_path is not None else {}
+        self.new: dict[str, CachedScan] = {}
+        self.hits = 0
+
+    def scan(self, path: Path) -> list[list[tuple[str, str]]] | None:
+        st = path.stat()
+        key = str(path)
+        hit = self.old.get(key)
+        if hit is not None and (hit.size, hit.mtime_ns, hit.inode) == (
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ino,
+        ):
+            self.hits += 1
+            self.new[key] = hit
+            return hit.units
+        try:
+            units: list[list[tuple[str, str]]] | None = _as_pairs(scan_file(key).units)
+        except NotElf:
+            units = None
+        self.new[key] = CachedScan(st.st_size, st.st_mtime_ns, st.st_ino, units)
+        return units
+
+    def save(self) -> None:
+        if self.cache_path is not None and self.new != self.old:
+            save_cache(self.cache_path, {**self.old, **self.new})
+
+
+def _torch_cuda(dist: metadata.Distribution) -> str | None:
+    try:
+        text = dist.read_text("torch/version.py") or ""
+    except OSError:
+        text = ""
+    if not text:
+        loc = Path(str(dist.locate_file("torch/version.py")))
+        try:
+            text = loc.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    m = _TORCH_CUDA.search(text)
+    return (m.group(1) or m.group(2)) if m else None
+
+
+def _package(dist: metadata.Distribution, scanner: _Scanner) -> GpuPackage:
+    name = normalise(dist.metadata["Name"] or "")
+    files: list[KernelFile] = []
+    unreadable: list[str] = []
+    count = 0
+    for rel in dist.files or ():
+        if not _SHARED_OBJECT.search(rel.name):
+            continue
+        path = Path(str(dist.locate_file(rel)))
+        count += 1
+        try:
+            scan = scanner.scan(path)
+        except OSError as exc:
+            if len(unreadable) < MAX_UNREADABLE:
+                unreadable.append(f"{rel}: {exc.strerror or type(exc).__name__}")
+            continue
+        if scan:
+            units, isa = _units(scan)
+            files.append(
+                KernelFile(path=str(rel), size=path.stat().st_size, units=units, ptx_isa=isa)
+            )
+    return GpuPackage(
+        name=name,
+        version=dist.version,
+        cuda=_torch_cuda(dist) if name == "torch" else None,
+        shared_objects=count,
+        files=files,
+        unreadable=unreadable,
+    )
+
+
+def gpu_distributions(paths: Sequence[str], data: StackData) -> dict[str, metadata.Distribution]:
+    """The GPU distributions installed on ``paths`` (a sys.path), by normalised name."""
+    seen: dict[str, metadata.Distribution] = {}
+    for dist in metadata.distributions(path=list(paths)):
+        name = normalise(dist.metadata["Name"] or "")
+        # The first one on sys.path is the one `import` finds.
+        if name and name not in seen and data.inventory.wanted(name):
+            seen[name] = dist
+    return seen
+
+
+def shared_objects(dist: metadata.Distribution) -> list[Path]:
+    """The shared objects ``dist`` installed (its RECORD), as paths on disk."""
+    return [
+        Path(str(dist.locate_file(rel)))
+        for rel in dist.files or ()
+        if _SHARED_OBJECT.search(rel.name)
+    ]
+
+
+def read_stack(
+    interpreter: Interpreter,
+    data: StackData,
+    *,
+    ptxas_targets: Sequence[str],
+    environ: Mapping[str, str],
+    cache_path: Path | None,
+) -> StackFacts:
+    """The GPU stack of ``interpreter``'s environment (see the module's docstring)."""
+    paths = [p for p in interpreter.paths if os.path.isdir(p)]
+    seen = gpu_distributions(paths, data)
+    scanner = _Scanner(cache_path)
+    packages = [_package(seen[n], scanner) for n in sorted(seen)]
+    scanner.save()
+    ptxas = []
+    triton = seen.get("triton")
+    if triton is not None:
+        bin_dir = Path(str(triton.locate_file("triton/backends/nvidia/bin")))
+        wanted = [(t, data.ptxas.isa[t]) for t in ptxas_targets if t in data.ptxas.isa]
+        ptxas = compile_probe(bin_dir, wanted, environ)
+    return StackFacts(
+        python=interpreter.executable,
+        python_version=interpreter.version,
+        site_dirs=paths,
+        packages=packages,
+        ptxas=ptxas,
+        nvcc=find_nvcc(environ) if "flashinfer-python" in seen else None,
+        max_jobs=environ.get("MAX_JOBS"),
+        cpus=os.cpu_count(),
+        memory_bytes=host_memory_bytes(),
+        cached_files=scanner.hits,
+    )

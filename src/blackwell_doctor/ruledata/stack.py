@@ -1,0 +1,93 @@
+"""The data of the ``stack.*`` checks (checks/stack.toml): which distributions the audit
+reads, the PTX ISA each CUDA driver JIT-compiles, the targets Triton's ptxas is asked for,
+and the fix rows with their sources. Validated at load (checkdata.py)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+import msgspec
+
+from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
+
+Version = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$")]
+SmTarget = Annotated[str, msgspec.Meta(pattern=r"^sm_[0-9]{2,3}a$")]
+
+
+class Inventory(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    names: list[str]
+    prefixes: list[str]
+
+    def wanted(self, name: str) -> bool:
+        """Whether the distribution ``name`` (any spelling) is a GPU package to read."""
+        n = normalise(name)
+        return n in self.names or any(n.startswith(p) for p in self.prefixes)
+
+
+class PtxasData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    probe: list[SmTarget]
+    isa: dict[SmTarget, Version]
+
+
+class Fix(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    package: str
+    summary: str
+    sources: list[str]
+
+
+class ColdStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    gib_per_job: Annotated[float, msgspec.Meta(gt=0)]
+    min_cuda: dict[SmTarget, Version]
+
+
+class StackData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    inventory: Inventory
+    ptx_isa: dict[Version, Version]
+    ptxas: PtxasData
+    fix: list[Fix]
+    cold_start: ColdStart
+
+    def fix_for(self, package: str) -> Fix:
+        return next(
+            (f for f in self.fix if f.package == package),
+            next(f for f in self.fix if f.package == "*"),
+        )
+
+    def driver_ptx_isa(self, cuda_version: str) -> tuple[int, int] | None:
+        """The newest PTX ISA the driver of CUDA ``cuda_version`` ("12.8") JIT-compiles; for
+        a version newer than the table, the table's newest (a newer driver knows at least
+        that much); None for one older than the table or unreadable."""
+        v = _pair(cuda_version)
+        if v is None:
+            return None
+        known = sorted((_pair(k), _pair(i)) for k, i in self.ptx_isa.items())
+        best = None
+        for cuda, isa in known:
+            if cuda is not None and cuda <= v:
+                best = isa
+        return best
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def version_pair(text: str) -> tuple[int, int] | None:
+    """(12, 8) from "12.8" (or "12.8.61"); None when it does not start with one."""
+    return _pair(text)
+
+
+def _pair(text: str) -> tuple[int, int] | None:
+    m = re.match(r"^(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def load_stack_data() -> StackData:
+    data = load_shipped("stack.toml", StackData)
+    if not any(f.package == "*" for f in data.fix):
+        raise CatalogueError('checks/stack.toml: no [[fix]] with package = "*"')
+    for target in data.ptxas.probe:
+        if target not in data.ptxas.isa:
+            raise CatalogueError(f"checks/stack.toml: [ptxas] probe {target} has no isa")
+    return data

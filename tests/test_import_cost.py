@@ -1,0 +1,82 @@
+"""Each command imports only what it runs: the modules a command imports beyond `python -c
+"import typer"` may grow by at most 20% over the committed figure
+(``benchmarks/figures/import-cost.json``, written by ``benchmarks/import_cost.py --write``).
+
+The module list is the deterministic measure of import cost: the same on a loaded machine as
+on an idle one, so this test cannot be flaky where a timing would be; the timings live in
+the benchmark. A failure names the modules that are new; a module that a command now needs
+is recorded by running the benchmark with ``--write`` (and the reason given in the commit).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIGURES = json.loads((REPO / "benchmarks" / "figures" / "import-cost.json").read_text())
+GROWTH = 1.2
+
+
+def _imported(args: list[str]) -> set[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPROFILEIMPORTTIME"}
+    env["PYTHONPATH"] = str(REPO / "src")
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *args],
+        capture_output=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode in (0, 1, 3), proc.stderr.decode()[-2000:]
+    lines = proc.stderr.decode(errors="replace").splitlines()
+    names = (
+        line.split("|")[2].strip()
+        for line in lines
+        if line.startswith("import time:") and "self [us]" not in line
+    )
+    # As benchmarks/import_cost.py counts: other packages by their top-level name.
+    return {n if n.startswith("blackwell_doctor") else n.split(".")[0] for n in names}
+
+
+@pytest.fixture(scope="module")
+def floor() -> set[str]:
+    return _imported(["-c", "import typer"])
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES["commands"]))
+def test_a_command_imports_no_more_than_its_figure(name: str, floor: set[str]) -> None:
+    entry = FIGURES["commands"][name]
+    extra = _imported(["-m", "blackwell_doctor", *entry["argv"]]) - floor
+    allowed = math.floor(entry["modules"] * GROWTH)
+    new = sorted(extra - set(entry["imports"]))
+    assert len(extra) <= allowed, (
+        f"{name}: {len(extra)} modules beyond typer's, figure {entry['modules']} (+20%: "
+        f"{allowed}); new: {new}"
+    )
+
+
+def test_check_on_facts_imports_no_collector_nor_network(floor: set[str]) -> None:
+    """What `check --facts` must never pay for: the live collectors, a socket, Hyperscan."""
+    extra = _imported(["-m", "blackwell_doctor", *FIGURES["commands"]["check-facts"]["argv"]])
+    collectors = {m for m in extra if m.startswith("blackwell_doctor.collect.")}
+    assert collectors <= {"blackwell_doctor.collect.inputfile"}
+    assert not extra & {"socket", "hyperscan", "pynvml", "cuda"}
+
+
+def test_a_run_registers_only_the_command_it_names() -> None:
+    from blackwell_doctor.cli.commands import COMMANDS, commands_for
+
+    assert commands_for(["check", "--facts", "f"]) == ("check",)
+    assert commands_for(["scan-logs", "x.log"]) == ("scan_logs",)
+    assert commands_for(["slurm-health"]) == ("slurm_health",)
+    assert commands_for(["--version"]) == ()
+    for everything in ([], ["--help"], ["chek"], ["scan_logs"]):
+        assert commands_for(everything) == COMMANDS
