@@ -193,6 +193,11 @@ def test_the_ladder_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "+414.5%" in throughput[4]
     confounded = words().confounded.replace("{count}", "2")
     assert f"warning: step 3: {confounded}" in lines
+    page = run([*argv, "-f", "html"], capsys)
+    assert page.code == 0
+    assert "Steps</h2>" in page.out
+    assert "<svg" in page.out
+    assert "CONFOUNDED: CUDA (driver): 13.1 -&gt; 13.2" in page.out
     md = run([*argv, "-f", "markdown"], capsys)
     assert md.code == 0
     assert md.out.startswith("## ladder ")
@@ -266,7 +271,7 @@ PAIRS = [
 ]
 
 
-@pytest.mark.parametrize("fmt", ["rich", "markdown", "json"])
+@pytest.mark.parametrize("fmt", ["rich", "markdown", "json", "html"])
 @pytest.mark.parametrize(("before", "after"), PAIRS)
 def test_two_files_are_exactly_the_compare_before_the_ladder(
     before: str,
@@ -275,9 +280,10 @@ def test_two_files_are_exactly_the_compare_before_the_ladder(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The golden files are the output of main at 9a9ad91 (before issue 21's ladder and
-    environments) for these fixture pairs: runs that pinned no environment compare byte
-    for byte as they did."""
+    """The golden files are the output of main at 9d7568f (before issue 21's ladder and
+    environments; `bench --compare BEFORE AFTER -f FMT --fail-on-regression 10`, then its
+    exit code) for these fixture pairs: runs that pinned no environment compare byte for
+    byte as they did, in every format."""
     monkeypatch.chdir(Path(__file__).parents[1])
     res = run(
         [
@@ -311,6 +317,9 @@ def test_a_compare_of_pinned_runs_lists_what_else_differs(
     res = run(["bench", "--compare", str(a), str(b), "-f", "json"], capsys)
     doc = json.loads(res.out)
     assert doc["environment"]["verdict"] == "confounded"
+    page = run(["bench", "--compare", str(a), str(b), "-f", "html"], capsys).out
+    assert "Environment: confounded</h2>" in page
+    assert "595.12" in page
     jsonschema.Draft202012Validator(json.loads(schema_text("bench-compare.schema.json"))).validate(
         doc
     )

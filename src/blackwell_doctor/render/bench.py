@@ -48,12 +48,18 @@ def render_bench(doc: BenchRun | CompareDocument | LadderDocument, fmt: BenchFor
         case BenchFormat.MARKDOWN:
             return _text(scrub(doc, sanitize_line), markdown=True)
         case BenchFormat.HTML:
-            from blackwell_doctor.render.bench_html import render_compare_html, render_run_html
+            from blackwell_doctor.render.bench_html import (
+                render_compare_html,
+                render_ladder_html,
+                render_run_html,
+            )
 
             clean = scrub(doc, sanitize_line)
             text = _text(clean, markdown=False)
             if isinstance(clean, BenchRun):
                 return render_run_html(clean, text)
+            if isinstance(clean, LadderDocument):
+                return render_ladder_html(clean, text, what_changed=what_changed)
             return render_compare_html(clean, text)
         case _:
             assert_never(fmt)
@@ -436,6 +442,11 @@ def env_compare_lines(env: EnvironmentComparison, *, markdown: bool) -> list[str
 
 # What a ladder's steps table shows of a step's environment differences.
 _CHANGES_SHOWN = 3
+
+
+def what_changed(doc: CompareDocument) -> str:
+    """A ladder step's cell of what changed (already sanitised values, placed as text)."""
+    return _what_changed(doc, False)
 
 
 def _what_changed(doc: CompareDocument, markdown: bool) -> str:
