@@ -25,8 +25,15 @@ import yarl
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.collect.bench import client, prompts
+from blackwell_doctor.collect.bench.server_env import (
+    NotPrometheus,
+    config_hash,
+    info_metrics,
+    server_info,
+    version_of,
+)
 from blackwell_doctor.collect.bench.server_metrics import MetricsParseError, Snapshot, delta, parse
-from blackwell_doctor.facts.document import ToolInfo
+from blackwell_doctor.facts.document import Facts, ToolInfo
 from blackwell_doctor.facts.redact import redact_url
 from blackwell_doctor.report import exitcodes
 from blackwell_doctor.report.bench import (
@@ -38,6 +45,14 @@ from blackwell_doctor.report.bench import (
     RequestSample,
     ServerInfo,
     ShapeResult,
+)
+from blackwell_doctor.report.bench_env import (
+    MAX_FINGERPRINTS,
+    Environment,
+    HostPin,
+    ModelPin,
+    cut,
+    host_from_facts,
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics
 from blackwell_doctor.ruledata import samples as sample_rules
@@ -186,6 +201,11 @@ class BenchConfig:
     duration_s: float | None = None  # per shape: no new request after this
     deadline_s: float = 300.0  # per request
     equivalence: bool = True
+    # The serving host's facts (bench --facts FILE, read by the flow) and where they came
+    # from; None: collected here when the server is on this host (a loopback URL).
+    host_facts: Facts | None = None
+    host_source: str | None = None
+    container_image: str | None = None  # apply --verify: the image the server runs from
 
 
 @dataclass
@@ -223,6 +243,28 @@ class RunState:
     shapes: list[ShapeResult] = field(default_factory=list)
     current: _Current | None = None
     stopped: bool = False  # measuring stopped short (a finding says why)
+    environment: Environment | None = None  # the pin, without the fingerprints
+    fingerprints: list[str] = field(default_factory=list)  # system_fingerprint, distinct
+
+
+def note_fingerprint(state: RunState, outcome: client.Outcome) -> None:
+    """Keep ``outcome``'s system_fingerprint (the first MAX_FINGERPRINTS distinct ones)."""
+    fp = outcome.system_fingerprint
+    if fp and fp not in state.fingerprints and len(state.fingerprints) < MAX_FINGERPRINTS:
+        state.fingerprints.append(fp)
+
+
+def pinned_environment(state: RunState) -> Environment | None:
+    """The run's environment: what discovery pinned, with the answers' fingerprints."""
+    env = state.environment
+    if env is None:
+        return None
+    hashes = {h for h in map(config_hash, state.fingerprints) if h is not None}
+    return msgspec.structs.replace(
+        env,
+        system_fingerprints=list(state.fingerprints),
+        config_hash=hashes.pop() if len(hashes) == 1 else None,
+    )
 
 
 Progress = Callable[[Live], None]
@@ -391,6 +433,7 @@ def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
         findings=findings,
         shapes=shapes,
         exit_code=int(code),
+        environment=pinned_environment(state),
     )
 
 
@@ -447,6 +490,15 @@ class _Server:
 
     async def get_json(self, path: str) -> Any:
         return await self._json("GET", path)
+
+    async def get_text(self, path: str) -> str:
+        async with asyncio.timeout(self.deadline_s):
+            async with self.session.get(
+                self.endpoint.url(path), headers=self.headers, allow_redirects=False
+            ) as r:
+                if r.status != 200:
+                    raise _HttpStatus(r.status)
+                return (await client.read_capped(r)).decode("utf-8", "replace")
 
     async def post_json(self, path: str, body: dict[str, Any]) -> Any:
         return await self._json("POST", path, msgspec.json.encode(body))
@@ -544,6 +596,7 @@ async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
     listed = 0
     too_long = 0
     max_len: int | None = None
+    entry_of_model: dict[str, Any] | None = None
     error: str | None = None
     try:
         listing = await srv.get_json("/v1/models")
@@ -559,6 +612,8 @@ async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
                 if len(models) < MAX_MODELS_KEPT:
                     models.append(name)
                 chosen = config.model or (models[0] if listed == 1 else None)
+                if name == chosen and entry_of_model is None:
+                    entry_of_model = entry
                 if name == chosen and "max_model_len" in entry:
                     max_len = _context_length(entry["max_model_len"], state)
     except _PROBE_ERRORS as e:
@@ -619,7 +674,114 @@ async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
         tokenize_endpoint=tokenize,
         error=error,
     )
+    if error is None:
+        state.environment = await _pin(srv, config, model, entry_of_model, max_len)
     return error is None
+
+
+def _text_of(value: object) -> str | None:
+    return cut(value) if isinstance(value, str) and value else None
+
+
+async def _pin(
+    srv: _Server,
+    config: BenchConfig,
+    model: str | None,
+    entry: dict[str, Any] | None,
+    max_len: int | None,
+) -> Environment:
+    """What the server and its host say of their build and configuration (the run's
+    environment pin): each answer it does not give is noted, never a failure."""
+    unavailable: list[str] = []
+    version = None
+    try:
+        version = version_of(await srv.get_json("/version"))
+        if version is None:
+            unavailable.append("/version: not vLLM's answer")
+    except _PROBE_ERRORS as exc:
+        unavailable.append(f"/version: {srv.reason(exc)}")
+    server_config: dict[str, str] = {}
+    try:
+        server_config.update(info_metrics(await srv.get_text("/metrics")))
+    except NotPrometheus:
+        unavailable.append("/metrics: not Prometheus text")
+    except _PROBE_ERRORS as exc:
+        unavailable.append(f"/metrics: {srv.reason(exc)}")
+    # vLLM's development endpoint (VLLM_SERVER_DEV_MODE=1): absent as a rule.
+    with contextlib.suppress(*_PROBE_ERRORS):
+        server_config.update(server_info(await srv.get_json("/server_info?config_format=json")))
+    pin = None
+    if model is not None:
+        entry = entry or {}
+        pin = ModelPin(
+            id=srv.scrub(model),
+            root=_text_of(entry.get("root")),
+            parent=_text_of(entry.get("parent")),
+            max_model_len=max_len,
+            owned_by=_text_of(entry.get("owned_by")),
+        )
+    host, missing = await _host_pin(config, srv.endpoint)
+    return Environment(
+        server_version=version,
+        model=pin,
+        server_config={k: srv.scrub(v) for k, v in server_config.items()},
+        server_unavailable=[srv.scrub(u) for u in unavailable],
+        host=host,
+        host_missing=missing,
+    )
+
+
+def is_loopback(endpoint: Endpoint) -> bool:
+    """Whether ``endpoint``'s host is this machine (a loopback address or localhost)."""
+    host = urllib.parse.urlsplit(endpoint.base).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def _host_pin(config: BenchConfig, endpoint: Endpoint) -> tuple[HostPin | None, str | None]:
+    """The serving host's GPU stack: from --facts, else collected here when the server is
+    on this host (NVML in a child under a deadline); else None and why."""
+    if config.host_facts is not None:
+        source = config.host_source or "--facts"
+        return host_from_facts(config.host_facts, source=source, image=config.container_image), None
+    if not is_loopback(endpoint):
+        return None, "the server is not on this host and no --facts FILE was given"
+    facts = await asyncio.to_thread(_live_facts)
+    return host_from_facts(facts, source="this host", image=config.container_image), None
+
+
+def _live_facts() -> Facts:
+    """This host's platform, NVML and environment facts (no probes, no PCI walk)."""
+    import os
+    from pathlib import Path
+
+    from blackwell_doctor.collect.env import collect_env
+    from blackwell_doctor.collect.gpu import collect_gpu
+    from blackwell_doctor.collect.hostfs import HostFS
+    from blackwell_doctor.collect.platform import collect_platform
+    from blackwell_doctor.facts.document import SCHEMA_VERSION, ToolInfo, Unavailable
+
+    platform = collect_platform(HostFS(Path("/")), os.environ)
+    nvml, _cuda = collect_gpu(_HOST_GPU_DEADLINE_S)
+    return Facts(
+        schema_version=SCHEMA_VERSION,
+        tool=ToolInfo(name=TOOL_NAME, version=__version__),
+        collected_at="",
+        host_root="/",
+        redacted=False,
+        platform=platform,
+        pci=Unavailable("not-collected"),
+        nvml=nvml,
+        cuda=Unavailable("not-collected"),
+        env=collect_env(os.environ),
+    )
+
+
+_HOST_GPU_DEADLINE_S = 20.0
 
 
 async def _calibrate(
@@ -813,6 +975,7 @@ async def _measure_shape(
             stopped = True
             return False
         outcome = await send(body(index) if bodies is None else bodies[index])
+        note_fingerprint(state, outcome)
         cur.outcomes.append(outcome)
         live.done += 1
         if outcome.ok:
@@ -894,6 +1057,7 @@ async def _measure_shape(
                 )
                 top = None
                 o = await greedy(text, top)
+            note_fingerprint(state, o)
             equivalence.append(
                 EquivalenceOutput(
                     prompt_id=prompt_id,

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from blackwell_doctor.app.bench import BenchConfig, Live
     from blackwell_doctor.app.soak import SoakState
     from blackwell_doctor.report.bench import BenchRun, CompareDocument
+    from blackwell_doctor.report.bench_ladder import LadderDocument
     from blackwell_doctor.ruledata.shapes import Shape
     from blackwell_doctor.rules.soak_trend import SoakRules
 
@@ -41,7 +42,8 @@ class BenchRequest:
     equivalence: bool = True
     soak: str | None = None  # --soak DURATION
     soak_interval: str | None = None
-    compare: tuple[Path, Path] | None = None  # --compare BEFORE AFTER
+    # --compare BEFORE AFTER [MORE...]: two runs compared, three or more a ladder.
+    compare: tuple[Path, ...] | None = None
     fail_on_regression_pct: float | None = None
     threshold_pct: float = 5.0
     resamples: int = 2000
@@ -49,6 +51,8 @@ class BenchRequest:
     # noise floor; --compare-urls: A B A B ...).
     repeat: int = 1
     compare_urls: tuple[str, str] | None = None  # --compare-urls A B: measure both, compare
+    # --facts FILE: the serving host's facts (collect -o), pinned in the run's environment.
+    facts_file: Path | None = None
 
 
 class Display(Protocol):
@@ -97,6 +101,10 @@ def check_options(request: BenchRequest) -> None:
         if value is not None and not math.isfinite(value):
             raise UserError(f"{name} must be a finite number, got {value}")
     if request.compare is not None:
+        if len(request.compare) < 2:
+            raise UserError("--compare needs two run files or more: BEFORE AFTER [MORE...]")
+        if request.facts_file is not None:
+            raise UserError("--facts pins a measured run; --compare reads run files")
         if request.url is not None:
             raise UserError("--compare reads two run files; it does not take --url")
         if request.compare_urls is not None:
@@ -178,6 +186,11 @@ def plan(request: BenchRequest) -> Plan:
         deadline_s=request.request_timeout_s,
         equivalence=request.equivalence and request.soak is None,
     )
+    if request.facts_file is not None:
+        from blackwell_doctor.app.obtain import read_facts_file
+
+        facts = read_facts_file(request.facts_file)  # a FactsFileError is a UserError
+        config = replace(config, host_facts=facts, host_source=str(request.facts_file))
     if timing is not None:
         from blackwell_doctor.app import soak as soaking
         from blackwell_doctor.rules.soak_trend import load_rules
@@ -303,9 +316,10 @@ def compare_urls(
     return before, after, doc
 
 
-def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument:
-    """``bench --compare BEFORE AFTER``: the two run documents read (``-``: ``stdin``) and
-    compared; UserError for a file that is not a run, or two runs with no shape in common."""
+def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument | LadderDocument:
+    """``bench --compare BEFORE AFTER [MORE...]``: the run documents read (``-``:
+    ``stdin``) and compared, two as a compare, three or more as a ladder; UserError for a
+    file that is not a run, or two runs (of a step) with no shape in common."""
     from blackwell_doctor.collect.inputfile import BENCH_RUN, read_input
     from blackwell_doctor.report import bench as report
     from blackwell_doctor.rules.compare import NotComparable
@@ -313,6 +327,8 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument:
 
     check_options(request)
     assert request.compare is not None
+    if len(request.compare) > 2:
+        return _ladder(request, stdin=stdin)
     before, after = request.compare
     runs = []
     for path in (before, after):
@@ -327,6 +343,37 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument:
             runs[1],
             before_name=str(before),
             after_name=str(after),
+            resamples=request.resamples,
+            seed=request.seed,
+            threshold_pct=request.threshold_pct,
+            fail_on_regression_pct=request.fail_on_regression_pct,
+        )
+    except NotComparable as exc:
+        raise UserError(str(exc)) from None
+
+
+def _ladder(request: BenchRequest, *, stdin: BinaryIO) -> LadderDocument:
+    """``bench --compare A B C ...``: each run against the one before it, and the first
+    against the last (rules/ladder.py)."""
+    from blackwell_doctor.collect.inputfile import BENCH_RUN, read_input
+    from blackwell_doctor.report import bench as report
+    from blackwell_doctor.rules.compare import NotComparable
+    from blackwell_doctor.rules.ladder import ladder
+
+    assert request.compare is not None
+    if sum(1 for p in request.compare if str(p) == "-") > 1:
+        raise UserError("--compare reads standard input (-) once")
+    runs = []
+    for path in request.compare:
+        data = read_input(path, BENCH_RUN, stdin=stdin)
+        try:
+            runs.append(report.decode_run(data, source=str(path)))
+        except report.RunFileError as exc:
+            raise UserError(str(exc)) from None
+    try:
+        return ladder(
+            runs,
+            [str(p) for p in request.compare],
             resamples=request.resamples,
             seed=request.seed,
             threshold_pct=request.threshold_pct,

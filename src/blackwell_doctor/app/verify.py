@@ -260,7 +260,12 @@ def first_token(base: str, *, since: float, deadline_s: float) -> float:
 
 
 def bench(
-    url: str, settings: VerifySettings, *, say: Callable[[str], None], label: str
+    url: str,
+    settings: VerifySettings,
+    *,
+    say: Callable[[str], None],
+    label: str,
+    image: str | None = None,
 ) -> tuple[BenchRun, bool]:
     """``settings.repeat`` bench runs against ``url``, one document (with more than one,
     its runs and their noise floor); (document, interrupted). Ctrl-C is re-raised after
@@ -277,6 +282,7 @@ def bench(
         seed=settings.seed,
         requests=settings.requests,
         deadline_s=settings.request_timeout_s,
+        container_image=image,
     )
     runs: list[BenchRun] = []
 
@@ -299,6 +305,21 @@ def bench(
         if runs[-1].server.error is not None:
             break  # unreachable: the runs left would say the same
     return combine(runs), False
+
+
+def image_of(container: Any) -> str | None:
+    """The image a container runs from, as the bench run pins it: the reference it was
+    created with and the image's id (its digest), from the Docker API's attributes."""
+    attrs = getattr(container, "attrs", None)
+    if not isinstance(attrs, dict):
+        return None
+    config = attrs.get("Config")
+    ref = config.get("Image") if isinstance(config, dict) else None
+    ident = attrs.get("Image")
+    parts = [p for p in (ref, ident) if isinstance(p, str) and p]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 or parts[0] == parts[1] else f"{parts[0]} ({parts[1]})"
 
 
 # --------------------------------------------------------------------------- record
@@ -457,7 +478,9 @@ def run_verified(
             first_token(
                 baseline_url, since=time.perf_counter(), deadline_s=settings.first_token_timeout_s
             )
-            doc, _ = bench(baseline_url, settings, say=say, label="baseline")
+            doc, _ = bench(
+                baseline_url, settings, say=say, label="baseline", image=image_of(current)
+            )
         except FirstTokenTimeout as exc:
             doc = None
             baseline_note = (
@@ -515,7 +538,7 @@ def run_verified(
                 warm.error = str(exc)
                 raise GateRejected(f"the new container served no token: {exc}") from None
         try:
-            after, _ = bench(new_url, settings, say=say, label="new")
+            after, _ = bench(new_url, settings, say=say, label="new", image=image_of(container))
         except KeyboardInterrupt as exc:
             partial = getattr(exc, "partial", None)
             if partial is not None:

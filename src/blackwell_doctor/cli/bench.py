@@ -17,6 +17,7 @@ from blackwell_doctor.render.formats import BenchFormat
 if TYPE_CHECKING:
     from blackwell_doctor.app.bench_flow import BenchRequest
     from blackwell_doctor.report.bench import BenchRun, CompareDocument
+    from blackwell_doctor.report.bench_ladder import LadderDocument
 
 
 _HELP = """Measure serving performance of an OpenAI-compatible server (vLLM, SGLang,
@@ -25,7 +26,9 @@ p50/p90/p95/p99), output tokens from the server's usage with reasoning tokens ap
 outputs for equivalence, the server's /metrics beside the client's.
 
 `bench --compare before.json after.json` reports every change with a bootstrap interval
-and a verdict, and a scorecard.
+and a verdict, and a scorecard, and what else differs between the runs' pinned
+environments. `bench --compare a.json b.json c.json ...` is a ladder: each run against the
+one before it and the first against the last, in one table, with what changed at each step.
 
 `bench --soak 8h` holds one shape's load (default: concurrent) for that long and reports
 per interval latency, throughput, the server's KV-cache use and each GPU's used memory,
@@ -106,8 +109,25 @@ def register(app: typer.Typer) -> None:
             tuple[Path, Path] | None,
             typer.Option(
                 "--compare",
-                help="Compare two run documents: BEFORE AFTER.",
+                help="Compare two run documents: BEFORE AFTER; more run files after them "
+                "make a ladder (each against the one before, and the first against the last).",
                 metavar="BEFORE AFTER",
+            ),
+        ] = None,
+        more_runs: Annotated[
+            list[Path] | None,
+            typer.Argument(
+                help="With --compare BEFORE AFTER: the ladder's further runs, in order.",
+                metavar="[MORE]...",
+                show_default=False,
+            ),
+        ] = None,
+        facts: Annotated[
+            Path | None,
+            typer.Option(
+                "--facts",
+                help="The serving host's facts (collect -o FILE on that host): its GPUs, "
+                "driver, CUDA and environment variables are pinned in the run document.",
             ),
         ] = None,
         fail_on_regression: Annotated[
@@ -180,6 +200,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         from blackwell_doctor.app import bench_flow as flow
+        from blackwell_doctor.facts.errors import UserError
 
         if example is not None:
             from blackwell_doctor.app.examples import replace_options
@@ -193,6 +214,8 @@ def register(app: typer.Typer) -> None:
             )
             compare = ex.compare
 
+        if more_runs and compare is None:
+            raise UserError("the run files after the options are --compare's: give --compare")
         request = flow.BenchRequest(
             url=url,
             model=model,
@@ -206,7 +229,8 @@ def register(app: typer.Typer) -> None:
             equivalence=not no_equivalence,
             soak=soak,
             soak_interval=soak_interval,
-            compare=compare,
+            compare=None if compare is None else (*compare, *(more_runs or ())),
+            facts_file=facts,
             fail_on_regression_pct=fail_on_regression,
             threshold_pct=threshold,
             resamples=resamples,
@@ -249,7 +273,9 @@ def _compare_urls(request: BenchRequest, fmt: BenchFormat, output: Path | None) 
     raise typer.Exit(doc.exit_code)
 
 
-def _write_document(doc: BenchRun | CompareDocument, fmt: BenchFormat, output: Path | None) -> None:
+def _write_document(
+    doc: BenchRun | CompareDocument | LadderDocument, fmt: BenchFormat, output: Path | None
+) -> None:
     """The JSON document to ``output`` when given; on standard output, the document in
     ``fmt`` (through its one dispatcher), except JSON already written to ``output``."""
     from blackwell_doctor.cli.output import write

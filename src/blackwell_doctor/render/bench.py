@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import assert_never
 
+import msgspec
+
 from blackwell_doctor.render.common import json_document
 from blackwell_doctor.render.formats import BenchFormat
 from blackwell_doctor.render.markdown import cell, prose
@@ -25,14 +27,17 @@ from blackwell_doctor.report.bench import (
     BenchRun,
     Calibration,
     CompareDocument,
+    Comparison,
     ShapeResult,
     SoakResult,
     Stats,
 )
+from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison
+from blackwell_doctor.report.bench_ladder import LadderDocument
 from blackwell_doctor.report.sanitize import json_safe, sanitize_line, scrub
 
 
-def render_bench(doc: BenchRun | CompareDocument, fmt: BenchFormat) -> str:
+def render_bench(doc: BenchRun | CompareDocument | LadderDocument, fmt: BenchFormat) -> str:
     """A bench or soak run, or a compare document, in ``fmt``, through the one sanitising
     step first."""
     match fmt:
@@ -43,18 +48,24 @@ def render_bench(doc: BenchRun | CompareDocument, fmt: BenchFormat) -> str:
         case BenchFormat.MARKDOWN:
             return _text(scrub(doc, sanitize_line), markdown=True)
         case BenchFormat.HTML:
-            from blackwell_doctor.render.bench_html import render_compare_html, render_run_html
+            from blackwell_doctor.render.bench_html import (
+                render_compare_html,
+                render_ladder_html,
+                render_run_html,
+            )
 
             clean = scrub(doc, sanitize_line)
             text = _text(clean, markdown=False)
             if isinstance(clean, BenchRun):
                 return render_run_html(clean, text)
+            if isinstance(clean, LadderDocument):
+                return render_ladder_html(clean, text, what_changed=what_changed)
             return render_compare_html(clean, text)
         case _:
             assert_never(fmt)
 
 
-def encode(doc: BenchRun | CompareDocument) -> str:
+def encode(doc: BenchRun | CompareDocument | LadderDocument) -> str:
     """A bench, soak or compare document as JSON (what ``--output`` writes): exact (it
     decodes to the same strings, but a lone surrogate, which UTF-8 cannot carry, is shown
     escaped as every renderer shows it), and safe to print to a terminal."""
@@ -71,9 +82,11 @@ def render_compare(doc: CompareDocument, *, markdown: bool = False) -> str:
     return render_bench(doc, BenchFormat.MARKDOWN if markdown else BenchFormat.RICH)
 
 
-def _text(doc: BenchRun | CompareDocument, *, markdown: bool) -> str:
+def _text(doc: BenchRun | CompareDocument | LadderDocument, *, markdown: bool) -> str:
     if isinstance(doc, BenchRun):
         return _run(doc, markdown=markdown)
+    if isinstance(doc, LadderDocument):
+        return _ladder(doc, markdown=markdown)
     return _compare(doc, markdown=markdown)
 
 
@@ -99,7 +112,9 @@ def _stats_row(label: str, s: Stats) -> list[str]:
     return [label, _f(s.mean, 2), _f(s.p50, 2), _f(s.p90, 2), _f(s.p95, 2), _f(s.p99, 2)]
 
 
-def _table(rows: list[list[str]], *, markdown: bool) -> list[str]:
+def _table(rows: list[list[str]], *, markdown: bool, left: int = 1) -> list[str]:
+    """``rows`` (the first the header) as a Markdown table, or as text: the first ``left``
+    columns aligned left, the others right (numbers)."""
     if markdown:
         head = "| " + " | ".join(map(cell, rows[0])) + " |"
         out = [head, "|" + "|".join("---" for _ in rows[0]) + "|"]
@@ -108,7 +123,7 @@ def _table(rows: list[list[str]], *, markdown: bool) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return [
         "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
+            c.ljust(w) if i < left else c.rjust(w)
             for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ).rstrip()
         for r in rows
@@ -189,6 +204,8 @@ def _run(doc: BenchRun, *, markdown: bool) -> str:
         out.append("interrupted: partial result")
     for finding in doc.findings:
         out.append(f"finding: {w(finding)}")
+    if doc.environment is not None:
+        out += _environment_lines(doc.environment, markdown=markdown)
     for shape in doc.shapes:
         out.append("")
         out += _shape_lines(shape, markdown=markdown)
@@ -445,4 +462,144 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> str:
         )
     for regression in doc.regressions:
         out.append(f"regression: {w(regression)}")
+    if not isinstance(doc.environment, msgspec.UnsetType):
+        out += env_compare_lines(doc.environment, markdown=markdown)
     return "\n".join(out) + "\n"
+
+
+def _environment_lines(env: Environment, *, markdown: bool) -> list[str]:
+    """A run's pinned environment, in a few lines (the document holds all of it)."""
+    w = _words(markdown)
+    server = [f"version {w(env.server_version or '-')}"]
+    if env.config_hash:
+        server.append(f"config hash {w(env.config_hash)}")
+    if env.model is not None and env.model.root:
+        server.append(f"model root {w(env.model.root)}")
+    if env.server_config:
+        server.append(f"{len(env.server_config)} configuration values")
+    out = ["environment: server " + ", ".join(server)]
+    if env.server_unavailable:
+        out.append("environment: not answered: " + "; ".join(w(u) for u in env.server_unavailable))
+    host = env.host
+    if host is None:
+        out.append(f"environment: host not recorded ({w(env.host_missing or '-')})")
+    else:
+        parts = [f"GPUs {w(', '.join(host.gpus) or '-')}"]
+        parts.append(f"driver {w(host.driver_version or '-')}")
+        parts.append(f"CUDA {w(host.cuda_driver_version or '-')}")
+        if host.container_image:
+            parts.append(f"image {w(host.container_image)}")
+        parts.append(f"{len(host.env)} environment variables")
+        out.append(f"environment: host ({w(host.source)}) " + ", ".join(parts))
+    return out
+
+
+def env_compare_lines(env: EnvironmentComparison, *, markdown: bool) -> list[str]:
+    """What differs between two runs' environments, and the verdict's sentences."""
+    w = _words(markdown)
+    out = [f"environment: {w(env.verdict)}"]
+    bullet = "- " if markdown else "  "
+    for change in env.differences:
+        out.append(f"{bullet}{w(change.key)}: {w(change.before)} -> {w(change.after)}")
+    for note in env.notes:
+        out.append(f"{'warning' if env.verdict == 'confounded' else 'note'}: {w(note)}")
+    return out
+
+
+# What a ladder's steps table shows of a step's environment differences.
+_CHANGES_SHOWN = 3
+
+
+def what_changed(doc: CompareDocument) -> str:
+    """A ladder step's cell of what changed (already sanitised values, placed as text)."""
+    return _what_changed(doc, False)
+
+
+def _what_changed(doc: CompareDocument, markdown: bool) -> str:
+    w = _words(markdown)
+    env = doc.environment
+    if isinstance(env, msgspec.UnsetType):
+        return "unknown: neither run pinned its environment"
+    if env.verdict == "not pinned":
+        return "unknown: a run pinned no environment"
+    if not env.differences:
+        return "nothing recorded differs"
+    shown = [f"{w(c.key)}: {w(c.before)} -> {w(c.after)}" for c in env.differences]
+    text = "; ".join(shown[:_CHANGES_SHOWN])
+    if len(shown) > _CHANGES_SHOWN:
+        text += f"; and {len(shown) - _CHANGES_SHOWN} more"
+    return ("CONFOUNDED: " if env.verdict == "confounded" else "") + text
+
+
+def _ladder(doc: LadderDocument, *, markdown: bool) -> str:
+    """A ladder: its steps with what changed at each, then one table of every metric's
+    change at each step and first to last, with intervals and verdicts."""
+    w = _words(markdown)
+    n = len(doc.runs)
+    title = "ladder " + " -> ".join(w(r) for r in doc.runs)
+    out = [f"## {title}" if markdown else title, ""]
+    labelled = [(str(k), step) for k, step in enumerate(doc.steps, start=1)]
+    labelled.append((f"1-{n}", doc.cumulative))
+    rows = [["step", "from", "to", "overall", "what changed"]]
+    for label, step in labelled:
+        rows.append(
+            [
+                label,
+                w(step.before),
+                w(step.after),
+                w(step.scorecard.overall),
+                _what_changed(step, markdown),
+            ]
+        )
+    out += _table(rows, markdown=markdown, left=len(rows[0]))
+    out.append("")
+    rows = [["shape", "metric", "step", "before", "after", "change", "CI", "verdict"]]
+    order: list[tuple[str, str]] = []
+    by_step: list[dict[tuple[str, str], Comparison]] = []
+    for _label, step in labelled:
+        found = {(r.shape, r.metric): r for r in step.comparisons}
+        by_step.append(found)
+        for key in found:
+            if key not in order:
+                order.append(key)
+    for key in order:
+        for (label, _step), found in zip(labelled, by_step, strict=True):
+            r = found.get(key)
+            if r is None:
+                rows.append([w(key[0]), w(key[1]), label, "-", "-", "-", "-", "not compared"])
+                continue
+            rows.append(_comparison_cells(r, label, w))
+    out += _table(rows, markdown=markdown)
+    out.append("")
+    for label, step in labelled:
+        env = step.environment
+        if isinstance(env, msgspec.UnsetType):
+            continue
+        for note in env.notes:
+            kind = "warning" if env.verdict == "confounded" else "note"
+            out.append(f"{kind}: step {label}: {w(note)}")
+    out.append(
+        f"each step is `bench --compare` of its two runs; verdicts need the interval to "
+        f"exclude 0 and a change of at least {doc.cumulative.threshold_pct:g}%; every interval "
+        f"of the table holds together at {doc.confidence:.0%} (each of the {n} compares at "
+        f"{doc.per_compare_confidence:.2%}, then Bonferroni over its rows)"
+    )
+    for label, step in labelled:
+        if step.between_run_noise:
+            out.append(f"between-run noise, step {label}: {w(step.between_run_noise)}")
+    for regression in doc.regressions:
+        out.append(f"regression: {w(regression)}")
+    return "\n".join(out) + "\n"
+
+
+def _comparison_cells(r: Comparison, label: str, w: Callable[[str], str]) -> list[str]:
+    ci = (
+        "-"
+        if r.ci_low_pct is None or r.ci_high_pct is None
+        else f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]"
+    )
+    change = "-" if r.change_pct is None else f"{r.change_pct:+.1f}%"
+    verdict = w(r.verdict)
+    if r.verdict == "within the noise floor" and r.noise_floor_pct is not None:
+        verdict += f" ({r.noise_floor_pct:.1f}%)"
+    return [w(r.shape), w(r.metric), label, _f(r.before, 2), _f(r.after, 2), change, ci, verdict]

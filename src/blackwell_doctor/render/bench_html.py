@@ -12,6 +12,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 
+import msgspec
+
 from blackwell_doctor.render.html import (
     Table,
     figure,
@@ -42,6 +44,7 @@ from blackwell_doctor.report.bench import (
     SoakResult,
     Trend,
 )
+from blackwell_doctor.report.bench_ladder import LadderDocument
 from blackwell_doctor.report.bench_metrics import tpot_s
 from blackwell_doctor.report.stats import mean, percentile
 
@@ -621,5 +624,118 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
         )
     if doc.between_run_noise:
         body.append(paragraph(f"between-run noise: {doc.between_run_noise}", "note"))
+    body += _environment_section(doc)
     body.append(text_report(text, "The terminal report of this compare"))
+    return page(title, body, subtitle=subtitle)
+
+
+def _environment_section(doc: CompareDocument) -> list[str]:
+    """What differs between the two runs' pinned environments (absent when neither pinned
+    one)."""
+    env = doc.environment
+    if isinstance(env, msgspec.UnsetType):
+        return []
+    body = [heading(2, f"Environment: {env.verdict}")]
+    if env.differences:
+        body.append(
+            Table(
+                ["what", "before", "after"],
+                [[c.key, c.before, c.after] for c in env.differences],
+                text_columns=frozenset({0, 1, 2}),
+            ).markup()
+        )
+    kind = "finding" if env.verdict == "confounded" else "note"
+    body += [paragraph(note, kind) for note in env.notes]
+    return body
+
+
+# --------------------------------------------------------------------------- a ladder
+
+
+def render_ladder_html(
+    doc: LadderDocument, text: str, *, what_changed: Callable[[CompareDocument], str]
+) -> str:
+    """A ladder as a page: its steps with what changed at each, every step's and the
+    first-to-last change as a forest plot with the table under it; ``text`` is its terminal
+    report (sanitised)."""
+    n = len(doc.runs)
+    title = "ladder " + " -> ".join(doc.runs)
+    subtitle = (
+        f"{doc.tool.name} {doc.tool.version} · every interval holds together at "
+        f"{doc.confidence:.0%} (each of the {n} compares at {doc.per_compare_confidence:.2%}) "
+        f"· exit {doc.exit_code}"
+    )
+    labelled = [(str(k), step) for k, step in enumerate(doc.steps, start=1)]
+    labelled.append((f"1-{n}", doc.cumulative))
+    body = [
+        heading(2, "Steps"),
+        Table(
+            ["step", "from", "to", "overall", "what changed"],
+            [
+                [label, s.before, s.after, s.scorecard.overall, what_changed(s)]
+                for label, s in labelled
+            ],
+            text_columns=frozenset({0, 1, 2, 3, 4}),
+        ).markup(),
+    ]
+    body += [paragraph(f"regression: {r}", "finding") for r in doc.regressions]
+    for label, step in labelled:
+        env = step.environment
+        if not isinstance(env, msgspec.UnsetType) and env.verdict == "confounded":
+            body += [paragraph(f"step {label}: {note}", "finding") for note in env.notes]
+    body.append(heading(2, "Changes"))
+    rows: list[list[str]] = []
+    forest_rows: list[ForestRow] = []
+    for label, step in labelled:
+        for c in step.comparisons:
+            ci = (
+                "-"
+                if c.ci_low_pct is None or c.ci_high_pct is None
+                else f"[{c.ci_low_pct:+.1f}%, {c.ci_high_pct:+.1f}%]"
+            )
+            rows.append(
+                [
+                    label,
+                    c.shape,
+                    c.metric,
+                    _f(c.before),
+                    _f(c.after),
+                    "-" if c.change_pct is None else f"{c.change_pct:+.1f}%",
+                    ci,
+                    c.verdict,
+                ]
+            )
+            if c.change_pct is not None:
+                forest_rows.append(
+                    ForestRow(
+                        f"step {label} · {c.shape} · {c.metric}",
+                        c.change_pct,
+                        c.ci_low_pct,
+                        c.ci_high_pct,
+                        _colour(c.verdict),
+                        f"step {label} {c.shape} {c.metric}: {c.change_pct:+.1f}% ({c.verdict})",
+                        c.noise_floor_pct,
+                    )
+                )
+    table = Table(
+        ["step", "shape", "metric", "before", "after", "change", "CI", "verdict"],
+        rows,
+        text_columns=frozenset({0, 1, 2, 7}),
+    )
+    if forest_rows:
+        svg = forest(
+            forest_rows,
+            x_label="change against the step's first run (% of it)",
+            band=doc.cumulative.threshold_pct or None,
+            title="ladder intervals",
+        )
+        caption = (
+            "Each step's change (and first to last) with its interval: green better, "
+            "vermillion worse, grey neither; shaded: the row's noise floor."
+        )
+        body.append(figure("forest", svg, caption, "", table))
+    else:
+        body.append(paragraph("No change could be computed: nothing to draw.", "note"))
+        body.append(table.markup())
+    body.append(text_report(text, "The terminal report of this ladder"))
     return page(title, body, subtitle=subtitle)

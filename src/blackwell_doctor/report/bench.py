@@ -5,12 +5,14 @@ from __future__ import annotations
 import msgspec
 
 from blackwell_doctor.facts.document import ToolInfo
+from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison
 
 # 2: the optional ``soak`` section (``bench --soak``). 3: ``repeats`` (the other runs of
 # ``bench --repeat N``) and ``calibration`` (their noise floor). Versions 1 and 2 are still
-# read (one run, no floor).
-BENCH_SCHEMA_VERSION = 3
-READABLE_BENCH_SCHEMA_VERSIONS = (1, 2, 3)
+# read (one run, no floor). 4: ``environment`` (what the run pinned of the server and its
+# host); older documents read with none.
+BENCH_SCHEMA_VERSION = 4
+READABLE_BENCH_SCHEMA_VERSIONS = (1, 2, 3, 4)
 # Where a token count comes from: the server's usage, or this client's estimate.
 USAGE = "usage"
 ESTIMATED = "estimated"
@@ -277,6 +279,7 @@ class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
     soak: SoakResult | None = None  # schema_version 2
     repeats: list[RepeatRun] = msgspec.field(default_factory=list)  # schema_version 3
     calibration: Calibration | None = None  # schema_version 3
+    environment: Environment | None = None  # schema_version 4
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):
@@ -383,6 +386,10 @@ class CompareDocument(msgspec.Struct, frozen=True, kw_only=True):
     scorecard: Scorecard
     regressions: list[str]
     exit_code: int
+    # What differs between the two runs' pinned environments (issue 21): absent from the
+    # document when neither run pinned one (runs before bench schema 4), so a compare of
+    # such runs is byte for byte what it was.
+    environment: EnvironmentComparison | msgspec.UnsetType = msgspec.UNSET
 
 
 class RunFileError(Exception):

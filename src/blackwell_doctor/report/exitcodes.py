@@ -81,3 +81,13 @@ def action(*, failed: bool, interrupted: bool) -> ExitCode:
 def slurm_failed() -> ExitCode:
     """``slurm-health`` when ``sinfo``/``scontrol`` failed or do not know the node."""
     return ExitCode.SLURM_FAILED
+
+
+def ladder(*, steps: Iterable[ExitCode | int], cumulative: ExitCode | int) -> ExitCode:
+    """``bench --compare`` of three runs or more (a ladder): FINDINGS when any step or the
+    first-to-last change regressed past ``--fail-on-regression`` (a step's regression that
+    later steps made up for is still one), else what each compare's own gate said."""
+    codes = [*steps, cumulative]
+    return gate(
+        findings=any(c == ExitCode.FINDINGS for c in codes), not_evaluated=False, strict=False
+    )

@@ -79,6 +79,7 @@ from blackwell_doctor.report.stats import percentile
 from blackwell_doctor.ruledata.checkdata import load_shipped
 from blackwell_doctor.ruledata.samples import tail_samples_enough
 from blackwell_doctor.rules import drift
+from blackwell_doctor.rules.environment import compare_environments
 
 BETTER = "better"
 WORSE = "worse"
@@ -800,6 +801,7 @@ def compare(
         if rate_a > rate_b:
             regressions.append(f"more failed requests ({rate_b:.1%} -> {rate_a:.1%})")
     code = exitcodes.gate(findings=bool(regressions), not_evaluated=False, strict=False)
+    pinned = before.environment is not None or after.environment is not None
     return CompareDocument(
         schema_version=COMPARE_SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
@@ -830,4 +832,7 @@ def compare(
         ),
         regressions=regressions,
         exit_code=int(code),
+        environment=(
+            compare_environments(before.environment, after.environment) if pinned else msgspec.UNSET
+        ),
     )

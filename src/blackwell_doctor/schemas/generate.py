@@ -27,6 +27,7 @@ from blackwell_doctor.report.bench import (
     BenchRun,
     CompareDocument,
 )
+from blackwell_doctor.report.bench_ladder import LADDER_SCHEMA_VERSION, LadderDocument
 from blackwell_doctor.report.check import REPORT_SCHEMA_VERSION, Report
 from blackwell_doctor.report.fleet import FLEET_SCHEMA_VERSION, FleetReport
 from blackwell_doctor.report.model import MODEL_SCHEMA_VERSION, ModelReport
@@ -64,6 +65,9 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "bench.schema.json": lambda: _schema("bench", BENCH_SCHEMA_VERSION, BenchRun),
     "bench-compare.schema.json": lambda: _schema(
         "bench-compare", COMPARE_SCHEMA_VERSION, CompareDocument
+    ),
+    "bench-ladder.schema.json": lambda: _schema(
+        "bench-ladder", LADDER_SCHEMA_VERSION, LadderDocument
     ),
 }
 

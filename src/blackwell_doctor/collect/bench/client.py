@@ -138,6 +138,8 @@ class _Chunk(msgspec.Struct):
     choices: list[_Choice] | None = None
     usage: _Usage | None = None
     error: Any = None  # vLLM: {"message", "type", "code"}; others: a string
+    # vLLM: on the last chunk, "vllm-<version>[-tp<N>...]-<config hash8>" (the run's pin).
+    system_fingerprint: Any = None
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
@@ -162,6 +164,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     finish_reason: str | None = None
     # Per token, when the request asked for logprobs and the server sent them: else None.
     logprobs: list[TokenLogprob] | None = None
+    system_fingerprint: str | None = None  # the server's, when it sent one (a str)
 
 
 def _fail(out: Outcome, kind: str, detail: str) -> Outcome:
@@ -283,6 +286,8 @@ async def stream_chat(
             )
             for t in out.logprobs
         ]
+    if out.system_fingerprint is not None:
+        out.system_fingerprint = kept(out.system_fingerprint, scrub, MAX_FINISH_REASON_CHARS)
     return out
 
 
@@ -434,6 +439,8 @@ async def _stream_once(
                                 out.finish_reason = choice.finish_reason[:MAX_DETAIL_CHARS]
                             if choice.logprobs is not None:
                                 _keep_logprobs(out, choice.logprobs)
+                        if isinstance(chunk.system_fingerprint, str):
+                            out.system_fingerprint = chunk.system_fingerprint[:MAX_DETAIL_CHARS]
                         if chunk.usage is not None:
                             usage = chunk.usage
                             problem = _usage_problem(usage, limits)
