@@ -102,7 +102,8 @@ def judge_file(
     its data) has SASS for ``cc``: libraries carry per-GPU containers, e.g. Hopper-only
     kernels, selected at run time. JIT when none has but some PTX does (and the driver knows
     the PTX's ISA): a brief one under ``jit_warn_bytes`` of PTX. Containers of LTO-IR only
-    (nvJitLink's input) are neither."""
+    (nvJitLink's input) are neither. No code at all, in a file that loads fatbins itself:
+    not judged (it chooses what it loads)."""
     ptx_ok = f.ptx_isa is None or driver_isa is None or _isa(f.ptx_isa) <= driver_isa
     coded = [(u, loaded) for units, loaded in ((f.units, False), (f.loaded, True)) for u in units]
     coded = [(u, loaded) for u, loaded in coded if u.sass or u.ptx]
@@ -112,12 +113,22 @@ def judge_file(
     ptx_bytes = sum(u.ptx_bytes for v, u in verdicts if v is Verdict.JIT)
     if best is Verdict.JIT and jit_warn_bytes is not None and 0 < ptx_bytes < jit_warn_bytes:
         best = Verdict.JIT_BRIEF
+    reason = ""
+    if best is Verdict.NO_KERNEL and f.loaded:
+        # The library picks among the fatbins it loads (and may link LTO-IR for this GPU
+        # through nvJitLink): that none of them has code here is not a failure we can see.
+        best = Verdict.NOT_JUDGED
+        reason = (
+            "not judged: none of the fatbins it loads itself has code for it, and which it "
+            "loads (or links at run time) is its own choice"
+        )
     return FileVerdict(
         best,
         without,
         sum(u.count for u, _ in coded),
         sum(u.count for u, loaded in coded if loaded),
         ptx_bytes,
+        reason,
     )
 
 
@@ -277,7 +288,7 @@ def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
             "package(s) read)",
             **evidence,
         )
-    notes = f"; {', '.join(noted)}: see the evidence" if noted else ""
+    notes = f"; {', '.join(noted)} (details in the evidence)" if noted else ""
     if worst < Verdict.JIT:
         return passed(
             f"{judged} GPU package(s) carry {'native ' if not noted else ''}kernels for "
