@@ -10,6 +10,12 @@ guide for the ``a``/``f`` suffixes):
 - PTX for ``compute_XY`` is JIT-compiled by the driver for any CC >= X.Y (``a``: exactly
   X.Y; ``f``: its family), if the driver knows the PTX's ISA version: a slow first start;
 - neither: "no kernel image is available for execution on the device" at the first launch.
+
+What the headers cannot settle is said so, never failed: a file whose only code is fatbins
+it loads itself (it chooses which), and an NVIDIA CUDA library wheel whose CUDA release
+documents the GPU (checks/stack.toml [[cuda_library]]) but whose fatbins read have no code
+for it (libcufftw.so.12: a kernel-less sm_75 stub; its kernels are libcufft's) are "not
+judged from its fatbins". A JIT of little PTX ([jit] warn_bytes) is a note.
 """
 
 from __future__ import annotations
