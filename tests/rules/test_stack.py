@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from blackwell_doctor.facts.stack import KernelFile, KernelUnit
-from blackwell_doctor.rules.stack import Verdict, judge_file, runs_on
+from blackwell_doctor.facts.stack import GpuPackage, KernelFile, KernelUnit
+from blackwell_doctor.ruledata.stack import load_stack_data
+from blackwell_doctor.rules.stack import Verdict, judge_file, judge_package, runs_on
 
 
 @pytest.mark.parametrize(
@@ -50,3 +51,59 @@ def test_hopper_only_units_count_but_do_not_sink_the_file() -> None:
     f = _file(KernelUnit(sass=["sm_90a"], count=3), KernelUnit(sass=["sm_120"], count=5))
     v = judge_file(f, (12, 0), None)
     assert (v.verdict, v.units_without, v.units) == (Verdict.NATIVE, 3, 8)
+
+
+def test_units_loaded_by_the_library_count_and_lto_only_units_do_not() -> None:
+    # libcufft.so.12: an sm_75 stub in .nv_fatbin, the kernels in the data it loads itself.
+    f = KernelFile(
+        path="libcufft.so.12",
+        size=1,
+        units=[KernelUnit(sass=["sm_75"])],
+        loaded=[
+            KernelUnit(sass=["sm_90"], count=393),
+            KernelUnit(sass=["sm_120"], count=420),
+            KernelUnit(lto=["lto_75"], count=12728),
+        ],
+    )
+    v = judge_file(f, (9, 0), (9, 0))
+    assert (v.verdict, v.units, v.loaded, v.units_without) == (Verdict.NATIVE, 814, 813, 421)
+    assert judge_file(f, (12, 1), (9, 0)).verdict is Verdict.NATIVE
+    # No code for 10.0 here (the real one has sm_100): a library that chooses what it loads
+    # (and may link its LTO-IR for the GPU) is not judged; one without loaded fatbins fails.
+    assert judge_file(f, (10, 0), (9, 0)).verdict is Verdict.NOT_JUDGED
+    assert judge_file(_file(KernelUnit(sass=["sm_75"])), (10, 0), None).verdict is Verdict.NO_KERNEL
+
+
+def test_a_small_ptx_jit_is_brief_and_a_large_one_or_an_unknown_size_is_not() -> None:
+    small = _file(KernelUnit(sass=["sm_86"], ptx=["compute_86"], ptx_bytes=9998), isa="7.1")
+    large = _file(KernelUnit(sass=["sm_86"], ptx=["compute_86"], ptx_bytes=2**21), isa="7.1")
+    unknown = _file(KernelUnit(sass=["sm_86"], ptx=["compute_86"]), isa="7.1")
+    assert judge_file(small, (9, 0), (9, 0), 2**20).verdict is Verdict.JIT_BRIEF
+    assert judge_file(large, (9, 0), (9, 0), 2**20).verdict is Verdict.JIT
+    assert judge_file(unknown, (9, 0), (9, 0), 2**20).verdict is Verdict.JIT
+
+
+def _package(name: str, *files: KernelFile) -> GpuPackage:
+    return GpuPackage(name=name, version="1", files=list(files))
+
+
+def test_an_nvidia_cuda_library_without_code_read_for_a_documented_gpu_is_not_judged() -> None:
+    data = load_stack_data()
+    stub = KernelFile(
+        path="nvidia/cu13/lib/libcufftw.so.12", size=1, units=[KernelUnit(sass=["sm_75"])]
+    )
+    native = KernelFile(
+        path="nvidia/cu13/lib/libcufft.so.12", size=1, units=[KernelUnit(sass=["sm_90"])]
+    )
+    alone = judge_package(_package("nvidia-cufft", stub), (9, 0), (9, 0), data)
+    assert alone.verdict is Verdict.NOT_JUDGED
+    assert "CUDA 13 libraries are documented for compute capability 7.5 to 12.1" in alone.line()
+    both = judge_package(_package("nvidia-cufft", native, stub), (9, 0), (9, 0), data)
+    assert both.verdict is Verdict.NATIVE
+    assert "1 native, 1 not judged from its fatbins" in both.line()
+    # Outside the documented range (CUDA 13 dropped Volta), and any other package: no kernel.
+    assert judge_package(_package("nvidia-cufft", stub), (7, 0), None, data).verdict is (
+        Verdict.NO_KERNEL
+    )
+    other = KernelFile(path="vllm/_C.abi3.so", size=1, units=[KernelUnit(sass=["sm_75"])])
+    assert judge_package(_package("vllm", other), (9, 0), None, data).verdict is Verdict.NO_KERNEL

@@ -13,6 +13,8 @@ import msgspec
 
 # A target as nvcc names it: sm_90, sm_120a, sm_100f (SASS); compute_120 (PTX).
 TargetName = Annotated[str, msgspec.Meta(pattern=r"^(sm|compute)_[0-9]{2,3}[af]?$")]
+# LTO-IR for nvJitLink (lto_75): linked and compiled at run time, not loaded as it is.
+LtoName = Annotated[str, msgspec.Meta(pattern=r"^lto_[0-9]{2,3}[af]?$")]
 # A PTX ISA version ("9.0").
 IsaVersion = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$")]
 Short = Annotated[str, msgspec.Meta(max_length=4096)]
@@ -24,7 +26,11 @@ class KernelUnit(msgspec.Struct, frozen=True, kw_only=True):
 
     sass: list[TargetName] = msgspec.field(default_factory=list)
     ptx: list[TargetName] = msgspec.field(default_factory=list)
+    lto: list[LtoName] = msgspec.field(default_factory=list)
     count: Annotated[int, msgspec.Meta(ge=1)] = 1
+    # The PTX a JIT would compile for these containers: the largest PTX entry of each,
+    # summed (uncompressed bytes).
+    ptx_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class KernelFile(msgspec.Struct, frozen=True, kw_only=True):
@@ -32,7 +38,10 @@ class KernelFile(msgspec.Struct, frozen=True, kw_only=True):
 
     path: Short  # relative to the site directory
     size: Annotated[int, msgspec.Meta(ge=0)]
-    units: list[KernelUnit]
+    units: list[KernelUnit]  # .nv_fatbin: what the CUDA runtime registers
+    # Fatbin containers kept in the file's data sections, which the library loads itself
+    # (cuModuleLoadData): most of libcufft.so.12's kernels.
+    loaded: list[KernelUnit] = msgspec.field(default_factory=list)
     # The newest PTX ISA among its PTX entries (the driver must know it to JIT them).
     ptx_isa: IsaVersion | None = None
 

@@ -41,12 +41,43 @@ class ColdStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     min_cuda: dict[SmTarget, Version]
 
 
+class Jit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    warn_bytes: Annotated[int, msgspec.Meta(gt=0)]
+
+
+class CudaLibrary(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The compute capabilities one CUDA major release documents for NVIDIA's libraries."""
+
+    cuda: str
+    markers: list[str]
+    min_cc: Version
+    max_cc: Version
+    sources: list[str]
+
+    def covers(self, cc: tuple[int, int]) -> bool:
+        low, high = _pair(self.min_cc), _pair(self.max_cc)
+        return low is not None and high is not None and low <= cc <= high
+
+
 class StackData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     inventory: Inventory
     ptx_isa: dict[Version, Version]
     ptxas: PtxasData
     fix: list[Fix]
     cold_start: ColdStart
+    jit: Jit
+    cuda_library: list[CudaLibrary]
+
+    def cuda_library_for(self, name: str, paths: list[str]) -> CudaLibrary | None:
+        """The row of NVIDIA's CUDA library wheel ``name`` (files at ``paths``), by a name
+        suffix or a folder among its markers; None for any other package."""
+        if not name.startswith("nvidia-"):
+            return None
+        for row in self.cuda_library:
+            for m in row.markers:
+                if name.endswith(m) or any(p.startswith(m) for p in paths):
+                    return row
+        return None
 
     def fix_for(self, package: str) -> Fix:
         return next(

@@ -10,12 +10,18 @@ guide for the ``a``/``f`` suffixes):
 - PTX for ``compute_XY`` is JIT-compiled by the driver for any CC >= X.Y (``a``: exactly
   X.Y; ``f``: its family), if the driver knows the PTX's ISA version: a slow first start;
 - neither: "no kernel image is available for execution on the device" at the first launch.
+
+What the headers cannot settle is said so, never failed: a file whose only code is fatbins
+it loads itself (it chooses which), and an NVIDIA CUDA library wheel whose CUDA release
+documents the GPU (checks/stack.toml [[cuda_library]]) but whose fatbins read have no code
+for it (libcufftw.so.12: a kernel-less sm_75 stub; its kernels are libcufft's) are "not
+judged from its fatbins". A JIT of little PTX ([jit] warn_bytes) is a note.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
 from blackwell_doctor.facts.document import Facts, Unavailable
@@ -41,12 +47,18 @@ class Verdict(IntEnum):
     """Worst last: a package's verdict is its worst file's."""
 
     NATIVE = 0
-    JIT = 1
-    NO_KERNEL = 2
+    # Only PTX, but little of it: the driver JIT-compiles it in seconds at first use.
+    JIT_BRIEF = 1
+    # No code for the GPU in what was read, in an NVIDIA CUDA library documented for it.
+    NOT_JUDGED = 2
+    JIT = 3
+    NO_KERNEL = 4
 
 
 VERDICT_WORDS = {
     Verdict.NATIVE: "native",
+    Verdict.JIT_BRIEF: "JIT at first use",
+    Verdict.NOT_JUDGED: "not judged from its fatbins",
     Verdict.JIT: "JIT at start",
     Verdict.NO_KERNEL: "no kernel",
 }
@@ -69,10 +81,13 @@ def runs_on(target: str, cc: tuple[int, int]) -> bool:
 @dataclass(frozen=True)
 class FileVerdict:
     verdict: Verdict
-    # Containers (compilation units) with no code for the GPU at all: their kernels fail
-    # even when the file has others that run.
+    # Containers (compilation units) with SASS or PTX, none of it for this GPU: per-GPU
+    # variants a library selects by GPU (cuBLAS, cuDNN), not a failure by themselves.
     units_without: int
-    units: int
+    units: int  # containers with SASS or PTX
+    loaded: int = 0  # of them, kept in data sections and loaded by the library itself
+    ptx_bytes: int = 0  # the PTX to JIT when the verdict is a JIT
+    reason: str = ""  # why it is not judged
 
 
 def _unit_verdict(unit: KernelUnit, cc: tuple[int, int], ptx_ok: bool) -> Verdict:
@@ -84,21 +99,52 @@ def _unit_verdict(unit: KernelUnit, cc: tuple[int, int], ptx_ok: bool) -> Verdic
 
 
 def judge_file(
-    f: KernelFile, cc: tuple[int, int], driver_isa: tuple[int, int] | None
+    f: KernelFile,
+    cc: tuple[int, int],
+    driver_isa: tuple[int, int] | None,
+    jit_warn_bytes: int | None = None,
 ) -> FileVerdict:
-    """The file is native when some container has SASS for ``cc`` (libraries carry
-    architecture-specific containers, e.g. Hopper-only kernels, selected at run time);
-    JIT when none has but some PTX does (and the driver knows the PTX's ISA)."""
+    """The file is native when some container (in .nv_fatbin or loaded by the library from
+    its data) has SASS for ``cc``: libraries carry per-GPU containers, e.g. Hopper-only
+    kernels, selected at run time. JIT when none has but some PTX does (and the driver knows
+    the PTX's ISA): a brief one under ``jit_warn_bytes`` of PTX. Containers of LTO-IR only
+    (nvJitLink's input) are neither. No code at all, in a file that loads fatbins itself:
+    not judged (it chooses what it loads)."""
     ptx_ok = f.ptx_isa is None or driver_isa is None or _isa(f.ptx_isa) <= driver_isa
-    verdicts = [(_unit_verdict(u, cc, ptx_ok), u.count) for u in f.units]
+    coded = [(u, loaded) for units, loaded in ((f.units, False), (f.loaded, True)) for u in units]
+    coded = [(u, loaded) for u, loaded in coded if u.sass or u.ptx]
+    verdicts = [(_unit_verdict(u, cc, ptx_ok), u) for u, _ in coded]
     best = min((v for v, _ in verdicts), default=Verdict.NO_KERNEL)
-    without = sum(n for v, n in verdicts if v is Verdict.NO_KERNEL)
-    return FileVerdict(best, without, sum(u.count for u in f.units))
+    without = sum(u.count for v, u in verdicts if v is Verdict.NO_KERNEL)
+    ptx_bytes = sum(u.ptx_bytes for v, u in verdicts if v is Verdict.JIT)
+    if best is Verdict.JIT and jit_warn_bytes is not None and 0 < ptx_bytes < jit_warn_bytes:
+        best = Verdict.JIT_BRIEF
+    reason = ""
+    if best is Verdict.NO_KERNEL and f.loaded:
+        # The library picks among the fatbins it loads (and may link LTO-IR for this GPU
+        # through nvJitLink): that none of them has code here is not a failure we can see.
+        best = Verdict.NOT_JUDGED
+        reason = (
+            "not judged: none of the fatbins it loads itself has code for it, and which it "
+            "loads (or links at run time) is its own choice"
+        )
+    return FileVerdict(
+        best,
+        without,
+        sum(u.count for u, _ in coded),
+        sum(u.count for u, loaded in coded if loaded),
+        ptx_bytes,
+        reason,
+    )
 
 
 def _isa(text: str) -> tuple[int, int]:
     major, minor = text.split(".")
     return int(major), int(minor)
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.0f} KiB" if n < 2**20 else f"{n / 2**20:.1f} MiB"
 
 
 @dataclass(frozen=True)
@@ -111,14 +157,25 @@ class PackageVerdict:
     def line(self) -> str:
         counts = {v: sum(1 for _, fv in self.files if fv.verdict is v) for v in Verdict}
         parts = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in Verdict if counts[v]]
-        worst = [f.path for f, fv in self.files if fv.verdict is self.verdict][:3]
-        tail = "" if self.verdict is Verdict.NATIVE else f" (e.g. {', '.join(worst)})"
+        tail = ""
+        shown = {self.verdict, Verdict.NOT_JUDGED} - {Verdict.NATIVE}
+        if shown:
+            worst = [f.path for f, fv in self.files if fv.verdict in shown][:3]
+            tail = f" (e.g. {', '.join(worst)})" if worst else ""
+        brief = sum(fv.ptx_bytes for _, fv in self.files if fv.verdict is Verdict.JIT_BRIEF)
+        if brief:
+            tail += f"; {_kib(brief)} of PTX to JIT-compile at first use (seconds at most)"
+        reasons = sorted({fv.reason for _, fv in self.files if fv.reason})
+        tail += "".join(f"; {r}" for r in reasons)
+        loaded = sum(fv.loaded for _, fv in self.files)
+        if loaded:
+            tail += f"; {loaded} fatbin units read from data the library loads itself"
         without = sum(fv.units_without for _, fv in self.files)
         if without:
             units = sum(fv.units for _, fv in self.files)
             tail += (
-                f"; {without} of {units} fatbin units have no code for it (kernels built "
-                "only for other GPUs: they fail if the package selects them here)"
+                f"; {without} of {units} fatbin units hold code only for other GPUs "
+                "(per-GPU variants, which a library that selects kernels by GPU carries)"
             )
         return (
             f"{VERDICT_WORDS[self.verdict]} on {view.cc_str(self.cc)}: "
@@ -127,10 +184,35 @@ class PackageVerdict:
 
 
 def judge_package(
-    p: GpuPackage, cc: tuple[int, int], driver_isa: tuple[int, int] | None
+    p: GpuPackage,
+    cc: tuple[int, int],
+    driver_isa: tuple[int, int] | None,
+    data: StackData | None = None,
 ) -> PackageVerdict:
-    files = [(f, judge_file(f, cc, driver_isa)) for f in p.files]
-    worst = max((fv.verdict for _, fv in files), default=Verdict.NATIVE)
+    """Each file judged (judge_file); a file without code for ``cc`` in an NVIDIA CUDA
+    library whose release documents ``cc`` (checks/stack.toml [[cuda_library]]) is not
+    judged: what was read is not all there is."""
+    library = None if data is None else data.cuda_library_for(p.name, [f.path for f in p.files])
+    warn = None if data is None else data.jit.warn_bytes
+    files = []
+    for f in p.files:
+        fv = judge_file(f, cc, driver_isa, warn)
+        if fv.verdict is Verdict.NO_KERNEL and library is not None and library.covers(cc):
+            fv = replace(
+                fv,
+                verdict=Verdict.NOT_JUDGED,
+                reason=f"not judged: no code for it in the fatbins read, but CUDA "
+                f"{library.cuda} libraries are documented for compute capability "
+                f"{library.min_cc} to {library.max_cc} ({', '.join(library.sources)}): "
+                "their kernels are kept where the audit does not read (another form, or "
+                "a library they link)",
+            )
+        files.append((f, fv))
+    verdicts = [fv.verdict for _, fv in files]
+    judged = [v for v in verdicts if v is not Verdict.NOT_JUDGED]
+    # A file not judged beside others that are (libcufftw.so.12 beside libcufft.so.12): the
+    # package is what the judged files say, the other one a note in its line.
+    worst = max(judged or verdicts, default=Verdict.NATIVE)
     return PackageVerdict(p, cc, worst, files)
 
 
@@ -176,7 +258,8 @@ def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
         "driver PTX ISA": "unknown" if isa is None else f"{isa[0]}.{isa[1]}",
     }
     worst = Verdict.NATIVE
-    bad: list[str] = []
+    bad: dict[Verdict, list[str]] = {Verdict.NO_KERNEL: [], Verdict.JIT: []}
+    noted: list[str] = []
     fixes: list[str] = []
     cpu_torch = False
     for p in s.packages:
@@ -185,20 +268,23 @@ def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
             evidence[label] = "no CUDA kernels: a CPU-only build"
             cpu_torch = True
             worst = Verdict.NO_KERNEL
-            bad.append(f"{p.name} (no CUDA kernels)")
+            bad[Verdict.NO_KERNEL].append(f"{p.name} (no CUDA kernels)")
             fixes.append(_fix(rules.stack, p.name, ccs[0]))
             continue
         if not p.files:
             continue
         lines = []
         for cc in ccs:
-            pv = judge_package(p, cc, isa)
+            pv = judge_package(p, cc, isa, rules.stack)
             lines.append(pv.line())
-            if pv.verdict > Verdict.NATIVE:
-                bad.append(f"{p.name} ({VERDICT_WORDS[pv.verdict]} on {view.cc_str(cc)})")
+            where = f"{p.name} ({VERDICT_WORDS[pv.verdict]} on {view.cc_str(cc)})"
+            if pv.verdict in bad:
+                bad[pv.verdict].append(where)
                 fix = _fix(rules.stack, p.name, cc)
                 if fix not in fixes:
                     fixes.append(fix)
+            elif pv.verdict is not Verdict.NATIVE and where not in noted:
+                noted.append(where)
             worst = max(worst, pv.verdict)
         evidence[label] = lines if len(lines) > 1 else lines[0]
     judged = sum(1 for p in s.packages if p.files) + (1 if cpu_torch else 0)
@@ -208,25 +294,33 @@ def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
             "package(s) read)",
             **evidence,
         )
-    if worst is Verdict.NATIVE:
+    notes = f"; {', '.join(noted)} (details in the evidence)" if noted else ""
+    if worst < Verdict.JIT:
         return passed(
-            f"{judged} GPU package(s) carry native kernels for {_cc_list(ccs)}", **evidence
+            f"{judged} GPU package(s) carry {'native ' if not noted else ''}kernels for "
+            f"{_cc_list(ccs)}{notes}",
+            **evidence,
         )
-    status = Status.FAIL if worst is Verdict.NO_KERNEL else Status.WARN
-    if cpu_torch and len(bad) == 1:
-        what = "a CPU-only PyTorch cannot use the GPU (torch.cuda.is_available() is False)"
-    elif worst is Verdict.NO_KERNEL:
-        what = "will fail at the first kernel launch ('no kernel image is available')"
-    else:
-        what = "only PTX to JIT-compile at first start (a slow cold start)"
+    what = []
+    if bad[Verdict.NO_KERNEL]:
+        if cpu_torch and len(bad[Verdict.NO_KERNEL]) == 1:
+            fails = "a CPU-only PyTorch cannot use the GPU (torch.cuda.is_available() is False)"
+        else:
+            fails = "will fail at the first kernel launch ('no kernel image is available')"
+        what.append(f"{', '.join(bad[Verdict.NO_KERNEL])}: {fails}")
+    if bad[Verdict.JIT]:
+        what.append(
+            f"{', '.join(bad[Verdict.JIT])}: only PTX to JIT-compile at first start "
+            "(a slow cold start)"
+        )
     # Plain assignments: tests/rules/test_catalogue_words.py reads the cases from them.
     if worst is Verdict.NO_KERNEL:  # noqa: SIM108
         case = "no-kernel"
     else:
         case = "jit"
     return Outcome(
-        status=status,
-        summary=f"{', '.join(bad)}: {what}",
+        status=Status.FAIL if worst is Verdict.NO_KERNEL else Status.WARN,
+        summary="; ".join(what) + notes,
         evidence=evidence,
         case=case,
         remedy_vars={"fixes": " ".join(fixes)},

@@ -13,16 +13,18 @@ from pathlib import Path
 
 import msgspec
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 class CachedScan(msgspec.Struct, array_like=True):
     size: int
     mtime_ns: int
     inode: int
-    # Per container, its targets as (name, "major.minor") pairs; [] for a file without GPU
+    # Per container, its targets as (name, "major.minor", bytes); [] for a file without GPU
     # code; None for a file that is not ELF.
-    units: list[list[tuple[str, str]]] | None
+    units: list[list[tuple[str, str, int]]] | None
+    # The containers in its data sections, which the library loads itself.
+    loaded: list[list[tuple[str, str, int]]] = msgspec.field(default_factory=list)
 
 
 class _CacheFile(msgspec.Struct):

@@ -9,15 +9,24 @@ gigabyte of kernels costs a few pages.
 (``__nv_relfatbin``, relocatable device code for a later device link, is not loaded by the
 runtime and is skipped: see FATBIN_SECTIONS.)
 
+Some libraries keep most of their kernels outside ``.nv_fatbin``, as fatbin containers in
+their own data and load them themselves (``cuModuleLoadData``): libcufft.so.12 (cuFFT 12.0,
+CUDA 13) has one container in ``.nv_fatbin`` (sm_75) and 23,983 in ``.ldata``, SASS for
+sm_75..sm_120, PTX and LTO-IR. cuobjdump lists only ``.nv_fatbin``. Those are read too, as
+``loaded`` (see DATA_SECTIONS), and only when every entry of a container parses to its
+exact end, so that bytes that merely look like a magic number are not taken for code.
+
 Container layout (CUDA's fatbinary format, as cuobjdump reads it; public descriptions:
 n-eiling/cuda-fatbin-decompression, GrigoryEvko/nvopen-tools
 fatbin/FORMAT_SPECIFICATION.md), little-endian:
 
 - header, 16 bytes: magic 0xBA55ED50, version u16 (1), header size u16 (16), payload size u64;
-- entries, back to back: kind u16 (1 PTX, 2 ELF cubin), u16, entry header size u32 (64, 80
-  or 112), payload size u64 (the entry's data, 8-aligned, follows its header), ...,
-  version minor u16 and major u16 at 24 (PTX: the PTX ISA, 9.0; ELF: the cubin ABI), the
-  architecture u32 at 28 (90, 120, 121) and flags u64 at 40.
+- entries, back to back: kind u16 (1 PTX, 2 ELF cubin, 8 LTO-IR for nvJitLink), u16, entry
+  header size u32 (64, 80, 112 or 128), payload size u64 (the entry's data, 8-aligned,
+  follows its header), ..., version minor u16 and major u16 at 24 (PTX: the PTX ISA, 9.0;
+  ELF: the cubin ABI), the architecture u32 at 28 (90, 120, 121), flags u64 at 40 (0x2000 LZ4,
+  0x8000 zstd: the payload is compressed) and, for a compressed payload, its uncompressed
+  size u64 at 56.
 
 The flags' architecture variants were read off fatbins nvcc 13.0 wrote for sm_90a, sm_100f,
 sm_120a, compute_121a (tests/test_audit_real.py checks them against cuobjdump): 0x100000
@@ -32,36 +41,44 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Literal
 
+Kind = Literal["sass", "ptx", "lto"]
+
 FATBIN_MAGIC = 0xBA55ED50
 # Only .nv_fatbin holds what the CUDA runtime registers and loads. __nv_relfatbin carries
 # relocatable device code kept for a later device link (-rdc); in libnccl.so.2 it is 127
 # containers beside .nv_fatbin's 16, and cuobjdump --list-elf does not list it either.
 FATBIN_SECTIONS = (".nv_fatbin",)
+# Where a library keeps fatbins it loads itself (libcufft.so.12: .ldata, the large-model
+# data section).
+DATA_SECTIONS = (".rodata", ".lrodata", ".data", ".ldata", ".data.rel.ro")
 _HEADER = struct.Struct("<IHHQ")
-_ENTRY = struct.Struct("<HHIQ8xHHI8xQ")  # kind, _, header size, size, minor, major, arch, flags
+# kind, _, header size, size, minor, major, arch, flags, uncompressed size
+_ENTRY = struct.Struct("<HHIQ8xHHI8xQ8xQ")
 _ENTRY_MIN = 64
+_KINDS: dict[int, Kind] = {1: "ptx", 2: "sass", 8: "lto"}
+_COMPRESSED = 0x2000 | 0x8000  # LZ4, zstd (payload at 56: its uncompressed size)
 _ARCH_SPECIFIC = 0x100000
 _FAMILY = 0x200000
 ELF_MAGIC = b"\x7fELF"
 
-Kind = Literal["sass", "ptx"]
-
 
 @dataclass(frozen=True, order=True)
 class Target:
-    """One entry of a fatbin: SASS (a cubin) or PTX for an architecture, ``suffix`` "a"
-    (that compute capability only), "f" (its family) or ""."""
+    """One entry of a fatbin: SASS (a cubin), PTX or LTO-IR for an architecture, ``suffix``
+    "a" (that compute capability only), "f" (its family) or ""."""
 
     kind: Kind
     arch: int  # 90, 120, 121
     suffix: Literal["", "a", "f"]
     # PTX: the PTX ISA version of the text ((9, 0)); SASS: the cubin's ABI version.
     version: tuple[int, int]
+    size: int = 0  # the payload's bytes, uncompressed
 
     @property
     def name(self) -> str:
-        """``sm_120a`` for SASS, ``compute_120a`` for PTX (nvcc's words)."""
-        prefix = "sm" if self.kind == "sass" else "compute"
+        """``sm_120a`` for SASS, ``compute_120a`` for PTX, ``lto_75`` for LTO-IR (nvcc's
+        words)."""
+        prefix = {"sass": "sm", "ptx": "compute", "lto": "lto"}[self.kind]
         return f"{prefix}_{self.arch}{self.suffix}"
 
     @property
@@ -73,12 +90,16 @@ class Target:
 
 @dataclass(frozen=True)
 class FatbinScan:
-    """The fatbin containers of one file, each as the targets it holds, in file order."""
+    """The fatbin containers of one file, each as the targets it holds, in file order:
+    ``units`` from .nv_fatbin (the runtime registers them), ``loaded`` from the data
+    sections (the library loads them itself)."""
 
     units: tuple[tuple[Target, ...], ...]
+    loaded: tuple[tuple[Target, ...], ...] = ()
 
     @property
     def targets(self) -> list[Target]:
+        """The .nv_fatbin targets (what cuobjdump lists)."""
         return [t for unit in self.units for t in unit]
 
 
@@ -89,15 +110,53 @@ class NotElf(Exception):
 def _entries(buf: mmap.mmap | bytes, start: int, end: int) -> Iterator[Target]:
     off = start
     while off + _ENTRY_MIN <= end:
-        kind, _, header_size, size, minor, major, arch, flags = _ENTRY.unpack_from(buf, off)
+        kind, _, header_size, size, minor, major, arch, flags, full = _ENTRY.unpack_from(buf, off)
         if header_size < _ENTRY_MIN:
             return
-        if kind in (1, 2):
+        if kind in _KINDS:
             suffix: Literal["", "a", "f"] = (
                 "a" if flags & _ARCH_SPECIFIC else "f" if flags & _FAMILY else ""
             )
-            yield Target("ptx" if kind == 1 else "sass", arch, suffix, (major, minor))
+            payload = full if flags & _COMPRESSED and full else size
+            yield Target(_KINDS[kind], arch, suffix, (major, minor), payload)
         off += header_size + size
+
+
+def _strict_container(buf: mmap.mmap | bytes, off: int, end: int) -> tuple[Target, ...] | None:
+    """The container at ``off`` if it is one beyond doubt: version 1, a 16-byte header,
+    known entry kinds with plausible headers and architectures, chained to its exact end."""
+    found, version, header_size, size = _HEADER.unpack_from(buf, off)
+    first = off + header_size
+    stop = first + size
+    if (found, version, header_size) != (FATBIN_MAGIC, 1, _HEADER.size) or not (
+        size >= _ENTRY_MIN and stop <= end
+    ):
+        return None
+    at = first
+    while at < stop:
+        if at + _ENTRY_MIN > stop:
+            return None
+        kind, _, entry_header, payload, _, _, arch, _, _ = _ENTRY.unpack_from(buf, at)
+        if kind not in _KINDS or not (_ENTRY_MIN <= entry_header <= 256 and 20 <= arch < 1000):
+            return None
+        at += entry_header + payload
+    return tuple(_entries(buf, first, stop)) if at == stop else None
+
+
+def scan_loaded(buf: mmap.mmap | bytes, start: int, end: int) -> list[tuple[Target, ...]]:
+    """Fatbin containers stored as data between ``start`` and ``end`` (a data section):
+    each magic number that starts a container beyond doubt (_strict_container)."""
+    units: list[tuple[Target, ...]] = []
+    magic = struct.pack("<I", FATBIN_MAGIC)
+    off = buf.find(magic, start, end)
+    while off >= 0 and off + _HEADER.size <= end:
+        unit = _strict_container(buf, off, end)
+        if unit is None:
+            off = buf.find(magic, off + 1, end)
+            continue
+        units.append(unit)
+        off = buf.find(magic, off + _HEADER.size + _HEADER.unpack_from(buf, off)[3], end)
+    return units
 
 
 def scan_containers(buf: mmap.mmap | bytes, start: int, end: int) -> list[tuple[Target, ...]]:
@@ -140,16 +199,23 @@ def scan_file(path: str) -> FatbinScan:
             return FatbinScan(())
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             units: list[tuple[Target, ...]] = []
-            for start, end in spans:
-                units.extend(scan_containers(buf, start, min(end, len(buf))))
-    return FatbinScan(tuple(units))
+            loaded: list[tuple[Target, ...]] = []
+            for name, start, end in spans:
+                stop = min(end, len(buf))
+                if name in FATBIN_SECTIONS:
+                    units.extend(scan_containers(buf, start, stop))
+                else:
+                    loaded.extend(scan_loaded(buf, start, stop))
+    return FatbinScan(tuple(units), tuple(loaded))
 
 
-def _fatbin_spans(f: BinaryIO, elf_file: type) -> list[tuple[int, int]]:
+def _fatbin_spans(f: BinaryIO, elf_file: type) -> list[tuple[str, int, int]]:
     elf = elf_file(f)
     spans = []
     for section in elf.iter_sections():
-        if section.name in FATBIN_SECTIONS and section["sh_type"] != "SHT_NOBITS":
+        if (section.name in FATBIN_SECTIONS or section.name in DATA_SECTIONS) and section[
+            "sh_type"
+        ] != "SHT_NOBITS":
             offset, size = section["sh_offset"], section["sh_size"]
-            spans.append((offset, offset + size))
+            spans.append((section.name, offset, offset + size))
     return spans

@@ -30,23 +30,37 @@ def _arch_key(name: str) -> tuple[int, str]:
     return (int(digits), name)
 
 
-def _units(scan: list[list[tuple[str, str]]]) -> tuple[list[KernelUnit], str | None]:
-    counts: Counter[tuple[tuple[str, ...], tuple[str, ...]]] = Counter()
+Triples = list[list[tuple[str, str, int]]]
+
+
+def _kind(names: set[str], prefix: str) -> tuple[str, ...]:
+    return tuple(sorted((n for n in names if n.startswith(prefix)), key=_arch_key))
+
+
+def _units(scan: Triples) -> tuple[list[KernelUnit], tuple[int, int] | None]:
+    counts: Counter[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = Counter()
+    ptx_bytes: Counter[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = Counter()
     isa: tuple[int, int] | None = None
     for unit in scan:
-        sass = tuple(sorted({n for n, _ in unit if n.startswith("sm_")}, key=_arch_key))
-        ptx = tuple(sorted({n for n, _ in unit if n.startswith("compute_")}, key=_arch_key))
-        for n, v in unit:
+        names = {n for n, _, _ in unit}
+        key = (_kind(names, "sm_"), _kind(names, "compute_"), _kind(names, "lto_"))
+        for n, v, _ in unit:
             if n.startswith("compute_"):
                 major, minor = (int(x) for x in v.split("."))
                 isa = max(isa or (major, minor), (major, minor))
-        counts[(sass, ptx)] += 1
-    units = [KernelUnit(sass=list(s), ptx=list(p), count=c) for (s, p), c in sorted(counts.items())]
-    return units, (f"{isa[0]}.{isa[1]}" if isa else None)
+        counts[key] += 1
+        ptx_bytes[key] += max((b for n, _, b in unit if n.startswith("compute_")), default=0)
+    units = [
+        KernelUnit(
+            sass=list(s), ptx=list(p), lto=list(lt), count=c, ptx_bytes=ptx_bytes[(s, p, lt)]
+        )
+        for (s, p, lt), c in sorted(counts.items())
+    ]
+    return units, isa
 
 
-def _as_pairs(units: Sequence[tuple[Target, ...]]) -> list[list[tuple[str, str]]]:
-    return [[(t.name, f"{t.version[0]}.{t.version[1]}") for t in unit] for unit in units]
+def _as_triples(units: Sequence[tuple[Target, ...]]) -> Triples:
+    return [[(t.name, f"{t.version[0]}.{t.version[1]}", t.size) for t in unit] for unit in units]
 
 
 class _Scanner:
@@ -58,7 +72,7 @@ class _Scanner:
         self.new: dict[str, CachedScan] = {}
         self.hits = 0
 
-    def scan(self, path: Path) -> list[list[tuple[str, str]]] | None:
+    def scan(self, path: Path) -> tuple[Triples, Triples] | None:
         st = path.stat()
         key = str(path)
         hit = self.old.get(key)
@@ -69,13 +83,15 @@ class _Scanner:
         ):
             self.hits += 1
             self.new[key] = hit
-            return hit.units
+            return None if hit.units is None else (hit.units, hit.loaded)
         try:
-            units: list[list[tuple[str, str]]] | None = _as_pairs(scan_file(key).units)
+            found = scan_file(key)
         except NotElf:
-            units = None
-        self.new[key] = CachedScan(st.st_size, st.st_mtime_ns, st.st_ino, units)
-        return units
+            self.new[key] = CachedScan(st.st_size, st.st_mtime_ns, st.st_ino, None)
+            return None
+        units, loaded = _as_triples(found.units), _as_triples(found.loaded)
+        self.new[key] = CachedScan(st.st_size, st.st_mtime_ns, st.st_ino, units, loaded)
+        return units, loaded
 
     def save(self) -> None:
         if self.cache_path is not None and self.new != self.old:
@@ -113,10 +129,18 @@ def _package(dist: metadata.Distribution, scanner: _Scanner) -> GpuPackage:
             if len(unreadable) < MAX_UNREADABLE:
                 unreadable.append(f"{rel}: {exc.strerror or type(exc).__name__}")
             continue
-        if scan:
-            units, isa = _units(scan)
+        if scan is not None and (scan[0] or scan[1]):
+            units, isa = _units(scan[0])
+            loaded, loaded_isa = _units(scan[1])
+            newest = max((i for i in (isa, loaded_isa) if i is not None), default=None)
             files.append(
-                KernelFile(path=str(rel), size=path.stat().st_size, units=units, ptx_isa=isa)
+                KernelFile(
+                    path=str(rel),
+                    size=path.stat().st_size,
+                    units=units,
+                    loaded=loaded,
+                    ptx_isa=None if newest is None else f"{newest[0]}.{newest[1]}",
+                )
             )
     return GpuPackage(
         name=name,
