@@ -577,3 +577,25 @@ def test_the_bus_id_ends_at_its_first_nul_whatever_follows() -> None:
     assert c_bus_id(b"0000:41:00.0\x00\x00\x00") == "0000:41:00.0"
     assert c_bus_id("0000:00:07.0\x00garbage") == "0000:00:07.0"
     assert c_bus_id(b"0000:00:07.0") == "0000:00:07.0"
+
+
+def test_a_link_at_its_maximum_when_collected_is_not_read_again_under_load() -> None:
+    # The load child costs ~0.6 s of `check` (H100, benchmarks/device/probe_walltime.sh);
+    # it can only confirm a link read below its maximum, so only such a link starts it.
+    from blackwell_doctor.collect.host import links_to_confirm
+    from blackwell_doctor.facts.document import NvmlFacts, NvmlPcieLink
+
+    facts = msgspec.json.decode(
+        (FIXTURES / "facts" / "rtxpro6000x4-preflight.json").read_bytes(), type=Facts
+    )
+    assert isinstance(facts.nvml, NvmlFacts)
+    assert links_to_confirm(facts.nvml)  # GPU2 at Gen1 of Gen5
+    at_max = NvmlPcieLink(current_gen=5, current_width=16, max_gen=5, max_width=16)
+    full = msgspec.structs.replace(
+        facts.nvml, gpus=[msgspec.structs.replace(g, pcie=at_max) for g in facts.nvml.gpus]
+    )
+    assert not links_to_confirm(full)
+    narrow = msgspec.structs.replace(at_max, current_width=8)
+    one = [msgspec.structs.replace(full.gpus[0], pcie=narrow), *full.gpus[1:]]
+    assert links_to_confirm(msgspec.structs.replace(full, gpus=one))
+    assert not links_to_confirm(Unavailable("nvml-not-found"))

@@ -22,6 +22,8 @@ from blackwell_doctor.facts.document import (
     CudaFacts,
     Facts,
     LinkLoadFacts,
+    NvmlFacts,
+    NvmlPcieLink,
     P2PProbeFacts,
     PlatformFacts,
     ProbeFacts,
@@ -52,7 +54,7 @@ def collect_facts(
     nvml, cuda = collect_gpu(gpu_timeout_s)
     probe_facts = _collect_probes(cuda, enabled=probes, timeout_s=probe_timeout_s)
     p2p_facts = _collect_p2p(cuda, enabled=probes, timeout_s=probe_timeout_s)
-    link_load, collective = _collect_preflight(cuda, enabled=probes)
+    link_load, collective = _collect_preflight(cuda, nvml, enabled=probes)
     facts = Facts(
         schema_version=SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
@@ -105,11 +107,28 @@ def _collect_p2p(
     return run_p2p_probes(timeout_s=min(max(timeout_s, 10.0 + 4.0 * pairs), 300.0))
 
 
+def links_to_confirm(nvml: NvmlFacts | Unavailable) -> bool:
+    """Whether a GPU's link read at collection is below its maximum generation or width:
+    only then is it read again under load (a GPU lowers its generation when idle; a link at
+    its maximum at idle is at its maximum). On an H100 the load child cost ~0.6 s of a
+    1.9 s `check` (benchmarks/device/probe_walltime.sh), for a link already at Gen5 x16."""
+    if isinstance(nvml, Unavailable):
+        return False
+    for g in nvml.gpus:
+        link = g.pcie
+        if not isinstance(link, NvmlPcieLink):
+            continue
+        for now, most in ((link.current_gen, link.max_gen), (link.current_width, link.max_width)):
+            if now is not None and most is not None and now < most:
+                return True
+    return False
+
+
 def _collect_preflight(
-    cuda: CudaFacts | Unavailable, *, enabled: bool
+    cuda: CudaFacts | Unavailable, nvml: NvmlFacts | Unavailable, *, enabled: bool
 ) -> tuple[LinkLoadFacts | Unavailable, CollectiveFacts | Unavailable]:
-    """Links under load and the all-reduce path (issue 26), with the collective's sizes and
-    deadlines from checks/preflight.toml."""
+    """Links under load (when one is below its maximum at collection) and the all-reduce
+    path (issue 26), with the collective's sizes and deadlines from checks/preflight.toml."""
     if not enabled:
         return Unavailable("skipped:--no-probe"), Unavailable("skipped:--no-probe")
     if isinstance(cuda, Unavailable):
@@ -121,7 +140,12 @@ def _collect_preflight(
     count = len(cuda.devices)
     data = load_preflight().collective
     sets = count * (count - 1) // 2 + (1 if count > 2 else 0)
-    return run_link_load(count), run_collective(
+    load: LinkLoadFacts | Unavailable = (
+        run_link_load(count)
+        if links_to_confirm(nvml)
+        else Unavailable("skipped:every link at its maximum at collection")
+    )
+    return load, run_collective(
         count,
         size_bytes=data.size_bytes,
         iterations=data.iterations,
