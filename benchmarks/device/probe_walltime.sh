@@ -80,7 +80,10 @@ for name, code in SNIPPETS.items():
         print(f"{name:<22} {statistics.median(runs) * 1000:8.1f} ms (in-process, median of 5)")
 PY
 
-"$PY" -m pytest -p no:cacheprovider -v -m gpu >"$OUT/pytest-gpu.log" 2>&1
+# The device image lacks two dev-only packages (kubernetes-validate, grimp): their modules,
+# which hold no gpu test, are left out rather than failing the collection.
+"$PY" -m pytest -p no:cacheprovider -v -m gpu --ignore=tests/test_kubernetes.py \
+    --ignore=tests/test_layers.py >"$OUT/pytest-gpu.log" 2>&1
 gpu_rc=$?
 
 echo "== summary"
