@@ -305,3 +305,26 @@ def test_audit_cufft_native_and_cufile_a_brief_jit(
     cufile = kernels["evidence"]["nvidia-cufile 1.15.1.6"]
     assert cufile.startswith(f"JIT at first use on {cc}")
     assert "10 KiB of PTX" in cufile
+
+
+def test_audit_model_dir_runs_the_backend_forecast_and_records_forcing_variables(
+    wheels: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The real wheels hold flashinfer-python but no serving runtime: the forecast says so
+    (its rows are unit-tested in tests/rules/test_stack_backends.py); the variables that
+    force a backend are read into the facts."""
+    python = _fake_env(tmp_path, wheels)
+    monkeypatch.setenv("VLLM_ATTENTION_BACKEND", "CUTLASS_MLA")
+    facts = FACTS_FIXTURES / "sm120-driver580.json"
+    model = REPO / "tests" / "fixtures" / "models" / "gpt-oss-120b"
+    argv = ["audit", "--python", str(python), "--facts", str(facts), "--model-dir", str(model)]
+    r = run([*argv, "-f", "json", "--embed-facts"], capsys)
+    doc = json.loads(r.out)
+    got = {x["id"]: x for x in doc["results"]}
+    assert got["stack.backends"]["status"] == "skip"
+    assert "no serving runtime (vllm, sglang)" in got["stack.backends"]["summary"]
+    assert doc["facts"]["model"]["quantization"]["method"] == "mxfp4"
+    assert doc["facts"]["stack"]["environment"] == {"VLLM_ATTENTION_BACKEND": "CUTLASS_MLA"}

@@ -203,4 +203,5 @@ def read_stack(
         cpus=os.cpu_count(),
         memory_bytes=host_memory_bytes(),
         cached_files=scanner.hits,
+        environment={n: environ[n][:256] for n in data.backends.environment.names if n in environ},
     )
