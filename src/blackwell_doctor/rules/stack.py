@@ -188,6 +188,21 @@ class PackageVerdict:
         )
 
 
+def pool_cubins(files: list[KernelFile]) -> list[KernelFile]:
+    """``files`` with a package's standalone cubins as one file: each cubin is one GPU's
+    variant (flashinfer-cubin ships one per target and loads the one for the GPU), so they
+    are judged together, as the per-GPU units of one library are."""
+    cubins = [f for f in files if f.path.endswith(".cubin")]
+    if not cubins:
+        return files
+    pooled = KernelFile(
+        path=f"{len(cubins)} standalone .cubin file(s) such as {cubins[0].path}",
+        size=sum(f.size for f in cubins),
+        units=[u for f in cubins for u in f.units],
+    )
+    return [f for f in files if not f.path.endswith(".cubin")] + [pooled]
+
+
 def judge_package(
     p: GpuPackage,
     cc: tuple[int, int],
@@ -200,7 +215,7 @@ def judge_package(
     library = None if data is None else data.cuda_library_for(p.name, [f.path for f in p.files])
     warn = None if data is None else data.jit.warn_bytes
     files = []
-    for f in p.files:
+    for f in pool_cubins(p.files):
         fv = judge_file(f, cc, driver_isa, warn)
         if fv.verdict is Verdict.NO_KERNEL and library is not None and library.covers(cc):
             fv = replace(
