@@ -260,7 +260,13 @@ def size_model(facts: Facts, gpu_count: int) -> ModelSizing | str | None:
     if arch.moe is not None and q.method == "w4a16":
         backend = "marlin"
         why["moe_backend"] = words.reason("moe_marlin")
-    elif arch.moe is not None and q.method not in ("nvfp4", "mxfp4"):
+    elif arch.moe is not None and q.method == "mxfp4":
+        # `--moe-backend flashinfer_cutlass` selects FLASHINFER_CUTLASS_MXFP4_BF16 for an
+        # MXFP4 checkpoint in vLLM 0.32-0.33, which only compute capability 9.0 accepts
+        # (checks/backends.toml, vllm-0.32-mxfp4-moe): the runtime's own choice starts.
+        backend = "auto"
+        why["moe_backend"] = words.reason("moe_auto_mxfp4")
+    elif arch.moe is not None and q.method != "nvfp4":
         backend = "auto"
         why["moe_backend"] = words.reason("moe_auto", method=q.method)
     return ModelSizing(
