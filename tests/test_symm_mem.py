@@ -512,3 +512,41 @@ def test_facts_from_before_the_symm_test_read_as_they_were() -> None:
     run = CollectiveRun(gpus=[0, 1], path="symm-mem", correct=True, multicast=True)
     again = msgspec.json.decode(msgspec.json.encode(run), type=CollectiveRun)
     assert again == run
+
+
+def test_the_wrong_landing_seam_is_caught_by_the_real_comparison(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from blackwell_doctor.collect.probe.collective_protocol import TEST_FAULT_ENV
+
+    monkeypatch.setenv(TEST_FAULT_ENV, "symm-wrong")
+    world = _World()
+
+    owner_lines, writer_lines = _pair(tmp_path, _VmmDriver(world), _VmmDriver(world))
+
+    assert isinstance(writer_lines[-1], DoneLine)
+    result = next(line for line in owner_lines if isinstance(line, ResultLine))
+    assert result == ResultLine(correct=False, detail="symm: differs from the pattern at word 1")
+
+
+def test_the_real_child_without_a_driver_says_so_in_one_line(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    from blackwell_doctor.collect.childproc import child_env
+
+    job = {"job": "symm-import", "gpu": 1, "socket": str(tmp_path / "s"), "wait_s": 1}
+    env = child_env({"LD_LIBRARY_PATH": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""})
+    done = subprocess.run(
+        [sys.executable, "-m", child.__name__, json.dumps(job)],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(raw) for raw in done.stdout.splitlines()]
+    assert lines[0] == {"event": "stage", "stage": "symm-import"}
+    assert lines[-1]["event"] in ("fatal", "error")  # no GPU here: a reason, no traceback
+    assert b"Traceback" not in done.stderr

@@ -6,7 +6,12 @@ that hangs or sums wrong is run again with ``NCCL_P2P_DISABLE=1``. Which setting
 failure follows from which runs failed: NVIDIA/nccl#2079 (a silent spin-wait on PCIe-only
 hosts until NCCL_P2P_DISABLE=1), NVIDIA/nccl#1637, vllm-project/vllm#14452 and RFC #51513.
 vLLM's custom all-reduce (CUDA IPC peer writes) and symmetric memory take the same peer
-path as NCCL's P2P transport, so where that path is broken they are turned off too.
+path as NCCL's P2P transport, so where that path is broken they are turned off too. Per
+pair, a CUDA IPC write and (on the compute capabilities where vLLM sets it up) a write
+through a cuMemCreate allocation shared by POSIX fd, PyTorch's symmetric memory without
+multicast, are tested on their own: either failing while NCCL works turns off only the
+runtime feature that takes that path (--disable-custom-all-reduce,
+VLLM_ALLREDUCE_USE_SYMM_MEM=0; vllm/distributed/device_communicators/symm_mem.py).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ import socket
 import statistics
 import struct
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -436,7 +437,7 @@ def _map(driver: Driver, handle: Any, size: int, ordinal: int) -> int:
     """map_block: reserve a range, map the allocation there, allow ``ordinal`` to read and
     write it. Returns the address."""
     d = driver.d
-    pointer = int(driver.call("cuMemAddressReserve", size, 0, d.CUdeviceptr(0), 0))
+    pointer = int(driver.call("cuMemAddressReserve", size, 0, 0, 0))
     driver.call("cuMemMap", d.CUdeviceptr(pointer), size, 0, handle, 0)
     desc = d.CUmemAccessDesc()
     _device_location(d, desc, ordinal)
@@ -598,8 +599,15 @@ def run_symm_import(job: SymmImportJob, emit: Emit, driver: Driver | None = None
         pointer = _map(driver, handle, size, job.gpu)
         stage = "symm-write"
         emit(StageLine(stage=stage))
+        fault = os.environ.get(TEST_FAULT_ENV, "")
+        if fault == "symm-hang":
+            threading.Event().wait()  # the seam's hang: the parent kills this child
         local = driver.alloc(job.size_bytes)
         driver.call("cuMemsetD32", d.CUdeviceptr(local), SYMM_PATTERN, job.size_bytes // 4)
+        if fault == "symm-wrong":
+            # The seam's wrong landing: word 1 of what is copied is zero, in the same copy
+            # (a second write could land after the owner already compared).
+            driver.call("cuMemsetD32", d.CUdeviceptr(local + 4), 0, 1)
         driver.call("cuMemcpyDtoD", d.CUdeviceptr(pointer), d.CUdeviceptr(local), job.size_bytes)
         driver.call("cuCtxSynchronize")
         _unmap(driver, pointer, size, handle)

@@ -249,7 +249,8 @@ def run_collective(
                     )
                 )
                 continue
-            ipc_runs.append(test(a, b, timeout_s=min(run_timeout_s, remaining), argv=child_argv))
+            limit = min(run_timeout_s, remaining)
+            ipc_runs.append(test(a, b, timeout_s=limit, argv=child_argv, env=env))
     runs += ipc_runs
     return CollectiveFacts(
         library=library_label(library),
@@ -260,7 +261,13 @@ def run_collective(
 
 
 def run_ipc_pair(
-    owner: int, writer: int, *, timeout_s: float, argv: Sequence[str], size_bytes: int = 16 << 20
+    owner: int,
+    writer: int,
+    *,
+    timeout_s: float,
+    argv: Sequence[str],
+    size_bytes: int = 16 << 20,
+    env: dict[str, str] | None = None,
 ) -> CollectiveRun:
     """vLLM's custom all-reduce path for one pair: a process on ``writer`` writes a buffer
     of ``owner``'s, shared by CUDA IPC from another process, which checks what landed. Both
@@ -273,11 +280,18 @@ def run_ipc_pair(
         path="cuda-ipc",
         timeout_s=timeout_s,
         argv=argv,
+        env=env,
     )
 
 
 def run_symm_pair(
-    owner: int, writer: int, *, timeout_s: float, argv: Sequence[str], size_bytes: int = 16 << 20
+    owner: int,
+    writer: int,
+    *,
+    timeout_s: float,
+    argv: Sequence[str],
+    size_bytes: int = 16 << 20,
+    env: dict[str, str] | None = None,
 ) -> CollectiveRun:
     """Symmetric memory's peer path for one pair, as PyTorch's CUDA symmetric memory (vLLM's
     symmetric-memory all-reduce) sets it up without multicast: the owner's child allocates
@@ -298,6 +312,7 @@ def run_symm_pair(
             path="symm-mem",
             timeout_s=timeout_s,
             argv=argv,
+            env=env,
         )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -311,6 +326,7 @@ def _peer_write(
     path: CollectivePath,
     timeout_s: float,
     argv: Sequence[str],
+    env: dict[str, str] | None = None,
 ) -> CollectiveRun:
     """One process writes another's GPU memory: the owner's child first, the writer's once
     the owner said it is ready (its handle line), both under ``timeout_s``."""
@@ -318,14 +334,14 @@ def _peer_write(
     ended: dict[str, ChildResult] = {}
 
     def owner_side() -> None:
-        _, ended["owner"] = _child(argv, export, timeout_s, {}, owner_run)
+        _, ended["owner"] = _child(argv, export, timeout_s, env or {}, owner_run)
 
     thread = threading.Thread(target=owner_side, daemon=True)
     thread.start()
     writer_run = ChildRun()
     failure: str | None = None
     if owner_run.handle_seen.wait(timeout_s) and owner_run.handle is not None:
-        writer_run, result = _child(argv, writer_job(owner_run.handle), timeout_s, {})
+        writer_run, result = _child(argv, writer_job(owner_run.handle), timeout_s, env or {})
         if writer_run.error is not None:
             failure = f"{writer_run.error.reason} at {writer_run.error.stage}"
         elif not writer_run.done and writer_run.fatal is None:

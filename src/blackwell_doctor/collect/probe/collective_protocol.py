@@ -41,6 +41,9 @@ Stage = Literal[
 # all-reduce, so NCCL really waits for it; "wrong-sum" gives the last rank other data than
 # the sum expects, so the real comparison fails. Either acts only while NCCL_P2P_DISABLE is
 # not "1": the shape of a broken peer path that the fallback fixes (NVIDIA/nccl#2079).
+# For symmetric memory's writer: "symm-hang" stops it after the import, mapped, before it
+# writes (the parent kills it at its deadline); "symm-wrong" copies the pattern with zero
+# in word 1 through the mapping, so the owner's real comparison fails.
 TEST_FAULT_ENV = "BLACKWELL_DOCTOR_COLLECTIVE_TEST_FAULT"
 
 
