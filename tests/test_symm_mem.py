@@ -418,9 +418,10 @@ def test_symm_writer_that_hangs_is_killed_and_named(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("WRITER_HANGS", "1")
     started = time.monotonic()
 
-    run = run_symm_pair(0, 1, timeout_s=2, argv=[sys.executable, "-c", _SYMM_CHILD])
+    # 8 s: room for two interpreter starts on a loaded machine before the writer hangs.
+    run = run_symm_pair(0, 1, timeout_s=8, argv=[sys.executable, "-c", _SYMM_CHILD])
 
-    assert run.failure == "collective-timeout:2s at symm-write"
+    assert run.failure == "collective-timeout:8s at symm-write"
     assert run.correct is None
     assert time.monotonic() - started < 60  # the writer sleeps 600 s: it was killed
 
@@ -550,3 +551,14 @@ def test_the_real_child_without_a_driver_says_so_in_one_line(tmp_path: Path) -> 
     assert lines[0] == {"event": "stage", "stage": "symm-import"}
     assert lines[-1]["event"] in ("fatal", "error")  # no GPU here: a reason, no traceback
     assert b"Traceback" not in done.stderr
+
+
+def test_an_owner_that_dies_before_it_listens_ends_the_pair_at_once() -> None:
+    dies = "import sys; print('{\"event\": \"stage\", \"stage\": \"symm-export\"}'); sys.exit(3)"
+    started = time.monotonic()
+
+    run = run_symm_pair(0, 1, timeout_s=30, argv=[sys.executable, "-c", dies])
+
+    assert run.failure == "collective-child-exited-early:rc=3 at symm-export"
+    assert run.correct is None
+    assert time.monotonic() - started < 25  # not the 30 s deadline: no writer was started

@@ -334,7 +334,11 @@ def _peer_write(
     ended: dict[str, ChildResult] = {}
 
     def owner_side() -> None:
-        _, ended["owner"] = _child(argv, export, timeout_s, env or {}, owner_run)
+        try:
+            _, ended["owner"] = _child(argv, export, timeout_s, env or {}, owner_run)
+        finally:
+            # An owner that ends without its handle line ends the wait for it too.
+            owner_run.handle_seen.set()
 
     thread = threading.Thread(target=owner_side, daemon=True)
     thread.start()
