@@ -554,7 +554,7 @@ def test_the_real_child_without_a_driver_says_so_in_one_line(tmp_path: Path) -> 
 
 
 def test_an_owner_that_dies_before_it_listens_ends_the_pair_at_once() -> None:
-    dies = "import sys; print('{\"event\": \"stage\", \"stage\": \"symm-export\"}'); sys.exit(3)"
+    dies = 'import sys; print(\'{"event": "stage", "stage": "symm-export"}\'); sys.exit(3)'
     started = time.monotonic()
 
     run = run_symm_pair(0, 1, timeout_s=30, argv=[sys.executable, "-c", dies])
