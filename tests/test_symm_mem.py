@@ -562,3 +562,30 @@ def test_an_owner_that_dies_before_it_listens_ends_the_pair_at_once() -> None:
     assert run.failure == "collective-child-exited-early:rc=3 at symm-export"
     assert run.correct is None
     assert time.monotonic() - started < 25  # not the 30 s deadline: no writer was started
+
+
+@pytest.mark.parametrize(
+    ("fixture", "symm"),
+    [("h200x2-captured.json", True), ("rtxpro6000x4-preflight.json", False)],
+)
+def test_collect_runs_the_symm_test_only_on_gpus_vllm_sets_it_up_on(
+    monkeypatch: pytest.MonkeyPatch, fixture: str, symm: bool
+) -> None:
+    from blackwell_doctor.collect import host
+    from blackwell_doctor.collect.probe import collective
+    from blackwell_doctor.facts.document import CudaFacts, Unavailable
+
+    facts = decode_facts((FIXTURES / "facts" / fixture).read_bytes())
+    assert isinstance(facts.cuda, CudaFacts)
+    asked: dict[str, Any] = {}
+
+    def fake_run(count: int, **kwargs: Any) -> Unavailable:
+        asked.update(kwargs)
+        return Unavailable("recorded")
+
+    monkeypatch.setattr(collective, "run_collective", fake_run)
+    monkeypatch.setattr(collective, "run_link_load", lambda *_, **__: Unavailable("recorded"))
+
+    host._collect_preflight(facts.cuda, facts.nvml, enabled=True)
+
+    assert asked["symm"] is symm
