@@ -589,3 +589,45 @@ def test_collect_runs_the_symm_test_only_on_gpus_vllm_sets_it_up_on(
     host._collect_preflight(facts.cuda, facts.nvml, enabled=True)
 
     assert asked["symm"] is symm
+
+
+_ALLREDUCE_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    def say(**line):
+        sys.stdout.write(json.dumps(line) + "\\n"); sys.stdout.flush()
+    say(event="stage", stage="init")
+    say(event="version", nccl="2.27.3", library="x")
+    say(event="result", correct=True, iterations=5, time_s=0.001)
+    say(event="done")
+    """
+)
+
+
+def test_a_pairs_ipc_and_symm_tests_run_side_by_side_and_are_listed_by_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from blackwell_doctor.collect.probe import collective
+
+    # Each side waits for the other at a barrier: run one after the other, it would break.
+    barrier = threading.Barrier(2, timeout=20)
+
+    def side(path: Any) -> Any:
+        def test(a: int, b: int, **_: Any) -> CollectiveRun:
+            barrier.wait()
+            return CollectiveRun(gpus=[a, b], path=path, correct=True)
+
+        return test
+
+    monkeypatch.setattr(collective, "run_ipc_pair", side("cuda-ipc"))
+    monkeypatch.setattr(collective, "run_symm_pair", side("symm-mem"))
+
+    facts = run_collective(
+        3, timeout_s=120, run_timeout_s=30, child_argv=[sys.executable, "-c", _ALLREDUCE_CHILD]
+    )
+
+    assert isinstance(facts, CollectiveFacts)
+    assert [(r.path, r.gpus) for r in facts.runs if r.path != "nccl"] == [
+        ("cuda-ipc", [0, 1]), ("cuda-ipc", [0, 2]), ("cuda-ipc", [1, 2]),
+        ("symm-mem", [0, 1]), ("symm-mem", [0, 2]), ("symm-mem", [1, 2]),
+    ]  # fmt: skip
