@@ -132,7 +132,7 @@ printf '%-32s %s\n' "measure (rc)" "$measure_rc" "collect --redact (rc)" "$colle
   "pytest -m gpu preflight" "rc=$gpu_rc: $(tail -1 "$OUT/pytest-gpu-preflight.log")" \
   "pytest -m gpu rest" "rc=$rest_rc: $(tail -1 "$OUT/pytest-gpu-rest.log")" \
   "collective cost (rc)" "$cost_rc"
-sed 's/^/  /' "$OUT/measure.txt" | head -40
+sed 's/^/  /' "$OUT/measure.txt" | head -60
 grep -E '^\s+\[(ok|warn|FAIL|skip|error)\]' "$OUT/check.txt" | sed 's/^/  check: /'
 grep -E 'collective.allreduce|NCCL_P2P_DISABLE' "$OUT/check-forced-hang.txt" | head -4 | sed 's/^/  forced: /'
 sed 's/^/  /' "$OUT/collective-cost.txt"
