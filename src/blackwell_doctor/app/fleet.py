@@ -56,26 +56,34 @@ def _has_magic(pattern: str) -> bool:
     return any(c in pattern for c in "*?[")
 
 
-def expand_inputs(args: Iterable[str]) -> tuple[list[Path], list[Unjudged]]:
+def expand_inputs(args: Iterable[str]) -> tuple[list[str], list[Unjudged]]:
     """Files as given, directories searched for ``*.json`` (recursively), globs expanded
-    (``**`` recursive). What names nothing is returned as unjudged, not raised: one bad
-    path must not hide the rest of the fleet. Each file is judged once."""
-    paths: list[Path] = []
+    (``**`` recursive), each named as :class:`~pathlib.Path` writes it. What names nothing is
+    returned as unjudged, not raised: one bad path must not hide the rest of the fleet. Each
+    file is judged once."""
+    paths: list[str] = []
     missing: list[Unjudged] = []
     seen: set[str] = set()
     for arg in args:
         path = Path(arg)
+        found: list[str]
         if path.is_dir():
-            found = [Path(p) for p in _json_files(arg)]
+            # Names joined to the directory as Path writes it are as Path writes them (no
+            # Path per file: 2 us of a node's ~40), but for "./": Path drops it.
+            root = str(path)
+            found = _json_files(root)
+            if root == ".":
+                found = [p.removeprefix("./") for p in found]
             if not found:
                 missing.append(Unjudged(source=arg, reason="directory holds no *.json file"))
         elif path.is_file():
-            found = [path]
+            found = [str(path)]
         elif path.exists():
             missing.append(Unjudged(source=arg, reason="not a regular file"))
             found = []
         elif _has_magic(arg):
-            found = sorted(Path(m) for m in glob.glob(arg, recursive=True) if Path(m).is_file())
+            matches = sorted(Path(m) for m in glob.glob(arg, recursive=True) if Path(m).is_file())
+            found = [str(m) for m in matches]
             if not found:
                 missing.append(Unjudged(source=arg, reason="pattern matched no file"))
         else:
@@ -109,14 +117,14 @@ def _json_files(root: str) -> list[str]:
     return sorted(found)
 
 
-def node_name(facts: Facts, path: Path) -> str:
+def node_name(facts: Facts, path: str | Path) -> str:
     """The hostname the facts carry, or the file's name when redacted or unreadable."""
     return _name(facts.platform.hostname, facts.redacted, path)
 
 
-def _name(hostname: str | Unavailable, redacted: bool, path: Path) -> str:
+def _name(hostname: str | Unavailable, redacted: bool, path: str | Path) -> str:
     if redacted or not isinstance(hostname, str) or not hostname.strip():
-        return path.stem
+        return Path(path).stem
     return hostname.strip()
 
 
@@ -316,7 +324,7 @@ class Memo:
 
 
 def judge_node(
-    path: Path,
+    path: str | Path,
     *,
     select: Sequence[str],
     ignore: Sequence[str],
@@ -333,16 +341,16 @@ def judge_node(
     within a run."""
     source = str(path)
     try:
-        data = read_facts_bytes(path)  # the one reader of facts files, as check --facts
+        data = read_facts_bytes(source)  # the one reader of facts files, as check --facts
     except FactsFileError as exc:
         return Unjudged(source=source, reason=exc.reason)
     seen = seen_key(data) if memo is not None else None
     if seen is not None and memo is not None:
         verdict = memo.get(seen.key)
         if verdict is not None:
-            return _judged(source, _name(seen.hostname, seen.redacted, path), verdict)
+            return _judged(source, _name(seen.hostname, seen.redacted, source), verdict)
     try:
-        facts = decode_facts_file(data, path)  # ... and its one decoder
+        facts = decode_facts_file(data, source)  # ... and its one decoder
     except FactsFileError as exc:
         return Unjudged(source=source, reason=exc.reason)
     # A view's key (the JSON of a whole document) and a digest (16 bytes) never meet.
@@ -363,7 +371,7 @@ def judge_node(
         verdict = (report.exit_code, s.fail, s.warn, s.error, findings, node_bench(facts))
         if memo is not None:
             memo.put(key, verdict)
-    return _judged(source, node_name(facts, path), verdict)
+    return _judged(source, node_name(facts, source), verdict)
 
 
 def _judged(source: str, name: str, verdict: _Verdict) -> Judged:
@@ -381,7 +389,7 @@ def _judged(source: str, name: str, verdict: _Verdict) -> Judged:
 
 
 def _judge_chunk(
-    args: tuple[list[Path], tuple[str, ...], tuple[str, ...], FailOn, bool],
+    args: tuple[list[str | Path], tuple[str, ...], tuple[str, ...], FailOn, bool],
 ) -> list[Judged | Unjudged]:
     paths, select, ignore, fail_on, strict = args
     memo = Memo()
@@ -401,7 +409,7 @@ def default_jobs() -> int:
 
 
 def _judge_all(
-    paths: Sequence[Path],
+    paths: Sequence[str | Path],
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     fail_on: FailOn,
@@ -431,7 +439,7 @@ def _judge_all(
 
 
 def judge_fleet(
-    paths: Sequence[Path],
+    paths: Sequence[str | Path],
     unjudged: Sequence[Unjudged] = (),
     *,
     select: Sequence[str] = (),

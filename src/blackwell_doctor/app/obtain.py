@@ -312,7 +312,7 @@ def read_facts_file(path: Path, *, stdin: BinaryIO | None = None) -> Facts:
     return decode_facts_file(read_facts_bytes(path, stdin=stdin), path)
 
 
-def read_facts_bytes(path: Path, *, stdin: BinaryIO | None = None) -> bytes:
+def read_facts_bytes(path: Path | str, *, stdin: BinaryIO | None = None) -> bytes:
     """The first half of :func:`read_facts_file`: the bytes of ``path``, read by the bounded
     reader, or :class:`FactsFileError` (``fleet`` looks at them before decoding: a node it
     has seen the like of is not decoded twice)."""
@@ -324,7 +324,7 @@ def read_facts_bytes(path: Path, *, stdin: BinaryIO | None = None) -> bytes:
         raise FactsFileError(str(exc), f"cannot read: {exc.reason}") from None
 
 
-def decode_facts_file(data: bytes, path: Path) -> Facts:
+def decode_facts_file(data: bytes, path: Path | str) -> Facts:
     """The second half of :func:`read_facts_file`: ``data``, read from ``path``, decoded, or
     :class:`FactsFileError`."""
     from blackwell_doctor.facts.document import FactsError, decode_facts
