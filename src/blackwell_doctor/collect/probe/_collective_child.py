@@ -364,28 +364,42 @@ def run_ipc_export(job: IpcExportJob, emit: Emit, driver: Driver | None = None) 
         emit(HandleLine(handle=_handle_bytes(handle).hex()))
         stage = "ipc-wait"
         emit(StageLine(stage=stage))
-        deadline = time.monotonic() + job.wait_s
-        last = job.size_bytes - 4
-        while time.monotonic() < deadline:
-            # The copy lands in order of no promise: the first and the last word both.
-            if driver.download(pointer, 4) == expected[:4] and (
-                driver.download(pointer + last, 4) == expected[:4]
-            ):
-                break
-            time.sleep(0.005)
-        data = driver.download(pointer, job.size_bytes)
-        if data == expected:
-            emit(ResultLine(correct=True))
-        elif data[:4] != expected[:4] and data[-4:] != expected[:4]:
-            emit(ErrorLine(stage=stage, reason=f"ipc-write-not-seen:{job.wait_s:g}s"))
-        else:
-            first = _first_difference(data, expected)
-            emit(ResultLine(correct=False, detail=f"ipc: differs from the pattern at word {first}"))
+        _judge_written(driver, pointer, expected, job.wait_s, stage, "ipc", emit)
     except CudaFailure as exc:
         emit(ErrorLine(stage=stage, reason=reason_token(exc.name)))
         return 0
     emit(DoneLine())
     return 0
+
+
+def _judge_written(
+    driver: Driver,
+    pointer: int,
+    expected: bytes,
+    wait_s: float,
+    stage: Stage,
+    label: str,
+    emit: Emit,
+) -> None:
+    """The owner's side of a peer write (CUDA IPC, symmetric memory): wait up to ``wait_s``
+    for the pattern to reach the buffer's first and last words (the copy lands in order of
+    no promise), then check every word: correct, not seen, or the first word that differs."""
+    deadline = time.monotonic() + wait_s
+    last = len(expected) - 4
+    while time.monotonic() < deadline:
+        if driver.download(pointer, 4) == expected[:4] and (
+            driver.download(pointer + last, 4) == expected[:4]
+        ):
+            break
+        time.sleep(0.005)
+    data = driver.download(pointer, len(expected))
+    if data == expected:
+        emit(ResultLine(correct=True))
+    elif data[:4] != expected[:4] and data[-4:] != expected[:4]:
+        emit(ErrorLine(stage=stage, reason=f"{label}-write-not-seen:{wait_s:g}s"))
+    else:
+        first = _first_difference(data, expected)
+        emit(ResultLine(correct=False, detail=f"{label}: differs from the pattern at word {first}"))
 
 
 def run_ipc_import(job: IpcImportJob, emit: Emit, driver: Driver | None = None) -> int:
@@ -526,23 +540,7 @@ def run_symm_export(job: SymmExportJob, emit: Emit, driver: Driver | None = None
             with conn:
                 socket.send_fds(conn, [_SIZE.pack(size)], [fd])
         os.close(fd)
-        deadline = time.monotonic() + job.wait_s
-        last = job.size_bytes - 4
-        while time.monotonic() < deadline:
-            if driver.download(pointer, 4) == expected[:4] and (
-                driver.download(pointer + last, 4) == expected[:4]
-            ):
-                break
-            time.sleep(0.005)
-        data = driver.download(pointer, job.size_bytes)
-        if data == expected:
-            emit(ResultLine(correct=True))
-        elif data[:4] != expected[:4] and data[-4:] != expected[:4]:
-            emit(ErrorLine(stage=stage, reason=f"symm-write-not-seen:{job.wait_s:g}s"))
-        else:
-            first = _first_difference(data, expected)
-            detail = f"symm: differs from the pattern at word {first}"
-            emit(ResultLine(correct=False, detail=detail))
+        _judge_written(driver, pointer, expected, job.wait_s, stage, "symm", emit)
         _unmap(driver, pointer, size, handle)
     except CudaFailure as exc:
         emit(ErrorLine(stage=stage, reason=exc.reason))
