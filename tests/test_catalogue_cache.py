@@ -1,0 +1,142 @@
+"""The decoded shipped catalogues, cached per file content (ruledata/checkdata.py): a file is
+used only when it can be trusted and is of this content, else the TOML is parsed as if there
+were none. Real files in a temporary cache folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blackwell_doctor.ruledata import checkdata
+
+NAME = "catalogue.toml"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("BLACKWELL_DOCTOR_NO_CACHE", raising=False)
+    return tmp_path / "blackwell-doctor" / "catalogues"
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The sources tomllib parsed (a cache hit parses none)."""
+    calls: list[str] = []
+    real = checkdata.parse_toml
+
+    def counted(text: str, *, source: str) -> dict[str, Any]:
+        calls.append(source)
+        return real(text, source=source)
+
+    monkeypatch.setattr(checkdata, "parse_toml", counted)
+    return calls
+
+
+def _the_file(cache: Path) -> Path:
+    (path,) = cache.glob(f"{NAME}-*.msgpack")
+    return path
+
+
+def test_the_second_read_is_the_first_without_parsing(cache: Path, parses: list[str]) -> None:
+    first = checkdata.read_shipped(NAME)
+    assert parses == [f"checks/{NAME}"]
+    path = _the_file(cache)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert cache.stat().st_mode & 0o777 == 0o700
+    second = checkdata.read_shipped(NAME)
+    assert parses == [f"checks/{NAME}"]
+    assert second == first
+    assert second == checkdata.parse_toml(
+        (checkdata.data_dir("checks") / NAME).read_text(encoding="utf-8"), source="x"
+    )
+
+
+def _flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _foreign(path: Path) -> None:
+    # A sealed file of the right name but another content's key.
+    blob = checkdata.cachefile.sealed(checkdata.CACHE_MAGIC, b"\0" * 32, b"\x80")
+    path.write_bytes(blob)
+
+
+def _forged(path: Path) -> None:
+    # Another document under this key with a matching payload hash: refused by where it
+    # lies (a folder others may write), not by its header.
+    os.chmod(path.parent, 0o777)
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda p: p.write_bytes(p.read_bytes()[:-10]),  # truncated
+        _flip,  # a flipped bit in the payload
+        _foreign,  # another content's file
+        lambda p: p.chmod(0o666),  # writable by others
+        _forged,
+        lambda p: p.write_bytes(b""),
+    ],
+    ids=["truncated", "flipped", "foreign", "world-writable", "open-folder", "empty"],
+)
+def test_a_file_that_cannot_be_trusted_is_parsed_again(
+    cache: Path, parses: list[str], spoil: Any
+) -> None:
+    first = checkdata.read_shipped(NAME)
+    path = _the_file(cache)
+    spoil(path)
+    again = checkdata.read_shipped(NAME)
+    assert parses == [f"checks/{NAME}"] * 2
+    assert again == first
+    os.chmod(cache, 0o700)
+    assert checkdata.read_shipped(NAME) == first  # rewritten: now a hit
+    assert len(parses) == 2
+
+
+def test_a_link_is_not_followed(cache: Path, parses: list[str], tmp_path: Path) -> None:
+    first = checkdata.read_shipped(NAME)
+    path = _the_file(cache)
+    elsewhere = tmp_path / "elsewhere.msgpack"
+    path.rename(elsewhere)
+    path.symlink_to(elsewhere)
+    assert checkdata.read_shipped(NAME) == first
+    assert parses == [f"checks/{NAME}"] * 2
+
+
+def test_another_content_is_another_key(cache: Path) -> None:
+    assert checkdata._cache_key(b"a = 1\n") != checkdata._cache_key(b"a = 2\n")
+
+
+def test_no_cache_neither_reads_nor_writes(
+    cache: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BLACKWELL_DOCTOR_NO_CACHE", "1")
+    checkdata.read_shipped(NAME)
+    checkdata.read_shipped(NAME)
+    assert parses == [f"checks/{NAME}"] * 2
+    assert not cache.exists()
+
+
+def test_an_unwritable_cache_only_costs_the_parse(
+    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    monkeypatch.delenv("BLACKWELL_DOCTOR_NO_CACHE", raising=False)
+    assert checkdata.read_shipped(NAME)["check"]
+    assert parses == [f"checks/{NAME}"]
+
+
+def test_a_value_messagepack_would_change_is_not_cached(cache: Path) -> None:
+    import datetime
+
+    checkdata._store("x.toml", b"k" * 32, {"when": datetime.date(2026, 1, 1)})
+    checkdata._store("y.toml", b"k" * 32, {"n": float("nan")})
+    assert not list(cache.glob("*.msgpack"))
