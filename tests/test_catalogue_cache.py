@@ -1,25 +1,32 @@
-"""The decoded shipped catalogues, cached per file content (ruledata/checkdata.py): a file is
-used only when it can be trusted and is of this content, else the TOML is parsed as if there
-were none. Real files in a temporary cache folder."""
+"""The decoded shipped catalogues, cached per file content (collect/cachefile.py's
+CatalogueCache, which the CLI installs for ruledata/checkdata.py): a file is used only when
+it can be trusted and is of this content, else the TOML is parsed as if there were none.
+Real files in a temporary cache folder."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from blackwell_doctor.ruledata import checkdata
+from blackwell_doctor.collect import cachefile
+from blackwell_doctor.collect.cachefile import CatalogueCache
+from blackwell_doctor.ruledata import checkdata, decodedcache
+from blackwell_doctor.ruledata.resources import data_dir
 
 NAME = "catalogue.toml"
 
 
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("BLACKWELL_DOCTOR_NO_CACHE", raising=False)
-    return tmp_path / "blackwell-doctor" / "catalogues"
+    decodedcache.install(CatalogueCache)
+    yield tmp_path / "blackwell-doctor" / "catalogues"
+    decodedcache.install(None)
 
 
 @pytest.fixture
@@ -51,7 +58,7 @@ def test_the_second_read_is_the_first_without_parsing(cache: Path, parses: list[
     assert parses == [f"checks/{NAME}"]
     assert second == first
     assert second == checkdata.parse_toml(
-        (checkdata.data_dir("checks") / NAME).read_text(encoding="utf-8"), source="x"
+        (data_dir("checks") / NAME).read_text(encoding="utf-8"), source="x"
     )
 
 
@@ -63,7 +70,7 @@ def _flip(path: Path) -> None:
 
 def _foreign(path: Path) -> None:
     # A sealed file of the right name but another content's key.
-    blob = checkdata.cachefile.sealed(checkdata.CACHE_MAGIC, b"\0" * 32, b"\x80")
+    blob = cachefile.sealed(CatalogueCache.MAGIC, b"\0" * 32, b"\x80")
     path.write_bytes(blob)
 
 
@@ -110,7 +117,7 @@ def test_a_link_is_not_followed(cache: Path, parses: list[str], tmp_path: Path) 
 
 
 def test_another_content_is_another_key(cache: Path) -> None:
-    assert checkdata._cache_key(b"a = 1\n") != checkdata._cache_key(b"a = 2\n")
+    assert CatalogueCache.key(b"a = 1\n") != CatalogueCache.key(b"a = 2\n")
 
 
 def test_no_cache_neither_reads_nor_writes(
@@ -130,13 +137,44 @@ def test_an_unwritable_cache_only_costs_the_parse(
     blocker.write_text("not a folder")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     monkeypatch.delenv("BLACKWELL_DOCTOR_NO_CACHE", raising=False)
-    assert checkdata.read_shipped(NAME)["check"]
+    decodedcache.install(CatalogueCache)
+    try:
+        assert checkdata.read_shipped(NAME)["check"]
+    finally:
+        decodedcache.install(None)
     assert parses == [f"checks/{NAME}"]
 
 
 def test_a_value_messagepack_would_change_is_not_cached(cache: Path) -> None:
     import datetime
 
-    checkdata._store("x.toml", b"k" * 32, {"when": datetime.date(2026, 1, 1)})
-    checkdata._store("y.toml", b"k" * 32, {"n": float("nan")})
+    CatalogueCache().put("x.toml", b"x", {"when": datetime.date(2026, 1, 1)})
+    CatalogueCache().put("y.toml", b"y", {"n": float("nan")})
     assert not list(cache.glob("*.msgpack"))
+
+
+def test_without_an_installed_cache_nothing_is_read_or_written(
+    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a library caller (and the rest of the test suite) gets: ruledata reads no
+    # environment of its own.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    checkdata.read_shipped(NAME)
+    assert parses == [f"checks/{NAME}"]
+    assert not (tmp_path / "blackwell-doctor").exists()
+
+
+def test_the_cli_reads_through_the_cache(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("BLACKWELL_DOCTOR_NO_CACHE", None)
+    facts = Path(__file__).parent / "fixtures" / "facts" / "b200-x8.json"
+    argv = [sys.executable, "-m", "blackwell_doctor", "check", "--facts", str(facts)]
+    first = subprocess.run([*argv, "--format", "json"], env=env, capture_output=True, timeout=120)
+    assert list((tmp_path / "blackwell-doctor" / "catalogues").glob(f"{NAME}-*.msgpack"))
+    second = subprocess.run([*argv, "--format", "json"], env=env, capture_output=True, timeout=120)
+    assert first.returncode == second.returncode
+    assert first.stdout == second.stdout
+    assert b'"results"' in first.stdout

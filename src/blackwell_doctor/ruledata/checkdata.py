@@ -9,12 +9,11 @@ never a traceback and never a silently wrong verdict.
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any, TypeVar
 
 import msgspec
 
-from blackwell_doctor.ruledata import cachefile
+from blackwell_doctor.ruledata import decodedcache
 from blackwell_doctor.ruledata.resources import data_dir
 
 _T = TypeVar("_T")
@@ -99,55 +98,6 @@ def parse_toml(text: str, *, source: str) -> dict[str, Any]:
         raise CatalogueError(f"{source}: not valid TOML: nested too deeply") from None
 
 
-# The decoded shipped files, cached per file content (cachefile.py says where and when a
-# file is trusted): a hit costs a MessagePack decode instead of tomllib's pure-Python parse
-# (~20 ms of every check's start-up for the seven files it reads, ~15 ms for the log
-# catalogue). The key is the SHA-256 of this format, the Python version (tomllib), the
-# limits parse_toml applies and the file's bytes: an edited file is another key.
-CACHE_MAGIC = b"blackwell-doctor toml 1\n"
-CACHE_MAX_BYTES = 4 << 20
-
-
-def _cache_key(data: bytes) -> bytes:
-    head = f"{sys.version}\0{MAX_KEY_PARTS}\0{MAX_NESTING}\0".encode()
-    return cachefile.sha256(CACHE_MAGIC + head + data).digest()
-
-
-def _cached(name: str, data: bytes) -> tuple[dict[str, Any] | None, bytes] | None:
-    """None when caching is off; else the cached decoding of ``data`` (the shipped
-    ``name``; None when there is none to trust) and its key."""
-    folder = cachefile.cache_dir("catalogues")
-    if folder is None:
-        return None
-    key = _cache_key(data)
-    blob = cachefile.read_private(folder / f"{name}-{key.hex()[:32]}.msgpack", CACHE_MAX_BYTES)
-    payload = cachefile.unseal(blob, CACHE_MAGIC, key) if blob is not None else None
-    if payload is not None:
-        try:
-            raw = msgspec.msgpack.decode(payload)
-        except msgspec.DecodeError:
-            raw = None
-        if isinstance(raw, dict):
-            return raw, key
-    return None, key
-
-
-def _store(name: str, key: bytes, raw: dict[str, Any]) -> None:
-    folder = cachefile.cache_dir("catalogues")
-    if folder is None:
-        return
-    try:
-        payload = msgspec.msgpack.encode(raw)
-    except (TypeError, OverflowError):  # not cached: a value MessagePack cannot hold
-        return
-    # MessagePack keeps str, int, float, bool, list and dict as they are; a TOML date or
-    # time would come back as another type (or NaN unequal), so such a file is not cached.
-    if msgspec.msgpack.decode(payload) != raw:
-        return
-    path = folder / f"{name}-{key.hex()[:32]}.msgpack"
-    cachefile.write_atomic(path, cachefile.sealed(CACHE_MAGIC, key, payload), prefix=".toml-")
-
-
 def read_shipped(name: str) -> dict[str, Any]:
     """The decoded TOML of the shipped ``checks/<name>`` (from the cache when a trusted file
     of the same content is there)."""
@@ -158,12 +108,14 @@ def read_shipped(name: str) -> dict[str, Any]:
         text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except (OSError, UnicodeDecodeError) as exc:
         raise CatalogueError(f"{source}: {exc}") from None
-    hit = _cached(name, data)
-    if hit is not None and hit[0] is not None:
-        return hit[0]
+    cache = decodedcache.current()
+    if cache is not None:
+        hit = cache.get(name, data)
+        if hit is not None:
+            return hit
     raw = parse_toml(text, source=source)
-    if hit is not None:
-        _store(name, hit[1], raw)
+    if cache is not None:
+        cache.put(name, data, raw)
     return raw
 
 

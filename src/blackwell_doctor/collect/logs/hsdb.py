@@ -24,12 +24,11 @@ a file. Any error on the way (a read-only home, a full disk) only costs the buil
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
-from blackwell_doctor.ruledata.cachefile import cache_dir as _cache_dir
-from blackwell_doctor.ruledata.cachefile import read_private, sealed, unseal, write_atomic
+from blackwell_doctor.collect.cachefile import cache_dir as _cache_dir
+from blackwell_doctor.collect.cachefile import digest, read_private, sealed, unseal, write_atomic
 
 MAGIC = b"blackwell-doctor hyperscan 1\n"
 MAX_BYTES = 16 << 20
@@ -41,10 +40,9 @@ def cache_dir() -> Path | None:
 
 
 def cache_key(version: str, literals: list[bytes]) -> bytes:
-    digest = hashlib.sha256(version.encode() + b"\0")
-    for lit in literals:
-        digest.update(len(lit).to_bytes(4, "big") + lit)
-    return digest.digest()
+    return digest(
+        version.encode() + b"\0", *(len(lit).to_bytes(4, "big") + lit for lit in literals)
+    )
 
 
 def _read(path: Path) -> bytes | None:

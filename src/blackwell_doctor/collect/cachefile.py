@@ -1,6 +1,7 @@
 """Files this user's own runs wrote under ``$XDG_CACHE_HOME/blackwell-doctor/`` (``~/.cache``
 when unset), read back only when they may be trusted: the Hyperscan database of the log
-catalogue (collect/logs/hsdb.py) and the decoded shipped catalogues (ruledata/checkdata.py).
+catalogue (collect/logs/hsdb.py) and the decoded shipped catalogues (:class:`CatalogueCache`,
+which the CLI installs for ruledata/checkdata.py).
 
 ``BLACKWELL_DOCTOR_NO_CACHE=1`` neither reads nor writes any of them; deleting the folder is
 always safe (the next run rebuilds).
@@ -17,17 +18,27 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
+from typing import Any
 
 try:  # the built-in SHA-256 (hashlib's own fallback): importing hashlib loads OpenSSL, ~5 ms
-    from _sha256 import sha256  # type: ignore[import-not-found,unused-ignore]  # Python 3.11
+    from _sha256 import sha256 as _sha256  # type: ignore[import-not-found,unused-ignore]
 except ImportError:  # pragma: no cover - the module's name from Python 3.12
     try:
-        from _sha2 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+        from _sha2 import sha256 as _sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
     except ImportError:
-        from hashlib import sha256  # type: ignore[assignment,no-redef,unused-ignore]
+        from hashlib import sha256 as _sha256  # type: ignore[assignment,no-redef,unused-ignore]
 
 _DIGEST = 32
+
+
+def digest(*parts: bytes) -> bytes:
+    """The SHA-256 of ``parts`` one after the other."""
+    h = _sha256()
+    for part in parts:
+        h.update(part)
+    return bytes(h.digest())
 
 
 def cache_dir(kind: str) -> Path | None:
@@ -87,7 +98,7 @@ def write_atomic(path: Path, blob: bytes, *, prefix: str) -> None:
 def sealed(magic: bytes, key: bytes, payload: bytes) -> bytes:
     """A cache file: ``magic``, the 32-byte ``key`` it was made for, the SHA-256 of the
     payload, the payload."""
-    return magic + key + sha256(payload).digest() + payload
+    return magic + key + digest(payload) + payload
 
 
 def unseal(blob: bytes, magic: bytes, key: bytes) -> bytes | None:
@@ -97,6 +108,60 @@ def unseal(blob: bytes, magic: bytes, key: bytes) -> bytes | None:
     if not blob.startswith(magic) or blob[head : head + _DIGEST] != key:
         return None
     payload = blob[head + 2 * _DIGEST :]
-    if sha256(payload).digest() != blob[head + _DIGEST : head + 2 * _DIGEST]:
+    if digest(payload) != blob[head + _DIGEST : head + 2 * _DIGEST]:
         return None
     return payload
+
+
+class CatalogueCache:
+    """The decoded shipped ``checks/*.toml``, one file per content in
+    ``catalogues/<name>-<key>.msgpack``: the MessagePack of what tomllib returned, sealed
+    with its key, the SHA-256 of this format, the Python version (tomllib's), the limits
+    checkdata.parse_toml applies and the TOML file's bytes. An edited file is another key;
+    a file that cannot be trusted (see above) is parsed again and rewritten."""
+
+    MAGIC = b"blackwell-doctor toml 1\n"
+    MAX_BYTES = 4 << 20
+
+    @classmethod
+    def key(cls, data: bytes) -> bytes:
+        from blackwell_doctor.ruledata.checkdata import MAX_KEY_PARTS, MAX_NESTING
+
+        head = f"{sys.version}\0{MAX_KEY_PARTS}\0{MAX_NESTING}\0".encode()
+        return digest(cls.MAGIC, head, data)
+
+    def _path(self, name: str, key: bytes) -> Path | None:
+        folder = cache_dir("catalogues")
+        return None if folder is None else folder / f"{name}-{key.hex()[:32]}.msgpack"
+
+    def get(self, name: str, data: bytes) -> dict[str, Any] | None:
+        import msgspec
+
+        key = self.key(data)
+        path = self._path(name, key)
+        blob = read_private(path, self.MAX_BYTES) if path is not None else None
+        payload = unseal(blob, self.MAGIC, key) if blob is not None else None
+        if payload is None:
+            return None
+        try:
+            raw = msgspec.msgpack.decode(payload)
+        except msgspec.DecodeError:
+            return None
+        return raw if isinstance(raw, dict) else None
+
+    def put(self, name: str, data: bytes, raw: dict[str, Any]) -> None:
+        import msgspec
+
+        key = self.key(data)
+        path = self._path(name, key)
+        if path is None:
+            return
+        try:
+            payload = msgspec.msgpack.encode(raw)
+        except (TypeError, OverflowError):  # not cached: a value MessagePack cannot hold
+            return
+        # MessagePack keeps str, int, float, bool, list and dict as they are; a TOML date or
+        # time would come back as another type (and NaN unequal): such a file is not cached.
+        if msgspec.msgpack.decode(payload) != raw:
+            return
+        write_atomic(path, sealed(self.MAGIC, key, payload), prefix=".toml-")
