@@ -27,6 +27,7 @@ from blackwell_doctor.facts.document import (
 from blackwell_doctor.report.check import Section
 from blackwell_doctor.ruledata.logs import SEVERITY_RANK, load_catalogue
 from blackwell_doctor.ruledata.rules import load_rule_data
+from blackwell_doctor.ruledata.tilelimits import MIN_STAGES
 from blackwell_doctor.rules.logs import JudgedFinding
 
 UNITS = (
@@ -62,10 +63,8 @@ def _fmt_int(n: int | None) -> str:
 
 def tile_table(tiles: list[TileProbe], limit: int, *, measured: bool) -> Section:
     """The tile table: one row per tile; why a tile does not fit or did not launch under it."""
-    # Imported where used (also below): scan-logs' sections need neither the probe nor
-    # the p2p family.
-    from blackwell_doctor.ruledata.tileplan import MIN_STAGES
-
+    # Imported where used (below): scan-logs' sections need neither the probe nor the p2p
+    # family.
     head = ["tile MxNxK", "K bytes", "stages", "stage B", "smem B", "margin B", "fits"]
     if measured:
         head += ["launched", "time us", "GMAC/s"]

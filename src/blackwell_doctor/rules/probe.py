@@ -18,6 +18,7 @@ from blackwell_doctor.report.results import (
     passed,
 )
 from blackwell_doctor.ruledata.rules import RuleData
+from blackwell_doctor.ruledata.tilelimits import MIN_STAGES
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.logs import judge_findings
 from blackwell_doctor.rules.registry import check
@@ -121,9 +122,6 @@ def probe_tiles(facts: Facts, rules: RuleData) -> Outcome:
     p = _probes(facts)
     if isinstance(p, Outcome):
         return p
-    # Imported only where probes were measured (tileplan: ~3 ms of dataclasses).
-    from blackwell_doctor.ruledata.tileplan import MIN_STAGES
-
     evidence: Evidence = {}
     sm12x_problems: list[str] = []
     other_problems: list[str] = []
