@@ -23,11 +23,17 @@ Correctness, untimed: the fleet must judge all N nodes and no file may be unjudg
 otherwise it exits 1.
 
     .venv/bin/python benchmarks/fleet_scale.py [--nodes 1000 5000 10000] [--repeat 3]
+
+``--against OTHER/src`` compares two trees on the same files: each round runs, for each size,
+one child process per tree (``PYTHONPATH`` the other tree's ``src``, then this one's), which
+judges the fleet once to warm up, then times the baseline and the serial fleet once; the
+medians over ``--repeat`` rounds are printed per tree (before = OTHER, after = this tree).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -97,13 +103,67 @@ def fleet(directory: Path, nodes: int, jobs: int) -> tuple[float, float]:
     return elapsed
 
 
+def child(directory: Path, nodes: int, pick: int) -> int:
+    """One round in this process (``--child``): a warm-up fleet, then baseline and fleet."""
+    fleet(directory, nodes, 1)
+    b = baseline(sorted(directory.glob("*.json")))[pick]
+    f = fleet(directory, nodes, 1)[pick]
+    print(json.dumps({"baseline": b, "fleet": f}))
+    return 0
+
+
+def against(other_src: Path, sizes: list[int], repeat: int, cpu: bool) -> int:
+    """Interleaved rounds of the other tree and this one on the same files (see above)."""
+    this_src = Path(__file__).resolve().parents[1] / "src"
+    trees = {"before": other_src.resolve(), "after": this_src}
+    print(
+        f"{'CPU' if cpu else 'wall'} seconds, median of {repeat} interleaved rounds; "
+        f"before = {trees['before']}, after = {trees['after']}; load {os.getloadavg()[0]:.1f}"
+    )
+    with tempfile.TemporaryDirectory(prefix="bd-fleet-bench-") as tmp:
+        dirs = {}
+        for n in sizes:
+            dirs[n] = Path(tmp) / str(n)
+            dirs[n].mkdir()
+            generate(dirs[n], n)
+        runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+        for _ in range(repeat):
+            for n in sizes:
+                for label, src in trees.items():
+                    cmd = [sys.executable, __file__, "--child", str(dirs[n]), str(n)]
+                    env = {**os.environ, "PYTHONPATH": str(src)}
+                    out = subprocess.run(
+                        [*cmd, *(["--cpu"] if cpu else [])],
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                        timeout=600,
+                        check=True,
+                    ).stdout
+                    runs.setdefault((label, n), []).append(json.loads(out.splitlines()[-1]))
+    print(f"{'nodes':>6} {'tree':>6} {'parse s':>8} {'fleet s':>8} {'ratio':>6} {'us/node':>8}")
+    for n in sizes:
+        for label in trees:
+            rows = runs[(label, n)]
+            b = statistics.median(r["baseline"] for r in rows)
+            f = statistics.median(r["fleet"] for r in rows)
+            print(f"{n:>6} {label:>6} {b:>8.3f} {f:>8.3f} {f / b:>6.2f} {f / n * 1e6:>8.1f}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 2000, 5000, 10000])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
     parser.add_argument("--no-pool", action="store_true", help="serial only")
+    parser.add_argument("--against", type=Path, help="another tree's src: before/after")
+    parser.add_argument("--child", nargs=2, metavar=("DIR", "NODES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        return child(Path(args.child[0]), int(args.child[1]), 1 if args.cpu else 0)
+    if args.against:
+        return against(args.against, args.nodes, args.repeat, args.cpu)
     jobs = default_jobs()
     pick = 1 if args.cpu else 0
     print(

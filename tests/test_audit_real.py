@@ -305,3 +305,109 @@ def test_audit_cufft_native_and_cufile_a_brief_jit(
     cufile = kernels["evidence"]["nvidia-cufile 1.15.1.6"]
     assert cufile.startswith(f"JIT at first use on {cc}")
     assert "10 KiB of PTX" in cufile
+
+
+def test_audit_model_dir_runs_the_backend_forecast_and_records_forcing_variables(
+    wheels: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The real wheels hold flashinfer-python but no serving runtime: the forecast says so
+    (its rows are unit-tested in tests/rules/test_stack_backends.py); the variables that
+    force a backend are read into the facts."""
+    python = _fake_env(tmp_path, wheels)
+    monkeypatch.setenv("VLLM_ATTENTION_BACKEND", "CUTLASS_MLA")
+    facts = FACTS_FIXTURES / "sm120-driver580.json"
+    model = REPO / "tests" / "fixtures" / "models" / "gpt-oss-120b"
+    argv = ["audit", "--python", str(python), "--facts", str(facts), "--model-dir", str(model)]
+    r = run([*argv, "-f", "json", "--embed-facts"], capsys)
+    doc = json.loads(r.out)
+    got = {x["id"]: x for x in doc["results"]}
+    assert got["stack.backends"]["status"] == "skip"
+    assert "no serving runtime (vllm, sglang)" in got["stack.backends"]["summary"]
+    assert doc["facts"]["model"]["quantization"]["method"] == "mxfp4"
+    assert doc["facts"]["stack"]["environment"] == {"VLLM_ATTENTION_BACKEND": "CUTLASS_MLA"}
+
+
+_CUBIN_PTX = (
+    ".version 8.7\n.target {target}\n.address_size 64\n\n.visible .entry k()\n{{\n\tret;\n}}\n"
+)
+# ptxas 12.8 (Triton 3.3.1's ptxas-blackwell) writes sm_80 and sm_90a under the CUDA ELF
+# ABI 7 (SM in the low byte, 0x800 for a) and sm_120 / sm_120a under ABI 8 (SM in bits 8-15,
+# 0x8 for a): both branches of cubin_target.
+CUBIN_TARGETS = ["sm_80", "sm_90a", "sm_120", "sm_120a"]
+
+
+def _cubins(wheels: Path, into: Path) -> list[Path]:
+    """Real cubins, compiled by the ptxas Triton 3.3.1 bundles for Blackwell (CUDA 12.8)."""
+    ptxas = wheels / "triton" / "backends" / "nvidia" / "bin" / "ptxas-blackwell"
+    into.mkdir(parents=True, exist_ok=True)
+    out = []
+    for target in CUBIN_TARGETS:
+        ptx = into / f"k_{target}.ptx"
+        ptx.write_text(_CUBIN_PTX.format(target=target))
+        cubin = into / f"k_{target}.cubin"
+        subprocess.run(
+            [str(ptxas), "--gpu-name", target, str(ptx), "-o", str(cubin)],
+            check=True,
+            timeout=60,
+        )
+        ptx.unlink()
+        out.append(cubin)
+    return out
+
+
+def test_standalone_cubin_targets_equal_cuobjdump(wheels: Path, tmp_path: Path) -> None:
+    tool = wheels / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    for cubin in _cubins(wheels, tmp_path):
+        got = [t.cuobjdump_name for t in scan_file(str(cubin)).targets]
+        assert got == _cuobjdump(tool, "--list-elf", cubin), cubin
+        assert got == [cubin.stem.removeprefix("k_")]
+
+
+def test_audit_judges_a_packages_cubins_as_its_per_gpu_variants(
+    wheels: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A distribution shipping the real cubins above (its metadata written here, the way
+    pip installs one: METADATA and RECORD): native on 12.0 (sm_120 and sm_120a), and on a
+    GB10 (12.1) native through sm_120 alone; without it, sm_120a does not run on 12.1."""
+    site = tmp_path / "site"
+    pkg = site / "flashinfer_cubin" / "cubins"
+    cubins = _cubins(wheels, pkg)
+
+    def install(files: list[Path]) -> Path:
+        info = site / "flashinfer_cubin-0.0.0.dist-info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: flashinfer-cubin\nVersion: 0.0.0\n"
+        )
+        rows = [f"{p.relative_to(site)},," for p in files] + [
+            f"{info.name}/METADATA,,",
+            f"{info.name}/RECORD,,",
+        ]
+        (info / "RECORD").write_text("\n".join(rows) + "\n")
+        return _fake_env(tmp_path / f"env{len(files)}", site)
+
+    def kernels(python: Path, facts: str) -> dict[str, Any]:
+        argv = ["audit", "--python", str(python), "--facts", str(FACTS_FIXTURES / facts)]
+        r = run([*argv, "-f", "json"], capsys)
+        got: dict[str, Any] = {x["id"]: x for x in json.loads(r.out)["results"]}["stack.kernels"]
+        return got
+
+    python = install(cubins)
+    # sm_80 and sm_90a run on neither; sm_120a not on 12.1: per-GPU variants, not failures.
+    for facts, without in (("sm120-driver580.json", 2), ("dgx-spark-gb10.json", 3)):
+        got = kernels(python, facts)
+        assert got["status"] == "pass", got["summary"]
+        evidence = got["evidence"]["flashinfer-cubin 0.0.0"]
+        assert f"{without} of 4 fatbin units hold code only for other GPUs" in evidence
+    only_a = [c for c in cubins if c.name in ("k_sm_90a.cubin", "k_sm_120a.cubin")]
+    for c in cubins:
+        if c not in only_a:
+            c.unlink()
+    python = install(only_a)
+    assert kernels(python, "sm120-driver580.json")["status"] == "pass"
+    gb10 = kernels(python, "dgx-spark-gb10.json")
+    assert gb10["status"] == "fail"
+    assert "flashinfer-cubin (no kernel on 12.1)" in gb10["summary"]

@@ -144,3 +144,33 @@ def test_links_to_repository_files_outside_docs(caplog: pytest.LogCaptureFixture
     out = gen.outside_links(text, DOCS, DOCS)
     assert out.startswith("the fit data (`checks/model_fit.toml`) and [gone](")
     assert "no such file in the repository" in caplog.text
+
+
+def _example_blocks() -> list[tuple[str, str, str]]:
+    """Every ``<!-- example: blackwell-doctor ARGS -->`` console block of the documentation
+    pages: (page, ARGS, the output shown)."""
+    blocks = []
+    for page in sorted(DOCS.glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for m in re.finditer(
+            r"<!-- example: blackwell-doctor (?P<argv>[^\n]*) -->\n```console\n\$ [^\n]*\n"
+            r"(?P<out>.*?)```\n<!-- /example -->",
+            text,
+            re.DOTALL,
+        ):
+            blocks.append((page.name, m.group("argv"), m.group("out")))
+    return blocks
+
+
+@pytest.mark.parametrize(("page", "argv", "shown"), _example_blocks())
+def test_a_pages_example_is_what_the_command_prints(
+    page: str, argv: str, shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = run(argv.split(), capsys)
+    assert r.out == shown, f"docs/{page}: `blackwell-doctor {argv}` prints something else"
+
+
+def test_the_bench_page_shows_a_real_a_a_and_a_b_compare() -> None:
+    shown = {argv for page, argv, _ in _example_blocks() if page == "bench.md"}
+    assert any("--example same-server" in a for a in shown), shown
+    assert any("--example max-num-seqs-1" in a for a in shown), shown

@@ -147,13 +147,16 @@ def test_unknown_example_and_missing_part(capsys: pytest.CaptureFixture[str]) ->
     assert "wsl2-rtxpro6000x4" in r.err
     r = run(["bench", "--example", "dgx-spark"], capsys)
     assert r.code == 2
-    assert "examples with one: max-num-seqs-1" in r.err
+    assert "examples with one: same-server, max-num-seqs-1" in r.err
 
 
 def test_bench_compare_example(capsys: pytest.CaptureFixture[str]) -> None:
-    r = run(["bench", "--example", "max-num-seqs-1"], capsys)
-    assert r.code in (0, 1)
+    r = run(["bench", "--example", "max-num-seqs-1", "--fail-on-regression", "10"], capsys)
+    assert r.code == 1  # the one-sequence server is worse, beyond its noise
     assert "scorecard" in r.out
+    assert "5 runs before, 5 after" in r.out
+    r = run(["bench", "--example", "same-server", "--fail-on-regression", "10"], capsys)
+    assert r.code == 0  # A/A: no regression
     assert "3 runs before, 3 after" in r.out
 
 

@@ -2,12 +2,16 @@
 host-to-device load, the module's flavour, and the NCCL all-reduce over every pair and all
 GPUs through the libnccl.so.2 found on the host; a real hang (one rank left out, so NCCL
 waits for ever) killed at its deadline and mapped to NCCL_P2P_DISABLE=1, and a real wrong
-sum caught by the comparison."""
+sum caught by the comparison; symmetric memory's peer path (a cuMemCreate allocation
+shared as a POSIX fd, imported, mapped and written by the peer process; never multicast)
+per pair, with a forced wrong landing and a forced hang caught and mapped to
+VLLM_ALLREDUCE_USE_SYMM_MEM=0."""
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import sys
 import time
 from pathlib import Path
 
@@ -19,14 +23,17 @@ from blackwell_doctor.collect.nccl import find_nccl_library
 from blackwell_doctor.collect.nvml import RealNvml, collect_nvml
 from blackwell_doctor.collect.platform import collect_platform
 from blackwell_doctor.collect.probe.collective import (
+    CHILD_MODULE,
     gpu_sets,
     library_label,
     run_collective,
     run_link_load,
+    run_symm_pair,
 )
 from blackwell_doctor.collect.probe.collective_protocol import TEST_FAULT_ENV
 from blackwell_doctor.facts.document import (
     CollectiveFacts,
+    CollectiveRun,
     LinkLoadFacts,
     ModuleFlavour,
     NvmlFacts,
@@ -117,6 +124,12 @@ def test_every_pair_and_all_gpus_all_reduce_correctly() -> None:
     for run in ipc:
         assert run.failure is None, run
         assert run.correct is True, run
+    symm = [r for r in facts.runs if r.path == "symm-mem"]
+    assert [r.gpus for r in symm] == [p for p in gpu_sets(_gpu_count()) if len(p) == 2]
+    for run in symm:
+        assert run.failure is None, run
+        assert run.correct is True, run
+        assert run.multicast in (True, False), run  # the attribute was read
     for run in nccl:
         assert run.failure is None, run
         assert run.correct is True
@@ -169,3 +182,49 @@ def test_facts_round_trip() -> None:
     assert isinstance(facts, CollectiveFacts)
     data = msgspec.json.encode(facts)
     assert msgspec.json.decode(data, type=CollectiveFacts) == facts
+
+
+def _symm(pair: tuple[int, int], fault: str | None, deadline: float) -> tuple[CollectiveRun, float]:
+    started = time.monotonic()
+    env = {TEST_FAULT_ENV: fault} if fault else None
+    argv = [sys.executable, "-m", CHILD_MODULE]
+    run = run_symm_pair(*pair, timeout_s=deadline, argv=argv, env=env)
+    return run, time.monotonic() - started
+
+
+def test_symmetric_memory_writes_land_on_every_pair() -> None:
+    _need_two()
+    for a, b in (p for p in gpu_sets(_gpu_count()) if len(p) == 2):
+        for owner, writer in ((a, b), (b, a)):
+            run, elapsed = _symm((owner, writer), None, 60.0)
+            assert run.failure is None, run
+            assert run.correct is True, run
+            assert elapsed < 60.0
+
+
+def test_a_forced_wrong_landing_through_symmetric_memory_maps_to_symm_mem_off() -> None:
+    _need_two()
+    facts = run_collective(
+        2, run_timeout_s=60, timeout_s=180, env={TEST_FAULT_ENV: "symm-wrong"}, symm=True
+    )
+    assert isinstance(facts, CollectiveFacts), facts
+    nccl, ipc, symm = facts.runs
+    assert (nccl.path, ipc.path, symm.path) == ("nccl", "cuda-ipc", "symm-mem")
+    assert nccl.correct is True, nccl
+    assert ipc.correct is True, ipc
+    assert symm.correct is False, symm
+    assert symm.failure == "wrong-data:symm: differs from the pattern at word 1", symm
+    fixture = Path(__file__).parent / "fixtures" / "facts" / "h200x2-captured.json"
+    host = msgspec.structs.replace(decode_facts(fixture.read_bytes()), collective=facts)
+    outcome = collective_allreduce(host, load_rule_data())
+    assert outcome.status == "fail"
+    assert outcome.case == "symm_mem"
+    words = load_rule_data().checks["collective.allreduce"].cases["symm_mem"]
+    assert words.commands[0] == "export VLLM_ALLREDUCE_USE_SYMM_MEM=0"
+
+
+def test_a_forced_symmetric_memory_hang_is_killed_at_its_deadline() -> None:
+    _need_two()
+    run, elapsed = _symm((0, 1), "symm-hang", 8.0)
+    assert run.failure == "collective-timeout:8s at symm-write", run
+    assert elapsed < 8.0 + 30.0

@@ -132,3 +132,15 @@ def test_a_model_that_cannot_fit_is_refused_in_one_line(
     assert err.count("\n") == 1
     assert "refusing to launch DeepseekV3ForCausalLM" in err
     assert "does not fit on 4x NVIDIA RTX PRO 6000" in err
+
+
+def test_an_mxfp4_moe_gets_the_runtimes_own_backend_not_the_nvfp4_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # gpt-oss-120b (MXFP4) on 4x RTX PRO 6000: the runtime catalogue's SM 12.x default,
+    # flashinfer_cutlass, selects an MXFP4 kernel that only SM 9.0 accepts in vLLM 0.32-0.33
+    # (checks/backends.toml vllm-0.32-mxfp4-moe); without a stack to forecast from, the
+    # launch leaves the choice to the runtime, which starts (Marlin) and says why.
+    launch = _launch(PRO4, MODELS / "gpt-oss-120b", capsys)
+    assert _arg(_command(launch), "--moe-backend") == "auto"
+    assert "MXFP4" in str(launch)

@@ -3,7 +3,10 @@
 # under load, sysfs), BAR1, the kernel module's flavour, the NCCL all-reduce over every pair
 # and all GPUs (bus bandwidth, time) through the libnccl.so.2 found on the host (the
 # nvidia-nccl-cu12 wheel torch installs), a forced failure (a real NCCL hang, then a wrong
-# sum) caught and mapped to NCCL_P2P_DISABLE=1, the gpu-marked tests, and the collective
+# sum) caught and mapped to NCCL_P2P_DISABLE=1, symmetric memory's peer path per pair
+# (cuMemCreate with a POSIX fd handle passed by SCM_RIGHTS; no multicast object is ever
+# created) with a forced wrong landing and a forced hang mapped to
+# VLLM_ALLREDUCE_USE_SYMM_MEM=0, the gpu-marked tests, and the collective
 # test's cost (benchmarks/collective_cost.py). Everything lands in $OUT; a summary is
 # printed last. Budget: under 5 minutes. Run from the repository root:
 #   bash benchmarks/device/preflight.sh          (carry .whl/ when the image lacks wheels)
@@ -70,6 +73,12 @@ for fault, deadline in (("hang", 10.0), ("wrong-sum", 30.0)):
     started = time.monotonic()
     f = run_collective(2, run_timeout_s=deadline, timeout_s=90, env={TEST_FAULT_ENV: fault}, ipc=False)
     forced[fault] = (f, time.monotonic() - started)
+# Symmetric memory's peer path (cuMemCreate + POSIX fd over SCM_RIGHTS; never multicast),
+# forced to land wrong, then to hang after the import (killed at its deadline).
+for fault, deadline in (("symm-wrong", 30.0), ("symm-hang", 8.0)):
+    started = time.monotonic()
+    f = run_collective(2, run_timeout_s=deadline, timeout_s=90, env={TEST_FAULT_ENV: fault}, ipc=True, symm=True)
+    forced[fault] = (f, time.monotonic() - started)
 doc = {
     "nvml_gpus": [msgspec.to_builtins(g) for g in nvml.gpus],
     "module_flavour": msgspec.to_builtins(platform.nvidia_module_flavour),
@@ -86,13 +95,13 @@ print("module flavour:", msgspec.to_builtins(platform.nvidia_module_flavour))
 print(f"link under load ({load_s:.2f} s):", msgspec.to_builtins(load))
 print(f"collective ({coll_s:.2f} s): NCCL {getattr(coll, 'nccl_version', coll)} from {getattr(coll, 'library', '')}")
 for r in getattr(coll, "runs", []):
-    print(f"  {r.path} GPUs {r.gpus} env={r.env}: correct={r.correct} failure={r.failure} time={r.time_s} s algbw={r.algbw_gbps} busbw={r.busbw_gbps} GB/s")
+    print(f"  {r.path} GPUs {r.gpus} env={r.env}: correct={r.correct} failure={r.failure} time={r.time_s} s algbw={r.algbw_gbps} busbw={r.busbw_gbps} GB/s multicast={r.multicast}")
 rules = load_rule_data()
 host = decode_facts(Path("tests/fixtures/facts/h200x2-captured.json").read_bytes())
 for fault, (f, wall) in forced.items():
     print(f"forced {fault} ({wall:.2f} s):")
     for r in getattr(f, "runs", []):
-        print(f"  GPUs {r.gpus} env={r.env}: correct={r.correct} failure={r.failure} busbw={r.busbw_gbps}")
+        print(f"  {r.path} GPUs {r.gpus} env={r.env}: correct={r.correct} failure={r.failure} busbw={r.busbw_gbps}")
     o = collective_allreduce(msgspec.structs.replace(host, collective=f), rules)
     cmds = rules.checks["collective.allreduce"].cases.get(o.case or "", None)
     print(f"  -> collective.allreduce {o.status.value}, case {o.case}: {cmds.commands[:3] if cmds else []}")
@@ -123,7 +132,7 @@ printf '%-32s %s\n' "measure (rc)" "$measure_rc" "collect --redact (rc)" "$colle
   "pytest -m gpu preflight" "rc=$gpu_rc: $(tail -1 "$OUT/pytest-gpu-preflight.log")" \
   "pytest -m gpu rest" "rc=$rest_rc: $(tail -1 "$OUT/pytest-gpu-rest.log")" \
   "collective cost (rc)" "$cost_rc"
-sed 's/^/  /' "$OUT/measure.txt" | head -40
+sed 's/^/  /' "$OUT/measure.txt" | head -60
 grep -E '^\s+\[(ok|warn|FAIL|skip|error)\]' "$OUT/check.txt" | sed 's/^/  check: /'
 grep -E 'collective.allreduce|NCCL_P2P_DISABLE' "$OUT/check-forced-hang.txt" | head -4 | sed 's/^/  forced: /'
 sed 's/^/  /' "$OUT/collective-cost.txt"

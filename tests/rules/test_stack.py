@@ -107,3 +107,19 @@ def test_an_nvidia_cuda_library_without_code_read_for_a_documented_gpu_is_not_ju
     )
     other = KernelFile(path="vllm/_C.abi3.so", size=1, units=[KernelUnit(sass=["sm_75"])])
     assert judge_package(_package("vllm", other), (9, 0), None, data).verdict is Verdict.NO_KERNEL
+
+
+def test_a_packages_cubins_are_judged_together_as_per_gpu_variants() -> None:
+    # flashinfer-cubin ships one cubin per target and loads the one for the GPU.
+    files = [
+        KernelFile(path=f"cubins/k_{t}.cubin", size=1, units=[KernelUnit(sass=[t])])
+        for t in ("sm_90a", "sm_100a", "sm_120")
+    ]
+    pv = judge_package(GpuPackage(name="flashinfer-cubin", version="0", files=files), (12, 1), None)
+    assert pv.verdict is Verdict.NATIVE
+    (only,) = pv.files
+    assert only[1].units_without == 2
+    hopper = judge_package(
+        GpuPackage(name="flashinfer-cubin", version="0", files=files[:2]), (12, 0), None
+    )
+    assert hopper.verdict is Verdict.NO_KERNEL

@@ -44,6 +44,8 @@ class BenchRequest:
     soak_interval: str | None = None
     # --compare BEFORE AFTER [MORE...]: two runs compared, three or more a ladder.
     compare: tuple[Path, ...] | None = None
+    # How the compare names its two runs (--example NAME: not their paths on disk).
+    compare_labels: tuple[str, str] | None = None
     fail_on_regression_pct: float | None = None
     threshold_pct: float = 5.0
     resamples: int = 2000
@@ -341,8 +343,8 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument | Ladd
         return compare_runs(
             runs[0],
             runs[1],
-            before_name=str(before),
-            after_name=str(after),
+            before_name=request.compare_labels[0] if request.compare_labels else str(before),
+            after_name=request.compare_labels[1] if request.compare_labels else str(after),
             resamples=request.resamples,
             seed=request.seed,
             threshold_pct=request.threshold_pct,

@@ -14,13 +14,21 @@ import hashlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
 from blackwell_doctor import TOOL_NAME, __version__
-from blackwell_doctor.app.obtain import FactsFileError, read_facts_file
-from blackwell_doctor.facts.document import Facts, NvmlFacts, ToolInfo
+from blackwell_doctor.app.obtain import FactsFileError, decode_facts_file, read_facts_bytes
+from blackwell_doctor.facts.document import (
+    SCHEMA_VERSION,
+    Facts,
+    NvmlFacts,
+    NvmlGpu,
+    PlatformFacts,
+    ToolInfo,
+    Unavailable,
+)
 from blackwell_doctor.report import exitcodes
 from blackwell_doctor.report.exitcodes import ExitCode
 from blackwell_doctor.report.fleet import (
@@ -48,26 +56,34 @@ def _has_magic(pattern: str) -> bool:
     return any(c in pattern for c in "*?[")
 
 
-def expand_inputs(args: Iterable[str]) -> tuple[list[Path], list[Unjudged]]:
+def expand_inputs(args: Iterable[str]) -> tuple[list[str], list[Unjudged]]:
     """Files as given, directories searched for ``*.json`` (recursively), globs expanded
-    (``**`` recursive). What names nothing is returned as unjudged, not raised: one bad
-    path must not hide the rest of the fleet. Each file is judged once."""
-    paths: list[Path] = []
+    (``**`` recursive), each named as :class:`~pathlib.Path` writes it. What names nothing is
+    returned as unjudged, not raised: one bad path must not hide the rest of the fleet. Each
+    file is judged once."""
+    paths: list[str] = []
     missing: list[Unjudged] = []
     seen: set[str] = set()
     for arg in args:
         path = Path(arg)
+        found: list[str]
         if path.is_dir():
-            found = [Path(p) for p in _json_files(arg)]
+            # Names joined to the directory as Path writes it are as Path writes them (no
+            # Path per file: 2 us of a node's ~40), but for "./": Path drops it.
+            root = str(path)
+            found = _json_files(root)
+            if root == ".":
+                found = [p.removeprefix("./") for p in found]
             if not found:
                 missing.append(Unjudged(source=arg, reason="directory holds no *.json file"))
         elif path.is_file():
-            found = [path]
+            found = [str(path)]
         elif path.exists():
             missing.append(Unjudged(source=arg, reason="not a regular file"))
             found = []
         elif _has_magic(arg):
-            found = sorted(Path(m) for m in glob.glob(arg, recursive=True) if Path(m).is_file())
+            matches = sorted(Path(m) for m in glob.glob(arg, recursive=True) if Path(m).is_file())
+            found = [str(m) for m in matches]
             if not found:
                 missing.append(Unjudged(source=arg, reason="pattern matched no file"))
         else:
@@ -101,11 +117,14 @@ def _json_files(root: str) -> list[str]:
     return sorted(found)
 
 
-def node_name(facts: Facts, path: Path) -> str:
+def node_name(facts: Facts, path: str | Path) -> str:
     """The hostname the facts carry, or the file's name when redacted or unreadable."""
-    hostname = facts.platform.hostname
-    if facts.redacted or not isinstance(hostname, str) or not hostname.strip():
-        return path.stem
+    return _name(facts.platform.hostname, facts.redacted, path)
+
+
+def _name(hostname: str | Unavailable, redacted: bool, path: str | Path) -> str:
+    if redacted or not isinstance(hostname, str) or not hostname.strip():
+        return Path(path).stem
     return hostname.strip()
 
 
@@ -163,10 +182,13 @@ def _engine() -> Engine:
 # Fields that name a node but that no check reads (tests/test_fleet.py holds rules/ to that):
 # identical nodes differ only in them, so their facts without them judge the same.
 IDENTITY_FIELDS = ("platform.hostname", "collected_at", "nvml.gpus[].uuid")
-# Distinct judgments remembered per process; past this the memo starts over.
+# Distinct judgments remembered per process, and the bytes of their keys; past either the
+# memo starts over.
 MEMO_MAX = 4096
+MEMO_BYTES = 64 << 20
 
-_Verdict = tuple[int, int, int, int, list[Result]]  # exit code, fail, warn, error, findings
+# exit code, fail, warn, error, findings, the bench figures
+_Verdict = tuple[int, int, int, int, list[Result], FleetBench | None]
 
 
 def judgment_key(facts: Facts) -> bytes:
@@ -187,27 +209,153 @@ def judgment_key(facts: Facts) -> bytes:
     return hashlib.blake2b(msgspec.msgpack.encode(anonymous), digest_size=16).digest()
 
 
+# The judgment key read from a file's bytes, before decoding it into Facts (and, for a node
+# like one judged before, instead of it): a *view* of the document in which every field is
+# its JSON text as written (msgspec.Raw, which the decoder only skips over) but the identity
+# fields, decoded with their own types, and the objects that hold them. Two files with equal
+# views differ at most in IDENTITY_FIELDS: every other field is the same text, hence the same
+# value, and a field the view does not name is one Facts does not read either (a view names
+# every field of every variant it stands for, and their tag field). The key is the view
+# encoded again with the identity fields blanked, the raw text copied as it is. Reading the
+# view costs about a third of decoding Facts: a node of a known configuration costs its read
+# and its view.
+
+
+def _view(
+    name: str,
+    variants: tuple[type[msgspec.Struct], ...],
+    typed: dict[str, tuple[Any] | tuple[Any, Any]],
+) -> type[msgspec.Struct]:
+    """A struct that reads the fields of ``variants`` (and their tag field) as raw JSON text,
+    left out where absent (``null`` is text, not absence), except those in ``typed``:
+    ``(type,)`` (required) or ``(type, default)``."""
+    raw: Any = msgspec.Raw | msgspec.UnsetType
+    fields: dict[str, tuple[str, Any] | tuple[str, Any, Any]] = {}
+    forbid = False
+    for struct in variants:
+        config = struct.__struct_config__
+        forbid = forbid or config.forbid_unknown_fields
+        if config.tag_field is not None:
+            fields[config.tag_field] = (config.tag_field, raw, msgspec.UNSET)
+        for field in msgspec.structs.fields(struct):
+            # A view is keyed by the names fields are encoded with: Facts renames none.
+            if field.encode_name != field.name:  # pragma: no cover - a guard for later
+                raise AssertionError(f"{struct.__name__}.{field.name} is renamed")
+            fields[field.name] = (field.name, raw, msgspec.UNSET)
+    for field_name, spec in typed.items():
+        if field_name not in fields:  # pragma: no cover - a guard for later
+            raise AssertionError(f"{name}: no field {field_name}")
+        fields[field_name] = (field_name, *spec)
+    return msgspec.defstruct(
+        name, list(fields.values()), kw_only=True, forbid_unknown_fields=forbid
+    )
+
+
+@functools.cache
+def _view_codec() -> tuple[msgspec.json.Decoder[Any], msgspec.json.Encoder]:
+    gpu = _view("_GpuView", (NvmlGpu,), {"uuid": (str | Unavailable,)})
+    nvml = _view(
+        "_NvmlView",
+        (NvmlFacts, Unavailable),
+        {"gpus": (list[gpu] | msgspec.UnsetType, msgspec.UNSET)},  # type: ignore[valid-type]
+    )
+    platform = _view("_PlatformView", (PlatformFacts,), {"hostname": (str | Unavailable,)})
+    facts = _view(
+        "_FactsView",
+        (Facts,),
+        {
+            "schema_version": (int,),
+            "collected_at": (str,),
+            "redacted": (bool,),
+            "platform": (platform,),
+            "nvml": (nvml,),
+        },
+    )
+    return msgspec.json.Decoder(facts), msgspec.json.Encoder()
+
+
+class Seen(NamedTuple):
+    """What a file's view tells before it is decoded: its judgment key and its node's name."""
+
+    key: bytes
+    hostname: str | Unavailable
+    redacted: bool
+
+
+def seen_key(data: bytes) -> Seen | None:
+    """The judgment key of the facts document ``data`` read from its view, or None where the
+    view cannot tell (a document of another schema version, or not a facts document: its
+    decoding then says what is wrong). Equal keys: documents equal but for IDENTITY_FIELDS,
+    each of which is of its type in both."""
+    decoder, encoder = _view_codec()
+    try:
+        view = decoder.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if view.schema_version != SCHEMA_VERSION:  # an older one is upgraded as it is decoded
+        return None
+    seen = Seen(b"", view.platform.hostname, view.redacted)
+    view.collected_at = ""
+    view.platform.hostname = ""
+    if view.nvml.gpus is not msgspec.UNSET:
+        for gpu in view.nvml.gpus:
+            gpu.uuid = ""
+    return seen._replace(key=encoder.encode(view))
+
+
+class Memo:
+    """Verdicts by judgment key, within one run (the options are the same for every node):
+    at most MEMO_MAX of them and MEMO_BYTES of keys (a key read from a view is about the
+    size of its file); past either, it starts over."""
+
+    def __init__(self) -> None:
+        self._verdicts: dict[bytes, _Verdict] = {}
+        self._bytes = 0
+
+    def get(self, key: bytes) -> _Verdict | None:
+        return self._verdicts.get(key)
+
+    def put(self, key: bytes, verdict: _Verdict) -> None:
+        if len(self._verdicts) >= MEMO_MAX or self._bytes + len(key) > MEMO_BYTES:
+            self._verdicts.clear()
+            self._bytes = 0
+        self._verdicts[key] = verdict
+        self._bytes += len(key)
+
+
 def judge_node(
-    path: Path,
+    path: str | Path,
     *,
     select: Sequence[str],
     ignore: Sequence[str],
     fail_on: FailOn,
     strict: bool,
-    memo: dict[bytes, _Verdict] | None = None,
+    memo: Memo | None = None,
 ) -> Judged | Unjudged:
     """One node: its facts read and judged exactly as ``check --facts PATH`` judges them.
 
     With ``memo``, a node whose facts equal an earlier node's but for IDENTITY_FIELDS gets
     that node's verdict instead of running the checks again (a fleet of identical machines
-    is judged once per distinct configuration); the options are the same within a run."""
+    is judged once per distinct configuration), and a current document is not even decoded
+    into Facts: its view (:func:`seen_key`) finds the verdict. The options are the same
+    within a run."""
     source = str(path)
     try:
-        facts = read_facts_file(path)  # the one reader of facts files, as check --facts
+        data = read_facts_bytes(source)  # the one reader of facts files, as check --facts
     except FactsFileError as exc:
         return Unjudged(source=source, reason=exc.reason)
-    key = judgment_key(facts) if memo is not None else b""
-    verdict = memo.get(key) if memo is not None else None
+    seen = seen_key(data) if memo is not None else None
+    if seen is not None and memo is not None:
+        verdict = memo.get(seen.key)
+        if verdict is not None:
+            return _judged(source, _name(seen.hostname, seen.redacted, source), verdict)
+    try:
+        facts = decode_facts_file(data, source)  # ... and its one decoder
+    except FactsFileError as exc:
+        return Unjudged(source=source, reason=exc.reason)
+    # A view's key (the JSON of a whole document) and a digest (16 bytes) never meet.
+    key = b"" if memo is None else seen.key if seen is not None else judgment_key(facts)
+    verdict = memo.get(key) if memo is not None and seen is None else None
     if verdict is None:
         report = evaluate(
             facts,
@@ -220,29 +368,31 @@ def judge_node(
         )
         s = report.summary
         findings = [r for r in report.results if r.status in _STATUS_RANK]
-        verdict = (report.exit_code, s.fail, s.warn, s.error, findings)
+        verdict = (report.exit_code, s.fail, s.warn, s.error, findings, node_bench(facts))
         if memo is not None:
-            if len(memo) >= MEMO_MAX:
-                memo.clear()
-            memo[key] = verdict
-    exit_code, fail, warn, error, findings = verdict
+            memo.put(key, verdict)
+    return _judged(source, node_name(facts, source), verdict)
+
+
+def _judged(source: str, name: str, verdict: _Verdict) -> Judged:
+    exit_code, fail, warn, error, findings, bench = verdict
     return Judged(
         source=source,
-        name=node_name(facts, path),
+        name=name,
         exit_code=exit_code,
         fail=fail,
         warn=warn,
         error=error,
         findings=findings,
-        bench=node_bench(facts),
+        bench=bench,
     )
 
 
 def _judge_chunk(
-    args: tuple[list[Path], tuple[str, ...], tuple[str, ...], FailOn, bool],
+    args: tuple[list[str | Path], tuple[str, ...], tuple[str, ...], FailOn, bool],
 ) -> list[Judged | Unjudged]:
     paths, select, ignore, fail_on, strict = args
-    memo: dict[bytes, _Verdict] = {}
+    memo = Memo()
     return [
         judge_node(p, select=select, ignore=ignore, fail_on=fail_on, strict=strict, memo=memo)
         for p in paths
@@ -259,7 +409,7 @@ def default_jobs() -> int:
 
 
 def _judge_all(
-    paths: Sequence[Path],
+    paths: Sequence[str | Path],
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     fail_on: FailOn,
@@ -289,7 +439,7 @@ def _judge_all(
 
 
 def judge_fleet(
-    paths: Sequence[Path],
+    paths: Sequence[str | Path],
     unjudged: Sequence[Unjudged] = (),
     *,
     select: Sequence[str] = (),

@@ -309,14 +309,29 @@ def read_facts_file(path: Path, *, stdin: BinaryIO | None = None) -> Facts:
     file of ``fleet``). Read by the bounded reader (64 MiB:
     :data:`blackwell_doctor.collect.inputfile.FACTS`) and decoded once;
     :class:`FactsFileError` when it cannot be read or is not a facts document."""
+    return decode_facts_file(read_facts_bytes(path, stdin=stdin), path)
+
+
+def read_facts_bytes(path: Path | str, *, stdin: BinaryIO | None = None) -> bytes:
+    """The first half of :func:`read_facts_file`: the bytes of ``path``, read by the bounded
+    reader, or :class:`FactsFileError` (``fleet`` looks at them before decoding: a node it
+    has seen the like of is not decoded twice)."""
     from blackwell_doctor.collect.inputfile import FACTS, InputError, read_input
+
+    try:
+        return read_input(path, FACTS, stdin=stdin)
+    except InputError as exc:
+        raise FactsFileError(str(exc), f"cannot read: {exc.reason}") from None
+
+
+def decode_facts_file(data: bytes, path: Path | str) -> Facts:
+    """The second half of :func:`read_facts_file`: ``data``, read from ``path``, decoded, or
+    :class:`FactsFileError`."""
     from blackwell_doctor.facts.document import FactsError, decode_facts
 
     source = str(path)
     try:
-        return decode_facts(read_input(path, FACTS, stdin=stdin), source=source)
-    except InputError as exc:
-        raise FactsFileError(str(exc), f"cannot read: {exc.reason}") from None
+        return decode_facts(data, source=source)
     except FactsError as exc:
         text = str(exc)
         reason = text.removeprefix(f"{source}: ")

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
+    AuditModelDir,
     FailOnStatus,
     GpuTimeout,
     HostRoot,
@@ -24,6 +25,7 @@ from blackwell_doctor.render.formats import Format
 
 def audit(
     python: StackPython = None,
+    model_dir: AuditModelDir = None,
     facts_file: Annotated[
         Path | None,
         typer.Option(
@@ -50,7 +52,8 @@ def audit(
     ] = False,
 ) -> None:
     """Audit the Python GPU stack: the kernels each package carries for this GPU (native, JIT
-    at start, none), Triton's ptxas, FlashInfer's precompiled kernels."""
+    at start, none), Triton's ptxas, FlashInfer's precompiled kernels; with --model-dir, the
+    MoE and attention backend the runtime will select for that checkpoint (checks/backends.toml)."""
     from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
     from blackwell_doctor.render import render
 
@@ -62,6 +65,7 @@ def audit(
         stack=True,
         python=python,
         stack_cache=not no_cache,
+        model_dir=model_dir,
     )
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     report = judge(

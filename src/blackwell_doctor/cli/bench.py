@@ -202,6 +202,7 @@ def register(app: typer.Typer) -> None:
         from blackwell_doctor.app import bench_flow as flow
         from blackwell_doctor.facts.errors import UserError
 
+        labels: tuple[str, str] | None = None
         if example is not None:
             from blackwell_doctor.app.examples import replace_options
 
@@ -213,6 +214,7 @@ def register(app: typer.Typer) -> None:
                 conflicting=("--compare", "--url", "--compare-urls", "--soak"),
             )
             compare = ex.compare
+            labels = (f"example {ex.name} (before)", f"example {ex.name} (after)")
 
         if more_runs and compare is None:
             raise UserError("the run files after the options are --compare's: give --compare")
@@ -230,6 +232,7 @@ def register(app: typer.Typer) -> None:
             soak=soak,
             soak_interval=soak_interval,
             compare=None if compare is None else (*compare, *(more_runs or ())),
+            compare_labels=labels,
             facts_file=facts,
             fail_on_regression_pct=fail_on_regression,
             threshold_pct=threshold,

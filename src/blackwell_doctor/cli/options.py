@@ -235,6 +235,17 @@ CheckModelDir = Annotated[
     ),
 ]
 
+# audit: the checkpoint whose backends the runtime will select (stack.backends).
+AuditModelDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--model-dir",
+        help="The model directory the runtime will serve (config and quantization read; never "
+        "the weights): forecast the MoE and attention backend the installed runtime selects "
+        "for it on this GPU (checks/backends.toml).",
+    ),
+]
+
 # audit, check, collect: the Python GPU stack (stack.* checks).
 Stack = Annotated[
     bool,

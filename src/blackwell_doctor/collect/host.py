@@ -153,6 +153,12 @@ def _collect_preflight(
         # A healthy NCCL run and a pair's IPC write take 1-2 s each; a failed run its
         # deadline (then the fallback): the budget grows with the runs, within bounds.
         timeout_s=min(max(60.0, 10.0 + 6.0 * sets), 300.0),
+        # Symmetric memory only where vLLM sets it up (checks/preflight.toml symm_mem_ccs).
+        symm=any(
+            data.uses_symm_mem(d.compute_capability)
+            for d in cuda.devices
+            if not isinstance(d.compute_capability, Unavailable)
+        ),
     )
 
 

@@ -434,8 +434,11 @@ class LinkLoadFacts(Available, frozen=True):
 
 
 # "nccl": an NCCL all-reduce; "cuda-ipc": one process writing another's GPU memory through
-# a CUDA IPC mapping, the path of vLLM's custom all-reduce.
-CollectivePath = Literal["nccl", "cuda-ipc"]
+# a CUDA IPC mapping, the path of vLLM's custom all-reduce; "symm-mem": the same through a
+# CUDA VMM allocation (cuMemCreate) shared as a POSIX file descriptor, the way PyTorch's
+# symmetric memory (vLLM's symmetric-memory all-reduce) shares its buffers without NVLink
+# multicast. Added after the first two: facts without it read as before.
+CollectivePath = Literal["nccl", "cuda-ipc", "symm-mem"]
 
 
 class CollectiveRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -455,14 +458,18 @@ class CollectiveRun(msgspec.Struct, frozen=True, kw_only=True):
     # What went wrong, as seen: "collective-timeout:8s at allreduce", "wrong-sum:rank1:...".
     failure: str | None = None
     stage: str | None = None  # the last stage the child reported
+    # "symm-mem" runs: whether both GPUs report CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
+    # (an attribute read; no multicast object is created). None: not read.
+    multicast: bool | None = None
 
 
 class CollectiveFacts(Available, frozen=True):
     library: str  # the libnccl.so.2 that was loaded (a path or a soname)
     nccl_version: str | Unavailable
     wall_s: float
-    # Per unordered pair: NCCL, its fallback and the CUDA IPC write; all GPUs: NCCL twice.
-    runs: Annotated[list[CollectiveRun], msgspec.Meta(max_length=3 * MAX_PAIRS // 2 + 2)] = (
+    # Per unordered pair: NCCL, its fallback, the CUDA IPC write and the symmetric-memory
+    # write; all GPUs: NCCL twice.
+    runs: Annotated[list[CollectiveRun], msgspec.Meta(max_length=4 * MAX_PAIRS // 2 + 2)] = (
         msgspec.field(default_factory=list)
     )
 

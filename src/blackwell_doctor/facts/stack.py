@@ -98,3 +98,6 @@ class StackFacts(msgspec.Struct, frozen=True, kw_only=True, tag_field="status", 
     memory_bytes: Annotated[int, msgspec.Meta(ge=0)] | None = None
     # How many files came from the audit cache (unchanged path, size, mtime, inode).
     cached_files: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # The variables that force a runtime's backend, as set where the audit ran
+    # (checks/backends.toml [environment]): VLLM_ATTENTION_BACKEND, ...
+    environment: dict[Short, Short] = msgspec.field(default_factory=dict)

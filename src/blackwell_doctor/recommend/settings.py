@@ -260,7 +260,13 @@ def size_model(facts: Facts, gpu_count: int) -> ModelSizing | str | None:
     if arch.moe is not None and q.method == "w4a16":
         backend = "marlin"
         why["moe_backend"] = words.reason("moe_marlin")
-    elif arch.moe is not None and q.method not in ("nvfp4", "mxfp4"):
+    elif arch.moe is not None and q.method == "mxfp4":
+        # `--moe-backend flashinfer_cutlass` selects FLASHINFER_CUTLASS_MXFP4_BF16 for an
+        # MXFP4 checkpoint in vLLM 0.32-0.33, which only compute capability 9.0 accepts
+        # (checks/backends.toml, vllm-0.32-mxfp4-moe): the runtime's own choice starts.
+        backend = "auto"
+        why["moe_backend"] = words.reason("moe_auto_mxfp4")
+    elif arch.moe is not None and q.method != "nvfp4":
         backend = "auto"
         why["moe_backend"] = words.reason("moe_auto", method=q.method)
     return ModelSizing(
@@ -283,6 +289,34 @@ def _utilization_why(facts: Facts, utilization: float) -> str:
             total=f"{budget.total_bytes / (1 << 30):.2f} GiB",
         )
     return words.reason("gpu_memory_utilization", utilization=f"{utilization:g}")
+
+
+def forecast_moe_backend(facts: Facts) -> tuple[str, str] | None:
+    """The ``--moe-backend`` value the backend forecast (stack.backends) names for the
+    facts' stack, model and first GPU, with why; None without a stack, a model, a runtime
+    release of the forecast's, or a row that names one."""
+    from blackwell_doctor.facts.stack import StackFacts
+    from blackwell_doctor.rules.stack import forecast
+
+    s, m = facts.stack, facts.model
+    if not isinstance(s, StackFacts) or m is None or isinstance(m, Unavailable):
+        return None
+    ccs = sorted({g.cc for g in view.gpus(facts) if g.cc is not None})
+    rules = load_rule_data()
+    for f in forecast(s, m, ccs[:1], rules.stack):
+        if f.layer == "moe" and f.row is not None and f.row.moe_backend is not None:
+            why = rules.launch.reason(
+                "moe_forecast",
+                runtime=f.runtime,
+                version=f.version,
+                method=m.quantization.method,
+                cc=view.cc_str(f.cc),
+                backend=f.backend,
+                verdict=f.row.verdict,
+                row=f.row.id,
+            )
+            return f.row.moe_backend, why
+    return None
 
 
 def derive(facts: Facts, report: Report) -> Derived | None:
@@ -319,6 +353,10 @@ def derive(facts: Facts, report: Report) -> Derived | None:
         threads = omp_num_threads(cpus, tp)
         env["OMP_NUM_THREADS"] = str(threads)
         why["OMP_NUM_THREADS"] = words.reason("omp_num_threads", cpus=str(cpus), tp=str(tp))
+    moe_backend = sizing.moe_backend if sizing else None
+    forecast = forecast_moe_backend(facts)
+    if forecast is not None:
+        moe_backend, why["moe_backend"] = forecast
     decision = p2p_decision(facts, report)
     if decision is not None and decision.disable:
         env["NCCL_P2P_DISABLE"] = "1"
@@ -334,6 +372,6 @@ def derive(facts: Facts, report: Report) -> Derived | None:
         notes=notes,
         max_model_len=sizing.max_model_len if sizing else None,
         gpu_memory_utilization=utilization,
-        moe_backend=sizing.moe_backend if sizing else None,
+        moe_backend=moe_backend,
         memory_budget=budgeted is not None,
     )

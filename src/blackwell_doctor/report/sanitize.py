@@ -51,11 +51,49 @@ def json_safe(text: str) -> str:
 T = TypeVar("T")
 
 
+# What each cleaner would change, as msgspec's JSON shows it: C0 controls are escaped
+# (``\b \f \n \r \t \u00XX``), everything else is written as UTF-8, and a lone surrogate
+# cannot be encoded at all. A literal backslash before one of these letters matches too:
+# that document is only walked, as one with something to clean is. Keep it in step with
+# _UNSAFE (tests/test_scrub.py tries every character to U+2100 and the specials past it).
+_SHOWN_UNSAFE = (
+    rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]|\xef\xbf[\xbe\xbf]"
+)
+_ENCODED_UNSAFE: dict[Callable[[str], str], re.Pattern[bytes] | None] = {
+    json_safe: None,  # only lone surrogates, which fail the encoding
+    sanitize: re.compile(rb"\\[bfru]|" + _SHOWN_UNSAFE),
+    sanitize_line: re.compile(rb"\\[bfnru]|" + _SHOWN_UNSAFE),
+}
+
+
+def _nothing_to_clean(document: object, clean: Callable[[str], str]) -> bool:
+    """Whether ``clean`` would leave every string of ``document`` as it is, told from its
+    JSON in one pass of msgspec instead of a walk in Python (a fleet's thousands of nodes);
+    False when unsure (another cleaner, a type JSON does not take)."""
+    if clean not in _ENCODED_UNSAFE:
+        return False
+    try:
+        encoded = msgspec.json.encode(document)
+    except (TypeError, ValueError, OverflowError):  # a surrogate: UnicodeEncodeError
+        return False
+    pattern = _ENCODED_UNSAFE[clean]
+    if pattern is None or (encoded.isascii() and b"\\" not in encoded and b"\x7f" not in encoded):
+        return True
+    return pattern.search(encoded) is None
+
+
 def scrub(document: T, clean: Callable[[str], str]) -> T:
     """``document`` (msgspec structs, lists, tuples, dicts) with ``clean`` applied to every
     string in it, keys included: the one sanitising step at a renderer's boundary, so that
     no field can be forgotten. Enum members are the tool's own words and stay as they are;
-    parts that need no change are shared, not copied."""
+    parts that need no change are shared, not copied (a document with nothing to change is
+    returned as it is)."""
+    if _nothing_to_clean(document, clean):
+        return document
+    return _scrub(document, clean)
+
+
+def _scrub(document: T, clean: Callable[[str], str]) -> T:
     if isinstance(document, str):
         if isinstance(document, enum.Enum):
             return document
@@ -64,17 +102,17 @@ def scrub(document: T, clean: Callable[[str], str]) -> T:
         changes: dict[str, Any] = {}
         for name in document.__struct_fields__:
             value = getattr(document, name)
-            new = scrub(value, clean)
+            new = _scrub(value, clean)
             if new is not value:
                 changes[name] = new
         return msgspec.structs.replace(document, **changes) if changes else document
     if isinstance(document, list | tuple):
-        items = [scrub(x, clean) for x in document]
+        items = [_scrub(x, clean) for x in document]
         if all(a is b for a, b in zip(items, document, strict=True)):
             return document
         return cast(T, items if isinstance(document, list) else tuple(items))
     if isinstance(document, dict):
-        pairs = {scrub(k, clean): scrub(v, clean) for k, v in document.items()}
+        pairs = {_scrub(k, clean): _scrub(v, clean) for k, v in document.items()}
         if all(k in document and document[k] is v for k, v in pairs.items()):
             return document
         return cast(T, pairs)

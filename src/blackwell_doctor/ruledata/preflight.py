@@ -36,7 +36,12 @@ class CollectiveData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     iterations: int = 5
     run_timeout_s: float = 15.0
     min_busbw_vs_link: float = 0.5
+    symm_mem_ccs: list[str] = msgspec.field(default_factory=list)
     source: str = ""
+
+    def uses_symm_mem(self, cc: tuple[int, int] | None) -> bool:
+        """Whether vLLM's symmetric-memory all-reduce sets up its buffers on this GPU."""
+        return cc is not None and f"{cc[0]}.{cc[1]}" in self.symm_mem_ccs
 
 
 class MemoryData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -1,13 +1,17 @@
 """The data of the ``stack.*`` checks (checks/stack.toml): which distributions the audit
 reads, the PTX ISA each CUDA driver JIT-compiles, the targets Triton's ptxas is asked for,
-and the fix rows with their sources. Validated at load (checkdata.py)."""
+and the fix rows with their sources; and the backend forecast's rows (checks/backends.toml).
+Validated at load (checkdata.py)."""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion
+from packaging.version import Version as PackageVersion
 
 from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
 
@@ -59,6 +63,83 @@ class CudaLibrary(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         return low is not None and high is not None and low <= cc <= high
 
 
+ForecastLayer = Literal["moe", "attention"]
+ForecastVerdict = Literal["native", "fallback", "fails"]
+
+
+class ForecastRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One row of checks/backends.toml: what ``runtime`` at ``versions`` selects for a
+    layer of a checkpoint on ``cc``, read in its source at that release."""
+
+    id: str
+    runtime: str
+    versions: str
+    layer: ForecastLayer
+    quantization: list[str] = msgspec.field(default_factory=list)
+    mla: bool | None = None
+    cc: list[Version]
+    with_package: str | None = None
+    without_package: str | None = None
+    torch_cuda: str | None = None
+    env: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    backend: str
+    verdict: ForecastVerdict
+    why: str
+    fix: str
+    moe_backend: str | None = None
+    sources: Annotated[list[str], msgspec.Meta(min_length=1)]
+
+    def holds(
+        self,
+        *,
+        runtime: str,
+        version: str,
+        layer: str,
+        quantization: str,
+        mla: bool,
+        cc: tuple[int, int],
+        packages: set[str],
+        torch_cuda: str | None,
+        environment: dict[str, str],
+    ) -> bool:
+        """Whether the row is the forecast for these facts (``version``: the runtime's)."""
+        if runtime != self.runtime or layer != self.layer:
+            return False
+        if not _in(version, self.versions) or f"{cc[0]}.{cc[1]}" not in self.cc:
+            return False
+        if self.quantization and quantization not in self.quantization:
+            return False
+        if self.mla is not None and mla is not self.mla:
+            return False
+        if self.with_package is not None and self.with_package not in packages:
+            return False
+        if self.without_package is not None and self.without_package in packages:
+            return False
+        if self.torch_cuda is not None and (
+            torch_cuda is None or not _in(torch_cuda, self.torch_cuda)
+        ):
+            return False
+        return all(environment.get(name) in values for name, values in self.env.items())
+
+
+class ForecastEnvironment(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    names: list[str]
+
+
+class BackendData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    environment: ForecastEnvironment
+    forecast: list[ForecastRow]
+
+
+def _in(version: str, specifier: str) -> bool:
+    """``version`` ("0.13.0+cu128", "12.8") matches the PEP 440 ``specifier``; an
+    unreadable version matches nothing."""
+    try:
+        return PackageVersion(version) in SpecifierSet(specifier)
+    except (InvalidVersion, InvalidSpecifier):
+        return False
+
+
 class StackData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     inventory: Inventory
     ptx_isa: dict[Version, Version]
@@ -67,6 +148,10 @@ class StackData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     cold_start: ColdStart
     jit: Jit
     cuda_library: list[CudaLibrary]
+    # checks/backends.toml, filled by load_stack_data.
+    backends: BackendData = msgspec.field(
+        default_factory=lambda: BackendData(environment=ForecastEnvironment(names=[]), forecast=[])
+    )
 
     def cuda_library_for(self, name: str, paths: list[str]) -> CudaLibrary | None:
         """The row of NVIDIA's CUDA library wheel ``name`` (files at ``paths``), by a name
@@ -121,4 +206,17 @@ def load_stack_data() -> StackData:
     for target in data.ptxas.probe:
         if target not in data.ptxas.isa:
             raise CatalogueError(f"checks/stack.toml: [ptxas] probe {target} has no isa")
-    return data
+    backends = load_shipped("backends.toml", BackendData)
+    seen: set[str] = set()
+    for row in backends.forecast:
+        if row.id in seen:
+            raise CatalogueError(f"checks/backends.toml: forecast {row.id} twice")
+        seen.add(row.id)
+        for spec in [row.versions, row.torch_cuda]:
+            try:
+                SpecifierSet(spec or "")
+            except InvalidSpecifier:
+                raise CatalogueError(
+                    f"checks/backends.toml: forecast {row.id}: bad specifier {spec!r}"
+                ) from None
+    return msgspec.structs.replace(data, backends=backends)

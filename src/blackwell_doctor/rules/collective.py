@@ -6,7 +6,12 @@ that hangs or sums wrong is run again with ``NCCL_P2P_DISABLE=1``. Which setting
 failure follows from which runs failed: NVIDIA/nccl#2079 (a silent spin-wait on PCIe-only
 hosts until NCCL_P2P_DISABLE=1), NVIDIA/nccl#1637, vllm-project/vllm#14452 and RFC #51513.
 vLLM's custom all-reduce (CUDA IPC peer writes) and symmetric memory take the same peer
-path as NCCL's P2P transport, so where that path is broken they are turned off too.
+path as NCCL's P2P transport, so where that path is broken they are turned off too. Per
+pair, a CUDA IPC write and (on the compute capabilities where vLLM sets it up) a write
+through a cuMemCreate allocation shared by POSIX fd, PyTorch's symmetric memory without
+multicast, are tested on their own: either failing while NCCL works turns off only the
+runtime feature that takes that path (--disable-custom-all-reduce,
+VLLM_ALLREDUCE_USE_SYMM_MEM=0; vllm/distributed/device_communicators/symm_mem.py).
 """
 
 from __future__ import annotations
@@ -83,6 +88,23 @@ def ipc_runs(c: CollectiveFacts) -> list[CollectiveRun]:
     return [r for r in c.runs if r.path == "cuda-ipc"]
 
 
+def symm_runs(c: CollectiveFacts) -> list[CollectiveRun]:
+    """Writes through a cuMemCreate allocation shared by POSIX fd: PyTorch's CUDA symmetric
+    memory, which vLLM's symmetric-memory all-reduce allocates and rendezvouses at start-up."""
+    return [r for r in c.runs if r.path == "symm-mem"]
+
+
+def _hung_or_wrong(run: CollectiveRun) -> bool:
+    """A run that hung, crashed or wrote wrong data, as opposed to a call that failed
+    cleanly (vLLM catches a failed symmetric-memory rendezvous and goes on without it)."""
+    failure = run.failure or ""
+    return (
+        run.correct is False
+        or failure.startswith(("collective-timeout", "collective-crashed", "wrong-data"))
+        or "-not-seen:" in failure
+    )
+
+
 def _crosses_root(facts: Facts, gpus: list[int]) -> bool | None:
     """Whether any two of these GPUs reach each other only through the root complex (no
     shared switch below it); None when the PCI facts cannot say."""
@@ -125,6 +147,8 @@ def collective_allreduce(facts: Facts, rules: RuleData) -> Outcome:
         label = f"GPUs {_name(r)}" + (f" with {P2P_DISABLE}=1" if r.env else "")
         if r.path == "cuda-ipc":
             label = f"GPU{r.gpus[1]} writes GPU{r.gpus[0]} through CUDA IPC"
+        if r.path == "symm-mem":
+            label = f"GPU{r.gpus[1]} writes GPU{r.gpus[0]} through symmetric memory"
         evidence[label] = (
             f"ok, {r.busbw_gbps:.1f} GB/s bus bandwidth, {r.time_s * 1e3:.2f} ms"
             if _ok(r) and r.busbw_gbps is not None and r.time_s is not None
@@ -142,6 +166,22 @@ def collective_allreduce(facts: Facts, rules: RuleData) -> Outcome:
             ),
             evidence=evidence,
             case="custom_allreduce",
+            remedy_vars={"runs": names},
+        )
+    symm_failed = [r for r in symm_runs(c) if not _ok(r)]
+    if not failed and not ipc_failed and symm_failed:
+        names = "; ".join(f"GPU{r.gpus[1]} -> GPU{r.gpus[0]} ({_what(r)})" for r in symm_failed)
+        hung = any(_hung_or_wrong(r) for r in symm_failed)
+        how = "hang or land wrong" if hung else "fail"
+        return Outcome(
+            status=Status.FAIL if hung else Status.WARN,
+            summary=(
+                "NCCL all-reduce and CUDA IPC writes work, but writes through a symmetric-"
+                f"memory allocation shared by file descriptor {how}: {names}; vLLM's "
+                "symmetric-memory all-reduce sets that up at start-up"
+            ),
+            evidence=evidence,
+            case="symm_mem",
             remedy_vars={"runs": names},
         )
     if not failed:

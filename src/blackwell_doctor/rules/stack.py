@@ -16,6 +16,10 @@ it loads itself (it chooses which), and an NVIDIA CUDA library wheel whose CUDA 
 documents the GPU (checks/stack.toml [[cuda_library]]) but whose fatbins read have no code
 for it (libcufftw.so.12: a kernel-less sm_75 stub; its kernels are libcufft's) are "not
 judged from its fatbins". A JIT of little PTX ([jit] warn_bytes) is a note.
+
+The backend forecast (stack.backends) is a lookup, not a simulation: checks/backends.toml's
+rows were read in the runtime's source at a release; a runtime, release or layer without a
+row is "not covered", never guessed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 
 from blackwell_doctor.facts.document import Facts, Unavailable
+from blackwell_doctor.facts.model import ModelFacts
 from blackwell_doctor.facts.stack import GpuPackage, KernelFile, KernelUnit, StackFacts
 from blackwell_doctor.report.results import (
     Evidence,
@@ -35,7 +40,7 @@ from blackwell_doctor.report.results import (
     skipped,
 )
 from blackwell_doctor.ruledata.rules import RuleData
-from blackwell_doctor.ruledata.stack import StackData, version_pair
+from blackwell_doctor.ruledata.stack import ForecastRow, StackData, version_pair
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.registry import check
 
@@ -183,6 +188,21 @@ class PackageVerdict:
         )
 
 
+def pool_cubins(files: list[KernelFile]) -> list[KernelFile]:
+    """``files`` with a package's standalone cubins as one file: each cubin is one GPU's
+    variant (flashinfer-cubin ships one per target and loads the one for the GPU), so they
+    are judged together, as the per-GPU units of one library are."""
+    cubins = [f for f in files if f.path.endswith(".cubin")]
+    if not cubins:
+        return files
+    pooled = KernelFile(
+        path=f"{len(cubins)} standalone .cubin file(s) such as {cubins[0].path}",
+        size=sum(f.size for f in cubins),
+        units=[u for f in cubins for u in f.units],
+    )
+    return [f for f in files if not f.path.endswith(".cubin")] + [pooled]
+
+
 def judge_package(
     p: GpuPackage,
     cc: tuple[int, int],
@@ -195,7 +215,7 @@ def judge_package(
     library = None if data is None else data.cuda_library_for(p.name, [f.path for f in p.files])
     warn = None if data is None else data.jit.warn_bytes
     files = []
-    for f in p.files:
+    for f in pool_cubins(p.files):
         fv = judge_file(f, cc, driver_isa, warn)
         if fv.verdict is Verdict.NO_KERNEL and library is not None and library.covers(cc):
             fv = replace(
@@ -462,3 +482,147 @@ def _int(text: str) -> int | None:
 
 def _base(version: str) -> str:
     return version.split("+", 1)[0]
+
+
+# ----------------------------------------------------------------------------- backends
+# The backend forecast: checks/backends.toml's rows, read in each runtime's source at a
+# release, matched against the runtime's version in the stack, the checkpoint's
+# quantization (--model-dir) and each GPU's compute capability.
+
+RUNTIMES = ("vllm", "sglang")
+_VERDICT_STATUS = {"native": Status.PASS, "fallback": Status.WARN, "fails": Status.FAIL}
+
+
+@dataclass(frozen=True)
+class LayerForecast:
+    """What one runtime will select for one layer of the model on one compute capability;
+    ``row`` None: checks/backends.toml has no row for it (not covered). ``backend``: the
+    row's, with the environment variable that forced it filled in."""
+
+    runtime: str
+    version: str
+    layer: str
+    cc: tuple[int, int]
+    row: ForecastRow | None
+    backend: str = ""
+
+    def words(self) -> str:
+        where = f"{self.layer} on {view.cc_str(self.cc)}"
+        if self.row is None:
+            return f"{where}: not covered by checks/backends.toml"
+        return f"{where}: {self.backend} ({self.row.verdict}): {self.row.why}"
+
+
+def _backend(row: ForecastRow, environment: dict[str, str]) -> str:
+    text = row.backend
+    for name in row.env:
+        text = text.replace("{" + name + "}", environment.get(name, name))
+    return text
+
+
+def forecast(
+    stack: StackFacts, model: ModelFacts, ccs: list[tuple[int, int]], data: StackData
+) -> list[LayerForecast]:
+    """Per runtime installed (vLLM, SGLang), layer of the model (MoE when it has MoE
+    layers, attention always) and compute capability: the first row of
+    checks/backends.toml that holds, or None (not covered)."""
+    by_name = {p.name: p for p in stack.packages}
+    torch = by_name.get("torch")
+    names = set(by_name)
+    arch = model.arch
+    layers = (["moe"] if arch is not None and arch.moe is not None else []) + ["attention"]
+    mla = arch is not None and arch.mla is not None
+    out = []
+    for runtime in RUNTIMES:
+        package = by_name.get(runtime)
+        if package is None:
+            continue
+        for cc in ccs:
+            for layer in layers:
+                row = next(
+                    (
+                        r
+                        for r in data.backends.forecast
+                        if r.holds(
+                            runtime=runtime,
+                            version=package.version,
+                            layer=layer,
+                            quantization=model.quantization.method,
+                            mla=mla,
+                            cc=cc,
+                            packages=names,
+                            torch_cuda=None if torch is None else torch.cuda,
+                            environment=stack.environment,
+                        )
+                    ),
+                    None,
+                )
+                backend = "" if row is None else _backend(row, stack.environment)
+                out.append(LayerForecast(runtime, package.version, layer, cc, row, backend))
+    return out
+
+
+@check("stack.backends")
+def stack_backends(facts: Facts, rules: RuleData) -> Outcome:
+    s = _stack(facts)
+    if isinstance(s, Outcome):
+        return s
+    m = facts.model
+    if m is None:
+        return skipped(
+            "no model directory given (--model-dir): the backend forecast needs the "
+            "checkpoint's quantization"
+        )
+    if isinstance(m, Unavailable):
+        return not_evaluated(f"the model directory could not be read: {m.reason}")
+    ccs = _ccs(facts)
+    if not ccs:
+        return not_evaluated("no GPU compute capability in the facts to forecast for")
+    installed = [p for p in s.packages if p.name in RUNTIMES]
+    if not installed:
+        return skipped(f"no serving runtime ({', '.join(RUNTIMES)}) in this environment")
+    forecasts = forecast(s, m, ccs, rules.stack)
+    label = ", ".join(f"{p.name} {p.version}" for p in installed)
+    what = f"{label} x {m.quantization.method} checkpoint"
+    evidence: Evidence = {"runtime": label, "quantization": m.quantization.format}
+    if s.environment:
+        evidence["environment"] = ", ".join(f"{k}={v}" for k, v in sorted(s.environment.items()))
+    for f in forecasts:
+        evidence[f"{f.runtime} {f.layer} on {view.cc_str(f.cc)}"] = (
+            f.words() if f.row is None else f"{f.words()} (sources: {', '.join(f.row.sources)})"
+        )
+    covered = [f for f in forecasts if f.row is not None]
+    if not covered:
+        return skipped(
+            f"not covered: checks/backends.toml has no forecast for {what} on "
+            f"{_cc_list(ccs)} (its rows: vLLM 0.13.x, 0.32.x and 0.33.x on SM 12.x)",
+            **evidence,
+        )
+    order = ["native", "fallback", "fails"]
+    worst = max((f.row.verdict for f in covered if f.row is not None), key=order.index)
+    parts = [
+        f"{f.layer} on {view.cc_str(f.cc)} -> {f.backend} ({f.row.verdict})"
+        for f in covered
+        if f.row is not None
+    ]
+    uncovered = [f"{f.layer} on {view.cc_str(f.cc)}" for f in forecasts if f.row is None]
+    tail = f"; not covered: {', '.join(uncovered)}" if uncovered else ""
+    summary = f"{what}: {'; '.join(parts)}{tail}"
+    if worst == "native":
+        return passed(summary, **evidence)
+    fixes = []
+    for f in covered:
+        if f.row is not None and f.row.verdict != "native" and f.row.fix not in fixes:
+            fixes.append(f.row.fix)
+    # Plain assignments: tests/rules/test_catalogue_words.py reads the cases from them.
+    if worst == "fails":  # noqa: SIM108
+        case = "fails"
+    else:
+        case = "fallback"
+    return Outcome(
+        status=_VERDICT_STATUS[worst],
+        summary=summary,
+        evidence=evidence,
+        case=case,
+        remedy_vars={"fixes": " ".join(fixes)},
+    )

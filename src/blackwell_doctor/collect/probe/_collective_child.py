@@ -10,16 +10,28 @@ parent kills this child at its deadline (the stage it last printed says where).
 :class:`LinkLoadJob`: per GPU, pinned host-to-device copies for a moment, and NVML's
 current link generation and width read while they run (a GPU lowers its link when idle).
 
+:class:`IpcExportJob` / :class:`IpcImportJob`: one process writes another's buffer through
+a CUDA IPC mapping (vLLM's custom all-reduce). :class:`SymmExportJob` /
+:class:`SymmImportJob`: the same through a CUDA VMM allocation shared by file descriptor,
+as PyTorch's CUDA symmetric memory shares its buffers (vLLM's symmetric-memory all-reduce):
+``cuMemCreate`` with a POSIX fd handle, ``cuMemExportToShareableHandle``, the fd passed over
+a Unix socket with SCM_RIGHTS, ``cuMemImportFromShareableHandle``, ``cuMemAddressReserve``,
+``cuMemMap``, ``cuMemSetAccess`` for the writer's own GPU, a write, and every word checked
+by the owner. No multicast object is ever created: the multicast attribute is only read.
+
 Devices are numbered as NVML numbers them: the parent sets CUDA_DEVICE_ORDER=PCI_BUS_ID.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import socket
 import statistics
 import struct
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,6 +42,7 @@ from blackwell_doctor.collect.cuda_driver import CudaFailure, Driver, reason_tok
 from blackwell_doctor.collect.nccl import Nccl, NcclFailure
 from blackwell_doctor.collect.probe.collective_protocol import (
     IPC_PATTERN,
+    SYMM_PATTERN,
     TEST_FAULT_ENV,
     AllReduceJob,
     DoneLine,
@@ -45,6 +58,8 @@ from blackwell_doctor.collect.probe.collective_protocol import (
     ResultLine,
     Stage,
     StageLine,
+    SymmExportJob,
+    SymmImportJob,
     VersionLine,
     encode_line,
 )
@@ -402,6 +417,210 @@ def run_ipc_import(job: IpcImportJob, emit: Emit, driver: Driver | None = None) 
     return 0
 
 
+# ------------------------------------------------------------------ symmetric memory (VMM)
+# What PyTorch's CUDASymmetricMemoryAllocator::alloc, make_peer_alloc_info and map_block do
+# (torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemory.cu, CUDASymmetricMemoryUtils.cpp)
+# on a host without fabric handles, less the multicast part (cuMulticastCreate is never
+# called here: it can take shared GPUs out of service).
+
+
+def _posix_fd(d: Any) -> Any:
+    return d.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+
+
+def _device_location(d: Any, target: Any, ordinal: int) -> None:
+    target.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    target.location.id = ordinal
+
+
+def _map(driver: Driver, handle: Any, size: int, ordinal: int) -> int:
+    """map_block: reserve a range, map the allocation there, allow ``ordinal`` to read and
+    write it. Returns the address."""
+    d = driver.d
+    pointer = int(driver.call("cuMemAddressReserve", size, 0, 0, 0))
+    driver.call("cuMemMap", d.CUdeviceptr(pointer), size, 0, handle, 0)
+    desc = d.CUmemAccessDesc()
+    _device_location(d, desc, ordinal)
+    desc.flags = d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+    driver.call("cuMemSetAccess", d.CUdeviceptr(pointer), size, [desc], 1)
+    return pointer
+
+
+def _unmap(driver: Driver, pointer: int, size: int, handle: Any) -> None:
+    """Best effort: the process ends next, which frees all of it anyway."""
+    d = driver.d
+    for function, args in (
+        ("cuMemUnmap", (d.CUdeviceptr(pointer), size)),
+        ("cuMemAddressFree", (d.CUdeviceptr(pointer), size)),
+        ("cuMemRelease", (handle,)),
+    ):
+        with contextlib.suppress(CudaFailure):
+            driver.call(function, *args)
+
+
+def _vmm_check(driver: Driver, device: Any) -> None:
+    for name, reason in (
+        ("VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", "symm-vmm-not-supported"),
+        ("HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED", "symm-posix-fd-not-supported"),
+    ):
+        if not driver.attribute(device, name):
+            raise CudaFailure("CUDA_ERROR_NOT_SUPPORTED", reason=reason)
+
+
+def _multicast(driver: Driver, ordinals: Sequence[int]) -> bool | None:
+    """Whether every GPU reports CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED; None when the
+    attribute cannot be read. An attribute read only."""
+    try:
+        return all(
+            driver.attribute(driver.call("cuDeviceGet", o), "MULTICAST_SUPPORTED") for o in ordinals
+        )
+    except CudaFailure:
+        return None
+
+
+_SIZE = struct.Struct("<Q")  # the allocation's size, sent with the fd
+
+
+def run_symm_export(job: SymmExportJob, emit: Emit, driver: Driver | None = None) -> int:
+    stage: Stage = "symm-export"
+    emit(StageLine(stage=stage))
+    started = _start(driver, job.gpu, emit)
+    if started is None:
+        return 0
+    driver = started
+    d = driver.d
+    expected = struct.pack("<I", SYMM_PATTERN) * (job.size_bytes // 4)
+    try:
+        device = driver.call("cuDeviceGet", job.gpu)
+        _vmm_check(driver, device)
+        multicast = _multicast(driver, (job.gpu, job.peer))
+        prop = d.CUmemAllocationProp()
+        prop.type = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        _device_location(d, prop, job.gpu)
+        prop.requestedHandleTypes = _posix_fd(d)
+        granularity = int(
+            driver.call(
+                "cuMemGetAllocationGranularity",
+                prop,
+                d.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+            )
+        )
+        size = -(-job.size_bytes // granularity) * granularity
+        handle = driver.call("cuMemCreate", size, prop, 0)
+        pointer = _map(driver, handle, size, job.gpu)
+        driver.call("cuMemsetD32", d.CUdeviceptr(pointer), 0, job.size_bytes // 4)
+        driver.call("cuCtxSynchronize")
+        fd = int(driver.call("cuMemExportToShareableHandle", handle, _posix_fd(d), 0))
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+            server.bind(job.socket)
+            server.listen(1)
+            server.settimeout(job.wait_s)
+            emit(HandleLine(handle=job.socket, multicast=multicast))
+            stage = "symm-wait"
+            emit(StageLine(stage=stage))
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                emit(ErrorLine(stage=stage, reason=f"symm-peer-not-connected:{job.wait_s:g}s"))
+                return 0
+            with conn:
+                socket.send_fds(conn, [_SIZE.pack(size)], [fd])
+        os.close(fd)
+        deadline = time.monotonic() + job.wait_s
+        last = job.size_bytes - 4
+        while time.monotonic() < deadline:
+            if driver.download(pointer, 4) == expected[:4] and (
+                driver.download(pointer + last, 4) == expected[:4]
+            ):
+                break
+            time.sleep(0.005)
+        data = driver.download(pointer, job.size_bytes)
+        if data == expected:
+            emit(ResultLine(correct=True))
+        elif data[:4] != expected[:4] and data[-4:] != expected[:4]:
+            emit(ErrorLine(stage=stage, reason=f"symm-write-not-seen:{job.wait_s:g}s"))
+        else:
+            first = _first_difference(data, expected)
+            detail = f"symm: differs from the pattern at word {first}"
+            emit(ResultLine(correct=False, detail=detail))
+        _unmap(driver, pointer, size, handle)
+    except CudaFailure as exc:
+        emit(ErrorLine(stage=stage, reason=exc.reason))
+        return 0
+    except OSError as exc:
+        emit(ErrorLine(stage=stage, reason=f"symm-socket:{_errno(exc)}"))
+        return 0
+    emit(DoneLine())
+    return 0
+
+
+def _errno(exc: OSError) -> str:
+    import errno
+
+    return errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+
+
+def receive_fd(path: str, timeout_s: float) -> tuple[int, int]:
+    """The fd and allocation size the owner sends over its socket (SCM_RIGHTS)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout_s)
+        conn.connect(path)
+        message, fds, _, _ = socket.recv_fds(conn, _SIZE.size, 1)
+    if not fds:
+        raise CudaFailure("CUDA_ERROR_INVALID_VALUE", reason="symm-fd-not-received")
+    for extra in fds[1:]:
+        os.close(extra)
+    if len(message) != _SIZE.size:
+        os.close(fds[0])
+        raise CudaFailure("CUDA_ERROR_INVALID_VALUE", reason="symm-size-not-received")
+    return fds[0], _SIZE.unpack(message)[0]
+
+
+def run_symm_import(job: SymmImportJob, emit: Emit, driver: Driver | None = None) -> int:
+    stage: Stage = "symm-import"
+    emit(StageLine(stage=stage))
+    started = _start(driver, job.gpu, emit)
+    if started is None:
+        return 0
+    driver = started
+    d = driver.d
+    try:
+        _vmm_check(driver, driver.call("cuDeviceGet", job.gpu))
+        try:
+            fd, size = receive_fd(job.socket, job.wait_s)
+        except TimeoutError:
+            raise CudaFailure(
+                "CUDA_ERROR_INVALID_VALUE", reason=f"symm-fd-not-received:{job.wait_s:g}s"
+            ) from None
+        try:
+            handle = driver.call("cuMemImportFromShareableHandle", fd, _posix_fd(d))
+        finally:
+            os.close(fd)  # the imported handle keeps the allocation
+        pointer = _map(driver, handle, size, job.gpu)
+        stage = "symm-write"
+        emit(StageLine(stage=stage))
+        fault = os.environ.get(TEST_FAULT_ENV, "")
+        if fault == "symm-hang":
+            threading.Event().wait()  # the seam's hang: the parent kills this child
+        local = driver.alloc(job.size_bytes)
+        driver.call("cuMemsetD32", d.CUdeviceptr(local), SYMM_PATTERN, job.size_bytes // 4)
+        if fault == "symm-wrong":
+            # The seam's wrong landing: word 1 of what is copied is zero, in the same copy
+            # (a second write could land after the owner already compared).
+            driver.call("cuMemsetD32", d.CUdeviceptr(local + 4), 0, 1)
+        driver.call("cuMemcpyDtoD", d.CUdeviceptr(pointer), d.CUdeviceptr(local), job.size_bytes)
+        driver.call("cuCtxSynchronize")
+        _unmap(driver, pointer, size, handle)
+    except CudaFailure as exc:
+        emit(ErrorLine(stage=stage, reason=exc.reason))
+        return 0
+    except OSError as exc:
+        emit(ErrorLine(stage=stage, reason=f"symm-socket:{_errno(exc)}"))
+        return 0
+    emit(DoneLine())
+    return 0
+
+
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 1:
         print(
@@ -416,6 +635,10 @@ def main(argv: Sequence[str]) -> int:
         return run_ipc_export(job, _emit)
     if isinstance(job, IpcImportJob):
         return run_ipc_import(job, _emit)
+    if isinstance(job, SymmExportJob):
+        return run_symm_export(job, _emit)
+    if isinstance(job, SymmImportJob):
+        return run_symm_import(job, _emit)
     return run_link_load(job, _emit)
 
 

@@ -15,10 +15,14 @@ idles at a lower generation), for the link.* rules.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import msgspec
@@ -39,11 +43,14 @@ from blackwell_doctor.collect.probe.collective_protocol import (
     ResultLine,
     Stage,
     StageLine,
+    SymmExportJob,
+    SymmImportJob,
     VersionLine,
     decode_line,
 )
 from blackwell_doctor.facts.document import (
     CollectiveFacts,
+    CollectivePath,
     CollectiveRun,
     LinkLoadFacts,
     LoadedLink,
@@ -68,6 +75,7 @@ class ChildRun:
     error: ErrorLine | None = None
     links: list[LinkLine] = field(default_factory=list)
     handle: str | None = None
+    multicast: bool | None = None
     handle_seen: threading.Event = field(default_factory=threading.Event)
     done: bool = False
 
@@ -87,6 +95,7 @@ class ChildRun:
             self.links.append(line)
         elif isinstance(line, HandleLine):
             self.handle = line.handle
+            self.multicast = line.multicast
             self.handle_seen.set()
         elif isinstance(line, DoneLine):
             self.done = True
@@ -104,7 +113,7 @@ def _ended(result: ChildResult, run: ChildRun, limit: float) -> str:
     return f"collective-child-exited-early:rc={code}{where}"
 
 
-Job = AllReduceJob | LinkLoadJob | IpcExportJob | IpcImportJob
+Job = AllReduceJob | LinkLoadJob | IpcExportJob | IpcImportJob | SymmExportJob | SymmImportJob
 
 
 def _child(
@@ -174,10 +183,13 @@ def run_collective(
     child_argv: Sequence[str] | None = None,
     env: dict[str, str] | None = None,
     ipc: bool = True,
+    symm: bool | None = None,
 ) -> CollectiveFacts | Unavailable:
     """All-reduce over every pair and all GPUs, each run within ``run_timeout_s`` and all
-    within ``timeout_s``; a failed run is retried with NCCL_P2P_DISABLE=1. ``env`` is added
-    to every child's environment (the device script's test seam)."""
+    within ``timeout_s``; a failed run is retried with NCCL_P2P_DISABLE=1. Then, per pair,
+    a peer write through CUDA IPC (``ipc``) and through symmetric memory's fd-shared VMM
+    allocation (``symm``; None: as ``ipc``). ``env`` is added to every child's environment
+    (the device script's test seam)."""
     if gpu_count < 2:
         return Unavailable("skipped:one GPU: no collective")
     if child_argv is None:
@@ -221,21 +233,37 @@ def run_collective(
             runs.append(collective)
             if collective.failure is None and collective.correct:
                 break  # works as the runtime gets it: no fallback to try
+    pair_tests: list[tuple[CollectivePath, Callable[..., CollectiveRun]]] = []
     if ipc:
-        for a, b in (pair for pair in gpu_sets(gpu_count) if len(pair) == 2):
-            remaining = deadline - time.monotonic()
-            if remaining <= 1.0:
-                ipc_runs.append(
+        pair_tests.append(("cuda-ipc", run_ipc_pair))
+    if ipc if symm is None else symm:
+        pair_tests.append(("symm-mem", run_symm_pair))
+    by_path: dict[CollectivePath, list[CollectiveRun]] = {path: [] for path, _ in pair_tests}
+    for a, b in (pair for pair in gpu_sets(gpu_count) if len(pair) == 2):
+        remaining = deadline - time.monotonic()
+        if remaining <= 1.0:
+            for path, _ in pair_tests:
+                by_path[path].append(
                     CollectiveRun(
                         gpus=[a, b],
-                        path="cuda-ipc",
+                        path=path,
                         failure=f"collective-not-run:overall-timeout:{timeout_s:g}s",
                     )
                 )
-                continue
-            ipc_runs.append(
-                run_ipc_pair(a, b, timeout_s=min(run_timeout_s, remaining), argv=child_argv)
-            )
+            continue
+        limit = min(run_timeout_s, remaining)
+        # The pair's IPC and symmetric-memory tests run side by side (each its own two
+        # children, its own buffers and deadline): their start-ups overlap, which halves
+        # what the second costs.
+        with ThreadPoolExecutor(max_workers=max(1, len(pair_tests))) as pool:
+            futures = [
+                (path, pool.submit(test, a, b, timeout_s=limit, argv=child_argv, env=env))
+                for path, test in pair_tests
+            ]
+            for path, future in futures:
+                by_path[path].append(future.result())
+    for found in by_path.values():
+        ipc_runs += found
     runs += ipc_runs
     return CollectiveFacts(
         library=library_label(library),
@@ -246,25 +274,91 @@ def run_collective(
 
 
 def run_ipc_pair(
-    owner: int, writer: int, *, timeout_s: float, argv: Sequence[str], size_bytes: int = 16 << 20
+    owner: int,
+    writer: int,
+    *,
+    timeout_s: float,
+    argv: Sequence[str],
+    size_bytes: int = 16 << 20,
+    env: dict[str, str] | None = None,
 ) -> CollectiveRun:
     """vLLM's custom all-reduce path for one pair: a process on ``writer`` writes a buffer
     of ``owner``'s, shared by CUDA IPC from another process, which checks what landed. Both
     children live under the deadline; the writer starts once the owner printed its handle."""
+    export = IpcExportJob(gpu=owner, size_bytes=size_bytes, wait_s=max(1.0, timeout_s - 2.0))
+    return _peer_write(
+        export,
+        lambda handle: IpcImportJob(gpu=writer, handle=handle, size_bytes=size_bytes),
+        gpus=[owner, writer],
+        path="cuda-ipc",
+        timeout_s=timeout_s,
+        argv=argv,
+        env=env,
+    )
+
+
+def run_symm_pair(
+    owner: int,
+    writer: int,
+    *,
+    timeout_s: float,
+    argv: Sequence[str],
+    size_bytes: int = 16 << 20,
+    env: dict[str, str] | None = None,
+) -> CollectiveRun:
+    """Symmetric memory's peer path for one pair, as PyTorch's CUDA symmetric memory (vLLM's
+    symmetric-memory all-reduce) sets it up without multicast: the owner's child allocates
+    with cuMemCreate (POSIX fd handle) and passes the fd over a Unix socket (SCM_RIGHTS) in
+    a private folder; the writer's child imports, maps and writes it; the owner checks every
+    word. Both children live under the deadline, the socket's folder is removed after."""
+    folder = tempfile.mkdtemp(prefix="bd-symm-")
+    try:
+        where = os.path.join(folder, "s")
+        wait = max(1.0, timeout_s - 2.0)
+        export = SymmExportJob(
+            gpu=owner, peer=writer, socket=where, size_bytes=size_bytes, wait_s=wait
+        )
+        return _peer_write(
+            export,
+            lambda _: SymmImportJob(gpu=writer, socket=where, size_bytes=size_bytes, wait_s=wait),
+            gpus=[owner, writer],
+            path="symm-mem",
+            timeout_s=timeout_s,
+            argv=argv,
+            env=env,
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _peer_write(
+    export: Job,
+    writer_job: Callable[[str], Job],
+    *,
+    gpus: list[int],
+    path: CollectivePath,
+    timeout_s: float,
+    argv: Sequence[str],
+    env: dict[str, str] | None = None,
+) -> CollectiveRun:
+    """One process writes another's GPU memory: the owner's child first, the writer's once
+    the owner said it is ready (its handle line), both under ``timeout_s``."""
     owner_run = ChildRun()
     ended: dict[str, ChildResult] = {}
-    export = IpcExportJob(gpu=owner, size_bytes=size_bytes, wait_s=max(1.0, timeout_s - 2.0))
 
     def owner_side() -> None:
-        _, ended["owner"] = _child(argv, export, timeout_s, {}, owner_run)
+        try:
+            _, ended["owner"] = _child(argv, export, timeout_s, env or {}, owner_run)
+        finally:
+            # An owner that ends without its handle line ends the wait for it too.
+            owner_run.handle_seen.set()
 
     thread = threading.Thread(target=owner_side, daemon=True)
     thread.start()
     writer_run = ChildRun()
     failure: str | None = None
     if owner_run.handle_seen.wait(timeout_s) and owner_run.handle is not None:
-        job = IpcImportJob(gpu=writer, handle=owner_run.handle, size_bytes=size_bytes)
-        writer_run, result = _child(argv, job, timeout_s, {})
+        writer_run, result = _child(argv, writer_job(owner_run.handle), timeout_s, env or {})
         if writer_run.error is not None:
             failure = f"{writer_run.error.reason} at {writer_run.error.stage}"
         elif not writer_run.done and writer_run.fatal is None:
@@ -289,12 +383,13 @@ def run_ipc_pair(
             failure = f"wrong-data:{result_line.detail or 'unknown'}"
     stages = owner_run.stages + writer_run.stages
     return CollectiveRun(
-        gpus=[owner, writer],
-        path="cuda-ipc",
-        size_bytes=size_bytes,
+        gpus=gpus,
+        path=path,
+        size_bytes=export.size_bytes,
         correct=result_line.correct if result_line is not None else None,
         failure=failure,
         stage=stages[-1] if stages else None,
+        multicast=owner_run.multicast if path == "symm-mem" else None,
     )
 
 

@@ -2,9 +2,12 @@
 its parent (:mod:`blackwell_doctor.collect.probe.collective`) say to each other: one JSON
 object per line, flushed at once, so the stage a child last entered names where it hung.
 
-Two jobs: :class:`AllReduceJob` (an NCCL all-reduce over some GPUs, its sum checked on
-every rank, then timed) and :class:`LinkLoadJob` (each GPU's PCIe link read by NVML while
-host-to-device copies keep it busy).
+The jobs: :class:`AllReduceJob` (an NCCL all-reduce over some GPUs, its sum checked on
+every rank, then timed), :class:`LinkLoadJob` (each GPU's PCIe link read by NVML while
+host-to-device copies keep it busy), and per pair the two sides of a peer write through a
+CUDA IPC mapping (:class:`IpcExportJob`, :class:`IpcImportJob`) and through a CUDA VMM
+allocation shared by file descriptor, as symmetric memory shares it
+(:class:`SymmExportJob`, :class:`SymmImportJob`).
 """
 
 from __future__ import annotations
@@ -28,12 +31,19 @@ Stage = Literal[
     "ipc-wait",  # the owner waits for the peer's write to land
     "ipc-open",  # the peer's cuIpcOpenMemHandle (peer access enabled with it)
     "ipc-write",  # the peer writes the owner's memory through the mapping
+    "symm-export",  # symmetric memory: cuMemCreate (POSIX fd handle), mapped, exported as an fd
+    "symm-wait",  # the owner passed the fd (SCM_RIGHTS) and waits for the peer's write
+    "symm-import",  # the peer receives the fd, cuMemImportFromShareableHandle, maps, sets access
+    "symm-write",  # the peer writes the owner's memory through its own mapping
 ]
 
 # Test seam (tests and the device script only): "hang" leaves one rank out of the first
 # all-reduce, so NCCL really waits for it; "wrong-sum" gives the last rank other data than
 # the sum expects, so the real comparison fails. Either acts only while NCCL_P2P_DISABLE is
 # not "1": the shape of a broken peer path that the fallback fixes (NVIDIA/nccl#2079).
+# For symmetric memory's writer: "symm-hang" stops it after the import, mapped, before it
+# writes (the parent kills it at its deadline); "symm-wrong" copies the pattern with zero
+# in word 1 through the mapping, so the owner's real comparison fails.
 TEST_FAULT_ENV = "BLACKWELL_DOCTOR_COLLECTIVE_TEST_FAULT"
 
 
@@ -65,11 +75,35 @@ class IpcImportJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", t
     size_bytes: int = 16 << 20
 
 
-Job = AllReduceJob | LinkLoadJob | IpcExportJob | IpcImportJob
+class SymmExportJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="symm-export"):
+    """The owner side of PyTorch's CUDA symmetric memory (what vLLM's symmetric-memory
+    all-reduce allocates): a cuMemCreate allocation with a POSIX file-descriptor handle,
+    mapped here, exported as an fd and passed over the Unix socket at ``socket``
+    (SCM_RIGHTS) to the peer process, which writes it; the owner checks every word."""
+
+    gpu: int
+    peer: int  # the writer's GPU (only its multicast attribute is read here)
+    socket: str  # the AF_UNIX path this side listens on (in a private folder of the parent's)
+    size_bytes: int = 16 << 20
+    wait_s: float = 10.0
+
+
+class SymmImportJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="symm-import"):
+    gpu: int  # the writer's GPU
+    socket: str  # the owner's socket, to receive the fd from
+    size_bytes: int = 16 << 20
+    wait_s: float = 10.0
+
+
+Job = AllReduceJob | LinkLoadJob | IpcExportJob | IpcImportJob | SymmExportJob | SymmImportJob
 
 
 class HandleLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="handle"):
+    """The owner is ready for the writer: its IPC handle (hex), or the socket it listens on
+    (symmetric memory), with whether its GPU reports multicast support (an attribute read)."""
+
     handle: str
+    multicast: bool | None = None
 
 
 class FatalLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="fatal"):
@@ -123,6 +157,9 @@ Line = (
 
 # The pattern the peer writes through the IPC mapping (a 32-bit word, everywhere).
 IPC_PATTERN = 0x5EED1DC0
+# The pattern the peer writes through its symmetric-memory mapping (a different word, so a
+# stale IPC buffer can never pass for it).
+SYMM_PATTERN = 0x5133E3A1
 
 _LINES: LineCodec[Line] = LineCodec(Line)
 encode_line = _LINES.encode

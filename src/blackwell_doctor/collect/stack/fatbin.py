@@ -31,15 +31,28 @@ fatbin/FORMAT_SPECIFICATION.md), little-endian:
 The flags' architecture variants were read off fatbins nvcc 13.0 wrote for sm_90a, sm_100f,
 sm_120a, compute_121a (tests/test_audit_real.py checks them against cuobjdump): 0x100000
 marks an ``a`` (architecture-specific) target, 0x200000 an ``f`` (family) target.
+
+A standalone cubin (``.cubin``, as flashinfer-cubin ships them; ``e_machine`` EM_CUDA) is
+one unit of one SASS target, read from its ELF header as LLVM reads it
+(``ELFObjectFileBase::getNVPTXCPUName``, llvm/BinaryFormat/ELF.h): under the CUDA ELF ABI
+version 7 the SM is ``e_flags & 0xff`` (EF_CUDA_SM) and 0x800 marks ``a``
+(EF_CUDA_ACCELERATORS_V1); from version 8 (CUDA 12.8+, Blackwell) it is
+``(e_flags & 0xff00) >> 8`` (EF_CUDA_SM_MASK, EF_CUDA_SM_OFFSET) and 0x8 marks ``a``.
+ptxas 12.8 sets that bit (sm_90a: 0x5a0d5a, sm_120a: 0x600780a) but ptxas 13.0 leaves it
+clear (sm_120a: 0x6007802, as sm_120), so an ``a`` is also taken from the ptxas command
+line a cubin records in ``.note.nv.tkinfo`` (``-arch sm_120a``), when that names the
+header's SM (cuobjdump 13.5 names both kinds ``sm_120a``). An ``f`` cubin is named without its
+``f``, as cuobjdump names it: the same compatibility rule (its family, minor >= its own).
 """
 
 from __future__ import annotations
 
 import mmap
+import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 Kind = Literal["sass", "ptx", "lto"]
 
@@ -192,6 +205,10 @@ def scan_file(path: str) -> FatbinScan:
             raise NotElf(path)
         f.seek(0)
         try:
+            elf = ELFFile(f)
+            if elf.header["e_machine"] == EM_CUDA:
+                return FatbinScan(((cubin_target(elf),),))
+            f.seek(0)
             spans = _fatbin_spans(f, ELFFile)
         except (ELFError, struct.error, ValueError) as exc:
             raise NotElf(f"{path}: {exc}") from None
@@ -207,6 +224,30 @@ def scan_file(path: str) -> FatbinScan:
                 else:
                     loaded.extend(scan_loaded(buf, start, stop))
     return FatbinScan(tuple(units), tuple(loaded))
+
+
+EM_CUDA = "EM_CUDA"
+_CUDA_ABI_V1 = 7
+_SM_V1, _ACCELERATORS_V1 = 0xFF, 0x800
+_SM_MASK, _SM_OFFSET, _ACCELERATORS = 0xFF00, 8, 0x8
+_TKINFO_ARCH = re.compile(rb"-arch[ =]sm_(\d+)([af]?)\b")
+
+
+def cubin_target(elf: Any) -> Target:
+    """The SASS target of a standalone cubin (an EM_CUDA ELF): see the module docstring."""
+    header = elf.header
+    flags = int(header["e_flags"])
+    abi = int(header["e_ident"]["EI_ABIVERSION"])
+    if abi <= _CUDA_ABI_V1:
+        sm, accelerated = flags & _SM_V1, bool(flags & _ACCELERATORS_V1)
+    else:
+        sm, accelerated = (flags & _SM_MASK) >> _SM_OFFSET, bool(flags & _ACCELERATORS)
+    if not accelerated:
+        note = elf.get_section_by_name(".note.nv.tkinfo")
+        if note is not None and note["sh_type"] != "SHT_NOBITS" and note["sh_size"] < 65536:
+            m = _TKINFO_ARCH.search(note.data())
+            accelerated = m is not None and int(m.group(1)) == sm and m.group(2) == b"a"
+    return Target("sass", sm, "a" if accelerated else "", (abi, 0))
 
 
 def _fatbin_spans(f: BinaryIO, elf_file: type) -> list[tuple[str, int, int]]:

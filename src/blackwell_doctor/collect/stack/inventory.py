@@ -20,7 +20,8 @@ from blackwell_doctor.collect.stack.toolchain import find_nvcc, host_memory_byte
 from blackwell_doctor.facts.stack import GpuPackage, KernelFile, KernelUnit, StackFacts
 from blackwell_doctor.ruledata.stack import StackData, normalise
 
-_SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")
+# Shared objects, and standalone cubins (flashinfer-cubin ships its kernels as .cubin files).
+_SHARED_OBJECT = re.compile(r"(\.so(\.\d+)*|\.cubin)$")
 _TORCH_CUDA = re.compile(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", re.M)
 MAX_UNREADABLE = 20
 
@@ -203,4 +204,5 @@ def read_stack(
         cpus=os.cpu_count(),
         memory_bytes=host_memory_bytes(),
         cached_files=scanner.hits,
+        environment={n: environ[n][:256] for n in data.backends.environment.names if n in environ},
     )
