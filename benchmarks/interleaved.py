@@ -61,6 +61,9 @@ def main() -> None:
     if args.runs < 5:
         sys.exit("--runs: at least 5")
     ok = set(args.ok)
+    # The warm-up run below writes the byte-code an installed package has (pip compiles it):
+    # with PYTHONDONTWRITEBYTECODE set, every timed run would compile this package's source.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     named = [("floor", shlex.split(args.floor))]
     for item in args.commands:
         label, sep, line = item.partition("=")

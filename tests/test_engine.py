@@ -169,3 +169,32 @@ def test_architecture_table_matches_the_reference_for_sm12x_and_hopper() -> None
     assert archs[(9, 0)].smem_optin_per_block == 232448
     for arch in archs.values():  # 1 KB per block is reserved by CUDA on every listed arch
         assert arch.smem_per_sm - arch.smem_optin_per_block == 1024
+
+
+def test_family_modules_register_exactly_their_families() -> None:
+    # rules/families.py imports every module; FAMILY_MODULES names, per catalogue family,
+    # the one module that registers its checks (a run of some families imports only those).
+    from blackwell_doctor.rules import families
+    from blackwell_doctor.rules.engine import FAMILY_MODULES, family
+
+    checks = registered_checks()
+    assert set(FAMILY_MODULES) == {family(i) for i in load_rule_data().checks}
+    for check_id, fn in checks.items():
+        assert fn.__module__ == f"blackwell_doctor.rules.{FAMILY_MODULES[family(check_id)]}"
+    listed = {n for n in dir(families) if not n.startswith("_")}
+    assert set(FAMILY_MODULES.values()) <= listed
+
+
+def test_a_selected_run_loads_only_the_families_it_needs() -> None:
+    from blackwell_doctor.rules.evaluate import default_engine
+
+    engine = default_engine(select=["logs"])
+    assert engine.families == frozenset({"logs"})
+    assert {i.split(".")[0] for i in engine.checks} == {"logs"}
+    engine = default_engine(select=["p2p.transfer"])
+    assert engine.families is not None
+    assert "gpu" in engine.families  # its prerequisite
+    facts = load("b200-x8")
+    assert [r.id for r in engine.run(facts, select=["p2p.transfer"])] == ["p2p.transfer"]
+    with pytest.raises(SelectionError):
+        default_engine(select=["nothing"])

@@ -67,7 +67,11 @@ def test_check_on_facts_imports_no_collector_nor_network(floor: set[str]) -> Non
     """What `check --facts` must never pay for: the live collectors, a socket, Hyperscan."""
     extra = _imported(["-m", "blackwell_doctor", *FIGURES["commands"]["check-facts"]["argv"]])
     collectors = {m for m in extra if m.startswith("blackwell_doctor.collect.")}
-    assert collectors <= {"blackwell_doctor.collect.inputfile"}
+    # cachefile: the user's cache of the decoded catalogues, not a collector.
+    assert collectors <= {
+        "blackwell_doctor.collect.inputfile",
+        "blackwell_doctor.collect.cachefile",
+    }
     assert not extra & {"socket", "hyperscan", "pynvml", "cuda"}
 
 

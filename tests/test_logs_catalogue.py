@@ -90,3 +90,21 @@ def test_input_problems_have_advice_and_are_never_matched() -> None:
     assert entry.meaning.startswith("A log input broke off")
     assert entry.remedy
     assert not set(cat.inputs) & {s.id for s in cat.signatures}
+
+
+def test_every_shipped_pattern_compiles_and_a_run_compiles_them_on_use() -> None:
+    # load_catalogue() leaves the patterns to their first use; validating compiles them all.
+    eager = parse_catalogue(_raw())
+    lazy = load_catalogue()
+    assert len(eager.regex) == len(lazy.regex) == len(eager.signatures)
+    for n, sig in enumerate(eager.signatures):
+        for field, patterns in (
+            ("regex", (eager.regex, lazy.regex)),
+            ("unless", (eager.unless, lazy.unless)),
+        ):
+            source = getattr(sig, field)
+            compiled = [p[n] for p in patterns]
+            if source is None:
+                assert compiled == [None, None]
+            else:
+                assert [c.pattern for c in compiled if c is not None] == [source, source]

@@ -10,12 +10,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.facts.errors import UserError
 from blackwell_doctor.report.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from blackwell_doctor.collect.cachefile import CatalogueCache
 
 
 def _crash_log(exc: BaseException, argv: list[str] | None = None) -> Path:
@@ -36,6 +40,13 @@ def _crash_log(exc: BaseException, argv: list[str] | None = None) -> Path:
     return Path(name)
 
 
+def _catalogue_cache() -> CatalogueCache:
+    """The decoded shipped catalogues, read from this user's cache (collect/cachefile.py)."""
+    from blackwell_doctor.collect.cachefile import CatalogueCache
+
+    return CatalogueCache()
+
+
 def run(app: typer.Typer, argv: list[str] | None = None) -> int:
     """Run ``app`` on ``argv`` (default: the process's) and return the exit code. Standard
     output that cannot be written (``> /dev/full``, a closed pipe) is a usage error, exit 2,
@@ -50,6 +61,9 @@ def run(app: typer.Typer, argv: list[str] | None = None) -> int:
             "/dev/null to discard it\n"
         )
         return int(ExitCode.USAGE)
+    from blackwell_doctor.ruledata import decodedcache
+
+    decodedcache.install(_catalogue_cache)
     try:
         with checked_stdout():
             return _run(app, argv)

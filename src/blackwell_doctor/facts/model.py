@@ -6,8 +6,9 @@ where it came from: ``"tensors"`` (read from the safetensors headers) or ``"conf
 (computed from config.json, e.g. before the weights are downloaded).
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated here, not kept as strings (no `from __future__ import
+# annotations`): msgspec would otherwise eval every struct's strings when a decoder is
+# built, ~4 ms of each command that reads facts.
 from typing import Literal
 
 import msgspec

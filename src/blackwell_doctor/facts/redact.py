@@ -9,7 +9,6 @@ the kernel's build user@host, home directories in paths).
 from __future__ import annotations
 
 import base64
-import hashlib
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -268,6 +267,8 @@ def redact_url(url: str) -> str:
 
 def pseudonym(kind: str, value: str) -> str:
     """A stable stand-in for an identifier: the same input gives the same output."""
+    import hashlib  # here: importing it loads OpenSSL (~5 ms), which scan-logs never needs
+
     digest = hashlib.sha256(f"blackwell-doctor:{kind}:{value}".encode()).hexdigest()[:8]
     return f"{kind}-redacted-{digest}"
 

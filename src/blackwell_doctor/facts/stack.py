@@ -5,8 +5,9 @@ Facts only: which targets each file carries, what ptxas answered. Whether they r
 GPU is decided by ``rules.stack`` against the facts' GPUs (or another host's).
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated here, not kept as strings (no `from __future__ import
+# annotations`): msgspec would otherwise eval every struct's strings when a decoder is
+# built, ~4 ms of each command that reads facts.
 from typing import Annotated, Literal
 
 import msgspec

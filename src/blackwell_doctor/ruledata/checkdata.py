@@ -9,11 +9,11 @@ never a traceback and never a silently wrong verdict.
 from __future__ import annotations
 
 import re
-import tomllib
 from typing import Any, TypeVar
 
 import msgspec
 
+from blackwell_doctor.ruledata import decodedcache
 from blackwell_doctor.ruledata.resources import data_dir
 
 _T = TypeVar("_T")
@@ -34,7 +34,8 @@ def shipped_source(name: str) -> str:
 # the parts (one 20,000-part key, 40 KB of text, took 2.4 GB). No catalogue or shapes file
 # needs more than a few; a key of more parts is refused before tomllib sees it.
 MAX_KEY_PARTS = 16
-_LONG_DOTTED_KEY = re.compile(
+# Patterns compiled where used (re caches them): a cache hit parses no TOML.
+_LONG_DOTTED_KEY = (
     r"(?:(?:[A-Za-z0-9_-]+|\"[^\"\n]*\"|'[^'\n]*')[ \t]*\.[ \t]*)" + f"{{{MAX_KEY_PARTS},}}"
 )
 
@@ -43,7 +44,7 @@ def _has_long_dotted_key(text: str) -> bool:
     if text.count(".") < MAX_KEY_PARTS:
         return False
     return any(
-        line.count(".") >= MAX_KEY_PARTS and _LONG_DOTTED_KEY.search(line)
+        line.count(".") >= MAX_KEY_PARTS and re.search(_LONG_DOTTED_KEY, line)
         for line in text.split("\n")
     )
 
@@ -55,10 +56,9 @@ MAX_NESTING = 64
 # What can hold a bracket that is no nesting: strings (multi-line first) and comments. A
 # string left open runs to the end of its line (of the text, multi-line), so that no
 # position is scanned twice: linear time whatever the text (the decoder then rejects it).
-_TOML_TOKENS = re.compile(
+_TOML_TOKENS = (
     r'"""(?:[^"\\]|\\.|"(?!""))*(?:"""|\Z)|\'\'\'(?:[^\']|\'(?!\'\'))*(?:\'\'\'|\Z)'
-    r'|"(?:[^"\\\n]|\\[^\n])*(?:"|$)|\'[^\'\n]*(?:\'|$)|#[^\n]*|[\[{]|[\]}]',
-    re.DOTALL | re.MULTILINE,
+    r'|"(?:[^"\\\n]|\\[^\n])*(?:"|$)|\'[^\'\n]*(?:\'|$)|#[^\n]*|[\[{]|[\]}]'
 )
 
 
@@ -66,7 +66,7 @@ def _nesting(text: str) -> int:
     """The deepest nesting of arrays and inline tables in TOML ``text`` (table headers
     count one or two: ``[[x]]`` opens and closes)."""
     depth = deepest = 0
-    for match in _TOML_TOKENS.finditer(text):
+    for match in re.finditer(_TOML_TOKENS, text, re.DOTALL | re.MULTILINE):
         token = match.group()
         if token in ("[", "{"):
             depth += 1
@@ -88,6 +88,8 @@ def parse_toml(text: str, *, source: str) -> dict[str, Any]:
         raise CatalogueError(
             f"{source}: not valid TOML: nested too deeply (more than {MAX_NESTING} levels)"
         )
+    import tomllib  # ~2 ms: only where a TOML text is parsed, not on a cache hit
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -97,13 +99,24 @@ def parse_toml(text: str, *, source: str) -> dict[str, Any]:
 
 
 def read_shipped(name: str) -> dict[str, Any]:
-    """The decoded TOML of the shipped ``checks/<name>``."""
+    """The decoded TOML of the shipped ``checks/<name>`` (from the cache when a trusted file
+    of the same content is there)."""
     source = shipped_source(name)
     try:
-        text = (data_dir("checks") / name).read_text(encoding="utf-8")
+        data = (data_dir("checks") / name).read_bytes()
+        # As read_text() did: universal newlines.
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except (OSError, UnicodeDecodeError) as exc:
         raise CatalogueError(f"{source}: {exc}") from None
-    return parse_toml(text, source=source)
+    cache = decodedcache.current()
+    if cache is not None:
+        hit = cache.get(name, data)
+        if hit is not None:
+            return hit
+    raw = parse_toml(text, source=source)
+    if cache is not None:
+        cache.put(name, data, raw)
+    return raw
 
 
 def convert(raw: Any, kind: type[_T], *, source: str) -> _T:

@@ -108,6 +108,8 @@ class Catalogue:
         signatures: list[Signature],
         markers: list[Marker],
         inputs: list[InputProblem] | None = None,
+        *,
+        compile_all: bool = True,
     ) -> None:
         self.signatures = signatures
         self.markers = markers
@@ -115,11 +117,14 @@ class Catalogue:
         self.by_id = {s.id: s for s in signatures}
         # The generic detector's signatures (indexes into signatures), in catalogue order.
         self.generic = [n for n, s in enumerate(signatures) if s.rule in GENERIC_RULES]
-        self.regex: list[re.Pattern[str] | None] = []
-        self.unless: list[re.Pattern[str] | None] = []
-        for sig in signatures:
-            self.regex.append(_compile(sig.id, "regex", sig.regex))
-            self.unless.append(_compile(sig.id, "unless", sig.unless))
+        # A signature's patterns are compiled when a line first needs them (a scan meets a
+        # few signatures; compiling all 29 cost ~10 ms of every scan-logs), or all here
+        # with ``compile_all`` (a catalogue being validated: a bad one is refused at once).
+        self.regex = _Patterns([(s.id, "regex", s.regex) for s in signatures])
+        self.unless = _Patterns([(s.id, "unless", s.unless) for s in signatures])
+        if compile_all:
+            for n in range(len(signatures)):
+                _ = (self.regex[n], self.unless[n])  # compiled now: a bad one raises here
         self.marker_regex: list[re.Pattern[str]] = []
         for marker in markers:
             compiled = _compile(marker.id, "regex", marker.regex)
@@ -149,6 +154,22 @@ class Catalogue:
         return self.by_id.get(entry_id) or self.inputs.get(entry_id)
 
 
+class _Patterns:
+    """Each signature's regex (or unless), compiled on first use; None where it has none."""
+
+    def __init__(self, sources: list[tuple[str, str, str | None]]) -> None:
+        self._sources = sources
+        self._compiled: dict[int, re.Pattern[str] | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+    def __getitem__(self, n: int) -> re.Pattern[str] | None:
+        if n not in self._compiled:
+            self._compiled[n] = _compile(*self._sources[n])
+        return self._compiled[n]
+
+
 def _compile(sig_id: str, field: str, pattern: str | None) -> re.Pattern[str] | None:
     if pattern is None:
         return None
@@ -158,8 +179,11 @@ def _compile(sig_id: str, field: str, pattern: str | None) -> re.Pattern[str] | 
         raise CatalogueError(f"checks/{CATALOGUE_FILE}: {sig_id}: bad {field}: {exc}") from None
 
 
-def parse_catalogue(raw: dict[str, Any], *, name: str = CATALOGUE_FILE) -> Catalogue:
-    """Validate a decoded TOML document (also used by tests on broken documents)."""
+def parse_catalogue(
+    raw: dict[str, Any], *, name: str = CATALOGUE_FILE, compile_all: bool = True
+) -> Catalogue:
+    """Validate a decoded TOML document (also used by tests on broken documents);
+    ``compile_all=False`` leaves the signatures' patterns to their first use."""
     data = convert(raw, _File, source=shipped_source(name))
     seen: set[str] = set()
     entries: list[tuple[str, list[str]]] = [(s.id, s.literals) for s in data.signature]
@@ -191,9 +215,11 @@ def parse_catalogue(raw: dict[str, Any], *, name: str = CATALOGUE_FILE) -> Catal
     for problem in data.input:
         if not re.match(_ID, problem.id):
             raise CatalogueError(f"checks/{name}: {problem.id!r}: id is not area.name (lowercase)")
-    return Catalogue(data.signature, data.marker, data.input)
+    return Catalogue(data.signature, data.marker, data.input, compile_all=compile_all)
 
 
 @functools.cache
 def load_catalogue() -> Catalogue:
-    return parse_catalogue(read_shipped(CATALOGUE_FILE))
+    # The shipped patterns are compiled by the test suite (tests/test_logs_catalogue.py);
+    # a run compiles those it meets.
+    return parse_catalogue(read_shipped(CATALOGUE_FILE), compile_all=False)

@@ -24,14 +24,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from blackwell_doctor.ruledata.tilelimits import MIN_STAGES as MIN_STAGES
+
 # sizeof(PipelineTmaUmmaAsync<1>::SharedStorage): one full and one empty 8-byte barrier.
 PIPELINE_BYTES_PER_STAGE = 16
 # TensorMapStorage: smem_tensormap_A, _B, _SFA, _SFB, 128 bytes each (cute::TmaDescriptor).
 TENSORMAP_BYTES = 4 * 128
 # SM120 scale-factor layouts cover whole 128-row/column blocks (Sm1xxBlockScaledConfig Blk_MN).
 SF_BLOCK_MN = 128
-# sm120_blockscaled_mma_array_tma.hpp: static_assert(DispatchPolicy::Stages >= 2).
-MIN_STAGES = 2
+# MIN_STAGES (static_assert(DispatchPolicy::Stages >= 2)) lives in ruledata/tilelimits.py.
+
 # What the grouped (ptr-array) kernel keeps beside the mainloop and epilogue storage, per
 # sm120_blockscaled_mma_builder.inl: scheduler pipeline PipelineAsyncSharedStorage<8> (128 B),
 # two epilogue tensormaps (256 B), tensormap-ready PipelineAsync<3> (48 B). CUTLASS subtracts

@@ -18,11 +18,11 @@ from blackwell_doctor.facts.document import LogFacts, Unavailable
 from blackwell_doctor.facts.model import ModelFacts
 from blackwell_doctor.report.results import Result, Status
 from blackwell_doctor.ruledata.rules import RuleData, fill, load_rule_data
-from blackwell_doctor.rules.checkpoint import marlin_expected
 from blackwell_doctor.rules.engine import Engine
 from blackwell_doctor.rules.evaluate import evaluate
 from blackwell_doctor.rules.logs import judge_findings
 from blackwell_doctor.rules.presets import LOG_CHECKS, logs_only_facts
+from blackwell_doctor.rules.view import marlin_expected
 
 NVIDIA_RUNTIME = "docker.nvidia_runtime"
 # The engine's words when no runtime can give a container GPUs (docker run --gpus all on an

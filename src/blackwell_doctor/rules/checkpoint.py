@@ -206,10 +206,3 @@ def model_w4a16(facts: Facts, rules: RuleData) -> Outcome:
             **evidence,
         )
     return passed(f"{q.method} checkpoint: Marlin is not expected for it", **evidence)
-
-
-def marlin_expected(facts: Facts) -> bool:
-    """The checkpoint is W4A16, so vLLM choosing Marlin is the right path (the context rule
-    marlin-requested of checks/log_signatures.toml)."""
-    m = facts.model
-    return m is not None and not isinstance(m, Unavailable) and m.quantization.method == "w4a16"

@@ -27,10 +27,8 @@ from blackwell_doctor.facts.document import (
 from blackwell_doctor.report.check import Section
 from blackwell_doctor.ruledata.logs import SEVERITY_RANK, load_catalogue
 from blackwell_doctor.ruledata.rules import load_rule_data
-from blackwell_doctor.ruledata.tileplan import MIN_STAGES
+from blackwell_doctor.ruledata.tilelimits import MIN_STAGES
 from blackwell_doctor.rules.logs import JudgedFinding
-from blackwell_doctor.rules.p2p import pair_verdict
-from blackwell_doctor.rules.probe import probe_findings
 
 UNITS = (
     "NVFP4 block-scaled grouped GEMM tiles (E2M1 A/B, one E4M3 scale per 16 elements). "
@@ -65,6 +63,8 @@ def _fmt_int(n: int | None) -> str:
 
 def tile_table(tiles: list[TileProbe], limit: int, *, measured: bool) -> Section:
     """The tile table: one row per tile; why a tile does not fit or did not launch under it."""
+    # Imported where used (below): scan-logs' sections need neither the probe nor the p2p
+    # family.
     head = ["tile MxNxK", "K bytes", "stages", "stage B", "smem B", "margin B", "fits"]
     if measured:
         head += ["launched", "time us", "GMAC/s"]
@@ -136,6 +136,8 @@ def probe_sections(probes: ProbeFacts | Unavailable | None) -> list[Section]:
                 "probe's MAC rate"
             )
         # What makes `probe` exit 1: a measurement the driver or the arithmetic contradicts.
+        from blackwell_doctor.rules.probe import probe_findings
+
         lines += [f"finding: {f}" for f in probe_findings(d)]
         out.append(
             Section(
@@ -180,6 +182,8 @@ def p2p_sections(facts: P2PProbeFacts | Unavailable | None) -> list[Section]:
         return []  # the subject line and p2p.transfer say why nothing was measured
     if not facts.pairs:
         return [Section(title="Pairs", lines=["no GPU pair was tested"])]
+    from blackwell_doctor.rules.p2p import pair_verdict
+
     judged = [(pair, pair_verdict(pair)) for pair in facts.pairs]
     rows = [
         [

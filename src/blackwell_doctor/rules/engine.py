@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -13,12 +14,42 @@ from blackwell_doctor.report.results import Outcome, Remedy, Result, Status
 from blackwell_doctor.ruledata.rules import CheckSpec, RuleData, fill
 from blackwell_doctor.rules.registry import REGISTRY, CheckFn
 
+# The module under rules/ that registers each check family's checks (rules/families.py
+# imports them all; tests/test_engine.py checks that the two agree with the catalogue).
+FAMILY_MODULES = {
+    "bar1": "bar1",
+    "collective": "collective",
+    "driver": "driver",
+    "gpu": "gpu",
+    "link": "link",
+    "logs": "logs",
+    "memory": "memory",
+    "model": "checkpoint",
+    "module": "module",
+    "p2p": "p2p",
+    "pci": "pci",
+    "platform": "platform",
+    "probe": "probe",
+    "serving": "serving",
+    "stack": "stack",
+}
 
-def registered_checks() -> dict[str, CheckFn]:
-    # Importing the family modules registers their checks.
-    from blackwell_doctor.rules import families  # noqa: F401
 
-    return dict(REGISTRY)
+def family(check_id: str) -> str:
+    return check_id.split(".", 1)[0]
+
+
+def registered_checks(families: Collection[str] | None = None) -> dict[str, CheckFn]:
+    """The checks of ``families`` (default: all). Importing a family's module registers its
+    checks: a run that judges some families imports only theirs (``scan-logs``: the logs
+    checks, not the whole engine)."""
+    if families is None:
+        from blackwell_doctor.rules import families as _all  # noqa: F401
+
+        return dict(REGISTRY)
+    for name in sorted(families):
+        importlib.import_module(f"blackwell_doctor.rules.{FAMILY_MODULES[name]}")
+    return {i: fn for i, fn in REGISTRY.items() if family(i) in families}
 
 
 class SelectionError(ValueError):
@@ -43,14 +74,32 @@ def select_ids(all_ids: Iterable[str], select: Sequence[str], ignore: Sequence[s
     return chosen
 
 
+def needed_checks(rules: RuleData, select: Sequence[str], ignore: Sequence[str]) -> set[str]:
+    """The checks a run of ``select``/``ignore`` evaluates: the chosen ones and, transitively,
+    what they require. Raises :class:`SelectionError` as :meth:`Engine.run` does."""
+    chosen = set(select_ids(rules.checks, select, ignore))
+    stack = list(chosen)
+    while stack:
+        for dep in rules.checks[stack.pop()].requires:
+            if dep not in chosen:
+                chosen.add(dep)
+                stack.append(dep)
+    return chosen
+
+
 @dataclass(frozen=True)
 class Engine:
     rules: RuleData
     checks: dict[str, CheckFn]
+    # The families whose code is loaded (None: all); a run needing another is a bug.
+    families: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
-        missing = sorted(set(self.checks) - set(self.rules.checks))
-        orphans = sorted(set(self.rules.checks) - set(self.checks))
+        catalogued = {
+            i for i in self.rules.checks if self.families is None or family(i) in self.families
+        }
+        missing = sorted(set(self.checks) - catalogued)
+        orphans = sorted(catalogued - set(self.checks))
         if missing or orphans:
             raise RuntimeError(
                 f"check catalogue and code disagree: no data for {missing}, no code for {orphans}"
@@ -63,6 +112,8 @@ class Engine:
         chosen = set(select_ids(order, select, ignore))
         # Prerequisites run even when not selected, so "blocked by" is always decidable.
         needed = chosen.union(*(self._all_requires(c) for c in chosen))
+        if not needed <= set(self.checks):
+            raise RuntimeError(f"no code loaded for {sorted(needed - set(self.checks))}")
         done: dict[str, Result] = {}
         for check_id in order:
             if check_id in needed:

@@ -8,11 +8,17 @@ from blackwell_doctor.facts.document import Facts
 from blackwell_doctor.report.check import Report, build_report
 from blackwell_doctor.report.results import FailOn
 from blackwell_doctor.ruledata.rules import load_rule_data
-from blackwell_doctor.rules.engine import Engine, registered_checks
+from blackwell_doctor.rules.engine import Engine, family, needed_checks, registered_checks
 
 
-def default_engine() -> Engine:
-    return Engine(rules=load_rule_data(), checks=registered_checks())
+def default_engine(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> Engine:
+    """The engine of every check; with ``select``, of the families that the selected checks
+    and their prerequisites belong to (only their modules are imported)."""
+    rules = load_rule_data()
+    if not select:
+        return Engine(rules=rules, checks=registered_checks())
+    families = frozenset(family(i) for i in needed_checks(rules, select, ignore))
+    return Engine(rules=rules, checks=registered_checks(families), families=families)
 
 
 def evaluate(
@@ -28,7 +34,7 @@ def evaluate(
 ) -> Report:
     """The report on ``facts``. ``engine``: one built by :func:`default_engine`, passed in by
     callers that judge many documents (``fleet``) so the rule data is loaded once."""
-    results = (engine or default_engine()).run(facts, select=select, ignore=ignore)
+    results = (engine or default_engine(select, ignore)).run(facts, select=select, ignore=ignore)
     return build_report(
         facts, results, fail_on=fail_on, strict=strict, source=source, embed_facts=embed_facts
     )

@@ -43,7 +43,7 @@ from blackwell_doctor.ruledata.logs import (
     load_catalogue,
 )
 from blackwell_doctor.ruledata.rules import RuleData
-from blackwell_doctor.rules.checkpoint import marlin_expected
+from blackwell_doctor.rules import view
 from blackwell_doctor.rules.registry import check
 
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
@@ -247,7 +247,7 @@ def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[s
     if isinstance(logs, Unavailable):
         return not_evaluated(f"logs could not be read: {logs.reason}")
     # A W4A16 checkpoint (model.w4a16): Marlin is its kernel, not a fallback.
-    judged = judge_findings(logs, w4a16_checkpoint=marlin_expected(facts))
+    judged = judge_findings(logs, w4a16_checkpoint=view.marlin_expected(facts))
     mine = [f for f in judged if f.check == check_id]
     evidence: Evidence = {
         f"{f.signature} x{f.count}": f"{f.path}:{f.line}: {f.excerpt}" for f in mine

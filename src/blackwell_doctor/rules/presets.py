@@ -58,7 +58,6 @@ from blackwell_doctor.report.results import FailOn, Result
 from blackwell_doctor.rules import details
 from blackwell_doctor.rules.evaluate import evaluate
 from blackwell_doctor.rules.logs import JudgedFinding, judge_findings
-from blackwell_doctor.rules.probe import probe_findings
 
 # 3: the check report's fields (results, summary, gate) with what was measured beside them;
 # version 2 carried its own verdict fields (``p2p_verdicts``, top-level smem limits).
@@ -176,6 +175,8 @@ def judge_probe(host: Facts, probes: ProbeFacts | Unavailable) -> PresetDocument
         why = probes.reason if isinstance(probes, Unavailable) else "no device probed"
         subject = f"probes could not run: {why}"
     else:
+        from blackwell_doctor.rules.probe import probe_findings
+
         wrong = [f for d in probes.devices for f in probe_findings(d)]
         code = exitcodes.gate(findings=bool(wrong), not_evaluated=False, strict=True)
         nvrtc = probes.nvrtc_version if isinstance(probes.nvrtc_version, str) else "unavailable"

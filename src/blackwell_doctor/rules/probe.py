@@ -18,7 +18,7 @@ from blackwell_doctor.report.results import (
     passed,
 )
 from blackwell_doctor.ruledata.rules import RuleData
-from blackwell_doctor.ruledata.tileplan import MIN_STAGES
+from blackwell_doctor.ruledata.tilelimits import MIN_STAGES
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.logs import judge_findings
 from blackwell_doctor.rules.registry import check

@@ -136,3 +136,10 @@ def plural(n: int, noun: str) -> str:
 
 def fmt_bytes(n: int) -> str:
     return f"{n:,} B"
+
+
+def marlin_expected(facts: Facts) -> bool:
+    """The checkpoint is W4A16, so vLLM choosing Marlin is the right path (the context rule
+    marlin-requested of checks/log_signatures.toml)."""
+    m = facts.model
+    return m is not None and not isinstance(m, Unavailable) and m.quantization.method == "w4a16"

@@ -24,74 +24,33 @@ a file. Any error on the way (a read-only home, a full disk) only costs the buil
 
 from __future__ import annotations
 
-import hashlib
-import os
-import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from blackwell_doctor.collect.cachefile import cache_dir as _cache_dir
+from blackwell_doctor.collect.cachefile import digest, read_private, sealed, unseal, write_atomic
+
 MAGIC = b"blackwell-doctor hyperscan 1\n"
 MAX_BYTES = 16 << 20
-_DIGEST = 32
 
 
 def cache_dir() -> Path | None:
     """The cache folder, or None when caching is off."""
-    if os.environ.get("BLACKWELL_DOCTOR_NO_CACHE"):
-        return None
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
-    return root / "blackwell-doctor" / "hyperscan"
+    return _cache_dir("hyperscan")
 
 
 def cache_key(version: str, literals: list[bytes]) -> bytes:
-    digest = hashlib.sha256(version.encode() + b"\0")
-    for lit in literals:
-        digest.update(len(lit).to_bytes(4, "big") + lit)
-    return digest.digest()
-
-
-def _private(st: os.stat_result) -> bool:
-    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return digest(
+        version.encode() + b"\0", *(len(lit).to_bytes(4, "big") + lit for lit in literals)
+    )
 
 
 def _read(path: Path) -> bytes | None:
-    """The file's bytes if it may be trusted as this user's own, else None. The folder is
-    opened first and the file through it, so that neither can be swapped for a link between
-    the checks and the read."""
-    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | nofollow)
-    except OSError:
-        return None
-    try:
-        if not _private(os.fstat(folder)):
-            return None
-        fd = os.open(path.name, os.O_RDONLY | nofollow, dir_fd=folder)
-    except OSError:
-        return None
-    finally:
-        os.close(folder)
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or not _private(st) or st.st_size > MAX_BYTES:
-            return None
-        return fh.read(MAX_BYTES + 1)
+    return read_private(path, MAX_BYTES)
 
 
 def _write(path: Path, blob: bytes) -> None:
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".hyperscan-", dir=path.parent)
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
+    write_atomic(path, blob, prefix=".hyperscan-")
 
 
 def _finds_every_literal(db: Any, literals: list[bytes]) -> bool:
@@ -117,11 +76,8 @@ def _build(hyperscan: Any, literals: list[bytes]) -> Any:
 
 
 def _load(hyperscan: Any, blob: bytes, key: bytes, literals: list[bytes]) -> Any | None:
-    head = len(MAGIC)
-    if not blob.startswith(MAGIC) or blob[head : head + _DIGEST] != key:
-        return None
-    payload = blob[head + 2 * _DIGEST :]
-    if hashlib.sha256(payload).digest() != blob[head + _DIGEST : head + 2 * _DIGEST]:
+    payload = unseal(blob, MAGIC, key)
+    if payload is None:
         return None
     try:
         db = hyperscan.loadb(payload, hyperscan.HS_MODE_BLOCK)
@@ -148,5 +104,5 @@ def literal_database(hyperscan: Any, literals: list[bytes]) -> Any:
             return db
     db = _build(hyperscan, literals)
     payload = hyperscan.dumpb(db)
-    _write(path, MAGIC + key + hashlib.sha256(payload).digest() + payload)
+    _write(path, sealed(MAGIC, key, payload))
     return db
