@@ -322,8 +322,6 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument | Ladd
     """``bench --compare BEFORE AFTER [MORE...]``: the run documents read (``-``:
     ``stdin``) and compared, two as a compare, three or more as a ladder; UserError for a
     file that is not a run, or two runs (of a step) with no shape in common."""
-    from blackwell_doctor.collect.inputfile import BENCH_RUN, read_input
-    from blackwell_doctor.report import bench as report
     from blackwell_doctor.rules.compare import NotComparable
     from blackwell_doctor.rules.compare import compare as compare_runs
 
@@ -332,13 +330,7 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument | Ladd
     if len(request.compare) > 2:
         return _ladder(request, stdin=stdin)
     before, after = request.compare
-    runs = []
-    for path in (before, after):
-        data = read_input(path, BENCH_RUN, stdin=stdin)
-        try:
-            runs.append(report.decode_run(data, source=str(path)))
-        except report.RunFileError as exc:
-            raise UserError(str(exc)) from None
+    runs = _read_runs((before, after), stdin=stdin)
     try:
         return compare_runs(
             runs[0],
@@ -354,24 +346,32 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument | Ladd
         raise UserError(str(exc)) from None
 
 
+def _read_runs(paths: Sequence[Path], *, stdin: BinaryIO) -> list[BenchRun]:
+    """The run documents at ``paths`` (``-``: ``stdin``), each read through the one bounded
+    reader and decoded; UserError for one that is not a run."""
+    from blackwell_doctor.collect.inputfile import BENCH_RUN, read_input
+    from blackwell_doctor.report import bench as report
+
+    runs = []
+    for path in paths:
+        data = read_input(path, BENCH_RUN, stdin=stdin)
+        try:
+            runs.append(report.decode_run(data, source=str(path)))
+        except report.RunFileError as exc:
+            raise UserError(str(exc)) from None
+    return runs
+
+
 def _ladder(request: BenchRequest, *, stdin: BinaryIO) -> LadderDocument:
     """``bench --compare A B C ...``: each run against the one before it, and the first
     against the last (rules/ladder.py)."""
-    from blackwell_doctor.collect.inputfile import BENCH_RUN, read_input
-    from blackwell_doctor.report import bench as report
     from blackwell_doctor.rules.compare import NotComparable
     from blackwell_doctor.rules.ladder import ladder
 
     assert request.compare is not None
     if sum(1 for p in request.compare if str(p) == "-") > 1:
         raise UserError("--compare reads standard input (-) once")
-    runs = []
-    for path in request.compare:
-        data = read_input(path, BENCH_RUN, stdin=stdin)
-        try:
-            runs.append(report.decode_run(data, source=str(path)))
-        except report.RunFileError as exc:
-            raise UserError(str(exc)) from None
+    runs = _read_runs(request.compare, stdin=stdin)
     try:
         return ladder(
             runs,
