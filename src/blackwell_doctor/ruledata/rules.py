@@ -7,6 +7,7 @@ load: a typo in a data file is a clear error naming the file and the field, not 
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -14,7 +15,9 @@ from blackwell_doctor.report.results import Severity
 from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
 from blackwell_doctor.ruledata.preflight import PreflightData, load_preflight
 from blackwell_doctor.ruledata.serving import ServingData
-from blackwell_doctor.ruledata.stack import StackData, load_stack_data
+
+if TYPE_CHECKING:
+    from blackwell_doctor.ruledata.stack import StackData
 
 
 def fill(template: str, values: dict[str, str]) -> str:
@@ -190,10 +193,17 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     # checks/serving.toml: the serving.* checks' expectations and thresholds.
     serving: ServingData
     distros: Distros
-    # checks/stack.toml: the stack.* checks' data (`audit`).
-    stack: StackData
     # checks/preflight.toml: link, BAR1, module, collective and memory thresholds.
     preflight: PreflightData
+
+    @property
+    def stack(self) -> StackData:
+        """checks/stack.toml and backends.toml: the stack.* checks' data (`audit`), read when
+        first asked for (it imports ``packaging``; a run without a stack audit or a model
+        directory does not need it)."""
+        from blackwell_doctor.ruledata.stack import load_stack_data
+
+        return load_stack_data()
 
     def word(self, command: str, key: str, **values: str) -> str:
         """``[words.<command>] <key>`` with its ``{name}`` placeholders filled."""
@@ -244,6 +254,5 @@ def load_rule_data() -> RuleData:
         launch=catalogue.launch,
         serving=serving,
         distros=distros,
-        stack=load_stack_data(),
         preflight=load_preflight(),
     )
