@@ -4,8 +4,8 @@ A typo in the data file is one clear :class:`~blackwell_doctor.ruledata.checkdat
 naming the file, the entry and the field, never a silently wrong verdict.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated at class creation (no `from __future__ import annotations`):
+# msgspec would otherwise eval every struct's strings when the catalogue is converted.
 import functools
 import re
 from typing import Any, Literal

@@ -4,8 +4,8 @@ Kept as TOML in the top-level ``checks/`` folder (shipped in the wheel), validat
 load: a typo in a data file is a clear error naming the file and the field, not a wrong verdict.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated at class creation (no `from __future__ import annotations`):
+# msgspec would otherwise eval every struct's strings when the catalogue is converted.
 import functools
 from typing import TYPE_CHECKING
 
@@ -197,7 +197,7 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     preflight: PreflightData
 
     @property
-    def stack(self) -> StackData:
+    def stack(self) -> "StackData":
         """checks/stack.toml and backends.toml: the stack.* checks' data (`audit`), read when
         first asked for (it imports ``packaging``; a run without a stack audit or a model
         directory does not need it)."""

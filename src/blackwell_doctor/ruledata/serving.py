@@ -3,8 +3,8 @@ model, GPU, GPU count and concurrency, each figure with its public source and ho
 is; the latency-tail and error thresholds with their reasoning. Validated at load, like
 every file under checks/ (checkdata.py)."""
 
-from __future__ import annotations
-
+# Annotations are evaluated at class creation (no `from __future__ import annotations`):
+# msgspec would otherwise eval every struct's strings when the catalogue is converted.
 from typing import Annotated
 
 import msgspec
