@@ -10,8 +10,9 @@ from dataclasses import dataclass
 import msgspec
 
 from blackwell_doctor.facts.document import Facts
-from blackwell_doctor.report.results import Outcome, Remedy, Result, Status
+from blackwell_doctor.report.results import Outcome, Remedy, Result, Status, skipped
 from blackwell_doctor.ruledata.rules import CheckSpec, RuleData, fill
+from blackwell_doctor.rules.absent import SECTIONS
 from blackwell_doctor.rules.registry import REGISTRY, CheckFn
 
 # The module under rules/ that registers each check family's checks (rules/families.py
@@ -93,17 +94,27 @@ class Engine:
     checks: dict[str, CheckFn]
     # The families whose code is loaded (None: all); a run needing another is a bug.
     families: frozenset[str] | None = None
+    # The engine of every check (check, fleet): it starts with no code, imports a family's
+    # module when one of its checks first runs, and skips a check of a family of
+    # absent.SECTIONS whose section the facts lack without its code (``checks`` grows).
+    on_demand: bool = False
 
     def __post_init__(self) -> None:
-        catalogued = {
-            i for i in self.rules.checks if self.families is None or family(i) in self.families
-        }
-        missing = sorted(set(self.checks) - catalogued)
-        orphans = sorted(catalogued - set(self.checks))
-        if missing or orphans:
-            raise RuntimeError(
-                f"check catalogue and code disagree: no data for {missing}, no code for {orphans}"
-            )
+        if not self.on_demand:
+            _agree(self.rules, self.checks, self.families)
+
+    def _load(self, families: set[str]) -> None:
+        """Import ``families``' modules into an on-demand engine's checks."""
+        loaded = registered_checks(families)
+        _agree(self.rules, loaded, frozenset(families))
+        self.checks.update(loaded)
+
+    def _absent(self, check_id: str, facts: Facts) -> Outcome | None:
+        """An on-demand engine's skip of a check whose family's section the facts lack."""
+        section = SECTIONS.get(family(check_id)) if self.on_demand else None
+        if section is None or getattr(facts, section[0]) is not None:
+            return None
+        return skipped(section[1])
 
     def run(
         self, facts: Facts, select: Sequence[str] = (), ignore: Sequence[str] = ()
@@ -112,8 +123,11 @@ class Engine:
         chosen = set(select_ids(order, select, ignore))
         # Prerequisites run even when not selected, so "blocked by" is always decidable.
         needed = chosen.union(*(self._all_requires(c) for c in chosen))
-        if not needed <= set(self.checks):
-            raise RuntimeError(f"no code loaded for {sorted(needed - set(self.checks))}")
+        code = {c for c in needed if self._absent(c, facts) is None}
+        if self.on_demand and not code <= set(self.checks):
+            self._load({family(c) for c in code - set(self.checks)})
+        if not code <= set(self.checks):
+            raise RuntimeError(f"no code loaded for {sorted(code - set(self.checks))}")
         done: dict[str, Result] = {}
         for check_id in order:
             if check_id in needed:
@@ -136,6 +150,9 @@ class Engine:
             prior = done.get(dep)
             if prior is not None and prior.status not in (Status.PASS, Status.WARN):
                 return _result(spec, Outcome(status=Status.SKIP, summary=f"blocked by {dep}"))
+        absent = self._absent(check_id, facts)
+        if absent is not None:
+            return _result(spec, absent)
         try:
             outcome = self.checks[check_id](facts, self.rules)
         except Exception as exc:  # a crashing check is a result, never a traceback
@@ -154,6 +171,16 @@ class Engine:
             return _result(
                 spec, Outcome(status=Status.ERROR, summary=f"not evaluated: {exc.args[0]}")
             )
+
+
+def _agree(rules: RuleData, checks: dict[str, CheckFn], families: frozenset[str] | None) -> None:
+    catalogued = {i for i in rules.checks if families is None or family(i) in families}
+    missing = sorted(set(checks) - catalogued)
+    orphans = sorted(catalogued - set(checks))
+    if missing or orphans:
+        raise RuntimeError(
+            f"check catalogue and code disagree: no data for {missing}, no code for {orphans}"
+        )
 
 
 def _result(spec: CheckSpec, outcome: Outcome) -> Result:
