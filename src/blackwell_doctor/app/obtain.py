@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
+
+import msgspec
 
 from blackwell_doctor.facts.errors import UserError
 
@@ -25,8 +26,7 @@ DEFAULT_GPU_TIMEOUT_S = 20.0
 STDIN = "-"
 
 
-@dataclass(frozen=True, kw_only=True)
-class LogRequest:
+class LogRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Which logs to scan: files/directories/globs (``-``: standard input), containers, the
     systemd journal, the kernel log."""
 
@@ -44,8 +44,7 @@ class LogRequest:
         return STDIN in self.paths
 
 
-@dataclass(frozen=True, kw_only=True)
-class FactsRequest:
+class FactsRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Where the facts come from. ``facts_file`` set: that file (``-``: standard input);
     otherwise this host, read under ``host_root`` (default ``/``)."""
 
@@ -54,7 +53,7 @@ class FactsRequest:
     gpu_timeout_s: float | None = None
     probes: bool = True
     redact: bool = False
-    logs: LogRequest = field(default_factory=LogRequest)
+    logs: LogRequest = msgspec.field(default_factory=LogRequest)
     # --model-dir: read into facts.model (config, quantization, safetensors headers). With
     # --facts the directory is usually on that node: read when it exists here, otherwise the
     # file's own model section (collect --model-dir on that node) stands.
@@ -71,8 +70,7 @@ class FactsRequest:
     label: str | None = None
 
 
-@dataclass(frozen=True)
-class Obtained:
+class Obtained(msgspec.Struct, frozen=True):
     facts: Facts
     source: str  # "live", or the facts file as given
 

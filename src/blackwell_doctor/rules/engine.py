@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import traceback
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
 
 import msgspec
 
@@ -88,8 +87,7 @@ def needed_checks(rules: RuleData, select: Sequence[str], ignore: Sequence[str])
     return chosen
 
 
-@dataclass(frozen=True)
-class Engine:
+class Engine(msgspec.Struct, frozen=True):
     rules: RuleData
     checks: dict[str, CheckFn]
     # The families whose code is loaded (None: all); a run needing another is a bug.

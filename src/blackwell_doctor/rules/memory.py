@@ -13,7 +13,8 @@ MemAvailable / MemTotal, less a margin (checks/preflight.toml [memory]).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+import msgspec
 
 from blackwell_doctor.facts.document import Facts, MemInfo, Unavailable
 from blackwell_doctor.report.results import (
@@ -33,8 +34,7 @@ from blackwell_doctor.rules.registry import check
 _GIB = 1 << 30
 
 
-@dataclass(frozen=True)
-class UnifiedBudget:
+class UnifiedBudget(msgspec.Struct, frozen=True):
     """What vLLM's start-up check will compare on this host, and the highest
     --gpu-memory-utilization it accepts."""
 

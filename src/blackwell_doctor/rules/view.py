@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
+
+import msgspec
 
 from blackwell_doctor.facts.document import (
     CudaFacts,
@@ -21,8 +22,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class GpuView:
+class GpuView(msgspec.Struct, frozen=True):
     """One GPU as the checks see it: NVML first, CUDA's answer where NVML has none."""
 
     label: str  # "GPU0 NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
