@@ -14,9 +14,9 @@ import msgspec
 from blackwell_doctor.report.results import Severity
 from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
 from blackwell_doctor.ruledata.preflight import PreflightData, load_preflight
-from blackwell_doctor.ruledata.serving import ServingData
 
 if TYPE_CHECKING:
+    from blackwell_doctor.ruledata.serving import ServingData
     from blackwell_doctor.ruledata.stack import StackData
 
 
@@ -190,11 +190,17 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     architectures: dict[tuple[int, int], Architecture]
     thresholds: Thresholds
     launch: LaunchWords
-    # checks/serving.toml: the serving.* checks' expectations and thresholds.
-    serving: ServingData
     distros: Distros
     # checks/preflight.toml: link, BAR1, module, collective and memory thresholds.
     preflight: PreflightData
+
+    @property
+    def serving(self) -> "ServingData":
+        """checks/serving.toml: the serving.* checks' expectations and thresholds, read when
+        first asked for (a run without bench results does not need them)."""
+        from blackwell_doctor.ruledata.serving import load_serving_data
+
+        return load_serving_data()
 
     @property
     def stack(self) -> "StackData":
@@ -227,7 +233,6 @@ def load_rule_data() -> RuleData:
     catalogue = load_shipped("catalogue.toml", _CatalogueFile)
     gpus = load_shipped("gpus.toml", _GpusFile)
     thresholds = load_shipped("thresholds.toml", Thresholds)
-    serving = load_shipped("serving.toml", ServingData)
     distros = load_shipped("distros.toml", Distros)
     checks: dict[str, CheckSpec] = {}
     for spec in catalogue.check:
@@ -252,7 +257,6 @@ def load_rule_data() -> RuleData:
         architectures=archs,
         thresholds=thresholds,
         launch=catalogue.launch,
-        serving=serving,
         distros=distros,
         preflight=load_preflight(),
     )

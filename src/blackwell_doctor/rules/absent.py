@@ -1,5 +1,5 @@
 """Families whose every check first reads one section of the facts, and skips in the same
-words when the facts lack it (no ``--model-dir``, no ``--bench``, no ``--stack``).
+words when the facts lack it (no logs, no ``--model-dir``, no ``--bench``, no ``--stack``).
 
 The engine of every check (:func:`~blackwell_doctor.rules.evaluate.default_engine`) decides
 those skips from this table without importing the family's module: a ``check`` without those
@@ -8,12 +8,14 @@ code says the same through these constants; tests/test_engine.py runs each check
 families on facts without the section and compares.
 """
 
+NO_LOGS = "no logs given (--logs, --container, --journal, --kernel-log)"
 NO_MODEL = "no model directory given (--model-dir)"
 NO_BENCH = "no bench results given (--bench run.json)"
 NOT_AUDITED = "the Python GPU stack was not audited (--stack)"
 
 # family -> (the attribute of Facts its checks read first, the skip's summary)
 SECTIONS: dict[str, tuple[str, str]] = {
+    "logs": ("logs", NO_LOGS),
     "model": ("model", NO_MODEL),
     "serving": ("bench", NO_BENCH),
     "stack": ("stack", NOT_AUDITED),
