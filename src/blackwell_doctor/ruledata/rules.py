@@ -13,9 +13,9 @@ import msgspec
 
 from blackwell_doctor.report.results import Severity
 from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
-from blackwell_doctor.ruledata.preflight import PreflightData, load_preflight
 
 if TYPE_CHECKING:
+    from blackwell_doctor.ruledata.preflight import PreflightData
     from blackwell_doctor.ruledata.serving import ServingData
     from blackwell_doctor.ruledata.stack import StackData
 
@@ -191,8 +191,15 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     thresholds: Thresholds
     launch: LaunchWords
     distros: Distros
-    # checks/preflight.toml: link, BAR1, module, collective and memory thresholds.
-    preflight: PreflightData
+
+    # The catalogues of some families are read when first asked for (start-up:
+    # docs/performance.md): scan-logs and a check without those inputs do not need them.
+    @property
+    def preflight(self) -> "PreflightData":
+        """checks/preflight.toml: link, BAR1, module, collective and memory thresholds."""
+        from blackwell_doctor.ruledata.preflight import load_preflight
+
+        return load_preflight()
 
     @property
     def serving(self) -> "ServingData":
@@ -258,5 +265,19 @@ def load_rule_data() -> RuleData:
         thresholds=thresholds,
         launch=catalogue.launch,
         distros=distros,
-        preflight=load_preflight(),
     )
+
+
+def clear_caches() -> None:
+    """Forget every catalogue read (tests that edit checks/)."""
+    from blackwell_doctor.ruledata.preflight import load_preflight
+    from blackwell_doctor.ruledata.serving import load_serving_data
+    from blackwell_doctor.ruledata.stack import load_stack_data
+
+    for cached in (
+        load_rule_data,
+        load_preflight,
+        load_serving_data,
+        load_stack_data,
+    ):
+        cached.cache_clear()
