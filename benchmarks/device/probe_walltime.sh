@@ -56,7 +56,7 @@ fi
 
 # The gpu tests first, on every GPU. The device image lacks two dev-only packages
 # (kubernetes-validate, grimp): their modules, which hold no gpu test, are left out.
-"$PY" -m pytest -p no:cacheprovider -v -m gpu --ignore=tests/test_kubernetes.py \
+timeout 300 "$PY" -m pytest -p no:cacheprovider -v -m gpu --ignore=tests/test_kubernetes.py \
     --ignore=tests/test_layers.py >"$DIR/pytest-gpu.log" 2>&1
 gpu_rc=$?
 
