@@ -6,6 +6,11 @@ call as ``probe`` makes it: a child process that imports cuda-python, initialise
 driver, loads (or compiles) the module, bisects the shared-memory limit and launches and
 times every tile. Targets from issue 3: warm <= 2 s, cold <= 5 s.
 
+Then, warm and interleaved (--warm-runs rounds), the GPU facts and the probes as ``check``
+reads them: two children (``collect_gpu``, then ``run_probes``: before issue 24) against
+one (``collect_gpu_and_probes``: one process, one CUDA initialisation), and whether both
+read the same devices.
+
     python benchmarks/probe_walltime.py [--warm-runs 3] [--json FILE]
 """
 
@@ -21,8 +26,9 @@ from pathlib import Path
 
 import msgspec
 
-from blackwell_doctor.collect.probe.runner import run_probes
-from blackwell_doctor.facts.document import ProbeFacts, TileProbe, Unavailable
+from blackwell_doctor.collect.gpu import collect_gpu
+from blackwell_doctor.collect.probe.runner import collect_gpu_and_probes, run_probes
+from blackwell_doctor.facts.document import CudaFacts, ProbeFacts, TileProbe, Unavailable
 from blackwell_doctor.ruledata.tiles import load_catalogue
 
 
@@ -31,6 +37,47 @@ def _once(timeout_s: float) -> tuple[float, ProbeFacts | Unavailable]:
     start = time.perf_counter()
     facts = run_probes(tiles=tiles, timeout_s=timeout_s)
     return time.perf_counter() - start, facts
+
+
+def _facts_and_probes(timeout_s: float, *, one_child: bool) -> tuple[float, object, object]:
+    """check's GPU reads: (seconds, the CUDA devices, the probes' outcome)."""
+    _fmt, tiles = load_catalogue()
+    start = time.perf_counter()
+    if one_child:
+        _nvml, cuda, probes = collect_gpu_and_probes(tiles=tiles, probe_timeout_s=timeout_s)
+    else:
+        _nvml, cuda = collect_gpu()
+        probes = run_probes(tiles=tiles, timeout_s=timeout_s)
+    seconds = time.perf_counter() - start
+    devices = (
+        [(d.ordinal, d.name, d.compute_capability) for d in cuda.devices]
+        if isinstance(cuda, CudaFacts)
+        else cuda
+    )
+    outcome = (
+        [(d.ordinal, d.smem_launch_limit, [t.launched for t in d.tiles]) for d in probes.devices]
+        if isinstance(probes, ProbeFacts)
+        else probes
+    )
+    return seconds, devices, outcome
+
+
+def _one_child_vs_two(rounds: int, timeout_s: float) -> list[str]:
+    times: dict[bool, list[float]] = {False: [], True: []}
+    seen: dict[bool, set[str]] = {False: set(), True: set()}
+    for i in range(rounds):
+        for one in (False, True) if i % 2 == 0 else (True, False):
+            seconds, devices, outcome = _facts_and_probes(timeout_s, one_child=one)
+            times[one].append(seconds)
+            seen[one].add(repr((devices, outcome)))
+    two_s, one_s = statistics.median(times[False]), statistics.median(times[True])
+    return [
+        f"check's GPU facts + probes, warm, {rounds} interleaved rounds:",
+        f"  two children (collect_gpu, run_probes): median {two_s:.3f} s",
+        f"  one child (collect_gpu_and_probes):     median {one_s:.3f} s  ({one_s / two_s:.2f}x)",
+        f"  same devices and outcomes: {seen[False] == seen[True] and len(seen[True]) == 1}",
+        *(f"  read: {r}" for r in sorted(seen[False] | seen[True])),
+    ]
 
 
 def _fmt(value: object, spec: str = "") -> str:
@@ -85,6 +132,7 @@ def main() -> int:
         os.environ["BLACKWELL_DOCTOR_CACHE_DIR"] = cache
         cold_s, cold = _once(args.timeout)
         warm = [_once(args.timeout) for _ in range(args.warm_runs)]
+        merged = _one_child_vs_two(args.warm_runs, args.timeout)
     if isinstance(cold, Unavailable):
         print(f"probes unavailable: {cold.reason}")
         return 1
@@ -95,6 +143,7 @@ def main() -> int:
         cache = facts.cache if isinstance(facts, ProbeFacts) else facts.reason
         print(f"warm #{i + 1}: {seconds:.3f} s  cache={cache}")
     print(f"warm median: {statistics.median(warm_s):.3f} s  (targets: warm <= 2 s, cold <= 5 s)")
+    print("\n".join(merged))
     print(f"nvrtc {cold.nvrtc_version}")
     print("\n".join(_table(cold)))
     if isinstance(last, ProbeFacts):

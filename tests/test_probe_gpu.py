@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from blackwell_doctor.collect.probe.runner import run_probes
-from blackwell_doctor.facts.document import ProbeFacts
+from blackwell_doctor.collect.gpu import collect_gpu
+from blackwell_doctor.collect.probe.runner import collect_gpu_and_probes, run_probes
+from blackwell_doctor.facts.document import CudaFacts, NvmlFacts, ProbeFacts
 from blackwell_doctor.ruledata.tileplan import Tile, plan_tile
 from blackwell_doctor.ruledata.tiles import load_catalogue
 
@@ -128,3 +129,25 @@ def _dequantised(
                 out[r].append(_e2m1(byte & 15) * scale)
                 out[r].append(_e2m1(byte >> 4) * scale)
     return out
+
+
+def test_checks_one_child_reads_the_facts_and_probes_in_one_go(tmp_path: Path) -> None:
+    # check's path: one child, one CUDA initialisation, for the GPU facts and the probes.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BLACKWELL_DOCTOR_CACHE_DIR", str(tmp_path))
+        nvml, cuda, probes = collect_gpu_and_probes(gpu_timeout_s=60, probe_timeout_s=120)
+    nvml_alone, cuda_alone = collect_gpu(60)
+
+    assert isinstance(cuda, CudaFacts), cuda
+    assert isinstance(cuda_alone, CudaFacts), cuda_alone
+    assert [(d.ordinal, d.name, d.pci_bus_id) for d in cuda.devices] == [
+        (d.ordinal, d.name, d.pci_bus_id) for d in cuda_alone.devices
+    ]
+    assert isinstance(nvml, NvmlFacts), nvml
+    assert isinstance(nvml_alone, NvmlFacts), nvml_alone
+    assert [g.uuid for g in nvml.gpus] == [g.uuid for g in nvml_alone.gpus]
+    assert isinstance(probes, ProbeFacts), probes
+    assert probes.devices
+    for device in probes.devices:
+        assert device.smem_launch_limit == device.smem_optin_attribute
+        assert all(t.launched for t in device.tiles if t.fits)

@@ -1,5 +1,6 @@
-"""run_probes: the parent's logic over fake children that hang, crash, print garbage or
-finish, and the no-driver fast path. No GPU needed."""
+"""run_probes and collect_gpu_and_probes (check's one child for the GPU facts and the
+probes): the parent's logic over fake children that hang, crash, print garbage or finish,
+and the no-driver fast path. No GPU needed."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import textwrap
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from blackwell_doctor.collect.gpu import CHILD_MODULE as GPU_CHILD
+from blackwell_doctor.collect.gpu import collect_gpu, skipped_for
 from blackwell_doctor.collect.probe.protocol import LIMIT_STEP
-from blackwell_doctor.collect.probe.runner import run_probes
-from blackwell_doctor.facts.document import ProbeFacts, Unavailable
+from blackwell_doctor.collect.probe.runner import CHILD_MODULE, collect_gpu_and_probes, run_probes
+from blackwell_doctor.facts.document import CudaFacts, NvmlFacts, ProbeFacts, Unavailable
 from blackwell_doctor.ruledata.tileplan import Tile, plan_tile
 
 TILES = [
@@ -57,6 +61,25 @@ _FAKE = textwrap.dedent(
             out(FatalLine(reason="cuda-error-no-device"))
             sys.exit(0)
 
+    if job.get("gpu_facts"):  # the first child of a check: the GPU facts line first
+        misbehave("facts")
+        import msgspec
+        from blackwell_doctor.collect.gpu import GpuDocument
+        from blackwell_doctor.facts.document import CudaDevice, CudaFacts
+        if BEHAVIOUR == "garbage-facts":
+            print("Segmentation fault (core dumped)", flush=True)
+            time.sleep(600)
+        na = Unavailable("not-read")
+        devices = [] if BEHAVIOUR == "no-device" else [CudaDevice(
+            ordinal=0, name="NVIDIA RTX PRO 6000", pci_bus_id=na, compute_capability=(12, 0),
+            sm_count=188, max_threads_per_sm=na, l2_cache_bytes=na, smem_per_block=na,
+            smem_per_block_optin={optin}, smem_per_sm=na, reserved_smem_per_block=na)]
+        document = GpuDocument(nvml=Unavailable("nvml-library-not-found"),
+                               cuda=CudaFacts(driver_version="13.0", devices=devices))
+        sys.stdout.buffer.write(msgspec.json.encode(document) + b"\\n")
+        sys.stdout.flush()
+        if not devices:
+            sys.exit(0)
     misbehave("start")
     ordinals = job["devices"] if job["devices"] is not None else [0]
     print("Segmentation fault? no: just garbage", flush=True)
@@ -239,6 +262,134 @@ def test_explicit_devices_are_passed_to_the_child(tmp_path: Path) -> None:
     assert isinstance(facts, ProbeFacts)
     assert [d.ordinal for d in facts.devices] == [3]
     assert _jobs(tmp_path)[0]["devices"] == [3]
+
+
+# --------------------------------------------------------------------------- check's one child
+# collect_gpu_and_probes: the GPU facts and the probes in one child, over the same fake (given
+# gpu_facts, it prints the facts document first), and the real child on this host.
+
+
+def _check(
+    tmp_path: Path, behaviour: str = "none", at: object = None, **kw: float
+) -> tuple[NvmlFacts | Unavailable, CudaFacts | Unavailable, ProbeFacts | Unavailable]:
+    return collect_gpu_and_probes(tiles=TILES, child_argv=_fake(tmp_path, behaviour, at), **kw)
+
+
+def test_one_child_gives_the_gpu_facts_and_every_probe(tmp_path: Path) -> None:
+    nvml, cuda, probes = _check(tmp_path, probe_timeout_s=30)
+
+    assert nvml == Unavailable("nvml-library-not-found")
+    assert isinstance(cuda, CudaFacts)
+    assert [d.name for d in cuda.devices] == ["NVIDIA RTX PRO 6000"]
+    (tmp_path / "alone").mkdir()
+    alone = run_probes(tiles=TILES, child_argv=_fake(tmp_path / "alone"), timeout_s=30)
+    assert isinstance(probes, ProbeFacts)
+    assert isinstance(alone, ProbeFacts)
+    assert msgspec.structs.replace(probes, wall_s=0.0) == msgspec.structs.replace(alone, wall_s=0.0)
+    [job] = _jobs(tmp_path)  # one child did it all
+    assert job["gpu_facts"] is True
+    assert job["steps"] is None
+
+
+def test_without_a_device_the_child_stops_after_the_facts(tmp_path: Path) -> None:
+    _nvml, cuda, probes = _check(tmp_path, "no-device")
+
+    assert cuda == CudaFacts(driver_version="13.0", devices=[])
+    assert probes == Unavailable("skipped:no CUDA device")
+    assert len(_jobs(tmp_path)) == 1
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "reason"),
+    [
+        ("hang", "gpu-collector-timeout:1.5s"),
+        ("segfault", "gpu-collector-crashed:signal-11"),
+        ("exit3", "gpu-collector-crashed:rc=3"),
+    ],
+)
+def test_a_child_that_fails_before_the_facts_gives_collect_gpus_reasons(
+    tmp_path: Path, behaviour: str, reason: str
+) -> None:
+    started = time.monotonic()
+    # 1.5 s for the hang; a crash gets 30 s, so that a slow start on a loaded machine is
+    # never mistaken for it.
+    gpu_timeout_s = 1.5 if behaviour == "hang" else 30.0
+    nvml, cuda, probes = _check(tmp_path, behaviour, "facts", gpu_timeout_s=gpu_timeout_s)
+
+    assert nvml == cuda == Unavailable(reason)
+    assert probes == Unavailable(f"skipped:no CUDA device ({reason})")
+    assert len(_jobs(tmp_path)) == 1  # no probe child after it
+    assert time.monotonic() - started < 15.0
+
+
+def test_garbage_instead_of_the_facts_ends_the_child_at_once(tmp_path: Path) -> None:
+    started = time.monotonic()
+    # The fake sleeps 600 s after the garbage: only the parent's decision ends it early.
+    nvml, cuda, probes = _check(tmp_path, "garbage-facts", gpu_timeout_s=60)
+
+    assert nvml == cuda == Unavailable("gpu-collector-bad-output")
+    assert probes == Unavailable("skipped:no CUDA device (gpu-collector-bad-output)")
+    assert time.monotonic() - started < 10.0
+
+
+def test_after_the_facts_a_hang_is_the_steps_deadline_not_the_facts_one(tmp_path: Path) -> None:
+    # The hung step outlasts the facts' deadline (5 s): it is named by the step deadline
+    # (6 s), the facts are kept, and a fresh probe child (without gpu_facts) runs the rest.
+    _nvml, cuda, probes = _check(tmp_path, "hang", 1, gpu_timeout_s=5, probe_timeout_s=18)
+
+    assert isinstance(cuda, CudaFacts)
+    assert isinstance(probes, ProbeFacts)
+    [device] = probes.devices
+    assert device.smem_launch_limit == SM120_OPTIN
+    assert [t.launch_error for t in device.tiles] == [None, "probe-timeout:6s", None]
+    assert [t.launched for t in device.tiles] == [True, False, True]
+    jobs = _jobs(tmp_path)
+    assert [j["gpu_facts"] for j in jobs] == [True, False]
+    assert jobs[1]["steps"] == [[0, 2]]
+
+
+def test_a_crash_after_the_facts_keeps_them_and_names_the_signal(tmp_path: Path) -> None:
+    _nvml, cuda, probes = _check(tmp_path, "segfault", LIMIT_STEP, probe_timeout_s=30)
+
+    assert isinstance(cuda, CudaFacts)
+    assert isinstance(probes, ProbeFacts)
+    [device] = probes.devices
+    assert device.smem_launch_limit == Unavailable("probe-crashed:signal-11")
+    assert [t.launched for t in device.tiles] == [True, True, True]
+    assert _jobs(tmp_path)[1]["steps"] == [[0, 0], [0, 1], [0, 2]]
+
+
+def test_a_fatal_line_after_the_facts_makes_the_probes_unavailable(tmp_path: Path) -> None:
+    _nvml, cuda, probes = _check(tmp_path, "fatal", "start", probe_timeout_s=30)
+
+    assert isinstance(cuda, CudaFacts)
+    assert probes == Unavailable("cuda-error-no-device")
+
+
+def test_the_real_child_gives_what_the_gpu_facts_child_gives() -> None:
+    # On a host without a GPU (CI) both say why not, in the same words; on a GPU host the
+    # same devices. The probes are skipped, or measured, accordingly.
+    nvml, cuda, probes = collect_gpu_and_probes(
+        tiles=TILES, gpu_timeout_s=60, child_argv=[sys.executable, "-m", CHILD_MODULE]
+    )
+    nvml_alone, cuda_alone = collect_gpu(60, child_argv=[sys.executable, "-m", GPU_CHILD])
+
+    assert _identity(nvml) == _identity(nvml_alone)
+    assert _identity(cuda) == _identity(cuda_alone)
+    skipped = skipped_for(cuda)
+    if skipped is not None:
+        assert probes == skipped
+    else:
+        assert isinstance(probes, ProbeFacts)
+
+
+def _identity(facts: object) -> object:
+    """What does not change between two reads: reasons, names, ordinals."""
+    if isinstance(facts, CudaFacts):
+        return [(d.ordinal, d.name, d.compute_capability) for d in facts.devices]
+    if isinstance(facts, NvmlFacts):
+        return [(g.index, g.name, g.pci_bus_id) for g in facts.gpus]
+    return facts
 
 
 def _driver_present() -> bool:

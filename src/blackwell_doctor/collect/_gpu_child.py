@@ -30,13 +30,23 @@ def _guarded(collect: Callable[[], _T]) -> _T | Unavailable:
         return Unavailable(f"internal-error:{type(exc).__name__}")
 
 
-def main() -> int:
-    document = GpuDocument(
+def gpu_document() -> GpuDocument:
+    """Both halves, read here (the probe child reads them too when it is the first GPU
+    child of a ``check``: :func:`blackwell_doctor.collect.probe.runner.collect_gpu_and_probes`)."""
+    return GpuDocument(
         nvml=_guarded(lambda: collect_nvml(RealNvml())),
         cuda=_guarded(lambda: collect_cuda(RealCuda())),
     )
+
+
+def write_document(document: GpuDocument) -> None:
+    """One line on stdout, flushed."""
     sys.stdout.buffer.write(msgspec.json.encode(document) + b"\n")
     sys.stdout.flush()
+
+
+def main() -> int:
+    write_document(gpu_document())
     return 0
 
 

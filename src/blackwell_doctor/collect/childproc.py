@@ -8,7 +8,9 @@ SIGKILL and the parent moves on without waiting for a process stuck in the drive
 :func:`run_child` reads the child's stdout as it comes, hands every complete line to a
 callback (so a child that streams one JSON line per finished step loses nothing when it
 later hangs or dies), and can cut the child off when no line has arrived for a while
-(``idle_timeout_s``) as well as at an overall deadline.
+(``idle_timeout_s``) as well as at an overall deadline. A child that works in phases (the
+GPU facts, then the probes) gets each phase's deadlines: the callback returns a
+:class:`Rearm` when a line ends a phase.
 """
 
 from __future__ import annotations
@@ -33,6 +35,15 @@ REAP_GRACE_S = 2.0
 _STDERR_TAIL_BYTES = 4096
 
 Ending = Literal["exited", "timeout", "idle-timeout", "start-failed"]
+
+
+@dataclass(frozen=True)
+class Rearm:
+    """What an ``on_line`` callback returns to start the next phase's clocks: the overall
+    deadline becomes ``timeout_s`` from now, and the idle timeout ``idle_timeout_s``."""
+
+    timeout_s: float
+    idle_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -71,13 +82,14 @@ def run_child(
     argv: Sequence[str],
     timeout_s: float,
     *,
-    on_line: Callable[[bytes], None] | None = None,
+    on_line: Callable[[bytes], Rearm | None] | None = None,
     idle_timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ChildResult:
     """Run ``argv`` (no shell) with stdin closed; never raises for the child's behaviour.
 
-    ``on_line`` gets each complete stdout line (without its newline) as it arrives.
+    ``on_line`` gets each complete stdout line (without its newline) as it arrives; what it
+    returns, a :class:`Rearm` or None, replaces the deadlines or keeps them.
     """
     started = time.monotonic()
     deadline = started + timeout_s
@@ -95,7 +107,7 @@ def run_child(
             )
         except OSError as exc:
             return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)
-        ending, stdout = _read_until_eof(child, deadline, idle_timeout_s, on_line)
+        ending, stdout, deadline = _read_until_eof(child, deadline, idle_timeout_s, on_line)
         returncode: int | None = None
         if ending == "exited":
             try:
@@ -121,8 +133,9 @@ def _read_until_eof(
     child: subprocess.Popen[bytes],
     deadline: float,
     idle_timeout_s: float | None,
-    on_line: Callable[[bytes], None] | None,
-) -> tuple[Ending, bytes]:
+    on_line: Callable[[bytes], Rearm | None] | None,
+) -> tuple[Ending, bytes, float]:
+    """How the child's stdout ended, all of it, and the overall deadline then in force."""
     assert child.stdout is not None
     fd = child.stdout.fileno()
     chunks: list[bytes] = []
@@ -138,14 +151,14 @@ def _read_until_eof(
                 wait = last_line + idle_timeout_s - now
                 ending = "idle-timeout"
             if wait <= 0:
-                return ending, b"".join(chunks)
+                return ending, b"".join(chunks), deadline
             if not selector.select(wait):
                 continue  # the loop re-evaluates which deadline passed
             data = os.read(fd, 65536)
             if not data:
                 if pending and on_line is not None:
                     on_line(pending)  # a last line without its newline
-                return "exited", b"".join(chunks)
+                return "exited", b"".join(chunks), deadline
             chunks.append(data)
             pending += data
             *lines, pending = pending.split(b"\n")
@@ -153,7 +166,10 @@ def _read_until_eof(
                 last_line = time.monotonic()
                 if on_line is not None:
                     for line in lines:
-                        on_line(line)
+                        rearm = on_line(line)
+                        if rearm is not None:
+                            deadline = last_line + rearm.timeout_s
+                            idle_timeout_s = rearm.idle_timeout_s
 
 
 def kill_group(child: subprocess.Popen[bytes]) -> None:

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from blackwell_doctor.collect.childproc import ChildResult, run_child
 from blackwell_doctor.collect.childproc import can_dlopen as _can_dlopen
-from blackwell_doctor.collect.childproc import run_child
 from blackwell_doctor.facts.document import CudaFacts, NvmlFacts, Unavailable
 
 NVML_LIBRARY = "libnvidia-ml.so.1"
@@ -41,7 +41,7 @@ def collect_gpu(
     garbage); with it the no-driver fast path is skipped, so the given child always runs.
     """
     if child_argv is None:
-        if not _can_dlopen(NVML_LIBRARY) and not _can_dlopen(CUDA_LIBRARY):
+        if not drivers_load():
             return Unavailable("nvml-library-not-found"), Unavailable("libcuda-not-found")
         child_argv = [sys.executable, "-m", CHILD_MODULE]
     outcome = _run_child(list(child_argv), timeout_s)
@@ -50,8 +50,31 @@ def collect_gpu(
     return outcome.nvml, outcome.cuda
 
 
+def drivers_load() -> bool:
+    """Whether NVML or libcuda loads: without either, no GPU child need start."""
+    return _can_dlopen(NVML_LIBRARY) or _can_dlopen(CUDA_LIBRARY)
+
+
+def skipped_for(cuda: CudaFacts | Unavailable) -> Unavailable | None:
+    """Why these CUDA facts leave nothing to probe, or None where there is a device."""
+    if isinstance(cuda, Unavailable):
+        return Unavailable(f"skipped:no CUDA device ({cuda.reason})")
+    if not cuda.devices:
+        return Unavailable("skipped:no CUDA device")
+    return None
+
+
 def _run_child(argv: list[str], timeout_s: float) -> GpuDocument | Unavailable:
     result = run_child(argv, timeout_s)
+    failure = child_failure(result, timeout_s)
+    if failure is not None:
+        return failure
+    return decode_document(result.stdout)
+
+
+def child_failure(result: ChildResult, timeout_s: float) -> Unavailable | None:
+    """Why a GPU facts child gave no document (it did not start, timed out, crashed), or
+    None where it exited 0."""
     if result.ending == "start-failed":
         return Unavailable(f"gpu-collector-start-failed:{result.start_error}")
     if result.ending != "exited" or result.returncode is None:
@@ -60,7 +83,11 @@ def _run_child(argv: list[str], timeout_s: float) -> GpuDocument | Unavailable:
         return Unavailable(f"gpu-collector-crashed:signal-{-result.returncode}")
     if result.returncode != 0:
         return Unavailable(f"gpu-collector-crashed:rc={result.returncode}")
+    return None
+
+
+def decode_document(raw: bytes) -> GpuDocument | Unavailable:
     try:
-        return msgspec.json.decode(result.stdout, type=GpuDocument)
+        return msgspec.json.decode(raw, type=GpuDocument)
     except msgspec.DecodeError:
         return Unavailable("gpu-collector-bad-output")

@@ -49,10 +49,9 @@ def collect_facts(
     fs = HostFS(host_root)
     platform = collect_platform(fs, environ)
     pci = collect_pci(fs, platform.kernel_cmdline)
-    from blackwell_doctor.collect.gpu import collect_gpu
-
-    nvml, cuda = collect_gpu(gpu_timeout_s)
-    probe_facts = _collect_probes(cuda, enabled=probes, timeout_s=probe_timeout_s)
+    nvml, cuda, probe_facts = _collect_gpu(
+        gpu_timeout_s=gpu_timeout_s, probes=probes, probe_timeout_s=probe_timeout_s
+    )
     p2p_facts = _collect_p2p(cuda, enabled=probes, timeout_s=probe_timeout_s)
     link_load, collective = _collect_preflight(cuda, nvml, enabled=probes)
     facts = Facts(
@@ -74,20 +73,21 @@ def collect_facts(
     return redact_identity(facts) if redact else facts
 
 
-def _collect_probes(
-    cuda: CudaFacts | Unavailable, *, enabled: bool, timeout_s: float
-) -> ProbeFacts | Unavailable:
-    if not enabled:
-        return Unavailable("skipped:--no-probe")
-    if isinstance(cuda, Unavailable):
-        return Unavailable(f"skipped:no CUDA device ({cuda.reason})")
-    if not cuda.devices:
-        return Unavailable("skipped:no CUDA device")
-    from blackwell_doctor.collect.probe.runner import run_probes
-    from blackwell_doctor.ruledata.tiles import load_catalogue
+def _collect_gpu(
+    *, gpu_timeout_s: float, probes: bool, probe_timeout_s: float
+) -> tuple[NvmlFacts | Unavailable, CudaFacts | Unavailable, ProbeFacts | Unavailable]:
+    """The GPU facts and the tile probes: with probes one child process does both (one
+    CUDA initialisation, not two); without, the GPU facts child alone, or no child at all
+    where no driver library loads."""
+    from blackwell_doctor.collect.gpu import collect_gpu, drivers_load, skipped_for
 
-    _, tiles = load_catalogue()
-    return run_probes(tiles=tiles, timeout_s=timeout_s)
+    if probes and drivers_load():
+        from blackwell_doctor.collect.probe.runner import collect_gpu_and_probes
+
+        return collect_gpu_and_probes(gpu_timeout_s=gpu_timeout_s, probe_timeout_s=probe_timeout_s)
+    nvml, cuda = collect_gpu(gpu_timeout_s)
+    skipped = skipped_for(cuda) if probes else Unavailable("skipped:--no-probe")
+    return nvml, cuda, skipped or Unavailable("skipped:no CUDA device")
 
 
 def _collect_p2p(

@@ -1,5 +1,9 @@
 """The probe child: ``python -m blackwell_doctor.collect.probe._child JOB_JSON``.
 
+With ``gpu_facts`` in the job it first reads and prints the GPU facts as
+:mod:`blackwell_doctor.collect._gpu_child` does, in this same process and CUDA
+initialisation.
+
 Runs the steps of a :class:`~blackwell_doctor.collect.probe.protocol.Job` on the GPU and prints one
 :mod:`~blackwell_doctor.collect.probe.protocol` line per finished step, flushed at once. It may hang
 or die in the driver; the parent (:mod:`blackwell_doctor.collect.probe.runner`) copes with that.
@@ -421,6 +425,14 @@ def main(argv: Sequence[str]) -> int:
         print("usage: python -m blackwell_doctor.collect.probe._child JOB_JSON", file=sys.stderr)
         return 2
     job = msgspec.json.decode(argv[0], type=Job)
+    if job.gpu_facts:
+        from blackwell_doctor.collect._gpu_child import gpu_document, write_document
+        from blackwell_doctor.collect.gpu import skipped_for
+
+        document = gpu_document()
+        write_document(document)
+        if skipped_for(document.cuda) is not None:
+            return 0
     return run_job(job, _emit)
 
 

@@ -3,6 +3,11 @@
 The child prints one line per finished step, flushed, so the parent keeps every finished
 step when a later one hangs or kills the child, knows which step was running (the first
 one not yet reported), and can start a fresh child for the rest.
+
+A job with ``gpu_facts`` (the first child of a ``check`` with probes) first prints the GPU
+facts, one :class:`~blackwell_doctor.collect.gpu.GpuDocument` line as the GPU facts child
+prints it, and probes only where :func:`~blackwell_doctor.collect.gpu.skipped_for` finds a
+device: one process and one CUDA initialisation for both.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     steps: list[tuple[int, int]] | None = None
     timing: bool = True
     k_total: int = K_TOTAL
+    # Print the GPU facts first (and stop there when gpu.skipped_for names a reason).
+    gpu_facts: bool = False
 
 
 class DevicesLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="devices"):

@@ -16,8 +16,14 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from blackwell_doctor.collect.childproc import ChildResult, run_child
+from blackwell_doctor.collect.childproc import ChildResult, Rearm, run_child
 from blackwell_doctor.collect.childproc import can_dlopen as _can_dlopen
+from blackwell_doctor.collect.gpu import (
+    GpuDocument,
+    child_failure,
+    decode_document,
+    skipped_for,
+)
 from blackwell_doctor.collect.probe.protocol import (
     LIMIT_STEP,
     DeviceLine,
@@ -30,7 +36,14 @@ from blackwell_doctor.collect.probe.protocol import (
     TileSpec,
     decode_line,
 )
-from blackwell_doctor.facts.document import DeviceProbe, ProbeFacts, TileProbe, Unavailable
+from blackwell_doctor.facts.document import (
+    CudaFacts,
+    DeviceProbe,
+    NvmlFacts,
+    ProbeFacts,
+    TileProbe,
+    Unavailable,
+)
 from blackwell_doctor.ruledata.tileplan import Tile, TilePlan, plan_tile
 from blackwell_doctor.ruledata.tiles import tile_probe
 
@@ -146,50 +159,165 @@ def run_probes(
     ``child_argv`` replaces the child's command line, which then gets the job as its last
     argument (tests: children that hang or crash); it also skips the no-driver fast path.
     """
-    started = time.monotonic()
-    deadline = started + timeout_s
     if child_argv is None:
         if not _can_dlopen(CUDA_LIBRARY):
             return Unavailable("libcuda-not-found")
         child_argv = [sys.executable, "-m", CHILD_MODULE]
-    step_s = step_timeout_s if step_timeout_s is not None else max(1.0, timeout_s / 3)
-    specs = [TileSpec(t.m, t.n, t.k, t.epilogue_bytes) for t in tiles]
-    run = _Run(tile_count=len(specs))
-    first = True
-    while first or run.pending:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        if run.ordinals is None:  # the first child lists the devices and does everything
-            job_devices = list(devices) if devices is not None else None
-            steps = None
-        else:
-            job_devices, steps = list(run.ordinals), list(run.pending)
-        job = Job(tiles=specs, devices=job_devices, steps=steps, timing=timing)
+    probing = _Probing(
+        tiles=tiles,
+        devices=devices,
+        timeout_s=timeout_s,
+        timing=timing,
+        step_timeout_s=step_timeout_s,
+        child_argv=child_argv,
+    )
+    probing.start()
+    job = probing.next_job()
+    result = run_child(
+        probing.argv(job), timeout_s, on_line=probing.run.feed, idle_timeout_s=probing.step_s
+    )
+    return probing.to_the_end(result)
+
+
+def collect_gpu_and_probes(
+    *,
+    tiles: Sequence[Tile] | None = None,
+    gpu_timeout_s: float = 20.0,
+    probe_timeout_s: float = 60.0,
+    child_argv: Sequence[str] | None = None,
+) -> tuple[NvmlFacts | Unavailable, CudaFacts | Unavailable, ProbeFacts | Unavailable]:
+    """:func:`~blackwell_doctor.collect.gpu.collect_gpu` and then :func:`run_probes`, in one
+    child process and one CUDA initialisation (``check`` with probes).
+
+    The child prints the GPU facts first, within ``gpu_timeout_s`` (else every reason
+    ``collect_gpu`` gives: ``gpu-collector-timeout:20s``, ``-crashed:signal-N``, ...); the
+    probes then run under their own deadlines (``probe_timeout_s`` overall, a third of it
+    per step) from that line on, exactly as :func:`run_probes` runs them, a fresh probe
+    child taking over the remaining steps after a hang or a crash. ``wall_s`` counts from
+    the facts line. ``tiles``: the catalogue's by default, read only when a child runs.
+    ``child_argv`` as in :func:`run_probes`. No fast path without a driver: the caller
+    asks :func:`~blackwell_doctor.collect.gpu.drivers_load` first.
+    """
+    if child_argv is None:
+        child_argv = [sys.executable, "-m", CHILD_MODULE]
+    if tiles is None:
+        from blackwell_doctor.ruledata.tiles import load_catalogue
+
+        _, tiles = load_catalogue()
+    probing = _Probing(
+        tiles=tiles,
+        devices=None,
+        timeout_s=probe_timeout_s,
+        timing=True,
+        step_timeout_s=None,
+        child_argv=child_argv,
+    )
+    document: GpuDocument | Unavailable | None = None
+
+    def on_line(raw: bytes) -> Rearm | None:
+        nonlocal document
+        if document is None:  # the facts come first, a line of their own
+            document = decode_document(raw)
+            if isinstance(document, Unavailable):
+                return Rearm(0.0)  # not a GPU child's output: end it now
+            if skipped_for(document.cuda) is not None:
+                return None  # the child stops there
+            probing.start()
+            return Rearm(probe_timeout_s, probing.step_s)
+        if isinstance(document, GpuDocument):
+            probing.run.feed(raw)
+        return None
+
+    job = msgspec.structs.replace(probing.next_job(), gpu_facts=True)
+    result = run_child(probing.argv(job), gpu_timeout_s, on_line=on_line)
+    if document is None:
+        failure = child_failure(result, gpu_timeout_s) or Unavailable("gpu-collector-bad-output")
+        return failure, failure, _skipped(failure)
+    if isinstance(document, Unavailable):
+        return document, document, _skipped(document)
+    skipped = skipped_for(document.cuda)
+    if skipped is not None:
+        return document.nvml, document.cuda, skipped
+    return document.nvml, document.cuda, probing.to_the_end(result)
+
+
+def _skipped(cuda: CudaFacts | Unavailable) -> Unavailable:
+    reason = skipped_for(cuda)
+    assert reason is not None
+    return reason
+
+
+class _Probing:
+    """One probe run: the steps, their deadlines, and the children run so far."""
+
+    def __init__(
+        self,
+        *,
+        tiles: Sequence[Tile],
+        devices: Sequence[int] | None,
+        timeout_s: float,
+        timing: bool,
+        step_timeout_s: float | None,
+        child_argv: Sequence[str],
+    ) -> None:
+        self.tiles = tiles
+        self.devices = list(devices) if devices is not None else None
+        self.timeout_s = timeout_s
+        self.timing = timing
+        self.step_s = step_timeout_s if step_timeout_s is not None else max(1.0, timeout_s / 3)
+        self.child_argv = list(child_argv)
+        self.specs = [TileSpec(t.m, t.n, t.k, t.epilogue_bytes) for t in tiles]
+        self.run = _Run(tile_count=len(self.specs))
+        self.started = self.deadline = 0.0
+
+    def start(self) -> None:
+        """The overall deadline's clock starts."""
+        self.started = time.monotonic()
+        self.deadline = self.started + self.timeout_s
+
+    def next_job(self) -> Job:
+        """The next child's job: everything for the first, the remaining steps after."""
+        run = self.run
         run.child_devices = set()
         run.restart = False
-        result = run_child(
-            [*child_argv, msgspec.json.encode(job).decode()],
-            remaining,
-            on_line=run.feed,
-            idle_timeout_s=step_s,
+        if run.ordinals is None:  # the first child lists the devices and does everything
+            return Job(tiles=self.specs, devices=self.devices, steps=None, timing=self.timing)
+        return Job(
+            tiles=self.specs,
+            devices=list(run.ordinals),
+            steps=list(run.pending),
+            timing=self.timing,
         )
-        first = False
-        if run.fatal is not None:
-            return Unavailable(run.fatal)
-        if run.ordinals is None:  # died before it could even list the devices
-            return Unavailable(_failure_reason(result, step_s, timeout_s))
-        if not run.pending or run.restart:
-            continue
-        reason = _failure_reason(result, step_s, timeout_s)
-        ordinal, _index = run.pending[0]
-        if ordinal not in run.child_devices:
-            run.fail_device(ordinal, reason)  # it died setting the device up
-        else:
-            run.fail(run.pending[0], reason)
-    for step in list(run.pending):  # the overall deadline passed
-        run.fail(step, f"probe-timeout:{timeout_s:g}s")
-    return _facts(run, tiles, time.monotonic() - started)
+
+    def argv(self, job: Job) -> list[str]:
+        return [*self.child_argv, msgspec.json.encode(job).decode()]
+
+    def to_the_end(self, result: ChildResult) -> ProbeFacts | Unavailable:
+        """After the first child's ``result``: fresh children for the steps that remain, then
+        the facts (or why there are none)."""
+        run = self.run
+        while True:
+            if run.fatal is not None:
+                return Unavailable(run.fatal)
+            if run.ordinals is None:  # died before it could even list the devices
+                return Unavailable(_failure_reason(result, self.step_s, self.timeout_s))
+            if run.pending and not run.restart:
+                reason = _failure_reason(result, self.step_s, self.timeout_s)
+                ordinal, _index = run.pending[0]
+                if ordinal not in run.child_devices:
+                    run.fail_device(ordinal, reason)  # it died setting the device up
+                else:
+                    run.fail(run.pending[0], reason)
+            remaining = self.deadline - time.monotonic()
+            if not run.pending or remaining <= 0:
+                break
+            job = self.next_job()
+            result = run_child(
+                self.argv(job), remaining, on_line=run.feed, idle_timeout_s=self.step_s
+            )
+        for step in list(run.pending):  # the overall deadline passed
+            run.fail(step, f"probe-timeout:{self.timeout_s:g}s")
+        return _facts(run, self.tiles, time.monotonic() - self.started)
 
 
 def _cache_state(states: list[str]) -> str:
