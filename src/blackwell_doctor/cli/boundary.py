@@ -75,11 +75,11 @@ class _NoTypingExtensionsForMsgspec:
 @contextmanager
 def _lean_msgspec() -> Iterator[None]:
     finder = _NoTypingExtensionsForMsgspec()
-    sys.meta_path.insert(0, finder)  # type: ignore[arg-type]
+    sys.meta_path.insert(0, finder)
     try:
         yield
     finally:
-        sys.meta_path.remove(finder)  # type: ignore[arg-type]
+        sys.meta_path.remove(finder)
 
 
 def run(app: typer.Typer, argv: list[str] | None = None) -> int:
