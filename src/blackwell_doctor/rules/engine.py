@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import traceback
 from collections.abc import Collection, Iterable, Sequence
 
@@ -48,7 +47,9 @@ def registered_checks(families: Collection[str] | None = None) -> dict[str, Chec
 
         return dict(REGISTRY)
     for name in sorted(families):
-        importlib.import_module(f"blackwell_doctor.rules.{FAMILY_MODULES[name]}")
+        # The import statement's own path (not importlib.import_module): -X importtime, and
+        # so benchmarks/import_cost.py and tests/test_import_cost.py, see what it loads.
+        __import__(f"blackwell_doctor.rules.{FAMILY_MODULES[name]}")
     return {i: fn for i, fn in REGISTRY.items() if family(i) in families}
 
 
