@@ -113,3 +113,38 @@ def test_only_msgspec_is_refused_typing_extensions(monkeypatch: pytest.MonkeyPat
         assert "typing_extensions" not in sys.modules
         exec("import typing_extensions", {"__name__": "another"})  # anyone else gets it
     assert "typing_extensions" in sys.modules
+
+
+def test_msgspec_modules_this_package_does_not_use_load_when_first_used() -> None:
+    # In a fresh process (msgspec already imported here): under the CLI's finder msgspec's
+    # inspect, yaml and toml modules are lazy, and what reads them gets the same answers.
+    code = """
+import sys
+from blackwell_doctor.cli.boundary import _lean_msgspec
+with _lean_msgspec():
+    import msgspec
+    lazy = sorted(n for n in ("msgspec.inspect", "msgspec.yaml", "msgspec.toml")
+                  if type(sys.modules[n]).__name__ == "_LazyModule")
+    from blackwell_doctor.facts.document import Facts
+    schema = msgspec.json.schema(Facts)
+    info = repr(msgspec.inspect.type_info(int))
+    toml = msgspec.toml.decode(b"a = 1")
+print(lazy)
+print(repr((schema, info, toml)))
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    lean = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, env=env, timeout=120, check=True
+    ).stdout
+    plain = subprocess.run(
+        [sys.executable, "-c", code.replace("with _lean_msgspec():", "if True:")],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout
+    lean_lazy, lean_answers = lean.splitlines()
+    plain_lazy, plain_answers = plain.splitlines()
+    assert lean_lazy == b"['msgspec.inspect', 'msgspec.toml', 'msgspec.yaml']"
+    assert plain_lazy == b"[]"
+    assert lean_answers == plain_answers
