@@ -325,7 +325,7 @@ def test_audit_model_dir_runs_the_backend_forecast_and_records_forcing_variables
     doc = json.loads(r.out)
     got = {x["id"]: x for x in doc["results"]}
     assert got["stack.backends"]["status"] == "skip"
-    assert "no serving runtime (vllm, sglang)" in got["stack.backends"]["summary"]
+    assert "no serving runtime (vllm, sglang, tensorrt-llm)" in got["stack.backends"]["summary"]
     assert doc["facts"]["model"]["quantization"]["method"] == "mxfp4"
     assert doc["facts"]["stack"]["environment"] == {"VLLM_ATTENTION_BACKEND": "CUTLASS_MLA"}
 

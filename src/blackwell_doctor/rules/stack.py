@@ -489,7 +489,9 @@ def _base(version: str) -> str:
 # release, matched against the runtime's version in the stack, the checkpoint's
 # quantization (--model-dir) and each GPU's compute capability.
 
-RUNTIMES = ("vllm", "sglang")
+# The serving runtimes whose version picks rows; one without rows for its release (all of
+# TensorRT-LLM's: see checks/backends.toml) is reported as "not covered".
+RUNTIMES = ("vllm", "sglang", "tensorrt-llm")
 _VERDICT_STATUS = {"native": Status.PASS, "fallback": Status.WARN, "fails": Status.FAIL}
 
 
@@ -523,7 +525,7 @@ def _backend(row: ForecastRow, environment: dict[str, str]) -> str:
 def forecast(
     stack: StackFacts, model: ModelFacts, ccs: list[tuple[int, int]], data: StackData
 ) -> list[LayerForecast]:
-    """Per runtime installed (vLLM, SGLang), layer of the model (MoE when it has MoE
+    """Per runtime installed (vLLM, SGLang, TensorRT-LLM), layer of the model (MoE when it has MoE
     layers, attention always) and compute capability: the first row of
     checks/backends.toml that holds, or None (not covered)."""
     by_name = {p.name: p for p in stack.packages}
@@ -548,6 +550,8 @@ def forecast(
                             version=package.version,
                             layer=layer,
                             quantization=model.quantization.method,
+                            quant_format=model.quantization.format,
+                            architecture=None if arch is None else arch.architecture,
                             mla=mla,
                             cc=cc,
                             packages=names,
@@ -560,6 +564,22 @@ def forecast(
                 backend = "" if row is None else _backend(row, stack.environment)
                 out.append(LayerForecast(runtime, package.version, layer, cc, row, backend))
     return out
+
+
+def _where(f: LayerForecast, runtime: bool) -> str:
+    """ "moe on 12.0", or "sglang moe on 12.0" when several runtimes are installed."""
+    where = f"{f.layer} on {view.cc_str(f.cc)}"
+    return f"{f.runtime} {where}" if runtime else where
+
+
+def _row_releases(data: StackData) -> str:
+    """The runtime releases checks/backends.toml has rows for ("vllm >=0.13.0,<0.14; ...")."""
+    seen: list[str] = []
+    for r in data.backends.forecast:
+        text = f"{r.runtime} {r.versions}"
+        if text not in seen:
+            seen.append(text)
+    return "; ".join(seen)
 
 
 @check("stack.backends")
@@ -595,17 +615,18 @@ def stack_backends(facts: Facts, rules: RuleData) -> Outcome:
     if not covered:
         return skipped(
             f"not covered: checks/backends.toml has no forecast for {what} on "
-            f"{_cc_list(ccs)} (its rows: vLLM 0.13.x, 0.32.x and 0.33.x on SM 12.x)",
+            f"{_cc_list(ccs)} (its rows: {_row_releases(rules.stack)})",
             **evidence,
         )
     order = ["native", "fallback", "fails"]
     worst = max((f.row.verdict for f in covered if f.row is not None), key=order.index)
+    several = len({f.runtime for f in forecasts}) > 1
     parts = [
-        f"{f.layer} on {view.cc_str(f.cc)} -> {f.backend} ({f.row.verdict})"
+        f"{_where(f, several)} -> {f.backend} ({f.row.verdict})"
         for f in covered
         if f.row is not None
     ]
-    uncovered = [f"{f.layer} on {view.cc_str(f.cc)}" for f in forecasts if f.row is None]
+    uncovered = [_where(f, several) for f in forecasts if f.row is None]
     tail = f"; not covered: {', '.join(uncovered)}" if uncovered else ""
     summary = f"{what}: {'; '.join(parts)}{tail}"
     if worst == "native":
