@@ -20,11 +20,17 @@ import pytest
 from blackwell_doctor.collect.stack.fatbin import NotElf, scan_file, scan_loaded
 from blackwell_doctor.collect.stack.interpreter import Interpreter
 from blackwell_doctor.collect.stack.inventory import read_stack
+from blackwell_doctor.facts.stack import KernelFile, KernelUnit
 from blackwell_doctor.ruledata.stack import load_stack_data
+from blackwell_doctor.rules.stack import Verdict, judge_file
 from tests.cli import run
 from tests.conftest import FACTS_FIXTURES, REPO, require_component
 
 _LISTED = re.compile(r"^(?:ELF|PTX) file\s+\d+: .*\.(sm_\w+?)\.(?:cubin|ptx)$", re.M)
+# cuobjdump's plain dump (no option) heads every entry of a fatbin with its kind and
+# architecture, LTO-IR included ("Fatbin nvvm code"), which --list-elf/--list-ptx leave out.
+_DUMPED = re.compile(r"^Fatbin (elf|ptx|nvvm) code:\n=+\narch = (sm_\w+)$", re.M)
+_DUMP_KIND = {"sass": "elf", "ptx": "ptx", "lto": "nvvm"}
 
 
 def _cached(script: str, what: str) -> Path:
@@ -256,7 +262,7 @@ def test_libcufft_keeps_its_kernels_in_ldata_which_cuobjdump_does_not_list(
     while off >= 0:
         offsets.append(off)
         off = data.find(magic, off + 1)
-    compared = 0
+    compared = lto = 0
     for off in offsets[:: len(offsets) // 40]:
         size = 16 + int.from_bytes(data[off + 8 : off + 16], "little")
         (unit,) = scan_loaded(data, off, off + size)
@@ -268,8 +274,41 @@ def test_libcufft_keeps_its_kernels_in_ldata_which_cuobjdump_does_not_list(
         assert [t.cuobjdump_name for t in unit if t.kind == "ptx"] == _cuobjdump(
             tool, "--list-ptx", blob
         )
+        # Every entry, LTO-IR (kind 8) included, against cuobjdump's plain dump.
+        dump = subprocess.run([str(tool), str(blob)], capture_output=True, text=True).stdout
+        assert [(_DUMP_KIND[t.kind], t.cuobjdump_name) for t in unit] == _DUMPED.findall(dump)
         compared += 1
+        lto += any(t.kind == "lto" for t in unit)
     assert compared >= 40
+    assert lto >= 10  # about half of the containers are cuFFT's LTO-IR (lto_75)
+
+
+def test_libcufft_lto_ir_is_linked_by_its_own_nvjitlink(wheels: Path) -> None:
+    """cuFFT's LTO-IR (kind 8, lto_75: its LTO callbacks) sits in the data it loads itself,
+    and the library carries nvJitLink (its __nvJitLink* entry points, linked in statically)
+    to compile it for the GPU: judged alone, those real containers are a JIT at first use
+    (nvJitLink), never a kernel the driver loads; the same LTO-IR in .nv_fatbin would be
+    no kernel (CUDA 12.0+ drivers compile only PTX)."""
+    lib = wheels / "nvidia" / "cu13" / "lib" / "libcufft.so.12"
+    assert b"__nvJitLinkAddData" in lib.read_bytes()
+    scan = scan_file(str(lib))
+    lto = [u for u in scan.loaded if u and all(t.kind == "lto" for t in u)]
+    assert len(lto) > 10000
+    assert {t.name for u in lto for t in u} == {"lto_75"}
+    size = sum(max(t.size for t in u) for u in lto)
+    only_lto = KernelUnit(lto=["lto_75"], count=len(lto), lto_bytes=size)
+    stub = KernelUnit(sass=[t.name for t in scan.targets])  # the kernel-less sm_75 cubin
+    f = KernelFile(path=lib.name, size=lib.stat().st_size, units=[stub], loaded=[only_lto])
+    data = load_stack_data()
+    for cc in ((9, 0), (12, 0), (12, 1)):
+        v = judge_file(f, cc, (9, 0), data.jit.warn_bytes)
+        assert v.verdict is Verdict.JIT, (cc, v)  # ~80 MiB of LTO-IR: more than [jit] warn_bytes
+        assert v.lto_bytes == size
+        assert "nvJitLink at first use" in v.reason
+    in_fatbin = KernelFile(path=lib.name, size=1, units=[stub, only_lto])
+    v = judge_file(in_fatbin, (12, 0), (9, 0), data.jit.warn_bytes)
+    assert v.verdict is Verdict.NO_KERNEL
+    assert "which the driver does not load" in v.reason
 
 
 def test_libcufile_is_five_small_kernels_and_ptx(wheels: Path) -> None:
