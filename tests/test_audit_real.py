@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from blackwell_doctor.collect.stack.fatbin import NotElf, scan_file, scan_loaded
+from blackwell_doctor.collect.stack.fatbin import NotElf, scan_containers, scan_file, scan_loaded
 from blackwell_doctor.collect.stack.interpreter import Interpreter
 from blackwell_doctor.collect.stack.inventory import read_stack
 from blackwell_doctor.facts.stack import KernelFile, KernelUnit
@@ -309,6 +310,62 @@ def test_libcufft_lto_ir_is_linked_by_its_own_nvjitlink(wheels: Path) -> None:
     v = judge_file(in_fatbin, (12, 0), (9, 0), data.jit.warn_bytes)
     assert v.verdict is Verdict.NO_KERNEL
     assert "which the driver does not load" in v.reason
+
+
+_LTO_KERNEL = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n'
+
+
+def test_nvcc_lto_ir_fatbins_equal_cuobjdump_and_the_driver_path_has_no_kernel(
+    wheels: Path, tmp_path: Path
+) -> None:
+    """Real LTO-IR from nvcc (skipped where there is none): a -fatbin of lto_90 and lto_120
+    (what a library keeps and links with nvJitLink itself) and a shared object built for
+    sm_90 plus lto_90. The entries read equal cuobjdump's plain dump; nvlink refuses a
+    shared object with LTO-IR alone ("not JIT-able"), and on 12.0 the sm_90 + lto_90 one
+    has no kernel the driver loads."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    tool = wheels / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    src = tmp_path / "k.cu"
+    src.write_text(_LTO_KERNEL)
+
+    def build(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = [nvcc, *args, "-o", str(out), str(src)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+    def dumped(path: Path) -> list[tuple[str, str]]:
+        out = subprocess.run([str(tool), str(path)], capture_output=True, text=True).stdout
+        return _DUMPED.findall(out)
+
+    lto = ["-gencode", "arch=compute_90,code=lto_90"]
+    fatbin = tmp_path / "k.fatbin"
+    build(fatbin, "-fatbin", *lto, "-gencode", "arch=compute_120,code=lto_120").check_returncode()
+    data = fatbin.read_bytes()
+    (unit,) = scan_containers(data, 0, len(data))
+    assert [t.name for t in unit] == ["lto_90", "lto_120"]
+    assert [(_DUMP_KIND[t.kind], t.cuobjdump_name) for t in unit] == dumped(fatbin)
+    shared = ["-shared", "-Xcompiler", "-fPIC"]
+    refused = build(tmp_path / "libonly.so", *shared, *lto)
+    assert refused.returncode != 0
+    assert "not JIT-able" in refused.stderr
+    lib = tmp_path / "libk.so"
+    build(lib, *shared, "-gencode", "arch=compute_90,code=sm_90", *lto).check_returncode()
+    scan = scan_file(str(lib))
+    assert [(_DUMP_KIND[t.kind], t.cuobjdump_name) for t in scan.targets] == dumped(lib)
+    assert {t.name for t in scan.targets} == {"sm_90", "lto_90"}
+    units = [
+        KernelUnit(
+            sass=[t.name for t in u if t.kind == "sass"],
+            lto=[t.name for t in u if t.kind == "lto"],
+        )
+        for u in scan.units
+    ]
+    f = KernelFile(path=lib.name, size=lib.stat().st_size, units=units)
+    assert judge_file(f, (9, 0), (9, 0)).verdict is Verdict.NATIVE
+    v = judge_file(f, (12, 0), (9, 0))
+    assert v.verdict is Verdict.NO_KERNEL
+    assert "LTO-IR in .nv_fatbin, which the driver does not load" in v.reason
 
 
 def test_libcufile_is_five_small_kernels_and_ptx(wheels: Path) -> None:
