@@ -90,6 +90,9 @@ def test_lto_ir_is_compiled_only_by_nvjitlink_never_by_the_driver() -> None:
     v = judge_file(in_fatbin, (12, 0), (9, 0), 2**20)
     assert v.verdict is Verdict.NO_KERNEL
     assert "LTO-IR in .nv_fatbin, which the driver does not load" in v.reason
+    # The same file also loading fatbins itself (none for 12.0): it chooses, not judged.
+    chooses = replace(in_fatbin, loaded=[KernelUnit(sass=["sm_90"])])
+    assert judge_file(chooses, (12, 0), (9, 0), 2**20).verdict is Verdict.NOT_JUDGED
     loaded = KernelFile(
         path="libx.so",
         size=1,

@@ -123,9 +123,9 @@ def judge_file(
     the PTX's ISA): a brief one under ``jit_warn_bytes`` of PTX. Containers of LTO-IR only
     (nvJitLink's input) are not counted among the units; they decide only when no SASS or
     PTX runs: LTO-IR for ``cc`` that the library loads itself is a JIT (nvJitLink at first
-    use, brief under ``jit_warn_bytes``), LTO-IR in .nv_fatbin alone is no kernel (the
-    driver does not compile NVVM IR). No code at all, in a file that loads fatbins itself:
-    not judged (it chooses what it loads)."""
+    use, brief under ``jit_warn_bytes``), LTO-IR in the .nv_fatbin of a file that loads no
+    fatbins itself is no kernel (the driver does not compile NVVM IR). No code at all, in a
+    file that loads fatbins itself: not judged (it chooses what it loads)."""
     ptx_ok = f.ptx_isa is None or driver_isa is None or _isa(f.ptx_isa) <= driver_isa
     coded = [(u, loaded) for units, loaded in ((f.units, False), (f.loaded, True)) for u in units]
     coded = [(u, loaded) for u, loaded in coded if u.sass or u.ptx]
@@ -139,7 +139,7 @@ def judge_file(
     lto_bytes = 0
     if best is Verdict.NO_KERNEL:
         best, reason, lto_bytes = _lto_verdict(f, cc, jit_warn_bytes)
-    if best is Verdict.NO_KERNEL and f.loaded and not reason:
+    if best is Verdict.NO_KERNEL and f.loaded:
         # The library picks among the fatbins it loads (and may link LTO-IR for this GPU
         # through nvJitLink): that none of them has code here is not a failure we can see.
         best = Verdict.NOT_JUDGED
@@ -173,7 +173,7 @@ def _lto_verdict(
             "nvJitLink at first use (the driver does not compile LTO-IR)",
             size,
         )
-    if any(runs_on(t, cc) for u in f.units for t in u.lto):
+    if not f.loaded and any(runs_on(t, cc) for u in f.units for t in u.lto):
         return (
             Verdict.NO_KERNEL,
             "its only code for it is LTO-IR in .nv_fatbin, which the driver does not load "
@@ -568,8 +568,8 @@ def _backend(row: ForecastRow, environment: dict[str, str]) -> str:
 def forecast(
     stack: StackFacts, model: ModelFacts, ccs: list[tuple[int, int]], data: StackData
 ) -> list[LayerForecast]:
-    """Per runtime installed (vLLM, SGLang, TensorRT-LLM), layer of the model (MoE when it has MoE
-    layers, attention always) and compute capability: the first row of
+    """Per runtime installed (vLLM, SGLang, TensorRT-LLM), layer of the model (MoE when it
+    has MoE layers, attention always) and compute capability: the first row of
     checks/backends.toml that holds, or None (not covered)."""
     by_name = {p.name: p for p in stack.packages}
     torch = by_name.get("torch")
@@ -610,7 +610,7 @@ def forecast(
 
 
 def _where(f: LayerForecast, runtime: bool) -> str:
-    """ "moe on 12.0", or "sglang moe on 12.0" when several runtimes are installed."""
+    """The layer and GPU (moe on 12.0), led by the runtime when several are installed."""
     where = f"{f.layer} on {view.cc_str(f.cc)}"
     return f"{f.runtime} {where}" if runtime else where
 
