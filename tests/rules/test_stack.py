@@ -5,6 +5,7 @@ judged in tests/test_audit_real.py."""
 from __future__ import annotations
 
 import pytest
+from msgspec.structs import replace
 
 from blackwell_doctor.facts.stack import GpuPackage, KernelFile, KernelUnit
 from blackwell_doctor.ruledata.stack import load_stack_data
@@ -68,10 +69,47 @@ def test_units_loaded_by_the_library_count_and_lto_only_units_do_not() -> None:
     v = judge_file(f, (9, 0), (9, 0))
     assert (v.verdict, v.units, v.loaded, v.units_without) == (Verdict.NATIVE, 814, 813, 421)
     assert judge_file(f, (12, 1), (9, 0)).verdict is Verdict.NATIVE
-    # No code for 10.0 here (the real one has sm_100): a library that chooses what it loads
-    # (and may link its LTO-IR for the GPU) is not judged; one without loaded fatbins fails.
-    assert judge_file(f, (10, 0), (9, 0)).verdict is Verdict.NOT_JUDGED
+    # No SASS or PTX for 10.0 here (the real one has sm_100), only the lto_75 LTO-IR it loads
+    # itself: it must link that through nvJitLink at first use, a JIT.
+    lto = judge_file(f, (10, 0), (9, 0))
+    assert lto.verdict is Verdict.JIT
+    assert "nvJitLink at first use" in lto.reason
+    # Without the LTO-IR, a library that chooses what it loads is not judged; one without
+    # loaded fatbins fails.
+    no_lto = replace(f, loaded=f.loaded[:2])
+    assert judge_file(no_lto, (10, 0), (9, 0)).verdict is Verdict.NOT_JUDGED
     assert judge_file(_file(KernelUnit(sass=["sm_75"])), (10, 0), None).verdict is Verdict.NO_KERNEL
+
+
+def test_lto_ir_is_compiled_only_by_nvjitlink_never_by_the_driver() -> None:
+    """CUDA 12.0+ drivers JIT-compile PTX only, never NVVM IR (LTO-IR): in .nv_fatbin alone
+    it is no kernel; loaded by the library itself it is its nvJitLink link at first use,
+    brief under [jit] warn_bytes; LTO-IR follows PTX's forward rule (lto_75 for 12.0, an
+    lto_90a only for 9.0)."""
+    in_fatbin = _file(KernelUnit(sass=["sm_80"]), KernelUnit(lto=["lto_90"], lto_bytes=6792))
+    v = judge_file(in_fatbin, (12, 0), (9, 0), 2**20)
+    assert v.verdict is Verdict.NO_KERNEL
+    assert "LTO-IR in .nv_fatbin, which the driver does not load" in v.reason
+    # The same file also loading fatbins itself (none for 12.0): it chooses, not judged.
+    chooses = replace(in_fatbin, loaded=[KernelUnit(sass=["sm_90"])])
+    assert judge_file(chooses, (12, 0), (9, 0), 2**20).verdict is Verdict.NOT_JUDGED
+    loaded = KernelFile(
+        path="libx.so",
+        size=1,
+        units=[KernelUnit(sass=["sm_80"])],
+        loaded=[KernelUnit(lto=["lto_75"], count=3, lto_bytes=3 * 6792)],
+    )
+    v = judge_file(loaded, (12, 0), (9, 0), 2**20)
+    assert (v.verdict, v.lto_bytes, v.units) == (Verdict.JIT_BRIEF, 20376, 1)
+    assert judge_file(loaded, (12, 0), (9, 0), 2**14).verdict is Verdict.JIT
+    specific = replace(loaded, loaded=[KernelUnit(lto=["lto_90a"], lto_bytes=1)])
+    assert judge_file(specific, (12, 0), (9, 0), 2**20).verdict is Verdict.NOT_JUDGED
+    assert judge_file(specific, (9, 0), (9, 0), 2**20).verdict is Verdict.JIT_BRIEF
+    line = judge_package(
+        GpuPackage(name="x", version="1", files=[loaded]), (12, 0), (9, 0), load_stack_data()
+    ).line()
+    assert "20 KiB of LTO-IR to link through nvJitLink at first use" in line
+    assert "only LTO-IR (lto_75) for it" in line
 
 
 def test_a_small_ptx_jit_is_brief_and_a_large_one_or_an_unknown_size_is_not() -> None:

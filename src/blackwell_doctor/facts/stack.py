@@ -32,6 +32,9 @@ class KernelUnit(msgspec.Struct, frozen=True, kw_only=True):
     # The PTX a JIT would compile for these containers: the largest PTX entry of each,
     # summed (uncompressed bytes).
     ptx_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # The LTO-IR nvJitLink would link for these containers: the largest LTO-IR entry of
+    # each, summed (uncompressed bytes).
+    lto_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class KernelFile(msgspec.Struct, frozen=True, kw_only=True):

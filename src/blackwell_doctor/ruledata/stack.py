@@ -76,6 +76,12 @@ class ForecastRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     versions: str
     layer: ForecastLayer
     quantization: list[str] = msgspec.field(default_factory=list)
+    # The checkpoint's quantization format must start with one of these ("modelopt"):
+    # a runtime may treat ModelOpt and compressed-tensors NVFP4 apart. Empty: any.
+    quant_formats: list[str] = msgspec.field(default_factory=list)
+    # The model's architecture (config.json architectures[0]) must be one of these, where
+    # the runtime selects per architecture (SGLang's model overrides). Empty: any.
+    architectures: list[str] = msgspec.field(default_factory=list)
     mla: bool | None = None
     cc: list[Version]
     with_package: str | None = None
@@ -96,6 +102,8 @@ class ForecastRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         version: str,
         layer: str,
         quantization: str,
+        quant_format: str = "",
+        architecture: str | None = None,
         mla: bool,
         cc: tuple[int, int],
         packages: set[str],
@@ -108,6 +116,10 @@ class ForecastRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         if not _in(version, self.versions) or f"{cc[0]}.{cc[1]}" not in self.cc:
             return False
         if self.quantization and quantization not in self.quantization:
+            return False
+        if self.quant_formats and not quant_format.startswith(tuple(self.quant_formats)):
+            return False
+        if self.architectures and architecture not in self.architectures:
             return False
         if self.mla is not None and mla is not self.mla:
             return False

@@ -41,6 +41,7 @@ def _kind(names: set[str], prefix: str) -> tuple[str, ...]:
 def _units(scan: Triples) -> tuple[list[KernelUnit], tuple[int, int] | None]:
     counts: Counter[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = Counter()
     ptx_bytes: Counter[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = Counter()
+    lto_bytes: Counter[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = Counter()
     isa: tuple[int, int] | None = None
     for unit in scan:
         names = {n for n, _, _ in unit}
@@ -51,9 +52,15 @@ def _units(scan: Triples) -> tuple[list[KernelUnit], tuple[int, int] | None]:
                 isa = max(isa or (major, minor), (major, minor))
         counts[key] += 1
         ptx_bytes[key] += max((b for n, _, b in unit if n.startswith("compute_")), default=0)
+        lto_bytes[key] += max((b for n, _, b in unit if n.startswith("lto_")), default=0)
     units = [
         KernelUnit(
-            sass=list(s), ptx=list(p), lto=list(lt), count=c, ptx_bytes=ptx_bytes[(s, p, lt)]
+            sass=list(s),
+            ptx=list(p),
+            lto=list(lt),
+            count=c,
+            ptx_bytes=ptx_bytes[(s, p, lt)],
+            lto_bytes=lto_bytes[(s, p, lt)],
         )
         for (s, p, lt), c in sorted(counts.items())
     ]
