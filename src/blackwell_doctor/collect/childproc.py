@@ -74,10 +74,12 @@ def run_child(
     on_line: Callable[[bytes], None] | None = None,
     idle_timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ChildResult:
     """Run ``argv`` (no shell) with stdin closed; never raises for the child's behaviour.
 
-    ``on_line`` gets each complete stdout line (without its newline) as it arrives.
+    ``on_line`` gets each complete stdout line (without its newline) as it arrives;
+    ``pass_fds`` are file descriptors the child inherits (a socket pair's end).
     """
     started = time.monotonic()
     deadline = started + timeout_s
@@ -92,6 +94,7 @@ def run_child(
                 stderr=stderr_file,
                 env=dict(env) if env is not None else child_env(),
                 start_new_session=True,
+                pass_fds=tuple(pass_fds),
             )
         except OSError as exc:
             return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)
