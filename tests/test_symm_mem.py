@@ -742,3 +742,25 @@ def test_a_pairs_runs_are_listed_by_path_after_the_nccl_runs(
         ("cuda-ipc", [0, 1]), ("cuda-ipc", [0, 2]), ("cuda-ipc", [1, 2]),
         ("symm-mem", [0, 1]), ("symm-mem", [0, 2]), ("symm-mem", [1, 2]),
     ]  # fmt: skip
+
+
+def test_the_atomics_ptx_assembles_for_hopper_and_blackwell() -> None:
+    """The PTX the writer hands the driver's JIT, put through ptxas (the same compiler) for
+    the compute capabilities the symmetric-memory test runs on; skipped without a CUDA
+    toolkit."""
+    import shutil
+    import subprocess
+
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        pytest.skip("no ptxas (CUDA toolkit) on this machine")
+    source = child._ATOMIC_PTX.rstrip(b"\0")
+    for arch in ("sm_90", "sm_100"):
+        done = subprocess.run(
+            [ptxas, f"-arch={arch}", "-o", os.devnull, "-"],
+            input=source,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, (arch, done.stderr)
