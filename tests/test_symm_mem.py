@@ -30,8 +30,7 @@ from blackwell_doctor.collect.probe.collective_protocol import (
     DoneLine,
     ErrorLine,
     HandleLine,
-    PairOwnerJob,
-    PairWriterJob,
+    PairJob,
     ResultLine,
     StageLine,
 )
@@ -190,9 +189,9 @@ class _VmmDriver:
             memory, _ = self._resolve(args[0], 4)
             key = self.world.address(len(memory))
             self.world.ipc[key] = memory
-            handle = _IpcHandle()
-            handle.raw[:8] = key.to_bytes(8, "little")
-            return handle
+            ipc_handle = _IpcHandle()
+            ctypes.memmove(ipc_handle.raw, key.to_bytes(8, "little"), 8)
+            return ipc_handle
         if function == "cuIpcOpenMemHandle":
             handle, _ = args
             memory = self.world.ipc[int.from_bytes(handle.raw[:8], "little")]
@@ -269,18 +268,15 @@ def _pair(
 
     owner_end, writer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     owner_lines: list[object] = []
-    job = PairOwnerJob(
-        gpu=0, peer=1, channel=owner_end.detach(), size_bytes=size, wait_s=5.0, ipc=ipc, symm=symm
-    )
+    sizes = {"size_bytes": size, "wait_s": 5.0, "ipc": ipc, "symm": symm}
+    job = PairJob(role="owner", gpu=0, peer=1, channel=owner_end.detach(), **sizes)  # type: ignore[arg-type]
     thread = threading.Thread(
-        target=child.run_pair_owner, args=(job, owner_lines.append, owner), daemon=True
+        target=child.run_pair, args=(job, owner_lines.append, owner), daemon=True
     )
     thread.start()
     writer_lines: list[object] = []
-    child.run_pair_writer(
-        PairWriterJob(
-            gpu=1, channel=writer_end.detach(), size_bytes=size, wait_s=5.0, ipc=ipc, symm=symm
-        ),
+    child.run_pair(
+        PairJob(role="writer", gpu=1, peer=0, channel=writer_end.detach(), **sizes),  # type: ignore[arg-type]
         writer_lines.append,
         writer,  # type: ignore[arg-type]
     )
@@ -383,7 +379,8 @@ def test_a_gpu_without_vmm_or_fd_handles_says_which(
 ) -> None:
     world = _World()
 
-    owner_lines, _ = _pair(_VmmDriver(world, **attributes), _VmmDriver(world), ipc=False)
+    owner = _VmmDriver(world, **attributes)  # type: ignore[arg-type]
+    owner_lines, _ = _pair(owner, _VmmDriver(world), ipc=False)
 
     assert ErrorLine(stage="symm-export", reason=reason) in owner_lines
 
@@ -410,9 +407,9 @@ def test_a_writer_whose_owner_is_gone_says_so() -> None:
     owner_end, writer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     owner_end.close()
     lines: list[object] = []
-    job = PairWriterJob(gpu=1, channel=writer_end.detach(), size_bytes=4096, wait_s=1)
+    job = PairJob(role="writer", gpu=1, peer=0, channel=writer_end.detach(), wait_s=1)
 
-    child.run_pair_writer(job, lines.append, _VmmDriver(_World()))  # type: ignore[arg-type]
+    child.run_pair(job, lines.append, _VmmDriver(_World()))  # type: ignore[arg-type]
 
     assert lines[-1] == ErrorLine(stage="ipc-open", reason="pair-owner-gone")
 
@@ -430,7 +427,7 @@ _PAIR_CHILD = textwrap.dedent(
     conn = socket.socket(fileno=job["channel"])
     def say(**line):
         sys.stdout.write(json.dumps(line) + "\\n"); sys.stdout.flush()
-    if job["job"] == "pair-owner":
+    if job["role"] == "owner":
         say(event="stage", stage="ipc-export")
         if os.environ.get("OWNER_DIES"):
             sys.exit(3)
@@ -657,7 +654,7 @@ def test_the_real_child_without_a_driver_says_so_in_one_line(tmp_path: Path) -> 
     from blackwell_doctor.collect.childproc import child_env
 
     owner_end, writer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    job = {"job": "pair-writer", "gpu": 1, "channel": writer_end.fileno(), "wait_s": 1}
+    job = {"job": "pair", "role": "writer", "gpu": 1, "peer": 0, "channel": writer_end.fileno()}
     env = child_env({"LD_LIBRARY_PATH": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""})
     with owner_end, writer_end:
         done = subprocess.run(

@@ -10,7 +10,7 @@ parent kills this child at its deadline (the stage it last printed says where).
 :class:`LinkLoadJob`: per GPU, pinned host-to-device copies for a moment, and NVML's
 current link generation and width read while they run (a GPU lowers its link when idle).
 
-:class:`PairOwnerJob` / :class:`PairWriterJob`: one pair's peer-write tests in two
+:class:`PairJob` (owner and writer): one pair's peer-write tests in two
 processes started together: one writes the other's buffer through a CUDA IPC mapping
 (vLLM's custom all-reduce), and through a CUDA VMM allocation shared by file descriptor, as
 PyTorch's CUDA symmetric memory shares its buffers (vLLM's symmetric-memory all-reduce):
@@ -59,8 +59,7 @@ from blackwell_doctor.collect.probe.collective_protocol import (
     LinkLine,
     LinkLoadJob,
     PairCheck,
-    PairOwnerJob,
-    PairWriterJob,
+    PairJob,
     ResultLine,
     Stage,
     StageLine,
@@ -467,7 +466,7 @@ def _ipc_export(driver: Driver, size: int) -> tuple[int, bytes]:
     return pointer, _handle_bytes(driver.call("cuIpcGetMemHandle", d.CUdeviceptr(pointer)))
 
 
-def _symm_export(driver: Driver, job: PairOwnerJob) -> tuple[Any, int, int, int]:
+def _symm_export(driver: Driver, job: PairJob) -> tuple[Any, int, int, int]:
     """CUDASymmetricMemoryAllocator::alloc without multicast: a cuMemCreate allocation with a
     POSIX fd handle (room for the pattern and the atomics' counter, rounded up to the
     granularity), mapped here, zeroed, exported. Returns (handle, address, size, fd)."""
@@ -493,52 +492,70 @@ def _symm_export(driver: Driver, job: PairOwnerJob) -> tuple[Any, int, int, int]
     return handle, pointer, size, fd
 
 
-def run_pair_owner(job: PairOwnerJob, emit: Emit, driver: Driver | None = None) -> int:
-    first: Stage = "ipc-export" if job.ipc else "symm-export"
+# Each side's first stage, with and without the IPC test.
+_FIRST: dict[tuple[str, bool], Stage] = {
+    ("owner", True): "ipc-export",
+    ("owner", False): "symm-export",
+    ("writer", True): "ipc-open",
+    ("writer", False): "symm-import",
+}
+
+
+def run_pair(job: PairJob, emit: Emit, driver: Driver | None = None) -> int:
+    """Either side of a pair's peer-write tests: the channel taken over, the driver
+    started, then the side's own part; its done line only when that part got through."""
+    first = _FIRST[job.role, job.ipc]
     emit(StageLine(stage=first))
     with socket.socket(fileno=job.channel) as conn:
         started = _start(driver, job.gpu, emit)
         if started is None:
             return 0
-        driver = started
-        checks: dict[PairCheck, tuple[int, bytes]] = {}
-        handle = b""
-        if job.ipc:
-            try:
-                pointer, handle = _ipc_export(driver, job.size_bytes)
-                checks["cuda-ipc"] = (pointer, _words(IPC_PATTERN, job.size_bytes // 4))
-            except CudaFailure as exc:
-                emit(ErrorLine(stage="ipc-export", reason=exc.reason))
-        fd: int | None = None
-        size = 0
-        multicast: bool | None = None
-        symm: tuple[Any, int, int] | None = None
-        if job.symm:
-            if job.ipc:
-                emit(StageLine(stage="symm-export"))
-            multicast = _multicast(driver, (job.gpu, job.peer))
-            try:
-                allocation, pointer, size, fd = _symm_export(driver, job)
-                symm = (allocation, pointer, size)
-                checks["symm-mem"] = (pointer, _words(SYMM_PATTERN, job.size_bytes // 4))
-                atomics = ATOMIC_BLOCKS * ATOMIC_THREADS
-                checks["symm-atomic"] = (pointer + job.size_bytes, _words(atomics, 1))
-            except CudaFailure as exc:
-                emit(ErrorLine(stage="symm-export", reason=exc.reason))
-        try:
-            socket.send_fds(conn, [_HEADER.pack(size) + handle], [] if fd is None else [fd])
-        except OSError as exc:
-            emit(ErrorLine(stage=first, reason=f"pair-channel:{_errno(exc)}"))
-            return 0
-        finally:
-            if fd is not None:
-                os.close(fd)  # the writer's copy (and the allocation) stay
-        emit(HandleLine(handle=handle.hex(), multicast=multicast))
-        _judge(driver, conn, checks, job.wait_s, emit)
-        if symm is not None:
-            _unmap(driver, symm[1], symm[2], symm[0])
-    emit(DoneLine())
+        side = _pair_owner if job.role == "owner" else _pair_writer
+        if side(job, started, conn, first, emit):
+            emit(DoneLine())
     return 0
+
+
+def _pair_owner(
+    job: PairJob, driver: Driver, conn: socket.socket, first: Stage, emit: Emit
+) -> bool:
+    checks: dict[PairCheck, tuple[int, bytes]] = {}
+    handle = b""
+    if job.ipc:
+        try:
+            pointer, handle = _ipc_export(driver, job.size_bytes)
+            checks["cuda-ipc"] = (pointer, _words(IPC_PATTERN, job.size_bytes // 4))
+        except CudaFailure as exc:
+            emit(ErrorLine(stage="ipc-export", reason=exc.reason))
+    fd: int | None = None
+    size = 0
+    multicast: bool | None = None
+    symm: tuple[Any, int, int] | None = None
+    if job.symm:
+        if job.ipc:
+            emit(StageLine(stage="symm-export"))
+        multicast = _multicast(driver, (job.gpu, job.peer))
+        try:
+            allocation, pointer, size, fd = _symm_export(driver, job)
+            symm = (allocation, pointer, size)
+            checks["symm-mem"] = (pointer, _words(SYMM_PATTERN, job.size_bytes // 4))
+            atomics = ATOMIC_BLOCKS * ATOMIC_THREADS
+            checks["symm-atomic"] = (pointer + job.size_bytes, _words(atomics, 1))
+        except CudaFailure as exc:
+            emit(ErrorLine(stage="symm-export", reason=exc.reason))
+    try:
+        socket.send_fds(conn, [_HEADER.pack(size) + handle], [] if fd is None else [fd])
+    except OSError as exc:
+        emit(ErrorLine(stage=first, reason=f"pair-channel:{_errno(exc)}"))
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)  # the writer's copy (and the allocation) stay
+    emit(HandleLine(handle=handle.hex(), multicast=multicast))
+    _judge(driver, conn, checks, job.wait_s, emit)
+    if symm is not None:
+        _unmap(driver, symm[1], symm[2], symm[0])
+    return True
 
 
 def _judge(
@@ -607,42 +624,36 @@ def _report(conn: socket.socket, check: PairCheck, written: bool) -> None:
         conn.send(f"{check}:{'written' if written else 'failed'}".encode())
 
 
-def run_pair_writer(job: PairWriterJob, emit: Emit, driver: Driver | None = None) -> int:
-    first: Stage = "ipc-open" if job.ipc else "symm-import"
-    emit(StageLine(stage=first))
-    with socket.socket(fileno=job.channel) as conn:
-        started = _start(driver, job.gpu, emit)
-        if started is None:
-            return 0
-        driver = started
-        conn.settimeout(job.wait_s)
-        try:
-            message, fds, _, _ = socket.recv_fds(conn, _HEADER.size + _IPC_HANDLE_BYTES, 1)
-        except TimeoutError:
-            emit(ErrorLine(stage=first, reason=f"pair-not-sent:{job.wait_s:g}s"))
-            return 0
-        except OSError as exc:
-            emit(ErrorLine(stage=first, reason=f"pair-channel:{_errno(exc)}"))
-            return 0
-        for extra in fds[1:]:
-            os.close(extra)
-        fd = fds[0] if fds else None
-        if len(message) < _HEADER.size:
-            if fd is not None:
-                os.close(fd)
-            emit(ErrorLine(stage=first, reason="pair-owner-gone"))
-            return 0
-        (size,) = _HEADER.unpack_from(message)
-        handle = message[_HEADER.size :]
-        if handle:
-            _report(conn, "cuda-ipc", _ipc_write(driver, job, handle, emit))
+def _pair_writer(
+    job: PairJob, driver: Driver, conn: socket.socket, first: Stage, emit: Emit
+) -> bool:
+    conn.settimeout(job.wait_s)
+    try:
+        message, fds, _, _ = socket.recv_fds(conn, _HEADER.size + _IPC_HANDLE_BYTES, 1)
+    except TimeoutError:
+        emit(ErrorLine(stage=first, reason=f"pair-not-sent:{job.wait_s:g}s"))
+        return False
+    except OSError as exc:
+        emit(ErrorLine(stage=first, reason=f"pair-channel:{_errno(exc)}"))
+        return False
+    for extra in fds[1:]:
+        os.close(extra)
+    fd = fds[0] if fds else None
+    if len(message) < _HEADER.size:
         if fd is not None:
-            _symm_write(driver, job, fd, size, emit, conn)
-    emit(DoneLine())
-    return 0
+            os.close(fd)
+        emit(ErrorLine(stage=first, reason="pair-owner-gone"))
+        return False
+    (size,) = _HEADER.unpack_from(message)
+    handle = message[_HEADER.size :]
+    if handle:
+        _report(conn, "cuda-ipc", _ipc_write(driver, job, handle, emit))
+    if fd is not None:
+        _symm_write(driver, job, fd, size, emit, conn)
+    return True
 
 
-def _ipc_write(driver: Driver, job: PairWriterJob, raw: bytes, emit: Emit) -> bool:
+def _ipc_write(driver: Driver, job: PairJob, raw: bytes, emit: Emit) -> bool:
     """Open the owner's handle (peer access enabled with it), write the pattern through the
     mapping, wait for the copy."""
     d = driver.d
@@ -666,7 +677,7 @@ def _ipc_write(driver: Driver, job: PairWriterJob, raw: bytes, emit: Emit) -> bo
 
 
 def _symm_write(
-    driver: Driver, job: PairWriterJob, fd: int, size: int, emit: Emit, conn: socket.socket
+    driver: Driver, job: PairJob, fd: int, size: int, emit: Emit, conn: socket.socket
 ) -> None:
     """map_block for the owner's allocation (import, reserve, map, access for this GPU),
     the pattern written through it, then the atomics on the counter after the pattern."""
@@ -730,10 +741,8 @@ def main(argv: Sequence[str]) -> int:
     job = msgspec.json.decode(argv[0], type=Job)
     if isinstance(job, AllReduceJob):
         return run_allreduce(job, _emit)
-    if isinstance(job, PairOwnerJob):
-        return run_pair_owner(job, _emit)
-    if isinstance(job, PairWriterJob):
-        return run_pair_writer(job, _emit)
+    if isinstance(job, PairJob):
+        return run_pair(job, _emit)
     return run_link_load(job, _emit)
 
 

@@ -36,9 +36,9 @@ from blackwell_doctor.collect.probe.collective_protocol import (
     LinkLine,
     LinkLoadJob,
     PairCheck,
-    PairOwnerJob,
+    PairJob,
     PairPath,
-    PairWriterJob,
+    PairRole,
     ResultLine,
     Stage,
     StageLine,
@@ -110,7 +110,7 @@ def _ended(result: ChildResult, run: ChildRun, limit: float) -> str:
     return f"collective-child-exited-early:rc={code}{where}"
 
 
-Job = AllReduceJob | LinkLoadJob | PairOwnerJob | PairWriterJob
+Job = AllReduceJob | LinkLoadJob | PairJob
 
 
 def _child(
@@ -293,32 +293,22 @@ def run_pair(
         return []
     wait = max(1.0, timeout_s - 2.0)
     owner_end, writer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    sides: dict[str, tuple[Job, socket.socket, ChildRun]] = {
-        "owner": (
-            PairOwnerJob(
-                gpu=owner,
-                peer=writer,
-                channel=owner_end.fileno(),
-                size_bytes=size_bytes,
-                wait_s=wait,
-                ipc=ipc,
-                symm=symm,
-            ),
-            owner_end,
-            ChildRun(),
-        ),
-        "writer": (
-            PairWriterJob(
-                gpu=writer,
-                channel=writer_end.fileno(),
-                size_bytes=size_bytes,
-                wait_s=wait,
-                ipc=ipc,
-                symm=symm,
-            ),
-            writer_end,
-            ChildRun(),
-        ),
+
+    def job(role: PairRole, gpu: int, peer: int, end: socket.socket) -> PairJob:
+        return PairJob(
+            role=role,
+            gpu=gpu,
+            peer=peer,
+            channel=end.fileno(),
+            size_bytes=size_bytes,
+            wait_s=wait,
+            ipc=ipc,
+            symm=symm,
+        )
+
+    sides = {
+        "owner": (job("owner", owner, writer, owner_end), owner_end, ChildRun()),
+        "writer": (job("writer", writer, owner, writer_end), writer_end, ChildRun()),
     }
     ended: dict[str, ChildResult] = {}
 

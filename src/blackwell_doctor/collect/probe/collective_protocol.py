@@ -5,7 +5,7 @@ object per line, flushed at once, so the stage a child last entered names where 
 The jobs: :class:`AllReduceJob` (an NCCL all-reduce over some GPUs, its sum checked on
 every rank, then timed), :class:`LinkLoadJob` (each GPU's PCIe link read by NVML while
 host-to-device copies keep it busy), and per pair the two sides of the peer-write tests
-(:class:`PairOwnerJob`, :class:`PairWriterJob`): through a CUDA IPC mapping, and through a
+(:class:`PairJob`, one per side): through a CUDA IPC mapping, and through a
 CUDA VMM allocation shared by file descriptor as symmetric memory shares it, with atomics
 through the latter.
 """
@@ -62,38 +62,34 @@ class LinkLoadJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", ta
     size_bytes: int = 32 << 20
 
 
-class PairOwnerJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="pair-owner"):
-    """The owner side of one pair's peer-write tests: a buffer shared by CUDA IPC (vLLM's
+PairRole = Literal["owner", "writer"]
+
+
+class PairJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="pair"):
+    """One side of a pair's peer-write tests, both started together (the writer's start-up
+    overlaps the owner's) and joined by a socket pair the parent made (``channel``: this
+    side's end, an inherited fd; AF_UNIX, SOCK_SEQPACKET).
+
+    The owner (``role="owner"``, on ``gpu``) allocates a buffer shared by CUDA IPC (vLLM's
     custom all-reduce, ``ipc``) and a cuMemCreate allocation with a POSIX file-descriptor
     handle (PyTorch's CUDA symmetric memory, what vLLM's symmetric-memory all-reduce
-    allocates, ``symm``), both handed to the writer's process over ``channel``: the IPC
-    handle's bytes and the fd (SCM_RIGHTS) in one message. The writer reports each write
-    back over the same channel; the owner then checks every word that landed, and the
-    counter the writer's atomics added to (after the symmetric buffer's pattern)."""
+    allocates, ``symm``), and sends both in one message: the IPC handle's bytes and the fd
+    (SCM_RIGHTS). The writer (``role="writer"``, on ``gpu``; ``peer`` is the owner's GPU)
+    writes through each mapping, adds to a counter after the symmetric buffer's pattern
+    with system-scope atomics, and reports each back over the channel; the owner then
+    checks every word that landed, and the count."""
 
+    role: PairRole
     gpu: int
-    peer: int  # the writer's GPU (only its multicast attribute is read here)
-    channel: int  # this side of an AF_UNIX SOCK_SEQPACKET socket pair (an inherited fd)
+    peer: int  # the other side's GPU (the owner reads its multicast attribute)
+    channel: int
     size_bytes: int = 16 << 20
     wait_s: float = 10.0
     ipc: bool = True
     symm: bool = True
 
 
-class PairWriterJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="pair-writer"):
-    """The writer side: started with the owner (its start-up overlaps the owner's), it
-    waits on ``channel`` for the owner's message, then writes through each mapping and,
-    through the symmetric one, adds to a counter with system-scope atomics."""
-
-    gpu: int  # the writer's GPU
-    channel: int  # the other side of the owner's socket pair
-    size_bytes: int = 16 << 20
-    wait_s: float = 10.0
-    ipc: bool = True
-    symm: bool = True
-
-
-Job = AllReduceJob | LinkLoadJob | PairOwnerJob | PairWriterJob
+Job = AllReduceJob | LinkLoadJob | PairJob
 
 
 class HandleLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="handle"):
