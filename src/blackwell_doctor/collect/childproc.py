@@ -78,8 +78,7 @@ def run_child(
 ) -> ChildResult:
     """Run ``argv`` (no shell) with stdin closed; never raises for the child's behaviour.
 
-    ``on_line`` gets each complete stdout line (without its newline) as it arrives;
-    ``pass_fds`` are file descriptors the child inherits (a socket pair's end).
+    ``on_line`` gets each complete stdout line (without its newline) as it arrives.
     """
     started = time.monotonic()
     deadline = started + timeout_s
@@ -94,7 +93,7 @@ def run_child(
                 stderr=stderr_file,
                 env=dict(env) if env is not None else child_env(),
                 start_new_session=True,
-                pass_fds=tuple(pass_fds),
+                pass_fds=tuple(pass_fds),  # what the child inherits: a socket pair's end
             )
         except OSError as exc:
             return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)
