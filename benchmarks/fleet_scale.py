@@ -119,7 +119,12 @@ def child(directory: Path, nodes: int, pick: int) -> int:
 
 
 def against(
-    other_src: Path, sizes: list[int], repeat: int, cpu: bool, distinct: bool = False
+    other_src: Path,
+    sizes: list[int],
+    repeat: int,
+    cpu: bool,
+    json_out: Path | None = None,
+    distinct: bool = False,
 ) -> int:
     """Interleaved rounds of the other tree and this one on the same files (see above)."""
     this_src = Path(__file__).resolve().parents[1] / "src"
@@ -150,12 +155,31 @@ def against(
                     ).stdout
                     runs.setdefault((label, n), []).append(json.loads(out.splitlines()[-1]))
     print(f"{'nodes':>6} {'tree':>6} {'parse s':>8} {'fleet s':>8} {'ratio':>6} {'us/node':>8}")
+    table = []
     for n in sizes:
         for label in trees:
             rows = runs[(label, n)]
             b = statistics.median(r["baseline"] for r in rows)
             f = statistics.median(r["fleet"] for r in rows)
             print(f"{n:>6} {label:>6} {b:>8.3f} {f:>8.3f} {f / b:>6.2f} {f / n * 1e6:>8.1f}")
+            table.append(
+                {
+                    "label": f"{label} {n}",
+                    "nodes": n,
+                    "parse_s": round(b, 3),
+                    "fleet_s": round(f, 3),
+                    "ratio": round(f / b, 2),
+                    "us_per_node": round(f / n * 1e6, 1),
+                }
+            )
+    if json_out is not None:
+        # One file holds every measure (cpu, wall, each also -distinct): this run's replaces
+        # its own.
+        doc = json.loads(json_out.read_text(encoding="utf-8")) if json_out.exists() else {}
+        doc.update(floor="msgspec-decoding the same files", runs=repeat)
+        measure = ("cpu" if cpu else "wall") + ("-distinct" if distinct else "")
+        doc[measure] = {"load": round(os.getloadavg()[0], 1), "rows": table}
+        json_out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return 0
 
 
@@ -169,12 +193,13 @@ def main() -> int:
         "--distinct", action="store_true", help="every node's facts differ (no verdict reused)"
     )
     parser.add_argument("--against", type=Path, help="another tree's src: before/after")
+    parser.add_argument("--json", type=Path, help="with --against: write the figures here")
     parser.add_argument("--child", nargs=2, metavar=("DIR", "NODES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(Path(args.child[0]), int(args.child[1]), 1 if args.cpu else 0)
     if args.against:
-        return against(args.against, args.nodes, args.repeat, args.cpu, args.distinct)
+        return against(args.against, args.nodes, args.repeat, args.cpu, args.json, args.distinct)
     jobs = default_jobs()
     pick = 1 if args.cpu else 0
     print(

@@ -239,6 +239,26 @@ def test_the_calibration_is_the_spread_of_the_runs() -> None:
     assert calibrate(_doc([10.0], 1)) is None
 
 
+def test_a_latency_below_the_resolution_in_one_run_measures_no_floor() -> None:
+    # The A/B example's calibration: one of the default server's runs delivered its answers
+    # in bursts (ITL p99 0.0004 ms), the others streamed (~1.4 ms): a "floor" of 345,152%
+    # that said every change of that row was within the noise. Such a row has no floor;
+    # the others keep theirs.
+    runs = _doc(A_LEVELS, 1)
+    first_bursty = _bursty(runs)
+    mixed = msgspec.structs.replace(runs, shapes=first_bursty.shapes)
+    cal = calibrate(mixed)
+    assert cal is not None
+    floors = {f.metric: f for f in cal.floors}
+    for metric in ("itl_ms.p50", "itl_ms.p99", "tpot_ms.p50"):
+        values = [v for v in floors[metric].values if v is not None]
+        assert min(values) < 0.1 <= max(values), floors[metric]
+        assert floors[metric].floor_pct is None, floors[metric]
+    assert floors["e2e_ms.p50"].floor_pct is not None
+    assert floors["output_tokens_per_s"].floor_pct is not None
+    assert "below 0.1 ms" in cal.method
+
+
 def _calibrated_one_run(level: float, seed: int) -> BenchRun:
     """One run whose document carries the floor of an earlier A/A calibration (~75%)."""
     return msgspec.structs.replace(_doc([level], seed), calibration=_doc(A_LEVELS, 1).calibration)

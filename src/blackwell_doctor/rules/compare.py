@@ -602,9 +602,12 @@ def _floors(
     down for means of several runs."""
     measured: dict[tuple[str, str], float] = {}
     for run in (before, after):
-        if run.calibration is None:
+        # The floor of the runs the file holds, by this version's rule (a file written by
+        # an older one keeps the floor it recorded only when it holds no runs to redo it).
+        calibration = calibrate(run) or run.calibration
+        if calibration is None:
             continue
-        for f in run.calibration.floors:
+        for f in calibration.floors:
             if f.floor_pct is not None:
                 key = (f.shape, f.metric)
                 measured[key] = max(measured.get(key, 0.0), f.floor_pct)
@@ -671,22 +674,30 @@ def calibrate(run: BenchRun, *, interleaved_with: str | None = None) -> Calibrat
     for shape in run.shapes:
         for name, _, _, own, _, _ in _METRICS:
             values = [own(r[shape.name].metrics) if shape.name in r else None for r in runs]
-            floors.append(_floor(shape.name, name, values))
+            floors.append(_floor(shape.name, name, values, latency=name in LATENCY_METRICS))
     return Calibration(
         runs=len(runs),
         interleaved_with=interleaved_with,
         method=(
             "floor_pct = max(spread_pct, 2 * sqrt(2) * cv_pct): the largest change seen "
             "between two of the runs, or the change two runs would exceed about 1 time in "
-            "20 if their figures were normal with the runs' spread, whichever is larger"
+            "20 if their figures were normal with the runs' spread, whichever is larger; "
+            f"none for a latency one of whose runs measured below {MIN_LATENCY_CHANGE_MS:g} ms "
+            "(below what a compare calls a change, its ratio measures only the resolution)"
         ),
         floors=floors,
     )
 
 
-def _floor(shape: str, metric: str, values: list[float | None]) -> NoiseFloor:
+def _floor(
+    shape: str, metric: str, values: list[float | None], *, latency: bool = False
+) -> NoiseFloor:
     known = [v for v in values if v is not None and v > 0]
-    if len(known) < 2:
+    if len(known) < 2 or (latency and min(known) < MIN_LATENCY_CHANGE_MS):
+        # A latency measured below the resolution on one run (e.g. an ITL p99 of 0.0004 ms
+        # where a starved front end delivered an answer in one burst) has no floor: its
+        # ratio to the others would be a floor of 100,000s of percent that hides every
+        # real change of that row (the compare calls such rows "not comparable" too).
         return NoiseFloor(
             shape=shape, metric=metric, values=values, spread_pct=None, cv_pct=None, floor_pct=None
         )
