@@ -25,6 +25,15 @@ from blackwell_doctor.render.formats import Format
 
 def audit(
     python: StackPython = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image",
+            help="Audit this container image (NAME[:TAG], already in the Docker engine of "
+            "DOCKER_HOST) instead: its files are read through the Docker API, nothing of it "
+            "is run, nothing is pulled.",
+        ),
+    ] = None,
     model_dir: AuditModelDir = None,
     facts_file: Annotated[
         Path | None,
@@ -52,7 +61,8 @@ def audit(
     ] = False,
 ) -> None:
     """Audit the Python GPU stack: the kernels each package carries for this GPU (native, JIT
-    at start, none), Triton's ptxas, FlashInfer's precompiled kernels; with --model-dir, the
+    at start, none), Triton's ptxas, FlashInfer's precompiled kernels (--image: of an image's
+    files, without running it); with --model-dir, the
     MoE and attention backend the runtime will select for that checkpoint (checks/backends.toml)."""
     from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
     from blackwell_doctor.render import render
@@ -64,6 +74,7 @@ def audit(
         probes=False,
         stack=True,
         python=python,
+        image=image,
         stack_cache=not no_cache,
         model_dir=model_dir,
     )

@@ -274,7 +274,8 @@ def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
         return not_evaluated("no GPU compute capability in the facts to judge the stack against")
     isa = driver_isa(facts, rules.stack)
     evidence: Evidence = {
-        "python": f"{s.python} ({s.python_version})",
+        "python": f"{s.python} ({s.python_version})"
+        + (f" in image {s.image.ref} ({s.image.interpreter_from})" if s.image else ""),
         "driver PTX ISA": "unknown" if isa is None else f"{isa[0]}.{isa[1]}",
     }
     worst = Verdict.NATIVE
@@ -362,6 +363,8 @@ def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
     s = _stack(facts)
     if isinstance(s, Outcome):
         return s
+    if s.ptxas_not_run is not None:
+        return not_evaluated(f"Triton's ptxas was {s.ptxas_not_run}")
     if not s.ptxas:
         return skipped("Triton is not installed in this environment")
     ccs = _ccs(facts)

@@ -1,0 +1,236 @@
+"""``audit --image``: an image's stack read through the Docker API, never started.
+
+The image is made here, without network, by ``docker import`` of a root filesystem holding
+REAL artefacts: the wheels ci/gpu-wheels.sh caches (nvidia-nccl-cu12 2.27.7's libnccl with
+its SASS for sm_50..sm_120, nvidia-cufile's small PTX, Triton 3.3.1) installed in a venv
+at /opt/venv (pyvenv.cfg, a ``python3`` link to the real CPython binary this test runs
+with), whose entrypoint is a script with ``#!/opt/venv/bin/python3``. What ``audit
+--image`` reads must equal what ``audit`` reads from the same files on disk, and libnccl's
+SASS list equal ``cuobjdump --list-elf`` (NVIDIA's own reader). Against the test engine of
+.ci/run (marker ``docker``); the engine-down and bad-input cases need no engine."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import tarfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blackwell_doctor.collect.stack.interpreter import Interpreter
+from blackwell_doctor.collect.stack.inventory import read_stack
+from blackwell_doctor.ruledata.stack import load_stack_data
+from tests.cli import run
+from tests.conftest import FACTS_FIXTURES, REPO
+from tests.test_audit_real import _cached, _cuobjdump
+
+SM120 = str(FACTS_FIXTURES / "sm120-driver580.json")
+NO_ENGINE = "unix:///nonexistent/blackwell-doctor-test/docker.sock"
+SITE = "opt/venv/lib/python3.11/site-packages"
+PACKAGES = ("nvidia_nccl_cu12-2.27.7", "nvidia_cufile-1.15.1.6", "triton-3.3.1")
+
+
+@pytest.fixture(autouse=True)
+def _own_scan_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _link(tar: tarfile.TarFile, name: str, target: str) -> None:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = tarfile.SYMTYPE, target
+    tar.addfile(info)
+
+
+def _rootfs(site: Path, out: Path) -> None:
+    """A root filesystem: a venv at /opt/venv holding the cached wheels' installed files
+    (each distribution's RECORD), the real CPython binary, an entrypoint script."""
+    python = Path(os.path.realpath(sys.executable))
+    with tarfile.open(out, "w") as tar:
+        tar.add(python, arcname="usr/local/bin/python3.11")
+        _link(tar, "usr/local/bin/python3", "python3.11")
+        _link(tar, "opt/venv/bin/python3", "/usr/local/bin/python3.11")
+        _link(tar, "opt/venv/bin/python", "python3")
+        cfg = b"home = /usr/local/bin\ninclude-system-site-packages = false\nversion = 3.11.7\n"
+        _add(tar, "opt/venv/pyvenv.cfg", cfg)
+        _add(tar, "opt/venv/bin/serve", b"#!/opt/venv/bin/python3\nimport sys\n", 0o755)
+        for dist in PACKAGES:
+            record = (site / f"{dist}.dist-info" / "RECORD").read_text()
+            for line in record.splitlines():
+                rel = line.rsplit(",", 2)[0]
+                if rel and not rel.startswith("..") and (site / rel).is_file():
+                    tar.add(site / rel, arcname=f"{SITE}/{rel}", recursive=False)
+
+
+@pytest.fixture(scope="module")
+def wheels() -> Path:
+    return _cached("gpu-wheels.sh", "the GPU wheels") / "site"
+
+
+@pytest.fixture(scope="module")
+def venv_image(
+    docker_host: str, wheels: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    import docker
+
+    client = docker.DockerClient(base_url=docker_host, timeout=300)
+    rootfs = tmp_path_factory.mktemp("image") / "rootfs.tar"
+    _rootfs(wheels, rootfs)
+    name = f"bd-audit-image-{uuid.uuid4().hex[:8]}"
+    client.api.import_image(
+        src=str(rootfs),
+        repository=name,
+        tag="test",
+        changes=[
+            "ENV PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin",
+            'ENTRYPOINT ["serve"]',
+        ],
+    )
+    rootfs.unlink()
+    try:
+        yield f"{name}:test"
+    finally:
+        client.images.remove(f"{name}:test", force=True)
+        client.close()
+
+
+def _audit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code, out, err = run(["audit", *argv, "--facts", SM120, "-f", "json", "--embed-facts"], capsys)
+    assert code in (0, 1), err
+    doc: dict[str, Any] = json.loads(out)
+    return code, doc
+
+
+def _result(doc: dict[str, Any], check: str) -> dict[str, Any]:
+    [result] = [r for r in doc["results"] if r["id"] == check]
+    return result
+
+
+@pytest.mark.docker
+def test_the_image_stack_equals_the_same_files_read_on_disk(
+    venv_image: str,
+    wheels: Path,
+    docker_host: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    _, doc = _audit(["--image", venv_image], capsys)
+    stack = doc["facts"]["stack"]
+    assert stack["status"] == "ok", stack
+    assert stack["python"] == "/opt/venv/bin/python3"
+    assert stack["python_version"] == "3.11.7"
+    assert stack["site_dirs"] == [f"/{SITE}"]
+    assert stack["image"]["ref"] == venv_image
+    assert stack["image"]["interpreter_from"] == "entrypoint serve: #!/opt/venv/bin/python3"
+    on_disk = read_stack(
+        Interpreter(sys.executable, "3", (str(wheels),)),
+        load_stack_data(),
+        ptxas_targets=[],
+        environ={},
+        cache_path=None,
+    )
+    local = {p.name: p for p in on_disk.packages}
+    got = {p["name"]: p for p in stack["packages"]}
+    assert sorted(got) == ["nvidia-cufile", "nvidia-nccl-cu12", "triton"]
+    for name, package in got.items():
+        mine = local[name]
+        assert package["version"] == mine.version
+        assert package["shared_objects"] == mine.shared_objects
+        assert package["unreadable"] == []
+        assert package["files"] == json.loads(
+            json.dumps([msgspec_to_builtins(f) for f in mine.files])
+        ), name
+    # libnccl's SASS targets: as NVIDIA's cuobjdump lists them from the file on disk.
+    [nccl] = got["nvidia-nccl-cu12"]["files"]
+    assert nccl["path"] == "nvidia/nccl/lib/libnccl.so.2"
+    sass = {s for unit in nccl["units"] for s in unit["sass"]}
+    cuobjdump = wheels / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    listed = _cuobjdump(cuobjdump, "--list-elf", wheels / nccl["path"])
+    assert {"sm_90", "sm_100", "sm_120"} <= set(listed)
+    assert {s.removesuffix("f") for s in sass} == set(listed)
+    # Judged as `audit` judges them; Triton's ptxas honestly not run.
+    assert _result(doc, "stack.kernels")["status"] == "pass"
+    ptxas = _result(doc, "stack.triton_ptxas")
+    assert ptxas["status"] == "error"
+    assert "not run: the image was not started" in ptxas["summary"]
+
+
+def msgspec_to_builtins(value: Any) -> Any:
+    import msgspec
+
+    return msgspec.to_builtins(value)
+
+
+@pytest.mark.docker
+def test_no_container_is_left_behind(
+    venv_image: str,
+    docker_host: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import docker
+
+    from blackwell_doctor.collect.stack.image import LABEL
+
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    _audit(["--image", venv_image], capsys)
+    client = docker.DockerClient(base_url=docker_host)
+    try:
+        assert client.containers.list(all=True, filters={"label": LABEL}) == []
+    finally:
+        client.close()
+
+
+@pytest.mark.docker
+def test_an_image_not_in_the_engine_is_a_finding_with_its_reason(
+    docker_host: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    code, doc = _audit(["--image", "bd-no-such-image:never"], capsys)
+    assert code == 0
+    kernels = _result(doc, "stack.kernels")
+    assert kernels["status"] == "error"
+    assert "image bd-no-such-image:never is not in the Docker engine" in kernels["summary"]
+    assert "docker pull bd-no-such-image:never" in kernels["summary"]
+
+
+def test_an_engine_that_is_down_is_a_finding_with_its_reason(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    code, doc = _audit(["--image", "vllm/vllm-openai:latest"], capsys)
+    assert code == 0
+    summary = _result(doc, "stack.kernels")["summary"]
+    assert "no Docker engine socket at /nonexistent/blackwell-doctor-test/docker.sock" in summary
+    code, out, err = run(["audit", "--image", "x:1", "--facts", SM120, "--strict"], capsys)
+    assert code == 3, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--image", ""], "is not an image reference"),
+        (["--image", "Bad Name"], "is not an image reference"),
+        (["--image", "x:1", "--python", sys.executable], "give one"),
+    ],
+)
+def test_bad_image_arguments_are_one_line_errors(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["audit", *argv, "--facts", SM120], capsys)
+    assert (code, out) == (2, "")
+    assert words in err
+    assert err.count("\n") == 1
+    assert str(REPO) not in err
