@@ -114,6 +114,7 @@ def _audit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, di
 
 def _result(doc: dict[str, Any], check: str) -> dict[str, Any]:
     [result] = [r for r in doc["results"] if r["id"] == check]
+    assert isinstance(result, dict)
     return result
 
 
@@ -160,11 +161,48 @@ def test_the_image_stack_equals_the_same_files_read_on_disk(
     listed = _cuobjdump(cuobjdump, "--list-elf", wheels / nccl["path"])
     assert {"sm_90", "sm_100", "sm_120"} <= set(listed)
     assert {s.removesuffix("f") for s in sass} == set(listed)
-    # Judged as `audit` judges them; Triton's ptxas honestly not run.
     assert _result(doc, "stack.kernels")["status"] == "pass"
+
+
+@pytest.mark.docker
+def test_the_image_ptxas_judged_by_its_release_agrees_with_compiling_it(
+    venv_image: str,
+    wheels: Path,
+    docker_host: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing of the image runs: its Triton 3.3.1 ptxas-blackwell is judged by the CUDA
+    release in its binary (12.8). The same binary, run here on the same files, compiles
+    sm_120a and refuses sm_121a: the judgement must say the same."""
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    compiled = read_stack(
+        Interpreter(sys.executable, "3", (str(wheels),)),
+        load_stack_data(),
+        ptxas_targets=["sm_120a", "sm_121a"],
+        environ={},
+        cache_path=None,
+    )
+    ran = {r.target: r.ok for r in compiled.ptxas}
+    assert ran == {"sm_120a": True, "sm_121a": False}
+    gb10 = str(FACTS_FIXTURES / "dgx-spark-gb10.json")
+    code, out, err = run(
+        ["audit", "--image", venv_image, "--facts", gb10, "-f", "json", "--embed-facts"], capsys
+    )
+    assert code == 1, err
+    doc = json.loads(out)
+    judged = {r["target"]: r for r in doc["facts"]["stack"]["ptxas"]}
+    assert {t: r["ok"] for t, r in judged.items()} == ran
+    assert all(r["by"] == "release" and r["version"] == "12.8" for r in judged.values())
+    assert judged["sm_121a"]["path"] == f"/{SITE}/triton/backends/nvidia/bin/ptxas-blackwell"
     ptxas = _result(doc, "stack.triton_ptxas")
-    assert ptxas["status"] == "error"
-    assert "not run: the image was not started" in ptxas["summary"]
+    assert ptxas["status"] == "fail"
+    assert "CUDA 12.8 has no sm_121a: it came with CUDA 12.9" in ptxas["summary"]
+    assert "audit --image does not run" in ptxas["summary"]
+    _, doc = _audit(["--image", venv_image], capsys)
+    ptxas = _result(doc, "stack.triton_ptxas")
+    assert ptxas["status"] == "pass"
+    assert "knows it by its CUDA release" in ptxas["summary"]
 
 
 def msgspec_to_builtins(value: Any) -> Any:
@@ -214,7 +252,7 @@ def test_an_engine_that_is_down_is_a_finding_with_its_reason(
     assert code == 0
     summary = _result(doc, "stack.kernels")["summary"]
     assert "no Docker engine socket at /nonexistent/blackwell-doctor-test/docker.sock" in summary
-    code, out, err = run(["audit", "--image", "x:1", "--facts", SM120, "--strict"], capsys)
+    code, _, err = run(["audit", "--image", "x:1", "--facts", SM120, "--strict"], capsys)
     assert code == 3, err
 
 

@@ -134,10 +134,17 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
     from blackwell_doctor.ruledata.stack import load_stack_data
 
     data = load_stack_data()
+    targets = list(data.ptxas.probe)
+    if isinstance(facts.nvml, NvmlFacts):
+        for g in facts.nvml.gpus:
+            if isinstance(g.compute_capability, tuple):
+                t = f"sm_{g.compute_capability[0]}{g.compute_capability[1]}a"
+                if t not in targets:
+                    targets.append(t)
     if request.image is not None:
         from blackwell_doctor.collect.stack.image import read_image_stack
 
-        read = read_image_stack(request.image, data, environ=environ)
+        read = read_image_stack(request.image, data, ptxas_targets=targets, environ=environ)
         return msgspec.structs.replace(facts, stack=read)
     if request.python is None:
         interpreter = this_interpreter()
@@ -146,13 +153,6 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
             interpreter = ask_interpreter(request.python)
         except InterpreterError as exc:
             raise UserError(str(exc)) from None
-    targets = list(data.ptxas.probe)
-    if isinstance(facts.nvml, NvmlFacts):
-        for g in facts.nvml.gpus:
-            if isinstance(g.compute_capability, tuple):
-                t = f"sm_{g.compute_capability[0]}{g.compute_capability[1]}a"
-                if t not in targets:
-                    targets.append(t)
     stack = read_stack(
         interpreter,
         data,

@@ -70,6 +70,10 @@ class PtxasTarget(msgspec.Struct, frozen=True, kw_only=True):
     version: Short | None  # "12.8" from --version
     ok: bool
     detail: Short = ""  # ptxas's first error line, or the reason it did not run
+    # "compiled": ptxas ran on the trivial kernel; "release": judged from the CUDA release
+    # written in its binary against checks/stack.toml [cold_start.min_cuda] (audit --image:
+    # nothing of an image is run).
+    by: Literal["compiled", "release"] = "compiled"
 
 
 NvccSource = Literal["CUDA_HOME", "PATH", "/usr/local/cuda"]

@@ -68,6 +68,7 @@ class ImageWords(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     [image])."""
 
     ptxas_not_run: str
+    ptxas_too_old: str
     not_found: str
     no_python: str
     no_site: str

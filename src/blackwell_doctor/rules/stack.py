@@ -358,6 +358,14 @@ def _fix(data: StackData, package: str, cc: tuple[int, int]) -> str:
     return f"{package}: {text} (sources: {', '.join(row.sources)})"
 
 
+# How a target's ptxas answer was had (facts.stack.PtxasTarget.by): a compile on this
+# host, or (audit --image, nothing of the image run) the CUDA release in its binary.
+_PTXAS_OK = {
+    "compiled": "compiles",
+    "release": "knows it by its CUDA release (read from the binary; the image was not started)",
+}
+
+
 @check("stack.triton_ptxas")
 def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
     s = _stack(facts)
@@ -377,13 +385,14 @@ def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
         )
     evidence: Evidence = {
         r.target: f"{r.path} ({r.source}, CUDA {r.version or 'unknown'}): "
-        + ("compiles" if r.ok else f"fails: {r.detail}")
+        + (_PTXAS_OK[r.by] if r.ok else f"fails: {r.detail}")
         for r in judged
     }
     failed = [r for r in judged if not r.ok]
     if not failed:
         return passed(
-            f"Triton's ptxas compiles for {', '.join(r.target for r in judged)}", **evidence
+            f"Triton's ptxas {_PTXAS_OK[judged[0].by]} for {', '.join(r.target for r in judged)}",
+            **evidence,
         )
     first = failed[0]
     return Outcome(

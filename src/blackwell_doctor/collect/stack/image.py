@@ -22,9 +22,13 @@ tar stream of a path):
    stays bounded whatever the size of libtorch_cuda.so. The temporary directory is removed
    at the end.
 
-The image's Triton ptxas and nvcc cannot run without starting the image: ptxas is "not
-run" (checks/stack.toml [image]); nvcc is found by path (CUDA_HOME, PATH,
-/usr/local/cuda) and its release read from the toolkit's ``version.json``. Engine down,
+The image's Triton ptxas and nvcc cannot run without starting the image. The ptxas
+Triton would pick (the same choice as on a host, its TRITON_PTXAS_* variables from the
+image's Env) is judged by the CUDA release its binary carries (the string ``ptxas
+--version`` prints, read from the stream) against the release that added the target;
+without a readable release it is "not run" (checks/stack.toml [image]). nvcc is found by
+path (CUDA_HOME, PATH, /usr/local/cuda) and its release read from the toolkit's
+``version.json``. Engine down,
 image missing, no permission, a deadline passed: ``Unavailable`` with the reason in words.
 """
 
@@ -43,17 +47,24 @@ import tarfile
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from blackwell_doctor.collect.dockerapi import EngineUnavailable, connect, engine_reason
 from blackwell_doctor.collect.stack.inventory import SHARED_OBJECT, Scan, inventory, scan_triples
+from blackwell_doctor.collect.stack.ptxas import BINARY_RELEASE, triton_ptxas
 from blackwell_doctor.collect.stack.toolchain import host_memory_bytes
 from blackwell_doctor.facts.document import Unavailable
-from blackwell_doctor.facts.stack import ImageSource, NvccFacts, NvccSource, StackFacts
-from blackwell_doctor.ruledata.stack import StackData
+from blackwell_doctor.facts.stack import (
+    ImageSource,
+    NvccFacts,
+    NvccSource,
+    PtxasTarget,
+    StackFacts,
+)
+from blackwell_doctor.ruledata.stack import StackData, version_pair
 
 API_TIMEOUT_S = 60.0  # each Docker API call and each read of a stream
 DEFAULT_DEADLINE_S = 900.0  # the whole reading of one image
@@ -61,6 +72,7 @@ CHUNK_BYTES = 1 << 20
 MAX_METADATA_BYTES = 64 << 20  # one METADATA/RECORD file (torch's RECORD is ~2 MB)
 MAX_SCRIPT_BYTES = 64 << 10  # an entrypoint read for its #! line
 MAX_LINK_HOPS = 8
+MAX_PTXAS_BYTES = 256 << 20  # a ptxas binary searched for its release (31 MB in CUDA 12.8)
 # Docker's default PATH for an image that sets none (the engine's oci defaults).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The entrypoint given to the container that is never started: an image without CMD or
@@ -144,6 +156,28 @@ class _Container:
                 if member.isfile() and member.size <= limit:
                     f = tar.extractfile(member)
                     return f.read() if f is not None else None
+        return None
+
+    def search(self, path: str, pattern: re.Pattern[bytes], limit: int) -> bytes | None:
+        """The first group of ``pattern`` in the regular file at ``path`` (links followed),
+        read as a stream in chunks (the tail of each kept for a match across two), at most
+        ``limit`` bytes of it; None when it is missing or nothing matches."""
+        st = self.resolved(path)
+        if st is None or int(st.get("mode", 0)) & _DIR:
+            return None
+        with self.tar(self._real(path)) as tar:
+            for member in tar:
+                f = tar.extractfile(member) if member.isfile() else None
+                if f is None:
+                    continue
+                tail, seen = b"", 0
+                while seen < limit and (chunk := f.read(CHUNK_BYTES)):
+                    seen += len(chunk)
+                    m = pattern.search(tail + chunk)
+                    if m:
+                        return m.group(1)
+                    tail = chunk[-256:]
+                return None
         return None
 
     def _real(self, path: str) -> str:
@@ -405,10 +439,64 @@ def _nvcc(box: _Container, env: Mapping[str, str], dirs: list[str]) -> NvccFacts
     return None
 
 
+def _ptxas(
+    box: _Container, bin_dir: str, targets: Sequence[str], env: Mapping[str, str], data: StackData
+) -> list[PtxasTarget]:
+    """Triton's ptxas for each target, judged by the CUDA release written in the binary
+    (what ``ptxas --version`` prints) against the release that added the target
+    (checks/stack.toml [cold_start.min_cuda]: ptxas and nvcc come in the same release);
+    a target without a row, or a ptxas whose release cannot be read, is left out."""
+    results: list[PtxasTarget] = []
+    releases: dict[str, str | None] = {}
+    for target in targets:
+        need = data.cold_start.min_cuda.get(target)
+        if target not in data.ptxas.isa or need is None:
+            continue
+        path, source = triton_ptxas(Path(bin_dir), target, env, lambda p: box.is_file(str(p)))
+        where = str(path)
+        if not box.is_file(where):
+            results.append(
+                PtxasTarget(
+                    target=target,
+                    path=where,
+                    source=source,
+                    version=None,
+                    ok=False,
+                    detail="ptxas not found",
+                    by="release",
+                )
+            )
+            continue
+        if where not in releases:
+            found = box.search(where, BINARY_RELEASE, MAX_PTXAS_BYTES)
+            releases[where] = found.decode() if found else None
+        release = releases[where]
+        have = version_pair(release or "")
+        if release is None or have is None:
+            continue
+        ok = have >= (version_pair(need) or (0, 0))
+        detail = (
+            "" if ok else data.image.ptxas_too_old.format(release=release, target=target, need=need)
+        )
+        results.append(
+            PtxasTarget(
+                target=target,
+                path=where,
+                source=source,
+                version=release,
+                ok=ok,
+                detail=detail,
+                by="release",
+            )
+        )
+    return results
+
+
 def read_image_stack(
     ref: str,
     data: StackData,
     *,
+    ptxas_targets: Sequence[str],
     environ: Mapping[str, str],
     deadline_s: float = DEFAULT_DEADLINE_S,
 ) -> StackFacts | Unavailable:
@@ -439,7 +527,7 @@ def read_image_stack(
         try:
             box = _Container(client.api, str(container.id), time.monotonic() + deadline_s)
             with tempfile.TemporaryDirectory(prefix="bd-audit-image-") as tmp:
-                return _read(box, ref, image, data, Path(tmp))
+                return _read(box, ref, image, data, Path(tmp), ptxas_targets)
         except _Deadline:
             return Unavailable(words.deadline.format(image=ref, seconds=f"{deadline_s:g}"))
         finally:
@@ -452,7 +540,7 @@ def read_image_stack(
 
 
 def _read(
-    box: _Container, ref: str, image: Any, data: StackData, tmp: Path
+    box: _Container, ref: str, image: Any, data: StackData, tmp: Path, targets: Sequence[str]
 ) -> StackFacts | Unavailable:
     words = data.image
     config: Mapping[str, Any] = image.attrs.get("Config") or {}
@@ -471,19 +559,27 @@ def _read(
     scans = _ImageScans()
     mirrors = []
     for i, site in enumerate(sites):
-        mirror = tmp / f"site-{i}"
-        mirror.mkdir()
-        mirrors.append(str(mirror))
-        _stream_site(box, site, mirror, work, scans)
+        folder = tmp / f"site-{i}"
+        folder.mkdir()
+        mirrors.append(str(folder))
+        _stream_site(box, site, folder, work, scans)
     seen, packages = inventory(mirrors, data, scans)
     names = data.backends.environment.names
+    ptxas: list[PtxasTarget] = []
+    if "triton" in seen:
+        # Triton's folder in the image: its distribution's mirror stands for its site dir.
+        mirror = os.path.normpath(str(seen["triton"].locate_file("")))
+        site = sites[mirrors.index(mirror)] if mirror in mirrors else sites[0]
+        ptxas = _ptxas(box, f"{site}/triton/backends/nvidia/bin", targets, env, data)
     return StackFacts(
         python=python,
         python_version=version or "unknown",
         site_dirs=sites,
         packages=packages,
-        ptxas=[],
-        ptxas_not_run=words.ptxas_not_run.format(image=ref) if "triton" in seen else None,
+        ptxas=ptxas,
+        ptxas_not_run=(
+            words.ptxas_not_run.format(image=ref) if "triton" in seen and not ptxas else None
+        ),
         nvcc=_nvcc(box, env, dirs) if "flashinfer-python" in seen else None,
         max_jobs=env.get("MAX_JOBS"),
         cpus=os.cpu_count(),
