@@ -105,6 +105,45 @@ def venv_image(
         client.close()
 
 
+DIST_PACKAGES = "usr/lib/python3/dist-packages"
+
+
+@pytest.fixture(scope="module")
+def debian_image(
+    docker_host: str, wheels: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A Debian-style system Python (/usr/bin/python3 -> python3.11, no PATH in the image:
+    Docker's default), its packages in /usr/lib/python3/dist-packages, an entrypoint
+    script with ``#!/usr/bin/env python3``, and libcufile.so.0 a symbolic link to the real
+    file beside it (as conda and distribution packages install libraries)."""
+    import docker
+
+    python = Path(os.path.realpath(sys.executable))
+    rootfs = tmp_path_factory.mktemp("debian") / "rootfs.tar"
+    dist = "nvidia_cufile-1.15.1.6"
+    with tarfile.open(rootfs, "w") as tar:
+        tar.add(python, arcname="usr/bin/python3.11")
+        _link(tar, "usr/bin/python3", "python3.11")
+        _add(tar, "usr/local/bin/serve", b"#!/usr/bin/env python3\nimport sys\n", 0o755)
+        for line in (wheels / f"{dist}.dist-info" / "RECORD").read_text().splitlines():
+            rel = line.rsplit(",", 2)[0]
+            if rel.endswith("libcufile.so.0"):
+                tar.add(wheels / rel, arcname=f"{DIST_PACKAGES}/{rel}.15.1")
+                _link(tar, f"{DIST_PACKAGES}/{rel}", "libcufile.so.0.15.1")
+            elif rel and (wheels / rel).is_file():
+                tar.add(wheels / rel, arcname=f"{DIST_PACKAGES}/{rel}", recursive=False)
+    client = docker.DockerClient(base_url=docker_host, timeout=300)
+    name = f"bd-audit-debian-{uuid.uuid4().hex[:8]}"
+    client.api.import_image(
+        src=str(rootfs), repository=name, tag="test", changes=['CMD ["serve", "--port", "1"]']
+    )
+    try:
+        yield f"{name}:test"
+    finally:
+        client.images.remove(f"{name}:test", force=True)
+        client.close()
+
+
 def _audit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
     code, out, err = run(["audit", *argv, "--facts", SM120, "-f", "json", "--embed-facts"], capsys)
     assert code in (0, 1), err
@@ -209,6 +248,62 @@ def msgspec_to_builtins(value: Any) -> Any:
     import msgspec
 
     return msgspec.to_builtins(value)
+
+
+@pytest.mark.docker
+def test_a_system_python_and_a_linked_library_are_read_as_on_disk(
+    debian_image: str,
+    wheels: Path,
+    docker_host: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    _, doc = _audit(["--image", debian_image], capsys)
+    stack = doc["facts"]["stack"]
+    assert stack["python"] == "/usr/bin/python3"
+    assert stack["python_version"] == "3.11"
+    assert stack["site_dirs"] == [f"/{DIST_PACKAGES}"]
+    assert stack["image"]["interpreter_from"] == "entrypoint serve: #!/usr/bin/python3"
+    [package] = stack["packages"]
+    on_disk = read_stack(
+        Interpreter(sys.executable, "3", (str(wheels),)),
+        load_stack_data(),
+        ptxas_targets=[],
+        environ={},
+        cache_path=None,
+    )
+    [mine] = [p for p in on_disk.packages if p.name == "nvidia-cufile"]
+    assert package["name"] == "nvidia-cufile"
+    assert package["unreadable"] == []
+    assert package["files"] == [msgspec_to_builtins(f) for f in mine.files]
+    assert [f["path"] for f in package["files"]] == ["nvidia/cu13/lib/libcufile.so.0"]
+
+
+@pytest.mark.docker
+def test_memory_stays_bounded_while_a_430_mb_library_streams(
+    venv_image: str, docker_host: str
+) -> None:
+    """libnccl.so.2 (430 MB) passes through a temporary file, never whole in memory."""
+    import tracemalloc
+
+    from blackwell_doctor.collect.stack.image import read_image_stack
+    from blackwell_doctor.facts.stack import StackFacts
+
+    tracemalloc.start()
+    try:
+        read = read_image_stack(
+            venv_image,
+            load_stack_data(),
+            ptxas_targets=["sm_120a"],
+            environ={"DOCKER_HOST": docker_host},
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(read, StackFacts)
+    assert any(f.size > 400 << 20 for p in read.packages for f in p.files)
+    assert peak < 64 << 20, peak
 
 
 @pytest.mark.docker
