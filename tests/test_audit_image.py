@@ -307,6 +307,39 @@ def test_memory_stays_bounded_while_a_430_mb_library_streams(
 
 
 @pytest.mark.docker
+def test_a_deadline_passed_is_a_reason_and_leaves_nothing_behind(
+    venv_image: str, docker_host: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    import docker
+
+    from blackwell_doctor.collect.stack.image import LABEL, read_image_stack
+    from blackwell_doctor.facts.document import Unavailable
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    read = read_image_stack(
+        venv_image,
+        load_stack_data(),
+        ptxas_targets=[],
+        environ={"DOCKER_HOST": docker_host},
+        deadline_s=0.0,
+    )
+    assert isinstance(read, Unavailable)
+    assert read.reason == (
+        f"reading image {venv_image} took longer than 0 s (the deadline of audit --image)"
+    )
+    assert list(scratch.iterdir()) == []
+    client = docker.DockerClient(base_url=docker_host)
+    try:
+        assert client.containers.list(all=True, filters={"label": LABEL}) == []
+    finally:
+        client.close()
+
+
+@pytest.mark.docker
 def test_no_container_is_left_behind(
     venv_image: str,
     docker_host: str,

@@ -52,7 +52,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blackwell_doctor.collect.dockerapi import EngineUnavailable, connect, engine_reason
+from blackwell_doctor.collect.dockerapi import (
+    EngineUnavailable,
+    connect,
+    engine_reason,
+    one_line,
+)
 from blackwell_doctor.collect.stack.inventory import SHARED_OBJECT, Scan, inventory, scan_triples
 from blackwell_doctor.collect.stack.ptxas import BINARY_RELEASE, triton_ptxas
 from blackwell_doctor.collect.stack.toolchain import host_memory_bytes
@@ -102,20 +107,19 @@ class _Container:
     deadline: float
 
     def stat(self, path: str) -> dict[str, Any] | None:
-        """The archive stat of ``path`` (name, size, mode, linkTarget resolved in the
-        image); None when it does not exist."""
-        from docker.errors import NotFound
-
+        """The archive stat of ``path`` (name, size, mode, linkTarget: the link resolved in
+        the image, every hop); None when it does not exist. The engine answers 404 for a
+        missing path and 500 for one that runs through a file (``/bin/python3/x``)."""
         response = self.api.head(
             self.api._url("/containers/{0}/archive", self.id),
             params={"path": path},
             timeout=API_TIMEOUT_S,
         )
-        try:
+        with contextlib.closing(response):
+            if response.status_code in (404, 500):
+                return None
             self.api._raise_for_status(response)
-        except NotFound:
-            return None
-        header = response.headers.get("X-Docker-Container-Path-Stat")
+            header = response.headers.get("X-Docker-Container-Path-Stat")
         if not header:
             return None
         stat: dict[str, Any] = json.loads(base64.b64decode(header))
@@ -138,11 +142,27 @@ class _Container:
         st = self.resolved(path)
         return st is not None and not int(st.get("mode", 0)) & _DIR
 
-    def tar(self, path: str) -> tarfile.TarFile:
-        """The tar stream of ``path`` (its members named under its base name)."""
-        chunks, _ = self.api.get_archive(self.id, path, chunk_size=CHUNK_BYTES)
-        reader = io.BufferedReader(_ChunkReader(chunks, self.deadline), CHUNK_BYTES)
-        return tarfile.open(fileobj=reader, mode="r|")
+    @contextlib.contextmanager
+    def tar(self, path: str) -> Iterator[tarfile.TarFile]:
+        """The tar stream of ``path`` (its members named under its base name), read as it
+        arrives; the response is closed on leaving, read to its end or not."""
+        api = self.api
+        # identity: otherwise the engine gzips the archive (requests asks for gzip). The
+        # client's timeout stays on each read (the SDK's get_archive turns it off).
+        response = api._get(
+            api._url("/containers/{0}/archive", self.id),
+            params={"path": path},
+            stream=True,
+            headers={"Accept-Encoding": "identity"},
+        )
+        try:
+            api._raise_for_status(response)
+            chunks = response.raw.stream(CHUNK_BYTES, decode_content=False)
+            reader = io.BufferedReader(_ChunkReader(chunks, self.deadline), CHUNK_BYTES)
+            with tarfile.open(fileobj=reader, mode="r|") as tar:
+                yield tar
+        finally:
+            response.close()
 
     def read_small(self, path: str, limit: int) -> bytes | None:
         """The bytes of the regular file at ``path`` (links followed), or None when it is
@@ -535,6 +555,9 @@ def read_image_stack(
                 container.remove(force=True, v=True)
     except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
         return Unavailable(f"image {ref}: {engine_reason(exc, API_TIMEOUT_S, environ)}")
+    except (tarfile.TarError, ValueError) as exc:
+        # A stream cut short or not a tar, a stat header that is not JSON.
+        return Unavailable(f"image {ref}: {one_line(exc)}")
     finally:
         client.close()
 
