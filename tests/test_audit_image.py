@@ -6,8 +6,10 @@ its SASS for sm_50..sm_120, nvidia-cufile's small PTX, Triton 3.3.1) installed i
 at /opt/venv (pyvenv.cfg, a ``python3`` link to the real CPython binary this test runs
 with), whose entrypoint is a script with ``#!/opt/venv/bin/python3``. What ``audit
 --image`` reads must equal what ``audit`` reads from the same files on disk, and libnccl's
-SASS list equal ``cuobjdump --list-elf`` (NVIDIA's own reader). Against the test engine of
-.ci/run (marker ``docker``); the engine-down and bad-input cases need no engine."""
+SASS list equal ``cuobjdump --list-elf`` (NVIDIA's own reader), and its Triton ptxas, judged
+by its release, agree with that ptxas compiling here. A second image has a Debian-style
+system Python. Against the test engine of .ci/run (marker ``docker``); the engine-down and
+bad-input cases need no engine."""
 
 from __future__ import annotations
 
@@ -264,7 +266,7 @@ def test_a_system_python_and_a_linked_library_are_read_as_on_disk(
     assert stack["python"] == "/usr/bin/python3"
     assert stack["python_version"] == "3.11"
     assert stack["site_dirs"] == [f"/{DIST_PACKAGES}"]
-    assert stack["image"]["interpreter_from"] == "entrypoint serve: #!/usr/bin/python3"
+    assert stack["image"]["interpreter_from"] == "entrypoint serve: #!/usr/bin/env python3"
     [package] = stack["packages"]
     on_disk = read_stack(
         Interpreter(sys.executable, "3", (str(wheels),)),

@@ -272,13 +272,14 @@ def _which(box: _Container, name: str, dirs: list[str]) -> str | None:
     return None
 
 
-def _shebang(box: _Container, exe: str, dirs: list[str]) -> str | None:
+def _shebang(box: _Container, exe: str, dirs: list[str]) -> tuple[str, str] | None:
     """The Python a script's ``#!`` line names (``/usr/bin/env python3`` looked up on the
-    image's PATH), or None."""
+    image's PATH) and the line as written, or None."""
     head = box.read_small(exe, MAX_SCRIPT_BYTES)
     if not head or not head.startswith(b"#!"):
         return None
-    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    words = line.split()
     if not words:
         return None
     interp = words[0]
@@ -286,9 +287,10 @@ def _shebang(box: _Container, exe: str, dirs: list[str]) -> str | None:
         rest = [w for w in words[1:] if not w.startswith("-")]
         if not rest:
             return None
-        found = _which(box, rest[0], dirs)
-        interp = found or ""
-    return interp if interp and _PYTHON.match(posixpath.basename(interp)) else None
+        interp = _which(box, rest[0], dirs) or ""
+    if not interp or not _PYTHON.match(posixpath.basename(interp)):
+        return None
+    return interp, line[:200]
 
 
 def choose_interpreter(
@@ -303,9 +305,9 @@ def choose_interpreter(
         if exe is not None:
             if _PYTHON.match(posixpath.basename(first)):
                 return exe, f"entrypoint {first}"
-            interp = _shebang(box, exe, dirs)
-            if interp is not None:
-                return interp, f"entrypoint {first}: #!{interp}"
+            found = _shebang(box, exe, dirs)
+            if found is not None:
+                return found[0], f"entrypoint {first}: #!{found[1]}"
     for name in ("python3", "python"):
         exe = _which(box, name, dirs)
         if exe is not None:
