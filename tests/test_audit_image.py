@@ -386,6 +386,23 @@ def test_an_engine_that_is_down_is_a_finding_with_its_reason(
     assert code == 3, err
 
 
+def test_check_and_collect_take_image_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--image implies --stack: the stack section is the image's (here: why it is not)."""
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    args = ["--facts", SM120, "--image", "x:1", "--select", "stack", "-f", "json"]
+    code, out, err = run(["check", *args], capsys)
+    assert code == 0, err
+    assert "no Docker engine socket" in _result(json.loads(out), "stack.kernels")["summary"]
+    facts = tmp_path / "facts.json"
+    code, _, err = run(["collect", "--image", "x:1", "--no-probe", "-o", str(facts)], capsys)
+    assert code == 0, err
+    stack = json.loads(facts.read_text())["stack"]
+    assert stack["status"] == "unavailable"
+    assert "no Docker engine socket" in stack["reason"]
+
+
 @pytest.mark.parametrize(
     ("argv", "words"),
     [

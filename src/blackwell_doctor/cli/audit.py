@@ -15,6 +15,7 @@ from blackwell_doctor.cli.options import (
     GpuTimeout,
     HostRoot,
     Output,
+    StackImage,
     StackPython,
     Strict,
     judge,
@@ -25,15 +26,7 @@ from blackwell_doctor.render.formats import Format
 
 def audit(
     python: StackPython = None,
-    image: Annotated[
-        str | None,
-        typer.Option(
-            "--image",
-            help="Audit this container image (NAME[:TAG], already in the Docker engine of "
-            "DOCKER_HOST) instead: its files are read through the Docker API, nothing of it "
-            "is run, nothing is pulled.",
-        ),
-    ] = None,
+    image: StackImage = None,
     model_dir: AuditModelDir = None,
     facts_file: Annotated[
         Path | None,
