@@ -342,6 +342,25 @@ def test_a_deadline_passed_is_a_reason_and_leaves_nothing_behind(
 
 
 @pytest.mark.docker
+def test_a_second_audit_of_the_same_image_reads_it_from_the_cache(
+    venv_image: str,
+    docker_host: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The image id names its content: the second audit streams nothing (every shared
+    object from the cache) and finds the same; --no-cache reads it again."""
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    _, first = _audit(["--image", venv_image], capsys)
+    _, second = _audit(["--image", venv_image], capsys)
+    _, again = _audit(["--image", venv_image, "--no-cache"], capsys)
+    stacks = [doc["facts"]["stack"] for doc in (first, second, again)]
+    assert [s["cached_files"] for s in stacks] == [0, 14, 0]
+    assert stacks[0]["packages"] == stacks[1]["packages"] == stacks[2]["packages"]
+    assert stacks[0]["ptxas"] == stacks[1]["ptxas"]
+
+
+@pytest.mark.docker
 def test_no_container_is_left_behind(
     venv_image: str,
     docker_host: str,

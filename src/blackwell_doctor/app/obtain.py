@@ -142,9 +142,16 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
                 if t not in targets:
                     targets.append(t)
     if request.image is not None:
+        from blackwell_doctor.collect.stack.cache import default_image_cache_path
         from blackwell_doctor.collect.stack.image import read_image_stack
 
-        read = read_image_stack(request.image, data, ptxas_targets=targets, environ=environ)
+        read = read_image_stack(
+            request.image,
+            data,
+            ptxas_targets=targets,
+            environ=environ,
+            cache_path=default_image_cache_path(environ) if request.stack_cache else None,
+        )
         return msgspec.structs.replace(facts, stack=read)
     if request.python is None:
         interpreter = this_interpreter()

@@ -58,11 +58,13 @@ from blackwell_doctor.collect.dockerapi import (
     engine_reason,
     one_line,
 )
+from blackwell_doctor.collect.stack.cache import CachedImage, load_image_cache, save_image
 from blackwell_doctor.collect.stack.inventory import SHARED_OBJECT, Scan, inventory, scan_triples
 from blackwell_doctor.collect.stack.ptxas import BINARY_RELEASE, triton_ptxas
 from blackwell_doctor.collect.stack.toolchain import host_memory_bytes
 from blackwell_doctor.facts.document import Unavailable
 from blackwell_doctor.facts.stack import (
+    GpuPackage,
     ImageSource,
     NvccFacts,
     NvccSource,
@@ -520,10 +522,11 @@ def read_image_stack(
     *,
     ptxas_targets: Sequence[str],
     environ: Mapping[str, str],
+    cache_path: Path | None = None,
     deadline_s: float = DEFAULT_DEADLINE_S,
 ) -> StackFacts | Unavailable:
     """The GPU stack of image ``ref`` (see the module's docstring), or why it could not be
-    read."""
+    read. ``cache_path``: the image cache (collect.stack.cache), None for none."""
     words = data.image
     try:
         client = connect(API_TIMEOUT_S, environ)
@@ -549,7 +552,7 @@ def read_image_stack(
         try:
             box = _Container(client.api, str(container.id), time.monotonic() + deadline_s)
             with tempfile.TemporaryDirectory(prefix="bd-audit-image-") as tmp:
-                return _read(box, ref, image, data, Path(tmp), ptxas_targets)
+                return _read(box, ref, image, data, Path(tmp), ptxas_targets, cache_path)
         except _Deadline:
             return Unavailable(words.deadline.format(image=ref, seconds=f"{deadline_s:g}"))
         finally:
@@ -564,8 +567,37 @@ def read_image_stack(
         client.close()
 
 
+def _stream(
+    box: _Container, sites: list[str], data: StackData, tmp: Path
+) -> tuple[list[GpuPackage], str | None]:
+    """The GPU packages of ``sites`` (each streamed once) and the site directory that holds
+    Triton, if it is there."""
+    work = tmp / "work"
+    work.mkdir()
+    scans = _ImageScans()
+    mirrors = []
+    for i, site in enumerate(sites):
+        folder = tmp / f"site-{i}"
+        folder.mkdir()
+        mirrors.append(str(folder))
+        _stream_site(box, site, folder, work, scans)
+    seen, packages = inventory(mirrors, data, scans)
+    triton_site = None
+    if "triton" in seen:
+        # Triton's folder in the image: its distribution's mirror stands for its site dir.
+        mirror = os.path.normpath(str(seen["triton"].locate_file("")))
+        triton_site = sites[mirrors.index(mirror)] if mirror in mirrors else sites[0]
+    return packages, triton_site
+
+
 def _read(
-    box: _Container, ref: str, image: Any, data: StackData, tmp: Path, targets: Sequence[str]
+    box: _Container,
+    ref: str,
+    image: Any,
+    data: StackData,
+    tmp: Path,
+    targets: Sequence[str],
+    cache_path: Path | None,
 ) -> StackFacts | Unavailable:
     words = data.image
     config: Mapping[str, Any] = image.attrs.get("Config") or {}
@@ -579,23 +611,19 @@ def _read(
     sites, version = site_dirs(box, python, env, str(config.get("User") or ""))
     if not sites:
         return Unavailable(words.no_site.format(python=python, image=ref))
-    work = tmp / "work"
-    work.mkdir()
-    scans = _ImageScans()
-    mirrors = []
-    for i, site in enumerate(sites):
-        folder = tmp / f"site-{i}"
-        folder.mkdir()
-        mirrors.append(str(folder))
-        _stream_site(box, site, folder, work, scans)
-    seen, packages = inventory(mirrors, data, scans)
-    names = data.backends.environment.names
+    cache = load_image_cache(cache_path) if cache_path is not None else {}
+    hit = cache.get(str(image.id))
+    if hit is not None and hit.sites == sites:
+        packages, triton_site = hit.packages, hit.triton_site
+    else:
+        packages, triton_site = _stream(box, sites, data, tmp)
+        if cache_path is not None:
+            save_image(cache_path, str(image.id), CachedImage(sites, packages, triton_site))
+    names = {p.name for p in packages}
     ptxas: list[PtxasTarget] = []
-    if "triton" in seen:
-        # Triton's folder in the image: its distribution's mirror stands for its site dir.
-        mirror = os.path.normpath(str(seen["triton"].locate_file("")))
-        site = sites[mirrors.index(mirror)] if mirror in mirrors else sites[0]
-        ptxas = _ptxas(box, f"{site}/triton/backends/nvidia/bin", targets, env, data)
+    if triton_site is not None:
+        bin_dir = f"{triton_site}/triton/backends/nvidia/bin"
+        ptxas = _ptxas(box, bin_dir, targets, env, data)
     return StackFacts(
         python=python,
         python_version=version or "unknown",
@@ -603,12 +631,13 @@ def _read(
         packages=packages,
         ptxas=ptxas,
         ptxas_not_run=(
-            words.ptxas_not_run.format(image=ref) if "triton" in seen and not ptxas else None
+            words.ptxas_not_run.format(image=ref) if "triton" in names and not ptxas else None
         ),
-        nvcc=_nvcc(box, env, dirs) if "flashinfer-python" in seen else None,
+        nvcc=_nvcc(box, env, dirs) if "flashinfer-python" in names else None,
         max_jobs=env.get("MAX_JOBS"),
         cpus=os.cpu_count(),
         memory_bytes=host_memory_bytes(),
-        environment={n: env[n][:256] for n in names if n in env},
+        cached_files=sum(p.shared_objects for p in packages) if hit is not None else 0,
+        environment={n: env[n][:256] for n in data.backends.environment.names if n in env},
         image=ImageSource(ref=ref, id=str(image.id), interpreter_from=how),
     )
