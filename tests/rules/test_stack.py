@@ -161,3 +161,27 @@ def test_a_packages_cubins_are_judged_together_as_per_gpu_variants() -> None:
         GpuPackage(name="flashinfer-cubin", version="0", files=files[:2]), (12, 0), None
     )
     assert hopper.verdict is Verdict.NO_KERNEL
+
+
+def test_an_image_ptxas_is_judged_by_its_release_or_said_not_run() -> None:
+    """audit --image runs nothing of the image: its ptxas answer is its CUDA release
+    (PtxasTarget.by = "release"), or, without one, "not evaluated" (never a pass)."""
+    from blackwell_doctor.facts.stack import GpuPackage, PtxasTarget, StackFacts
+    from blackwell_doctor.report.results import Status
+    from tests.factsutil import load, replace, result
+
+    triton = GpuPackage(name="triton", version="3.3.1")
+    base = StackFacts(python="/opt/venv/bin/python3", python_version="3.11", site_dirs=[])
+    words = load_stack_data().image.ptxas_not_run.format(image="img:1")
+    facts = replace(load("sm120-driver580"), stack=replace(base, packages=[triton]))
+    not_run = replace(facts, stack=replace(facts.stack, ptxas_not_run=words))
+    got = result(not_run, "stack.triton_ptxas")
+    assert got.status is Status.ERROR
+    assert "not run: the image was not started" in got.summary
+    known = PtxasTarget(
+        target="sm_120a", path="/x/ptxas-blackwell", source="bundled", version="12.8",
+        ok=True, by="release",
+    )  # fmt: skip
+    got = result(replace(facts, stack=replace(facts.stack, ptxas=[known])), "stack.triton_ptxas")
+    assert got.status is Status.PASS
+    assert "knows it by its CUDA release" in got.summary

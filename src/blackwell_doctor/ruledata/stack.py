@@ -63,6 +63,18 @@ class CudaLibrary(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         return low is not None and high is not None and low <= cc <= high
 
 
+class ImageWords(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What ``audit --image`` says when it cannot do a part of the audit (checks/stack.toml
+    [image])."""
+
+    ptxas_not_run: str
+    ptxas_too_old: str
+    not_found: str
+    no_python: str
+    no_site: str
+    deadline: str
+
+
 ForecastLayer = Literal["moe", "attention"]
 ForecastVerdict = Literal["native", "fallback", "fails"]
 
@@ -160,6 +172,7 @@ class StackData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     cold_start: ColdStart
     jit: Jit
     cuda_library: list[CudaLibrary]
+    image: ImageWords
     # checks/backends.toml, filled by load_stack_data.
     backends: BackendData = msgspec.field(
         default_factory=lambda: BackendData(environment=ForecastEnvironment(names=[]), forecast=[])

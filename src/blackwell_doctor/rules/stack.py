@@ -317,7 +317,8 @@ def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
         return not_evaluated("no GPU compute capability in the facts to judge the stack against")
     isa = driver_isa(facts, rules.stack)
     evidence: Evidence = {
-        "python": f"{s.python} ({s.python_version})",
+        "python": f"{s.python} ({s.python_version})"
+        + (f" in image {s.image.ref} ({s.image.interpreter_from})" if s.image else ""),
         "driver PTX ISA": "unknown" if isa is None else f"{isa[0]}.{isa[1]}",
     }
     worst = Verdict.NATIVE
@@ -400,11 +401,21 @@ def _fix(data: StackData, package: str, cc: tuple[int, int]) -> str:
     return f"{package}: {text} (sources: {', '.join(row.sources)})"
 
 
+# How a target's ptxas answer was had (facts.stack.PtxasTarget.by): a compile on this
+# host, or (audit --image, nothing of the image run) the CUDA release in its binary.
+_PTXAS_OK = {
+    "compiled": "compiles",
+    "release": "knows it by its CUDA release (read from the binary; the image was not started)",
+}
+
+
 @check("stack.triton_ptxas")
 def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
     s = _stack(facts)
     if isinstance(s, Outcome):
         return s
+    if s.ptxas_not_run is not None:
+        return not_evaluated(f"Triton's ptxas was {s.ptxas_not_run}")
     if not s.ptxas:
         return skipped("Triton is not installed in this environment")
     ccs = _ccs(facts)
@@ -417,13 +428,14 @@ def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
         )
     evidence: Evidence = {
         r.target: f"{r.path} ({r.source}, CUDA {r.version or 'unknown'}): "
-        + ("compiles" if r.ok else f"fails: {r.detail}")
+        + (_PTXAS_OK[r.by] if r.ok else f"fails: {r.detail}")
         for r in judged
     }
     failed = [r for r in judged if not r.ok]
     if not failed:
         return passed(
-            f"Triton's ptxas compiles for {', '.join(r.target for r in judged)}", **evidence
+            f"Triton's ptxas {_PTXAS_OK[judged[0].by]} for {', '.join(r.target for r in judged)}",
+            **evidence,
         )
     first = failed[0]
     return Outcome(
