@@ -1,8 +1,11 @@
 """What the collective test (issue 26) costs on this host: wall time of
-``run_collective`` (NCCL all-reduce over every pair and all GPUs, one child per run) and of
+``run_collective`` (NCCL all-reduce over every pair and all GPUs, one child per run, then
+per pair the peer-write tests: CUDA IPC, symmetric memory and atomics, in two children
+started together) and of
 ``run_link_load`` (each GPU's link read under host-to-device copies), once cold and then
 ``--repeat`` times warm, with the bus bandwidth each run measured. Goal on 2 GPUs: the
-collective test under 3 s warm.
+collective test under 3 s warm. Runs against whichever blackwell_doctor is on PYTHONPATH
+(the device script also points it at the code before a change, for the baseline).
 
     PYTHONPATH=src python3 benchmarks/collective_cost.py [--gpus N] [--repeat 5] [--json out.json]
 """
@@ -53,6 +56,7 @@ def main() -> int:
                     "failure": r.failure,
                     "time_ms": None if r.time_s is None else round(r.time_s * 1e3, 3),
                     "busbw_gbps": r.busbw_gbps,
+                    "atomic": getattr(r, "atomic", None),  # absent before the atomics test
                 }
                 for r in facts.runs
             ],
@@ -76,6 +80,12 @@ def main() -> int:
     without_s = round(time.monotonic() - started, 3)
     if isinstance(without, CollectiveFacts):
         print(f"warm, without the symmetric-memory pair test: collective {without_s:.3f} s")
+    # What the pair tests add in all: one more warm run of the NCCL runs alone.
+    started = time.monotonic()
+    nccl_only = run_collective(args.gpus, run_timeout_s=60, timeout_s=240, ipc=False, symm=False)
+    nccl_only_s = round(time.monotonic() - started, 3)
+    if isinstance(nccl_only, CollectiveFacts):
+        print(f"warm, NCCL runs only (no pair test): collective {nccl_only_s:.3f} s")
     walls = [(float(str(r["collective_s"])), float(str(r["link_load_s"]))) for r in rows]
     warm = [c for c, _ in walls[1:]]
     if warm:
@@ -88,7 +98,11 @@ def main() -> int:
         )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"runs": rows, "without_symm_s": without_s}, fh, indent=2)
+            json.dump(
+                {"runs": rows, "without_symm_s": without_s, "nccl_only_s": nccl_only_s},
+                fh,
+                indent=2,
+            )
     return 0
 
 

@@ -3,7 +3,9 @@ same run, at several fleet sizes (default 1,000 to 10,000 nodes).
 
 It writes N facts files, one per node (``node00001.json`` ...), cycling through every facts
 fixture (1 to 8 GPUs; the 8-GPU B200 node carries all 28 P2P pairs), each with its own
-hostname, collection time and GPU UUIDs: a fleet of the fixtures' kinds of machine. The
+hostname, collection time and GPU UUIDs: a fleet of the fixtures' kinds of machine (with
+``--distinct``, each also its own ``host_root``: no two nodes judge alike, so none takes
+another's verdict, as in a fleet collected with its probes' or bench runs' figures). The
 fleet judges each distinct configuration once (``fleet.judge.IDENTITY_FIELDS``: what no
 check reads) and every file is still read and decoded; the pool's workers each judge the
 configurations of their chunks again. Then, alternating, ``--repeat`` times each:
@@ -23,6 +25,7 @@ Correctness, untimed: the fleet must judge all N nodes and no file may be unjudg
 otherwise it exits 1.
 
     .venv/bin/python benchmarks/fleet_scale.py [--nodes 1000 5000 10000] [--repeat 3]
+        [--cpu] [--no-pool] [--distinct]
 
 ``--against OTHER/src`` compares two trees on the same files: each round runs, for each size,
 one child process per tree (``PYTHONPATH`` the other tree's ``src``, then this one's), which
@@ -52,7 +55,9 @@ from blackwell_doctor.render.formats import FleetFormat
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "facts"
 
 
-def generate(directory: Path, nodes: int) -> list[Path]:
+def generate(directory: Path, nodes: int, distinct: bool = False) -> list[Path]:
+    """``distinct``: every node's facts differ in a field the judgment key holds (its own
+    ``host_root``), as in a fleet collected with its probes' figures: no verdict is reused."""
     templates = [decode_facts(p.read_bytes()) for p in sorted(FIXTURES.glob("*.json"))]
     paths = []
     for i in range(nodes):
@@ -71,6 +76,7 @@ def generate(directory: Path, nodes: int) -> list[Path]:
             collected_at=f"2026-11-23T04:{i // 60 % 60:02d}:{i % 60:02d}Z",
             platform=msgspec.structs.replace(facts.platform, hostname=name),
             nvml=nvml,
+            host_root=f"/nodes/{name}" if distinct else facts.host_root,
         )
         path = directory / f"{name}.json"
         path.write_bytes(encode_facts(facts))
@@ -113,7 +119,12 @@ def child(directory: Path, nodes: int, pick: int) -> int:
 
 
 def against(
-    other_src: Path, sizes: list[int], repeat: int, cpu: bool, json_out: Path | None = None
+    other_src: Path,
+    sizes: list[int],
+    repeat: int,
+    cpu: bool,
+    json_out: Path | None = None,
+    distinct: bool = False,
 ) -> int:
     """Interleaved rounds of the other tree and this one on the same files (see above)."""
     this_src = Path(__file__).resolve().parents[1] / "src"
@@ -127,7 +138,7 @@ def against(
         for n in sizes:
             dirs[n] = Path(tmp) / str(n)
             dirs[n].mkdir()
-            generate(dirs[n], n)
+            generate(dirs[n], n, distinct)
         runs: dict[tuple[str, int], list[dict[str, float]]] = {}
         for _ in range(repeat):
             for n in sizes:
@@ -162,10 +173,12 @@ def against(
                 }
             )
     if json_out is not None:
-        # One file holds both measures (a --cpu run and a wall run): this run's replaces its own.
+        # One file holds every measure (cpu, wall, each also -distinct): this run's replaces
+        # its own.
         doc = json.loads(json_out.read_text(encoding="utf-8")) if json_out.exists() else {}
         doc.update(floor="msgspec-decoding the same files", runs=repeat)
-        doc["cpu" if cpu else "wall"] = {"load": round(os.getloadavg()[0], 1), "rows": table}
+        measure = ("cpu" if cpu else "wall") + ("-distinct" if distinct else "")
+        doc[measure] = {"load": round(os.getloadavg()[0], 1), "rows": table}
         json_out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return 0
 
@@ -176,6 +189,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
     parser.add_argument("--no-pool", action="store_true", help="serial only")
+    parser.add_argument(
+        "--distinct", action="store_true", help="every node's facts differ (no verdict reused)"
+    )
     parser.add_argument("--against", type=Path, help="another tree's src: before/after")
     parser.add_argument("--json", type=Path, help="with --against: write the figures here")
     parser.add_argument("--child", nargs=2, metavar=("DIR", "NODES"), help=argparse.SUPPRESS)
@@ -183,12 +199,12 @@ def main() -> int:
     if args.child:
         return child(Path(args.child[0]), int(args.child[1]), 1 if args.cpu else 0)
     if args.against:
-        return against(args.against, args.nodes, args.repeat, args.cpu, args.json)
+        return against(args.against, args.nodes, args.repeat, args.cpu, args.json, args.distinct)
     jobs = default_jobs()
     pick = 1 if args.cpu else 0
     print(
         f"{'CPU' if args.cpu else 'wall'} seconds, median of {args.repeat} interleaved runs; "
-        f"load {os.getloadavg()[0]:.1f}"
+        f"load {os.getloadavg()[0]:.1f}{'; every node distinct' if args.distinct else ''}"
     )
     print(
         f"python {sys.version.split()[0]}, msgspec {msgspec.__version__}, "
@@ -203,7 +219,7 @@ def main() -> int:
         for n in args.nodes:
             directory = Path(tmp) / str(n)
             directory.mkdir()
-            paths = generate(directory, n)
+            paths = generate(directory, n, args.distinct)
             base, serial, pool = [], [], []
             for _ in range(args.repeat):
                 base.append(baseline(paths)[pick])

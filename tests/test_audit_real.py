@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,14 +18,20 @@ from typing import Any
 
 import pytest
 
-from blackwell_doctor.collect.stack.fatbin import NotElf, scan_file, scan_loaded
+from blackwell_doctor.collect.stack.fatbin import NotElf, scan_containers, scan_file, scan_loaded
 from blackwell_doctor.collect.stack.interpreter import Interpreter
 from blackwell_doctor.collect.stack.inventory import read_stack
+from blackwell_doctor.facts.stack import KernelFile, KernelUnit
 from blackwell_doctor.ruledata.stack import load_stack_data
+from blackwell_doctor.rules.stack import Verdict, judge_file
 from tests.cli import run
 from tests.conftest import FACTS_FIXTURES, REPO, require_component
 
 _LISTED = re.compile(r"^(?:ELF|PTX) file\s+\d+: .*\.(sm_\w+?)\.(?:cubin|ptx)$", re.M)
+# cuobjdump's plain dump (no option) heads every entry of a fatbin with its kind and
+# architecture, LTO-IR included ("Fatbin nvvm code"), which --list-elf/--list-ptx leave out.
+_DUMPED = re.compile(r"^Fatbin (elf|ptx|nvvm) code:\n=+\narch = (sm_\w+)$", re.M)
+_DUMP_KIND = {"sass": "elf", "ptx": "ptx", "lto": "nvvm"}
 
 
 def _cached(script: str, what: str) -> Path:
@@ -256,7 +263,7 @@ def test_libcufft_keeps_its_kernels_in_ldata_which_cuobjdump_does_not_list(
     while off >= 0:
         offsets.append(off)
         off = data.find(magic, off + 1)
-    compared = 0
+    compared = lto = 0
     for off in offsets[:: len(offsets) // 40]:
         size = 16 + int.from_bytes(data[off + 8 : off + 16], "little")
         (unit,) = scan_loaded(data, off, off + size)
@@ -268,8 +275,97 @@ def test_libcufft_keeps_its_kernels_in_ldata_which_cuobjdump_does_not_list(
         assert [t.cuobjdump_name for t in unit if t.kind == "ptx"] == _cuobjdump(
             tool, "--list-ptx", blob
         )
+        # Every entry, LTO-IR (kind 8) included, against cuobjdump's plain dump.
+        dump = subprocess.run([str(tool), str(blob)], capture_output=True, text=True).stdout
+        assert [(_DUMP_KIND[t.kind], t.cuobjdump_name) for t in unit] == _DUMPED.findall(dump)
         compared += 1
+        lto += any(t.kind == "lto" for t in unit)
     assert compared >= 40
+    assert lto >= 10  # about half of the containers are cuFFT's LTO-IR (lto_75)
+
+
+def test_libcufft_lto_ir_is_linked_by_its_own_nvjitlink(wheels: Path) -> None:
+    """cuFFT's LTO-IR (kind 8, lto_75: its LTO callbacks) sits in the data it loads itself,
+    and the library carries nvJitLink (its __nvJitLink* entry points, linked in statically)
+    to compile it for the GPU: judged alone, those real containers are a JIT at first use
+    (nvJitLink), never a kernel the driver loads; the same LTO-IR in .nv_fatbin would be
+    no kernel (CUDA 12.0+ drivers compile only PTX)."""
+    lib = wheels / "nvidia" / "cu13" / "lib" / "libcufft.so.12"
+    assert b"__nvJitLinkAddData" in lib.read_bytes()
+    scan = scan_file(str(lib))
+    lto = [u for u in scan.loaded if u and all(t.kind == "lto" for t in u)]
+    assert len(lto) > 10000
+    assert {t.name for u in lto for t in u} == {"lto_75"}
+    size = sum(max(t.size for t in u) for u in lto)
+    only_lto = KernelUnit(lto=["lto_75"], count=len(lto), lto_bytes=size)
+    stub = KernelUnit(sass=[t.name for t in scan.targets])  # the kernel-less sm_75 cubin
+    f = KernelFile(path=lib.name, size=lib.stat().st_size, units=[stub], loaded=[only_lto])
+    data = load_stack_data()
+    for cc in ((9, 0), (12, 0), (12, 1)):
+        v = judge_file(f, cc, (9, 0), data.jit.warn_bytes)
+        assert v.verdict is Verdict.JIT, (cc, v)  # ~80 MiB of LTO-IR: more than [jit] warn_bytes
+        assert v.lto_bytes == size
+        assert "nvJitLink at first use" in v.reason
+    in_fatbin = KernelFile(path=lib.name, size=1, units=[stub, only_lto])
+    v = judge_file(in_fatbin, (12, 0), (9, 0), data.jit.warn_bytes)
+    assert v.verdict is Verdict.NO_KERNEL
+    assert "which the driver does not load" in v.reason
+
+
+_LTO_KERNEL = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n'
+
+
+def test_nvcc_lto_ir_fatbins_equal_cuobjdump_and_the_driver_path_has_no_kernel(
+    wheels: Path, tmp_path: Path
+) -> None:
+    """Real LTO-IR from nvcc (skipped where there is none): a -fatbin of lto_90 and lto_120
+    (what a library keeps and links with nvJitLink itself) and a shared object built for
+    sm_90 plus lto_90. The entries read equal cuobjdump's plain dump; nvlink refuses a
+    shared object with LTO-IR alone ("not JIT-able"), and on 12.0 the sm_90 + lto_90 one
+    has no kernel the driver loads."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    tool = wheels / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    src = tmp_path / "k.cu"
+    src.write_text(_LTO_KERNEL)
+
+    def build(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = [nvcc, *args, "-o", str(out), str(src)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+    def dumped(path: Path) -> list[tuple[str, str]]:
+        out = subprocess.run([str(tool), str(path)], capture_output=True, text=True).stdout
+        return _DUMPED.findall(out)
+
+    lto = ["-gencode", "arch=compute_90,code=lto_90"]
+    fatbin = tmp_path / "k.fatbin"
+    build(fatbin, "-fatbin", *lto, "-gencode", "arch=compute_120,code=lto_120").check_returncode()
+    data = fatbin.read_bytes()
+    (unit,) = scan_containers(data, 0, len(data))
+    assert [t.name for t in unit] == ["lto_90", "lto_120"]
+    assert [(_DUMP_KIND[t.kind], t.cuobjdump_name) for t in unit] == dumped(fatbin)
+    shared = ["-shared", "-Xcompiler", "-fPIC"]
+    refused = build(tmp_path / "libonly.so", *shared, *lto)
+    assert refused.returncode != 0
+    assert "not JIT-able" in refused.stderr
+    lib = tmp_path / "libk.so"
+    build(lib, *shared, "-gencode", "arch=compute_90,code=sm_90", *lto).check_returncode()
+    scan = scan_file(str(lib))
+    assert [(_DUMP_KIND[t.kind], t.cuobjdump_name) for t in scan.targets] == dumped(lib)
+    assert {t.name for t in scan.targets} == {"sm_90", "lto_90"}
+    units = [
+        KernelUnit(
+            sass=[t.name for t in u if t.kind == "sass"],
+            lto=[t.name for t in u if t.kind == "lto"],
+        )
+        for u in scan.units
+    ]
+    f = KernelFile(path=lib.name, size=lib.stat().st_size, units=units)
+    assert judge_file(f, (9, 0), (9, 0)).verdict is Verdict.NATIVE
+    v = judge_file(f, (12, 0), (9, 0))
+    assert v.verdict is Verdict.NO_KERNEL
+    assert "LTO-IR in .nv_fatbin, which the driver does not load" in v.reason
 
 
 def test_libcufile_is_five_small_kernels_and_ptx(wheels: Path) -> None:
@@ -325,7 +421,7 @@ def test_audit_model_dir_runs_the_backend_forecast_and_records_forcing_variables
     doc = json.loads(r.out)
     got = {x["id"]: x for x in doc["results"]}
     assert got["stack.backends"]["status"] == "skip"
-    assert "no serving runtime (vllm, sglang)" in got["stack.backends"]["summary"]
+    assert "no serving runtime (vllm, sglang, tensorrt-llm)" in got["stack.backends"]["summary"]
     assert doc["facts"]["model"]["quantization"]["method"] == "mxfp4"
     assert doc["facts"]["stack"]["environment"] == {"VLLM_ATTENTION_BACKEND": "CUTLASS_MLA"}
 

@@ -441,3 +441,22 @@ def test_decompression_ahead_stops_when_the_scan_stops(tmp_path: Path) -> None:
     assert first
     chunks.close()  # type: ignore[attr-defined]
     assert not [t for t in threading.enumerate() if t.name == "scan-logs-gunzip"]
+
+
+def test_a_long_line_fed_in_small_chunks_is_carried_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sources hand 1 MiB chunks: a line of many chunks grows one carry in place (its
+    length in copies, not the square of it) and finds what the line fed whole finds."""
+    monkeypatch.setattr(matcher, "LONG_LINE_BYTES", 1 << 16)
+    literal = b"No NvFp4 MoE backend supports the deployment configuration."
+    data = b"first\n" + b"y" * 150_000 + literal + b"z" * 150_000 + b"\nlast\n"
+    whole = SourceScanner(load_catalogue(), "long")
+    whole.feed(data)
+    pieces = SourceScanner(load_catalogue(), "long")
+    for at in range(0, len(data), 1000):
+        pieces.feed(data[at : at + 1000])
+        assert len(pieces._carry) <= (1 << 16) + 1000
+    (finding,) = pieces.finish()
+    assert [finding] == whole.finish()
+    assert (finding.line, pieces.lines) == (2, 3)

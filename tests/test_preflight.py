@@ -314,63 +314,6 @@ def test_a_hanging_run_is_killed_at_its_deadline_and_the_fallback_is_tried() -> 
     assert elapsed < 60
 
 
-# Both sides of the CUDA IPC test as processes speaking the protocol: the owner prints a
-# handle and waits for the writer's mark (a file standing in for GPU memory); the writer
-# starts only once the handle was printed, and writes the mark unless told to hang.
-_IPC_CHILD = textwrap.dedent(
-    """
-    import json, os, sys, time
-    job = json.loads(sys.argv[-1]); mark = os.environ["MARK"]
-    def say(**line):
-        sys.stdout.write(json.dumps(line) + "\\n"); sys.stdout.flush()
-    if job["job"] == "ipc-export":
-        say(event="stage", stage="ipc-export")
-        say(event="handle", handle="ab" * 64)
-        say(event="stage", stage="ipc-wait")
-        while not os.path.exists(mark):
-            time.sleep(0.01)
-        say(event="result", correct=open(mark).read() == "ab" * 64)
-        say(event="done")
-    else:
-        say(event="stage", stage="ipc-write")
-        if os.environ.get("WRITER_HANGS"):
-            time.sleep(600)
-        open(mark, "w").write(job["handle"])
-        say(event="done")
-    """
-)
-
-
-def test_ipc_pair_passes_the_handle_and_checks_what_landed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from blackwell_doctor.collect.probe.collective import run_ipc_pair
-
-    monkeypatch.setenv("MARK", str(tmp_path / "mark"))
-
-    run = run_ipc_pair(0, 1, timeout_s=10, argv=[sys.executable, "-c", _IPC_CHILD])
-
-    assert run.path == "cuda-ipc"
-    assert run.gpus == [0, 1]
-    assert run.correct is True
-    assert run.failure is None
-
-
-def test_ipc_writer_that_hangs_is_killed_and_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from blackwell_doctor.collect.probe.collective import run_ipc_pair
-
-    monkeypatch.setenv("MARK", str(tmp_path / "mark"))
-    monkeypatch.setenv("WRITER_HANGS", "1")
-    started = time.monotonic()
-
-    run = run_ipc_pair(0, 1, timeout_s=2, argv=[sys.executable, "-c", _IPC_CHILD])
-
-    assert run.failure == "collective-timeout:2s at ipc-write"
-    assert time.monotonic() - started < 60  # the writer sleeps 600 s: it was killed
-
-
 def test_ipc_failure_with_nccl_working_maps_to_disable_custom_all_reduce() -> None:
     facts = _facts("rtxpro6000x4-preflight.json")
     runs = [

@@ -3,9 +3,9 @@ host-to-device load, the module's flavour, and the NCCL all-reduce over every pa
 GPUs through the libnccl.so.2 found on the host; a real hang (one rank left out, so NCCL
 waits for ever) killed at its deadline and mapped to NCCL_P2P_DISABLE=1, and a real wrong
 sum caught by the comparison; symmetric memory's peer path (a cuMemCreate allocation
-shared as a POSIX fd, imported, mapped and written by the peer process; never multicast)
-per pair, with a forced wrong landing and a forced hang caught and mapped to
-VLLM_ALLREDUCE_USE_SYMM_MEM=0."""
+shared as a POSIX fd, imported, mapped and written by the peer process, then system-scope
+atomic adds through it; never multicast) per pair, with a forced wrong landing, a forced
+hang and atomics forced short caught and mapped to VLLM_ALLREDUCE_USE_SYMM_MEM=0."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from blackwell_doctor.collect.probe.collective import (
     library_label,
     run_collective,
     run_link_load,
-    run_symm_pair,
+    run_pair,
 )
 from blackwell_doctor.collect.probe.collective_protocol import TEST_FAULT_ENV
 from blackwell_doctor.facts.document import (
@@ -130,6 +130,7 @@ def test_every_pair_and_all_gpus_all_reduce_correctly() -> None:
         assert run.failure is None, run
         assert run.correct is True, run
         assert run.multicast in (True, False), run  # the attribute was read
+        assert run.atomic is True, run  # every system-scope add through the mapping landed
     for run in nccl:
         assert run.failure is None, run
         assert run.correct is True
@@ -188,18 +189,37 @@ def _symm(pair: tuple[int, int], fault: str | None, deadline: float) -> tuple[Co
     started = time.monotonic()
     env = {TEST_FAULT_ENV: fault} if fault else None
     argv = [sys.executable, "-m", CHILD_MODULE]
-    run = run_symm_pair(*pair, timeout_s=deadline, argv=argv, env=env)
+    (run,) = run_pair(*pair, timeout_s=deadline, argv=argv, env=env, ipc=False, symm=True)
     return run, time.monotonic() - started
 
 
-def test_symmetric_memory_writes_land_on_every_pair() -> None:
+def test_symmetric_memory_writes_and_atomics_land_on_every_pair() -> None:
     _need_two()
     for a, b in (p for p in gpu_sets(_gpu_count()) if len(p) == 2):
         for owner, writer in ((a, b), (b, a)):
             run, elapsed = _symm((owner, writer), None, 60.0)
             assert run.failure is None, run
             assert run.correct is True, run
+            assert run.atomic is True, run
             assert elapsed < 60.0
+
+
+def test_atomics_that_fall_short_map_to_symm_mem_off() -> None:
+    _need_two()
+    run, _ = _symm((0, 1), "symm-atomic-short", 60.0)
+    assert run.correct is True, run  # the words landed
+    assert run.atomic is False, run
+    assert run.failure is not None, run
+    assert run.failure.startswith("wrong-atomic:atomic: 16128 of 16384 adds landed"), run
+    fixture = Path(__file__).parent / "fixtures" / "facts" / "h200x2-captured.json"
+    host = decode_facts(fixture.read_bytes())
+    nccl = CollectiveRun(gpus=[0, 1], correct=True, time_s=0.0003, busbw_gbps=200.0)
+    ipc = CollectiveRun(gpus=[0, 1], path="cuda-ipc", correct=True)
+    facts = CollectiveFacts(library="x", nccl_version="2.28.9", wall_s=1.0, runs=[nccl, ipc, run])
+    outcome = collective_allreduce(
+        msgspec.structs.replace(host, collective=facts), load_rule_data()
+    )
+    assert (outcome.status, outcome.case) == ("fail", "symm_mem")
 
 
 def test_a_forced_wrong_landing_through_symmetric_memory_maps_to_symm_mem_off() -> None:

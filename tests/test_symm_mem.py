@@ -6,6 +6,7 @@ tests/test_preflight_gpu.py."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 import textwrap
@@ -20,16 +21,18 @@ import pytest
 
 from blackwell_doctor.collect.cuda_driver import CudaFailure
 from blackwell_doctor.collect.probe import _collective_child as child
-from blackwell_doctor.collect.probe.collective import run_collective, run_symm_pair
+from blackwell_doctor.collect.probe.collective import run_collective, run_pair
 from blackwell_doctor.collect.probe.collective_protocol import (
+    ATOMIC_BLOCKS,
+    ATOMIC_THREADS,
+    IPC_PATTERN,
     SYMM_PATTERN,
     DoneLine,
     ErrorLine,
     HandleLine,
+    PairJob,
     ResultLine,
     StageLine,
-    SymmExportJob,
-    SymmImportJob,
 )
 from blackwell_doctor.facts.document import (
     CollectiveFacts,
@@ -50,8 +53,19 @@ class _Obj:
         self.location = types.SimpleNamespace(type=None, id=None)
 
 
+class _IpcHandle:
+    """CUipcMemHandle as cuda-bindings 13 gives it: 64 bytes behind ``getPtr()``."""
+
+    def __init__(self) -> None:
+        self.raw = ctypes.create_string_buffer(64)
+
+    def getPtr(self) -> int:
+        return ctypes.addressof(self.raw)
+
+
 _D = types.SimpleNamespace(
     CUdeviceptr=int,
+    CUipcMemHandle=_IpcHandle,
     CUmemAllocationProp=_Obj,
     CUmemAccessDesc=_Obj,
     CUmemAllocationType=types.SimpleNamespace(CU_MEM_ALLOCATION_TYPE_PINNED="pinned"),
@@ -71,6 +85,7 @@ class _World:
     def __init__(self) -> None:
         self.allocations: dict[int, bytearray] = {}
         self.by_inode: dict[int, int] = {}
+        self.ipc: dict[int, bytearray] = {}
         self.next = 0x10_0000_0000
         self.lock = threading.Lock()
 
@@ -82,9 +97,9 @@ class _World:
 
 class _VmmDriver:
     """A driver for one process: its own mappings and access rights over the world's
-    allocations. ``vmm``/``posix_fd``/``multicast`` are the attributes it reports;
-    ``fail`` names a call that fails with CUDA_ERROR_NOT_SUPPORTED; ``corrupt`` a word the
-    peer copy gets wrong."""
+    allocations (CUDA IPC handles among them). ``vmm``/``posix_fd``/``multicast`` are the
+    attributes it reports; ``fail`` names a call that fails with CUDA_ERROR_NOT_SUPPORTED;
+    ``corrupt`` a word the peer copy gets wrong; ``lost`` atomic adds that never land."""
 
     def __init__(
         self,
@@ -95,6 +110,7 @@ class _VmmDriver:
         multicast: int = 0,
         fail: str = "",
         corrupt: int | None = None,
+        lost: int = 0,
     ) -> None:
         self.d = _D
         self.world = world
@@ -105,6 +121,7 @@ class _VmmDriver:
         }
         self.fail = fail
         self.corrupt = corrupt
+        self.lost = lost
         self.current = -1
         self.mapped: dict[int, bytearray] = {}
         self.access: dict[int, set[int]] = {}
@@ -168,6 +185,26 @@ class _VmmDriver:
             fd = os.memfd_create("fake-vmm-allocation")
             self.world.by_inode[os.fstat(fd).st_ino] = handle
             return fd
+        if function == "cuIpcGetMemHandle":
+            memory, _ = self._resolve(args[0], 4)
+            key = self.world.address(len(memory))
+            self.world.ipc[key] = memory
+            ipc_handle = _IpcHandle()
+            ctypes.memmove(ipc_handle.raw, key.to_bytes(8, "little"), 8)
+            return ipc_handle
+        if function == "cuIpcOpenMemHandle":
+            handle, _ = args
+            memory = self.world.ipc[int.from_bytes(handle.raw[:8], "little")]
+            pointer = self.world.address(len(memory))
+            self.mapped[pointer] = memory
+            self.access[pointer] = {self.current}  # lazily enabled peer access
+            return pointer
+        if function == "cuModuleLoadData":
+            assert args[0].endswith(b"\0")
+            assert b"atom.global.sys.add.u32" in args[0]
+            return "module"
+        if function == "cuModuleGetFunction":
+            return args[1]
         if function == "cuMemImportFromShareableHandle":
             fd, kind = args
             assert kind == "fd"
@@ -193,6 +230,20 @@ class _VmmDriver:
     def attribute(self, device: object, name: str) -> int:
         return self.attributes[name]
 
+    def launch(self, function: object, grid: int, block: int, smem: int, params: Any) -> None:
+        """bd_peer_add: one add of 1 per thread at the counter's address; ``lost`` adds
+        are dropped, as a path without working atomics could drop them."""
+        self.calls.append("cuLaunchKernel")
+        assert function == b"bd_peer_add"
+        (counter,) = params
+        self._writable(counter.value)
+        memory, at = self._resolve(counter.value, 4)
+        value = int.from_bytes(memory[at : at + 4], "little") + grid * block - self.lost
+        memory[at : at + 4] = value.to_bytes(4, "little")
+
+    def free(self, pointer: int) -> None:
+        self.mapped.pop(pointer)
+
     def alloc(self, size: int) -> int:
         pointer = self.world.address(size)
         self.mapped[pointer] = bytearray(size)
@@ -205,29 +256,27 @@ class _VmmDriver:
 
 
 def _pair(
-    tmp_path: Path, owner: _VmmDriver, writer: _VmmDriver, size: int = 4 << 20
+    owner: _VmmDriver,
+    writer: _VmmDriver,
+    size: int = 4 << 20,
+    *,
+    ipc: bool = True,
+    symm: bool = True,
 ) -> tuple[list[object], list[object]]:
-    """Both sides as the parent runs them: the writer once the owner said it listens."""
-    where = str(tmp_path / "s")
+    """Both sides as the parent runs them: started together, joined by a socket pair."""
+    import socket
+
+    owner_end, writer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     owner_lines: list[object] = []
-    ready = threading.Event()
-
-    def owner_emit(line: object) -> None:
-        owner_lines.append(line)
-        if isinstance(line, (HandleLine, ErrorLine)):
-            ready.set()
-
-    job = SymmExportJob(gpu=0, peer=1, socket=where, size_bytes=size, wait_s=5.0)
+    sizes = {"size_bytes": size, "wait_s": 5.0, "ipc": ipc, "symm": symm}
+    job = PairJob(role="owner", gpu=0, peer=1, channel=owner_end.detach(), **sizes)  # type: ignore[arg-type]
     thread = threading.Thread(
-        target=child.run_symm_export,
-        args=(job, owner_emit, owner),
-        daemon=True,
+        target=child.run_pair, args=(job, owner_lines.append, owner), daemon=True
     )
     thread.start()
-    assert ready.wait(10)
     writer_lines: list[object] = []
-    child.run_symm_import(
-        SymmImportJob(gpu=1, socket=where, size_bytes=size, wait_s=5.0),
+    child.run_pair(
+        PairJob(role="writer", gpu=1, peer=0, channel=writer_end.detach(), **sizes),  # type: ignore[arg-type]
         writer_lines.append,
         writer,  # type: ignore[arg-type]
     )
@@ -240,55 +289,82 @@ def _stages(lines: list[object]) -> list[str]:
     return [line.stage for line in lines if isinstance(line, StageLine)]
 
 
-def test_the_peer_writes_through_the_imported_allocation_and_the_owner_sees_every_word(
-    tmp_path: Path,
-) -> None:
+def _checks(lines: list[object]) -> dict[str | None, ResultLine]:
+    return {line.check: line for line in lines if isinstance(line, ResultLine)}
+
+
+def test_both_writes_and_the_atomics_land_and_the_owner_checks_every_word() -> None:
     world = _World()
     owner, writer = _VmmDriver(world, multicast=1), _VmmDriver(world, multicast=1)
 
-    owner_lines, writer_lines = _pair(tmp_path, owner, writer)
+    owner_lines, writer_lines = _pair(owner, writer)
 
-    assert ResultLine(correct=True) in owner_lines
+    assert _checks(owner_lines) == {
+        "cuda-ipc": ResultLine(correct=True, check="cuda-ipc"),
+        "symm-mem": ResultLine(correct=True, check="symm-mem"),
+        "symm-atomic": ResultLine(correct=True, check="symm-atomic"),
+    }
     assert isinstance(owner_lines[-1], DoneLine)
     assert isinstance(writer_lines[-1], DoneLine)
-    assert _stages(owner_lines) == ["symm-export", "symm-wait"]
-    assert _stages(writer_lines) == ["symm-import", "symm-write"]
+    assert _stages(owner_lines) == ["ipc-export", "symm-export", "ipc-wait", "symm-wait"]
+    assert _stages(writer_lines) == [
+        "ipc-open", "ipc-write", "symm-import", "symm-write", "symm-atomic",
+    ]  # fmt: skip
     handle = next(line for line in owner_lines if isinstance(line, HandleLine))
     assert handle.multicast is True
     # The writer mapped the owner's physical allocation, not a copy of it, and gave its own
-    # GPU the access (the fake refuses writes from a GPU without it).
+    # GPU the access (the fake refuses writes from a GPU without it); the counter after the
+    # pattern got one add per thread.
     (allocation,) = world.allocations.values()
+    size = 4 << 20
     assert bytes(allocation[:8]) == SYMM_PATTERN.to_bytes(4, "little") * 2
+    counter = int.from_bytes(allocation[size : size + 4], "little")
+    assert counter == ATOMIC_BLOCKS * ATOMIC_THREADS
+    (ipc_buffer,) = world.ipc.values()
+    assert bytes(ipc_buffer[-4:]) == IPC_PATTERN.to_bytes(4, "little")
     assert any(1 in gpus for gpus in writer.access.values())
     assert "cuMemImportFromShareableHandle" in writer.calls
+    assert "cuIpcOpenMemHandle" in writer.calls
     assert {"cuMemUnmap", "cuMemAddressFree", "cuMemRelease"} <= set(writer.calls)
     # Nothing here ever creates a multicast object.
     assert not [c for c in owner.calls + writer.calls if c.startswith("cuMulticast")]
 
 
-def test_a_word_that_lands_wrong_is_named(tmp_path: Path) -> None:
+def test_a_word_that_lands_wrong_is_named_per_path() -> None:
     world = _World()
 
-    owner_lines, _ = _pair(tmp_path, _VmmDriver(world), _VmmDriver(world, corrupt=7))
+    owner_lines, _ = _pair(_VmmDriver(world), _VmmDriver(world, corrupt=7))
 
-    result = next(line for line in owner_lines if isinstance(line, ResultLine))
-    assert result.correct is False
-    assert result.detail == "symm: differs from the pattern at word 7"
+    checks = _checks(owner_lines)
+    assert checks["cuda-ipc"].correct is False
+    assert checks["cuda-ipc"].detail == "ipc: differs from the pattern at word 7"
+    assert checks["symm-mem"].correct is False
+    assert checks["symm-mem"].detail == "symm: differs from the pattern at word 7"
 
 
-def test_an_export_the_driver_refuses_is_an_error_at_export(tmp_path: Path) -> None:
+def test_atomics_that_do_not_all_land_are_counted() -> None:
     world = _World()
-    lines: list[object] = []
-    job = SymmExportJob(gpu=0, peer=1, socket=str(tmp_path / "s"), size_bytes=4096, wait_s=1)
 
-    child.run_symm_export(
-        job,
-        lines.append,
-        _VmmDriver(world, fail="cuMemExportToShareableHandle"),  # type: ignore[arg-type]
+    owner_lines, _ = _pair(_VmmDriver(world), _VmmDriver(world, lost=3))
+
+    checks = _checks(owner_lines)
+    assert checks["symm-mem"].correct is True
+    total = ATOMIC_BLOCKS * ATOMIC_THREADS
+    assert checks["symm-atomic"] == ResultLine(
+        correct=False, check="symm-atomic", detail=f"atomic: {total - 3} of {total} adds landed"
     )
 
-    assert lines[-1] == ErrorLine(stage="symm-export", reason="cuda-error-not-supported")
-    assert not (tmp_path / "s").exists()  # never listened: the parent starts no writer
+
+def test_an_export_the_driver_refuses_is_an_error_at_export_and_ipc_still_runs() -> None:
+    world = _World()
+    failing = _VmmDriver(world, fail="cuMemExportToShareableHandle")
+
+    owner_lines, writer_lines = _pair(failing, _VmmDriver(world))
+
+    assert ErrorLine(stage="symm-export", reason="cuda-error-not-supported") in owner_lines
+    assert set(_checks(owner_lines)) == {"cuda-ipc"}
+    assert "symm-import" not in _stages(writer_lines)  # no fd came: nothing to import
+    assert isinstance(writer_lines[-1], DoneLine)
 
 
 @pytest.mark.parametrize(
@@ -299,119 +375,118 @@ def test_an_export_the_driver_refuses_is_an_error_at_export(tmp_path: Path) -> N
     ],
 )
 def test_a_gpu_without_vmm_or_fd_handles_says_which(
-    tmp_path: Path, attributes: dict[str, int], reason: str
+    attributes: dict[str, int], reason: str
 ) -> None:
-    lines: list[object] = []
-    job = SymmExportJob(gpu=0, peer=1, socket=str(tmp_path / "s"), size_bytes=4096, wait_s=1)
-
-    child.run_symm_export(job, lines.append, _VmmDriver(_World(), **attributes))  # type: ignore[arg-type]
-
-    assert lines[-1] == ErrorLine(stage="symm-export", reason=reason)
-
-
-def test_an_import_the_driver_refuses_is_an_error_at_import(tmp_path: Path) -> None:
     world = _World()
 
+    owner = _VmmDriver(world, **attributes)  # type: ignore[arg-type]
+    owner_lines, _ = _pair(owner, _VmmDriver(world), ipc=False)
+
+    assert ErrorLine(stage="symm-export", reason=reason) in owner_lines
+
+
+def test_an_import_the_driver_refuses_ends_the_owners_wait_at_once() -> None:
+    world = _World()
+    started = time.monotonic()
+
     owner_lines, writer_lines = _pair(
-        tmp_path, _VmmDriver(world), _VmmDriver(world, fail="cuMemImportFromShareableHandle")
+        _VmmDriver(world), _VmmDriver(world, fail="cuMemImportFromShareableHandle")
     )
 
-    assert writer_lines[-1] == ErrorLine(stage="symm-import", reason="cuda-error-not-supported")
-    owner_error = next(line for line in owner_lines if isinstance(line, ErrorLine))
-    assert owner_error.reason == "symm-write-not-seen:5s"
+    assert ErrorLine(stage="symm-import", reason="cuda-error-not-supported") in writer_lines
+    # The writer reported its failure: the owner judged nothing it knew never came, and did
+    # not wait out its 5 s for it.
+    assert set(_checks(owner_lines)) == {"cuda-ipc"}
+    assert not [line for line in owner_lines if isinstance(line, ErrorLine)]
+    assert time.monotonic() - started < 5.0
 
 
-def test_a_writer_with_no_owner_to_reach_names_the_socket_error(tmp_path: Path) -> None:
-    lines: list[object] = []
-    job = SymmImportJob(gpu=1, socket=str(tmp_path / "absent"), size_bytes=4096, wait_s=1)
-
-    child.run_symm_import(job, lines.append, _VmmDriver(_World()))  # type: ignore[arg-type]
-
-    assert lines[-1] == ErrorLine(stage="symm-import", reason="symm-socket:ENOENT")
-
-
-def test_the_fd_crosses_the_socket_as_a_descriptor_of_the_same_file(tmp_path: Path) -> None:
+def test_a_writer_whose_owner_is_gone_says_so() -> None:
     import socket
 
-    where = str(tmp_path / "s")
-    fd = os.memfd_create("probe")
-    os.write(fd, b"the owner's allocation")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
-        server.bind(where)
-        server.listen(1)
+    owner_end, writer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    owner_end.close()
+    lines: list[object] = []
+    job = PairJob(role="writer", gpu=1, peer=0, channel=writer_end.detach(), wait_s=1)
 
-        def serve() -> None:
-            conn, _ = server.accept()
-            with conn:
-                socket.send_fds(conn, [child._SIZE.pack(1 << 21)], [fd])
+    child.run_pair(job, lines.append, _VmmDriver(_World()))  # type: ignore[arg-type]
 
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        received, size = child.receive_fd(where, 5.0)
-        thread.join(5)
-    try:
-        assert size == 1 << 21
-        assert received != fd
-        assert os.fstat(received).st_ino == os.fstat(fd).st_ino
-        assert os.pread(received, 64, 0) == b"the owner's allocation"
-    finally:
-        os.close(received)
-        os.close(fd)
+    assert lines[-1] == ErrorLine(stage="ipc-open", reason="pair-owner-gone")
 
 
 # --------------------------------------------------------------------- the parent's runner
 
-# Both sides as processes speaking the protocol: the owner listens on the socket the job
-# names and hands a real fd across; the writer receives it and writes through it (a memfd
-# standing in for the allocation) unless told to hang; the owner checks what landed.
-_SYMM_CHILD = textwrap.dedent(
+# Both sides as processes speaking the protocol over the socket pair the parent hands them:
+# the owner waits for the writer's hello before it sends anything (so the pair only works
+# when both run at once), hands a real fd across (a memfd standing in for the memory), and
+# checks each mark the writer reports; the writer writes the marks unless told to hang.
+_PAIR_CHILD = textwrap.dedent(
     """
-    import json, os, socket, sys, time
+    import json, os, socket, struct, sys, time
     job = json.loads(sys.argv[-1])
+    conn = socket.socket(fileno=job["channel"])
     def say(**line):
         sys.stdout.write(json.dumps(line) + "\\n"); sys.stdout.flush()
-    if job["job"] == "symm-export":
-        say(event="stage", stage="symm-export")
-        fd = os.memfd_create("allocation")
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        server.bind(job["socket"]); server.listen(1)
-        say(event="handle", handle=job["socket"], multicast=False)
-        say(event="stage", stage="symm-wait")
-        conn, _ = server.accept()
-        socket.send_fds(conn, [b"size"], [fd]); conn.close()
-        while os.pread(fd, 4, 0) != b"mark":
-            time.sleep(0.01)
-        say(event="result", correct=True)
+    if job["role"] == "owner":
+        say(event="stage", stage="ipc-export")
+        if os.environ.get("OWNER_DIES"):
+            sys.exit(3)
+        assert conn.recv(16) == b"hello"
+        fd = os.memfd_create("allocation"); os.ftruncate(fd, 12)
+        socket.send_fds(conn, [struct.pack("<Q", 12) + b"h" * 64], [fd])
+        say(event="handle", handle=(b"h" * 64).hex(), multicast=False)
+        say(event="stage", stage="ipc-wait")
+        want = {"cuda-ipc": (0, b"ipcw"), "symm-mem": (4, b"symw"), "symm-atomic": (8, b"atom")}
+        while want:
+            name = conn.recv(64).decode().partition(":")[0]
+            if not name:
+                break
+            at, mark = want.pop(name)
+            say(event="result", check=name, correct=os.pread(fd, 4, at) == mark)
         say(event="done")
     else:
+        say(event="stage", stage="ipc-open")
+        try:
+            conn.send(b"hello")
+            message, fds, _, _ = socket.recv_fds(conn, 72, 1)
+        except OSError:
+            message = b""
+        if not message:
+            say(event="error", stage="ipc-open", reason="pair-owner-gone")
+            sys.exit(0)
+        say(event="stage", stage="ipc-write")
+        os.pwrite(fds[0], b"ipcw", 0); conn.send(b"cuda-ipc:written")
         say(event="stage", stage="symm-import")
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); conn.connect(job["socket"])
-        _, fds, _, _ = socket.recv_fds(conn, 8, 1)
         say(event="stage", stage="symm-write")
         if os.environ.get("WRITER_HANGS"):
             time.sleep(600)
-        os.pwrite(fds[0], b"mark", 0)
+        os.pwrite(fds[0], b"symw", 4); conn.send(b"symm-mem:written")
+        say(event="stage", stage="symm-atomic")
+        os.pwrite(fds[0], b"atom", 8); conn.send(b"symm-atomic:written")
         say(event="done")
     """
 )
 
 
-def test_symm_pair_passes_the_fd_in_a_private_folder_and_checks_what_landed(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
+def test_pair_starts_both_children_together_and_reads_each_check() -> None:
+    ipc, symm = run_pair(0, 1, timeout_s=20, argv=[sys.executable, "-c", _PAIR_CHILD])
 
-    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert (ipc.path, symm.path) == ("cuda-ipc", "symm-mem")
+    assert ipc.gpus == symm.gpus == [0, 1]
+    assert (ipc.failure, ipc.correct) == (None, True), ipc
+    assert (symm.failure, symm.correct) == (None, True), symm
+    assert symm.atomic is True
+    assert symm.multicast is False
+    assert (ipc.atomic, ipc.multicast) == (None, None)
+    assert (ipc.stage, symm.stage) == ("ipc-write", "symm-atomic")
 
-    run = run_symm_pair(0, 1, timeout_s=10, argv=[sys.executable, "-c", _SYMM_CHILD])
 
-    assert run.path == "symm-mem"
-    assert run.gpus == [0, 1]
-    assert run.failure is None, run
-    assert run.correct is True
-    assert run.multicast is False
-    assert list(tmp_path.iterdir()) == []  # the socket's folder is removed
+def test_an_ipc_only_pair_lists_one_run() -> None:
+    (ipc,) = run_pair(
+        0, 1, timeout_s=20, argv=[sys.executable, "-c", _PAIR_CHILD], ipc=True, symm=False
+    )
+
+    assert (ipc.path, ipc.failure, ipc.correct, ipc.atomic) == ("cuda-ipc", None, True, None)
 
 
 def test_symm_writer_that_hangs_is_killed_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -419,23 +494,36 @@ def test_symm_writer_that_hangs_is_killed_and_named(monkeypatch: pytest.MonkeyPa
     started = time.monotonic()
 
     # 8 s: room for two interpreter starts on a loaded machine before the writer hangs.
-    run = run_symm_pair(0, 1, timeout_s=8, argv=[sys.executable, "-c", _SYMM_CHILD])
+    ipc, symm = run_pair(0, 1, timeout_s=8, argv=[sys.executable, "-c", _PAIR_CHILD])
 
-    assert run.failure == "collective-timeout:8s at symm-write"
-    assert run.correct is None
+    assert (ipc.failure, ipc.correct) == (None, True), ipc  # written before the hang
+    assert symm.failure == "collective-timeout:8s at symm-write"
+    assert symm.correct is None
     assert time.monotonic() - started < 60  # the writer sleeps 600 s: it was killed
+
+
+def test_an_owner_that_dies_ends_the_pair_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OWNER_DIES", "1")
+    started = time.monotonic()
+
+    runs = run_pair(0, 1, timeout_s=30, argv=[sys.executable, "-c", _PAIR_CHILD])
+
+    assert [r.failure for r in runs] == ["collective-child-exited-early:rc=3 at ipc-export"] * 2
+    assert all(r.correct is None for r in runs)
+    # Not the 30 s deadline: the writer saw the owner's end close with it.
+    assert time.monotonic() - started < 25
 
 
 def test_run_collective_tests_symmetric_memory_per_pair_only_when_asked() -> None:
     facts = run_collective(
-        3, timeout_s=60, run_timeout_s=10, child_argv=[sys.executable, "-c", _SYMM_CHILD],
+        3, timeout_s=60, run_timeout_s=10, child_argv=[sys.executable, "-c", _PAIR_CHILD],
         ipc=False, symm=True,
     )  # fmt: skip
 
     assert isinstance(facts, CollectiveFacts)
     symm = [r for r in facts.runs if r.path == "symm-mem"]
     assert [r.gpus for r in symm] == [[0, 1], [0, 2], [1, 2]]
-    assert all(r.correct is True for r in symm)
+    assert all(r.correct is True and r.atomic is True for r in symm)
     assert not [r for r in facts.runs if r.path == "cuda-ipc"]
 
 
@@ -468,6 +556,9 @@ _WORKING = [
         ("cuda-error-not-supported at symm-import", None, "warn"),
         ("collective-timeout:15s at symm-write", None, "fail"),
         ("wrong-data:symm: differs from the pattern at word 7", False, "fail"),
+        # The words landed, the peer's atomics did not add up: the signals symmetric
+        # memory's barriers take would be lost.
+        ("wrong-atomic:atomic: 16128 of 16384 adds landed", True, "fail"),
     ],
 )
 def test_symm_failure_with_nccl_and_ipc_working_maps_to_vllm_symm_mem_off(
@@ -500,6 +591,12 @@ def test_a_working_symm_write_passes_and_is_in_the_evidence() -> None:
     assert outcome.status.value == "pass"
     assert outcome.evidence["GPU1 writes GPU0 through symmetric memory"] == "ok"
 
+    runs[-1] = msgspec.structs.replace(runs[-1], atomic=True)
+    outcome = collective_allreduce(_host_with(runs), load_rule_data())  # type: ignore[arg-type]
+    assert outcome.evidence["GPU1 writes GPU0 through symmetric memory"] == (
+        "ok, system-scope atomics through it add up"
+    )
+
 
 def test_facts_from_before_the_symm_test_read_as_they_were() -> None:
     # Written by collect on 2x H200 before this test existed (the issue-26 device evidence).
@@ -516,52 +613,64 @@ def test_facts_from_before_the_symm_test_read_as_they_were() -> None:
 
 
 def test_the_wrong_landing_seam_is_caught_by_the_real_comparison(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from blackwell_doctor.collect.probe.collective_protocol import TEST_FAULT_ENV
 
     monkeypatch.setenv(TEST_FAULT_ENV, "symm-wrong")
     world = _World()
 
-    owner_lines, writer_lines = _pair(tmp_path, _VmmDriver(world), _VmmDriver(world))
+    owner_lines, writer_lines = _pair(_VmmDriver(world), _VmmDriver(world))
 
     assert isinstance(writer_lines[-1], DoneLine)
-    result = next(line for line in owner_lines if isinstance(line, ResultLine))
-    assert result == ResultLine(correct=False, detail="symm: differs from the pattern at word 1")
+    checks = _checks(owner_lines)
+    assert checks["cuda-ipc"].correct is True
+    detail = "symm: differs from the pattern at word 1"
+    assert checks["symm-mem"] == ResultLine(correct=False, check="symm-mem", detail=detail)
+
+
+def test_the_short_atomics_seam_is_caught_by_the_real_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from blackwell_doctor.collect.probe.collective_protocol import TEST_FAULT_ENV
+
+    monkeypatch.setenv(TEST_FAULT_ENV, "symm-atomic-short")
+    world = _World()
+
+    owner_lines, _ = _pair(_VmmDriver(world), _VmmDriver(world))
+
+    checks = _checks(owner_lines)
+    assert checks["symm-mem"].correct is True
+    total = ATOMIC_BLOCKS * ATOMIC_THREADS
+    landed = total - ATOMIC_THREADS  # one block fewer
+    assert checks["symm-atomic"].detail == f"atomic: {landed} of {total} adds landed"
 
 
 def test_the_real_child_without_a_driver_says_so_in_one_line(tmp_path: Path) -> None:
     import json
+    import socket
     import subprocess
 
     from blackwell_doctor.collect.childproc import child_env
 
-    job = {"job": "symm-import", "gpu": 1, "socket": str(tmp_path / "s"), "wait_s": 1}
+    owner_end, writer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    job = {"job": "pair", "role": "writer", "gpu": 1, "peer": 0, "channel": writer_end.fileno()}
     env = child_env({"LD_LIBRARY_PATH": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""})
-    done = subprocess.run(
-        [sys.executable, "-m", child.__name__, json.dumps(job)],
-        capture_output=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    with owner_end, writer_end:
+        done = subprocess.run(
+            [sys.executable, "-m", child.__name__, json.dumps(job)],
+            capture_output=True,
+            env=env,
+            timeout=120,
+            check=False,
+            pass_fds=(writer_end.fileno(),),
+        )
 
     assert done.returncode == 0, done.stderr
     lines = [json.loads(raw) for raw in done.stdout.splitlines()]
-    assert lines[0] == {"event": "stage", "stage": "symm-import"}
+    assert lines[0] == {"event": "stage", "stage": "ipc-open"}
     assert lines[-1]["event"] in ("fatal", "error")  # no GPU here: a reason, no traceback
     assert b"Traceback" not in done.stderr
-
-
-def test_an_owner_that_dies_before_it_listens_ends_the_pair_at_once() -> None:
-    dies = 'import sys; print(\'{"event": "stage", "stage": "symm-export"}\'); sys.exit(3)'
-    started = time.monotonic()
-
-    run = run_symm_pair(0, 1, timeout_s=30, argv=[sys.executable, "-c", dies])
-
-    assert run.failure == "collective-child-exited-early:rc=3 at symm-export"
-    assert run.correct is None
-    assert time.monotonic() - started < 25  # not the 30 s deadline: no writer was started
 
 
 @pytest.mark.parametrize(
@@ -604,30 +713,51 @@ _ALLREDUCE_CHILD = textwrap.dedent(
 )
 
 
-def test_a_pairs_ipc_and_symm_tests_run_side_by_side_and_are_listed_by_path(
+def test_a_pairs_runs_are_listed_by_path_after_the_nccl_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from blackwell_doctor.collect.probe import collective
 
-    # Each side waits for the other at a barrier: run one after the other, it would break.
-    barrier = threading.Barrier(2, timeout=20)
+    asked: list[tuple[int, int, bool, bool]] = []
 
-    def side(path: Any) -> Any:
-        def test(a: int, b: int, **_: Any) -> CollectiveRun:
-            barrier.wait()
-            return CollectiveRun(gpus=[a, b], path=path, correct=True)
+    def pair(a: int, b: int, *, ipc: bool, symm: bool, **_: Any) -> list[CollectiveRun]:
+        asked.append((a, b, ipc, symm))
+        return [
+            CollectiveRun(gpus=[a, b], path="cuda-ipc", correct=True),
+            CollectiveRun(gpus=[a, b], path="symm-mem", correct=True, atomic=True),
+        ]
 
-        return test
-
-    monkeypatch.setattr(collective, "run_ipc_pair", side("cuda-ipc"))
-    monkeypatch.setattr(collective, "run_symm_pair", side("symm-mem"))
+    monkeypatch.setattr(collective, "run_pair", pair)
 
     facts = run_collective(
         3, timeout_s=120, run_timeout_s=30, child_argv=[sys.executable, "-c", _ALLREDUCE_CHILD]
     )
 
     assert isinstance(facts, CollectiveFacts)
+    assert asked == [(0, 1, True, True), (0, 2, True, True), (1, 2, True, True)]
     assert [(r.path, r.gpus) for r in facts.runs if r.path != "nccl"] == [
         ("cuda-ipc", [0, 1]), ("cuda-ipc", [0, 2]), ("cuda-ipc", [1, 2]),
         ("symm-mem", [0, 1]), ("symm-mem", [0, 2]), ("symm-mem", [1, 2]),
     ]  # fmt: skip
+
+
+def test_the_atomics_ptx_assembles_for_hopper_and_blackwell() -> None:
+    """The PTX the writer hands the driver's JIT, put through ptxas (the same compiler) for
+    the compute capabilities the symmetric-memory test runs on; skipped without a CUDA
+    toolkit."""
+    import shutil
+    import subprocess
+
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        pytest.skip("no ptxas (CUDA toolkit) on this machine")
+    source = child._ATOMIC_PTX.rstrip(b"\0")
+    for arch in ("sm_90", "sm_100"):
+        done = subprocess.run(
+            [ptxas, f"-arch={arch}", "-o", os.devnull, "-"],
+            input=source,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, (arch, done.stderr)

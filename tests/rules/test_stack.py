@@ -5,6 +5,7 @@ judged in tests/test_audit_real.py."""
 from __future__ import annotations
 
 import pytest
+from msgspec.structs import replace
 
 from blackwell_doctor.facts.stack import GpuPackage, KernelFile, KernelUnit
 from blackwell_doctor.ruledata.stack import load_stack_data
@@ -68,10 +69,47 @@ def test_units_loaded_by_the_library_count_and_lto_only_units_do_not() -> None:
     v = judge_file(f, (9, 0), (9, 0))
     assert (v.verdict, v.units, v.loaded, v.units_without) == (Verdict.NATIVE, 814, 813, 421)
     assert judge_file(f, (12, 1), (9, 0)).verdict is Verdict.NATIVE
-    # No code for 10.0 here (the real one has sm_100): a library that chooses what it loads
-    # (and may link its LTO-IR for the GPU) is not judged; one without loaded fatbins fails.
-    assert judge_file(f, (10, 0), (9, 0)).verdict is Verdict.NOT_JUDGED
+    # No SASS or PTX for 10.0 here (the real one has sm_100), only the lto_75 LTO-IR it loads
+    # itself: it must link that through nvJitLink at first use, a JIT.
+    lto = judge_file(f, (10, 0), (9, 0))
+    assert lto.verdict is Verdict.JIT
+    assert "nvJitLink at first use" in lto.reason
+    # Without the LTO-IR, a library that chooses what it loads is not judged; one without
+    # loaded fatbins fails.
+    no_lto = replace(f, loaded=f.loaded[:2])
+    assert judge_file(no_lto, (10, 0), (9, 0)).verdict is Verdict.NOT_JUDGED
     assert judge_file(_file(KernelUnit(sass=["sm_75"])), (10, 0), None).verdict is Verdict.NO_KERNEL
+
+
+def test_lto_ir_is_compiled_only_by_nvjitlink_never_by_the_driver() -> None:
+    """CUDA 12.0+ drivers JIT-compile PTX only, never NVVM IR (LTO-IR): in .nv_fatbin alone
+    it is no kernel; loaded by the library itself it is its nvJitLink link at first use,
+    brief under [jit] warn_bytes; LTO-IR follows PTX's forward rule (lto_75 for 12.0, an
+    lto_90a only for 9.0)."""
+    in_fatbin = _file(KernelUnit(sass=["sm_80"]), KernelUnit(lto=["lto_90"], lto_bytes=6792))
+    v = judge_file(in_fatbin, (12, 0), (9, 0), 2**20)
+    assert v.verdict is Verdict.NO_KERNEL
+    assert "LTO-IR in .nv_fatbin, which the driver does not load" in v.reason
+    # The same file also loading fatbins itself (none for 12.0): it chooses, not judged.
+    chooses = replace(in_fatbin, loaded=[KernelUnit(sass=["sm_90"])])
+    assert judge_file(chooses, (12, 0), (9, 0), 2**20).verdict is Verdict.NOT_JUDGED
+    loaded = KernelFile(
+        path="libx.so",
+        size=1,
+        units=[KernelUnit(sass=["sm_80"])],
+        loaded=[KernelUnit(lto=["lto_75"], count=3, lto_bytes=3 * 6792)],
+    )
+    v = judge_file(loaded, (12, 0), (9, 0), 2**20)
+    assert (v.verdict, v.lto_bytes, v.units) == (Verdict.JIT_BRIEF, 20376, 1)
+    assert judge_file(loaded, (12, 0), (9, 0), 2**14).verdict is Verdict.JIT
+    specific = replace(loaded, loaded=[KernelUnit(lto=["lto_90a"], lto_bytes=1)])
+    assert judge_file(specific, (12, 0), (9, 0), 2**20).verdict is Verdict.NOT_JUDGED
+    assert judge_file(specific, (9, 0), (9, 0), 2**20).verdict is Verdict.JIT_BRIEF
+    line = judge_package(
+        GpuPackage(name="x", version="1", files=[loaded]), (12, 0), (9, 0), load_stack_data()
+    ).line()
+    assert "20 KiB of LTO-IR to link through nvJitLink at first use" in line
+    assert "only LTO-IR (lto_75) for it" in line
 
 
 def test_a_small_ptx_jit_is_brief_and_a_large_one_or_an_unknown_size_is_not() -> None:
@@ -123,3 +161,27 @@ def test_a_packages_cubins_are_judged_together_as_per_gpu_variants() -> None:
         GpuPackage(name="flashinfer-cubin", version="0", files=files[:2]), (12, 0), None
     )
     assert hopper.verdict is Verdict.NO_KERNEL
+
+
+def test_an_image_ptxas_is_judged_by_its_release_or_said_not_run() -> None:
+    """audit --image runs nothing of the image: its ptxas answer is its CUDA release
+    (PtxasTarget.by = "release"), or, without one, "not evaluated" (never a pass)."""
+    from blackwell_doctor.facts.stack import GpuPackage, PtxasTarget, StackFacts
+    from blackwell_doctor.report.results import Status
+    from tests.factsutil import load, replace, result
+
+    triton = GpuPackage(name="triton", version="3.3.1")
+    base = StackFacts(python="/opt/venv/bin/python3", python_version="3.11", site_dirs=[])
+    words = load_stack_data().image.ptxas_not_run.format(image="img:1")
+    facts = replace(load("sm120-driver580"), stack=replace(base, packages=[triton]))
+    not_run = replace(facts, stack=replace(facts.stack, ptxas_not_run=words))
+    got = result(not_run, "stack.triton_ptxas")
+    assert got.status is Status.ERROR
+    assert "not run: the image was not started" in got.summary
+    known = PtxasTarget(
+        target="sm_120a", path="/x/ptxas-blackwell", source="bundled", version="12.8",
+        ok=True, by="release",
+    )  # fmt: skip
+    got = result(replace(facts, stack=replace(facts.stack, ptxas=[known])), "stack.triton_ptxas")
+    assert got.status is Status.PASS
+    assert "knows it by its CUDA release" in got.summary

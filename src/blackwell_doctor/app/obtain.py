@@ -11,6 +11,7 @@ decoding, the log scanner) are imported only when they are needed.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -65,6 +66,9 @@ class FactsRequest(msgspec.Struct, frozen=True, kw_only=True):
     # (None: this interpreter's) on this host, also beside a facts file.
     stack: bool = False
     python: Path | None = None
+    # audit --image: read the stack from this container image's files instead (through the
+    # Docker API; the image is never started).
+    image: str | None = None
     stack_cache: bool = True
     # How reports name a facts file (--example NAME: "example NAME", not its path on disk).
     label: str | None = None
@@ -127,13 +131,6 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
     from blackwell_doctor.facts.document import NvmlFacts
     from blackwell_doctor.ruledata.stack import load_stack_data
 
-    if request.python is None:
-        interpreter = this_interpreter()
-    else:
-        try:
-            interpreter = ask_interpreter(request.python)
-        except InterpreterError as exc:
-            raise UserError(str(exc)) from None
     data = load_stack_data()
     targets = list(data.ptxas.probe)
     if isinstance(facts.nvml, NvmlFacts):
@@ -142,6 +139,25 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
                 t = f"sm_{g.compute_capability[0]}{g.compute_capability[1]}a"
                 if t not in targets:
                     targets.append(t)
+    if request.image is not None:
+        from blackwell_doctor.collect.stack.cache import default_image_cache_path
+        from blackwell_doctor.collect.stack.image import read_image_stack
+
+        read = read_image_stack(
+            request.image,
+            data,
+            ptxas_targets=targets,
+            environ=environ,
+            cache_path=default_image_cache_path(environ) if request.stack_cache else None,
+        )
+        return msgspec.structs.replace(facts, stack=read)
+    if request.python is None:
+        interpreter = this_interpreter()
+    else:
+        try:
+            interpreter = ask_interpreter(request.python)
+        except InterpreterError as exc:
+            raise UserError(str(exc)) from None
     stack = read_stack(
         interpreter,
         data,
@@ -268,8 +284,23 @@ def _check_logs(logs: LogRequest) -> None:
         raise UserError("- (standard input) can be given only once")
 
 
+# A Docker image reference (distribution/reference's grammar: [host[:port]/]path[:tag]
+# [@digest]) or an image id; anything else is a usage error before the engine is asked.
+_IMAGE_REF = re.compile(
+    r"^(?:[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::\w[\w.-]{0,127})?(?:@[a-z0-9]+(?:[-_+.][a-z0-9]+)*:[0-9a-f]{32,})?$"
+    r"|^(?:sha256:)?[0-9a-f]{12,64}$"
+)
+
+
 def _check_request(request: FactsRequest) -> None:
     _check_logs(request.logs)
+    if request.image is not None:
+        if request.python is not None:
+            raise UserError("--image and --python both name the environment to audit: give one")
+        if len(request.image) > 512 or not _IMAGE_REF.match(request.image):
+            raise UserError(f"--image {request.image!r} is not an image reference (NAME[:TAG])")
     if str(request.bench_file) == STDIN and (
         request.logs.reads_stdin or str(request.facts_file) == STDIN
     ):

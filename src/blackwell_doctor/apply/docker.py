@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import io
-import os
 import shlex
 import signal
 import threading
@@ -22,6 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from blackwell_doctor.apply.state import Change, diff, spec_mounts, spec_ports
+
+# The engine is reached as audit --image reaches it (collect.dockerapi); re-exported here.
+from blackwell_doctor.collect.dockerapi import EngineUnavailable as EngineUnavailable
+from blackwell_doctor.collect.dockerapi import connect as connect
+from blackwell_doctor.collect.dockerapi import engine_reason as engine_reason
+from blackwell_doctor.collect.dockerapi import one_line as _one_line
 from blackwell_doctor.collect.logs.scan import collect_logs
 from blackwell_doctor.facts.document import Unavailable
 from blackwell_doctor.facts.model import ModelFacts
@@ -43,10 +48,6 @@ NEXT_SUFFIX = "-next"
 ROLLED_BACK_SUFFIX = "-rolled-back"
 
 
-class EngineUnavailable(Exception):
-    """No Docker engine answered (the plan can still be shown)."""
-
-
 class ApplyFailed(Exception):
     """The change did not take; ``rolled_back`` says what was restored."""
 
@@ -64,43 +65,6 @@ class ApplyInterrupted(Exception):
         super().__init__(f"interrupted during {step}")
         self.step = step
         self.rolled_back = rolled_back
-
-
-def connect(timeout_s: float = 15.0) -> Any:
-    """A docker client for DOCKER_HOST (or the default socket), after a ping."""
-    import docker
-    from docker.errors import DockerException
-
-    try:
-        client = docker.from_env(timeout=int(timeout_s))
-        client.ping()
-    except (DockerException, OSError) as exc:
-        raise EngineUnavailable(engine_reason(exc, timeout_s)) from None
-    return client
-
-
-def engine_reason(exc: BaseException, timeout_s: float = 15.0) -> str:
-    """Why the engine did not answer, in words: the SDK's message is an exception repr
-    ("('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))")."""
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    where = host.removeprefix("unix://")
-    text = str(exc)
-    if "FileNotFoundError" in text or "No such file" in text:
-        return f"no Docker engine socket at {where}"
-    if "PermissionError" in text or "Permission denied" in text:
-        return f"permission denied on {where} (root, or a member of the docker group)"
-    if "ConnectionRefused" in text or "Connection refused" in text:
-        return f"connection refused at {where}"
-    if "timed out" in text.lower() or "Timeout" in text:
-        return f"no answer from {where} within {timeout_s:g} s"
-    return _one_line(exc)
-
-
-def _one_line(exc: BaseException) -> str:
-    # docker's APIError carries the engine's own message as ``explanation``.
-    explanation = getattr(exc, "explanation", None)
-    text = str(explanation) if explanation else str(exc)
-    return redact_text(" ".join(text.split()))[:400]
 
 
 def _get_container(client: Any, name: str) -> Any | None:

@@ -15,6 +15,7 @@ from blackwell_doctor.cli.options import (
     GpuTimeout,
     HostRoot,
     Output,
+    StackImage,
     StackPython,
     Strict,
     judge,
@@ -25,6 +26,7 @@ from blackwell_doctor.render.formats import Format
 
 def audit(
     python: StackPython = None,
+    image: StackImage = None,
     model_dir: AuditModelDir = None,
     facts_file: Annotated[
         Path | None,
@@ -52,7 +54,8 @@ def audit(
     ] = False,
 ) -> None:
     """Audit the Python GPU stack: the kernels each package carries for this GPU (native, JIT
-    at start, none), Triton's ptxas, FlashInfer's precompiled kernels; with --model-dir, the
+    at start, none), Triton's ptxas, FlashInfer's precompiled kernels (--image: of an image's
+    files, without running it); with --model-dir, the
     MoE and attention backend the runtime will select for that checkpoint (checks/backends.toml)."""
     from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
     from blackwell_doctor.render import render
@@ -64,6 +67,7 @@ def audit(
         probes=False,
         stack=True,
         python=python,
+        image=image,
         stack_cache=not no_cache,
         model_dir=model_dir,
     )

@@ -27,6 +27,7 @@ from blackwell_doctor.cli.options import (
     Output,
     Select,
     Stack,
+    StackImage,
     StackPython,
     Strict,
     facts_request,
@@ -61,6 +62,7 @@ def check(
     model_dir: CheckModelDir = None,
     stack: Stack = False,
     python: StackPython = None,
+    image: StackImage = None,
     bench: BenchFile = None,
     embed_facts: Annotated[
         bool, typer.Option("--embed-facts", help="Include the judged facts in JSON output.")

@@ -20,6 +20,7 @@ from blackwell_doctor.cli.options import (
     NoProbe,
     Output,
     Stack,
+    StackImage,
     StackPython,
     facts_request,
 )
@@ -46,6 +47,7 @@ def collect(
     model_dir: CheckModelDir = None,
     stack: Stack = False,
     python: StackPython = None,
+    image: StackImage = None,
     bench: BenchFile = None,
 ) -> None:
     """Write the facts document: everything read from this host, for `check --facts`."""

@@ -158,8 +158,9 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
         redact=params.get("redact", False),
         model_dir=params.get("model_dir"),
         bench_file=params.get("bench"),
-        stack=params.get("stack", False),
+        stack=params.get("stack", False) or params.get("image") is not None,
         python=params.get("python"),
+        image=params.get("image"),
         label=params.get("facts_label"),
         logs=LogRequest(
             paths=tuple(params.get("logs") or ()),
@@ -261,6 +262,15 @@ StackPython = Annotated[
         "--python",
         help="The interpreter of the environment to audit (e.g. /opt/venv/bin/python); "
         "default: the one running blackwell-doctor. Its packages are never imported.",
+    ),
+]
+StackImage = Annotated[
+    str | None,
+    typer.Option(
+        "--image",
+        help="Audit the Python GPU stack of this container image instead (NAME[:TAG], already "
+        "in the Docker engine of DOCKER_HOST): its files are read through the Docker API, "
+        "nothing of it is run, nothing is pulled. Implies --stack where there is one.",
     ),
 ]
 

@@ -85,6 +85,7 @@ def run_child(
     on_line: Callable[[bytes], Rearm | None] | None = None,
     idle_timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ChildResult:
     """Run ``argv`` (no shell) with stdin closed; never raises for the child's behaviour.
 
@@ -104,6 +105,7 @@ def run_child(
                 stderr=stderr_file,
                 env=dict(env) if env is not None else child_env(),
                 start_new_session=True,
+                pass_fds=tuple(pass_fds),  # what the child inherits: a socket pair's end
             )
         except OSError as exc:
             return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)

@@ -461,6 +461,10 @@ class CollectiveRun(msgspec.Struct, frozen=True, kw_only=True):
     # "symm-mem" runs: whether both GPUs report CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
     # (an attribute read; no multicast object is created). None: not read.
     multicast: bool | None = None
+    # "symm-mem" runs: whether the writer's system-scope atomic adds on a counter in the
+    # owner's memory, through the same mapping, all landed (the kind of atomic PyTorch's
+    # symmetric memory signals peers with). None: not run. Added after ``multicast``.
+    atomic: bool | None = None
 
 
 class CollectiveFacts(Available, frozen=True):

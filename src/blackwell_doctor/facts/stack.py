@@ -32,6 +32,9 @@ class KernelUnit(msgspec.Struct, frozen=True, kw_only=True):
     # The PTX a JIT would compile for these containers: the largest PTX entry of each,
     # summed (uncompressed bytes).
     ptx_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # The LTO-IR nvJitLink would link for these containers: the largest LTO-IR entry of
+    # each, summed (uncompressed bytes).
+    lto_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class KernelFile(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,6 +73,10 @@ class PtxasTarget(msgspec.Struct, frozen=True, kw_only=True):
     version: Short | None  # "12.8" from --version
     ok: bool
     detail: Short = ""  # ptxas's first error line, or the reason it did not run
+    # "compiled": ptxas ran on the trivial kernel; "release": judged from the CUDA release
+    # written in its binary against checks/stack.toml [cold_start.min_cuda] (audit --image:
+    # nothing of an image is run).
+    by: Literal["compiled", "release"] = "compiled"
 
 
 NvccSource = Literal["CUDA_HOME", "PATH", "/usr/local/cuda"]
@@ -81,6 +88,15 @@ class NvccFacts(msgspec.Struct, frozen=True, kw_only=True):
     path: Short
     source: NvccSource
     version: Short | None  # "12.8" from --version
+
+
+class ImageSource(msgspec.Struct, frozen=True, kw_only=True):
+    """The container image whose files were read (``audit --image``): never started."""
+
+    ref: Short  # as the user named it
+    id: Short  # the engine's image id (sha256:...)
+    # How the interpreter was chosen: "entrypoint vllm: #!/opt/venv/bin/python3", "PATH".
+    interpreter_from: Short = ""
 
 
 class StackFacts(msgspec.Struct, frozen=True, kw_only=True, tag_field="status", tag="ok"):
@@ -101,3 +117,7 @@ class StackFacts(msgspec.Struct, frozen=True, kw_only=True, tag_field="status", 
     # The variables that force a runtime's backend, as set where the audit ran
     # (checks/backends.toml [environment]): VLLM_ATTENTION_BACKEND, ...
     environment: dict[Short, Short] = msgspec.field(default_factory=dict)
+    # audit --image: the image read (its files, through the Docker API; nothing of it run).
+    image: ImageSource | None = None
+    # Why Triton's ptxas was not asked (an image is never started, so its ptxas cannot run).
+    ptxas_not_run: Short | None = None

@@ -61,6 +61,18 @@ class CudaLibrary(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         return low is not None and high is not None and low <= cc <= high
 
 
+class ImageWords(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What ``audit --image`` says when it cannot do a part of the audit (checks/stack.toml
+    [image])."""
+
+    ptxas_not_run: str
+    ptxas_too_old: str
+    not_found: str
+    no_python: str
+    no_site: str
+    deadline: str
+
+
 ForecastLayer = Literal["moe", "attention"]
 ForecastVerdict = Literal["native", "fallback", "fails"]
 
@@ -74,6 +86,12 @@ class ForecastRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     versions: str
     layer: ForecastLayer
     quantization: list[str] = msgspec.field(default_factory=list)
+    # The checkpoint's quantization format must start with one of these ("modelopt"):
+    # a runtime may treat ModelOpt and compressed-tensors NVFP4 apart. Empty: any.
+    quant_formats: list[str] = msgspec.field(default_factory=list)
+    # The model's architecture (config.json architectures[0]) must be one of these, where
+    # the runtime selects per architecture (SGLang's model overrides). Empty: any.
+    architectures: list[str] = msgspec.field(default_factory=list)
     mla: bool | None = None
     cc: list[Version]
     with_package: str | None = None
@@ -94,6 +112,8 @@ class ForecastRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         version: str,
         layer: str,
         quantization: str,
+        quant_format: str = "",
+        architecture: str | None = None,
         mla: bool,
         cc: tuple[int, int],
         packages: set[str],
@@ -106,6 +126,10 @@ class ForecastRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         if not _in(version, self.versions) or f"{cc[0]}.{cc[1]}" not in self.cc:
             return False
         if self.quantization and quantization not in self.quantization:
+            return False
+        if self.quant_formats and not quant_format.startswith(tuple(self.quant_formats)):
+            return False
+        if self.architectures and architecture not in self.architectures:
             return False
         if self.mla is not None and mla is not self.mla:
             return False
@@ -151,6 +175,7 @@ class StackData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     cold_start: ColdStart
     jit: Jit
     cuda_library: list[CudaLibrary]
+    image: ImageWords
     # checks/backends.toml, filled by load_stack_data.
     backends: BackendData = msgspec.field(
         default_factory=lambda: BackendData(environment=ForecastEnvironment(names=[]), forecast=[])

@@ -9,7 +9,8 @@ vLLM's custom all-reduce (CUDA IPC peer writes) and symmetric memory take the sa
 path as NCCL's P2P transport, so where that path is broken they are turned off too. Per
 pair, a CUDA IPC write and (on the compute capabilities where vLLM sets it up) a write
 through a cuMemCreate allocation shared by POSIX fd, PyTorch's symmetric memory without
-multicast, are tested on their own: either failing while NCCL works turns off only the
+multicast, are tested on their own (through the latter also system-scope atomic adds, as
+its peer signals use them): either failing while NCCL works turns off only the
 runtime feature that takes that path (--disable-custom-all-reduce,
 VLLM_ALLREDUCE_USE_SYMM_MEM=0; vllm/distributed/device_communicators/symm_mem.py).
 """
@@ -101,7 +102,9 @@ def _hung_or_wrong(run: CollectiveRun) -> bool:
     failure = run.failure or ""
     return (
         run.correct is False
-        or failure.startswith(("collective-timeout", "collective-crashed", "wrong-data"))
+        or failure.startswith(
+            ("collective-timeout", "collective-crashed", "wrong-data", "wrong-atomic")
+        )
         or "-not-seen:" in failure
     )
 
@@ -154,7 +157,7 @@ def collective_allreduce(facts: Facts, rules: RuleData) -> Outcome:
             f"ok, {r.busbw_gbps:.1f} GB/s bus bandwidth, {r.time_s * 1e3:.2f} ms"
             if _ok(r) and r.busbw_gbps is not None and r.time_s is not None
             else ("ok" if _ok(r) else _what(r))
-        )
+        ) + (", system-scope atomics through it add up" if _ok(r) and r.atomic else "")
     failed = [r for r in runs if not _ok(r)]
     ipc_failed = [r for r in ipc_runs(c) if not _ok(r)]
     if not failed and ipc_failed:

@@ -9,6 +9,12 @@ guide for the ``a``/``f`` suffixes):
 - ``sm_XYa`` runs on exactly X.Y; ``sm_XYf`` on the family X.z, z >= Y;
 - PTX for ``compute_XY`` is JIT-compiled by the driver for any CC >= X.Y (``a``: exactly
   X.Y; ``f``: its family), if the driver knows the PTX's ISA version: a slow first start;
+- LTO-IR (``lto_XY``, NVVM IR for link-time optimisation, fatbin entry kind 8) is compiled
+  for the GPU only by nvJitLink, which the library must call itself: since CUDA 12.0 the
+  driver JIT-compiles only PTX, never NVVM IR (NVIDIA's driver team, forums thread 177062;
+  nvJitLink's guide: its output cubin is what cuModuleLoadData loads). So LTO-IR that the
+  library loads from its own data counts as a JIT (an nvJitLink link at first use), while
+  LTO-IR in ``.nv_fatbin`` alone, which the runtime hands to the driver, is no kernel;
 - neither: "no kernel image is available for execution on the device" at the first launch.
 
 What the headers cannot settle is said so, never failed: a file whose only code is fatbins
@@ -45,7 +51,7 @@ from blackwell_doctor.rules import view
 from blackwell_doctor.rules.absent import NOT_AUDITED
 from blackwell_doctor.rules.registry import check
 
-_TARGET = re.compile(r"^(sm|compute)_(\d+?)(\d)([af]?)$")
+_TARGET = re.compile(r"^(sm|compute|lto)_(\d+?)(\d)([af]?)$")
 
 
 class Verdict(IntEnum):
@@ -70,8 +76,9 @@ VERDICT_WORDS = {
 
 
 def runs_on(target: str, cc: tuple[int, int]) -> bool:
-    """Whether code for ``target`` (sm_120a, compute_90, sm_100f) runs on ``cc``; SASS by
-    the binary rules, PTX by the JIT rules (the ISA version aside)."""
+    """Whether code for ``target`` (sm_120a, compute_90, sm_100f, lto_75) runs on ``cc``;
+    SASS by the binary rules, PTX and LTO-IR by the JIT rules (the ISA version aside: for
+    LTO-IR, nvJitLink compiles it for any later GPU, as the driver does PTX)."""
     m = _TARGET.match(target)
     if m is None:
         return False
@@ -92,7 +99,8 @@ class FileVerdict:
     units: int  # containers with SASS or PTX
     loaded: int = 0  # of them, kept in data sections and loaded by the library itself
     ptx_bytes: int = 0  # the PTX to JIT when the verdict is a JIT
-    reason: str = ""  # why it is not judged
+    reason: str = ""  # why it is not judged, or why LTO-IR decided it
+    lto_bytes: int = 0  # the LTO-IR nvJitLink links when the verdict is that JIT
 
 
 def _unit_verdict(unit: KernelUnit, cc: tuple[int, int], ptx_ok: bool) -> Verdict:
@@ -113,8 +121,11 @@ def judge_file(
     its data) has SASS for ``cc``: libraries carry per-GPU containers, e.g. Hopper-only
     kernels, selected at run time. JIT when none has but some PTX does (and the driver knows
     the PTX's ISA): a brief one under ``jit_warn_bytes`` of PTX. Containers of LTO-IR only
-    (nvJitLink's input) are neither. No code at all, in a file that loads fatbins itself:
-    not judged (it chooses what it loads)."""
+    (nvJitLink's input) are not counted among the units; they decide only when no SASS or
+    PTX runs: LTO-IR for ``cc`` that the library loads itself is a JIT (nvJitLink at first
+    use, brief under ``jit_warn_bytes``), LTO-IR in the .nv_fatbin of a file that loads no
+    fatbins itself is no kernel (the driver does not compile NVVM IR). No code at all, in a
+    file that loads fatbins itself: not judged (it chooses what it loads)."""
     ptx_ok = f.ptx_isa is None or driver_isa is None or _isa(f.ptx_isa) <= driver_isa
     coded = [(u, loaded) for units, loaded in ((f.units, False), (f.loaded, True)) for u in units]
     coded = [(u, loaded) for u, loaded in coded if u.sass or u.ptx]
@@ -125,6 +136,9 @@ def judge_file(
     if best is Verdict.JIT and jit_warn_bytes is not None and 0 < ptx_bytes < jit_warn_bytes:
         best = Verdict.JIT_BRIEF
     reason = ""
+    lto_bytes = 0
+    if best is Verdict.NO_KERNEL:
+        best, reason, lto_bytes = _lto_verdict(f, cc, jit_warn_bytes)
     if best is Verdict.NO_KERNEL and f.loaded:
         # The library picks among the fatbins it loads (and may link LTO-IR for this GPU
         # through nvJitLink): that none of them has code here is not a failure we can see.
@@ -140,7 +154,33 @@ def judge_file(
         sum(u.count for u, loaded in coded if loaded),
         ptx_bytes,
         reason,
+        lto_bytes,
     )
+
+
+def _lto_verdict(
+    f: KernelFile, cc: tuple[int, int], jit_warn_bytes: int | None
+) -> tuple[Verdict, str, int]:
+    """A file with no SASS or PTX for ``cc``, judged by its LTO-IR (see judge_file)."""
+    loaded = [u for u in f.loaded if any(runs_on(t, cc) for t in u.lto)]
+    if loaded:
+        size = sum(u.lto_bytes for u in loaded)
+        brief = jit_warn_bytes is not None and 0 < size < jit_warn_bytes
+        return (
+            Verdict.JIT_BRIEF if brief else Verdict.JIT,
+            f"only LTO-IR ({', '.join(sorted({t for u in loaded for t in u.lto}))}) for it, "
+            "in fatbins the library loads itself: it must link that for the GPU through "
+            "nvJitLink at first use (the driver does not compile LTO-IR)",
+            size,
+        )
+    if not f.loaded and any(runs_on(t, cc) for u in f.units for t in u.lto):
+        return (
+            Verdict.NO_KERNEL,
+            "its only code for it is LTO-IR in .nv_fatbin, which the driver does not load "
+            "(CUDA 12.0+ drivers JIT-compile only PTX; LTO-IR needs nvJitLink)",
+            0,
+        )
+    return Verdict.NO_KERNEL, "", 0
 
 
 def _isa(text: str) -> tuple[int, int]:
@@ -170,6 +210,9 @@ class PackageVerdict:
         brief = sum(fv.ptx_bytes for _, fv in self.files if fv.verdict is Verdict.JIT_BRIEF)
         if brief:
             tail += f"; {_kib(brief)} of PTX to JIT-compile at first use (seconds at most)"
+        lto = sum(fv.lto_bytes for _, fv in self.files if fv.verdict is Verdict.JIT_BRIEF)
+        if lto:
+            tail += f"; {_kib(lto)} of LTO-IR to link through nvJitLink at first use"
         reasons = sorted({fv.reason for _, fv in self.files if fv.reason})
         tail += "".join(f"; {r}" for r in reasons)
         loaded = sum(fv.loaded for _, fv in self.files)
@@ -274,7 +317,8 @@ def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
         return not_evaluated("no GPU compute capability in the facts to judge the stack against")
     isa = driver_isa(facts, rules.stack)
     evidence: Evidence = {
-        "python": f"{s.python} ({s.python_version})",
+        "python": f"{s.python} ({s.python_version})"
+        + (f" in image {s.image.ref} ({s.image.interpreter_from})" if s.image else ""),
         "driver PTX ISA": "unknown" if isa is None else f"{isa[0]}.{isa[1]}",
     }
     worst = Verdict.NATIVE
@@ -330,8 +374,8 @@ def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
         what.append(f"{', '.join(bad[Verdict.NO_KERNEL])}: {fails}")
     if bad[Verdict.JIT]:
         what.append(
-            f"{', '.join(bad[Verdict.JIT])}: only PTX to JIT-compile at first start "
-            "(a slow cold start)"
+            f"{', '.join(bad[Verdict.JIT])}: only PTX (or LTO-IR, for nvJitLink) to compile "
+            "at first start (a slow cold start)"
         )
     # Plain assignments: tests/rules/test_catalogue_words.py reads the cases from them.
     if worst is Verdict.NO_KERNEL:  # noqa: SIM108
@@ -357,11 +401,21 @@ def _fix(data: StackData, package: str, cc: tuple[int, int]) -> str:
     return f"{package}: {text} (sources: {', '.join(row.sources)})"
 
 
+# How a target's ptxas answer was had (facts.stack.PtxasTarget.by): a compile on this
+# host, or (audit --image, nothing of the image run) the CUDA release in its binary.
+_PTXAS_OK = {
+    "compiled": "compiles",
+    "release": "knows it by its CUDA release (read from the binary; the image was not started)",
+}
+
+
 @check("stack.triton_ptxas")
 def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
     s = _stack(facts)
     if isinstance(s, Outcome):
         return s
+    if s.ptxas_not_run is not None:
+        return not_evaluated(f"Triton's ptxas was {s.ptxas_not_run}")
     if not s.ptxas:
         return skipped("Triton is not installed in this environment")
     ccs = _ccs(facts)
@@ -374,13 +428,14 @@ def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
         )
     evidence: Evidence = {
         r.target: f"{r.path} ({r.source}, CUDA {r.version or 'unknown'}): "
-        + ("compiles" if r.ok else f"fails: {r.detail}")
+        + (_PTXAS_OK[r.by] if r.ok else f"fails: {r.detail}")
         for r in judged
     }
     failed = [r for r in judged if not r.ok]
     if not failed:
         return passed(
-            f"Triton's ptxas compiles for {', '.join(r.target for r in judged)}", **evidence
+            f"Triton's ptxas {_PTXAS_OK[judged[0].by]} for {', '.join(r.target for r in judged)}",
+            **evidence,
         )
     first = failed[0]
     return Outcome(
@@ -489,7 +544,9 @@ def _base(version: str) -> str:
 # release, matched against the runtime's version in the stack, the checkpoint's
 # quantization (--model-dir) and each GPU's compute capability.
 
-RUNTIMES = ("vllm", "sglang")
+# The serving runtimes whose version picks rows; one without rows for its release (all of
+# TensorRT-LLM's: see checks/backends.toml) is reported as "not covered".
+RUNTIMES = ("vllm", "sglang", "tensorrt-llm")
 _VERDICT_STATUS = {"native": Status.PASS, "fallback": Status.WARN, "fails": Status.FAIL}
 
 
@@ -523,8 +580,8 @@ def _backend(row: ForecastRow, environment: dict[str, str]) -> str:
 def forecast(
     stack: StackFacts, model: ModelFacts, ccs: list[tuple[int, int]], data: StackData
 ) -> list[LayerForecast]:
-    """Per runtime installed (vLLM, SGLang), layer of the model (MoE when it has MoE
-    layers, attention always) and compute capability: the first row of
+    """Per runtime installed (vLLM, SGLang, TensorRT-LLM), layer of the model (MoE when it
+    has MoE layers, attention always) and compute capability: the first row of
     checks/backends.toml that holds, or None (not covered)."""
     by_name = {p.name: p for p in stack.packages}
     torch = by_name.get("torch")
@@ -548,6 +605,8 @@ def forecast(
                             version=package.version,
                             layer=layer,
                             quantization=model.quantization.method,
+                            quant_format=model.quantization.format,
+                            architecture=None if arch is None else arch.architecture,
                             mla=mla,
                             cc=cc,
                             packages=names,
@@ -560,6 +619,22 @@ def forecast(
                 backend = "" if row is None else _backend(row, stack.environment)
                 out.append(LayerForecast(runtime, package.version, layer, cc, row, backend))
     return out
+
+
+def _where(f: LayerForecast, runtime: bool) -> str:
+    """The layer and GPU (moe on 12.0), led by the runtime when several are installed."""
+    where = f"{f.layer} on {view.cc_str(f.cc)}"
+    return f"{f.runtime} {where}" if runtime else where
+
+
+def _row_releases(data: StackData) -> str:
+    """The runtime releases checks/backends.toml has rows for ("vllm >=0.13.0,<0.14; ...")."""
+    seen: list[str] = []
+    for r in data.backends.forecast:
+        text = f"{r.runtime} {r.versions}"
+        if text not in seen:
+            seen.append(text)
+    return "; ".join(seen)
 
 
 @check("stack.backends")
@@ -595,17 +670,18 @@ def stack_backends(facts: Facts, rules: RuleData) -> Outcome:
     if not covered:
         return skipped(
             f"not covered: checks/backends.toml has no forecast for {what} on "
-            f"{_cc_list(ccs)} (its rows: vLLM 0.13.x, 0.32.x and 0.33.x on SM 12.x)",
+            f"{_cc_list(ccs)} (its rows: {_row_releases(rules.stack)})",
             **evidence,
         )
     order = ["native", "fallback", "fails"]
     worst = max((f.row.verdict for f in covered if f.row is not None), key=order.index)
+    several = len({f.runtime for f in forecasts}) > 1
     parts = [
-        f"{f.layer} on {view.cc_str(f.cc)} -> {f.backend} ({f.row.verdict})"
+        f"{_where(f, several)} -> {f.backend} ({f.row.verdict})"
         for f in covered
         if f.row is not None
     ]
-    uncovered = [f"{f.layer} on {view.cc_str(f.cc)}" for f in forecasts if f.row is None]
+    uncovered = [_where(f, several) for f in forecasts if f.row is None]
     tail = f"; not covered: {', '.join(uncovered)}" if uncovered else ""
     summary = f"{what}: {'; '.join(parts)}{tail}"
     if worst == "native":

@@ -1,12 +1,12 @@
 """Find catalogue signatures in a byte stream, faster than grep, in constant memory.
 
-How it works: the stream is read in large chunks (8 MiB). Every signature names exact
+How it works: the stream is read in chunks of 1 MiB. Every signature names exact
 *literals*; one multi-literal search runs over the whole chunk, and only around a hit is a
 line cut out, decoded, stripped of ANSI colour codes and checked against the signature's
 regex (the confirmation: a few hundred lines per GiB). Line numbers come from counting
-newlines (``bytes.count``), each byte once. A line is never held whole: a line longer than
-the chunk is searched in pieces with a small overlap, and only a window of a few KiB
-around a hit is ever decoded.
+newlines (``bytes.count``) between one hit and the next, each byte once. A line is never
+held whole: a line longer than :data:`LONG_LINE_BYTES` is searched in pieces with a small
+overlap, and only a window of a few KiB around a hit is ever decoded.
 
 Engines, measured on this catalogue's 41 literals over a 256 MiB vLLM-like log in 8 MiB
 chunks from the page cache (2-core x86_64 VM, CPython 3.11.7, load ~1; the component
@@ -25,15 +25,20 @@ one pass over 256 MiB                                   time
 =====================================================  ===========
 
 ``hyperscan`` is the engine where its wheel installs (CPython 3.11-3.13, manylinux
-x86_64 and aarch64: 0.9.1). Its scan releases the GIL, so on a region of a MiB or more it
-runs in a thread while this one counts newlines: the two passes take about as long, and
-both cores work (:meth:`SourceScanner._scan_beside_count`). Two scans cannot overlap: the
-bindings hold one global lock around every Hyperscan call, so more scan threads gain
-nothing, and worker processes would need every context rule (autotuner records, markers,
-once per line) merged across chunk edges for at most the newline count's share (about
-0.06 s per 256 MiB). ``mmap`` saves about 0.02 s per 256 MiB over ``read()`` but would
-fork the one chunked path that stdin, gzip, journald and Docker share; ``read()`` keeps
-anonymous memory at one chunk plus the carried line.
+x86_64 and aarch64: 0.9.1). The chunk size is set by the CPU cache, not by the number of
+calls: a 1 MiB chunk that ``read()`` has just written is still in the core's L2 cache when
+the newline count and Hyperscan read it, where an 8 MiB one is read back from memory twice.
+CPU time of the scan of a 64 MiB log (149 literals by then, in-process, best of 7, same
+VM): 8 MiB chunks 75-105 ms, 4 MiB 61-65, 2 MiB 64-74, 1 MiB 56, 512 KiB 55, 256 KiB 56
+(the newline count ~24 ms, Hyperscan ~16 ms, ``read()`` ~8-11 ms of it); 256 KiB is
+where the per-call costs start to show. The scan runs in the calling thread: Hyperscan in
+a thread beside the newline count (which this module did up to 2026-11) cost more CPU time
+(67 against 55 ms over 8 MiB chunks: two cores each pulling the chunk in, a thread per
+chunk) and saved no wall time on the 2-core VM; the bindings hold one global lock around
+every Hyperscan call, so more scan threads gain nothing either. ``mmap`` would save the
+copy of ``read()`` but not the count's pass over the bytes (an ``mmap`` has no ``count``),
+and would fork the one chunked path that stdin, gzip, journald and Docker share;
+``read()`` keeps anonymous memory at one chunk plus the carried line.
 
 Where ``hyperscan`` is missing the scanner falls back to ``google-re2`` (one thread: RE2
 holds the GIL), then to the stdlib ``bytes.find`` loop: the same findings, slower (the
@@ -48,7 +53,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,16 +62,13 @@ from blackwell_doctor.facts.document import LogFinding
 from blackwell_doctor.facts.redact import redact_text
 from blackwell_doctor.ruledata.logs import GENERIC_RULES, Catalogue
 
-CHUNK_BYTES = 8 << 20
+# What the sources read and decompress at a time: the size the CPU cache sets (above).
+CHUNK_BYTES = 1 << 20
 # A line without a newline is searched in pieces once it is this long.
 LONG_LINE_BYTES = 8 << 20
 # Bytes kept either side of a hit: enough for a vLLM prefix and the autotuner's wrapper.
 WINDOW_BYTES = 4096
 EXCERPT_CHARS = 400
-# Regions at least this large are scanned by Hyperscan in a thread beside the newline count;
-# the count goes in blocks so that a hit's line costs at most one block's count.
-PARALLEL_MIN_BYTES = 1 << 20
-COUNT_BLOCK_BYTES = 64 << 10
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -82,8 +83,7 @@ ENGINES = ("auto", "hyperscan", "re2", "find")
 
 def _hyperscan_finder(literals: list[bytes]) -> Finder | None:
     """One Hyperscan block-mode database of the literals (its pure-literal compiler), loaded
-    from the per-catalogue cache where a trusted copy is there (:mod:`.hsdb`). The scan
-    releases the GIL, so it runs beside the newline count (see :func:`_scan_region`)."""
+    from the per-catalogue cache where a trusted copy is there (:mod:`.hsdb`)."""
     try:
         import hyperscan  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
@@ -235,7 +235,7 @@ class SourceScanner:
     run_last: int = 0
     run_next: int = 0
     run_open: bool = False
-    _carry: bytes = b""
+    _carry: bytearray = field(default_factory=bytearray)  # the line not ended yet
     _carry_searched: int = 0
     _finder: Finder | None = None
     _engine: str = ""
@@ -269,40 +269,43 @@ class SourceScanner:
             # Complete the pending line with a small copy, not a copy of the whole chunk.
             nl = data.find(b"\n")
             if nl == -1:
-                self._partial(self._carry + data, self._carry_searched)
+                self._carry += data
+                self._partial()
                 return
-            head = self._carry + data[: nl + 1]
+            self._carry += memoryview(data)[: nl + 1]
+            head = bytes(self._carry)
             self._scan(head, 0, len(head), self._carry_searched)
             self.lines += 1
-            self._carry, self._carry_searched = b"", 0
+            self._carry.clear()
+            self._carry_searched = 0
             start = nl + 1
         last_nl = data.rfind(b"\n", start)
         if last_nl == -1:
-            self._partial(data[start:] if start else data, 0)
+            self._carry += memoryview(data)[start:]
+            self._partial()
             return
         end = last_nl + 1
         self.lines += self._scan(data, start, end, start)
-        self._carry = data[end:]
-        self._carry_searched = 0
+        self._carry += memoryview(data)[end:]
 
-    def _partial(self, buf: bytes, searched: int) -> None:
-        """``buf`` holds no newline: keep it, or search a very long line in pieces, keeping
-        only an overlap for literals (and context) that straddle the cut; the line number
-        does not change."""
-        if len(buf) > LONG_LINE_BYTES:
-            self._scan(buf, 0, len(buf), searched)
+    def _partial(self) -> None:
+        """The carried bytes hold no newline: keep them, or search a very long line in
+        pieces, keeping only an overlap for literals (and context) that straddle the cut;
+        the line number does not change. The carry grows in place: a line fed in many small
+        chunks costs its length, not the square of it."""
+        if len(self._carry) > LONG_LINE_BYTES:
+            buf = bytes(self._carry)
+            self._scan(buf, 0, len(buf), self._carry_searched)
             keep = self.catalogue.max_literal - 1 + WINDOW_BYTES
-            self._carry = buf[-keep:]
+            del self._carry[:-keep]
             self._carry_searched = len(self._carry)
-        else:
-            self._carry = buf
-            self._carry_searched = searched
 
     def finish(self) -> list[LogFinding]:
         if self._carry:
-            self._scan(self._carry, 0, len(self._carry), self._carry_searched)
+            buf = bytes(self._carry)
+            self._scan(buf, 0, len(buf), self._carry_searched)
             self.lines += 1
-            self._carry = b""
+            self._carry.clear()
         self._commit()
         return context.findings(self) + self._log_end()
 
@@ -351,16 +354,6 @@ class SourceScanner:
         self._mid_line = searched > start
         if self.run_open:
             self._resume_run(buf, start, end, first)
-        if self._engine == "hyperscan" and end - start >= PARALLEL_MIN_BYTES:
-            hits, before = self._scan_beside_count(buf, start, end)
-            step = COUNT_BLOCK_BYTES
-            for pos, lit in hits:
-                if pos + len(literals[lit]) <= searched:
-                    continue
-                block = (pos - start) // step
-                line = first + before[block] + buf.count(b"\n", start + block * step, pos)
-                self._hit(buf, start, end, pos, lit, line)
-            return before[-1]
         cursor, line = start, first
         for pos, lit in self._finder(buf, start, end):
             if pos + len(literals[lit]) <= searched:
@@ -369,33 +362,6 @@ class SourceScanner:
             cursor = pos
             self._hit(buf, start, end, pos, lit, line)
         return line - first + buf.count(b"\n", cursor, end)
-
-    def _scan_beside_count(self, buf: bytes, start: int, end: int) -> tuple[Hits, list[int]]:
-        """Hyperscan scans without the GIL: its scan of ``buf[start:end]`` runs in a thread
-        while this one counts newlines per block of :data:`COUNT_BLOCK_BYTES` (the two take
-        about as long; both cores work). Returns the hits and ``before[k]``, the newlines
-        before block ``k`` (``before[-1]``: all of them)."""
-        assert self._finder is not None
-        finder = self._finder
-        found: list[Hits] = []
-        failed: list[BaseException] = []
-
-        def scan() -> None:
-            try:
-                found.append(finder(buf, start, end))
-            except BaseException as exc:  # raised again below, in the scanning thread
-                failed.append(exc)
-
-        worker = threading.Thread(target=scan, name="scan-logs-hyperscan", daemon=True)
-        worker.start()
-        step = COUNT_BLOCK_BYTES
-        before = [0]
-        for at in range(start, end, step):
-            before.append(before[-1] + buf.count(b"\n", at, min(at + step, end)))
-        worker.join()
-        if failed:
-            raise failed[0]
-        return found[0], before
 
     def _hit(self, buf: bytes, lo: int, hi: int, pos: int, lit: int, line: int) -> None:
         floor = max(lo, pos - WINDOW_BYTES)

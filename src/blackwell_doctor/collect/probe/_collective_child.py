@@ -10,14 +10,17 @@ parent kills this child at its deadline (the stage it last printed says where).
 :class:`LinkLoadJob`: per GPU, pinned host-to-device copies for a moment, and NVML's
 current link generation and width read while they run (a GPU lowers its link when idle).
 
-:class:`IpcExportJob` / :class:`IpcImportJob`: one process writes another's buffer through
-a CUDA IPC mapping (vLLM's custom all-reduce). :class:`SymmExportJob` /
-:class:`SymmImportJob`: the same through a CUDA VMM allocation shared by file descriptor,
-as PyTorch's CUDA symmetric memory shares its buffers (vLLM's symmetric-memory all-reduce):
-``cuMemCreate`` with a POSIX fd handle, ``cuMemExportToShareableHandle``, the fd passed over
-a Unix socket with SCM_RIGHTS, ``cuMemImportFromShareableHandle``, ``cuMemAddressReserve``,
-``cuMemMap``, ``cuMemSetAccess`` for the writer's own GPU, a write, and every word checked
-by the owner. No multicast object is ever created: the multicast attribute is only read.
+:class:`PairJob` (owner and writer): one pair's peer-write tests in two
+processes started together: one writes the other's buffer through a CUDA IPC mapping
+(vLLM's custom all-reduce), and through a CUDA VMM allocation shared by file descriptor, as
+PyTorch's CUDA symmetric memory shares its buffers (vLLM's symmetric-memory all-reduce):
+``cuMemCreate`` with a POSIX fd handle, ``cuMemExportToShareableHandle``, the fd passed
+with the IPC handle over the parent's socket pair (SCM_RIGHTS),
+``cuMemImportFromShareableHandle``, ``cuMemAddressReserve``, ``cuMemMap``,
+``cuMemSetAccess`` for the writer's own GPU, a write, then system-scope atomic adds on a
+counter through that mapping (a PTX kernel the driver compiles); the owner checks every
+word and the count. No multicast object is ever created: the multicast attribute is only
+read.
 
 Devices are numbered as NVML numbers them: the parent sets CUDA_DEVICE_ORDER=PCI_BUS_ID.
 """
@@ -41,6 +44,8 @@ import msgspec
 from blackwell_doctor.collect.cuda_driver import CudaFailure, Driver, reason_token
 from blackwell_doctor.collect.nccl import Nccl, NcclFailure
 from blackwell_doctor.collect.probe.collective_protocol import (
+    ATOMIC_BLOCKS,
+    ATOMIC_THREADS,
     IPC_PATTERN,
     SYMM_PATTERN,
     TEST_FAULT_ENV,
@@ -49,17 +54,15 @@ from blackwell_doctor.collect.probe.collective_protocol import (
     ErrorLine,
     FatalLine,
     HandleLine,
-    IpcExportJob,
-    IpcImportJob,
     Job,
     Line,
     LinkLine,
     LinkLoadJob,
+    PairCheck,
+    PairJob,
     ResultLine,
     Stage,
     StageLine,
-    SymmExportJob,
-    SymmImportJob,
     VersionLine,
     encode_line,
 )
@@ -347,90 +350,6 @@ def _handle_from(driver: Driver, raw: bytes) -> Any:
     return handle
 
 
-def run_ipc_export(job: IpcExportJob, emit: Emit, driver: Driver | None = None) -> int:
-    stage: Stage = "ipc-export"
-    emit(StageLine(stage=stage))
-    started = _start(driver, job.gpu, emit)
-    if started is None:
-        return 0
-    driver = started
-    expected = struct.pack("<I", IPC_PATTERN) * (job.size_bytes // 4)
-    try:
-        pointer = driver.alloc(job.size_bytes)
-        d = driver.d
-        driver.call("cuMemsetD32", d.CUdeviceptr(pointer), 0, job.size_bytes // 4)
-        driver.call("cuCtxSynchronize")
-        handle = driver.call("cuIpcGetMemHandle", d.CUdeviceptr(pointer))
-        emit(HandleLine(handle=_handle_bytes(handle).hex()))
-        stage = "ipc-wait"
-        emit(StageLine(stage=stage))
-        _judge_written(driver, pointer, expected, job.wait_s, stage, "ipc", emit)
-    except CudaFailure as exc:
-        emit(ErrorLine(stage=stage, reason=reason_token(exc.name)))
-        return 0
-    emit(DoneLine())
-    return 0
-
-
-def _judge_written(
-    driver: Driver,
-    pointer: int,
-    expected: bytes,
-    wait_s: float,
-    stage: Stage,
-    label: str,
-    emit: Emit,
-) -> None:
-    """The owner's side of a peer write (CUDA IPC, symmetric memory): wait up to ``wait_s``
-    for the pattern to reach the buffer's first and last words (the copy lands in order of
-    no promise), then check every word: correct, not seen, or the first word that differs."""
-    deadline = time.monotonic() + wait_s
-    last = len(expected) - 4
-    while time.monotonic() < deadline:
-        if driver.download(pointer, 4) == expected[:4] and (
-            driver.download(pointer + last, 4) == expected[:4]
-        ):
-            break
-        time.sleep(0.005)
-    data = driver.download(pointer, len(expected))
-    if data == expected:
-        emit(ResultLine(correct=True))
-    elif data[:4] != expected[:4] and data[-4:] != expected[:4]:
-        emit(ErrorLine(stage=stage, reason=f"{label}-write-not-seen:{wait_s:g}s"))
-    else:
-        first = _first_difference(data, expected)
-        emit(ResultLine(correct=False, detail=f"{label}: differs from the pattern at word {first}"))
-
-
-def run_ipc_import(job: IpcImportJob, emit: Emit, driver: Driver | None = None) -> int:
-    stage: Stage = "ipc-open"
-    emit(StageLine(stage=stage))
-    started = _start(driver, job.gpu, emit)
-    if started is None:
-        return 0
-    driver = started
-    d = driver.d
-    try:
-        try:
-            raw = bytes.fromhex(job.handle)
-        except ValueError:
-            raise CudaFailure("CUDA_ERROR_INVALID_VALUE", reason="ipc-handle-malformed") from None
-        handle = _handle_from(driver, raw)
-        remote = int(driver.call("cuIpcOpenMemHandle", handle, _LAZY_ENABLE_PEER_ACCESS))
-        stage = "ipc-write"
-        emit(StageLine(stage=stage))
-        local = driver.alloc(job.size_bytes)
-        driver.call("cuMemsetD32", d.CUdeviceptr(local), IPC_PATTERN, job.size_bytes // 4)
-        driver.call("cuMemcpyDtoD", d.CUdeviceptr(remote), d.CUdeviceptr(local), job.size_bytes)
-        driver.call("cuCtxSynchronize")
-        driver.call("cuIpcCloseMemHandle", d.CUdeviceptr(remote))
-    except CudaFailure as exc:
-        emit(ErrorLine(stage=stage, reason=exc.reason))
-        return 0
-    emit(DoneLine())
-    return 0
-
-
 # ------------------------------------------------------------------ symmetric memory (VMM)
 # What PyTorch's CUDASymmetricMemoryAllocator::alloc, make_peer_alloc_info and map_block do
 # (torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemory.cu, CUDASymmetricMemoryUtils.cpp)
@@ -492,64 +411,44 @@ def _multicast(driver: Driver, ordinals: Sequence[int]) -> bool | None:
         return None
 
 
-_SIZE = struct.Struct("<Q")  # the allocation's size, sent with the fd
+# ------------------------------------------------------------------ one pair, two processes
+# The owner exports both buffers and sends the writer, over the socket pair the parent made
+# (SOCK_SEQPACKET: one message each), the symmetric allocation's size (0: none) and the IPC
+# handle's bytes (none when IPC is not tested), with the allocation's fd (SCM_RIGHTS). The
+# writer reports each write back ("cuda-ipc:written", "symm-mem:failed", ...) once its
+# copy finished; the owner checks what landed when told, or when its wait ran out.
+_HEADER = struct.Struct("<Q")
+_REPORT_BYTES = 64
+
+# The writer's atomics, in PTX the driver compiles itself (no NVRTC needed): one
+# system-scope fetch-and-add of 1 per thread on the counter's address, the kind of atomic
+# PyTorch's symmetric memory signals peers with.
+_ATOMIC_PTX = b"""\
+.version 6.0
+.target sm_60
+.address_size 64
+
+.visible .entry bd_peer_add(.param .u64 counter)
+{
+    .reg .b64 %rd<3>;
+    .reg .b32 %r<2>;
+    ld.param.u64 %rd1, [counter];
+    cvta.to.global.u64 %rd2, %rd1;
+    atom.global.sys.add.u32 %r1, [%rd2], 1;
+    ret;
+}
+\x00"""
+
+_LABELS: dict[PairCheck, str] = {"cuda-ipc": "ipc", "symm-mem": "symm", "symm-atomic": "atomic"}
+_WAITS: dict[PairCheck, Stage] = {
+    "cuda-ipc": "ipc-wait",
+    "symm-mem": "symm-wait",
+    "symm-atomic": "symm-wait",
+}
 
 
-def run_symm_export(job: SymmExportJob, emit: Emit, driver: Driver | None = None) -> int:
-    stage: Stage = "symm-export"
-    emit(StageLine(stage=stage))
-    started = _start(driver, job.gpu, emit)
-    if started is None:
-        return 0
-    driver = started
-    d = driver.d
-    expected = struct.pack("<I", SYMM_PATTERN) * (job.size_bytes // 4)
-    try:
-        device = driver.call("cuDeviceGet", job.gpu)
-        _vmm_check(driver, device)
-        multicast = _multicast(driver, (job.gpu, job.peer))
-        prop = d.CUmemAllocationProp()
-        prop.type = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
-        _device_location(d, prop, job.gpu)
-        prop.requestedHandleTypes = _posix_fd(d)
-        granularity = int(
-            driver.call(
-                "cuMemGetAllocationGranularity",
-                prop,
-                d.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
-            )
-        )
-        size = -(-job.size_bytes // granularity) * granularity
-        handle = driver.call("cuMemCreate", size, prop, 0)
-        pointer = _map(driver, handle, size, job.gpu)
-        driver.call("cuMemsetD32", d.CUdeviceptr(pointer), 0, job.size_bytes // 4)
-        driver.call("cuCtxSynchronize")
-        fd = int(driver.call("cuMemExportToShareableHandle", handle, _posix_fd(d), 0))
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
-            server.bind(job.socket)
-            server.listen(1)
-            server.settimeout(job.wait_s)
-            emit(HandleLine(handle=job.socket, multicast=multicast))
-            stage = "symm-wait"
-            emit(StageLine(stage=stage))
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                emit(ErrorLine(stage=stage, reason=f"symm-peer-not-connected:{job.wait_s:g}s"))
-                return 0
-            with conn:
-                socket.send_fds(conn, [_SIZE.pack(size)], [fd])
-        os.close(fd)
-        _judge_written(driver, pointer, expected, job.wait_s, stage, "symm", emit)
-        _unmap(driver, pointer, size, handle)
-    except CudaFailure as exc:
-        emit(ErrorLine(stage=stage, reason=exc.reason))
-        return 0
-    except OSError as exc:
-        emit(ErrorLine(stage=stage, reason=f"symm-socket:{_errno(exc)}"))
-        return 0
-    emit(DoneLine())
-    return 0
+def _words(value: int, count: int) -> bytes:
+    return struct.pack("<I", value) * count
 
 
 def _errno(exc: OSError) -> str:
@@ -558,46 +457,244 @@ def _errno(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, type(exc).__name__)
 
 
-def receive_fd(path: str, timeout_s: float) -> tuple[int, int]:
-    """The fd and allocation size the owner sends over its socket (SCM_RIGHTS)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(timeout_s)
-        conn.connect(path)
-        message, fds, _, _ = socket.recv_fds(conn, _SIZE.size, 1)
-    if not fds:
-        raise CudaFailure("CUDA_ERROR_INVALID_VALUE", reason="symm-fd-not-received")
+def _ipc_export(driver: Driver, size: int) -> tuple[int, bytes]:
+    """A zeroed buffer and its cuIpcGetMemHandle's bytes."""
+    d = driver.d
+    pointer = driver.alloc(size)
+    driver.call("cuMemsetD32", d.CUdeviceptr(pointer), 0, size // 4)
+    driver.call("cuCtxSynchronize")
+    return pointer, _handle_bytes(driver.call("cuIpcGetMemHandle", d.CUdeviceptr(pointer)))
+
+
+def _symm_export(driver: Driver, job: PairJob) -> tuple[Any, int, int, int]:
+    """CUDASymmetricMemoryAllocator::alloc without multicast: a cuMemCreate allocation with a
+    POSIX fd handle (room for the pattern and the atomics' counter, rounded up to the
+    granularity), mapped here, zeroed, exported. Returns (handle, address, size, fd)."""
+    d = driver.d
+    _vmm_check(driver, driver.call("cuDeviceGet", job.gpu))
+    prop = d.CUmemAllocationProp()
+    prop.type = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    _device_location(d, prop, job.gpu)
+    prop.requestedHandleTypes = _posix_fd(d)
+    granularity = int(
+        driver.call(
+            "cuMemGetAllocationGranularity",
+            prop,
+            d.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+        )
+    )
+    size = -(-(job.size_bytes + 4) // granularity) * granularity
+    handle = driver.call("cuMemCreate", size, prop, 0)
+    pointer = _map(driver, handle, size, job.gpu)
+    driver.call("cuMemsetD32", d.CUdeviceptr(pointer), 0, job.size_bytes // 4 + 1)
+    driver.call("cuCtxSynchronize")
+    fd = int(driver.call("cuMemExportToShareableHandle", handle, _posix_fd(d), 0))
+    return handle, pointer, size, fd
+
+
+# Each side's first stage, with and without the IPC test.
+_FIRST: dict[tuple[str, bool], Stage] = {
+    ("owner", True): "ipc-export",
+    ("owner", False): "symm-export",
+    ("writer", True): "ipc-open",
+    ("writer", False): "symm-import",
+}
+
+
+def run_pair(job: PairJob, emit: Emit, driver: Driver | None = None) -> int:
+    """Either side of a pair's peer-write tests: the channel taken over, the driver
+    started, then the side's own part; its done line only when that part got through."""
+    first = _FIRST[job.role, job.ipc]
+    emit(StageLine(stage=first))
+    with socket.socket(fileno=job.channel) as conn:
+        started = _start(driver, job.gpu, emit)
+        if started is None:
+            return 0
+        side = _pair_owner if job.role == "owner" else _pair_writer
+        if side(job, started, conn, first, emit):
+            emit(DoneLine())
+    return 0
+
+
+def _pair_owner(
+    job: PairJob, driver: Driver, conn: socket.socket, first: Stage, emit: Emit
+) -> bool:
+    checks: dict[PairCheck, tuple[int, bytes]] = {}
+    handle = b""
+    if job.ipc:
+        try:
+            pointer, handle = _ipc_export(driver, job.size_bytes)
+            checks["cuda-ipc"] = (pointer, _words(IPC_PATTERN, job.size_bytes // 4))
+        except CudaFailure as exc:
+            emit(ErrorLine(stage="ipc-export", reason=exc.reason))
+    fd: int | None = None
+    size = 0
+    multicast: bool | None = None
+    symm: tuple[Any, int, int] | None = None
+    if job.symm:
+        if job.ipc:
+            emit(StageLine(stage="symm-export"))
+        multicast = _multicast(driver, (job.gpu, job.peer))
+        try:
+            allocation, pointer, size, fd = _symm_export(driver, job)
+            symm = (allocation, pointer, size)
+            checks["symm-mem"] = (pointer, _words(SYMM_PATTERN, job.size_bytes // 4))
+            atomics = ATOMIC_BLOCKS * ATOMIC_THREADS
+            checks["symm-atomic"] = (pointer + job.size_bytes, _words(atomics, 1))
+        except CudaFailure as exc:
+            emit(ErrorLine(stage="symm-export", reason=exc.reason))
+    try:
+        socket.send_fds(conn, [_HEADER.pack(size) + handle], [] if fd is None else [fd])
+    except OSError as exc:
+        emit(ErrorLine(stage=first, reason=f"pair-channel:{_errno(exc)}"))
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)  # the writer's copy (and the allocation) stay
+    emit(HandleLine(handle=handle.hex(), multicast=multicast))
+    _judge(driver, conn, checks, job.wait_s, emit)
+    if symm is not None:
+        _unmap(driver, symm[1], symm[2], symm[0])
+    return True
+
+
+def _judge(
+    driver: Driver,
+    conn: socket.socket,
+    checks: dict[PairCheck, tuple[int, bytes]],
+    wait_s: float,
+    emit: Emit,
+) -> None:
+    """The owner's side: wait (within ``wait_s`` in all) for the writer's report of each
+    check, compare what landed once it says its write finished; a write it never reported
+    is compared at the end (not seen, or the first word that differs); a write it reported
+    failed is left to its own error line, and so are atomics it never reported."""
+    pending = dict(checks)
+    if pending:
+        emit(StageLine(stage=_WAITS[next(iter(pending))]))
+    deadline = time.monotonic() + wait_s
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        conn.settimeout(left)
+        try:
+            message = conn.recv(_REPORT_BYTES)
+        except OSError:  # timed out, or the channel broke
+            break
+        if not message:
+            break  # the writer is gone
+        name, _, verdict = message.decode("ascii", "replace").partition(":")
+        found = next((check for check in pending if check == name), None)
+        if found is None:
+            continue
+        pointer, expected = pending.pop(found)
+        if verdict == "written":
+            _compare_written(driver, found, pointer, expected, wait_s, emit)
+        if found == "cuda-ipc" and "symm-mem" in pending:
+            emit(StageLine(stage="symm-wait"))
+    for name, (pointer, expected) in pending.items():
+        if name != "symm-atomic":
+            _compare_written(driver, name, pointer, expected, wait_s, emit)
+
+
+def _compare_written(
+    driver: Driver, check: PairCheck, pointer: int, expected: bytes, wait_s: float, emit: Emit
+) -> None:
+    """Every word of one check: correct, not seen, or the first word that differs (for
+    the atomics' counter, how many adds landed)."""
+    label = _LABELS[check]
+    data = driver.download(pointer, len(expected))
+    if data == expected:
+        emit(ResultLine(correct=True, check=check))
+    elif check == "symm-atomic":
+        (got,), (want,) = struct.unpack("<I", data), struct.unpack("<I", expected)
+        detail = f"{label}: {got} of {want} adds landed"
+        emit(ResultLine(correct=False, check=check, detail=detail))
+    elif data[:4] != expected[:4] and data[-4:] != expected[:4]:
+        emit(ErrorLine(stage=_WAITS[check], reason=f"{label}-write-not-seen:{wait_s:g}s"))
+    else:
+        first = _first_difference(data, expected)
+        detail = f"{label}: differs from the pattern at word {first}"
+        emit(ResultLine(correct=False, check=check, detail=detail))
+
+
+def _report(conn: socket.socket, check: PairCheck, written: bool) -> None:
+    with contextlib.suppress(OSError):  # an owner already gone judges nothing more
+        conn.send(f"{check}:{'written' if written else 'failed'}".encode())
+
+
+def _pair_writer(
+    job: PairJob, driver: Driver, conn: socket.socket, first: Stage, emit: Emit
+) -> bool:
+    conn.settimeout(job.wait_s)
+    try:
+        message, fds, _, _ = socket.recv_fds(conn, _HEADER.size + _IPC_HANDLE_BYTES, 1)
+    except TimeoutError:
+        emit(ErrorLine(stage=first, reason=f"pair-not-sent:{job.wait_s:g}s"))
+        return False
+    except OSError as exc:
+        emit(ErrorLine(stage=first, reason=f"pair-channel:{_errno(exc)}"))
+        return False
     for extra in fds[1:]:
         os.close(extra)
-    if len(message) != _SIZE.size:
-        os.close(fds[0])
-        raise CudaFailure("CUDA_ERROR_INVALID_VALUE", reason="symm-size-not-received")
-    return fds[0], _SIZE.unpack(message)[0]
+    fd = fds[0] if fds else None
+    if len(message) < _HEADER.size:
+        if fd is not None:
+            os.close(fd)
+        emit(ErrorLine(stage=first, reason="pair-owner-gone"))
+        return False
+    (size,) = _HEADER.unpack_from(message)
+    handle = message[_HEADER.size :]
+    if handle:
+        _report(conn, "cuda-ipc", _ipc_write(driver, job, handle, emit))
+    if fd is not None:
+        _symm_write(driver, job, fd, size, emit, conn)
+    return True
 
 
-def run_symm_import(job: SymmImportJob, emit: Emit, driver: Driver | None = None) -> int:
-    stage: Stage = "symm-import"
-    emit(StageLine(stage=stage))
-    started = _start(driver, job.gpu, emit)
-    if started is None:
-        return 0
-    driver = started
+def _ipc_write(driver: Driver, job: PairJob, raw: bytes, emit: Emit) -> bool:
+    """Open the owner's handle (peer access enabled with it), write the pattern through the
+    mapping, wait for the copy."""
     d = driver.d
+    stage: Stage = "ipc-open"
     try:
-        _vmm_check(driver, driver.call("cuDeviceGet", job.gpu))
+        remote = int(
+            driver.call("cuIpcOpenMemHandle", _handle_from(driver, raw), _LAZY_ENABLE_PEER_ACCESS)
+        )
+        stage = "ipc-write"
+        emit(StageLine(stage=stage))
+        local = driver.alloc(job.size_bytes)
+        driver.call("cuMemsetD32", d.CUdeviceptr(local), IPC_PATTERN, job.size_bytes // 4)
+        driver.call("cuMemcpyDtoD", d.CUdeviceptr(remote), d.CUdeviceptr(local), job.size_bytes)
+        driver.call("cuCtxSynchronize")
+        driver.call("cuIpcCloseMemHandle", d.CUdeviceptr(remote))
+        driver.free(local)
+    except CudaFailure as exc:
+        emit(ErrorLine(stage=stage, reason=exc.reason))
+        return False
+    return True
+
+
+def _symm_write(
+    driver: Driver, job: PairJob, fd: int, size: int, emit: Emit, conn: socket.socket
+) -> None:
+    """map_block for the owner's allocation (import, reserve, map, access for this GPU),
+    the pattern written through it, then the atomics on the counter after the pattern."""
+    d = driver.d
+    stage: Stage = "symm-import"
+    if job.ipc:
+        emit(StageLine(stage=stage))
+    fault = os.environ.get(TEST_FAULT_ENV, "")
+    try:
         try:
-            fd, size = receive_fd(job.socket, job.wait_s)
-        except TimeoutError:
-            raise CudaFailure(
-                "CUDA_ERROR_INVALID_VALUE", reason=f"symm-fd-not-received:{job.wait_s:g}s"
-            ) from None
-        try:
+            _vmm_check(driver, driver.call("cuDeviceGet", job.gpu))
             handle = driver.call("cuMemImportFromShareableHandle", fd, _posix_fd(d))
         finally:
             os.close(fd)  # the imported handle keeps the allocation
         pointer = _map(driver, handle, size, job.gpu)
         stage = "symm-write"
         emit(StageLine(stage=stage))
-        fault = os.environ.get(TEST_FAULT_ENV, "")
         if fault == "symm-hang":
             threading.Event().wait()  # the seam's hang: the parent kills this child
         local = driver.alloc(job.size_bytes)
@@ -608,15 +705,30 @@ def run_symm_import(job: SymmImportJob, emit: Emit, driver: Driver | None = None
             driver.call("cuMemsetD32", d.CUdeviceptr(local + 4), 0, 1)
         driver.call("cuMemcpyDtoD", d.CUdeviceptr(pointer), d.CUdeviceptr(local), job.size_bytes)
         driver.call("cuCtxSynchronize")
-        _unmap(driver, pointer, size, handle)
+        driver.free(local)
     except CudaFailure as exc:
         emit(ErrorLine(stage=stage, reason=exc.reason))
-        return 0
-    except OSError as exc:
-        emit(ErrorLine(stage=stage, reason=f"symm-socket:{_errno(exc)}"))
-        return 0
-    emit(DoneLine())
-    return 0
+        _report(conn, "symm-mem", False)
+        return
+    _report(conn, "symm-mem", True)
+    stage = "symm-atomic"
+    emit(StageLine(stage=stage))
+    try:
+        try:
+            module = driver.call("cuModuleLoadData", _ATOMIC_PTX)
+            function = driver.call("cuModuleGetFunction", module, b"bd_peer_add")
+        except CudaFailure as exc:
+            raise CudaFailure(exc.name, reason="atomic-module:" + reason_token(exc.name)) from None
+        blocks = ATOMIC_BLOCKS - (1 if fault == "symm-atomic-short" else 0)
+        counter = ctypes.c_uint64(pointer + job.size_bytes)
+        driver.launch(function, blocks, ATOMIC_THREADS, 0, [counter])
+        driver.call("cuCtxSynchronize")
+    except CudaFailure as exc:
+        emit(ErrorLine(stage=stage, reason=exc.reason))
+        _report(conn, "symm-atomic", False)
+    else:
+        _report(conn, "symm-atomic", True)
+    _unmap(driver, pointer, size, handle)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -629,14 +741,8 @@ def main(argv: Sequence[str]) -> int:
     job = msgspec.json.decode(argv[0], type=Job)
     if isinstance(job, AllReduceJob):
         return run_allreduce(job, _emit)
-    if isinstance(job, IpcExportJob):
-        return run_ipc_export(job, _emit)
-    if isinstance(job, IpcImportJob):
-        return run_ipc_import(job, _emit)
-    if isinstance(job, SymmExportJob):
-        return run_symm_export(job, _emit)
-    if isinstance(job, SymmImportJob):
-        return run_symm_import(job, _emit)
+    if isinstance(job, PairJob):
+        return run_pair(job, _emit)
     return run_link_load(job, _emit)
 
 

@@ -15,13 +15,10 @@ idles at a lower generation), for the link.* rules.
 
 from __future__ import annotations
 
-import os
-import shutil
+import socket
 import sys
-import tempfile
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -36,21 +33,20 @@ from blackwell_doctor.collect.probe.collective_protocol import (
     ErrorLine,
     FatalLine,
     HandleLine,
-    IpcExportJob,
-    IpcImportJob,
     LinkLine,
     LinkLoadJob,
+    PairCheck,
+    PairJob,
+    PairPath,
+    PairRole,
     ResultLine,
     Stage,
     StageLine,
-    SymmExportJob,
-    SymmImportJob,
     VersionLine,
     decode_line,
 )
 from blackwell_doctor.facts.document import (
     CollectiveFacts,
-    CollectivePath,
     CollectiveRun,
     LinkLoadFacts,
     LoadedLink,
@@ -73,10 +69,10 @@ class ChildRun:
     fatal: str | None = None
     result: ResultLine | None = None
     error: ErrorLine | None = None
+    errors: list[ErrorLine] = field(default_factory=list)
+    checks: dict[PairCheck, ResultLine] = field(default_factory=dict)
     links: list[LinkLine] = field(default_factory=list)
-    handle: str | None = None
     multicast: bool | None = None
-    handle_seen: threading.Event = field(default_factory=threading.Event)
     done: bool = False
 
     def feed(self, raw: bytes) -> None:
@@ -87,16 +83,17 @@ class ChildRun:
             self.version = line
         elif isinstance(line, FatalLine):
             self.fatal = line.reason
+        elif isinstance(line, ResultLine) and line.check is not None:
+            self.checks[line.check] = line
         elif isinstance(line, ResultLine):
             self.result = line
         elif isinstance(line, ErrorLine):
             self.error = line
+            self.errors.append(line)
         elif isinstance(line, LinkLine):
             self.links.append(line)
         elif isinstance(line, HandleLine):
-            self.handle = line.handle
             self.multicast = line.multicast
-            self.handle_seen.set()
         elif isinstance(line, DoneLine):
             self.done = True
 
@@ -113,7 +110,7 @@ def _ended(result: ChildResult, run: ChildRun, limit: float) -> str:
     return f"collective-child-exited-early:rc={code}{where}"
 
 
-Job = AllReduceJob | LinkLoadJob | IpcExportJob | IpcImportJob | SymmExportJob | SymmImportJob
+Job = AllReduceJob | LinkLoadJob | PairJob
 
 
 def _child(
@@ -122,10 +119,12 @@ def _child(
     limit: float,
     extra: dict[str, str],
     run: ChildRun | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> tuple[ChildRun, ChildResult]:
     run = run or ChildRun()
     env = child_env({**_ORDER_ENV, **extra})
-    result = run_child([*argv, msgspec.json.encode(job).decode()], limit, on_line=run.feed, env=env)
+    argv = [*argv, msgspec.json.encode(job).decode()]
+    result = run_child(argv, limit, on_line=run.feed, env=env, pass_fds=pass_fds)
     return run, result
 
 
@@ -197,7 +196,6 @@ def run_collective(
             return Unavailable("libcuda-not-found")
         child_argv = [sys.executable, "-m", CHILD_MODULE]
     library = library or find_nccl_library()
-    ipc_runs: list[CollectiveRun] = []
     started = time.monotonic()
     deadline = started + timeout_s
     runs: list[CollectiveRun] = []
@@ -233,16 +231,12 @@ def run_collective(
             runs.append(collective)
             if collective.failure is None and collective.correct:
                 break  # works as the runtime gets it: no fallback to try
-    pair_tests: list[tuple[CollectivePath, Callable[..., CollectiveRun]]] = []
-    if ipc:
-        pair_tests.append(("cuda-ipc", run_ipc_pair))
-    if ipc if symm is None else symm:
-        pair_tests.append(("symm-mem", run_symm_pair))
-    by_path: dict[CollectivePath, list[CollectiveRun]] = {path: [] for path, _ in pair_tests}
-    for a, b in (pair for pair in gpu_sets(gpu_count) if len(pair) == 2):
+    symm = ipc if symm is None else symm
+    by_path: dict[PairPath, list[CollectiveRun]] = {"cuda-ipc": [], "symm-mem": []}
+    for a, b in (pair for pair in gpu_sets(gpu_count) if len(pair) == 2) if ipc or symm else ():
         remaining = deadline - time.monotonic()
         if remaining <= 1.0:
-            for path, _ in pair_tests:
+            for path in pair_paths(ipc, symm):
                 by_path[path].append(
                     CollectiveRun(
                         gpus=[a, b],
@@ -252,19 +246,10 @@ def run_collective(
                 )
             continue
         limit = min(run_timeout_s, remaining)
-        # The pair's IPC and symmetric-memory tests run side by side (each its own two
-        # children, its own buffers and deadline): their start-ups overlap, which halves
-        # what the second costs.
-        with ThreadPoolExecutor(max_workers=max(1, len(pair_tests))) as pool:
-            futures = [
-                (path, pool.submit(test, a, b, timeout_s=limit, argv=child_argv, env=env))
-                for path, test in pair_tests
-            ]
-            for path, future in futures:
-                by_path[path].append(future.result())
-    for found in by_path.values():
-        ipc_runs += found
-    runs += ipc_runs
+        found = run_pair(a, b, timeout_s=limit, argv=child_argv, env=env, ipc=ipc, symm=symm)
+        for path, run in zip(pair_paths(ipc, symm), found, strict=True):
+            by_path[path].append(run)
+    runs += by_path["cuda-ipc"] + by_path["symm-mem"]
     return CollectiveFacts(
         library=library_label(library),
         nccl_version=version,
@@ -273,7 +258,16 @@ def run_collective(
     )
 
 
-def run_ipc_pair(
+def pair_paths(ipc: bool, symm: bool) -> list[PairPath]:
+    """The peer-write paths a pair is tested on, in the order its runs are listed."""
+    return [path for path, on in ((_IPC, ipc), (_SYMM, symm)) if on]
+
+
+_IPC: PairPath = "cuda-ipc"
+_SYMM: PairPath = "symm-mem"
+
+
+def run_pair(
     owner: int,
     writer: int,
     *,
@@ -281,115 +275,110 @@ def run_ipc_pair(
     argv: Sequence[str],
     size_bytes: int = 16 << 20,
     env: dict[str, str] | None = None,
-) -> CollectiveRun:
-    """vLLM's custom all-reduce path for one pair: a process on ``writer`` writes a buffer
-    of ``owner``'s, shared by CUDA IPC from another process, which checks what landed. Both
-    children live under the deadline; the writer starts once the owner printed its handle."""
-    export = IpcExportJob(gpu=owner, size_bytes=size_bytes, wait_s=max(1.0, timeout_s - 2.0))
-    return _peer_write(
-        export,
-        lambda handle: IpcImportJob(gpu=writer, handle=handle, size_bytes=size_bytes),
-        gpus=[owner, writer],
-        path="cuda-ipc",
-        timeout_s=timeout_s,
-        argv=argv,
-        env=env,
-    )
+    ipc: bool = True,
+    symm: bool = True,
+) -> list[CollectiveRun]:
+    """One pair's peer writes, as the runtimes take the path: a process on ``writer``
+    writes buffers of ``owner``'s that another process shares with it, through CUDA IPC
+    (``ipc``: vLLM's custom all-reduce) and through a cuMemCreate allocation shared by
+    POSIX fd (``symm``: PyTorch's CUDA symmetric memory, vLLM's symmetric-memory
+    all-reduce, without multicast), where it also adds to a counter with system-scope
+    atomics; the owner checks every word and the count. Two children, started together
+    (the writer's start-up overlaps the owner's) and joined by a socket pair made here:
+    the owner sends the IPC handle and the fd (SCM_RIGHTS) over it, the writer reports
+    each write back. Both live under ``timeout_s``; one that ends closes its end here, so
+    the other sees it gone at once. One run per path tested, IPC first."""
+    paths = pair_paths(ipc, symm)
+    if not paths:
+        return []
+    wait = max(1.0, timeout_s - 2.0)
+    owner_end, writer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
-
-def run_symm_pair(
-    owner: int,
-    writer: int,
-    *,
-    timeout_s: float,
-    argv: Sequence[str],
-    size_bytes: int = 16 << 20,
-    env: dict[str, str] | None = None,
-) -> CollectiveRun:
-    """Symmetric memory's peer path for one pair, as PyTorch's CUDA symmetric memory (vLLM's
-    symmetric-memory all-reduce) sets it up without multicast: the owner's child allocates
-    with cuMemCreate (POSIX fd handle) and passes the fd over a Unix socket (SCM_RIGHTS) in
-    a private folder; the writer's child imports, maps and writes it; the owner checks every
-    word. Both children live under the deadline, the socket's folder is removed after."""
-    folder = tempfile.mkdtemp(prefix="bd-symm-")
-    try:
-        where = os.path.join(folder, "s")
-        wait = max(1.0, timeout_s - 2.0)
-        export = SymmExportJob(
-            gpu=owner, peer=writer, socket=where, size_bytes=size_bytes, wait_s=wait
+    def job(role: PairRole, gpu: int, peer: int, end: socket.socket) -> PairJob:
+        return PairJob(
+            role=role,
+            gpu=gpu,
+            peer=peer,
+            channel=end.fileno(),
+            size_bytes=size_bytes,
+            wait_s=wait,
+            ipc=ipc,
+            symm=symm,
         )
-        return _peer_write(
-            export,
-            lambda _: SymmImportJob(gpu=writer, socket=where, size_bytes=size_bytes, wait_s=wait),
-            gpus=[owner, writer],
-            path="symm-mem",
-            timeout_s=timeout_s,
-            argv=argv,
-            env=env,
-        )
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
-
-def _peer_write(
-    export: Job,
-    writer_job: Callable[[str], Job],
-    *,
-    gpus: list[int],
-    path: CollectivePath,
-    timeout_s: float,
-    argv: Sequence[str],
-    env: dict[str, str] | None = None,
-) -> CollectiveRun:
-    """One process writes another's GPU memory: the owner's child first, the writer's once
-    the owner said it is ready (its handle line), both under ``timeout_s``."""
-    owner_run = ChildRun()
+    sides = {
+        "owner": (job("owner", owner, writer, owner_end), owner_end, ChildRun()),
+        "writer": (job("writer", writer, owner, writer_end), writer_end, ChildRun()),
+    }
     ended: dict[str, ChildResult] = {}
 
-    def owner_side() -> None:
+    def side(name: str) -> None:
+        job, end, run = sides[name]
         try:
-            _, ended["owner"] = _child(argv, export, timeout_s, env or {}, owner_run)
+            _, ended[name] = _child(argv, job, timeout_s, env or {}, run, (end.fileno(),))
         finally:
-            # An owner that ends without its handle line ends the wait for it too.
-            owner_run.handle_seen.set()
+            end.close()  # this side's only other copy went with its child
 
-    thread = threading.Thread(target=owner_side, daemon=True)
-    thread.start()
-    writer_run = ChildRun()
-    failure: str | None = None
-    if owner_run.handle_seen.wait(timeout_s) and owner_run.handle is not None:
-        writer_run, result = _child(argv, writer_job(owner_run.handle), timeout_s, env or {})
-        if writer_run.error is not None:
-            failure = f"{writer_run.error.reason} at {writer_run.error.stage}"
-        elif not writer_run.done and writer_run.fatal is None:
-            failure = _ended(result, writer_run, timeout_s)
-        elif writer_run.fatal is not None:
-            failure = writer_run.fatal
-    thread.join(timeout_s + 5.0)
-    result_line = owner_run.result
-    if failure is None:
-        if owner_run.error is not None:
-            failure = f"{owner_run.error.reason} at {owner_run.error.stage}"
-        elif owner_run.fatal is not None:
-            failure = owner_run.fatal
-        elif result_line is None:
-            owner_end = ended.get("owner")
-            failure = (
-                _ended(owner_end, owner_run, timeout_s)
-                if owner_end is not None
-                else f"collective-timeout:{timeout_s:g}s"
-            )
-        elif not result_line.correct:
-            failure = f"wrong-data:{result_line.detail or 'unknown'}"
-    stages = owner_run.stages + writer_run.stages
+    with owner_end, writer_end, ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(side, sides))
+    owner_run, writer_run = sides["owner"][2], sides["writer"][2]
+    return [
+        _pair_run(path, [owner, writer], owner_run, writer_run, ended, timeout_s, size_bytes)
+        for path in paths
+    ]
+
+
+def _abnormal(result: ChildResult | None) -> bool:
+    """A child killed at its deadline, crashed or failed, not one that ended on its own."""
+    return result is not None and (result.ending != "exited" or (result.returncode or 0) != 0)
+
+
+def _pair_run(
+    path: PairPath,
+    gpus: list[int],
+    owner: ChildRun,
+    writer: ChildRun,
+    ended: dict[str, ChildResult],
+    limit: float,
+    size_bytes: int,
+) -> CollectiveRun:
+    """One path's run from what both children said: the writer's own error first (it
+    names where a write failed), then a writer that never finished, the owner's error or
+    ending, and last what the owner found (a wrong word, a short count of atomics)."""
+    prefix = "ipc-" if path == "cuda-ipc" else "symm-"
+
+    def error(run: ChildRun, channel: bool = False) -> str | None:
+        for line in run.errors:
+            if not line.stage.startswith(prefix) or line.reason.startswith("atomic-module:"):
+                continue  # another path's, or a driver without a PTX compiler: not the path
+            if line.reason.startswith("pair-") == channel:
+                return f"{line.reason} at {line.stage}"
+        return None
+
+    result = owner.checks.get(path)
+    atomic = owner.checks.get("symm-atomic") if path == "symm-mem" else None
+    failure = error(writer) or writer.fatal
+    if failure is None and result is None and _abnormal(ended.get("writer")):
+        failure = _ended(ended["writer"], writer, limit)
+    failure = failure or error(owner) or owner.fatal
+    if failure is None and result is None and _abnormal(ended.get("owner")):
+        failure = _ended(ended["owner"], owner, limit)
+    if failure is None and result is None:
+        failure = error(writer, channel=True) or f"collective-no-result:{prefix}check"
+    if failure is None and result is not None and not result.correct:
+        failure = f"wrong-data:{result.detail or 'unknown'}"
+    if failure is None and atomic is not None and not atomic.correct:
+        failure = f"wrong-atomic:{atomic.detail or 'unknown'}"
+    stages = [s for s in owner.stages + writer.stages if s.startswith(prefix)]
     return CollectiveRun(
         gpus=gpus,
         path=path,
-        size_bytes=export.size_bytes,
-        correct=result_line.correct if result_line is not None else None,
+        size_bytes=size_bytes,
+        correct=result.correct if result is not None else None,
         failure=failure,
         stage=stages[-1] if stages else None,
-        multicast=owner_run.multicast if path == "symm-mem" else None,
+        multicast=owner.multicast if path == "symm-mem" else None,
+        atomic=atomic.correct if atomic is not None else None,
     )
 
 

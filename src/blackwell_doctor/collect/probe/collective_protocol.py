@@ -4,10 +4,10 @@ object per line, flushed at once, so the stage a child last entered names where 
 
 The jobs: :class:`AllReduceJob` (an NCCL all-reduce over some GPUs, its sum checked on
 every rank, then timed), :class:`LinkLoadJob` (each GPU's PCIe link read by NVML while
-host-to-device copies keep it busy), and per pair the two sides of a peer write through a
-CUDA IPC mapping (:class:`IpcExportJob`, :class:`IpcImportJob`) and through a CUDA VMM
-allocation shared by file descriptor, as symmetric memory shares it
-(:class:`SymmExportJob`, :class:`SymmImportJob`).
+host-to-device copies keep it busy), and per pair the two sides of the peer-write tests
+(:class:`PairJob`, one per side): through a CUDA IPC mapping, and through a
+CUDA VMM allocation shared by file descriptor as symmetric memory shares it, with atomics
+through the latter.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ Stage = Literal[
     "symm-wait",  # the owner passed the fd (SCM_RIGHTS) and waits for the peer's write
     "symm-import",  # the peer receives the fd, cuMemImportFromShareableHandle, maps, sets access
     "symm-write",  # the peer writes the owner's memory through its own mapping
+    "symm-atomic",  # the peer's system-scope atomicAdds on a counter through that mapping
 ]
 
 # Test seam (tests and the device script only): "hang" leaves one rank out of the first
@@ -43,7 +44,8 @@ Stage = Literal[
 # not "1": the shape of a broken peer path that the fallback fixes (NVIDIA/nccl#2079).
 # For symmetric memory's writer: "symm-hang" stops it after the import, mapped, before it
 # writes (the parent kills it at its deadline); "symm-wrong" copies the pattern with zero
-# in word 1 through the mapping, so the owner's real comparison fails.
+# in word 1 through the mapping, so the owner's real comparison fails; "symm-atomic-short"
+# launches one block of atomics fewer than the owner counts on, so its real count falls short.
 TEST_FAULT_ENV = "BLACKWELL_DOCTOR_COLLECTIVE_TEST_FAULT"
 
 
@@ -60,47 +62,39 @@ class LinkLoadJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", ta
     size_bytes: int = 32 << 20
 
 
-class IpcExportJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="ipc-export"):
-    """The owner side of vLLM's custom all-reduce path: a buffer shared by CUDA IPC, which
-    the peer process writes; the owner checks what landed."""
+PairRole = Literal["owner", "writer"]
 
+
+class PairJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="pair"):
+    """One side of a pair's peer-write tests, both started together (the writer's start-up
+    overlaps the owner's) and joined by a socket pair the parent made (``channel``: this
+    side's end, an inherited fd; AF_UNIX, SOCK_SEQPACKET).
+
+    The owner (``role="owner"``, on ``gpu``) allocates a buffer shared by CUDA IPC (vLLM's
+    custom all-reduce, ``ipc``) and a cuMemCreate allocation with a POSIX file-descriptor
+    handle (PyTorch's CUDA symmetric memory, what vLLM's symmetric-memory all-reduce
+    allocates, ``symm``), and sends both in one message: the IPC handle's bytes and the fd
+    (SCM_RIGHTS). The writer (``role="writer"``, on ``gpu``; ``peer`` is the owner's GPU)
+    writes through each mapping, adds to a counter after the symmetric buffer's pattern
+    with system-scope atomics, and reports each back over the channel; the owner then
+    checks every word that landed, and the count."""
+
+    role: PairRole
     gpu: int
+    peer: int  # the other side's GPU (the owner reads its multicast attribute)
+    channel: int
     size_bytes: int = 16 << 20
     wait_s: float = 10.0
+    ipc: bool = True
+    symm: bool = True
 
 
-class IpcImportJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="ipc-import"):
-    gpu: int  # the writer's GPU
-    handle: str  # the owner's cuIpcGetMemHandle, hex
-    size_bytes: int = 16 << 20
-
-
-class SymmExportJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="symm-export"):
-    """The owner side of PyTorch's CUDA symmetric memory (what vLLM's symmetric-memory
-    all-reduce allocates): a cuMemCreate allocation with a POSIX file-descriptor handle,
-    mapped here, exported as an fd and passed over the Unix socket at ``socket``
-    (SCM_RIGHTS) to the peer process, which writes it; the owner checks every word."""
-
-    gpu: int
-    peer: int  # the writer's GPU (only its multicast attribute is read here)
-    socket: str  # the AF_UNIX path this side listens on (in a private folder of the parent's)
-    size_bytes: int = 16 << 20
-    wait_s: float = 10.0
-
-
-class SymmImportJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="symm-import"):
-    gpu: int  # the writer's GPU
-    socket: str  # the owner's socket, to receive the fd from
-    size_bytes: int = 16 << 20
-    wait_s: float = 10.0
-
-
-Job = AllReduceJob | LinkLoadJob | IpcExportJob | IpcImportJob | SymmExportJob | SymmImportJob
+Job = AllReduceJob | LinkLoadJob | PairJob
 
 
 class HandleLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="handle"):
-    """The owner is ready for the writer: its IPC handle (hex), or the socket it listens on
-    (symmetric memory), with whether its GPU reports multicast support (an attribute read)."""
+    """The pair owner sent the writer what it needs (``handle``: the IPC handle, hex, or
+    empty), with whether both GPUs report multicast support (an attribute read)."""
 
     handle: str
     multicast: bool | None = None
@@ -121,10 +115,18 @@ class VersionLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", 
     library: str
 
 
+# What a pair owner's result line judges: the IPC write, the symmetric write, or the
+# counter the writer's atomics added to through the symmetric mapping.
+PairPath = Literal["cuda-ipc", "symm-mem"]
+PairCheck = PairPath | Literal["symm-atomic"]
+
+
 class ResultLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="result"):
-    """The all-reduce: whether every rank got the sum, and the median time of one."""
+    """The all-reduce: whether every rank got the sum, and the median time of one. A pair
+    owner's: whether what the writer wrote (``check``) landed right."""
 
     correct: bool
+    check: PairCheck | None = None
     detail: str | None = None  # "rank1: 3/16777216 floats differ, first at 5"
     iterations: int = 0
     time_s: float | None = None
@@ -160,6 +162,10 @@ IPC_PATTERN = 0x5EED1DC0
 # The pattern the peer writes through its symmetric-memory mapping (a different word, so a
 # stale IPC buffer can never pass for it).
 SYMM_PATTERN = 0x5133E3A1
+# The writer's atomics on the counter after the symmetric buffer's pattern: one
+# atom.global.sys.add.u32 of 1 per thread, ATOMIC_BLOCKS x ATOMIC_THREADS of them.
+ATOMIC_BLOCKS = 64
+ATOMIC_THREADS = 256
 
 _LINES: LineCodec[Line] = LineCodec(Line)
 encode_line = _LINES.encode

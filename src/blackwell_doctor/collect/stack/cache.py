@@ -1,7 +1,8 @@
 """The audit's cache of fatbin scans, keyed by file identity: a file whose path, size,
 modification time (ns) and inode are unchanged is not read again. One JSON document under
 ``$XDG_CACHE_HOME/blackwell-doctor/`` (default ``~/.cache``), written atomically; a cache
-that cannot be read is started afresh, one that cannot be written is left as it was."""
+that cannot be read is started afresh, one that cannot be written is left as it was.
+``audit --image`` keeps what it read of an image beside it, by image id."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
+
+from blackwell_doctor.facts.stack import GpuPackage
 
 CACHE_VERSION = 2
 
@@ -47,7 +50,50 @@ def load_cache(path: Path) -> dict[str, CachedScan]:
 
 
 def save_cache(path: Path, files: dict[str, CachedScan]) -> None:
-    data = msgspec.json.encode(_CacheFile(CACHE_VERSION, files))
+    _write(path, msgspec.json.encode(_CacheFile(CACHE_VERSION, files)))
+
+
+# audit --image: an image id is the digest of its configuration, which names its layers'
+# content (rootfs.diff_ids): the same id is the same files, so what was read of an image
+# is kept whole by its id (and the site directories read), the newest MAX_IMAGES.
+IMAGE_CACHE_VERSION = 1
+MAX_IMAGES = 32
+
+
+class CachedImage(msgspec.Struct):
+    sites: list[str]
+    packages: list[GpuPackage]
+    triton_site: str | None = None
+
+
+class _ImageCacheFile(msgspec.Struct):
+    version: int
+    images: dict[str, CachedImage]
+
+
+def default_image_cache_path(environ: Mapping[str, str]) -> Path:
+    return default_cache_path(environ).with_name(f"audit-images-v{IMAGE_CACHE_VERSION}.json")
+
+
+def load_image_cache(path: Path) -> dict[str, CachedImage]:
+    try:
+        doc = msgspec.json.decode(path.read_bytes(), type=_ImageCacheFile)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return {}
+    return doc.images if doc.version == IMAGE_CACHE_VERSION else {}
+
+
+def save_image(path: Path, image_id: str, entry: CachedImage) -> None:
+    """``entry`` for ``image_id`` added to the cache at ``path`` (the oldest dropped)."""
+    images = load_image_cache(path)
+    images.pop(image_id, None)
+    images[image_id] = entry
+    kept = dict(list(images.items())[-MAX_IMAGES:])
+    _write(path, msgspec.json.encode(_ImageCacheFile(IMAGE_CACHE_VERSION, kept)))
+
+
+def _write(path: Path, data: bytes) -> None:
+    """``data`` written to ``path`` atomically; left as it was when that fails."""
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".audit-", suffix=".tmp")

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from blackwell_doctor.collect.stack.cache import CachedScan, load_cache, save_cache
 from blackwell_doctor.collect.stack.fatbin import NotElf, Target, scan_file
@@ -21,7 +22,7 @@ from blackwell_doctor.facts.stack import GpuPackage, KernelFile, KernelUnit, Sta
 from blackwell_doctor.ruledata.stack import StackData, normalise
 
 # Shared objects, and standalone cubins (flashinfer-cubin ships its kernels as .cubin files).
-_SHARED_OBJECT = re.compile(r"(\.so(\.\d+)*|\.cubin)$")
+SHARED_OBJECT = re.compile(r"(\.so(\.\d+)*|\.cubin)$")
 _TORCH_CUDA = re.compile(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", re.M)
 MAX_UNREADABLE = 20
 
@@ -41,6 +42,7 @@ def _kind(names: set[str], prefix: str) -> tuple[str, ...]:
 def _units(scan: Triples) -> tuple[list[KernelUnit], tuple[int, int] | None]:
     counts: Counter[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = Counter()
     ptx_bytes: Counter[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = Counter()
+    lto_bytes: Counter[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = Counter()
     isa: tuple[int, int] | None = None
     for unit in scan:
         names = {n for n, _, _ in unit}
@@ -51,9 +53,15 @@ def _units(scan: Triples) -> tuple[list[KernelUnit], tuple[int, int] | None]:
                 isa = max(isa or (major, minor), (major, minor))
         counts[key] += 1
         ptx_bytes[key] += max((b for n, _, b in unit if n.startswith("compute_")), default=0)
+        lto_bytes[key] += max((b for n, _, b in unit if n.startswith("lto_")), default=0)
     units = [
         KernelUnit(
-            sass=list(s), ptx=list(p), lto=list(lt), count=c, ptx_bytes=ptx_bytes[(s, p, lt)]
+            sass=list(s),
+            ptx=list(p),
+            lto=list(lt),
+            count=c,
+            ptx_bytes=ptx_bytes[(s, p, lt)],
+            lto_bytes=lto_bytes[(s, p, lt)],
         )
         for (s, p, lt), c in sorted(counts.items())
     ]
@@ -62,6 +70,29 @@ def _units(scan: Triples) -> tuple[list[KernelUnit], tuple[int, int] | None]:
 
 def _as_triples(units: Sequence[tuple[Target, ...]]) -> Triples:
     return [[(t.name, f"{t.version[0]}.{t.version[1]}", t.size) for t in unit] for unit in units]
+
+
+Scan = tuple[Triples, Triples] | None
+
+
+def scan_triples(path: str) -> Scan:
+    """The fatbin units of the file at ``path`` (.nv_fatbin, then the ones the library
+    loads itself), as the cache keeps them; None for a file that is not ELF."""
+    try:
+        found = scan_file(path)
+    except NotElf:
+        return None
+    return _as_triples(found.units), _as_triples(found.loaded)
+
+
+class FileScans(Protocol):
+    """Where a package's files are read: this host's disk (through the cache), or the
+    files streamed out of a container image (collect.stack.image)."""
+
+    def scan(self, path: Path) -> tuple[int, Scan]:
+        """The size and scan of the file a distribution's RECORD locates at ``path``;
+        OSError when it cannot be read."""
+        ...
 
 
 class _Scanner:
@@ -73,7 +104,7 @@ class _Scanner:
         self.new: dict[str, CachedScan] = {}
         self.hits = 0
 
-    def scan(self, path: Path) -> tuple[Triples, Triples] | None:
+    def scan(self, path: Path) -> tuple[int, Scan]:
         st = path.stat()
         key = str(path)
         hit = self.old.get(key)
@@ -84,15 +115,14 @@ class _Scanner:
         ):
             self.hits += 1
             self.new[key] = hit
-            return None if hit.units is None else (hit.units, hit.loaded)
-        try:
-            found = scan_file(key)
-        except NotElf:
+            return st.st_size, None if hit.units is None else (hit.units, hit.loaded)
+        found = scan_triples(key)
+        if found is None:
             self.new[key] = CachedScan(st.st_size, st.st_mtime_ns, st.st_ino, None)
-            return None
-        units, loaded = _as_triples(found.units), _as_triples(found.loaded)
+            return st.st_size, None
+        units, loaded = found
         self.new[key] = CachedScan(st.st_size, st.st_mtime_ns, st.st_ino, units, loaded)
-        return units, loaded
+        return st.st_size, found
 
     def save(self) -> None:
         if self.cache_path is not None and self.new != self.old:
@@ -114,18 +144,18 @@ def _torch_cuda(dist: metadata.Distribution) -> str | None:
     return (m.group(1) or m.group(2)) if m else None
 
 
-def _package(dist: metadata.Distribution, scanner: _Scanner) -> GpuPackage:
+def _package(dist: metadata.Distribution, scanner: FileScans) -> GpuPackage:
     name = normalise(dist.metadata["Name"] or "")
     files: list[KernelFile] = []
     unreadable: list[str] = []
     count = 0
     for rel in dist.files or ():
-        if not _SHARED_OBJECT.search(rel.name):
+        if not SHARED_OBJECT.search(rel.name):
             continue
         path = Path(str(dist.locate_file(rel)))
         count += 1
         try:
-            scan = scanner.scan(path)
+            size, scan = scanner.scan(path)
         except OSError as exc:
             if len(unreadable) < MAX_UNREADABLE:
                 unreadable.append(f"{rel}: {exc.strerror or type(exc).__name__}")
@@ -137,7 +167,7 @@ def _package(dist: metadata.Distribution, scanner: _Scanner) -> GpuPackage:
             files.append(
                 KernelFile(
                     path=str(rel),
-                    size=path.stat().st_size,
+                    size=size,
                     units=units,
                     loaded=loaded,
                     ptx_isa=None if newest is None else f"{newest[0]}.{newest[1]}",
@@ -164,12 +194,21 @@ def gpu_distributions(paths: Sequence[str], data: StackData) -> dict[str, metada
     return seen
 
 
+def inventory(
+    paths: Sequence[str], data: StackData, scanner: FileScans
+) -> tuple[dict[str, metadata.Distribution], list[GpuPackage]]:
+    """The GPU distributions on ``paths`` and each one's package facts, its files read
+    through ``scanner``."""
+    seen = gpu_distributions(paths, data)
+    return seen, [_package(seen[n], scanner) for n in sorted(seen)]
+
+
 def shared_objects(dist: metadata.Distribution) -> list[Path]:
     """The shared objects ``dist`` installed (its RECORD), as paths on disk."""
     return [
         Path(str(dist.locate_file(rel)))
         for rel in dist.files or ()
-        if _SHARED_OBJECT.search(rel.name)
+        if SHARED_OBJECT.search(rel.name)
     ]
 
 
@@ -183,9 +222,8 @@ def read_stack(
 ) -> StackFacts:
     """The GPU stack of ``interpreter``'s environment (see the module's docstring)."""
     paths = [p for p in interpreter.paths if os.path.isdir(p)]
-    seen = gpu_distributions(paths, data)
     scanner = _Scanner(cache_path)
-    packages = [_package(seen[n], scanner) for n in sorted(seen)]
+    seen, packages = inventory(paths, data, scanner)
     scanner.save()
     ptxas = []
     triton = seen.get("triton")

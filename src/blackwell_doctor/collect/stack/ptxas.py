@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from blackwell_doctor.collect.childproc import run_child
@@ -18,6 +18,8 @@ from blackwell_doctor.facts.stack import PtxasSource, PtxasTarget
 
 DEFAULT_TIMEOUT_S = 30.0
 _RELEASE = re.compile(rb"release (\d+\.\d+)")
+# What `ptxas --version` prints is a string in the binary itself (ptxas 12.4 to 13.0).
+BINARY_RELEASE = re.compile(rb"Cuda compilation tools, release (\d+\.\d+)")
 
 
 def _ptx(target: str, isa: str) -> str:
@@ -35,17 +37,21 @@ def _arch(target: str) -> int:
 
 
 def triton_ptxas(
-    bin_dir: Path, target: str, environ: Mapping[str, str]
+    bin_dir: Path,
+    target: str,
+    environ: Mapping[str, str],
+    is_file: Callable[[Path], bool] = Path.is_file,
 ) -> tuple[Path, PtxasSource]:
-    """The ptxas Triton picks for ``target`` (``sm_120a``), and where it came from."""
+    """The ptxas Triton picks for ``target`` (``sm_120a``), and where it came from
+    (``is_file``: whether a path is a file there, on this host or in an image)."""
     if _arch(target) >= 100:
         override = environ.get("TRITON_PTXAS_BLACKWELL_PATH")
-        if override and Path(override).is_file():
+        if override and is_file(Path(override)):
             return Path(override), "TRITON_PTXAS_BLACKWELL_PATH"
-        if (bin_dir / "ptxas-blackwell").is_file():
+        if is_file(bin_dir / "ptxas-blackwell"):
             return bin_dir / "ptxas-blackwell", "bundled"
     override = environ.get("TRITON_PTXAS_PATH")
-    if override and Path(override).is_file():
+    if override and is_file(Path(override)):
         return Path(override), "TRITON_PTXAS_PATH"
     return bin_dir / "ptxas", "bundled"
 
