@@ -286,7 +286,8 @@ def _check_logs(logs: LogRequest) -> None:
 
 # A Docker image reference (distribution/reference's grammar: [host[:port]/]path[:tag]
 # [@digest]) or an image id; anything else is a usage error before the engine is asked.
-_IMAGE_REF = re.compile(
+# Compiled when an --image is given (re's cache), not at every command's start-up.
+_IMAGE_REF = (
     r"^(?:[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*(?::[0-9]+)?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::\w[\w.-]{0,127})?(?:@[a-z0-9]+(?:[-_+.][a-z0-9]+)*:[0-9a-f]{32,})?$"
@@ -299,7 +300,7 @@ def _check_request(request: FactsRequest) -> None:
     if request.image is not None:
         if request.python is not None:
             raise UserError("--image and --python both name the environment to audit: give one")
-        if len(request.image) > 512 or not _IMAGE_REF.match(request.image):
+        if len(request.image) > 512 or not re.match(_IMAGE_REF, request.image):
             raise UserError(f"--image {request.image!r} is not an image reference (NAME[:TAG])")
     if str(request.bench_file) == STDIN and (
         request.logs.reads_stdin or str(request.facts_file) == STDIN
