@@ -198,3 +198,50 @@ def test_a_selected_run_loads_only_the_families_it_needs() -> None:
     assert [r.id for r in engine.run(facts, select=["p2p.transfer"])] == ["p2p.transfer"]
     with pytest.raises(SelectionError):
         default_engine(select=["nothing"])
+
+
+@pytest.mark.parametrize(
+    "name", ["b200-x8", "no-gpu", "rtx5090-wsl2", "sm120-driver580", "dgx-spark-gb10"]
+)
+def test_a_family_whose_section_is_absent_skips_as_its_own_code_does(name: str) -> None:
+    # The engine of every check skips these without importing the family: its words must be
+    # the code's, for every check of the family, on facts without the section.
+    from blackwell_doctor.rules.absent import SECTIONS
+    from blackwell_doctor.rules.evaluate import default_engine
+    from blackwell_doctor.rules.registry import REGISTRY
+    from tests.factsutil import replace
+
+    rules = load_rule_data()
+    checks = registered_checks()
+    on_demand = default_engine()
+    assert on_demand.checks == {}  # nothing imported before a run needs it
+    for fam, (attr, summary) in SECTIONS.items():
+        facts = replace(load(name), **{attr: None})
+        ids = [i for i in rules.checks if i.startswith(fam + ".")]
+        assert ids
+        for check_id in ids:
+            assert checks[check_id](facts, rules) == Outcome(status=Status.SKIP, summary=summary)
+        eager = Engine(rules, checks).run(facts, select=[fam])
+        assert on_demand.run(facts, select=[fam]) == eager
+    full = load(name)
+    assert default_engine().run(full) == Engine(rules, dict(REGISTRY)).run(full)
+
+
+def test_an_on_demand_engine_loads_a_family_when_its_section_is_there() -> None:
+    from pathlib import Path
+
+    from blackwell_doctor.report.bench_facts import read_bench
+    from blackwell_doctor.rules.evaluate import default_engine
+
+    fixtures = Path(__file__).parent / "fixtures"
+    from tests.factsutil import replace
+
+    engine = default_engine()
+    facts = load("b200-x8")
+    engine.run(facts)
+    assert not any(i.startswith("serving.") for i in engine.checks)
+    bench = fixtures / "bench" / "tiny-moe-vllm-cpu.json"
+    with_bench = replace(facts, bench=read_bench(bench.read_bytes(), source=str(bench)))
+    results = engine.run(with_bench, select=["serving"])
+    assert any(i.startswith("serving.") for i in engine.checks)
+    assert all(r.summary != "no bench results given (--bench run.json)" for r in results)

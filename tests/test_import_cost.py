@@ -84,3 +84,67 @@ def test_a_run_registers_only_the_command_it_names() -> None:
     assert commands_for(["--version"]) == ()
     for everything in ([], ["--help"], ["chek"], ["scan_logs"]):
         assert commands_for(everything) == COMMANDS
+
+
+def test_check_and_scan_logs_skip_what_their_input_does_not_need(floor: set[str]) -> None:
+    """Facts without a model, bench results, a stack audit or logs load none of those
+    families' code or catalogues; a plain log file needs no socket, temporary file or queue;
+    release-number versions need no packaging. (msgspec's refused typing_extensions shows
+    in -X importtime as an attempt: the test below holds it.)"""
+    for name in ("check-facts", "fleet"):
+        extra = _imported(["-m", "blackwell_doctor", *FIGURES["commands"][name]["argv"]]) - floor
+        assert not extra & {
+            "blackwell_doctor.ruledata.stack",
+            "blackwell_doctor.ruledata.serving",
+            "blackwell_doctor.ruledata.logs",
+            "packaging",
+        }
+    extra = _imported(["-m", "blackwell_doctor", *FIGURES["commands"]["scan-logs"]["argv"]]) - floor
+    assert not extra & {"socket", "tempfile", "queue", "packaging"}
+
+
+def test_only_msgspec_is_refused_typing_extensions(monkeypatch: pytest.MonkeyPatch) -> None:
+    from blackwell_doctor.cli.boundary import _lean_msgspec
+
+    monkeypatch.delitem(sys.modules, "typing_extensions", raising=False)
+    with _lean_msgspec():
+        with pytest.raises(ModuleNotFoundError):
+            exec("import typing_extensions", {"__name__": "msgspec._utils"})
+        assert "typing_extensions" not in sys.modules
+        exec("import typing_extensions", {"__name__": "another"})  # anyone else gets it
+    assert "typing_extensions" in sys.modules
+
+
+def test_msgspec_modules_this_package_does_not_use_load_when_first_used() -> None:
+    # In a fresh process (msgspec already imported here): under the CLI's finder msgspec's
+    # inspect, yaml and toml modules are lazy, and what reads them gets the same answers.
+    code = """
+import sys
+from blackwell_doctor.cli.boundary import _lean_msgspec
+with _lean_msgspec():
+    import msgspec
+    lazy = sorted(n for n in ("msgspec.inspect", "msgspec.yaml", "msgspec.toml")
+                  if type(sys.modules[n]).__name__ == "_LazyModule")
+    from blackwell_doctor.facts.document import Facts
+    schema = msgspec.json.schema(Facts)
+    info = repr(msgspec.inspect.type_info(int))
+    toml = msgspec.toml.decode(b"a = 1")
+print(lazy)
+print(repr((schema, info, toml)))
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    lean = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, env=env, timeout=120, check=True
+    ).stdout
+    plain = subprocess.run(
+        [sys.executable, "-c", code.replace("with _lean_msgspec():", "if True:")],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout
+    lean_lazy, lean_answers = lean.splitlines()
+    plain_lazy, plain_answers = plain.splitlines()
+    assert lean_lazy == b"['msgspec.inspect', 'msgspec.toml', 'msgspec.yaml']"
+    assert plain_lazy == b"[]"
+    assert lean_answers == plain_answers

@@ -12,11 +12,11 @@ import pytest
 from blackwell_doctor.ruledata import checkdata
 from blackwell_doctor.ruledata.logs import load_catalogue
 from blackwell_doctor.ruledata.resources import data_dir
-from blackwell_doctor.ruledata.rules import load_rule_data
+from blackwell_doctor.ruledata.rules import clear_caches
 
 
 def _clear() -> None:
-    load_rule_data.cache_clear()
+    clear_caches()
     load_catalogue.cache_clear()
 
 

@@ -140,3 +140,29 @@ def test_driver_floor_with_an_unknown_cc_is_not_evaluated_never_skipped() -> Non
     )
     assert status(facts, "driver.version") is Status.ERROR
     assert status(facts, "driver.cuda_version") is Status.ERROR
+
+
+def test_versions_compare_as_packaging_compares_them() -> None:
+    # Release numbers alone are compared without packaging (start-up); every form must
+    # order as packaging's Version orders it, and what it refuses stays unreadable.
+    from packaging.version import InvalidVersion, Version
+
+    from blackwell_doctor.rules import view
+
+    texts = [
+        "580.65.06", "580.65.6", "580", "580.0", "580.0.0", "13.0", "13", "12.8", "12.9.1",
+        "0", "0.0", "", "575.57.08", "590.01", "00.1", "12.10", "12.1", "1.2.3rc1",
+        "v580.65", "580.65.06+local", "580..1", ".1", "1.", "1e3", "\u0661\u0662.\u0663",
+        " 580.1",
+    ]  # fmt: skip
+    floors = ["580.65.06", "13.0", "12.8", "575", "0", "590.01", "1.2.3rc1"]
+    for text in texts:
+        try:
+            expected: Version | None = Version(text)
+        except InvalidVersion:
+            expected = None
+        parsed = view.parse_version(text)
+        assert (parsed is None) is (expected is None), text
+        for floor in floors:
+            if parsed is not None and expected is not None:
+                assert view.at_least(parsed, floor) is (expected >= Version(floor)), (text, floor)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
+
+import msgspec
 
 from blackwell_doctor.facts.errors import UserError
 
@@ -26,8 +27,7 @@ DEFAULT_GPU_TIMEOUT_S = 20.0
 STDIN = "-"
 
 
-@dataclass(frozen=True, kw_only=True)
-class LogRequest:
+class LogRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Which logs to scan: files/directories/globs (``-``: standard input), containers, the
     systemd journal, the kernel log."""
 
@@ -45,8 +45,7 @@ class LogRequest:
         return STDIN in self.paths
 
 
-@dataclass(frozen=True, kw_only=True)
-class FactsRequest:
+class FactsRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Where the facts come from. ``facts_file`` set: that file (``-``: standard input);
     otherwise this host, read under ``host_root`` (default ``/``)."""
 
@@ -55,7 +54,7 @@ class FactsRequest:
     gpu_timeout_s: float | None = None
     probes: bool = True
     redact: bool = False
-    logs: LogRequest = field(default_factory=LogRequest)
+    logs: LogRequest = msgspec.field(default_factory=LogRequest)
     # --model-dir: read into facts.model (config, quantization, safetensors headers). With
     # --facts the directory is usually on that node: read when it exists here, otherwise the
     # file's own model section (collect --model-dir on that node) stands.
@@ -75,8 +74,7 @@ class FactsRequest:
     label: str | None = None
 
 
-@dataclass(frozen=True)
-class Obtained:
+class Obtained(msgspec.Struct, frozen=True):
     facts: Facts
     source: str  # "live", or the facts file as given
 
@@ -288,7 +286,8 @@ def _check_logs(logs: LogRequest) -> None:
 
 # A Docker image reference (distribution/reference's grammar: [host[:port]/]path[:tag]
 # [@digest]) or an image id; anything else is a usage error before the engine is asked.
-_IMAGE_REF = re.compile(
+# Compiled when an --image is given (re's cache), not at every command's start-up.
+_IMAGE_REF = (
     r"^(?:[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*(?::[0-9]+)?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::\w[\w.-]{0,127})?(?:@[a-z0-9]+(?:[-_+.][a-z0-9]+)*:[0-9a-f]{32,})?$"
@@ -301,7 +300,7 @@ def _check_request(request: FactsRequest) -> None:
     if request.image is not None:
         if request.python is not None:
             raise UserError("--image and --python both name the environment to audit: give one")
-        if len(request.image) > 512 or not _IMAGE_REF.match(request.image):
+        if len(request.image) > 512 or not re.match(_IMAGE_REF, request.image):
             raise UserError(f"--image {request.image!r} is not an image reference (NAME[:TAG])")
     if str(request.bench_file) == STDIN and (
         request.logs.reads_stdin or str(request.facts_file) == STDIN

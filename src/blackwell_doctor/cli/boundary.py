@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import typer
@@ -19,6 +22,8 @@ from blackwell_doctor.facts.errors import UserError
 from blackwell_doctor.report.exitcodes import ExitCode
 
 if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+
     from blackwell_doctor.collect.cachefile import CatalogueCache
 
 
@@ -47,6 +52,58 @@ def _catalogue_cache() -> CatalogueCache:
     return CatalogueCache()
 
 
+# Modules msgspec's package imports that this package never uses (its YAML and TOML codecs,
+# its type inspection, which only JSON Schema generation reads): loaded when first used.
+_MSGSPEC_LAZY = frozenset({"msgspec.inspect", "msgspec.yaml", "msgspec.toml"})
+
+
+class _LeanMsgspec:
+    """An import finder for the CLI's run that makes msgspec's import cheaper (~4 ms of
+    every command that reads facts or catalogues; docs/performance.md), changing nothing
+    it does:
+
+    - ``typing_extensions`` is refused to msgspec's ``_utils`` alone. msgspec imports it
+      when it is installed (~3 ms) only to take its ``get_type_hints`` and
+      ``Required``/``NotRequired``, which matter for types from ``typing_extensions``; this
+      package's types are ``typing``'s (Python >= 3.11), for which msgspec falls back to
+      ``typing``'s, as it does where the package is not installed. Any other importer gets
+      the real module.
+    - The modules of :data:`_MSGSPEC_LAZY` are loaded by :class:`importlib.util.LazyLoader`:
+      their code runs when an attribute of theirs is first read (``msgspec.json.schema``).
+    """
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if name in _MSGSPEC_LAZY:
+            import importlib.util
+            from importlib.machinery import PathFinder
+
+            spec = PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None:
+                return None
+            spec.loader = importlib.util.LazyLoader(spec.loader)
+            return spec
+        if name != "typing_extensions":
+            return None
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_globals.get("__name__") == "msgspec._utils":
+                raise ModuleNotFoundError("typing_extensions: not for msgspec in this CLI")
+            frame = frame.f_back  # type: ignore[assignment]
+        return None
+
+
+@contextmanager
+def _lean_msgspec() -> Iterator[None]:
+    finder = _LeanMsgspec()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
 def run(app: typer.Typer, argv: list[str] | None = None) -> int:
     """Run ``app`` on ``argv`` (default: the process's) and return the exit code. Standard
     output that cannot be written (``> /dev/full``, a closed pipe) is a usage error, exit 2,
@@ -65,7 +122,7 @@ def run(app: typer.Typer, argv: list[str] | None = None) -> int:
 
     decodedcache.install(_catalogue_cache)
     try:
-        with checked_stdout():
+        with checked_stdout(), _lean_msgspec():
             return _run(app, argv)
     except UserError as exc:  # what was pending at the end could not be written
         sys.stderr.write(f"{TOOL_NAME}: error: {exc}\n")

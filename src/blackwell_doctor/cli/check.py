@@ -1,6 +1,7 @@
 """``check``: judge this host (or a facts file) and report. The CI gate."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads this command's signature at every
+# run, and string annotations are eval'd there (start-up: docs/performance.md).
 
 import os
 import sys

@@ -14,14 +14,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from blackwell_doctor.app.obtain import FactsRequest, LogRequest
-
 # ``--fail-on``: the lowest status (check) or severity (scan-logs) that makes exit 1; one
 # definition, the documents' (typer offers a Literal's values as the choices).
 from blackwell_doctor.report.status import FailOn as FailOn
 
 if TYPE_CHECKING:
-    from blackwell_doctor.app.obtain import Obtained
+    from blackwell_doctor.app.obtain import FactsRequest, Obtained
     from blackwell_doctor.recommend.options import LaunchRequest
     from blackwell_doctor.report.check import Report
 
@@ -150,6 +148,8 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
     and where the command takes them ``facts_file``, ``logs``, ``containers``, ``journal``,
     ``kernel_log``, ``redact``, ``model_dir``, ``bench``. The one reader of those names for
     check, collect, recommend, apply and slurm-health."""
+    from blackwell_doctor.app.obtain import FactsRequest, LogRequest
+
     return FactsRequest(
         facts_file=params.get("facts_file"),
         host_root=params["host_root"],

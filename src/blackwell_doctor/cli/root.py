@@ -5,7 +5,8 @@
 imports) only the command it runs; ``blackwell_doctor.cli.app`` is the one with every
 command, for introspection."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads this command's signature at every
+# run, and string annotations are eval'd there (start-up: docs/performance.md).
 
 import sys
 from typing import Annotated

@@ -1,6 +1,7 @@
 """``scan-logs``: runtime and kernel logs alone, for fallback and failure signatures."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads this command's signature at every
+# run, and string annotations are eval'd there (start-up: docs/performance.md).
 
 import sys
 from pathlib import Path

@@ -36,9 +36,10 @@ import codecs
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+import msgspec
 
 from blackwell_doctor.facts.errors import UserError
 
@@ -46,8 +47,7 @@ STDIN = "-"
 CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
-class InputKind:
+class InputKind(msgspec.Struct, frozen=True):
     """What a file is to the user (``facts file``) and the most bytes it may hold."""
 
     what: str

@@ -9,9 +9,10 @@ the kernel's build user@host, home directories in paths).
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,11 +23,18 @@ if TYPE_CHECKING:
 
 REDACTED = "<redacted>"
 
+
+def _lazy(pattern: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
+    """A pattern compiled when first used: the patterns of identity and URL redaction are not
+    needed by what redacts log lines (scan-logs; start-up: docs/performance.md)."""
+    return functools.cache(lambda: re.compile(pattern, flags))
+
+
 # Names that hold credentials: HF_TOKEN, VLLM_API_KEY, NCCL_..._PASSWORD, AWS_SECRET_ACCESS_KEY,
 # VLLM_PASSPHRASE, MYSQL_PWD, TLS_PRIVATE_KEY, SESSION_SECRET, HF_HUB_COOKIE, SENTRY_DSN (its
 # URL carries the key), CI_JOB_JWT. Checked against a table of real names in
 # tests/test_secret_names.py; TOKENIZERS_PARALLELISM and PWD (the working directory) are not.
-_SECRET_NAME = re.compile(
+_SECRET_NAME = _lazy(
     r"(TOKEN(?!IZER)|SECRET|PASSW(OR)?D?|PASSPHRASE|(^|_)PASS($|_)|_PWD$|API_?KEY|(^|_)KEY($|_)|"
     r"PRIVATE|CREDENTIAL|AUTH|COOKIE|SESSION|(^|_)DSN$|(^|_)JWT($|_))",
     re.IGNORECASE,
@@ -73,7 +81,7 @@ _AUTH_SCHEME = re.compile(r"\b(?:bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/-]+=*)
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
+    return bool(_SECRET_NAME().search(name))
 
 
 def redact_value(name: str, value: str) -> str:
@@ -84,7 +92,7 @@ def redact_value(name: str, value: str) -> str:
 
 
 # One command-line argument that is an assignment: NAME=VALUE, or --env=NAME=VALUE.
-_ARG_ASSIGNMENT = re.compile(r"^(?P<flag>--?[A-Za-z0-9-]+=)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=")
+_ARG_ASSIGNMENT = _lazy(r"^(?P<flag>--?[A-Za-z0-9-]+=)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=")
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -94,7 +102,7 @@ def redact_argv(argv: list[str]) -> list[str]:
     out: list[str] = []
     after_flag = False
     for arg in argv:
-        assignment = _ARG_ASSIGNMENT.match(arg)
+        assignment = _ARG_ASSIGNMENT().match(arg)
         if after_flag and not arg.startswith("-"):
             out.append(REDACTED)
         elif assignment and is_secret_name(assignment["name"]):
@@ -205,21 +213,21 @@ class Scrubber:
 # --------------------------------------------------------------------------- URLs kept
 
 # RFC 3986 appendix B: splits any string into the five parts, never fails.
-_URI = re.compile(
+_URI = _lazy(
     r"^(?:(?P<scheme>[^:/?#]+):)?(?://(?P<authority>[^/?#]*))?"
     r"(?P<path>[^?#]*)(?:\?(?P<query>[^#]*))?(?:#(?P<fragment>.*))?$",
     re.DOTALL,
 )
 # A path segment kept as it is: a plain word (letters, digits, ".", "-", "_", "~") that
 # is not long, and not long *and* numeric (a hex or base64 token).
-_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9._~-]{1,40}")
+_PLAIN_SEGMENT = _lazy(r"[A-Za-z0-9._~-]{1,40}")
 _TOKEN_LIKE_LENGTH = 16
 
 
 def _secret_segment(segment: str) -> bool:
     if not segment:
         return False
-    if not _PLAIN_SEGMENT.fullmatch(segment) or is_secret_name(segment):
+    if not _PLAIN_SEGMENT().fullmatch(segment) or is_secret_name(segment):
         return True
     if _SECRET_VALUE.search(segment):
         return True
@@ -245,7 +253,7 @@ def redact_url(url: str) -> str:
     """Any text given as a URL, as it may be kept or printed: credentials (``user:pw@``),
     query values and the fragment become ``<redacted>``, so do path segments that may be
     credentials (:func:`redact_url_path`). Never fails, whatever the text."""
-    match = _URI.match(url)
+    match = _URI().match(url)
     assert match is not None  # every string matches
     scheme, authority, path, query, fragment = match.group(
         "scheme", "authority", "path", "query", "fragment"
@@ -280,7 +288,7 @@ def pseudonym(kind: str, value: str) -> str:
 # nfsroot= (server and path), hostname= and systemd.hostname=, cryptdevice= (dm-crypt
 # hooks: device UUID and mapping name), rd.luks.uuid=/rd.luks.name=/luks.uuid=, BOOTIF=
 # (the PXE interface's MAC address).
-_CMDLINE_IDENTITY = re.compile(
+_CMDLINE_IDENTITY = _lazy(
     r"""(?P<pre>(?:^|(?<=\s))"?)"""
     r"(?P<name>ip|nfsroot|hostname|systemd\.hostname|cryptdevice|rd\.luks\.uuid|"
     r"rd\.luks\.name|luks\.uuid|BOOTIF)="
@@ -288,32 +296,32 @@ _CMDLINE_IDENTITY = re.compile(
 )
 # root=/resume= name a disk by its identity (UUID=, PARTUUID=, LABEL=, PARTLABEL=, or a
 # /dev/disk/by-*/ link); the kind stays, the identity goes: root=UUID=<redacted>.
-_CMDLINE_DISK = re.compile(
+_CMDLINE_DISK = _lazy(
     r"""(?P<pre>(?:^|(?<=\s))"?(?:root|resume)=)"""
     r"(?P<kind>UUID=|PARTUUID=|LABEL=|PARTLABEL=|/dev/disk/by-[a-z-]+/)"
     r"""(?P<value>"[^"]*"?|\S+)"""
 )
 # /proc/version: "Linux version 5.15.0-91-generic (buildd@lcy02-amd64-059) (gcc ...)".
-_BUILD_USER_HOST = re.compile(r"\((?P<who>[^()\s]*@[^()\s]*)\)")
+_BUILD_USER_HOST = _lazy(r"\((?P<who>[^()\s]*@[^()\s]*)\)")
 # Home directories name a user: /home/alice/.venv/lib, /Users/alice/models.
-_HOME_DIR = re.compile(r"(?P<base>(?<![A-Za-z0-9_.-])/(?:home|Users)/)(?P<user>[^/\s:;,\"'=]+)")
+_HOME_DIR = _lazy(r"(?P<base>(?<![A-Za-z0-9_.-])/(?:home|Users)/)(?P<user>[^/\s:;,\"'=]+)")
 
 
 def redact_kernel_cmdline_identity(cmdline: str) -> str:
     """``ip=``, ``nfsroot=``, ``hostname=``... become ``<redacted>``; ``root=UUID=...`` and
     ``resume=PARTUUID=...`` keep their kind: ``root=UUID=<redacted>``."""
-    cmdline = _CMDLINE_DISK.sub(lambda m: f"{m['pre']}{m['kind']}{REDACTED}", cmdline)
-    return _CMDLINE_IDENTITY.sub(lambda m: f"{m['pre']}{m['name']}={REDACTED}", cmdline)
+    cmdline = _CMDLINE_DISK().sub(lambda m: f"{m['pre']}{m['kind']}{REDACTED}", cmdline)
+    return _CMDLINE_IDENTITY().sub(lambda m: f"{m['pre']}{m['name']}={REDACTED}", cmdline)
 
 
 def redact_build_host(proc_version: str) -> str:
     """The kernel builder's user@host in /proc/version: ``(me@box)`` → ``(<redacted>)``."""
-    return _BUILD_USER_HOST.sub(f"({REDACTED})", proc_version, count=1)
+    return _BUILD_USER_HOST().sub(f"({REDACTED})", proc_version, count=1)
 
 
 def redact_home_dirs(text: str) -> str:
     """``/home/alice/x`` → ``/home/<redacted>/x``; ``/Users/alice`` likewise."""
-    return _HOME_DIR.sub(lambda m: f"{m['base']}{REDACTED}", text)
+    return _HOME_DIR().sub(lambda m: f"{m['base']}{REDACTED}", text)
 
 
 def redact_env_identity(env: Mapping[str, str]) -> dict[str, str]:

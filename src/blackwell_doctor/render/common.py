@@ -21,7 +21,9 @@ from blackwell_doctor.report.sanitize import scrub as scrub
 # such as CSI U+009B, bidirectional overrides and isolates, line and paragraph separators):
 # written as \uXXXX escapes, which decode to the same strings. They occur only inside JSON
 # strings (its syntax is ASCII), and msgspec already escapes the C0 controls.
-_RAW_IN_JSON = re.compile("[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Compiled when a document has a character past ASCII or a DEL (start-up: a report of
+# ASCII text needs no pattern).
+_RAW_IN_JSON = "[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
 
 
 def json_document(document: object) -> str:
@@ -30,7 +32,9 @@ def json_document(document: object) -> str:
     documents are stable), indented, a trailing newline; exact (it decodes to the same
     strings) and safe to print to a terminal."""
     data = msgspec.json.format(msgspec.json.encode(document), indent=2).decode("utf-8")
-    return _RAW_IN_JSON.sub(_escaped, data + "\n")
+    if data.isascii() and "\x7f" not in data:
+        return data + "\n"
+    return re.sub(_RAW_IN_JSON, _escaped, data + "\n")
 
 
 def _escaped(match: re.Match[str]) -> str:

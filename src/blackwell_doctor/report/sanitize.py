@@ -5,6 +5,7 @@ through :func:`scrub`, before any renderer sees a document)."""
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -17,10 +18,17 @@ import msgspec
 # lone surrogates (undecodable bytes of a file name or variable, kept by Python's
 # surrogateescape: not encodable as UTF-8) and U+FFFE/U+FFFF (XML 1.0 forbids them, as it
 # does the C0 controls). Results quote log lines, file names and other hosts' facts.
-_UNSAFE = re.compile(
+# The patterns compile when first used (~1 ms at start-up: a report with nothing to clean
+# never needs them; docs/performance.md).
+_UNSAFE = (
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
 )
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = "[\ud800-\udfff]"
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
 
 
 def _shown(match: re.Match[str]) -> str:
@@ -33,7 +41,7 @@ def _shown(match: re.Match[str]) -> str:
 def sanitize(text: str) -> str:
     """``text`` fit for a terminal, Markdown or XML: every unsafe character (above) shown
     as ``\\xNN`` or ``\\uNNNN``; newline and tab kept."""
-    return _UNSAFE.sub(_shown, text)
+    return _compiled(_UNSAFE).sub(_shown, text)
 
 
 def sanitize_line(text: str) -> str:
@@ -45,7 +53,7 @@ def sanitize_line(text: str) -> str:
 def json_safe(text: str) -> str:
     """``text`` that JSON encoders accept: lone surrogates shown as :func:`sanitize` shows
     them (JSON escapes everything else itself)."""
-    return _SURROGATE.sub(_shown, text)
+    return _compiled(_SURROGATE).sub(_shown, text)
 
 
 T = TypeVar("T")
@@ -59,10 +67,10 @@ T = TypeVar("T")
 _SHOWN_UNSAFE = (
     rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]|\xef\xbf[\xbe\xbf]"
 )
-_ENCODED_UNSAFE: dict[Callable[[str], str], re.Pattern[bytes] | None] = {
+_ENCODED_UNSAFE: dict[Callable[[str], str], bytes | None] = {
     json_safe: None,  # only lone surrogates, which fail the encoding
-    sanitize: re.compile(rb"\\[bfru]|" + _SHOWN_UNSAFE),
-    sanitize_line: re.compile(rb"\\[bfnru]|" + _SHOWN_UNSAFE),
+    sanitize: rb"\\[bfru]|" + _SHOWN_UNSAFE,
+    sanitize_line: rb"\\[bfnru]|" + _SHOWN_UNSAFE,
 }
 
 
@@ -79,7 +87,7 @@ def _nothing_to_clean(document: object, clean: Callable[[str], str]) -> bool:
     pattern = _ENCODED_UNSAFE[clean]
     if pattern is None or (encoded.isascii() and b"\\" not in encoded and b"\x7f" not in encoded):
         return True
-    return pattern.search(encoded) is None
+    return re.search(pattern, encoded) is None  # re's own cache keeps it compiled
 
 
 def scrub(document: T, clean: Callable[[str], str]) -> T:

@@ -29,19 +29,29 @@ LITERALS: tuple[str, ...] = (
     "no impact on",
 )
 
-DISMISSAL = re.compile(
-    r"\b(?:can|could|may|should|will)\s+(?:\w+\s+)?(?:be\s+)?(?:safely\s+)?ignored\b"
-    r"|\bsafe(?:ly)?\s+(?:to\s+)?ignore\b"
-    r"|\b(?:is|are|was|were|seems?|looks?)\s+[*_]*(?:completely\s+|totally\s+|perfectly\s+|just\s+)?"
-    r"(?:harmless|benign|expected|normal)\b"
-    r"|\bnothing\s+to\s+worry\b|\bdon'?t\s+worry\b|\bno\s+impact\s+on\b"
-    r"|\bignore\s+(?:this|the|that|these|those)\s+(?:warnings?|messages?|lines?|errors?)\b",
-    re.IGNORECASE,
-)
-# A dismissal on its own line refers back to the message: "This warning ...", "the error
-# above", "it is expected".
-DEICTIC = re.compile(
-    r"\b(?:this|that|these|those|the|above)\s+(?:\w+\s+)?(?:warnings?|messages?|errors?|lines?|logs?)\b"
-    r"|^\W*(?:it|they)\b",
-    re.IGNORECASE,
-)
+# The patterns (``DISMISSAL``, ``DEICTIC``) compile when first used (module __getattr__): a
+# log with no dismissal literal never needs them (start-up: docs/performance.md).
+_SOURCES = {
+    "DISMISSAL": (
+        r"\b(?:can|could|may|should|will)\s+(?:\w+\s+)?(?:be\s+)?(?:safely\s+)?ignored\b"
+        r"|\bsafe(?:ly)?\s+(?:to\s+)?ignore\b"
+        r"|\b(?:is|are|was|were|seems?|looks?)\s+[*_]*(?:completely\s+|totally\s+|perfectly\s+|just\s+)?"
+        r"(?:harmless|benign|expected|normal)\b"
+        r"|\bnothing\s+to\s+worry\b|\bdon'?t\s+worry\b|\bno\s+impact\s+on\b"
+        r"|\bignore\s+(?:this|the|that|these|those)\s+(?:warnings?|messages?|lines?|errors?)\b"
+    ),
+    # A dismissal on its own line refers back to the message: "This warning ...", "the
+    # error above", "it is expected".
+    "DEICTIC": (
+        r"\b(?:this|that|these|those|the|above)\s+(?:\w+\s+)?(?:warnings?|messages?|errors?|lines?|logs?)\b"
+        r"|^\W*(?:it|they)\b"
+    ),
+}
+
+
+def __getattr__(name: str) -> re.Pattern[str]:
+    if name not in _SOURCES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    pattern = re.compile(_SOURCES[name], re.IGNORECASE)
+    globals()[name] = pattern
+    return pattern

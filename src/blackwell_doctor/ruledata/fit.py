@@ -1,8 +1,8 @@
 """The model-fit data (checks/model_fit.toml): the runtime's memory overheads and the
 unified-memory GPUs, read through the one TOML decoder. The verdict is rules/fit.py."""
 
-from __future__ import annotations
-
+# Annotations are evaluated at class creation (no `from __future__ import annotations`):
+# msgspec would otherwise eval every struct's strings when the catalogue is converted.
 import functools
 
 import msgspec

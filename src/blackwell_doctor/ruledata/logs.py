@@ -4,8 +4,8 @@ A typo in the data file is one clear :class:`~blackwell_doctor.ruledata.checkdat
 naming the file, the entry and the field, never a silently wrong verdict.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated at class creation (no `from __future__ import annotations`):
+# msgspec would otherwise eval every struct's strings when the catalogue is converted.
 import functools
 import re
 from typing import Any, Literal
@@ -122,14 +122,13 @@ class Catalogue:
         # with ``compile_all`` (a catalogue being validated: a bad one is refused at once).
         self.regex = _Patterns([(s.id, "regex", s.regex) for s in signatures])
         self.unless = _Patterns([(s.id, "unless", s.unless) for s in signatures])
+        # The markers' too (every marker has one).
+        self.marker_regex = _RequiredPatterns([(m.id, "regex", m.regex) for m in markers])
         if compile_all:
             for n in range(len(signatures)):
                 _ = (self.regex[n], self.unless[n])  # compiled now: a bad one raises here
-        self.marker_regex: list[re.Pattern[str]] = []
-        for marker in markers:
-            compiled = _compile(marker.id, "regex", marker.regex)
-            assert compiled is not None
-            self.marker_regex.append(compiled)
+            for n in range(len(markers)):
+                _ = self.marker_regex[n]
         index: dict[bytes, int] = {}
         self.literals: list[bytes] = []
         self.owners: list[list[tuple[str, int]]] = []
@@ -168,6 +167,15 @@ class _Patterns:
         if n not in self._compiled:
             self._compiled[n] = _compile(*self._sources[n])
         return self._compiled[n]
+
+
+class _RequiredPatterns(_Patterns):
+    """Patterns every entry has (the markers'), compiled on first use."""
+
+    def __getitem__(self, n: int) -> re.Pattern[str]:
+        compiled = super().__getitem__(n)
+        assert compiled is not None
+        return compiled
 
 
 def _compile(sig_id: str, field: str, pattern: str | None) -> re.Pattern[str] | None:

@@ -1,8 +1,8 @@
 """checks/preflight.toml: the thresholds and stated figures of the host pre-flight checks
 (link.*, bar1.*, module.*, collective.*, memory.*; issue 26)."""
 
-from __future__ import annotations
-
+# Annotations are evaluated at class creation (no `from __future__ import annotations`):
+# msgspec would otherwise eval every struct's strings when the catalogue is converted.
 import functools
 
 import msgspec

@@ -4,17 +4,20 @@ Kept as TOML in the top-level ``checks/`` folder (shipped in the wheel), validat
 load: a typo in a data file is a clear error naming the file and the field, not a wrong verdict.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated at class creation (no `from __future__ import annotations`):
+# msgspec would otherwise eval every struct's strings when the catalogue is converted.
 import functools
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from blackwell_doctor.report.results import Severity
 from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
-from blackwell_doctor.ruledata.preflight import PreflightData, load_preflight
-from blackwell_doctor.ruledata.serving import ServingData
-from blackwell_doctor.ruledata.stack import StackData, load_stack_data
+
+if TYPE_CHECKING:
+    from blackwell_doctor.ruledata.preflight import PreflightData
+    from blackwell_doctor.ruledata.serving import ServingData
+    from blackwell_doctor.ruledata.stack import StackData
 
 
 def fill(template: str, values: dict[str, str]) -> str:
@@ -187,13 +190,33 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
     architectures: dict[tuple[int, int], Architecture]
     thresholds: Thresholds
     launch: LaunchWords
-    # checks/serving.toml: the serving.* checks' expectations and thresholds.
-    serving: ServingData
     distros: Distros
-    # checks/stack.toml: the stack.* checks' data (`audit`).
-    stack: StackData
-    # checks/preflight.toml: link, BAR1, module, collective and memory thresholds.
-    preflight: PreflightData
+
+    # The catalogues of some families are read when first asked for (start-up:
+    # docs/performance.md): scan-logs and a check without those inputs do not need them.
+    @property
+    def preflight(self) -> "PreflightData":
+        """checks/preflight.toml: link, BAR1, module, collective and memory thresholds."""
+        from blackwell_doctor.ruledata.preflight import load_preflight
+
+        return load_preflight()
+
+    @property
+    def serving(self) -> "ServingData":
+        """checks/serving.toml: the serving.* checks' expectations and thresholds, read when
+        first asked for (a run without bench results does not need them)."""
+        from blackwell_doctor.ruledata.serving import load_serving_data
+
+        return load_serving_data()
+
+    @property
+    def stack(self) -> "StackData":
+        """checks/stack.toml and backends.toml: the stack.* checks' data (`audit`), read when
+        first asked for (it imports ``packaging``; a run without a stack audit or a model
+        directory does not need it)."""
+        from blackwell_doctor.ruledata.stack import load_stack_data
+
+        return load_stack_data()
 
     def word(self, command: str, key: str, **values: str) -> str:
         """``[words.<command>] <key>`` with its ``{name}`` placeholders filled."""
@@ -217,7 +240,6 @@ def load_rule_data() -> RuleData:
     catalogue = load_shipped("catalogue.toml", _CatalogueFile)
     gpus = load_shipped("gpus.toml", _GpusFile)
     thresholds = load_shipped("thresholds.toml", Thresholds)
-    serving = load_shipped("serving.toml", ServingData)
     distros = load_shipped("distros.toml", Distros)
     checks: dict[str, CheckSpec] = {}
     for spec in catalogue.check:
@@ -242,8 +264,20 @@ def load_rule_data() -> RuleData:
         architectures=archs,
         thresholds=thresholds,
         launch=catalogue.launch,
-        serving=serving,
         distros=distros,
-        stack=load_stack_data(),
-        preflight=load_preflight(),
     )
+
+
+def clear_caches() -> None:
+    """Forget every catalogue read (tests that edit checks/)."""
+    from blackwell_doctor.ruledata.preflight import load_preflight
+    from blackwell_doctor.ruledata.serving import load_serving_data
+    from blackwell_doctor.ruledata.stack import load_stack_data
+
+    for cached in (
+        load_rule_data,
+        load_preflight,
+        load_serving_data,
+        load_stack_data,
+    ):
+        cached.cache_clear()

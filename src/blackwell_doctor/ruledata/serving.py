@@ -3,11 +3,14 @@ model, GPU, GPU count and concurrency, each figure with its public source and ho
 is; the latency-tail and error thresholds with their reasoning. Validated at load, like
 every file under checks/ (checkdata.py)."""
 
-from __future__ import annotations
-
+# Annotations are evaluated at class creation (no `from __future__ import annotations`):
+# msgspec would otherwise eval every struct's strings when the catalogue is converted.
+import functools
 from typing import Annotated
 
 import msgspec
+
+from blackwell_doctor.ruledata.checkdata import load_shipped
 
 Positive = Annotated[float, msgspec.Meta(gt=0.0)]
 Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
@@ -66,3 +69,8 @@ class ServingData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     expectation: list[Expectation]
     latency_tail: LatencyTail
     errors: ErrorThresholds
+
+
+@functools.cache
+def load_serving_data() -> ServingData:
+    return load_shipped("serving.toml", ServingData)

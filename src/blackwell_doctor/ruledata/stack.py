@@ -5,13 +5,11 @@ Validated at load (checkdata.py)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, Literal
 
 import msgspec
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion
-from packaging.version import Version as PackageVersion
 
 from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
 
@@ -158,6 +156,11 @@ class BackendData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 def _in(version: str, specifier: str) -> bool:
     """``version`` ("0.13.0+cu128", "12.8") matches the PEP 440 ``specifier``; an
     unreadable version matches nothing."""
+    # packaging is imported when a version is compared (start-up: docs/performance.md).
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion
+    from packaging.version import Version as PackageVersion
+
     try:
         return PackageVersion(version) in SpecifierSet(specifier)
     except (InvalidVersion, InvalidSpecifier):
@@ -224,7 +227,10 @@ def _pair(text: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+@functools.cache
 def load_stack_data() -> StackData:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     data = load_shipped("stack.toml", StackData)
     if not any(f.package == "*" for f in data.fix):
         raise CatalogueError('checks/stack.toml: no [[fix]] with package = "*"')

@@ -21,11 +21,11 @@ from blackwell_doctor.report.results import (
 from blackwell_doctor.ruledata.fit import load_fit_data
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules import view
+from blackwell_doctor.rules.absent import NO_MODEL
 from blackwell_doctor.rules.fit import GIB, FitResult, PoolError, fit, gpu_pool
 from blackwell_doctor.rules.memory import UnifiedBudget, unified_budget
 from blackwell_doctor.rules.registry import check
 
-NO_MODEL = "no model directory given (--model-dir)"
 # Problems that make the reading incomplete or break a container launch.
 _SERIOUS = ("header", "missing-shard", "index", "symlink")
 

@@ -31,6 +31,7 @@ from blackwell_doctor.report.results import (
 )
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules import link, view
+from blackwell_doctor.rules.absent import NO_COLLECTIVE
 from blackwell_doctor.rules.pci import bridges_between
 from blackwell_doctor.rules.registry import check
 
@@ -64,7 +65,7 @@ def _grouped(runs: list[CollectiveRun]) -> str:
 def _collective(facts: Facts) -> CollectiveFacts | Outcome:
     section = view.probed(
         facts.collective,
-        absent="the collective test is not in these facts (collect runs it with its probes)",
+        absent=NO_COLLECTIVE,
         not_run="the collective test did not run: {why}",
         failed="the collective test could not run: {reason}",
     )

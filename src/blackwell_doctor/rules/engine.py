@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
 import traceback
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
 
 import msgspec
 
 from blackwell_doctor.facts.document import Facts
-from blackwell_doctor.report.results import Outcome, Remedy, Result, Status
+from blackwell_doctor.report.results import Outcome, Remedy, Result, Status, skipped
 from blackwell_doctor.ruledata.rules import CheckSpec, RemedyText, RuleData, fill
+from blackwell_doctor.rules.absent import SECTIONS
 from blackwell_doctor.rules.registry import REGISTRY, CheckFn
 
 # The module under rules/ that registers each check family's checks (rules/families.py
@@ -48,7 +47,9 @@ def registered_checks(families: Collection[str] | None = None) -> dict[str, Chec
 
         return dict(REGISTRY)
     for name in sorted(families):
-        importlib.import_module(f"blackwell_doctor.rules.{FAMILY_MODULES[name]}")
+        # The import statement's own path (not importlib.import_module): -X importtime, and
+        # so benchmarks/import_cost.py and tests/test_import_cost.py, see what it loads.
+        __import__(f"blackwell_doctor.rules.{FAMILY_MODULES[name]}")
     return {i: fn for i, fn in REGISTRY.items() if family(i) in families}
 
 
@@ -87,32 +88,60 @@ def needed_checks(rules: RuleData, select: Sequence[str], ignore: Sequence[str])
     return chosen
 
 
-@dataclass(frozen=True)
 class Engine:
-    rules: RuleData
-    checks: dict[str, CheckFn]
-    # The families whose code is loaded (None: all); a run needing another is a bug.
-    families: frozenset[str] | None = None
-    # (select, ignore) -> what :meth:`_plan` worked out for them.
-    _plans: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[str], list[str]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    """The checks of ``checks`` over facts, with the catalogue's words (``rules``).
 
-    def __post_init__(self) -> None:
-        catalogued = {
-            i for i in self.rules.checks if self.families is None or family(i) in self.families
-        }
-        missing = sorted(set(self.checks) - catalogued)
-        orphans = sorted(catalogued - set(self.checks))
-        if missing or orphans:
-            raise RuntimeError(
-                f"check catalogue and code disagree: no data for {missing}, no code for {orphans}"
-            )
+    ``families``: the families whose code is loaded (None: all); a run needing another is a
+    bug. ``on_demand``: the engine of every check (check, fleet): it starts with no code,
+    imports a family's module when one of its checks first runs, and skips a check of a
+    family of absent.SECTIONS whose section the facts lack without its code (``checks``
+    grows). A plain class, not a dataclass: ~0.6 ms less start-up (docs/performance.md).
+    """
+
+    __slots__ = ("_plans", "checks", "families", "on_demand", "rules")
+
+    def __init__(
+        self,
+        rules: RuleData,
+        checks: dict[str, CheckFn],
+        families: frozenset[str] | None = None,
+        *,
+        on_demand: bool = False,
+    ) -> None:
+        self.rules = rules
+        self.checks = checks
+        self.families = families
+        self.on_demand = on_demand
+        # (select, ignore) -> what :meth:`_plan` worked out for them.
+        self._plans: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[str], list[str]]] = {}
+        if not on_demand:
+            _agree(rules, checks, families)
+
+    def _load(self, families: set[str]) -> None:
+        """Import ``families``' modules into an on-demand engine's checks."""
+        loaded = registered_checks(families)
+        _agree(self.rules, loaded, frozenset(families))
+        self.checks.update(loaded)
+
+    def _absent(self, check_id: str, facts: Facts) -> Outcome | None:
+        """An on-demand engine's skip of a check whose family's section the facts lack."""
+        section = SECTIONS.get(family(check_id)) if self.on_demand else None
+        if section is None or getattr(facts, section[0]) is not None:
+            return None
+        return skipped(section[1])
 
     def run(
         self, facts: Facts, select: Sequence[str] = (), ignore: Sequence[str] = ()
     ) -> list[Result]:
         run_ids, chosen_ids = self._plan(tuple(select), tuple(ignore))
+        if self.on_demand and len(self.checks) < len(self.rules.checks):
+            missing = {
+                family(c)
+                for c in run_ids
+                if c not in self.checks and self._absent(c, facts) is None
+            }
+            if missing:
+                self._load(missing)
         done: dict[str, Result] = {}
         for check_id in run_ids:
             done[check_id] = self._run_one(check_id, facts, done)
@@ -131,7 +160,8 @@ class Engine:
         chosen = set(select_ids(order, select, ignore))
         # Prerequisites run even when not selected, so "blocked by" is always decidable.
         needed = chosen.union(*(self._all_requires(c) for c in chosen))
-        if not needed <= set(self.checks):
+        # An on-demand engine loads what a run needs in run() (it depends on the facts).
+        if not self.on_demand and not needed <= set(self.checks):
             raise RuntimeError(f"no code loaded for {sorted(needed - set(self.checks))}")
         plan = ([i for i in order if i in needed], [i for i in order if i in chosen])
         self._plans[select, ignore] = plan
@@ -153,6 +183,9 @@ class Engine:
             prior = done.get(dep)
             if prior is not None and prior.status not in (Status.PASS, Status.WARN):
                 return _result(spec, Outcome(status=Status.SKIP, summary=f"blocked by {dep}"))
+        absent = self._absent(check_id, facts)
+        if absent is not None:
+            return _result(spec, absent)
         try:
             outcome = self.checks[check_id](facts, self.rules)
         except Exception as exc:  # a crashing check is a result, never a traceback
@@ -171,6 +204,16 @@ class Engine:
             return _result(
                 spec, Outcome(status=Status.ERROR, summary=f"not evaluated: {exc.args[0]}")
             )
+
+
+def _agree(rules: RuleData, checks: dict[str, CheckFn], families: frozenset[str] | None) -> None:
+    catalogued = {i for i in rules.checks if families is None or family(i) in families}
+    missing = sorted(set(checks) - catalogued)
+    orphans = sorted(catalogued - set(checks))
+    if missing or orphans:
+        raise RuntimeError(
+            f"check catalogue and code disagree: no data for {missing}, no code for {orphans}"
+        )
 
 
 def _result(spec: CheckSpec, outcome: Outcome) -> Result:

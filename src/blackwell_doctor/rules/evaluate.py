@@ -12,11 +12,13 @@ from blackwell_doctor.rules.engine import Engine, family, needed_checks, registe
 
 
 def default_engine(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> Engine:
-    """The engine of every check; with ``select``, of the families that the selected checks
+    """The engine of every check (importing a family's code when a check first needs it:
+    :class:`Engine`'s ``on_demand``); with ``select``, of the families that the selected checks
     and their prerequisites belong to (only their modules are imported)."""
     rules = load_rule_data()
     if not select:
-        return Engine(rules=rules, checks=registered_checks())
+        # Each family's code is imported when one of its checks first needs it.
+        return Engine(rules=rules, checks={}, on_demand=True)
     families = frozenset(family(i) for i in needed_checks(rules, select, ignore))
     return Engine(rules=rules, checks=registered_checks(families), families=families)
 

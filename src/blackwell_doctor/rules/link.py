@@ -9,7 +9,7 @@ of NVIDIA/open-gpu-kernel-modules#888, #900 and #1010, often followed by Xid 79.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from blackwell_doctor.facts.document import (
     Facts,
@@ -35,8 +35,7 @@ from blackwell_doctor.rules import view
 from blackwell_doctor.rules.registry import check
 
 
-@dataclass(frozen=True)
-class LinkReading:
+class LinkReading(msgspec.Struct, frozen=True):
     """One GPU's link as the checks judge it."""
 
     gpu: int

@@ -44,6 +44,7 @@ from blackwell_doctor.ruledata.logs import (
 )
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules import view
+from blackwell_doctor.rules.absent import NO_LOGS
 from blackwell_doctor.rules.registry import check
 
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
@@ -243,7 +244,7 @@ def _signature_advice(signature: str) -> tuple[str, list[str]]:
 def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[str]]]) -> Outcome:
     logs = facts.logs
     if logs is None:
-        return skipped("no logs given (--logs, --container, --journal, --kernel-log)")
+        return skipped(NO_LOGS)
     if isinstance(logs, Unavailable):
         return not_evaluated(f"logs could not be read: {logs.reason}")
     # A W4A16 checkpoint (model.w4a16): Marlin is its kernel, not a fallback.

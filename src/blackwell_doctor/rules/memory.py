@@ -13,7 +13,8 @@ MemAvailable / MemTotal, less a margin (checks/preflight.toml [memory]).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+import msgspec
 
 from blackwell_doctor.facts.document import Facts, MemInfo, Unavailable
 from blackwell_doctor.report.results import (
@@ -24,7 +25,6 @@ from blackwell_doctor.report.results import (
     passed,
     skipped,
 )
-from blackwell_doctor.ruledata.fit import load_fit_data
 from blackwell_doctor.ruledata.preflight import MemoryData, load_preflight
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules import view
@@ -33,8 +33,7 @@ from blackwell_doctor.rules.registry import check
 _GIB = 1 << 30
 
 
-@dataclass(frozen=True)
-class UnifiedBudget:
+class UnifiedBudget(msgspec.Struct, frozen=True):
     """What vLLM's start-up check will compare on this host, and the highest
     --gpu-memory-utilization it accepts."""
 
@@ -99,6 +98,8 @@ def memory_unified_budget(facts: Facts, rules: RuleData) -> Outcome:
         return skipped("no unified-memory GPU: NVML reports each GPU's own memory")
     if isinstance(budget, str):
         return not_evaluated(budget)
+    from blackwell_doctor.ruledata.fit import load_fit_data  # only for a unified-memory host
+
     default = load_fit_data().fit.gpu_memory_utilization
     data = rules.preflight.memory
     value = f"{budget.highest_utilization:.2f}"

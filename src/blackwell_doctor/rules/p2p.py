@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal, cast, get_args
+
+import msgspec
 
 from blackwell_doctor.facts.document import Facts, P2PTransfer, Unavailable
 from blackwell_doctor.report.results import (
@@ -117,8 +118,7 @@ P2PVerdict = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class PairVerdict:
+class PairVerdict(msgspec.Struct, frozen=True):
     verdict: P2PVerdict
     detail: str | None = None
 

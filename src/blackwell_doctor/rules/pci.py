@@ -5,7 +5,6 @@ Judged from the PCI sysfs inventory, so they work even when the driver does not 
 
 from __future__ import annotations
 
-import shlex
 from itertools import combinations
 
 from blackwell_doctor.facts.document import (
@@ -181,6 +180,8 @@ def pci_acs(facts: Facts, rules: RuleData) -> Outcome:
             else "GPUs sit on separate root ports, so every peer request is redirected through "
             "the root complex's IOMMU checks"
         )
+        import shlex  # for the commands of a finding alone
+
         return Outcome(
             status=Status.WARN,
             summary=f"ACS redirect on {view.plural(len(flagged), 'bridge')} between GPUs: {where}",

@@ -20,7 +20,6 @@ from blackwell_doctor.report.results import (
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.ruledata.tilelimits import MIN_STAGES
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.logs import judge_findings
 from blackwell_doctor.rules.registry import check
 
 
@@ -111,6 +110,8 @@ def _runtime_logs_clean(facts: Facts) -> bool | None:
     logs = facts.logs
     if not isinstance(logs, LogFacts) or not logs.sources:
         return None
+    from blackwell_doctor.rules.logs import judge_findings  # its catalogue: only with logs
+
     return not any(
         f.check == "logs.moe_kernels" and f.severity in ("warn", "fail")
         for f in judge_findings(logs)

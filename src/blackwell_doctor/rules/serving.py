@@ -24,9 +24,9 @@ from blackwell_doctor.report.results import (
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.ruledata.serving import Expectation
 from blackwell_doctor.rules import view
+from blackwell_doctor.rules.absent import NO_BENCH
 from blackwell_doctor.rules.registry import check
 
-NO_BENCH = "no bench results given (--bench run.json)"
 USAGE = "usage"  # token counts from the server's usage (bench's token_source)
 # Error kinds in words (bench/client.py's names).
 _KINDS = {

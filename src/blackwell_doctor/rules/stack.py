@@ -48,9 +48,9 @@ from blackwell_doctor.report.results import (
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.ruledata.stack import ForecastRow, StackData, version_pair
 from blackwell_doctor.rules import view
+from blackwell_doctor.rules.absent import NOT_AUDITED
 from blackwell_doctor.rules.registry import check
 
-NOT_AUDITED = "the Python GPU stack was not audited (--stack)"
 _TARGET = re.compile(r"^(sm|compute|lto)_(\d+?)(\d)([af]?)$")
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
+
+import msgspec
 
 from blackwell_doctor.facts.document import (
     CudaFacts,
@@ -21,8 +22,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class GpuView:
+class GpuView(msgspec.Struct, frozen=True):
     """One GPU as the checks see it: NVML first, CUDA's answer where NVML has none."""
 
     label: str  # "GPU0 NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
@@ -106,11 +106,28 @@ def driver_version(facts: Facts) -> str | None:
     return module if isinstance(module, str) else None
 
 
-def parse_version(text: str | None) -> Version | None:
+def _release(text: str) -> tuple[int, ...] | None:
+    """A version of release numbers alone ("580.65.06", "13.0": how NVIDIA writes driver and
+    CUDA versions) as PEP 440 orders it (trailing zeros do not count, as packaging's key);
+    None for any other form."""
+    parts = text.split(".")
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    numbers = [int(p) for p in parts]
+    while numbers and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers)
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | Version | None:
+    """A version to compare with :func:`at_least`; None when unreadable. Release numbers
+    alone are compared as numbers; any other form through ``packaging``, which is imported
+    only then (its import and regex cost ~2.5 ms of a check's start-up)."""
     if text is None:
         return None
-    # Imported here: its import compiles a large regex, ~10 ms of every check's start-up,
-    # which only a host whose checks read a version pays.
+    release = _release(text)
+    if release is not None:
+        return release
     from packaging.version import InvalidVersion, Version
 
     try:
@@ -119,10 +136,15 @@ def parse_version(text: str | None) -> Version | None:
         return None
 
 
-def at_least(version: Version, floor: str) -> bool:
+def at_least(version: tuple[int, ...] | Version, floor: str) -> bool:
     """``version`` >= the version ``floor`` names (a threshold from checks/*.toml)."""
+    floor_release = _release(floor)
+    if isinstance(version, tuple) and floor_release is not None:
+        return version >= floor_release
     from packaging.version import Version
 
+    if isinstance(version, tuple):
+        version = Version(".".join(map(str, version)) or "0")
     return version >= Version(floor)
 
 

@@ -9,23 +9,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import socket
 import stat
 import struct
 import subprocess
-import tempfile
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from queue import Full, Queue
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import msgspec
 
 from blackwell_doctor.collect.logs.matcher import CHUNK_BYTES
 from blackwell_doctor.facts.document import LogSourceKind
+
+# socket (Docker), tempfile (commands) and queue (gzip) are imported where a source of that
+# kind is read: a plain file's scan does not need them (start-up: docs/performance.md).
+if TYPE_CHECKING:
+    import socket
 
 JOURNAL_TIMEOUT_S = 120.0
 DMESG_TIMEOUT_S = 20.0
@@ -169,6 +171,8 @@ def _ahead(chunks: Iterator[bytes]) -> Iterator[bytes]:
     ahead of the consumer: zlib inflates without the GIL, so decompression and the scan use
     both cores (benchmarks/scan_logs.py). Its SourceError (or any error) is raised here, in
     order, after the chunks before it; a consumer that stops early stops the thread."""
+    from queue import Full, Queue
+
     queue: Queue[tuple[bytes | None, BaseException | None]] = Queue(maxsize=_AHEAD)
     stop = threading.Event()
 
@@ -399,6 +403,8 @@ def _journal_export(chunks: Iterator[bytes]) -> Iterator[bytes]:
 def command_chunks(args: list[str], *, timeout_s: float, name: str) -> Iterator[bytes]:
     """Stream a command's standard output; a missing command, a failure or a hang becomes
     a SourceError (after what it printed has been yielded)."""
+    import tempfile
+
     with tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen(
@@ -631,6 +637,8 @@ class _Watchdog:
         self._timer: threading.Timer | None = None
 
     def arm(self, response: object) -> None:
+        import socket
+
         def fire() -> None:
             self.fired = True
             for sock in _sockets(response):
@@ -657,6 +665,8 @@ class _Watchdog:
 def _sockets(response: object) -> list[socket.socket]:
     """The socket under a requests response (unix socket or TCP), found by walking the
     wrappers urllib3 and http.client put around it."""
+    import socket
+
     found: list[socket.socket] = []
     node: object = getattr(response, "raw", None)
     for attr in ("_fp", "fp", "raw", "_sock"):
