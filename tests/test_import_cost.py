@@ -89,8 +89,7 @@ def test_a_run_registers_only_the_command_it_names() -> None:
 def test_check_and_scan_logs_skip_what_their_input_does_not_need(floor: set[str]) -> None:
     """Facts without a model, bench results, a stack audit or logs load none of those
     families' code or catalogues; a plain log file needs no socket, temporary file or queue;
-    release-number versions need no packaging. (msgspec's refused typing_extensions shows
-    in -X importtime as an attempt: the test below holds it.)"""
+    release-number versions need no packaging."""
     for name in ("check-facts", "fleet"):
         extra = _imported(["-m", "blackwell_doctor", *FIGURES["commands"][name]["argv"]]) - floor
         assert not extra & {
@@ -101,18 +100,6 @@ def test_check_and_scan_logs_skip_what_their_input_does_not_need(floor: set[str]
         }
     extra = _imported(["-m", "blackwell_doctor", *FIGURES["commands"]["scan-logs"]["argv"]]) - floor
     assert not extra & {"socket", "tempfile", "queue", "packaging"}
-
-
-def test_only_msgspec_is_refused_typing_extensions(monkeypatch: pytest.MonkeyPatch) -> None:
-    from blackwell_doctor.cli.boundary import _lean_msgspec
-
-    monkeypatch.delitem(sys.modules, "typing_extensions", raising=False)
-    with _lean_msgspec():
-        with pytest.raises(ModuleNotFoundError):
-            exec("import typing_extensions", {"__name__": "msgspec._utils"})
-        assert "typing_extensions" not in sys.modules
-        exec("import typing_extensions", {"__name__": "another"})  # anyone else gets it
-    assert "typing_extensions" in sys.modules
 
 
 def test_msgspec_modules_this_package_does_not_use_load_when_first_used() -> None:

@@ -58,40 +58,26 @@ _MSGSPEC_LAZY = frozenset({"msgspec.inspect", "msgspec.yaml", "msgspec.toml"})
 
 
 class _LeanMsgspec:
-    """An import finder for the CLI's run that makes msgspec's import cheaper (~4 ms of
-    every command that reads facts or catalogues; docs/performance.md), changing nothing
-    it does:
-
-    - ``typing_extensions`` is refused to msgspec's ``_utils`` alone. msgspec imports it
-      when it is installed (~3 ms) only to take its ``get_type_hints`` and
-      ``Required``/``NotRequired``, which matter for types from ``typing_extensions``; this
-      package's types are ``typing``'s (Python >= 3.11), for which msgspec falls back to
-      ``typing``'s, as it does where the package is not installed. Any other importer gets
-      the real module.
-    - The modules of :data:`_MSGSPEC_LAZY` are loaded by :class:`importlib.util.LazyLoader`:
-      their code runs when an attribute of theirs is first read (``msgspec.json.schema``).
-    """
+    """An import finder for the CLI's run: the modules of :data:`_MSGSPEC_LAZY` are loaded
+    by :class:`importlib.util.LazyLoader`, their code run when an attribute of theirs is
+    first read (``msgspec.json.schema``): ~1 ms of every command that reads facts or
+    catalogues (docs/performance.md). Every other import is left to the other finders.
+    (msgspec's own ``typing_extensions`` import, ~3 ms, is left alone: refusing it to
+    msgspec alone would take a finder that looks at who imports, for 3 ms.)"""
 
     def find_spec(
         self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if name in _MSGSPEC_LAZY:
-            import importlib.util
-            from importlib.machinery import PathFinder
-
-            spec = PathFinder.find_spec(name, path)
-            if spec is None or spec.loader is None:
-                return None
-            spec.loader = importlib.util.LazyLoader(spec.loader)
-            return spec
-        if name != "typing_extensions":
+        if name not in _MSGSPEC_LAZY:
             return None
-        frame = sys._getframe(1)
-        while frame is not None:
-            if frame.f_globals.get("__name__") == "msgspec._utils":
-                raise ModuleNotFoundError("typing_extensions: not for msgspec in this CLI")
-            frame = frame.f_back  # type: ignore[assignment]
-        return None
+        import importlib.util
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+        return spec
 
 
 @contextmanager
