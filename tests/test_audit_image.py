@@ -153,6 +153,19 @@ def _audit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, di
     return code, doc
 
 
+def _audit_containers(docker_host: str) -> list[Any]:
+    """The containers audit --image made (its label) still in the engine, stopped or not."""
+    import docker
+
+    from blackwell_doctor.collect.stack.image import LABEL
+
+    client = docker.DockerClient(base_url=docker_host)
+    try:
+        return list(client.containers.list(all=True, filters={"label": LABEL}))
+    finally:
+        client.close()
+
+
 def _result(doc: dict[str, Any], check: str) -> dict[str, Any]:
     [result] = [r for r in doc["results"] if r["id"] == check]
     assert isinstance(result, dict)
@@ -314,9 +327,7 @@ def test_a_deadline_passed_is_a_reason_and_leaves_nothing_behind(
 ) -> None:
     import tempfile
 
-    import docker
-
-    from blackwell_doctor.collect.stack.image import LABEL, read_image_stack
+    from blackwell_doctor.collect.stack.image import read_image_stack
     from blackwell_doctor.facts.document import Unavailable
 
     scratch = tmp_path / "tmp"
@@ -334,11 +345,7 @@ def test_a_deadline_passed_is_a_reason_and_leaves_nothing_behind(
         f"reading image {venv_image} took longer than 0 s (the deadline of audit --image)"
     )
     assert list(scratch.iterdir()) == []
-    client = docker.DockerClient(base_url=docker_host)
-    try:
-        assert client.containers.list(all=True, filters={"label": LABEL}) == []
-    finally:
-        client.close()
+    assert _audit_containers(docker_host) == []
 
 
 @pytest.mark.docker
@@ -367,17 +374,9 @@ def test_no_container_is_left_behind(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import docker
-
-    from blackwell_doctor.collect.stack.image import LABEL
-
     monkeypatch.setenv("DOCKER_HOST", docker_host)
     _audit(["--image", venv_image], capsys)
-    client = docker.DockerClient(base_url=docker_host)
-    try:
-        assert client.containers.list(all=True, filters={"label": LABEL}) == []
-    finally:
-        client.close()
+    assert _audit_containers(docker_host) == []
 
 
 @pytest.mark.docker

@@ -127,14 +127,19 @@ class _Container:
         stat: dict[str, Any] = json.loads(base64.b64decode(header))
         return stat
 
-    def resolved(self, path: str) -> dict[str, Any] | None:
-        """The stat of what ``path`` names, symbolic links followed."""
+    def follow(self, path: str) -> tuple[str, dict[str, Any] | None]:
+        """Where ``path``'s symbolic links lead, and the stat of what is there (None when
+        it is missing or more than MAX_LINK_HOPS links lead on): one walk of the chain."""
         for _ in range(MAX_LINK_HOPS):
             st = self.stat(path)
             if st is None or not int(st.get("mode", 0)) & _SYMLINK or not st.get("linkTarget"):
-                return st
+                return path, st
             path = str(st["linkTarget"])
-        return None
+        return path, None
+
+    def resolved(self, path: str) -> dict[str, Any] | None:
+        """The stat of what ``path`` names, symbolic links followed."""
+        return self.follow(path)[1]
 
     def is_dir(self, path: str) -> bool:
         st = self.resolved(path)
@@ -169,10 +174,9 @@ class _Container:
     def read_small(self, path: str, limit: int) -> bytes | None:
         """The bytes of the regular file at ``path`` (links followed), or None when it is
         missing, not a regular file or larger than ``limit``."""
-        st = self.resolved(path)
+        real, st = self.follow(path)
         if st is None or int(st.get("mode", 0)) & (_DIR | _SYMLINK) or st.get("size", 0) > limit:
             return None
-        real = self._real(path)
         with self.tar(real) as tar:
             for member in tar:
                 if member.isfile() and member.size <= limit:
@@ -184,10 +188,10 @@ class _Container:
         """The first group of ``pattern`` in the regular file at ``path`` (links followed),
         read as a stream in chunks (the tail of each kept for a match across two), at most
         ``limit`` bytes of it; None when it is missing or nothing matches."""
-        st = self.resolved(path)
+        real, st = self.follow(path)
         if st is None or int(st.get("mode", 0)) & _DIR:
             return None
-        with self.tar(self._real(path)) as tar:
+        with self.tar(real) as tar:
             for member in tar:
                 f = tar.extractfile(member) if member.isfile() else None
                 if f is None:
@@ -201,14 +205,6 @@ class _Container:
                     tail = chunk[-256:]
                 return None
         return None
-
-    def _real(self, path: str) -> str:
-        for _ in range(MAX_LINK_HOPS):
-            st = self.stat(path)
-            if st is None or not int(st.get("mode", 0)) & _SYMLINK or not st.get("linkTarget"):
-                return path
-            path = str(st["linkTarget"])
-        return path
 
 
 class _ChunkReader(io.RawIOBase):
@@ -391,7 +387,7 @@ def site_dirs(
 
 def _stream_site(box: _Container, site: str, mirror: Path, work: Path, scans: _ImageScans) -> None:
     """One site directory, streamed once: metadata to ``mirror``, shared objects scanned."""
-    real = box._real(site)
+    real = box.follow(site)[0]
     spool = work / "object"
     with box.tar(real) as tar:
         for member in tar:
@@ -451,9 +447,10 @@ def _nvcc(box: _Container, env: Mapping[str, str], dirs: list[str]) -> NvccFacts
         candidates.append((on_path, "PATH"))
     candidates.append(("/usr/local/cuda/bin/nvcc", "/usr/local/cuda"))
     for path, source in candidates:
-        if not box.is_file(path):
+        real, st = box.follow(path)
+        if st is None or int(st.get("mode", 0)) & _DIR:  # not a file (box.is_file)
             continue
-        root = posixpath.dirname(posixpath.dirname(box._real(path)))
+        root = posixpath.dirname(posixpath.dirname(real))
         version = None
         text = box.read_small(posixpath.join(root, "version.json"), MAX_SCRIPT_BYTES)
         with contextlib.suppress(ValueError, TypeError, AttributeError):
