@@ -434,7 +434,7 @@ _PAIR_CHILD = textwrap.dedent(
         assert conn.recv(16) == b"hello"
         fd = os.memfd_create("allocation"); os.ftruncate(fd, 12)
         socket.send_fds(conn, [struct.pack("<Q", 12) + b"h" * 64], [fd])
-        say(event="handle", handle=(b"h" * 64).hex(), multicast=False)
+        say(event="handle", multicast=False)
         say(event="stage", stage="ipc-wait")
         want = {"cuda-ipc": (0, b"ipcw"), "symm-mem": (4, b"symw"), "symm-atomic": (8, b"atom")}
         while want:

@@ -551,7 +551,7 @@ def _pair_owner(
     finally:
         if fd is not None:
             os.close(fd)  # the writer's copy (and the allocation) stay
-    emit(HandleLine(handle=handle.hex(), multicast=multicast))
+    emit(HandleLine(multicast=multicast))
     _judge(driver, conn, checks, job.wait_s, emit)
     if symm is not None:
         _unmap(driver, symm[1], symm[2], symm[0])

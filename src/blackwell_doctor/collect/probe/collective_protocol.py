@@ -93,10 +93,10 @@ Job = AllReduceJob | LinkLoadJob | PairJob
 
 
 class HandleLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="handle"):
-    """The pair owner sent the writer what it needs (``handle``: the IPC handle, hex, or
-    empty), with whether both GPUs report multicast support (an attribute read)."""
+    """The pair owner sent the writer what it needs over their socket pair (the IPC handle
+    and the symmetric-memory fd), with whether both GPUs report multicast support (an
+    attribute read)."""
 
-    handle: str
     multicast: bool | None = None
 
 
