@@ -107,11 +107,19 @@ class _Container:
     api: Any
     id: str
     deadline: float
+    # path -> its stat: a container that never starts never changes, so each path is asked
+    # once however many lookups (interpreter, site folders, ptxas, nvcc) pass through it.
+    _stats: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     def stat(self, path: str) -> dict[str, Any] | None:
         """The archive stat of ``path`` (name, size, mode, linkTarget: the link resolved in
         the image, every hop); None when it does not exist. The engine answers 404 for a
         missing path and 500 for one that runs through a file (``/bin/python3/x``)."""
+        if path not in self._stats:
+            self._stats[path] = self._ask_stat(path)
+        return self._stats[path]
+
+    def _ask_stat(self, path: str) -> dict[str, Any] | None:
         response = self.api.head(
             self.api._url("/containers/{0}/archive", self.id),
             params={"path": path},
