@@ -514,12 +514,12 @@ def test_the_bus_id_ends_at_its_first_nul_whatever_follows() -> None:
     # The link-under-load child on a real H200 pair (benchmarks/device/preflight.sh): the
     # 32-byte buffer held '0000:00:06.0', a NUL and non-NUL bytes; stripping only trailing
     # NULs kept a NUL inside and no NVML device matched ('nvml-no-device-at:...\x00').
-    from blackwell_doctor.collect.probe._collective_child import c_bus_id
+    from blackwell_doctor.collect.cuda_driver import c_string
 
-    assert c_bus_id(b"0000:00:06.0\x00\x07\xff\x00junk") == "0000:00:06.0"
-    assert c_bus_id(b"0000:41:00.0\x00\x00\x00") == "0000:41:00.0"
-    assert c_bus_id("0000:00:07.0\x00garbage") == "0000:00:07.0"
-    assert c_bus_id(b"0000:00:07.0") == "0000:00:07.0"
+    assert c_string(b"0000:00:06.0\x00\x07\xff\x00junk").strip() == "0000:00:06.0"
+    assert c_string(b"0000:41:00.0\x00\x00\x00").strip() == "0000:41:00.0"
+    assert c_string("0000:00:07.0\x00garbage").strip() == "0000:00:07.0"
+    assert c_string(b"0000:00:07.0").strip() == "0000:00:07.0"
 
 
 def test_a_link_at_its_maximum_when_collected_is_not_read_again_under_load() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from blackwell_doctor.collect.cuda_driver import CudaFailure, Driver
+from blackwell_doctor.collect.cuda_driver import CudaFailure, Driver, c_string
 from blackwell_doctor.collect.nvml import format_cuda_version
 from blackwell_doctor.facts.document import CudaDevice, CudaFacts, Unavailable
 from blackwell_doctor.facts.pciaddr import normalize_pci_bus_id
@@ -108,11 +108,6 @@ def _collect_device(api: CudaApi, ordinal: int) -> CudaDevice:
 # --------------------------------------------------------------------------- the real one
 
 
-def _c_string(value: object) -> str:
-    raw = value if isinstance(value, bytes) else str(value).encode()
-    return raw.split(b"\0", 1)[0].decode("utf-8", "replace").strip()
-
-
 class RealCuda:
     """:class:`CudaApi` over the one CUDA adapter,
     :class:`blackwell_doctor.collect.cuda_driver.Driver`."""
@@ -148,10 +143,10 @@ class RealCuda:
         return int(self._call("cuDeviceGetCount"))
 
     def device_name(self, ordinal: int) -> str:
-        return _c_string(self._call("cuDeviceGetName", 256, self._device(ordinal)))
+        return c_string(self._call("cuDeviceGetName", 256, self._device(ordinal))).strip()
 
     def device_pci_bus_id(self, ordinal: int) -> str:
-        return _c_string(self._call("cuDeviceGetPCIBusId", 64, self._device(ordinal)))
+        return c_string(self._call("cuDeviceGetPCIBusId", 64, self._device(ordinal))).strip()
 
     def device_attribute(self, ordinal: int, attribute: str) -> int:
         device = self._device(ordinal)

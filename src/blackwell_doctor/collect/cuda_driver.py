@@ -27,6 +27,14 @@ def reason_token(name: str) -> str:
     return "cuda-error-" + name.removeprefix("CUDA_ERROR_").lower().replace("_", "-")
 
 
+def c_string(value: object) -> str:
+    """The text of a C string buffer a binding returned (bytes, or a str of it): what comes
+    before its first NUL. A buffer comes back whole, and what follows the NUL is not always
+    NULs: on an H200 pair, cuDeviceGetPCIBusId's buffer held '0000:00:06.0\\x00\\x07...'."""
+    raw = value if isinstance(value, bytes) else str(value).encode()
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
 class CudaFailure(Exception):
     """A driver call failed; ``name`` is the CUresult name (``CUDA_ERROR_INVALID_VALUE``),
     ``reason`` the token to record (``cuda-error-invalid-value``)."""

@@ -41,7 +41,7 @@ from typing import Any
 
 import msgspec
 
-from blackwell_doctor.collect.cuda_driver import CudaFailure, Driver, reason_token
+from blackwell_doctor.collect.cuda_driver import CudaFailure, Driver, c_string, reason_token
 from blackwell_doctor.collect.nccl import Nccl, NcclFailure
 from blackwell_doctor.collect.probe.collective_protocol import (
     ATOMIC_BLOCKS,
@@ -255,22 +255,13 @@ def run_link_load(job: LinkLoadJob, emit: Emit, driver: Driver | None = None) ->
     return 0
 
 
-def c_bus_id(raw: object) -> str:
-    """The bus id in cuDeviceGetPCIBusId's buffer: the text before its first NUL. The
-    buffer is returned whole (32 bytes asked), and what follows the NUL is not always NULs:
-    on an H200 pair, stripping trailing NULs left one inside ('0000:00:06.0\\x00'), and no
-    NVML device matched."""
-    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
-    return text.split("\0", 1)[0].strip()
-
-
 def _load_one(
     driver: Driver, nvml: Any, by_bus: dict[str, int], ordinal: int, job: LinkLoadJob
 ) -> LinkLine:
     from blackwell_doctor.facts.pciaddr import normalize_pci_bus_id
 
     device = driver.call("cuDeviceGet", ordinal)
-    bus = normalize_pci_bus_id(c_bus_id(driver.call("cuDeviceGetPCIBusId", 32, device)))
+    bus = normalize_pci_bus_id(c_string(driver.call("cuDeviceGetPCIBusId", 32, device)).strip())
     index = by_bus.get(bus)
     if index is None:
         return LinkLine(gpu=ordinal, error=f"nvml-no-device-at:{bus}")

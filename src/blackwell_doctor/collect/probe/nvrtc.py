@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from blackwell_doctor.collect.cuda_driver import c_string
 from blackwell_doctor.facts.document import Unavailable
 from blackwell_doctor.ruledata.resources import data_dir
 
@@ -349,7 +350,7 @@ class RealNvrtc:
                 self._call("nvrtcGetPTX", program, buffer)
                 image = bytes(buffer)  # NUL-terminated already (size counts it)
             lowered = {
-                expression: _c_string(
+                expression: c_string(
                     self._call("nvrtcGetLoweredName", program, expression.encode())
                 )
                 for expression in name_expressions
@@ -363,9 +364,4 @@ class RealNvrtc:
         size = int(self._call("nvrtcGetProgramLogSize", program))
         buffer = b" " * size
         self._call("nvrtcGetProgramLog", program, buffer)
-        return _c_string(buffer)
-
-
-def _c_string(value: object) -> str:
-    raw = value if isinstance(value, bytes) else str(value).encode()
-    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        return c_string(buffer)
