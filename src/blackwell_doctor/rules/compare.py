@@ -29,8 +29,8 @@ A verdict is "better" or "worse" only when the interval excludes zero *and* the 
 at least ``threshold_pct`` *and*, for a latency, at least 0.1 ms: run-to-run noise of a few
 percent is real on any server, and a latency of a few microseconds (two SSE events read in
 one socket read, as from a server that coalesces its writes) has no meaningful ratio. For
-the same reason a latency whose value on either side is below 0.1 ms is "not comparable",
-with no change shown.
+the same reason a latency whose value on either side, or in any one run of either side, is
+below 0.1 ms is "not comparable", with no change shown.
 
 The cost is bounded whatever the runs' size. A resample is a draw count per request: each
 percentile is read off the statistic's values sorted once, with the requests' counts summed
@@ -343,6 +343,8 @@ def _compare_shape(
     a = [s for run in side_runs["after"] for s in run]
     rng = random.Random(f"{seed}:{before.name}")  # noqa: S311 (statistics, not secrets)
     boot: dict[str, list[float]] = {m[0]: [] for m in _METRICS}
+    # Resamples in which a side's latency fell below the resolution (see below).
+    unresolved: Counter[str] = Counter()
     points: dict[str, tuple[float | None, float | None]] = {
         m[0]: (m[2](b), m[2](a)) for m in _METRICS
     }
@@ -382,9 +384,21 @@ def _compare_shape(
             stats_a = run_a.stats(*run_a.draw(rng))
             for name, vb in stats_b.items():
                 va = stats_a[name]
+                if name in LATENCY_METRICS and any(
+                    v is not None and v < MIN_LATENCY_CHANGE_MS for v in (vb, va)
+                ):
+                    unresolved[name] += 1
                 if vb and va is not None:
                     boot[name].append((va / vb - 1.0) * 100.0)
     alpha = (1.0 - confidence) / 2.0 * 100.0  # already adjusted by the caller
+
+    def below_resolution(name: str, own: Callable[[ShapeMetrics], float | None]) -> bool:
+        """A latency below the timing's resolution in the pooled figures of a side or in
+        one run's own figure."""
+        figures = (own(r.metrics) for r in (*before_runs, *after_runs))
+        known = (v for v in (*points[name], *figures) if v is not None)
+        return min(known, default=math.inf) < MIN_LATENCY_CHANGE_MS
+
     rows = []
     for name, lower, _, own, q, count in _METRICS:
         pb, pa = points[name]
@@ -408,16 +422,25 @@ def _compare_shape(
             verdict = TOO_FEW
         elif not pb or pa is None or len(changes) < max(10, resamples // 2):
             verdict = NOT_COMPARABLE
-        elif lower and min(pb, pa) < MIN_LATENCY_CHANGE_MS:
+        elif lower and (
+            below_resolution(name, own) or unresolved[name] > resamples * alpha / 100.0
+        ):
             # Below the timing's resolution the ratio means nothing: a TPOT or ITL of 0.00
             # ms is a server that delivered its tokens in bursts (a starved front end seen
             # here: A/A, 0.00 -> 18.24 ms, "+1,033,402%"), not one that generates faster.
+            # The same when one run of either side measured below it: runs of one
+            # configuration then differ by more than any ratio says (calibrate measures no
+            # floor for them), and with no floor the pooled figures of such runs were
+            # called "worse" in an A/A (CI on 15c4f13: ITL p99 21 -> 118 ms, interval
+            # [+26.8%, +11,076,470%], a resample's p99 falling into the bursts). And when
+            # more resamples than one tail of the interval holds fell below it on a side:
+            # the interval itself then reaches below the resolution.
             verdict = NOT_COMPARABLE
         else:
             verdict = ""
         if verdict:
             shown_change = None
-            if pb and pa is not None and not (lower and min(pb, pa) < MIN_LATENCY_CHANGE_MS):
+            if pb and pa is not None and not (lower and below_resolution(name, own)):
                 shown_change = (pa / pb - 1.0) * 100.0
             rows.append(
                 Comparison(
