@@ -13,6 +13,7 @@ runs (start-up is import time: docs/performance.md); ``app`` here has all of the
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import TYPE_CHECKING
 
@@ -32,10 +33,18 @@ def build_app(names: tuple[str, ...] = COMMANDS) -> typer.Typer:
     return app
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the CLI and turn every outcome into a documented exit code."""
+def main(argv: list[str] | None = None, *, gc_paused: bool = False) -> int:
+    """Run the CLI and turn every outcome into a documented exit code. ``gc_paused``: the
+    caller disabled the cyclic collector for start-up (``blackwell_doctor.__main__``); it
+    resumes once the command's modules are imported, with what they allocated frozen."""
     args = sys.argv[1:] if argv is None else argv
-    return run(build_app(commands_for(args)), argv)
+    try:
+        app = build_app(commands_for(args))
+    finally:
+        if gc_paused:
+            gc.freeze()
+            gc.enable()
+    return run(app, argv)
 
 
 def __getattr__(name: str) -> typer.Typer:
