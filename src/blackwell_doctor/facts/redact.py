@@ -8,7 +8,6 @@ the kernel's build user@host, home directories in paths).
 
 from __future__ import annotations
 
-import base64
 import functools
 import re
 import urllib.parse
@@ -165,6 +164,8 @@ def secret_forms(secret: str) -> list[str]:
     padding, and as it shows inside the base64 of longer text: after 0, 1 or 2 bytes of
     something else (each alignment gives other characters), the characters at its two
     edges, which depend on the bytes around it, left out."""
+    import base64  # only with a secret to look for (~1 ms of start-up with struct)
+
     raw = secret.encode("utf-8", "surrogatepass")
     forms = [secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)]
     for encode in (base64.b64encode, base64.urlsafe_b64encode):

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
 from io import StringIO
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from blackwell_doctor.render.common import (
     FINDING_STATUSES,
@@ -31,8 +30,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-@dataclass(frozen=True)
-class _Glyphs:
+class _Glyphs(NamedTuple):
     marks: dict[Status, str]
     sep: str
     dash: str
@@ -80,10 +78,10 @@ _RICH_STYLES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class _Line:
+class _Line(NamedTuple):
     """One logical line: styled spans at an indent. ``wrap=False`` for commands and links,
-    which must survive copy and paste whole however narrow the terminal."""
+    which must survive copy and paste whole however narrow the terminal. (Named tuples,
+    not dataclasses: ``dataclasses`` is not imported on the way to a report.)"""
 
     indent: int
     spans: tuple[tuple[str, str], ...]

@@ -54,7 +54,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from blackwell_doctor.collect.logs import context
@@ -201,58 +200,65 @@ def make_excerpt(text: str, anchor: str = "") -> str:
     return "…" + text[left : left + width] + "…"
 
 
-@dataclass
 class Occurrences:
-    """Everything seen of one signature in one source."""
+    """Everything seen of one signature in one source. (Plain classes here, not
+    dataclasses: importing ``dataclasses`` and building two cost ~3 ms of a scan's
+    start-up: docs/performance.md.)"""
 
-    first_line: int = 0
-    last_line: int = 0
-    count: int = 0
-    excerpt: str = ""
-    n_sum: int = 0  # autotuner-summary: the sum of N
-    frame: str = ""  # generic errors: the last frame of the first traceback seen with them
+    __slots__ = ("count", "excerpt", "first_line", "frame", "last_line", "n_sum")
+
+    def __init__(self, *, first_line: int = 0, excerpt: str = "") -> None:
+        self.first_line = first_line
+        self.last_line = 0
+        self.count = 0
+        self.excerpt = excerpt
+        self.n_sum = 0  # autotuner-summary: the sum of N
+        self.frame = ""  # generic errors: the last frame of the first traceback seen with them
 
 
-@dataclass
 class SourceScanner:
     """Feed it bytes (any chunking), then :meth:`finish` for the findings."""
 
-    catalogue: Catalogue
-    name: str
-    engine: str = "auto"
-    lines: int = 0
-    size: int = 0  # bytes read
-    # Per signature and per context (the autotuner markers a hit was seen with, context.py).
-    occurrences: dict[tuple[int, tuple[str, ...]], Occurrences] = field(default_factory=dict)
-    markers: set[str] = field(default_factory=set)
-    # Called with (signature id, line) for every occurrence counted (benchmarks, tests).
-    on_occurrence: Callable[[str, int], None] | None = None
-    # The autotuner record being followed (context.py): the Skipping line, the transport its
-    # lines carry, the last line known to continue it, the next line to classify, and
-    # whether more lines may still continue it.
-    run_line: int = 0
-    run_key: str = ""
-    run_last: int = 0
-    run_next: int = 0
-    run_open: bool = False
-    _carry: bytearray = field(default_factory=bytearray)  # the line not ended yet
-    _carry_searched: int = 0
-    _finder: Finder | None = None
-    _engine: str = ""
-    _mid_line: bool = False  # the region being scanned starts inside a line
-    # Occurrences not yet counted: (signature, line, text, matched literal, regex match,
-    # context markers).
-    _pending: list[tuple[int, int, str, str, re.Match[str] | None, tuple[str, ...]]] = field(
-        default_factory=list
-    )
-    # Generic error hits (rule unrecognised-*): the traceback frame just above, per line.
-    _frames: dict[int, str] = field(default_factory=dict)
-    _last_frame: tuple[int, str] = (0, "")  # the last traceback frame seen: (line, text)
-    # The last bytes fed (at most context.TAIL_BYTES once trimmed): the log-end rule's lines.
-    _tail: bytearray = field(default_factory=bytearray)
-
-    def __post_init__(self) -> None:
-        self._engine, self._finder = _finder(tuple(self.catalogue.literals), self.engine)
+    def __init__(
+        self,
+        catalogue: Catalogue,
+        name: str,
+        engine: str = "auto",
+        *,
+        on_occurrence: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.catalogue = catalogue
+        self.name = name
+        self.engine = engine
+        self.lines = 0
+        self.size = 0  # bytes read
+        # Per signature and per context (the autotuner markers a hit was seen with,
+        # context.py).
+        self.occurrences: dict[tuple[int, tuple[str, ...]], Occurrences] = {}
+        self.markers: set[str] = set()
+        # Called with (signature id, line) for every occurrence counted (benchmarks, tests).
+        self.on_occurrence = on_occurrence
+        # The autotuner record being followed (context.py): the Skipping line, the transport
+        # its lines carry, the last line known to continue it, the next line to classify,
+        # and whether more lines may still continue it.
+        self.run_line = 0
+        self.run_key = ""
+        self.run_last = 0
+        self.run_next = 0
+        self.run_open = False
+        self._carry = bytearray()  # the line not ended yet
+        self._carry_searched = 0
+        self._mid_line = False  # the region being scanned starts inside a line
+        # Occurrences not yet counted: (signature, line, text, matched literal, regex match,
+        # context markers).
+        self._pending: list[tuple[int, int, str, str, re.Match[str] | None, tuple[str, ...]]] = []
+        # Generic error hits (rule unrecognised-*): the traceback frame just above, per line.
+        self._frames: dict[int, str] = {}
+        self._last_frame: tuple[int, str] = (0, "")  # the last traceback frame: (line, text)
+        # The last bytes fed (at most context.TAIL_BYTES once trimmed): the log-end rule's
+        # lines.
+        self._tail = bytearray()
+        self._engine, self._finder = _finder(tuple(catalogue.literals), engine)
 
     def feed(self, data: bytes) -> None:
         if not data:

@@ -4,7 +4,6 @@ the sources that could not be read at all)."""
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -168,6 +167,8 @@ def _path_inputs(given: str) -> Iterator[_Input]:
         yield from found
         return
     if not os.path.lexists(given) and _GLOB_CHARS & set(given):
+        import glob  # only for a pattern (~1 ms of start-up with fnmatch)
+
         # Directories a glob matches are not descended into (``**`` lists their files).
         matches = sorted(m for m in glob.glob(given, recursive=True) if not os.path.isdir(m))
         if not matches:

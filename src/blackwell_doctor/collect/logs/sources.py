@@ -10,7 +10,6 @@ import contextlib
 import errno
 import os
 import stat
-import struct
 import subprocess
 import threading
 import time
@@ -380,7 +379,7 @@ def _journal_export(chunks: Iterator[bytes]) -> Iterator[bytes]:
             elif line:  # a binary field: name, newline, u64 little-endian length
                 if len(buf) - (nl + 1) < 8:
                     break  # its length is in the next chunk
-                (length,) = struct.unpack_from("<Q", buf, nl + 1)
+                length = int.from_bytes(buf[nl + 1 : nl + 9], "little")
                 binary_left, binary_keep = length + 1, line == b"MESSAGE"
                 pos = nl + 9
             else:
@@ -621,8 +620,9 @@ def container_chunks(
 DOCKER_DEADLINE_S = 120.0
 DOCKER_READ_BYTES = 1 << 20
 # A multiplexed stream's frame header (Docker Engine API, "Attach to a container"): stream
-# type (0 stdin, 1 stdout, 2 stderr), three zero bytes, the payload size big-endian.
-_FRAME_HEADER = struct.Struct(">BxxxL")
+# type (0 stdin, 1 stdout, 2 stderr), three zero bytes, the payload size big-endian (read
+# with int.from_bytes: ``struct`` is ~1 ms of a scan's start-up).
+_FRAME_HEADER_BYTES = 8
 
 
 class _Watchdog:
@@ -704,14 +704,14 @@ def _frames(raw: BinaryIO, watchdog: _Watchdog) -> Iterator[bytes]:
     payload cut short (a frame announced at 4 GB, closed after 13 bytes) is
     ``docker-truncated-frame``, never the end of the log."""
     while True:
-        header = _read(raw, _FRAME_HEADER.size, watchdog)
+        header = _read(raw, _FRAME_HEADER_BYTES, watchdog)
         if not header:
             return
-        if len(header) < _FRAME_HEADER.size:
+        if len(header) < _FRAME_HEADER_BYTES:
             raise watchdog.cut("docker-truncated-frame")
         if header[:1] not in (b"\0", b"\1", b"\2") or header[1:4] != b"\0\0\0":
             raise watchdog.cut("docker-bad-frame")
-        _, left = _FRAME_HEADER.unpack(header)
+        left = int.from_bytes(header[4:8], "big")
         while left:
             data = _read(raw, min(left, DOCKER_READ_BYTES), watchdog)
             if not data:
