@@ -24,7 +24,7 @@ from blackwell_doctor.report.exitcodes import ExitCode
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
 
-    from blackwell_doctor.collect.cachefile import CatalogueCache
+    from blackwell_doctor.collect.cachefile import CatalogueCache, RegexProgramCache
 
 
 def _crash_log(exc: BaseException, argv: list[str] | None = None) -> Path:
@@ -50,6 +50,13 @@ def _catalogue_cache() -> CatalogueCache:
     from blackwell_doctor.collect.cachefile import CatalogueCache
 
     return CatalogueCache()
+
+
+def _regex_programs() -> RegexProgramCache:
+    """The compiled regular expressions' programs, read from this user's cache."""
+    from blackwell_doctor.collect.cachefile import RegexProgramCache
+
+    return RegexProgramCache()
 
 
 # Modules msgspec's package imports that this package never uses (its YAML and TOML codecs,
@@ -104,15 +111,19 @@ def run(app: typer.Typer, argv: list[str] | None = None) -> int:
             "/dev/null to discard it\n"
         )
         return int(ExitCode.USAGE)
+    from blackwell_doctor.facts import regexcache
     from blackwell_doctor.ruledata import decodedcache
 
     decodedcache.install(_catalogue_cache)
+    regexcache.install(_regex_programs)
     try:
         with checked_stdout(), _lean_msgspec():
             return _run(app, argv)
     except UserError as exc:  # what was pending at the end could not be written
         sys.stderr.write(f"{TOOL_NAME}: error: {exc}\n")
         return int(ExitCode.USAGE)
+    finally:
+        regexcache.flush()
 
 
 def _run(app: typer.Typer, argv: list[str] | None) -> int:

@@ -20,7 +20,10 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from blackwell_doctor.facts.regexcache import Program
 
 try:  # the built-in SHA-256 (hashlib's own fallback): importing hashlib loads OpenSSL, ~5 ms
     from _sha256 import sha256 as _sha256  # type: ignore[import-not-found,unused-ignore]
@@ -165,3 +168,54 @@ class CatalogueCache:
         if msgspec.msgpack.decode(payload) != raw:
             return
         write_atomic(path, sealed(self.MAGIC, key, payload), prefix=".toml-")
+
+
+class RegexProgramCache:
+    """The programs of the regular expressions the CLI compiled (facts/regexcache.py), one
+    file per interpreter build in ``regex/programs-<key>.msgpack``: their MessagePack,
+    sealed with its key, the SHA-256 of this format, the Python version and build and the
+    regular-expression engine's own version (``_sre.MAGIC``). Another interpreter is
+    another key; a file that cannot be trusted (see above) or decoded is compiled again."""
+
+    MAGIC = b"blackwell-doctor sre 1\n"
+    MAX_BYTES = 8 << 20
+
+    @classmethod
+    def key(cls) -> bytes:
+        from blackwell_doctor.facts import regexcache
+
+        head = f"{sys.version}\0{sys.implementation.cache_tag}\0{regexcache.engine_version()}"
+        return digest(cls.MAGIC, head.encode())
+
+    def _path(self, key: bytes) -> Path | None:
+        folder = cache_dir("regex")
+        return None if folder is None else folder / f"programs-{key.hex()[:32]}.msgpack"
+
+    def load(self) -> dict[str, Program] | None:
+        import msgspec
+
+        from blackwell_doctor.facts import regexcache
+
+        key = self.key()
+        path = self._path(key)
+        blob = read_private(path, self.MAX_BYTES) if path is not None else None
+        payload = unseal(blob, self.MAGIC, key) if blob is not None else None
+        if payload is None:
+            return None
+        try:
+            return msgspec.msgpack.decode(payload, type=dict[str, regexcache.Program])
+        except msgspec.DecodeError:  # ValidationError is one
+            return None
+
+    def save(self, programs: dict[str, Program]) -> None:
+        import msgspec
+
+        key = self.key()
+        path = self._path(key)
+        if path is None:
+            return
+        try:
+            payload = msgspec.msgpack.encode(programs)
+        except (TypeError, OverflowError, UnicodeEncodeError):  # not kept: compiled again
+            return
+        write_atomic(path, sealed(self.MAGIC, key, payload), prefix=".sre-")

@@ -8,12 +8,13 @@ the kernel's build user@host, home directories in paths).
 
 from __future__ import annotations
 
-import functools
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
+
+from blackwell_doctor.facts import regexcache
 
 if TYPE_CHECKING:
     from blackwell_doctor.facts.bench import BenchFacts
@@ -24,9 +25,9 @@ REDACTED = "<redacted>"
 
 
 def _lazy(pattern: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
-    """A pattern compiled when first used: the patterns of identity and URL redaction are not
-    needed by what redacts log lines (scan-logs; start-up: docs/performance.md)."""
-    return functools.cache(lambda: re.compile(pattern, flags))
+    """A pattern compiled when first used (what a run does not redact it never compiles),
+    through the CLI's cache of compiled patterns (start-up: docs/performance.md)."""
+    return regexcache.lazy(pattern, flags)
 
 
 # Names that hold credentials: HF_TOKEN, VLLM_API_KEY, NCCL_..._PASSWORD, AWS_SECRET_ACCESS_KEY,
@@ -39,13 +40,13 @@ _SECRET_NAME = _lazy(
     re.IGNORECASE,
 )
 # Values that are credentials whatever the variable is called.
-_SECRET_VALUE = re.compile(
+_SECRET_VALUE = _lazy(
     r"(hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|"
     r"sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,}|"
     r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"
 )
 # user:password@ in URLs.
-_URL_CREDENTIALS = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://(?P<value>[^/\s:@]+:[^/\s@]+)@")
+_URL_CREDENTIALS = _lazy(r"[a-zA-Z][a-zA-Z0-9+.-]*://(?P<value>[^/\s:@]+:[^/\s@]+)@")
 # A flag's or pair's value: a quoted string (to its closing quote, or to the end when the
 # quote is never closed: better too much redacted than a leak) or a word.
 _VALUE = r"""(?:"[^"]*"?|'[^']*'?|[^\s"']\S*)"""
@@ -55,28 +56,28 @@ _FLAG_WORDS = (
 )
 _FLAG_NAME = rf"--?[A-Za-z0-9_-]*{_FLAG_WORDS}[A-Za-z0-9_-]*"
 # --api-key X, --api-key  X, --token=X, --password "two words", --token='x y'.
-_SECRET_FLAG = re.compile(_FLAG_NAME, re.IGNORECASE)
+_SECRET_FLAG = _lazy(_FLAG_NAME, re.IGNORECASE)
 # What follows a secret flag: "=" or whitespace, then the value. A value after whitespace
 # is never itself a secret flag: in "--auth-required --api-key X", X is --api-key's.
-_FLAG_VALUE = re.compile(rf"(?:=|\s+(?!{_FLAG_NAME}))(?P<value>{_VALUE})", re.IGNORECASE)
+_FLAG_VALUE = _lazy(rf"(?:=|\s+(?!{_FLAG_NAME}))(?P<value>{_VALUE})", re.IGNORECASE)
 # key=value pairs with a secret-looking key (HF_TOKEN=x, db.password='x y').
-_SECRET_PAIR = re.compile(
+_SECRET_PAIR = _lazy(
     r"\b[A-Za-z0-9_.-]*(?:token|secret|passw(?:or)?d|passphrase|api[-_]?key|credential|"
     r"private[-_]?key|cookie)[A-Za-z0-9_.-]*(?==)",
     re.IGNORECASE,
 )
-_PAIR_VALUE = re.compile(rf"=(?P<value>{_VALUE})")
+_PAIR_VALUE = _lazy(rf"=(?P<value>{_VALUE})")
 # HTTP credentials (RFC 9110 §11.6.2): "Authorization: <scheme> <credentials>" (also
 # Proxy-Authorization, and as a key=value) whatever the scheme, and a bare "Bearer <token>"
 # or "Basic <base64>" anywhere (RFC 6750 b64token characters). "Basic authentication" in a
 # log line loses its second word: too much redacted, never too little.
-_AUTH_HEADER = re.compile(
+_AUTH_HEADER = _lazy(
     r"\b(?:proxy-)?authorization\s*[:=]\s*"
     r"(?:(?:bearer|basic|token|digest|negotiate|ntlm|apikey)\s+)?"
     r"(?P<value>[^\s\"',<]+)",
     re.IGNORECASE,
 )
-_AUTH_SCHEME = re.compile(r"\b(?:bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/-]+=*)", re.IGNORECASE)
+_AUTH_SCHEME = _lazy(r"\b(?:bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/-]+=*)", re.IGNORECASE)
 
 
 def is_secret_name(name: str) -> bool:
@@ -108,7 +109,7 @@ def redact_argv(argv: list[str]) -> list[str]:
             out.append(arg[: assignment.end()] + REDACTED)
         else:
             out.append(redact_text(arg))
-        after_flag = "=" not in arg and bool(_SECRET_FLAG.fullmatch(arg))
+        after_flag = "=" not in arg and bool(_SECRET_FLAG().fullmatch(arg))
     return out
 
 
@@ -119,14 +120,14 @@ def redact_text(text: str) -> str:
     replaced, so no pattern can hide a secret from another (a quoted value that swallows
     the next flag, a header whose "credential" is a flag)."""
     spans: list[tuple[int, int]] = []
-    for pattern in (_URL_CREDENTIALS, _AUTH_HEADER, _AUTH_SCHEME):
+    for pattern in (_URL_CREDENTIALS(), _AUTH_HEADER(), _AUTH_SCHEME()):
         spans.extend(m.span("value") for m in pattern.finditer(text))
-    for names, values in ((_SECRET_FLAG, _FLAG_VALUE), (_SECRET_PAIR, _PAIR_VALUE)):
+    for names, values in ((_SECRET_FLAG(), _FLAG_VALUE()), (_SECRET_PAIR(), _PAIR_VALUE())):
         for name in names.finditer(text):
             value = values.match(text, name.end())
             if value is not None:
                 spans.append(value.span("value"))
-    spans.extend(m.span() for m in _SECRET_VALUE.finditer(text))
+    spans.extend(m.span() for m in _SECRET_VALUE().finditer(text))
     return _replace_spans(text, spans)
 
 
@@ -230,7 +231,7 @@ def _secret_segment(segment: str) -> bool:
         return False
     if not _PLAIN_SEGMENT().fullmatch(segment) or is_secret_name(segment):
         return True
-    if _SECRET_VALUE.search(segment):
+    if _SECRET_VALUE().search(segment):
         return True
     return len(segment) >= _TOKEN_LIKE_LENGTH and any(c.isdigit() for c in segment)
 

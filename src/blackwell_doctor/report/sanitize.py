@@ -12,6 +12,8 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
+from blackwell_doctor.facts import regexcache
+
 # What must not reach a reader as it is: control characters other than newline and tab
 # (C0, DEL, C1: an escape sequence must not recolour or rewrite the operator's terminal,
 # CWE-150), bidirectional overrides and isolates (they reorder what is shown, CVE-2021-42574),
@@ -28,7 +30,7 @@ _SURROGATE = "[\ud800-\udfff]"
 
 @functools.cache
 def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+    return regexcache.compile(pattern)
 
 
 def _shown(match: re.Match[str]) -> str:

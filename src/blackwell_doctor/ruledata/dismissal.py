@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from blackwell_doctor.facts import regexcache
+
 # Exact, lower-case texts: a line holding one is read and tested with DISMISSAL below.
 LITERALS: tuple[str, ...] = (
     "be ignored",
@@ -52,6 +54,6 @@ _SOURCES = {
 def __getattr__(name: str) -> re.Pattern[str]:
     if name not in _SOURCES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    pattern = re.compile(_SOURCES[name], re.IGNORECASE)
+    pattern = regexcache.compile(_SOURCES[name], re.IGNORECASE)
     globals()[name] = pattern
     return pattern

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from blackwell_doctor.facts import regexcache
 from blackwell_doctor.ruledata import dismissal
 from blackwell_doctor.ruledata.checkdata import (
     CatalogueError,
@@ -182,7 +183,7 @@ def _compile(sig_id: str, field: str, pattern: str | None) -> re.Pattern[str] | 
     if pattern is None:
         return None
     try:
-        return re.compile(pattern)
+        return regexcache.compile(pattern)
     except re.error as exc:
         raise CatalogueError(f"checks/{CATALOGUE_FILE}: {sig_id}: bad {field}: {exc}") from None
 

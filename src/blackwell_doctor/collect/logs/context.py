@@ -58,10 +58,10 @@ whichever tool reads it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from blackwell_doctor.facts import regexcache
 from blackwell_doctor.facts.document import LogFinding
 from blackwell_doctor.ruledata import dismissal
 from blackwell_doctor.ruledata.logs import Catalogue
@@ -87,8 +87,8 @@ _LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 # Per-line transport prefixes that do not start a record by themselves: docker compose
 # ("vllm-1  | ") and vLLM's per-process prefix, which it writes on every line a worker prints
 # (the backtrace lines under a Skipping record carry it too).
-_TRANSPORT = re.compile(r"(?:[\w.-]+ +\| )?(?:\([\w.-]+ pid=\d+\) ?)?")
-_RECORD = re.compile(
+_TRANSPORT = regexcache.lazy(r"(?:[\w.-]+ +\| )?(?:\([\w.-]+ pid=\d+\) ?)?")
+_RECORD = regexcache.lazy(
     r"(?:"
     rf"{_LEVEL}\s+\d\d-\d\d \d\d:\d\d:\d\d"  # vLLM: INFO 06-01 21:52:09
     rf"|{_LEVEL}:"  # logging.basicConfig, uvicorn: WARNING:root:..., INFO:     ...
@@ -104,7 +104,7 @@ _RECORD = re.compile(
 
 def transport(head: str) -> str:
     """The per-line transport prefix of a line (``""`` when it has none)."""
-    match = _TRANSPORT.match(head)
+    match = _TRANSPORT().match(head)
     return match.group() if match else ""
 
 
@@ -114,7 +114,7 @@ def continues(head: str, key: str) -> bool:
     prefix = transport(head)
     if prefix.strip() != key.strip():
         return False
-    return _RECORD.match(head, len(prefix)) is None
+    return _RECORD().match(head, len(prefix)) is None
 
 
 # Marks that open a quotation in prose, just before the quoted message: a Markdown code span,
@@ -126,14 +126,14 @@ _QUOTE_OPEN = ("`", "\u201c", "\u2018", "\u00ab", '*"', '_"')
 # two or more plain words ("As the log says, ..."), not a program's prefix (those hold
 # digits, brackets, paths or end in a colon: "host:1:2 [0] NCCL WARN", "UserWarning:").
 # A program's level words ("NCCL WARN") are no prose: one all-lower-case word is required.
-_PROSE_LEAD = re.compile(r"[>*\-\s]*[A-Za-z][A-Za-z']*(?:,?\s+[A-Za-z][A-Za-z']*)+,?")
-_LOWER_WORD = re.compile(r"\b[a-z]{2,}\b")
+_PROSE_LEAD = regexcache.lazy(r"[>*\-\s]*[A-Za-z][A-Za-z']*(?:,?\s+[A-Za-z][A-Za-z']*)+,?")
+_LOWER_WORD = regexcache.lazy(r"\b[a-z]{2,}\b")
 
 
 def is_record(head: str) -> bool:
     """Whether a line (its :func:`line_head`) starts with a log-record prefix after its
     transport prefix."""
-    return _RECORD.match(head, len(transport(head))) is not None
+    return _RECORD().match(head, len(transport(head))) is not None
 
 
 def is_prose(text: str, anchor: str) -> bool:
@@ -148,7 +148,7 @@ def is_prose(text: str, anchor: str) -> bool:
         if before.endswith(_QUOTE_OPEN):
             return True
         lead = before[len(transport(before)) :]
-        if _PROSE_LEAD.fullmatch(lead) and _LOWER_WORD.search(lead):
+        if _PROSE_LEAD().fullmatch(lead) and _LOWER_WORD().search(lead):
             return True
     return dismissal.DISMISSAL.search(text) is not None
 
@@ -175,16 +175,16 @@ def hit_context(text: str, *, in_record: bool) -> tuple[str, ...]:
 
 
 # A Python traceback frame: '  File "/x/y.py", line 12, in f' (after any per-line prefix).
-_FRAME = re.compile(r'File "[^"]+", line \d+, in \S+')
+_FRAME = regexcache.lazy(r'File "[^"]+", line \d+, in \S+')
 # The exception line that ends a Python traceback ("RuntimeError: ...", "torch.X.FooError").
-_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception)(?::|$)")
+_EXCEPTION = regexcache.lazy(r"\b[A-Z]\w*(?:Error|Exception)(?::|$)")
 # The frame is at most this many lines above the exception line (code line, carets).
 FRAME_LOOKBACK_LINES = 4
 
 
 def frame_of(text: str) -> str:
     """The frame a traceback line names (``""`` when it is no frame line)."""
-    match = _FRAME.search(text)
+    match = _FRAME().search(text)
     return match.group() if match is not None else ""
 
 
@@ -195,7 +195,7 @@ def frame_above(last: tuple[int, str], line: int, text: str) -> str:
     frame_line, frame = last
     if not frame or not 0 < line - frame_line <= FRAME_LOOKBACK_LINES:
         return ""
-    return frame if _EXCEPTION.search(text) else ""
+    return frame if _EXCEPTION().search(text) else ""
 
 
 # How much of a source's end the log-end rule reads (bytes kept, lines walked back).
@@ -206,7 +206,7 @@ LOG_ENDS_IN_ERROR = "runtime.log_ends_in_error"
 # indented text (traceback frames and code, Go stack frames), Python's traceback lines and
 # the exception line, the carets under a code line, C++ backtrace frames (glibc/boost
 # "0x...", gdb/c10 "#N", "frame #N:", c10's "Exception raised from"), Go's "goroutine N [".
-_ERROR_REPORT = re.compile(
+_ERROR_REPORT = regexcache.lazy(
     r"\s"
     r"|Traceback \(most recent call last\)|File \"|During handling of the above exception"
     r"|The above exception was the direct cause"
@@ -214,9 +214,9 @@ _ERROR_REPORT = re.compile(
     r"|[\^~]+\s*$"
     r"|\d+\s+0x[0-9a-fA-F]+|#\d+\s|frame #\d+:|Exception raised from |goroutine \d+ \["
 )
-_RANK = re.compile(r"\[rank\d+\]: ?")
+_RANK = regexcache.lazy(r"\[rank\d+\]: ?")
 # What may follow a record prefix before its message: vLLM's " [file.py:N]" (older: " file.py:N]").
-_FILEINFO = re.compile(r" ?(?:\[[\w.-]+:\d+\]|[\w.-]+:\d+\])")
+_FILEINFO = regexcache.lazy(r" ?(?:\[[\w.-]+:\d+\]|[\w.-]+:\d+\])")
 
 
 def _message_at(text: str) -> int:
@@ -226,14 +226,14 @@ def _message_at(text: str) -> int:
     at = 0
     for _ in range(2):
         at += len(transport(text[at:]))
-        rank = _RANK.match(text, at)
+        rank = _RANK().match(text, at)
         if rank is not None:
             at = rank.end()
-        record = _RECORD.match(text, at)
+        record = _RECORD().match(text, at)
         if record is None:
             break
         at = record.end()
-        info = _FILEINFO.match(text, at)
+        info = _FILEINFO().match(text, at)
         if info is not None:
             at = info.end()
         if record.group().endswith(":"):  # uvicorn pads "INFO:" with spaces to 10 columns
@@ -249,7 +249,7 @@ def continues_error(text: str) -> bool:
     (after any transport and record prefix, :func:`_message_at`) is empty or has the shape
     of a traceback or backtrace line."""
     at = _message_at(text)
-    return _ERROR_REPORT.match(text, at) is not None or not text[at:].strip()
+    return _ERROR_REPORT().match(text, at) is not None or not text[at:].strip()
 
 
 def is_error_line(catalogue: Catalogue, text: str) -> bool:

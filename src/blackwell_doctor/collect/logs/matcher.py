@@ -57,6 +57,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blackwell_doctor.collect.logs import context
+from blackwell_doctor.facts import regexcache
 from blackwell_doctor.facts.document import LogFinding
 from blackwell_doctor.facts.redact import redact_text
 from blackwell_doctor.ruledata.logs import GENERIC_RULES, Catalogue
@@ -69,8 +70,8 @@ LONG_LINE_BYTES = 8 << 20
 WINDOW_BYTES = 4096
 EXCERPT_CHARS = 400
 
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_ANSI = regexcache.lazy(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_CONTROL = regexcache.lazy(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 Hits = list[tuple[int, int]]
 # finder(buf, start, end): (position, literal index) of every hit in buf[start:end], in order.
@@ -163,7 +164,7 @@ def engine_name(literals: list[bytes], engine: str = "auto") -> str:
 
 
 def strip_codes(text: str) -> str:
-    return _CONTROL.sub("", _ANSI.sub("", text))
+    return _CONTROL().sub("", _ANSI().sub("", text))
 
 
 def clean_line(raw: bytes) -> str:
