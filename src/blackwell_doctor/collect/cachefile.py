@@ -117,6 +117,14 @@ def unseal(blob: bytes, magic: bytes, key: bytes) -> bytes | None:
     return payload
 
 
+def read_sealed(path: Path | None, magic: bytes, key: bytes, limit: int) -> bytes | None:
+    """The payload of the :func:`sealed` file at ``path`` when it may be trusted
+    (:func:`read_private`) and is intact and of this ``magic`` and ``key``; else None (also
+    for no path: caching is off)."""
+    blob = read_private(path, limit) if path is not None else None
+    return unseal(blob, magic, key) if blob is not None else None
+
+
 class CatalogueCache:
     """The decoded shipped ``checks/*.toml``, one file per content in
     ``catalogues/<name>-<key>.msgpack``: the MessagePack of what tomllib returned, sealed
@@ -142,9 +150,7 @@ class CatalogueCache:
         import msgspec
 
         key = self.key(data)
-        path = self._path(name, key)
-        blob = read_private(path, self.MAX_BYTES) if path is not None else None
-        payload = unseal(blob, self.MAGIC, key) if blob is not None else None
+        payload = read_sealed(self._path(name, key), self.MAGIC, key, self.MAX_BYTES)
         if payload is None:
             return None
         try:
@@ -198,9 +204,7 @@ class RegexProgramCache:
         from blackwell_doctor.facts import regexcache
 
         key = self.key()
-        path = self._path(key)
-        blob = read_private(path, self.MAX_BYTES) if path is not None else None
-        payload = unseal(blob, self.MAGIC, key) if blob is not None else None
+        payload = read_sealed(self._path(key), self.MAGIC, key, self.MAX_BYTES)
         if payload is None:
             return None
         try:
