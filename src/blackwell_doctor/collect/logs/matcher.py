@@ -355,7 +355,6 @@ class SourceScanner:
         """Hits in ``buf[start:end]`` (whole lines, or a piece of one long line) not already
         seen: a hit ending inside the first ``searched`` bytes was found by an earlier call.
         Returns the number of newlines in ``buf[start:end]``, each byte counted once."""
-        assert self._finder is not None
         literals = self.catalogue.literals
         first = self.lines + 1
         self._mid_line = searched > start
