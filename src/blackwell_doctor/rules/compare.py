@@ -392,16 +392,14 @@ def _compare_shape(
                     boot[name].append((va / vb - 1.0) * 100.0)
     alpha = (1.0 - confidence) / 2.0 * 100.0  # already adjusted by the caller
 
-    def below_resolution(name: str, own: Callable[[ShapeMetrics], float | None]) -> bool:
-        """A latency below the timing's resolution in the pooled figures of a side or in
-        one run's own figure."""
-        figures = (own(r.metrics) for r in (*before_runs, *after_runs))
-        known = (v for v in (*points[name], *figures) if v is not None)
-        return min(known, default=math.inf) < MIN_LATENCY_CHANGE_MS
-
     rows = []
     for name, lower, _, own, q, count in _METRICS:
         pb, pa = points[name]
+        # A latency below the timing's resolution in the pooled figures of a side or in one
+        # run's own figure (see the verdict below).
+        figures = (own(r.metrics) for r in (*before_runs, *after_runs))
+        known = (v for v in (pb, pa, *figures) if v is not None)
+        below = lower and min(known, default=math.inf) < MIN_LATENCY_CHANGE_MS
         # One run: its own figures. Several: a percentile of every run's requests together
         # (what the change and its interval are of), and the runs' mean tokens/s.
         if (len(before_runs) == 1 and len(after_runs) == 1) or q is None:
@@ -422,9 +420,7 @@ def _compare_shape(
             verdict = TOO_FEW
         elif not pb or pa is None or len(changes) < max(10, resamples // 2):
             verdict = NOT_COMPARABLE
-        elif lower and (
-            below_resolution(name, own) or unresolved[name] > resamples * alpha / 100.0
-        ):
+        elif below or unresolved[name] > resamples * alpha / 100.0:
             # Below the timing's resolution the ratio means nothing: a TPOT or ITL of 0.00
             # ms is a server that delivered its tokens in bursts (a starved front end seen
             # here: A/A, 0.00 -> 18.24 ms, "+1,033,402%"), not one that generates faster.
@@ -440,7 +436,7 @@ def _compare_shape(
             verdict = ""
         if verdict:
             shown_change = None
-            if pb and pa is not None and not (lower and below_resolution(name, own)):
+            if pb and pa is not None and not below:
                 shown_change = (pa / pb - 1.0) * 100.0
             rows.append(
                 Comparison(
