@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -24,10 +24,9 @@ if TYPE_CHECKING:
 REDACTED = "<redacted>"
 
 
-def _lazy(pattern: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
-    """A pattern compiled when first used (what a run does not redact it never compiles),
-    through the CLI's cache of compiled patterns (start-up: docs/performance.md)."""
-    return regexcache.lazy(pattern, flags)
+# Patterns compile when first used (what a run does not redact it never compiles), through
+# the CLI's cache of compiled patterns (start-up: docs/performance.md).
+_lazy = regexcache.lazy
 
 
 # Names that hold credentials: HF_TOKEN, VLLM_API_KEY, NCCL_..._PASSWORD, AWS_SECRET_ACCESS_KEY,
