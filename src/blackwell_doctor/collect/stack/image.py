@@ -484,29 +484,21 @@ def _ptxas(
         path, source = triton_ptxas(Path(bin_dir), target, env, lambda p: box.is_file(str(p)))
         where = str(path)
         if not box.is_file(where):
-            results.append(
-                PtxasTarget(
-                    target=target,
-                    path=where,
-                    source=source,
-                    version=None,
-                    ok=False,
-                    detail="ptxas not found",
-                    by="release",
-                )
+            release, ok, detail = None, False, "ptxas not found"
+        else:
+            if where not in releases:
+                found = box.search(where, BINARY_RELEASE, MAX_PTXAS_BYTES)
+                releases[where] = found.decode() if found else None
+            release = releases[where]
+            have = version_pair(release or "")
+            if release is None or have is None:
+                continue
+            ok = have >= (version_pair(need) or (0, 0))
+            detail = (
+                ""
+                if ok
+                else data.image.ptxas_too_old.format(release=release, target=target, need=need)
             )
-            continue
-        if where not in releases:
-            found = box.search(where, BINARY_RELEASE, MAX_PTXAS_BYTES)
-            releases[where] = found.decode() if found else None
-        release = releases[where]
-        have = version_pair(release or "")
-        if release is None or have is None:
-            continue
-        ok = have >= (version_pair(need) or (0, 0))
-        detail = (
-            "" if ok else data.image.ptxas_too_old.format(release=release, target=target, need=need)
-        )
         results.append(
             PtxasTarget(
                 target=target,
