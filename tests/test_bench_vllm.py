@@ -442,6 +442,16 @@ def test_repeated_runs_of_one_server_are_no_change_and_one_at_a_time_is_worse(
     slower = tmp_path / "ab.json"
     five = [*common[:-1], "5"]
     r = bench("--compare-urls", vllm_url, vllm_slow_url, *five, *gate, "-o", str(slower))
+    if r.returncode != 1 and _host_starved_a_default_run(tmp_path / "ab"):
+        # Clean-clone CI on 6aa425d beside two CPU-busy loops: one of the default server's
+        # five runs took TTFT p50 2,477 ms (the others 256-381; the one-sequence server's
+        # 2,446-2,608). With one run of five at the other side's level, a resample draws it
+        # three times or more in 5.8% of draws, so the 99.38% interval reaches -20.8%: the
+        # compare rightly cannot call it worse. That is the host, seen in the runs the
+        # compare wrote, not the tool: the comparison is measured once more, and held to
+        # the same assertions.
+        slower = tmp_path / "ab-again.json"
+        r = bench("--compare-urls", vllm_url, vllm_slow_url, *five, *gate, "-o", str(slower))
     assert r.returncode == 1, r.stdout + r.stderr
     doc = load(slower)
     assert doc["scorecard"]["overall"] in ("worse", "mixed: not a win")
@@ -449,6 +459,21 @@ def test_repeated_runs_of_one_server_are_no_change_and_one_at_a_time_is_worse(
     # past this host's noise floor varies with its load).
     worse = {c["metric"] for c in doc["comparisons"] if c["verdict"] == "worse"}
     assert worse & {"ttft_ms.p50", "e2e_ms.p50", "output_tokens_per_s"}, doc["comparisons"]
+
+
+def _runs_ttft_p50(path: Path) -> list[float]:
+    """Each run's own TTFT p50 in a ``bench --repeat`` document of one shape."""
+    doc = load(path)
+    runs = [doc["shapes"], *(r["shapes"] for r in doc.get("repeats", []))]
+    return [float(shapes[0]["metrics"]["ttft_ms"]["p50"]) for shapes in runs]
+
+
+def _host_starved_a_default_run(stem: Path) -> bool:
+    """Whether a run of the default server (``STEM.before.json``) was as slow as half the
+    fastest run of the one-sequence server (``STEM.after.json``): the host, not the server."""
+    before = _runs_ttft_p50(stem.with_name(stem.name + ".before.json"))
+    after = _runs_ttft_p50(stem.with_name(stem.name + ".after.json"))
+    return max(before) >= 0.5 * min(after)
 
 
 def test_a_wrong_model_name_is_a_named_4xx_error(vllm_url: str, tmp_path: Path) -> None:
