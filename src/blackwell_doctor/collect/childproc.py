@@ -10,7 +10,13 @@ callback (so a child that streams one JSON line per finished step loses nothing 
 later hangs or dies), and can cut the child off when no line has arrived for a while
 (``idle_timeout_s``) as well as at an overall deadline. A child that works in phases (the
 GPU facts, then the probes) gets each phase's deadlines: the callback returns a
-:class:`Rearm` when a line ends a phase.
+:class:`Rearm` when a line ends a phase. What it keeps of standard output can be capped
+(``max_stdout_bytes``): past the cap the child is killed, and the result says so.
+
+A binary that is not ours (an audited environment's interpreter, its Triton's ptxas, an
+nvcc) runs through :func:`run_isolated`: in a fresh temporary directory (its working
+directory, HOME and TMPDIR, removed afterwards) with an environment of a few named
+variables (:func:`isolated_env`), never ours: no token, credential or proxy reaches it.
 """
 
 from __future__ import annotations
@@ -34,7 +40,14 @@ REAP_GRACE_S = 2.0
 # What is kept of the child's stderr (for diagnostics; never parsed).
 _STDERR_TAIL_BYTES = 4096
 
-Ending = Literal["exited", "timeout", "idle-timeout", "start-failed"]
+Ending = Literal["exited", "timeout", "idle-timeout", "output-limit", "start-failed"]
+
+# What a binary that is not ours gets of our environment: where to find programs (a
+# `#!/usr/bin/env python3` script, a pyenv shim) and shared libraries (an interpreter built
+# with a shared libpython, found through an environment module's LD_LIBRARY_PATH). Nothing
+# else: not a token, credential or proxy, nor the variables that choose what is run (the
+# TRITON_*_PATH ones are read by the collector itself).
+ISOLATED_PASSED = ("PATH", "LD_LIBRARY_PATH")
 
 
 @dataclass(frozen=True)
@@ -86,11 +99,14 @@ def run_child(
     idle_timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
     pass_fds: Sequence[int] = (),
+    cwd: str | Path | None = None,
+    max_stdout_bytes: int | None = None,
 ) -> ChildResult:
     """Run ``argv`` (no shell) with stdin closed; never raises for the child's behaviour.
 
     ``on_line`` gets each complete stdout line (without its newline) as it arrives; what it
-    returns, a :class:`Rearm` or None, replaces the deadlines or keeps them.
+    returns, a :class:`Rearm` or None, replaces the deadlines or keeps them. Past
+    ``max_stdout_bytes`` of standard output the child is killed ("output-limit").
     """
     started = time.monotonic()
     deadline = started + timeout_s
@@ -104,12 +120,15 @@ def run_child(
                 stdout=subprocess.PIPE,
                 stderr=stderr_file,
                 env=dict(env) if env is not None else child_env(),
+                cwd=cwd,
                 start_new_session=True,
                 pass_fds=tuple(pass_fds),  # what the child inherits: a socket pair's end
             )
         except OSError as exc:
             return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)
-        ending, stdout, deadline = _read_until_eof(child, deadline, idle_timeout_s, on_line)
+        ending, stdout, deadline = _read_until_eof(
+            child, deadline, idle_timeout_s, on_line, max_stdout_bytes
+        )
         returncode: int | None = None
         if ending == "exited":
             try:
@@ -136,11 +155,14 @@ def _read_until_eof(
     deadline: float,
     idle_timeout_s: float | None,
     on_line: Callable[[bytes], Rearm | None] | None,
+    max_stdout_bytes: int | None,
 ) -> tuple[Ending, bytes, float]:
-    """How the child's stdout ended, all of it, and the overall deadline then in force."""
+    """How the child's stdout ended, all of it (up to ``max_stdout_bytes``), and the overall
+    deadline then in force."""
     assert child.stdout is not None
     fd = child.stdout.fileno()
     chunks: list[bytes] = []
+    kept = 0
     pending = b""
     last_line = time.monotonic()
     with selectors.DefaultSelector() as selector:
@@ -162,6 +184,9 @@ def _read_until_eof(
                     on_line(pending)  # a last line without its newline
                 return "exited", b"".join(chunks), deadline
             chunks.append(data)
+            kept += len(data)
+            if max_stdout_bytes is not None and kept > max_stdout_bytes:
+                return "output-limit", b"".join(chunks)[:max_stdout_bytes], deadline
             pending += data
             *lines, pending = pending.split(b"\n")
             if lines:
@@ -172,6 +197,35 @@ def _read_until_eof(
                         if rearm is not None:
                             deadline = last_line + rearm.timeout_s
                             idle_timeout_s = rearm.idle_timeout_s
+
+
+def isolated_env(home: str | Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a binary that is not ours: :data:`ISOLATED_PASSED` from
+    ``environ`` (default: ours), ``home`` as HOME and TMPDIR, the C locale."""
+    source = os.environ if environ is None else environ
+    env = {name: source[name] for name in ISOLATED_PASSED if name in source}
+    env.update(HOME=str(home), TMPDIR=str(home), LANG="C", LC_ALL="C")
+    return env
+
+
+def run_isolated(
+    argv: Sequence[str],
+    timeout_s: float,
+    *,
+    max_stdout_bytes: int,
+    environ: Mapping[str, str] | None = None,
+) -> ChildResult:
+    """:func:`run_child` for a binary that is not ours: in a fresh temporary directory (its
+    working directory, HOME and TMPDIR; removed afterwards) with :func:`isolated_env`, and
+    what it prints capped at ``max_stdout_bytes``."""
+    with tempfile.TemporaryDirectory(prefix="bd-child-", ignore_cleanup_errors=True) as home:
+        return run_child(
+            argv,
+            timeout_s,
+            env=isolated_env(home, environ),
+            cwd=home,
+            max_stdout_bytes=max_stdout_bytes,
+        )
 
 
 def kill_group(child: subprocess.Popen[bytes]) -> None:

@@ -1,18 +1,23 @@
 """Where another Python interpreter's packages live: a child of that interpreter prints its
-sys.path as JSON (``-I``: no PYTHONPATH, no user site, nothing of ours imported), under a
-deadline and killed on failure. Nothing of the environment is imported."""
+sys.path as JSON (``-I``: no PYTHONPATH, no user site, nothing of ours imported). Nothing of
+the environment is imported. The child is one of
+:func:`~blackwell_doctor.collect.childproc.run_isolated`'s: a fresh temporary directory, an
+environment of PATH and LD_LIBRARY_PATH alone, a deadline, and at most
+:data:`MAX_OUTPUT_BYTES` of its output kept (past that it is killed)."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackwell_doctor.collect.childproc import run_child
+from blackwell_doctor.collect.childproc import run_isolated
 
 DEFAULT_TIMEOUT_S = 10.0
+# The answer is one JSON line of sys.path: kilobytes. Past this the child is killed.
+MAX_OUTPUT_BYTES = 1 << 20
 _PROGRAM = (
     "import json, sys; print(json.dumps({'executable': sys.executable, "
     "'version': '%d.%d.%d' % sys.version_info[:3], 'path': sys.path}))"
@@ -38,11 +43,25 @@ def this_interpreter() -> Interpreter:
     )
 
 
-def ask_interpreter(python: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> Interpreter:
-    """The sys.path of the interpreter ``python``; InterpreterError when it does not answer."""
-    result = run_child(
-        [str(python), "-I", "-c", _PROGRAM], timeout_s, env={**os.environ, "LC_ALL": "C"}
+def ask_interpreter(
+    python: Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> Interpreter:
+    """The sys.path of the interpreter ``python``; InterpreterError when it does not
+    answer. ``environ``: where PATH and LD_LIBRARY_PATH come from (default: ours)."""
+    result = run_isolated(
+        [str(python), "-I", "-c", _PROGRAM],
+        timeout_s,
+        max_stdout_bytes=MAX_OUTPUT_BYTES,
+        environ=environ,
     )
+    if result.ending == "output-limit":
+        raise InterpreterError(
+            f"--python {python}: printed more than {MAX_OUTPUT_BYTES >> 20} MiB "
+            "(not the answer of a Python interpreter): stopped"
+        )
     if result.ending != "exited":
         raise InterpreterError(f"--python {python}: {result.ending} after {timeout_s:g} s")
     if result.returncode != 0:
