@@ -1,7 +1,9 @@
-"""``audit --python``: the binaries it runs (the interpreter, Triton's ptxas, nvcc) get a
-fresh temporary directory and an environment without our tokens, credentials or proxies.
-An interpreter that floods its output is stopped at a cap: a one-line usage error, in
-bounded memory."""
+"""``audit --python`` runs nothing of the audited environment as the auditor: no ``.pth``
+line, no ``sitecustomize`` (the interpreter starts with ``-I -S``, and its site directories
+are worked out as data), and the binaries it does run (the interpreter, Triton's ptxas,
+nvcc) get a fresh temporary directory and an environment without our tokens, credentials
+or proxies. An interpreter that floods its output is stopped at a cap: a one-line usage
+error, in bounded memory."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from blackwell_doctor.collect.childproc import run_child
+from blackwell_doctor.collect.stack.interpreter import ask_interpreter
 from blackwell_doctor.collect.stack.ptxas import compile_probe
 from tests.cli import run
 from tests.conftest import FACTS_FIXTURES, REPO
@@ -55,6 +58,75 @@ def _audit(python: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[
     )
     assert r.code in (0, 1), r.err
     return r.code, json.loads(r.out)["facts"]["stack"]
+
+
+# --------------------------------------------------------------------------- no code run
+
+
+def test_a_pth_file_or_sitecustomize_of_the_audited_environment_is_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    python, site = _venv(tmp_path / "venv")
+    marker = tmp_path / "ran"
+    (site / "evil.pth").write_text(f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n")
+    (site / "sitecustomize.py").write_text(
+        f"import pathlib; pathlib.Path({str(marker) + '-sitecustomize'!r}).touch()\n"
+    )
+    # A GPU distribution in the venv's own site-packages, and one in a folder that a .pth
+    # file's directory line adds (read as text, as site.py reads it).
+    _install(site, "nvidia-cublas-cu12", "12.8.4.1", {"nvidia/cublas/lib/libcublas.so.12": "x"})
+    extra = tmp_path / "extra"
+    _install(extra, "nvidia-nccl-cu12", "2.27.7", {"nvidia/nccl/lib/libnccl.so.2": "x"})
+    (site / "extra.pth").write_text(f"# a comment\n{extra}\n")
+
+    _, stack = _audit(python, capsys)
+
+    assert not marker.exists(), "a .pth line of the audited environment ran"
+    assert not Path(str(marker) + "-sitecustomize").exists(), "its sitecustomize ran"
+    assert str(site) in stack["site_dirs"]
+    assert str(extra) in stack["site_dirs"]
+    names = {p["name"]: p["version"] for p in stack["packages"]}
+    assert names["nvidia-cublas-cu12"] == "12.8.4.1"
+    assert names["nvidia-nccl-cu12"] == "2.27.7"
+
+
+def _started_with(python: Path) -> list[str]:
+    """The sys.path ``python -I`` really starts with (site.py run: .pth lines executed)."""
+    out = subprocess.run(
+        [str(python), "-I", "-c", "import json, sys; print(json.dumps(sys.path))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [p for p in json.loads(out) if p]
+
+
+def test_a_venv_yields_the_sys_path_its_interpreter_starts_with(tmp_path: Path) -> None:
+    python, site = _venv(tmp_path / "venv")
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (site / "extra.pth").write_text(f"{extra}\n")
+    asked = ask_interpreter(python)
+    assert list(asked.paths) == _started_with(python)
+    assert str(site) in asked.paths
+    assert asked.executable == str(python)
+
+
+def _sites(paths: list[str] | tuple[str, ...]) -> list[str]:
+    return [p for p in paths if p.endswith(("site-packages", "dist-packages"))]
+
+
+def test_a_venv_with_system_site_packages_yields_the_bases_too(tmp_path: Path) -> None:
+    python, site = _venv(tmp_path / "with", system_site=True)
+    asked = ask_interpreter(python)
+    # The base's own .pth files may run code that changes sys.path: the site directories
+    # themselves are compared, in order.
+    started = _started_with(python)
+    assert _sites(asked.paths) == _sites(started)
+    assert _sites(asked.paths)[0] == str(site)
+    assert len(_sites(asked.paths)) > 1  # the base's site-packages, after the venv's
+    without, own = _venv(tmp_path / "without")
+    assert _sites(ask_interpreter(without).paths) == [str(own)]
 
 
 # --------------------------------------------------------------------------- environment
