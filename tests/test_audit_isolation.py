@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -206,6 +207,36 @@ def test_a_child_that_prints_past_the_cap_is_stopped_and_says_so() -> None:
     result = run_child(["yes"], 60.0, max_stdout_bytes=1 << 20)
     assert result.ending == "output-limit"
     assert len(result.stdout) == 1 << 20
+
+
+# A child writing 50 MB to stderr and then answering, in a process whose files may not
+# grow past 10 MB (RLIMIT_FSIZE, which the child inherits): stderr kept in a file killed
+# the writer with SIGXFSZ; read from its pipe, only the last 4 kB are kept.
+_STDERR_FLOOD = """
+import resource, sys
+from blackwell_doctor.collect.childproc import run_child
+resource.setrlimit(resource.RLIMIT_FSIZE, (10 << 20, 10 << 20))
+script = "head -c 50000000 /dev/zero >&2; printf END >&2; echo answer"
+r = run_child(["sh", "-ec", script], 120.0)
+tail = r.stderr_tail
+print(r.ending, r.returncode, r.stdout.strip().decode(), len(tail), tail[-3:].decode())
+"""
+
+
+def test_a_child_that_floods_its_stderr_writes_nothing_to_disk() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _STDERR_FLOOD], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["exited", "0", "answer", "4096", "END"]
+
+
+def test_a_process_left_holding_stderr_does_not_hold_up_the_result() -> None:
+    # sh answers and exits; the sleep it started keeps stderr (not stdout) open.
+    result = run_child(["sh", "-c", "sleep 600 >/dev/null & echo $!"], 60.0)
+    leftover = int(result.stdout)
+    os.kill(leftover, signal.SIGKILL)
+    assert (result.ending, result.returncode) == ("exited", 0)
 
 
 def test_a_ptxas_that_floods_its_output_is_stopped(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ later hangs or dies), and can cut the child off when no line has arrived for a w
 (``idle_timeout_s``) as well as at an overall deadline. A child that works in phases (the
 GPU facts, then the probes) gets each phase's deadlines: the callback returns a
 :class:`Rearm` when a line ends a phase. What it keeps of standard output can be capped
-(``max_stdout_bytes``): past the cap the child is killed, and the result says so.
+(``max_stdout_bytes``): past the cap the child is killed, and the result says so. Standard
+error is read from its pipe alongside, its last 4 kB kept: nothing the child writes goes
+to disk.
 
 A binary that is not ours (an audited environment's interpreter, its Triton's ptxas, an
 nvcc) runs through :func:`run_isolated`: in a fresh temporary directory (its working
@@ -39,6 +41,10 @@ from typing import Literal
 REAP_GRACE_S = 2.0
 # What is kept of the child's stderr (for diagnostics; never parsed).
 _STDERR_TAIL_BYTES = 4096
+# After stdout's end, while stderr stays open: how often to ask whether the child exited.
+_EXIT_POLL_S = 0.05
+# After the end: the most reads of what is left in the stderr pipe.
+_DRAIN_READS = 64
 
 Ending = Literal["exited", "timeout", "idle-timeout", "output-limit", "start-failed"]
 
@@ -110,44 +116,98 @@ def run_child(
     """
     started = time.monotonic()
     deadline = started + timeout_s
-    with tempfile.TemporaryFile() as stderr_file:
-        # Popen rather than subprocess.run: run() waits without limit for a killed child to
-        # exit, and one stuck in the driver never does.
-        try:
-            child = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=stderr_file,
-                env=dict(env) if env is not None else child_env(),
-                cwd=cwd,
-                start_new_session=True,
-                pass_fds=tuple(pass_fds),  # what the child inherits: a socket pair's end
-            )
-        except OSError as exc:
-            return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)
+    # Popen rather than subprocess.run: run() waits without limit for a killed child to
+    # exit, and one stuck in the driver never does.
+    try:
+        child = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else child_env(),
+            cwd=cwd,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),  # what the child inherits: a socket pair's end
+        )
+    except OSError as exc:
+        return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)
+    assert child.stderr is not None
+    tail = _Tail(child.stderr.fileno())
+    try:
         ending, stdout, deadline = _read_until_eof(
-            child, deadline, idle_timeout_s, on_line, max_stdout_bytes
+            child, deadline, idle_timeout_s, on_line, max_stdout_bytes, tail
         )
         returncode: int | None = None
+        if ending == "exited" and not tail.until_exit(child, deadline):
+            ending = "timeout"  # closed its stdout but did not exit in time
         if ending == "exited":
             try:
                 returncode = child.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                ending = "timeout"  # closed its stdout but did not exit in time
+                ending = "timeout"
         if ending != "exited":
             kill_group(child)
-        stderr_file.seek(0, os.SEEK_END)
-        size = stderr_file.tell()
-        stderr_file.seek(max(0, size - _STDERR_TAIL_BYTES))
-        tail = stderr_file.read()
+        tail.drain()
+    finally:
+        child.stderr.close()
     return ChildResult(
         ending=ending,
         stdout=stdout,
         returncode=returncode,
-        stderr_tail=tail,
+        stderr_tail=tail.kept(),
         elapsed_s=time.monotonic() - started,
     )
+
+
+class _Tail:
+    """The last :data:`_STDERR_TAIL_BYTES` of the child's stderr, read from its pipe as it
+    comes (a file would grow without bound: a child that floods its stderr filled $TMPDIR
+    until its deadline)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.open = True
+        self.data = b""
+
+    def read(self) -> int:
+        """One read of the pipe (readable, or at its end): how many bytes came."""
+        try:
+            chunk = os.read(self.fd, 65536)
+        except BlockingIOError:
+            return 0
+        if not chunk:
+            self.open = False
+        self.data = (self.data + chunk)[-_STDERR_TAIL_BYTES:]
+        return len(chunk)
+
+    def until_exit(self, child: subprocess.Popen[bytes], deadline: float) -> bool:
+        """After stdout's end: read stderr until its end, or until the child has exited
+        (a process it left behind may hold stderr open); False when the deadline passed
+        first."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.fd, selectors.EVENT_READ)
+            while self.open:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    return False
+                if selector.select(min(wait, _EXIT_POLL_S)):
+                    self.read()
+                if self.open and child.poll() is not None:
+                    return True
+        return True
+
+    def drain(self) -> None:
+        """What is in the pipe now, without waiting for more (bounded: a process left
+        behind may still write)."""
+        if not self.open:
+            return
+        os.set_blocking(self.fd, False)
+        for _ in range(_DRAIN_READS):
+            if not self.read():
+                return
+
+    def kept(self) -> bytes:
+        return self.data
 
 
 def _read_until_eof(
@@ -156,9 +216,10 @@ def _read_until_eof(
     idle_timeout_s: float | None,
     on_line: Callable[[bytes], Rearm | None] | None,
     max_stdout_bytes: int | None,
+    tail: _Tail,
 ) -> tuple[Ending, bytes, float]:
     """How the child's stdout ended, all of it (up to ``max_stdout_bytes``), and the overall
-    deadline then in force."""
+    deadline then in force; its stderr read into ``tail`` meanwhile."""
     assert child.stdout is not None
     fd = child.stdout.fileno()
     chunks: list[bytes] = []
@@ -167,6 +228,7 @@ def _read_until_eof(
     last_line = time.monotonic()
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
+        selector.register(tail.fd, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
             wait = deadline - now
@@ -176,7 +238,12 @@ def _read_until_eof(
                 ending = "idle-timeout"
             if wait <= 0:
                 return ending, b"".join(chunks), deadline
-            if not selector.select(wait):
+            ready = {key.fd for key, _ in selector.select(wait)}
+            if tail.fd in ready:
+                tail.read()
+                if not tail.open:
+                    selector.unregister(tail.fd)
+            if fd not in ready:
                 continue  # the loop re-evaluates which deadline passed
             data = os.read(fd, 65536)
             if not data:
