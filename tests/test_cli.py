@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -211,6 +212,66 @@ def test_internal_error_exits_4_with_a_crash_log(
     log = Path(err.split("details are in ")[1].strip())
     assert "simulated bug" in log.read_text()
     log.unlink()
+
+
+# A check run that fills the address space until MemoryError, in a child whose RLIMIT_AS
+# is its size then plus 256 MiB: filled in ever smaller pieces, down to 64 bytes, so that
+# what is left is what the crash handler frees or holds back. ``local``: what filled
+# memory is held by the failing frame (a child's output read without a bound was);
+# ``global``: by a module, past the handler's reach.
+_FILL_MEMORY = """
+import resource, sys
+import blackwell_doctor.rules.evaluate as evaluate_module
+from blackwell_doctor.cli import main
+
+HELD = []
+
+
+def fill(*args, **kwargs):
+    held = HELD if sys.argv[1] == "global" else []
+    size = 1 << 20
+    while True:
+        try:
+            held.append(bytes(size))
+        except MemoryError:
+            if size <= 64:
+                raise
+            size //= 4
+
+
+evaluate_module.evaluate = fill
+with open("/proc/self/status") as fh:
+    vm = next(int(line.split()[1]) << 10 for line in fh if line.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (vm + (256 << 20), vm + (256 << 20)))
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("held", ["local", "global"])
+def test_out_of_memory_exits_4_with_one_line_and_a_crash_log(held: str, tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    argv = ["check", "--facts", NO_GPU]
+    # A run before, as on any user's machine: the caches the crash handler reads are there.
+    before = subprocess.run(
+        [sys.executable, "-m", "blackwell_doctor", *argv], env=env, capture_output=True
+    )
+    assert before.returncode in (0, 1), before.stderr
+    assert list((tmp_path / "xdg").rglob("*.msgpack"))
+    proc = subprocess.run(
+        [sys.executable, "-c", _FILL_MEMORY, held, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 4, proc.stderr
+    assert "Traceback" not in proc.stderr
+    first, second = proc.stderr.splitlines()
+    assert first == "blackwell-doctor: internal error: MemoryError: out of memory"
+    log = Path(second.split("details are in ")[1])
+    assert log.parent == tmp_path
+    assert "in fill" in log.read_text()  # the traceback, down to where memory ran out
 
 
 def test_interrupt_exits_130(

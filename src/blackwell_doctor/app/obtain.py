@@ -155,7 +155,7 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
         interpreter = this_interpreter()
     else:
         try:
-            interpreter = ask_interpreter(request.python)
+            interpreter = ask_interpreter(request.python, environ=environ)
         except InterpreterError as exc:
             raise UserError(str(exc)) from None
     stack = read_stack(

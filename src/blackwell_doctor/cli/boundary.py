@@ -3,10 +3,17 @@
 Usage errors (click's, and :class:`~blackwell_doctor.facts.errors.UserError` from anywhere below)
 are one line and exit 2, Ctrl-C is 130, a bug is exit 4 with the path of a crash log, never
 a bare traceback. This module imports no command.
+
+Running out of memory (a MemoryError, under ``ulimit -v`` say) is a crash too, and the
+handler itself needs memory to write its message and crash log: what filled memory is
+usually held only by the frames the error unwound (their locals), which are cleared first,
+and a reserve of address space taken at start is given back. Should the crash log still
+fail, a message written in advance is printed: exit 4, never a traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -43,6 +50,59 @@ def _crash_log(exc: BaseException, argv: list[str] | None = None) -> Path:
         fh.write(f"{TOOL_NAME} {__version__}\nargv: {args!r}\n\n")
         fh.write(redact_text("".join(traceback.format_exception(exc))))
     return Path(name)
+
+
+# Address space held back for the crash handler, given back when memory runs out. bytes(n)
+# is calloc'd: the pages are mapped, never touched, so it costs no resident memory.
+_RESERVE_BYTES = 4 << 20
+_reserve: list[bytes] = []
+# Written when even the crash handler ran out of memory: nothing left to format.
+_OUT_OF_MEMORY = (
+    f"{TOOL_NAME}: internal error: MemoryError: out of memory (no crash log could be written)\n"
+)
+_OUT_OF_MEMORY_BYTES = _OUT_OF_MEMORY.encode()
+
+
+def _crash(exc: BaseException, argv: list[str] | None) -> int:
+    """A bug: one line naming it, the crash log's path, exit 4."""
+    from blackwell_doctor.facts.redact import redact_text
+
+    path = _crash_log(exc, argv)
+    message = redact_text(str(exc)) or ("out of memory" if isinstance(exc, MemoryError) else "")
+    sys.stderr.write(
+        f"{TOOL_NAME}: internal error: {type(exc).__name__}: {message}\n"
+        f"This is a bug in {TOOL_NAME}; the details are in {path}\n"
+    )
+    return int(ExitCode.INTERNAL)
+
+
+def _out_of_memory(exc: MemoryError, argv: list[str] | None) -> int:
+    """:func:`_crash` for a MemoryError, with the memory it needs freed first: the unwound
+    frames' locals (a traceback keeps its frames, and so what they held, alive) and the
+    reserve."""
+    _reserve.clear()
+    tb = exc.__traceback__
+    while tb is not None:
+        with contextlib.suppress(RuntimeError):  # a frame still running (this one's caller)
+            tb.tb_frame.clear()
+        tb = tb.tb_next
+    try:
+        return _crash(exc, argv)
+    except MemoryError:
+        _write_out_of_memory()
+        return int(ExitCode.INTERNAL)
+
+
+def _write_out_of_memory() -> None:
+    """:data:`_OUT_OF_MEMORY` on standard error: through ``sys.stderr`` (where a test
+    captures it), else, should that need memory there is not, its bytes made in advance
+    straight to file descriptor 2."""
+    try:
+        sys.stderr.write(_OUT_OF_MEMORY)
+        sys.stderr.flush()
+    except (OSError, ValueError, MemoryError):
+        with contextlib.suppress(OSError):
+            os.write(2, _OUT_OF_MEMORY_BYTES)
 
 
 def _catalogue_cache() -> CatalogueCache:
@@ -100,7 +160,20 @@ def _lean_msgspec() -> Iterator[None]:
 def run(app: typer.Typer, argv: list[str] | None = None) -> int:
     """Run ``app`` on ``argv`` (default: the process's) and return the exit code. Standard
     output that cannot be written (``> /dev/full``, a closed pipe) is a usage error, exit 2,
-    whichever writer found it (:func:`~blackwell_doctor.cli.output.checked_stdout`)."""
+    whichever writer found it (:func:`~blackwell_doctor.cli.output.checked_stdout`). Out of
+    memory anywhere, the crash handler's own work included, is exit 4 with one line."""
+    _reserve[:] = [bytes(_RESERVE_BYTES)]
+    try:
+        return _run_outermost(app, argv)
+    except MemoryError:  # outside the command's boundary, or in its crash handler
+        _reserve.clear()
+        _write_out_of_memory()
+        return int(ExitCode.INTERNAL)
+    finally:
+        _reserve.clear()
+
+
+def _run_outermost(app: typer.Typer, argv: list[str] | None) -> int:
     from blackwell_doctor.cli.output import checked_stdout
 
     if sys.stderr is None:  # started with standard error closed (2>&-): messages dropped
@@ -142,15 +215,10 @@ def _run(app: typer.Typer, argv: list[str] | None) -> int:
     except (KeyboardInterrupt, typer.Abort):
         sys.stderr.write(f"{TOOL_NAME}: interrupted\n")
         return int(ExitCode.INTERRUPTED)
+    except MemoryError as exc:
+        return _out_of_memory(exc, argv)
     except Exception as exc:
-        from blackwell_doctor.facts.redact import redact_text
-
-        path = _crash_log(exc, argv)
-        sys.stderr.write(
-            f"{TOOL_NAME}: internal error: {type(exc).__name__}: {redact_text(str(exc))}\n"
-            f"This is a bug in {TOOL_NAME}; the details are in {path}\n"
-        )
-        return int(ExitCode.INTERNAL)
+        return _crash(exc, argv)
     if returned == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into a silent Exit(130)
         sys.stderr.write(f"{TOOL_NAME}: interrupted\n")
     return returned if isinstance(returned, int) else int(ExitCode.OK)

@@ -261,7 +261,8 @@ StackPython = Annotated[
     typer.Option(
         "--python",
         help="The interpreter of the environment to audit (e.g. /opt/venv/bin/python); "
-        "default: the one running blackwell-doctor. Its packages are never imported.",
+        "default: the one running blackwell-doctor. No code of its environment runs: no "
+        "package is imported, no .pth line or sitecustomize executed.",
     ),
 ]
 StackImage = Annotated[

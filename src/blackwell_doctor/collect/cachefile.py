@@ -79,7 +79,9 @@ def read_private(path: Path, limit: int) -> bytes | None:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode) or not _private(st) or st.st_size > limit:
             return None
-        return fh.read(limit + 1)
+        # Its size and one byte more (a file that grew fails its seal), not ``limit``:
+        # read(n) takes n bytes of memory before it reads, 8 MiB for a 21 kB file.
+        return fh.read(st.st_size + 1)
 
 
 def write_atomic(path: Path, blob: bytes, *, prefix: str) -> None:

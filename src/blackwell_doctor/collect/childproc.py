@@ -10,7 +10,15 @@ callback (so a child that streams one JSON line per finished step loses nothing 
 later hangs or dies), and can cut the child off when no line has arrived for a while
 (``idle_timeout_s``) as well as at an overall deadline. A child that works in phases (the
 GPU facts, then the probes) gets each phase's deadlines: the callback returns a
-:class:`Rearm` when a line ends a phase.
+:class:`Rearm` when a line ends a phase. What it keeps of standard output can be capped
+(``max_stdout_bytes``): past the cap the child is killed, and the result says so. Standard
+error is read from its pipe alongside, its last 4 kB kept: nothing the child writes goes
+to disk.
+
+A binary that is not ours (an audited environment's interpreter, its Triton's ptxas, an
+nvcc) runs through :func:`run_isolated`: in a fresh temporary directory (its working
+directory, HOME and TMPDIR, removed afterwards) with an environment of a few named
+variables (:func:`isolated_env`), never ours: no token, credential or proxy reaches it.
 """
 
 from __future__ import annotations
@@ -33,8 +41,19 @@ from typing import Literal
 REAP_GRACE_S = 2.0
 # What is kept of the child's stderr (for diagnostics; never parsed).
 _STDERR_TAIL_BYTES = 4096
+# After stdout's end, while stderr stays open: how often to ask whether the child exited.
+_EXIT_POLL_S = 0.05
+# After the end: the most reads of what is left in the stderr pipe.
+_DRAIN_READS = 64
 
-Ending = Literal["exited", "timeout", "idle-timeout", "start-failed"]
+Ending = Literal["exited", "timeout", "idle-timeout", "output-limit", "start-failed"]
+
+# What a binary that is not ours gets of our environment: where to find programs (a
+# `#!/usr/bin/env python3` script, a pyenv shim) and shared libraries (an interpreter built
+# with a shared libpython, found through an environment module's LD_LIBRARY_PATH). Nothing
+# else: not a token, credential or proxy, nor the variables that choose what is run (the
+# TRITON_*_PATH ones are read by the collector itself).
+ISOLATED_PASSED = ("PATH", "LD_LIBRARY_PATH")
 
 
 @dataclass(frozen=True)
@@ -86,49 +105,109 @@ def run_child(
     idle_timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
     pass_fds: Sequence[int] = (),
+    cwd: str | Path | None = None,
+    max_stdout_bytes: int | None = None,
 ) -> ChildResult:
     """Run ``argv`` (no shell) with stdin closed; never raises for the child's behaviour.
 
     ``on_line`` gets each complete stdout line (without its newline) as it arrives; what it
-    returns, a :class:`Rearm` or None, replaces the deadlines or keeps them.
+    returns, a :class:`Rearm` or None, replaces the deadlines or keeps them. Past
+    ``max_stdout_bytes`` of standard output the child is killed ("output-limit").
     """
     started = time.monotonic()
     deadline = started + timeout_s
-    with tempfile.TemporaryFile() as stderr_file:
-        # Popen rather than subprocess.run: run() waits without limit for a killed child to
-        # exit, and one stuck in the driver never does.
-        try:
-            child = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=stderr_file,
-                env=dict(env) if env is not None else child_env(),
-                start_new_session=True,
-                pass_fds=tuple(pass_fds),  # what the child inherits: a socket pair's end
-            )
-        except OSError as exc:
-            return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)
-        ending, stdout, deadline = _read_until_eof(child, deadline, idle_timeout_s, on_line)
+    # Popen rather than subprocess.run: run() waits without limit for a killed child to
+    # exit, and one stuck in the driver never does.
+    try:
+        child = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else child_env(),
+            cwd=cwd,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),  # what the child inherits: a socket pair's end
+        )
+    except OSError as exc:
+        return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)
+    assert child.stderr is not None
+    tail = _Tail(child.stderr.fileno())
+    try:
+        ending, stdout, deadline = _read_until_eof(
+            child, deadline, idle_timeout_s, on_line, max_stdout_bytes, tail
+        )
         returncode: int | None = None
+        if ending == "exited" and not tail.until_exit(child, deadline):
+            ending = "timeout"  # closed its stdout but did not exit in time
         if ending == "exited":
             try:
                 returncode = child.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                ending = "timeout"  # closed its stdout but did not exit in time
+                ending = "timeout"
         if ending != "exited":
             kill_group(child)
-        stderr_file.seek(0, os.SEEK_END)
-        size = stderr_file.tell()
-        stderr_file.seek(max(0, size - _STDERR_TAIL_BYTES))
-        tail = stderr_file.read()
+        tail.drain()
+    finally:
+        child.stderr.close()
     return ChildResult(
         ending=ending,
         stdout=stdout,
         returncode=returncode,
-        stderr_tail=tail,
+        stderr_tail=tail.kept(),
         elapsed_s=time.monotonic() - started,
     )
+
+
+class _Tail:
+    """The last :data:`_STDERR_TAIL_BYTES` of the child's stderr, read from its pipe as it
+    comes (a file would grow without bound: a child that floods its stderr filled $TMPDIR
+    until its deadline)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.open = True
+        self.data = b""
+
+    def read(self) -> int:
+        """One read of the pipe (readable, or at its end): how many bytes came."""
+        try:
+            chunk = os.read(self.fd, 65536)
+        except BlockingIOError:
+            return 0
+        if not chunk:
+            self.open = False
+        self.data = (self.data + chunk)[-_STDERR_TAIL_BYTES:]
+        return len(chunk)
+
+    def until_exit(self, child: subprocess.Popen[bytes], deadline: float) -> bool:
+        """After stdout's end: read stderr until its end, or until the child has exited
+        (a process it left behind may hold stderr open); False when the deadline passed
+        first."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.fd, selectors.EVENT_READ)
+            while self.open:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    return False
+                if selector.select(min(wait, _EXIT_POLL_S)):
+                    self.read()
+                if self.open and child.poll() is not None:
+                    return True
+        return True
+
+    def drain(self) -> None:
+        """What is in the pipe now, without waiting for more (bounded: a process left
+        behind may still write)."""
+        if not self.open:
+            return
+        os.set_blocking(self.fd, False)
+        for _ in range(_DRAIN_READS):
+            if not self.read():
+                return
+
+    def kept(self) -> bytes:
+        return self.data
 
 
 def _read_until_eof(
@@ -136,15 +215,20 @@ def _read_until_eof(
     deadline: float,
     idle_timeout_s: float | None,
     on_line: Callable[[bytes], Rearm | None] | None,
+    max_stdout_bytes: int | None,
+    tail: _Tail,
 ) -> tuple[Ending, bytes, float]:
-    """How the child's stdout ended, all of it, and the overall deadline then in force."""
+    """How the child's stdout ended, all of it (up to ``max_stdout_bytes``), and the overall
+    deadline then in force; its stderr read into ``tail`` meanwhile."""
     assert child.stdout is not None
     fd = child.stdout.fileno()
     chunks: list[bytes] = []
+    kept = 0
     pending = b""
     last_line = time.monotonic()
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
+        selector.register(tail.fd, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
             wait = deadline - now
@@ -154,7 +238,12 @@ def _read_until_eof(
                 ending = "idle-timeout"
             if wait <= 0:
                 return ending, b"".join(chunks), deadline
-            if not selector.select(wait):
+            ready = {key.fd for key, _ in selector.select(wait)}
+            if tail.fd in ready:
+                tail.read()
+                if not tail.open:
+                    selector.unregister(tail.fd)
+            if fd not in ready:
                 continue  # the loop re-evaluates which deadline passed
             data = os.read(fd, 65536)
             if not data:
@@ -162,6 +251,9 @@ def _read_until_eof(
                     on_line(pending)  # a last line without its newline
                 return "exited", b"".join(chunks), deadline
             chunks.append(data)
+            kept += len(data)
+            if max_stdout_bytes is not None and kept > max_stdout_bytes:
+                return "output-limit", b"".join(chunks)[:max_stdout_bytes], deadline
             pending += data
             *lines, pending = pending.split(b"\n")
             if lines:
@@ -172,6 +264,35 @@ def _read_until_eof(
                         if rearm is not None:
                             deadline = last_line + rearm.timeout_s
                             idle_timeout_s = rearm.idle_timeout_s
+
+
+def isolated_env(home: str | Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a binary that is not ours: :data:`ISOLATED_PASSED` from
+    ``environ`` (default: ours), ``home`` as HOME and TMPDIR, the C locale."""
+    source = os.environ if environ is None else environ
+    env = {name: source[name] for name in ISOLATED_PASSED if name in source}
+    env.update(HOME=str(home), TMPDIR=str(home), LANG="C", LC_ALL="C")
+    return env
+
+
+def run_isolated(
+    argv: Sequence[str],
+    timeout_s: float,
+    *,
+    max_stdout_bytes: int,
+    environ: Mapping[str, str] | None = None,
+) -> ChildResult:
+    """:func:`run_child` for a binary that is not ours: in a fresh temporary directory (its
+    working directory, HOME and TMPDIR; removed afterwards) with :func:`isolated_env`, and
+    what it prints capped at ``max_stdout_bytes``."""
+    with tempfile.TemporaryDirectory(prefix="bd-child-", ignore_cleanup_errors=True) as home:
+        return run_child(
+            argv,
+            timeout_s,
+            env=isolated_env(home, environ),
+            cwd=home,
+            max_stdout_bytes=max_stdout_bytes,
+        )
 
 
 def kill_group(child: subprocess.Popen[bytes]) -> None:

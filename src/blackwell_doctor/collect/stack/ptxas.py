@@ -3,7 +3,10 @@
 Triton's NVIDIA backend (triton/backends/nvidia/compiler.py, ``_path_to_binary``) takes
 ``TRITON_<NAME>_PATH`` from the environment, else its bundled ``backends/nvidia/bin/<name>``;
 3.3 and 3.4 use a second binary, ``ptxas-blackwell``, for arch >= 100 where it is bundled.
-The child runs under a deadline and is killed on failure.
+The binary belongs to the audited environment: it runs isolated
+(:func:`~blackwell_doctor.collect.childproc.run_isolated`: a fresh temporary directory, an
+environment of PATH and LD_LIBRARY_PATH alone, a deadline, its output capped). The
+TRITON_*_PATH variables choose it here; they are not passed to it.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from blackwell_doctor.collect.childproc import run_child
+from blackwell_doctor.collect.childproc import ChildResult, run_isolated
 from blackwell_doctor.facts.stack import PtxasSource, PtxasTarget
 
 DEFAULT_TIMEOUT_S = 30.0
+# `ptxas --version` prints four lines, a compile nothing or its errors: past this, killed.
+MAX_OUTPUT_BYTES = 1 << 20
 _RELEASE = re.compile(rb"release (\d+\.\d+)")
 # What `ptxas --version` prints is a string in the binary itself (ptxas 12.4 to 13.0).
 BINARY_RELEASE = re.compile(rb"Cuda compilation tools, release (\d+\.\d+)")
@@ -62,13 +67,25 @@ def _first_error(text: bytes) -> str:
     return (errors or lines or ["no output"])[0][:400]
 
 
+def _run(argv: list[str], timeout_s: float, environ: Mapping[str, str]) -> ChildResult:
+    return run_isolated(argv, timeout_s, max_stdout_bytes=MAX_OUTPUT_BYTES, environ=environ)
+
+
+def _ending(result: ChildResult, timeout_s: float) -> str:
+    """Why a ptxas that did not exit was stopped, in words."""
+    if result.ending == "output-limit":
+        return f"ptxas printed more than {MAX_OUTPUT_BYTES >> 20} MiB: stopped"
+    return f"ptxas {result.ending} after {timeout_s:g} s"
+
+
 def compile_probe(
     bin_dir: Path,
     targets: Sequence[tuple[str, str]],
     environ: Mapping[str, str],
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> list[PtxasTarget]:
-    """For each (target, PTX ISA) pair: Triton's ptxas compiling a trivial kernel for it."""
+    """For each (target, PTX ISA) pair: Triton's ptxas compiling a trivial kernel for it.
+    ``environ`` chooses the binary (TRITON_*_PATH) and gives it PATH and LD_LIBRARY_PATH."""
     results: list[PtxasTarget] = []
     versions: dict[Path, str | None] = {}
     with tempfile.TemporaryDirectory(prefix="bd-ptxas-") as tmp:
@@ -87,15 +104,15 @@ def compile_probe(
                 )
                 continue
             if ptxas not in versions:
-                v = run_child([str(ptxas), "--version"], timeout_s, env=dict(environ))
+                v = _run([str(ptxas), "--version"], timeout_s, environ)
                 m = _RELEASE.search(v.stdout) if v.ending == "exited" else None
                 versions[ptxas] = m.group(1).decode() if m else None
             src = Path(tmp) / f"{target}.ptx"
             src.write_text(_ptx(target, isa))
             argv = [str(ptxas), f"--gpu-name={target}", str(src), "-o", str(src) + ".cubin"]
-            r = run_child(argv, timeout_s, env=dict(environ))
+            r = _run(argv, timeout_s, environ)
             if r.ending != "exited":
-                ok, detail = False, f"ptxas {r.ending} after {timeout_s:g} s"
+                ok, detail = False, _ending(r, timeout_s)
             else:
                 ok = r.returncode == 0
                 detail = "" if ok else _first_error(r.stderr_tail + r.stdout)
