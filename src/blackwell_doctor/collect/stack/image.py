@@ -19,8 +19,9 @@ tar stream of a path):
    temporary mirror of the directory (so ``importlib.metadata`` reads them as it reads a
    venv: the same inventory as ``audit``), and each shared object or cubin is spooled to
    one temporary file at a time, scanned by the same fatbin reader, and deleted: memory
-   stays bounded whatever the size of libtorch_cuda.so. The temporary directory is removed
-   at the end.
+   stays bounded whatever the size of libtorch_cuda.so. One that is not a regular file, or
+   that the reader finds malformed, is a file that could not be read, with its reason, as on
+   a host. The temporary directory is removed at the end.
 
 The image's Triton ptxas and nvcc cannot run without starting the image. The ptxas
 Triton would pick (the same choice as on a host, its TRITON_PTXAS_* variables from the
@@ -58,7 +59,9 @@ from blackwell_doctor.collect.dockerapi import (
     engine_reason,
     one_line,
 )
+from blackwell_doctor.collect.regularfile import NotRegularFile
 from blackwell_doctor.collect.stack.cache import CachedImage, load_image_cache, save_image
+from blackwell_doctor.collect.stack.fatbin import Malformed
 from blackwell_doctor.collect.stack.inventory import SHARED_OBJECT, Scan, inventory, scan_triples
 from blackwell_doctor.collect.stack.ptxas import BINARY_RELEASE, triton_ptxas
 from blackwell_doctor.collect.stack.toolchain import host_memory_bytes
@@ -247,12 +250,17 @@ class _ImageScans:
 
     scans: dict[str, tuple[int, Scan]] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)
+    # Files that could not be read, as the host's reader says it (not a regular file; a
+    # malformed ELF or fatbin), raised again for the inventory.
+    failed: dict[str, OSError | Malformed] = field(default_factory=dict)
 
     def scan(self, path: Path) -> tuple[int, Scan]:
         key = os.path.normpath(str(path))
         for _ in range(MAX_LINK_HOPS):
             if key in self.scans:
                 return self.scans[key]
+            if key in self.failed:
+                raise self.failed[key]
             if key not in self.links:
                 break
             key = self.links[key]
@@ -422,6 +430,8 @@ def _stream_site(box: _Container, site: str, mirror: Path, work: Path, scans: _I
                     scans.links[key] = os.path.normpath(str(mirror / target))
                 continue
             if not member.isfile():
+                if (member.isfifo() or member.isdev()) and SHARED_OBJECT.search(base):
+                    scans.failed[key] = NotRegularFile(key)
                 continue
             metadata = top.endswith((".dist-info", ".egg-info")) or rel == "torch/version.py"
             if metadata and member.size <= MAX_METADATA_BYTES:
@@ -432,6 +442,8 @@ def _stream_site(box: _Container, site: str, mirror: Path, work: Path, scans: _I
                 _copy(tar, member, spool)
                 try:
                     scans.scans[key] = (member.size, scan_triples(str(spool)))
+                except Malformed as exc:
+                    scans.failed[key] = exc
                 finally:
                     spool.unlink(missing_ok=True)
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 import importlib.metadata as metadata
 import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from blackwell_doctor.collect.regularfile import NotRegularFile
 from blackwell_doctor.collect.stack.cache import CachedScan, load_cache, save_cache
-from blackwell_doctor.collect.stack.fatbin import NotElf, Target, scan_file
+from blackwell_doctor.collect.stack.fatbin import Malformed, NotElf, Target, scan_file
 from blackwell_doctor.collect.stack.interpreter import Interpreter
 from blackwell_doctor.collect.stack.ptxas import compile_probe
 from blackwell_doctor.collect.stack.toolchain import find_nvcc, host_memory_bytes
@@ -77,7 +79,8 @@ Scan = tuple[Triples, Triples] | None
 
 def scan_triples(path: str) -> Scan:
     """The fatbin units of the file at ``path`` (.nv_fatbin, then the ones the library
-    loads itself), as the cache keeps them; None for a file that is not ELF."""
+    loads itself), as the cache keeps them; None for a file that is not ELF. Malformed
+    (fatbin) and OSError for one that cannot be read."""
     try:
         found = scan_file(path)
     except NotElf:
@@ -91,7 +94,8 @@ class FileScans(Protocol):
 
     def scan(self, path: Path) -> tuple[int, Scan]:
         """The size and scan of the file a distribution's RECORD locates at ``path``;
-        OSError when it cannot be read."""
+        OSError (NotRegularFile for a FIFO, a device, a directory) or Malformed when it
+        cannot be read."""
         ...
 
 
@@ -106,6 +110,10 @@ class _Scanner:
 
     def scan(self, path: Path) -> tuple[int, Scan]:
         st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            # Looked at before scan_file opens it (which refuses it too): the cache and the
+            # size are of regular files only.
+            raise NotRegularFile(str(path))
         key = str(path)
         hit = self.old.get(key)
         if hit is not None and (hit.size, hit.mtime_ns, hit.inode) == (
@@ -156,9 +164,14 @@ def _package(dist: metadata.Distribution, scanner: FileScans) -> GpuPackage:
         count += 1
         try:
             size, scan = scanner.scan(path)
-        except OSError as exc:
+        except (OSError, Malformed) as exc:
             if len(unreadable) < MAX_UNREADABLE:
-                unreadable.append(f"{rel}: {exc.strerror or type(exc).__name__}")
+                why = (
+                    exc.strerror or type(exc).__name__
+                    if isinstance(exc, OSError)
+                    else f"malformed: {exc}"
+                )
+                unreadable.append(f"{rel}: {why}")
             continue
         if scan is not None and (scan[0] or scan[1]):
             units, isa = _units(scan[0])
