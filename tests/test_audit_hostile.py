@@ -1,29 +1,35 @@
-"""``audit`` on an environment that lies (issue 32): the files a package installed are
-untrusted input. A fatbin that would not let the scan go forward, an ELF whose section count
-or offsets run past the file, a FIFO named like a library: each is a file the audit could
-not read, with its reason, never a hang.
+"""``audit`` on an environment that lies (issue 32): the files a package installed and its
+metadata are untrusted input. A fatbin that would not let the scan go forward, an ELF whose
+section count or offsets run past the file, a FIFO named like a library, a RECORD or
+METADATA that is not UTF-8, a metadata folder that is a symbolic link to itself, a RECORD of
+a million rows: each is a file the audit could not read, with its reason, and the audit
+completes (exit 0 or 1, as the verdict says; never 4, never a hang).
 
 The files are made here, byte by byte, in the documented layouts (the gABI's ELF header and
 section header; the fatbin container and entry headers of collect.stack.fatbin). What could
 hang (a reader that never ends) is run in a child process under a deadline, so that a
-regression fails instead of stopping the suite. The ELF reader's agreement with the real
-thing is checked too: the sections read equal pyelftools' for every shared object
-installed here."""
+regression fails instead of stopping the suite. The readers' agreement with the real thing
+is checked too: the distributions found equal importlib.metadata's on this interpreter's own
+sys.path, and the sections read equal pyelftools' for every shared object installed here."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import io
 import os
 import struct
 import subprocess
 import sys
+import tarfile
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import msgspec
 import pytest
 
+from blackwell_doctor.collect.stack import inventory as inv
 from blackwell_doctor.collect.stack.fatbin import (
     FATBIN_MAGIC,
     Malformed,
@@ -31,10 +37,16 @@ from blackwell_doctor.collect.stack.fatbin import (
     read_elf,
     scan_file,
 )
+from blackwell_doctor.collect.stack.interpreter import Interpreter
 from blackwell_doctor.collect.stack.inventory import (
+    MAX_RECORD_ROWS,
     SHARED_OBJECT,
+    distributions,
+    read_stack,
+    shared_objects,
 )
 from blackwell_doctor.facts.stack import GpuPackage
+from blackwell_doctor.ruledata.stack import load_stack_data, normalise
 
 # A child that reads an environment must answer within this (it takes well under a second;
 # the old readers never answered).
@@ -148,6 +160,19 @@ def _install(
         record = ("\n".join(rows) + "\n").encode()
     (info / "RECORD").write_bytes(record)
     return info
+
+
+def _read(site: Path) -> dict[str, GpuPackage]:
+    """The GPU packages ``audit`` reads in ``site``, in this process (for readers that
+    ended, with an exception, before their fix)."""
+    stack = read_stack(
+        Interpreter(sys.executable, "3", (str(site),)),
+        load_stack_data(),
+        ptxas_targets=[],
+        environ={},
+        cache_path=None,
+    )
+    return {p.name: p for p in stack.packages}
 
 
 _CHILD = """
@@ -301,11 +326,239 @@ def test_a_fifo_named_like_a_library_or_a_cubin_is_not_a_regular_file(tmp_path: 
         "0.6.11",
         {"flashinfer_cubin/lib/libx.so": None, "flashinfer_cubin/cubins/k.cubin": None},
     )
+    # A FIFO as RECORD itself, on another GPU distribution.
+    info = _install(site, "nvidia-fifo-cu12", "1.0", {})
+    (info / "RECORD").unlink()
+    os.mkfifo(info / "RECORD")
     packages = _read_in_child(site)
     assert packages["flashinfer-cubin"].unreadable == [
         "flashinfer_cubin/lib/libx.so: not a regular file",
         "flashinfer_cubin/cubins/k.cubin: not a regular file",
     ]
+    assert packages["nvidia-fifo-cu12"].unreadable == [
+        "nvidia_fifo_cu12-1.0.dist-info/RECORD: not a regular file"
+    ]
+
+
+# -- 4. METADATA and RECORD that are not UTF-8 ----------------------------------------------
+
+
+def test_metadata_and_record_that_are_not_utf8_are_reasons_not_a_crash(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    # Not a GPU distribution: its folder's name says so, and its METADATA is not read.
+    _install(site, "left-pad", "1.0", {}, metadata=b"Metadata-Version: 2.1\nName: left\xe9pad\n")
+    # A GPU one whose header fields are not UTF-8: its folder's name and version stand.
+    _install(
+        site,
+        "nvidia-latin1-cu12",
+        "2.0",
+        {"lib/liblatin.so": _elf([(".nv_fatbin", _container(90))])},
+        metadata=b"Metadata-Version: 2.1\nName: nvidia-latin1-cu12\nSummary: caf\xe9\n",
+    )
+    # Only the description is not UTF-8: the fields are read, the description is not.
+    _install(
+        site,
+        "nvidia-body-cu12",
+        "3.0",
+        {},
+        metadata=b"Metadata-Version: 2.1\nName: nvidia-body-cu12\nVersion: 3.0\n\ncaf\xe9\n",
+    )
+    # A RECORD with one row that is not UTF-8 among rows that are.
+    lib = _elf([(".nv_fatbin", _container(120))])
+    record = b"lib/caf\xe9.so,,\nlib/libok.so,,\n"
+    _install(site, "nvidia-record-cu12", "4.0", {"lib/libok.so": lib}, record=record)
+    packages = _read(site)
+    assert sorted(packages) == [
+        "nvidia-body-cu12",
+        "nvidia-latin1-cu12",
+        "nvidia-record-cu12",
+    ]
+    latin = packages["nvidia-latin1-cu12"]
+    assert (latin.version, latin.unreadable) == (
+        "2.0",
+        ["nvidia_latin1_cu12-2.0.dist-info/METADATA: not UTF-8 (byte 0xe9 at offset 59)"],
+    )
+    assert [f.path for f in latin.files] == ["lib/liblatin.so"]
+    assert (packages["nvidia-body-cu12"].version, packages["nvidia-body-cu12"].unreadable) == (
+        "3.0",
+        [],
+    )
+    rec = packages["nvidia-record-cu12"]
+    assert rec.unreadable == [
+        "nvidia_record_cu12-4.0.dist-info/RECORD: 1 row(s) not UTF-8, left out "
+        "(the first: row 1, byte 0xe9 at offset 7)"
+    ]
+    assert [f.path for f in rec.files] == ["lib/libok.so"]
+
+
+# -- 5. symbolic links that loop -----------------------------------------------------------
+
+
+def test_a_metadata_folder_or_file_that_links_to_itself_is_a_reason_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "nvidia_loop_cu12-1.0.dist-info").symlink_to("nvidia_loop_cu12-1.0.dist-info")
+    (site / "not_gpu-1.0.dist-info").symlink_to("not_gpu-1.0.dist-info")
+    info = _install(site, "nvidia-metaloop-cu12", "2.0", {})
+    (info / "METADATA").unlink()
+    (info / "METADATA").symlink_to("METADATA")
+    info = _install(site, "nvidia-recordloop-cu12", "3.0", {})
+    (info / "RECORD").unlink()
+    (info / "RECORD").symlink_to("RECORD")
+    packages = _read(site)
+    eloop = os.strerror(40)
+    assert {n: (p.version, p.unreadable) for n, p in packages.items()} == {
+        # The folder itself: neither its METADATA nor its RECORD can be opened.
+        "nvidia-loop-cu12": (
+            "1.0",
+            [
+                f"nvidia_loop_cu12-1.0.dist-info/METADATA: {eloop}",
+                f"nvidia_loop_cu12-1.0.dist-info/RECORD: {eloop}",
+            ],
+        ),
+        "nvidia-metaloop-cu12": (
+            "2.0",
+            [f"nvidia_metaloop_cu12-2.0.dist-info/METADATA: {eloop}"],
+        ),
+        "nvidia-recordloop-cu12": (
+            "3.0",
+            [f"nvidia_recordloop_cu12-3.0.dist-info/RECORD: {eloop}"],
+        ),
+    }
+
+
+# -- 6. a RECORD past its cap ---------------------------------------------------------------
+
+
+def test_a_record_past_its_row_cap_is_read_to_the_cap_and_says_so(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    lib = _elf([(".nv_fatbin", _container(120))])
+    rows = [f"nvidia/x/f{i}.py,," for i in range(MAX_RECORD_ROWS - 1)]
+    # The cap's last row is read; the row past it is not.
+    rows += ["lib/libin.so,,", "lib/libpast.so,,"]
+    record = ("\n".join(rows) + "\n").encode()
+    files = {"lib/libin.so": lib, "lib/libpast.so": lib}
+    _install(site, "nvidia-huge-cu12", "1.0", files, record=record)
+    (p,) = _read(site).values()
+    assert p.unreadable == [
+        f"nvidia_huge_cu12-1.0.dist-info/RECORD: more than {MAX_RECORD_ROWS} rows: "
+        "not read past them"
+    ]
+    assert [f.path for f in p.files] == ["lib/libin.so"]
+
+
+def test_a_record_past_its_byte_cap_is_read_to_the_cap_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inv, "MAX_RECORD_BYTES", 1 << 20)
+    site = tmp_path / "site"
+    lib = _elf([(".nv_fatbin", _container(120))])
+    # One row of 2 MiB (no newline): memory stays at the cap, not at the row.
+    record = b"lib/libin.so,,\n" + b"x" * (2 << 20) + b".so,,\n"
+    _install(site, "nvidia-wide-cu12", "1.0", {"lib/libin.so": lib}, record=record)
+    (p,) = _read(site).values()
+    assert p.unreadable == [
+        "nvidia_wide_cu12-1.0.dist-info/RECORD: larger than 1 MiB: not read past it"
+    ]
+    assert [f.path for f in p.files] == ["lib/libin.so"]
+
+
+# -- the same through audit --image ---------------------------------------------------------
+
+
+class _Image:
+    """A stand-in for the never-started container: a site directory's tar stream, as the
+    archive endpoint sends it (members under the folder's base name)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def follow(self, path: str) -> tuple[str, dict[str, Any]]:
+        return path, {"mode": 1 << 31}
+
+    @contextlib.contextmanager
+    def tar(self, path: str) -> Iterator[tarfile.TarFile]:
+        with tarfile.open(fileobj=io.BytesIO(self.data), mode="r|") as tar:
+            yield tar
+
+
+def _member(tar: tarfile.TarFile, name: str, data: bytes | None) -> None:
+    """A regular file, or (None) a FIFO."""
+    info = tarfile.TarInfo(f"site-packages/{name}")
+    if data is None:
+        info.type = tarfile.FIFOTYPE
+        tar.addfile(info)
+        return
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def test_the_image_reader_says_what_the_host_reader_says(tmp_path: Path) -> None:
+    """audit --image streams the files out of the image (collect.stack.image): a FIFO
+    there is not spooled, a malformed ELF is scanned by the same reader, METADATA and RECORD
+    are mirrored for the same inventory, a FIFO among them mirrored as a FIFO."""
+    from blackwell_doctor.collect.stack.image import _ImageScans, _stream_site
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = "nvidia_img_cu12-1.0.dist-info"
+        _member(tar, f"{info}/METADATA", b"Metadata-Version: 2.1\nName: nvidia-img-cu12\n")
+        rows = "lib/libgood.so,,\nlib/libcount.so,,\nlib/libfifo.so,,\n"
+        _member(tar, f"{info}/RECORD", rows.encode())
+        _member(tar, "lib/libgood.so", _elf([(".nv_fatbin", _container(120))]))
+        _member(tar, "lib/libcount.so", _elf([], shnum=0, section0_size=1 << 40))
+        _member(tar, "lib/libfifo.so", None)
+        _member(tar, "other-1.0.dist-info/METADATA", b"Name: caf\xe9\n")
+        _member(tar, "nvidia_rec_cu12-1.0.dist-info/METADATA", b"Name: nvidia-rec-cu12\n")
+        _member(tar, "nvidia_rec_cu12-1.0.dist-info/RECORD", b"caf\xe9.so,,\n")
+        _member(tar, "nvidia_fifo_cu12-1.0.dist-info/METADATA", b"Name: nvidia-fifo-cu12\n")
+        _member(tar, "nvidia_fifo_cu12-1.0.dist-info/RECORD", None)
+    mirror, work = tmp_path / "mirror", tmp_path / "work"
+    mirror.mkdir()
+    work.mkdir()
+    scans = _ImageScans()
+    box: Any = _Image(buf.getvalue())
+    _stream_site(box, "/opt/venv/lib/python3.11/site-packages", mirror, work, scans)
+    _, packages = inv.inventory([str(mirror)], load_stack_data(), scans)
+    got = {p.name: p.unreadable for p in packages}
+    assert got == {
+        "nvidia-fifo-cu12": ["nvidia_fifo_cu12-1.0.dist-info/RECORD: not a regular file"],
+        "nvidia-img-cu12": [
+            "lib/libcount.so: malformed: 1099511627776 sections, more than 65536",
+            "lib/libfifo.so: not a regular file",
+        ],
+        "nvidia-rec-cu12": [
+            "nvidia_rec_cu12-1.0.dist-info/RECORD: 1 row(s) not UTF-8, left out "
+            "(the first: row 1, byte 0xe9 at offset 3)"
+        ],
+    }
+    (img,) = (p for p in packages if p.name == "nvidia-img-cu12")
+    assert [f.path for f in img.files] == ["lib/libgood.so"]
 
 
 # -- the readers against the real thing ----------------------------------------------------
+
+
+def test_the_distributions_found_equal_importlib_metadata_on_this_environment() -> None:
+    """Names from folder names (not from every METADATA), versions from METADATA, files
+    from RECORD: the same as importlib.metadata on this interpreter's sys.path (every
+    distribution, not only GPU ones)."""
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    expected: dict[str, tuple[str, str, list[str]]] = {}
+    for dist in importlib.metadata.distributions(path=paths):
+        name = normalise(dist.metadata["Name"] or "")
+        if name and name not in expected:
+            files = [str(f) for f in dist.files or () if SHARED_OBJECT.search(f.name)]
+            expected[name] = (dist.version, str(dist.locate_file("")), files)
+    found = {
+        name: (
+            d.version,
+            str(d.locate_file("")),
+            [str(PurePosixPath(p).relative_to(d.locate_file(""))) for p in shared_objects(d)],
+        )
+        for name, d in distributions(paths, lambda _: True).items()
+    }
+    assert len(found) >= 20
+    assert found == expected
