@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import io
+import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -47,6 +49,7 @@ from blackwell_doctor.collect.stack.inventory import (
 )
 from blackwell_doctor.facts.stack import GpuPackage
 from blackwell_doctor.ruledata.stack import load_stack_data, normalise
+from tests.conftest import FACTS_FIXTURES
 
 # A child that reads an environment must answer within this (it takes well under a second;
 # the old readers never answered).
@@ -562,3 +565,61 @@ def test_the_distributions_found_equal_importlib_metadata_on_this_environment() 
     }
     assert len(found) >= 20
     assert found == expected
+
+
+# -- the exit-code contract, end to end ------------------------------------------------------
+
+
+def test_audit_of_a_hostile_environment_completes_with_its_verdict(tmp_path: Path) -> None:
+    """Every lie above in one environment, through the CLI in a child process: the audit
+    completes (0 or 1), names each file it could not read, and judges the rest."""
+    site = tmp_path / "site"
+    sm120 = _elf([(".nv_fatbin", _container(120))])
+    _install(
+        site,
+        "nvidia-hostile-cu12",
+        "1.0",
+        {
+            "lib/libgood.so": sm120,
+            "lib/libstall.so": _elf([(".nv_fatbin", _stalled_container())]),
+            "lib/libcount.so": _elf([], shnum=0, section0_size=1 << 40),
+            "lib/libfifo.so": None,
+        },
+    )
+    _install(site, "other", "1.0", {}, metadata=b"Metadata-Version: 2.1\nName: caf\xe9\n")
+    _install(site, "nvidia-record-cu12", "1.0", {}, record=b"caf\xe9.so,,\n")
+    (site / "nvidia_loop_cu12-1.0.dist-info").symlink_to("nvidia_loop_cu12-1.0.dist-info")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (pure,) = venv.glob("lib/python*/site-packages")
+    (pure / "hostile.pth").write_text(f"{site}\n")
+    argv = [sys.executable, "-m", "blackwell_doctor", "audit", "--python", str(venv / "bin/python")]
+    argv += ["--facts", str(FACTS_FIXTURES / "sm120-driver580.json"), "-f", "json"]
+    try:
+        done = subprocess.run(
+            [*argv, "--embed-facts"],
+            capture_output=True,
+            text=True,
+            timeout=CHILD_DEADLINE_S,
+            check=False,
+            env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")},
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"audit did not end within {CHILD_DEADLINE_S} s")
+    assert done.returncode in (0, 1), done.stderr
+    assert "Traceback" not in done.stderr
+    doc = json.loads(done.stdout)
+    packages = {p["name"]: p for p in doc["facts"]["stack"]["packages"]}
+    assert sorted(packages) == ["nvidia-hostile-cu12", "nvidia-loop-cu12", "nvidia-record-cu12"]
+    hostile = packages["nvidia-hostile-cu12"]
+    assert [f["path"] for f in hostile["files"]] == ["lib/libgood.so"]
+    reasons = {line.partition(": ")[0]: line.partition(": ")[2] for line in hostile["unreadable"]}
+    assert reasons == {
+        "lib/libstall.so": "malformed: .nv_fatbin: fatbin container at 0x40: header size 0",
+        "lib/libcount.so": "malformed: 1099511627776 sections, more than 65536",
+        "lib/libfifo.so": "not a regular file",
+    }
+    kernels = next(r for r in doc["results"] if r["id"] == "stack.kernels")
+    assert kernels["status"] == "pass", kernels
+    assert kernels["evidence"]["nvidia-hostile-cu12 1.0: not read"] == hostile["unreadable"]
+    assert re.search(r"RECORD: 1 row\(s\) not UTF-8", str(packages["nvidia-record-cu12"]))
