@@ -328,6 +328,9 @@ def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
     cpu_torch = False
     for p in s.packages:
         label = f"{p.name} {p.version}" + (f" (CUDA {p.cuda})" if p.cuda else "")
+        if p.unreadable:
+            # Files (or metadata) the audit could not read: what is judged is the rest.
+            evidence[f"{label}: not read"] = list(p.unreadable)
         if p.name == "torch" and not p.files:
             evidence[label] = "no CUDA kernels: a CPU-only build"
             cpu_torch = True

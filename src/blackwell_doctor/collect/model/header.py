@@ -23,12 +23,13 @@ import itertools
 import math
 import operator
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import msgspec
+
+from blackwell_doctor.collect.regularfile import NotRegularFile, open_regular
 
 # The safetensors library refuses headers above 100 MB (MAX_HEADER_SIZE in its Rust
 # source); a real header is about 150 bytes per tensor, so even 100k tensors are ~15 MB.
@@ -129,24 +130,16 @@ class Header:
 
 
 def _open_regular(path: Path) -> tuple[int, int]:
-    """An fd and size of ``path`` (symlinks followed) if it is a regular file.
-
-    O_NONBLOCK keeps a FIFO planted under a shard's name from blocking the open; the
-    fstat then refuses it."""
+    """An fd and size of ``path`` (symlinks followed) if it is a regular file
+    (collect.regularfile: a FIFO planted under a shard's name does not block the open)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd, st = open_regular(path)
+    except NotRegularFile:
+        raise HeaderError("not a regular file") from None
     except FileNotFoundError:
         raise HeaderError("missing (or a dangling symlink)") from None
     except OSError as exc:
         raise HeaderError(f"cannot open: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-    except OSError as exc:
-        os.close(fd)
-        raise HeaderError(f"cannot stat: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise HeaderError("not a regular file")
     return fd, st.st_size
 
 

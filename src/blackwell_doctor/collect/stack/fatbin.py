@@ -1,11 +1,15 @@
 """The SASS and PTX targets of a shared object's embedded fatbins, read from headers only.
 
-The ELF section headers come from pyelftools (pure Python, BSD, maintained since 2011; it
-reads the section table lazily and nothing else we do not ask for). LIEF (C++, 20+ MB
-wheels) parses the whole binary up front, which for libtorch_cuda is most of a gigabyte of
-work we do not need. The fatbin containers in ``.nv_fatbin`` are walked through their
-headers with ``struct`` over a memory map: no payload is read or decompressed, so a
-gigabyte of kernels costs a few pages.
+The ELF header and section table are read here with ``struct`` (read_elf), every count and
+offset checked against the file's size before it is followed: a file a package installed
+is untrusted input. pyelftools, which read them before, follows what the file says: an
+``e_shnum`` of 0 sends it to section 0's ``sh_size`` for the count (the gABI's extension
+past 65,280 sections), so a crafted 2**40 there made it walk section headers for as long
+as the file seemed to have them (90 s for a 64 MiB file; without end for a sparse one),
+and each section's name was read up to the next NUL wherever that was. LIEF (C++, 20+ MB
+wheels) parses the whole binary up front. The fatbin containers in ``.nv_fatbin`` are
+walked through their headers with ``struct`` over a memory map: no payload is read or
+decompressed, so a gigabyte of kernels costs a few pages.
 (``__nv_relfatbin``, relocatable device code for a later device link, is not loaded by the
 runtime and is skipped: see FATBIN_SECTIONS.)
 
@@ -48,11 +52,14 @@ header's SM (cuobjdump 13.5 names both kinds ``sm_120a``). An ``f`` cubin is nam
 from __future__ import annotations
 
 import mmap
+import os
 import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Literal
+from typing import Literal
+
+from blackwell_doctor.collect.regularfile import open_regular
 
 Kind = Literal["sass", "ptx", "lto"]
 
@@ -117,7 +124,14 @@ class FatbinScan:
 
 
 class NotElf(Exception):
-    """The file is not an ELF object (a script, a linker script named .so, a truncated file)."""
+    """The file is not an ELF object (a script, a linker script named .so): no ELF magic."""
+
+
+class Malformed(Exception):
+    """An ELF file whose headers do not hold together (a count or an offset past the end of
+    the file, a section name table that is not one), or a fatbin container that would not
+    let the scan go forward: the reason in words. Damaged or hostile, it is reported as a
+    file that could not be read, and nothing more of it is read."""
 
 
 def _entries(buf: mmap.mmap | bytes, start: int, end: int) -> Iterator[Target]:
@@ -187,6 +201,10 @@ def scan_containers(buf: mmap.mmap | bytes, start: int, end: int) -> list[tuple[
                 break
             off = nxt
             continue
+        if header_size < _HEADER.size:
+            # A header that does not cover itself: the next container would be looked for
+            # where this one starts (0 and 0: the same offset, forever).
+            raise Malformed(f"fatbin container at {off:#x}: header size {header_size}")
         first = off + header_size
         stop = min(first + size, end)
         units.append(tuple(_entries(buf, first, stop)))
@@ -196,67 +214,166 @@ def scan_containers(buf: mmap.mmap | bytes, start: int, end: int) -> list[tuple[
 
 def scan_file(path: str) -> FatbinScan:
     """The fatbin containers of the ELF file at ``path`` (none: no GPU code). Raises NotElf
-    for a file that is not ELF, OSError for one that cannot be read."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-
-    with open(path, "rb") as f:
-        if f.read(4) != ELF_MAGIC:
-            raise NotElf(path)
-        f.seek(0)
-        try:
-            elf = ELFFile(f)
-            if elf.header["e_machine"] == EM_CUDA:
-                return FatbinScan(((cubin_target(elf),),))
-            f.seek(0)
-            spans = _fatbin_spans(f, ELFFile)
-        except (ELFError, struct.error, ValueError) as exc:
-            raise NotElf(f"{path}: {exc}") from None
+    for a file that is not ELF, Malformed for an ELF file or a fatbin whose headers do not
+    hold together, NotRegularFile for a FIFO, a device or a directory (never opened
+    blocking) and OSError for a file that cannot be read."""
+    fd, st = open_regular(path)
+    try:
+        elf = read_elf(fd, st.st_size)
+        if elf.machine == EM_CUDA:
+            note = elf.section(TKINFO)
+            text = os.pread(fd, note.size, note.offset) if note and note.size < 65536 else None
+            return FatbinScan(((cubin_target(elf, text),),))
+        spans = [s for s in elf.sections if s.name in FATBIN_SECTIONS or s.name in DATA_SECTIONS]
         if not spans:
             return FatbinScan(())
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
             units: list[tuple[Target, ...]] = []
             loaded: list[tuple[Target, ...]] = []
-            for name, start, end in spans:
-                stop = min(end, len(buf))
-                if name in FATBIN_SECTIONS:
-                    units.extend(scan_containers(buf, start, stop))
-                else:
-                    loaded.extend(scan_loaded(buf, start, stop))
+            for section in spans:
+                start, stop = section.offset, min(section.offset + section.size, len(buf))
+                try:
+                    if section.name in FATBIN_SECTIONS:
+                        units.extend(scan_containers(buf, start, stop))
+                    else:
+                        loaded.extend(scan_loaded(buf, start, stop))
+                except Malformed as exc:
+                    raise Malformed(f"{section.name}: {exc}") from None
+    finally:
+        os.close(fd)
     return FatbinScan(tuple(units), tuple(loaded))
 
 
-EM_CUDA = "EM_CUDA"
+EM_CUDA = 190
 _CUDA_ABI_V1 = 7
 _SM_V1, _ACCELERATORS_V1 = 0xFF, 0x800
 _SM_MASK, _SM_OFFSET, _ACCELERATORS = 0xFF00, 8, 0x8
 _TKINFO_ARCH = re.compile(rb"-arch[ =]sm_(\d+)([af]?)\b")
+TKINFO = ".note.nv.tkinfo"
 
 
-def cubin_target(elf: Any) -> Target:
-    """The SASS target of a standalone cubin (an EM_CUDA ELF): see the module docstring."""
-    header = elf.header
-    flags = int(header["e_flags"])
-    abi = int(header["e_ident"]["EI_ABIVERSION"])
-    if abi <= _CUDA_ABI_V1:
-        sm, accelerated = flags & _SM_V1, bool(flags & _ACCELERATORS_V1)
+def cubin_target(elf: Elf, tkinfo: bytes | None) -> Target:
+    """The SASS target of a standalone cubin (an EM_CUDA ELF), ``tkinfo`` the contents of
+    its .note.nv.tkinfo: see the module docstring."""
+    if elf.abi <= _CUDA_ABI_V1:
+        sm, accelerated = elf.flags & _SM_V1, bool(elf.flags & _ACCELERATORS_V1)
     else:
-        sm, accelerated = (flags & _SM_MASK) >> _SM_OFFSET, bool(flags & _ACCELERATORS)
-    if not accelerated:
-        note = elf.get_section_by_name(".note.nv.tkinfo")
-        if note is not None and note["sh_type"] != "SHT_NOBITS" and note["sh_size"] < 65536:
-            m = _TKINFO_ARCH.search(note.data())
-            accelerated = m is not None and int(m.group(1)) == sm and m.group(2) == b"a"
-    return Target("sass", sm, "a" if accelerated else "", (abi, 0))
+        sm, accelerated = (elf.flags & _SM_MASK) >> _SM_OFFSET, bool(elf.flags & _ACCELERATORS)
+    if not accelerated and tkinfo is not None:
+        m = _TKINFO_ARCH.search(tkinfo)
+        accelerated = m is not None and int(m.group(1)) == sm and m.group(2) == b"a"
+    return Target("sass", sm, "a" if accelerated else "", (elf.abi, 0))
 
 
-def _fatbin_spans(f: BinaryIO, elf_file: type) -> list[tuple[str, int, int]]:
-    elf = elf_file(f)
-    spans = []
-    for section in elf.iter_sections():
-        if (section.name in FATBIN_SECTIONS or section.name in DATA_SECTIONS) and section[
-            "sh_type"
-        ] != "SHT_NOBITS":
-            offset, size = section["sh_offset"], section["sh_size"]
-            spans.append((section.name, offset, offset + size))
-    return spans
+# The ELF header (after e_ident) and a section header, ELF64 and ELF32 (the gABI,
+# https://refspecs.linuxfoundation.org/elf/gabi4+/ch4.eheader.html): e_type, e_machine,
+# e_version, e_entry, e_phoff, e_shoff, e_flags, e_ehsize, e_phentsize, e_phnum,
+# e_shentsize, e_shnum, e_shstrndx; sh_name, sh_type, sh_flags, sh_addr, sh_offset,
+# sh_size, sh_link, sh_info, sh_addralign, sh_entsize.
+_ELF_HEADER = {2: "HHIQQQIHHHHHH", 1: "HHIIIIIHHHHHH"}
+_SECTION_HEADER = {2: "IIQQQQIIQQ", 1: "IIIIIIIIII"}
+_SHT_NOBITS = 8
+_SHN_XINDEX = 0xFFFF
+# Far above any real shared object (the GPU wheels': at most 49 sections and a 520-byte name
+# table); each section header is 64 bytes, so the table read is at most 4 MiB.
+MAX_SECTIONS = 1 << 16
+MAX_SECTION_NAMES = 1 << 20
+_READ = frozenset((*FATBIN_SECTIONS, *DATA_SECTIONS, TKINFO))
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Elf:
+    """What the reader needs of an ELF file: the machine, the flags and ABI version (a
+    cubin's target), and the sections it reads, each within the file."""
+
+    machine: int
+    flags: int
+    abi: int
+    sections: tuple[Section, ...]
+
+    def section(self, name: str) -> Section | None:
+        return next((s for s in self.sections if s.name == name), None)
+
+
+def read_elf(fd: int, size: int) -> Elf:
+    """The ELF header and section table of the file open at ``fd`` (``size`` bytes), every
+    count and offset checked against the file before it is followed: NotElf without the
+    magic, Malformed when they do not hold together. Only the sections named in FATBIN_SECTIONS,
+    DATA_SECTIONS and TKINFO are kept (with contents: SHT_NOBITS has none)."""
+    ident = os.pread(fd, 64, 0)
+    if ident[:4] != ELF_MAGIC:
+        raise NotElf()
+    word, order = ident[4], ident[5]
+    if word not in (1, 2) or order not in (1, 2):
+        raise Malformed(f"ELF class {word}, data encoding {order}: neither 32/64-bit nor LSB/MSB")
+    end = "<" if order == 1 else ">"
+    header = struct.Struct(end + _ELF_HEADER[word])
+    if len(ident) < 16 + header.size:
+        raise Malformed(f"truncated: {size} bytes, shorter than the ELF header")
+    fields = header.unpack_from(ident, 16)
+    machine, flags, shoff, shentsize, shnum, shstrndx = (fields[i] for i in (1, 6, 5, 10, 11, 12))
+    abi = ident[8]
+    if shoff == 0:
+        return Elf(machine, flags, abi, ())
+    entry = struct.Struct(end + _SECTION_HEADER[word])
+    if shentsize != entry.size:
+        raise Malformed(f"section header size {shentsize}, not {entry.size}")
+    if shoff + entry.size > size:
+        raise Malformed(f"section headers at {shoff:#x}, past the end of the file ({size} bytes)")
+    first = _unpack(entry, os.pread(fd, entry.size, shoff))
+    # gABI: past SHN_LORESERVE sections e_shnum is 0 and the count is section 0's sh_size;
+    # an e_shstrndx of SHN_XINDEX is section 0's sh_link.
+    count = shnum or first[5]
+    if shstrndx == _SHN_XINDEX:
+        shstrndx = first[6]
+    if count > MAX_SECTIONS:
+        raise Malformed(f"{count} sections, more than {MAX_SECTIONS}")
+    if shoff + count * entry.size > size:
+        raise Malformed(
+            f"{count} section headers at {shoff:#x} run past the end of the file ({size} bytes)"
+        )
+    if shstrndx == 0:  # SHN_UNDEF: no section has a name
+        return Elf(machine, flags, abi, ())
+    if shstrndx >= count:
+        raise Malformed(f"section name table {shstrndx} of {count} sections")
+    table = os.pread(fd, count * entry.size, shoff)
+    if len(table) < count * entry.size:
+        raise Malformed("the file ended while its section headers were read")
+    names_at, names_size = entry.unpack_from(table, shstrndx * entry.size)[4:6]
+    if names_size > MAX_SECTION_NAMES or names_at + names_size > size:
+        raise Malformed(
+            f"section name table of {names_size} bytes at {names_at:#x} "
+            f"(the file has {size} bytes; at most {MAX_SECTION_NAMES} are read)"
+        )
+    names = os.pread(fd, names_size, names_at)
+    kept = []
+    for name_at, kind, _, _, offset, length, *_ in entry.iter_unpack(table):
+        if name_at and name_at >= len(names):
+            raise Malformed(
+                f"a section name at {name_at}, past the name table ({len(names)} bytes)"
+            )
+        # The names read are short (.note.nv.tkinfo, 15 bytes): one that does not end within
+        # 32 bytes is none of them, and a name is never looked for to the end of the file.
+        stop = names.find(b"\0", name_at, name_at + 32)
+        name = names[name_at:stop].decode("ascii", "replace") if stop >= 0 else ""
+        if name not in _READ or kind == _SHT_NOBITS:
+            continue
+        if offset + length > size:
+            raise Malformed(
+                f"{name}: {length} bytes at {offset:#x}, past the end of the file ({size} bytes)"
+            )
+        kept.append(Section(name, offset, length))
+    return Elf(machine, flags, abi, tuple(kept))
+
+
+def _unpack(layout: struct.Struct, data: bytes) -> tuple[int, ...]:
+    if len(data) < layout.size:
+        raise Malformed("the file ended while its section headers were read")
+    return layout.unpack_from(data)

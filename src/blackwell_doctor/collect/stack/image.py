@@ -16,11 +16,13 @@ tar stream of a path):
    ``site-packages``), each kept when it exists in the image;
 3. each site directory streamed once as a tar (``tarfile`` in stream mode ``r|``): the
    ``*.dist-info`` / ``*.egg-info`` files and ``torch/version.py`` are written to a private
-   temporary mirror of the directory (so ``importlib.metadata`` reads them as it reads a
-   venv: the same inventory as ``audit``), and each shared object or cubin is spooled to
-   one temporary file at a time, scanned by the same fatbin reader, and deleted: memory
-   stays bounded whatever the size of libtorch_cuda.so. The temporary directory is removed
-   at the end.
+   temporary mirror of the directory (so the inventory of ``audit`` reads them as it reads
+   a venv, with the same caps; a FIFO or a device there is mirrored as a FIFO, which it
+   refuses as on a host), and each shared object or cubin is spooled to one temporary file
+   at a time, scanned by the same fatbin reader, and deleted: memory stays bounded whatever
+   the size of libtorch_cuda.so. One that is not a regular file, or that the reader finds
+   malformed, is a file that could not be read, with its reason, as on a host. The
+   temporary directory is removed at the end.
 
 The image's Triton ptxas and nvcc cannot run without starting the image. The ptxas
 Triton would pick (the same choice as on a host, its TRITON_PTXAS_* variables from the
@@ -58,8 +60,16 @@ from blackwell_doctor.collect.dockerapi import (
     engine_reason,
     one_line,
 )
+from blackwell_doctor.collect.regularfile import NotRegularFile
 from blackwell_doctor.collect.stack.cache import CachedImage, load_image_cache, save_image
-from blackwell_doctor.collect.stack.inventory import SHARED_OBJECT, Scan, inventory, scan_triples
+from blackwell_doctor.collect.stack.fatbin import Malformed
+from blackwell_doctor.collect.stack.inventory import (
+    MAX_RECORD_BYTES,
+    SHARED_OBJECT,
+    Scan,
+    inventory,
+    scan_triples,
+)
 from blackwell_doctor.collect.stack.ptxas import BINARY_RELEASE, triton_ptxas
 from blackwell_doctor.collect.stack.toolchain import host_memory_bytes
 from blackwell_doctor.facts.document import Unavailable
@@ -76,7 +86,9 @@ from blackwell_doctor.ruledata.stack import StackData, version_pair
 API_TIMEOUT_S = 60.0  # each Docker API call and each read of a stream
 DEFAULT_DEADLINE_S = 900.0  # the whole reading of one image
 CHUNK_BYTES = 1 << 20
-MAX_METADATA_BYTES = 64 << 20  # one METADATA/RECORD file (torch's RECORD is ~2 MB)
+# One METADATA/RECORD file is copied to the mirror up to one byte past the inventory's cap
+# (torch's RECORD is ~2 MB), so that the inventory says it is larger than the cap.
+MAX_METADATA_BYTES = MAX_RECORD_BYTES + 1
 MAX_SCRIPT_BYTES = 64 << 10  # an entrypoint read for its #! line
 MAX_LINK_HOPS = 8
 MAX_PTXAS_BYTES = 256 << 20  # a ptxas binary searched for its release (31 MB in CUDA 12.8)
@@ -243,16 +255,21 @@ class _ChunkReader(io.RawIOBase):
 @dataclass
 class _ImageScans:
     """The scans of the files streamed out of the image, by their path in the mirror (where
-    importlib.metadata's ``locate_file`` puts them); links resolved to their targets."""
+    the inventory's ``locate_file`` puts them); links resolved to their targets."""
 
     scans: dict[str, tuple[int, Scan]] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)
+    # Files that could not be read, as the host's reader says it (not a regular file; a
+    # malformed ELF or fatbin), raised again for the inventory.
+    failed: dict[str, OSError | Malformed] = field(default_factory=dict)
 
     def scan(self, path: Path) -> tuple[int, Scan]:
         key = os.path.normpath(str(path))
         for _ in range(MAX_LINK_HOPS):
             if key in self.scans:
                 return self.scans[key]
+            if key in self.failed:
+                raise self.failed[key]
             if key not in self.links:
                 break
             key = self.links[key]
@@ -421,27 +438,45 @@ def _stream_site(box: _Container, site: str, mirror: Path, work: Path, scans: _I
                 if not target.startswith(".."):
                     scans.links[key] = os.path.normpath(str(mirror / target))
                 continue
-            if not member.isfile():
-                continue
             metadata = top.endswith((".dist-info", ".egg-info")) or rel == "torch/version.py"
-            if metadata and member.size <= MAX_METADATA_BYTES:
+            if not member.isfile():
+                if member.isfifo() or member.isdev():
+                    if metadata:
+                        (mirror / rel).parent.mkdir(parents=True, exist_ok=True)
+                        os.mkfifo(mirror / rel)
+                    elif SHARED_OBJECT.search(base):
+                        scans.failed[key] = NotRegularFile(key)
+                continue
+            if metadata:
                 out = mirror / rel
                 out.parent.mkdir(parents=True, exist_ok=True)
-                _copy(tar, member, out)
+                _copy(tar, member, out, MAX_METADATA_BYTES)
             elif SHARED_OBJECT.search(base):
                 _copy(tar, member, spool)
                 try:
                     scans.scans[key] = (member.size, scan_triples(str(spool)))
+                except Malformed as exc:
+                    scans.failed[key] = exc
                 finally:
                     spool.unlink(missing_ok=True)
 
 
-def _copy(tar: tarfile.TarFile, member: tarfile.TarInfo, out: Path) -> None:
+def _copy(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, out: Path, limit: int | None = None
+) -> None:
+    """``member`` written to ``out``, its first ``limit`` bytes when given (the stream
+    skips the rest)."""
     source = tar.extractfile(member)
     if source is None:
         return
     with open(out, "wb") as f:
-        shutil.copyfileobj(source, f, CHUNK_BYTES)
+        if limit is None:
+            shutil.copyfileobj(source, f, CHUNK_BYTES)
+            return
+        left = limit
+        while left > 0 and (chunk := source.read(min(left, CHUNK_BYTES))):
+            f.write(chunk)
+            left -= len(chunk)
 
 
 def _nvcc(box: _Container, env: Mapping[str, str], dirs: list[str]) -> NvccFacts | None:
