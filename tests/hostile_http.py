@@ -21,7 +21,12 @@ import zlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 
-from aiohttp import web
+from tests.conftest import skip_without
+
+try:
+    from aiohttp import web
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 MB = 1 << 20
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -15,7 +15,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-import safetensors._safetensors_rust as st  # type: ignore[import-not-found]
+from tests.conftest import skip_without
+
+try:
+    import safetensors._safetensors_rust as st  # type: ignore[import-not-found]
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 # Header dtype -> (library dtype name, bytes per stored element).
 DTYPES: dict[str, tuple[str, int]] = {

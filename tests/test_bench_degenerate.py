@@ -8,15 +8,21 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
-from aiohttp import web
 
 from blackwell_doctor.cli import main
 from blackwell_doctor.report.bench import decode_run
 from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.rules import degenerate, gate
-from tests import hostile_http as h
+from tests.conftest import skip_without
+
+try:
+    import jsonschema
+    from aiohttp import web
+
+    from tests import hostile_http as h
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "bench" / "tiny-moe-vllm-cpu.json"
 

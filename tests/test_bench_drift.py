@@ -10,16 +10,22 @@ import math
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
-from aiohttp import web
 
 from blackwell_doctor.cli import main
-from blackwell_doctor.collect.bench import client
 from blackwell_doctor.report.bench import TokenLogprob, TopLogprob
 from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.rules import drift
-from tests import hostile_http as h
+from tests.conftest import skip_without
+
+try:
+    import jsonschema
+    from aiohttp import web
+
+    from blackwell_doctor.collect.bench import client
+    from tests import hostile_http as h
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 WORDS = [f"w{i} " for i in range(16)]
 

@@ -16,25 +16,31 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import msgspec
 import pytest
-from aiohttp import web
 
-from blackwell_doctor.app import bench as runner
-from blackwell_doctor.collect.bench.server_env import (
-    NotPrometheus,
-    config_hash,
-    info_metrics,
-    server_info,
-    version_of,
-)
 from blackwell_doctor.facts.document import decode_facts
 from blackwell_doctor.report.bench import decode_run
 from blackwell_doctor.report.bench_env import EnvChange, Environment, HostPin, ModelPin
 from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.rules.environment import compare_environments, words
 from tests.cli import run
+from tests.conftest import skip_without
+
+try:
+    import jsonschema
+    from aiohttp import web
+
+    from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.collect.bench.server_env import (
+        NotPrometheus,
+        config_hash,
+        info_metrics,
+        server_info,
+        version_of,
+    )
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 VLLM = Path(__file__).parent / "fixtures" / "bench" / "vllm-0.32.0-cpu"
 FACTS = Path(__file__).parent / "fixtures" / "facts"

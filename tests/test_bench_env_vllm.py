@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_bench_vllm import bench, load, one_shape, shapes_file, validate
+from tests.conftest import skip_without
+
+try:
+    from tests.test_bench_vllm import bench, load, one_shape, shapes_file, validate
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 pytestmark = pytest.mark.vllm
 

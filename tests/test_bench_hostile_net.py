@@ -12,20 +12,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
-import yarl
-from aiohttp import web
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
-from blackwell_doctor.app import bench as runner
 from blackwell_doctor.cli import main
-from blackwell_doctor.collect.bench import client
 from blackwell_doctor.facts.redact import redact_url_host as facts_redact_url
 from blackwell_doctor.report.bench_facts import read_bench
-from tests import hostile_http as h
 from tests.conftest import FIXTURES as ALL_FIXTURES
+from tests.conftest import skip_without
+
+try:
+    import aiohttp
+    import yarl
+    from aiohttp import web
+    from hypothesis import example, given, settings
+    from hypothesis import strategies as st
+
+    from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.collect.bench import client
+    from tests import hostile_http as h
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 FIXTURES = ALL_FIXTURES / "bench"
 

@@ -14,9 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from blackwell_doctor.cli import main
+from tests.conftest import skip_without
+
+try:
+    from aiohttp import web
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -9,7 +9,6 @@ import json
 import math
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from blackwell_doctor.render.bench import encode
@@ -21,6 +20,12 @@ from blackwell_doctor.rules.environment import words
 from blackwell_doctor.rules.ladder import ladder
 from tests.benchdocs import bench_run
 from tests.cli import run
+from tests.conftest import skip_without
+
+try:
+    import jsonschema
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bench"
 GOLDEN = Path(__file__).parent / "golden" / "bench-compare"

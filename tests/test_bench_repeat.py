@@ -9,13 +9,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
-from aiohttp import web
 
 from blackwell_doctor.cli import main
 from blackwell_doctor.ruledata.resources import schema_text
-from tests import hostile_http as h
+from tests.conftest import skip_without
+
+try:
+    import jsonschema
+    from aiohttp import web
+
+    from tests import hostile_http as h
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 
 @pytest.fixture

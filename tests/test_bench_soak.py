@@ -14,19 +14,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from blackwell_doctor.app.soak import (
-    SAMPLED,
-    SoakError,
-    SoakState,
-    default_interval,
-    parse_duration,
-    soak_result,
-)
 from blackwell_doctor.cli import main
-from blackwell_doctor.collect.bench import client, soak_gpu
 from blackwell_doctor.render.bench import encode
 from blackwell_doctor.report.bench import BenchRun, decode_run
 from blackwell_doctor.ruledata.shapes import BUILTIN_SHAPES
@@ -41,6 +30,23 @@ from blackwell_doctor.rules.soak_trend import (
     load_rules,
     theil_sen,
 )
+from tests.conftest import skip_without
+
+try:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from blackwell_doctor.app.soak import (
+        SAMPLED,
+        SoakError,
+        SoakState,
+        default_interval,
+        parse_duration,
+        soak_result,
+    )
+    from blackwell_doctor.collect.bench import client, soak_gpu
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 RULES = load_rules()
 

@@ -16,12 +16,17 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
 from blackwell_doctor.report.bench import BENCH_SCHEMA_VERSION
 from blackwell_doctor.ruledata.resources import schema_text
 from tests.child import child
+from tests.conftest import skip_without
+
+try:
+    import jsonschema
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 pytestmark = pytest.mark.vllm
 

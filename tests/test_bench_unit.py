@@ -11,14 +11,10 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import msgspec
 import pytest
-from aiohttp import web
 
-from blackwell_doctor.app.bench import parse_url
 from blackwell_doctor.cli import main
-from blackwell_doctor.collect.bench import client
 from blackwell_doctor.render.bench import encode
 from blackwell_doctor.report.bench import (
     BenchRun,
@@ -32,6 +28,16 @@ from blackwell_doctor.report.stats import percentile
 from blackwell_doctor.ruledata.shapes import BUILTIN_SHAPES, ShapeError, parse_shapes
 from blackwell_doctor.rules.compare import compare
 from tests.benchdocs import bench_run
+from tests.conftest import skip_without
+
+try:
+    import aiohttp
+    from aiohttp import web
+
+    from blackwell_doctor.app.bench import parse_url
+    from blackwell_doctor.collect.bench import client
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 # --- vLLM's definitions ------------------------------------------------------------------
 

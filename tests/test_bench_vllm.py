@@ -18,12 +18,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
-from blackwell_doctor.collect.bench.client import EARLY_CLOSE, UNREACHABLE
 from blackwell_doctor.ruledata.resources import schema_text
 from tests.child import cli_child
+from tests.conftest import skip_without
+
+try:
+    import jsonschema
+
+    from blackwell_doctor.collect.bench.client import EARLY_CLOSE, UNREACHABLE
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 pytestmark = pytest.mark.vllm
 

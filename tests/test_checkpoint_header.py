@@ -12,12 +12,17 @@ import struct
 from pathlib import Path
 
 import pytest
-import safetensors._safetensors_rust as st  # type: ignore[import-not-found]
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as s
-from safetensors import safe_open
 
 from blackwell_doctor.collect.model.header import DTYPE_BITS, HeaderError, parse_header, read_header
+from tests.conftest import skip_without
+
+try:
+    import safetensors._safetensors_rust as st  # type: ignore[import-not-found]
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as s
+    from safetensors import safe_open
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 # Library dtype name -> bytes per stored element (F4 packs two values in one byte).
 LIB_DTYPES = {

@@ -9,13 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from blackwell_doctor.cli import main
 from blackwell_doctor.facts.document import SCHEMA_VERSION
 from tests.cli import run
-from tests.conftest import FACTS_FIXTURES
+from tests.conftest import FACTS_FIXTURES, skip_without
+
+try:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 TR = str(FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json")
 NO_GPU = str(FACTS_FIXTURES / "no-gpu.json")

@@ -12,12 +12,16 @@ from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
-from prometheus_client.parser import text_string_to_metric_families
 
 from blackwell_doctor.facts.document import encode_facts
 from tests.cli import run
-from tests.conftest import FACTS_FIXTURES
+from tests.conftest import FACTS_FIXTURES, skip_without
 from tests.factsutil import load, replace
+
+try:
+    from prometheus_client.parser import text_string_to_metric_families
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 FORMATS = ["rich", "markdown", "json", "prometheus"]
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")

@@ -14,7 +14,6 @@ from functools import cache
 from typing import Any
 
 import pytest
-import yaml
 
 from blackwell_doctor.render import formats
 from blackwell_doctor.render.formats import (
@@ -26,16 +25,22 @@ from blackwell_doctor.render.formats import (
     RecommendFormat,
     ScanLogsFormat,
 )
-from tests.conftest import FACTS_FIXTURES, FIXTURES
-from tests.test_output_injection import (
-    bench_documents,
-    fleet,
-    inject,
-    probes,
-    recommendation,
-    report,
-    scan,
-)
+from tests.conftest import FACTS_FIXTURES, FIXTURES, skip_without
+
+try:
+    import yaml
+
+    from tests.test_output_injection import (
+        bench_documents,
+        fleet,
+        inject,
+        probes,
+        recommendation,
+        report,
+        scan,
+    )
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 RTXPRO = FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json"
 

@@ -22,11 +22,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import grimp
 import pytest
 
 import blackwell_doctor
-from tests.conftest import REPO
+from tests.conftest import REPO, skip_without
+
+try:
+    import grimp
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 PACKAGE = "blackwell_doctor"
 CLI = f"{PACKAGE}.cli"

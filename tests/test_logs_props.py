@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from blackwell_doctor.collect.logs.matcher import CHUNK_BYTES, SourceScanner
 from blackwell_doctor.ruledata.logs import load_catalogue
+from tests.conftest import skip_without
+
+try:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 _CAT = load_catalogue()
 # Bytes with a good chance of containing signatures, newlines, CR, NUL, ESC and bad UTF-8.

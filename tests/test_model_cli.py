@@ -7,13 +7,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from blackwell_doctor.ruledata.resources import schema_text
 from tests.cli import run
-from tests.conftest import FACTS_FIXTURES
+from tests.conftest import FACTS_FIXTURES, skip_without
 from tests.modeldirs import expected_parameters, make_model
+
+try:
+    import jsonschema
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 TR = str(FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json")
 NO_GPU = str(FACTS_FIXTURES / "no-gpu.json")

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
 from blackwell_doctor.collect.model.config import params_from_config
@@ -20,8 +19,14 @@ from blackwell_doctor.ruledata.fit import load_fit_data
 from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.rules.fit import fit, gpu_pool, mamba_state
 from tests.cli import run
-from tests.conftest import FACTS_FIXTURES
-from tests.modeldirs import Tensors, write_safetensors
+from tests.conftest import FACTS_FIXTURES, skip_without
+
+try:
+    import jsonschema
+
+    from tests.modeldirs import Tensors, write_safetensors
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
 TR = FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json"

@@ -27,8 +27,6 @@ from typing import Any, Literal, get_args, get_origin
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from blackwell_doctor.collect.logs.scan import scan_sources
@@ -49,7 +47,13 @@ from blackwell_doctor.rules.presets import (
     judge_p2p,
     judge_probe,
 )
-from tests.conftest import FACTS_FIXTURES, FIXTURES
+from tests.conftest import FACTS_FIXTURES, FIXTURES, skip_without
+
+try:
+    from hypothesis import HealthCheck, example, given, settings
+    from hypothesis import strategies as st
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 MARK = "FORGED"
 # Pieces an attacker would use; hypothesis combines them with arbitrary text.

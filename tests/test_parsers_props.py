@@ -9,8 +9,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from blackwell_doctor.collect.parsers import (
     IOMMU_CMDLINE_KEYS,
@@ -32,6 +30,7 @@ from blackwell_doctor.collect.parsers import (
     walk_ext_capabilities,
 )
 from blackwell_doctor.facts.document import ACS_BITS, AcsFacts, CpuFacts, OsRelease, Unavailable
+from tests.conftest import skip_without
 from tests.hosttree import (
     ACS_CAP_TYPICAL,
     GB10_PARTS,
@@ -51,6 +50,12 @@ from tests.hosttree import (
     root_port_config,
     x86_cpuinfo,
 )
+
+try:
+    from hypothesis import given
+    from hypothesis import strategies as st
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 SRC = "/sys/bus/pci/devices/0000:40:01.1/config"
 

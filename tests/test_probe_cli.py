@@ -13,6 +13,7 @@ from blackwell_doctor.render import Format, render
 from blackwell_doctor.report.check import PresetDocument
 from blackwell_doctor.report.results import Status
 from blackwell_doctor.rules.presets import PROBE_SCHEMA_VERSION, ProbeReport, judge_probe
+from tests.conftest import optional
 from tests.factsutil import load, replace, result, status
 
 
@@ -45,9 +46,9 @@ def test_plan_json_has_the_contract_fields(capsys: pytest.CaptureFixture[str]) -
 def test_plan_json_validates_against_the_shipped_schema(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import jsonschema
-
     from blackwell_doctor.ruledata.resources import schema_text
+
+    jsonschema = optional("jsonschema")
 
     assert main(["probe", "--plan", "--smem-limit", "101376", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)

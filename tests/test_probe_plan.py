@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from blackwell_doctor.ruledata.tileplan import (
     KERNEL_EXTRA_BYTES,
@@ -17,6 +15,13 @@ from blackwell_doctor.ruledata.tileplan import (
     storage_layout,
 )
 from blackwell_doctor.ruledata.tiles import load_catalogue, plan_catalogue
+from tests.conftest import skip_without
+
+try:
+    from hypothesis import given
+    from hypothesis import strategies as st
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 SM12X = 101_376
 SM90 = 232_448

@@ -13,15 +13,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.samples import Sample
 
 from blackwell_doctor.render import Format, render
 from blackwell_doctor.render.timing import RunTiming
 from blackwell_doctor.report.results import Status
 from blackwell_doctor.rules.evaluate import evaluate
-from tests.conftest import FACTS_FIXTURES
+from tests.conftest import FACTS_FIXTURES, skip_without
 from tests.factsutil import load, replace
+
+try:
+    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.samples import Sample
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 FIXTURES = sorted(FACTS_FIXTURES.glob("*.json"))
 

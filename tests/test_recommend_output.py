@@ -17,7 +17,7 @@ from blackwell_doctor.ruledata import validate
 from blackwell_doctor.ruledata.checkdata import CatalogueError
 from blackwell_doctor.ruledata.runtimes import load_catalogue, parse_catalogue
 from blackwell_doctor.rules.evaluate import evaluate
-from tests.conftest import FACTS_FIXTURES
+from tests.conftest import FACTS_FIXTURES, optional
 
 RTXPRO = FACTS_FIXTURES / "rtxpro6000x4-threadripper-iommu.json"
 SM120 = FACTS_FIXTURES / "sm120-driver580.json"
@@ -125,9 +125,8 @@ def test_port_binds_loopback_by_default() -> None:
 
 
 def _yaml_load(text: str) -> object:
-    import yaml  # a dev dependency: the compose file must parse with a real YAML parser
-
-    loaded: object = yaml.safe_load(text)
+    # A dev dependency: the compose file must parse with a real YAML parser.
+    loaded: object = optional("yaml").safe_load(text)
     return loaded
 
 
@@ -301,8 +300,7 @@ def test_shell_without_model_dir_runs_only_with_model_dir_set(
 def test_compose_without_model_dir_asks_for_model_dir(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import yaml
-
+    yaml = optional("yaml")
     assert _main(["recommend", "--facts", str(THREADRIPPER), "--format", "compose"]) == 0
     out = capsys.readouterr().out
     service = yaml.safe_load(out)["services"]["vllm"]

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, given
-from hypothesis import strategies as st
 
 from blackwell_doctor.collect.env import collect_env
 from blackwell_doctor.collect.platform import collect_platform
@@ -22,7 +20,14 @@ from blackwell_doctor.facts.redact import (
     redact_text,
     redact_value,
 )
+from tests.conftest import skip_without
 from tests.hosttree import PROC_VERSION_UBUNTU_2204, no_gpu
+
+try:
+    from hypothesis import assume, given
+    from hypothesis import strategies as st
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 HF = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqR"
 

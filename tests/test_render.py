@@ -11,7 +11,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import msgspec
 import pytest
 
@@ -28,6 +27,7 @@ from blackwell_doctor.report.exitcodes import results_gate
 from blackwell_doctor.report.results import EvidenceValue, FailOn, Remedy, Result, Severity, Status
 from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.schemas.generate import SCHEMAS, schema_file_text
+from tests.conftest import optional
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 LONG_COMMAND = (
@@ -350,6 +350,7 @@ def test_json_json_and_junit_and_markdown_do_not_import_rich() -> None:
 
 
 def test_json_validates_against_the_shipped_schema() -> None:
+    jsonschema = optional("jsonschema")
     schema = json.loads(schema_text("report.schema.json"))
     for report in [make_report(EVERY_STATUS), make_report([]), make_report(EVERY_STATUS[:1])]:
         document = json.loads(render(report, Format.JSON, color=False))
@@ -384,6 +385,7 @@ def test_json_round_trips_and_keeps_the_contract_keys_in_order() -> None:
 
 
 def test_the_schema_rejects_a_report_missing_its_verdict() -> None:
+    jsonschema = optional("jsonschema")
     schema = json.loads(schema_text("report.schema.json"))
     document = json.loads(render(make_report(EVERY_STATUS), Format.JSON, color=False))
     del document["exit_code"]
@@ -403,7 +405,7 @@ def test_shipped_schema_is_a_valid_draft_2020_12_schema(name: str) -> None:
     schema: dict[str, Any] = json.loads(schema_text(name))
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["$id"].startswith("urn:blackwell-doctor:schema:")
-    jsonschema.Draft202012Validator.check_schema(schema)
+    optional("jsonschema").Draft202012Validator.check_schema(schema)
 
 
 # --------------------------------------------------------------------------- JUnit

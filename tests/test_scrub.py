@@ -5,8 +5,6 @@ the walk answers, for every cleaner and every character the cleaners care about.
 from __future__ import annotations
 
 import msgspec
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 from blackwell_doctor.report.results import Status
 from blackwell_doctor.report.sanitize import (
@@ -17,6 +15,13 @@ from blackwell_doctor.report.sanitize import (
     sanitize_line,
     scrub,
 )
+from tests.conftest import skip_without
+
+try:
+    from hypothesis import example, given, settings
+    from hypothesis import strategies as st
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 CLEANERS = [json_safe, sanitize, sanitize_line]
 

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import msgspec
 import pytest
 
@@ -26,7 +25,7 @@ from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.ruledata.runtimes import load_catalogue
 from blackwell_doctor.rules.evaluate import evaluate
 from tests.cli import run
-from tests.conftest import FACTS_FIXTURES, FIXTURES, GOLDEN, REPO
+from tests.conftest import FACTS_FIXTURES, FIXTURES, GOLDEN, REPO, optional
 from tests.rules.rulesutil import edited_checks
 
 BENCH = FIXTURES / "bench"
@@ -283,7 +282,8 @@ def test_collect_stores_the_run_and_check_facts_replays_it(
     assert code == 0
     doc = json.loads(stored.read_text())
     assert doc["schema_version"] == SCHEMA_VERSION >= 3  # bench since version 3
-    jsonschema.Draft202012Validator(json.loads(schema_text("facts.schema.json"))).validate(doc)
+    schema = json.loads(schema_text("facts.schema.json"))
+    optional("jsonschema").Draft202012Validator(schema).validate(doc)
     # Measurements only: no verdict, no per-request samples, the host hidden by --redact.
     assert doc["bench"]["url"] == "http://<redacted>:18471"
     assert doc["bench"]["shapes"][0]["itl_samples"] == 1858
@@ -412,7 +412,7 @@ def test_a_measured_healthy_path_says_the_runtime_change_is_not_needed() -> None
 def test_fleet_exports_the_bench_figures_of_the_nodes_that_carry_them(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from prometheus_client.parser import text_string_to_metric_families
+    parser = optional("prometheus_client.parser")
 
     from blackwell_doctor.facts.document import encode_facts
 
@@ -426,7 +426,7 @@ def test_fleet_exports_the_bench_figures_of_the_nodes_that_carry_them(
     _, text, _ = run(["fleet", str(tmp_path), "--format", "prometheus"], capsys)
     samples = {
         (s.name, s.labels.get("node"), s.labels.get("shape"), s.labels.get("quantile")): s.value
-        for family in text_string_to_metric_families(text)
+        for family in parser.text_string_to_metric_families(text)
         for s in family.samples
         if s.name.startswith("blackwell_doctor_fleet_bench_")
     }

@@ -21,7 +21,7 @@ import msgspec
 from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
-    from blackwell_doctor.facts.document import Facts, LogFacts
+    from blackwell_doctor.facts.document import Facts, LogFacts, Section
 
 DEFAULT_GPU_TIMEOUT_S = 20.0
 STDIN = "-"
@@ -72,6 +72,12 @@ class FactsRequest(msgspec.Struct, frozen=True, kw_only=True):
     stack_cache: bool = True
     # How reports name a facts file (--example NAME: "example NAME", not its path on disk).
     label: str | None = None
+    # check/slurm-health --select/--ignore: a live run collects only the sections of the
+    # facts that the checks they leave read (and those of ``output_reads``: what the
+    # command's output reads beyond its checks, e.g. nfd's compute capability from NVML).
+    select: Sequence[str] = ()
+    ignore: Sequence[str] = ()
+    output_reads: frozenset[Section] = frozenset()
 
 
 class Obtained(msgspec.Struct, frozen=True):
@@ -93,6 +99,7 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
     else:
         from blackwell_doctor.collect.host import collect_facts
 
+        sections, left_out = collected_sections(request)
         facts = collect_facts(
             host_root=checked_host_root(request.host_root),
             environ=environ,
@@ -101,6 +108,8 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
                 DEFAULT_GPU_TIMEOUT_S if request.gpu_timeout_s is None else request.gpu_timeout_s,
             ),
             probes=request.probes,
+            sections=sections,
+            left_out=left_out,
         )
         source = "live"
     facts = with_logs(facts, request.logs, host_root=request.host_root, stdin=stdin)
@@ -113,6 +122,32 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
 
         facts = redact_identity(facts)
     return Obtained(facts, source)
+
+
+# What every report's header reads besides the checks: the host's name (platform) and its
+# GPUs, from NVML, else from PCI (read in milliseconds, so that a run which starts no GPU
+# child still names them).
+HEADER_READS: frozenset[Section] = frozenset(("platform", "pci"))
+
+
+def collected_sections(request: FactsRequest) -> tuple[frozenset[Section] | None, str]:
+    """The sections of the facts a live run of ``request`` collects (None: all) and the
+    reason a section left out carries: with --select/--ignore, those the checks they leave
+    read (their declarations: :func:`blackwell_doctor.rules.engine.needed_sections`), the
+    header's and the output's. A pattern that names no check is a UserError, said before
+    anything is collected."""
+    if not (request.select or request.ignore):
+        return None, ""
+    from blackwell_doctor.facts.document import NOT_COLLECTED
+    from blackwell_doctor.ruledata.rules import load_rule_data
+    from blackwell_doctor.rules.engine import SelectionError, needed_sections
+
+    try:
+        needed = needed_sections(load_rule_data(), request.select, request.ignore)
+    except SelectionError as exc:
+        raise UserError(str(exc)) from None
+    option = "--select" if request.select else "--ignore"
+    return needed | HEADER_READS | request.output_reads, f"{NOT_COLLECTED}:{option}"
 
 
 def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str]) -> Facts:

@@ -80,6 +80,11 @@ def check(
     request = facts_request(
         with_example(locals(), command="check", conflicting=("--facts", "--host-root"))
     )
+    if fmt is Format.NFD:
+        # nfd labels the GPUs' compute capability from NVML, whatever checks are selected.
+        import msgspec
+
+        request = msgspec.structs.replace(request, output_reads=frozenset({"nvml"}))
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     report = judge(
         obtained,

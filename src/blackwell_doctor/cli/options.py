@@ -146,7 +146,8 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
     takes. ``params``: the command's parameters by name (its ``locals()``), declared with the
     aliases of this module under these names: ``host_root``, ``gpu_timeout``, ``no_probe``,
     and where the command takes them ``facts_file``, ``logs``, ``containers``, ``journal``,
-    ``kernel_log``, ``redact``, ``model_dir``, ``bench``. The one reader of those names for
+    ``kernel_log``, ``redact``, ``model_dir``, ``bench``, ``select``, ``ignore`` (a live run
+    collects only what the checks they leave read). The one reader of those names for
     check, collect, recommend, apply and slurm-health."""
     from blackwell_doctor.app.obtain import FactsRequest, LogRequest
 
@@ -162,6 +163,8 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
         python=params.get("python"),
         image=params.get("image"),
         label=params.get("facts_label"),
+        select=tuple(split(params.get("select"))),
+        ignore=tuple(split(params.get("ignore"))),
         logs=LogRequest(
             paths=tuple(params.get("logs") or ()),
             containers=tuple(params.get("containers") or ()),

@@ -8,7 +8,7 @@ collector raises for a host problem (missing driver, no permission): those becom
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import msgspec
@@ -17,6 +17,7 @@ from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.collect.env import collect_env
 from blackwell_doctor.collect.hostfs import HostFS
 from blackwell_doctor.facts.document import (
+    NOT_COLLECTED,
     SCHEMA_VERSION,
     CollectiveFacts,
     CudaFacts,
@@ -27,6 +28,7 @@ from blackwell_doctor.facts.document import (
     P2PProbeFacts,
     PlatformFacts,
     ProbeFacts,
+    Section,
     ToolInfo,
     Unavailable,
 )
@@ -42,18 +44,48 @@ def collect_facts(
     probe_timeout_s: float = 60.0,
     redact: bool = False,
     now: dt.datetime | None = None,
+    sections: Collection[Section] | None = None,
+    left_out: str = f"{NOT_COLLECTED}:--select",
 ) -> Facts:
+    """This host's facts. ``sections``: the parts of the facts to read (None: all; the
+    platform is always read); a part left out is ``Unavailable(left_out)``, and where no
+    part needs the GPU (NVML, CUDA, the probes) no GPU child starts."""
     from blackwell_doctor.collect.pci import collect_pci
     from blackwell_doctor.collect.platform import collect_platform
 
+    def wanted(section: Section) -> bool:
+        return sections is None or section in sections
+
+    skipped = Unavailable(left_out)
     fs = HostFS(host_root)
     platform = collect_platform(fs, environ)
-    pci = collect_pci(fs, platform.kernel_cmdline)
-    nvml, cuda, probe_facts = _collect_gpu(
-        gpu_timeout_s=gpu_timeout_s, probes=probes, probe_timeout_s=probe_timeout_s
+    pci = collect_pci(fs, platform.kernel_cmdline) if wanted("pci") else skipped
+    on_gpu: tuple[Section, ...] = ("nvml", "cuda", *_PROBE_SECTIONS)
+    nvml: NvmlFacts | Unavailable = skipped
+    cuda: CudaFacts | Unavailable = skipped
+    probe_facts: ProbeFacts | Unavailable = skipped
+    if any(wanted(s) for s in on_gpu):
+        # The tile probes share the GPU facts' child (one CUDA initialisation, not two).
+        nvml, cuda, probe_facts = _collect_gpu(
+            gpu_timeout_s=gpu_timeout_s,
+            probes=probes and wanted("probes"),
+            probe_timeout_s=probe_timeout_s,
+        )
+        if not wanted("probes"):
+            probe_facts = skipped
+    p2p_facts = (
+        _collect_p2p(cuda, enabled=probes, timeout_s=probe_timeout_s)
+        if wanted("p2p_transfers")
+        else skipped
     )
-    p2p_facts = _collect_p2p(cuda, enabled=probes, timeout_s=probe_timeout_s)
-    link_load, collective = _collect_preflight(cuda, nvml, enabled=probes)
+    link_load, collective = _collect_preflight(
+        cuda,
+        nvml,
+        enabled=probes,
+        link_load=wanted("link_load"),
+        collective=wanted("collective"),
+        left_out=skipped,
+    )
     facts = Facts(
         schema_version=SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
@@ -71,6 +103,10 @@ def collect_facts(
         collective=collective,
     )
     return redact_identity(facts) if redact else facts
+
+
+# The parts of the facts that the probe children measure (each needs the CUDA facts first).
+_PROBE_SECTIONS: tuple[Section, ...] = ("probes", "p2p_transfers", "link_load", "collective")
 
 
 def _collect_gpu(
@@ -125,26 +161,41 @@ def links_to_confirm(nvml: NvmlFacts | Unavailable) -> bool:
 
 
 def _collect_preflight(
-    cuda: CudaFacts | Unavailable, nvml: NvmlFacts | Unavailable, *, enabled: bool
+    cuda: CudaFacts | Unavailable,
+    nvml: NvmlFacts | Unavailable,
+    *,
+    enabled: bool,
+    link_load: bool = True,
+    collective: bool = True,
+    left_out: Unavailable | None = None,
 ) -> tuple[LinkLoadFacts | Unavailable, CollectiveFacts | Unavailable]:
     """Links under load (when one is below its maximum at collection) and the all-reduce
-    path (issue 26), with the collective's sizes and deadlines from checks/preflight.toml."""
+    path (issue 26), with the collective's sizes and deadlines from checks/preflight.toml.
+    ``link_load``/``collective`` false: that part is ``left_out``, not run."""
+    skipped = left_out or Unavailable(f"{NOT_COLLECTED}:--select")
+    if not (link_load or collective):
+        return skipped, skipped
     if not enabled:
-        return Unavailable("skipped:--no-probe"), Unavailable("skipped:--no-probe")
+        no_probe = Unavailable("skipped:--no-probe")
+        return (no_probe if link_load else skipped), (no_probe if collective else skipped)
     if isinstance(cuda, Unavailable):
         why = Unavailable(f"skipped:no CUDA device ({cuda.reason})")
-        return why, why
+        return (why if link_load else skipped), (why if collective else skipped)
     from blackwell_doctor.collect.probe.collective import run_collective, run_link_load
     from blackwell_doctor.ruledata.preflight import load_preflight
 
     count = len(cuda.devices)
+    load: LinkLoadFacts | Unavailable = skipped
+    if link_load:
+        load = (
+            run_link_load(count)
+            if links_to_confirm(nvml)
+            else Unavailable("skipped:every link at its maximum at collection")
+        )
+    if not collective:
+        return load, skipped
     data = load_preflight().collective
     sets = count * (count - 1) // 2 + (1 if count > 2 else 0)
-    load: LinkLoadFacts | Unavailable = (
-        run_link_load(count)
-        if links_to_confirm(nvml)
-        else Unavailable("skipped:every link at its maximum at collection")
-    )
     return load, run_collective(
         count,
         size_bytes=data.size_bytes,

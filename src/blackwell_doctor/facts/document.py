@@ -564,6 +564,28 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     provenance: str | None = None
 
 
+# The parts of the facts a check may read (attributes of Facts). Each check declares those it
+# reads (``reads=`` of :func:`blackwell_doctor.rules.registry.check`); a live run whose
+# --select/--ignore leave checks out collects only what the others read, and marks a part it
+# left out ``Unavailable("not-collected:--select")`` (or ``--ignore``). The platform is
+# always read: the document and every report's header need it, and it costs milliseconds.
+Section = Literal[
+    "platform",
+    "pci",
+    "nvml",
+    "cuda",
+    "probes",
+    "p2p_transfers",
+    "link_load",
+    "collective",
+    "logs",
+    "model",
+    "bench",
+    "stack",
+]
+NOT_COLLECTED = "not-collected"
+
+
 class FactsError(Exception):
     """A facts document that cannot be used: malformed, truncated, or from the future."""
 

@@ -27,7 +27,7 @@ def _mib(n: int) -> str:
     return f"{n // _MIB:,} MiB"
 
 
-@check("bar1.size")
+@check("bar1.size", reads=("platform", "nvml"))
 def bar1_size(facts: Facts, rules: RuleData) -> Outcome:
     if view.is_wsl(facts):
         return skipped(f"{facts.platform.wsl.kind}: BAR1 is the Windows host's, not visible here")

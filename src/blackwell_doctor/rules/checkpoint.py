@@ -82,7 +82,7 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:,.1f} GB ({n / GIB:,.1f} GiB)"
 
 
-@check("model.fit")
+@check("model.fit", reads=("platform", "nvml", "cuda", "model"))
 def model_fit(facts: Facts, rules: RuleData) -> Outcome:
     m = _model(facts)
     if isinstance(m, Outcome):
@@ -140,7 +140,7 @@ def _is_moe_nvfp4(m: ModelFacts) -> bool:
     return m.arch is not None and m.arch.moe is not None and m.quantization.method == "nvfp4"
 
 
-@check("model.kernel_path")
+@check("model.kernel_path", reads=("nvml", "cuda", "model"))
 def model_kernel_path(facts: Facts, rules: RuleData) -> Outcome:
     m = _model(facts)
     if isinstance(m, Outcome):
@@ -185,7 +185,7 @@ def model_kernel_path(facts: Facts, rules: RuleData) -> Outcome:
     )
 
 
-@check("model.w4a16")
+@check("model.w4a16", reads=("model",))
 def model_w4a16(facts: Facts, rules: RuleData) -> Outcome:
     m = _model(facts)
     if isinstance(m, Outcome):

@@ -132,7 +132,7 @@ def _crosses_root(facts: Facts, gpus: list[int]) -> bool | None:
     return False
 
 
-@check("collective.allreduce")
+@check("collective.allreduce", reads=("pci", "nvml", "collective"))
 def collective_allreduce(facts: Facts, rules: RuleData) -> Outcome:
     c = _collective(facts)
     if isinstance(c, Outcome):
@@ -240,7 +240,7 @@ def _nvlink_pair(facts: Facts, gpus: list[int]) -> bool:
     return bool(wanted) and wanted <= got
 
 
-@check("collective.bandwidth")
+@check("collective.bandwidth", reads=("nvml", "link_load", "collective"))
 def collective_bandwidth(facts: Facts, rules: RuleData) -> Outcome:
     c = _collective(facts)
     if isinstance(c, Outcome):

@@ -83,7 +83,7 @@ def driver_install_commands(
     return case, distro.packages, values
 
 
-@check("driver.version")
+@check("driver.version", reads=("platform", "nvml", "cuda"))
 def driver_version(facts: Facts, rules: RuleData) -> Outcome:
     sm12x = _sm12x_labels(facts)
     if not sm12x:
@@ -115,7 +115,7 @@ def driver_version(facts: Facts, rules: RuleData) -> Outcome:
     )
 
 
-@check("driver.cuda_version")
+@check("driver.cuda_version", reads=("nvml", "cuda"))
 def driver_cuda_version(facts: Facts, rules: RuleData) -> Outcome:
     if not _sm12x_labels(facts):
         return _not_sm12x(facts)
@@ -144,7 +144,7 @@ def driver_cuda_version(facts: Facts, rules: RuleData) -> Outcome:
     )
 
 
-@check("driver.consistency")
+@check("driver.consistency", reads=("platform", "nvml", "cuda"))
 def driver_consistency(facts: Facts, rules: RuleData) -> Outcome:
     n = view.nvml(facts)
     c = view.cuda(facts)

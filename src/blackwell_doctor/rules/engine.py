@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Collection, Iterable, Sequence
+from typing import get_args
 
 import msgspec
 
-from blackwell_doctor.facts.document import Facts
-from blackwell_doctor.report.results import Outcome, Remedy, Result, Status, skipped
+from blackwell_doctor.facts.document import NOT_COLLECTED, Facts, Section, Unavailable
+from blackwell_doctor.report.results import (
+    Outcome,
+    Remedy,
+    Result,
+    Status,
+    not_evaluated,
+    skipped,
+)
 from blackwell_doctor.ruledata.rules import CheckSpec, RemedyText, RuleData, fill
 from blackwell_doctor.rules.absent import SECTIONS
-from blackwell_doctor.rules.registry import REGISTRY, CheckFn
+from blackwell_doctor.rules.registry import READS, REGISTRY, CheckFn
 
 # The module under rules/ that registers each check family's checks (rules/families.py
 # imports them all; tests/test_engine.py checks that the two agree with the catalogue).
@@ -88,6 +96,17 @@ def needed_checks(rules: RuleData, select: Sequence[str], ignore: Sequence[str])
     return chosen
 
 
+def needed_sections(
+    rules: RuleData, select: Sequence[str], ignore: Sequence[str]
+) -> frozenset[Section]:
+    """The sections of the facts that a run of ``select``/``ignore`` reads: what its checks
+    and their prerequisites declare (``reads=`` of each ``@check``; only their families'
+    code is imported). Raises :class:`SelectionError` as :meth:`Engine.run` does."""
+    ids = needed_checks(rules, select, ignore)
+    registered_checks(frozenset(family(i) for i in ids))
+    return frozenset(s for i in ids for s in READS[i])
+
+
 class Engine:
     """The checks of ``checks`` over facts, with the catalogue's words (``rules``).
 
@@ -142,9 +161,10 @@ class Engine:
             }
             if missing:
                 self._load(missing)
+        left_out = _left_out(facts)
         done: dict[str, Result] = {}
         for check_id in run_ids:
-            done[check_id] = self._run_one(check_id, facts, done)
+            done[check_id] = self._run_one(check_id, facts, done, left_out)
         return [done[i] for i in chosen_ids]
 
     def _plan(
@@ -177,7 +197,9 @@ class Engine:
                 stack.extend(self.rules.checks[dep].requires)
         return out
 
-    def _run_one(self, check_id: str, facts: Facts, done: dict[str, Result]) -> Result:
+    def _run_one(
+        self, check_id: str, facts: Facts, done: dict[str, Result], left_out: dict[str, str]
+    ) -> Result:
         spec = self.rules.checks[check_id]
         for dep in spec.requires:
             prior = done.get(dep)
@@ -186,6 +208,16 @@ class Engine:
         absent = self._absent(check_id, facts)
         if absent is not None:
             return _result(spec, absent)
+        unread = [s for s in READS[check_id] if s in left_out] if left_out else []
+        if unread:
+            # Facts a --select run collected without a part this check reads: not judged,
+            # whatever its code would make of an unavailable value.
+            return _result(
+                spec,
+                not_evaluated(
+                    ", ".join(f"{s} not in these facts ({left_out[s]})" for s in sorted(unread))
+                ),
+            )
         try:
             outcome = self.checks[check_id](facts, self.rules)
         except Exception as exc:  # a crashing check is a result, never a traceback
@@ -204,6 +236,22 @@ class Engine:
             return _result(
                 spec, Outcome(status=Status.ERROR, summary=f"not evaluated: {exc.args[0]}")
             )
+
+
+def _left_out(facts: Facts) -> dict[str, str]:
+    """The sections a live --select/--ignore run left out of ``facts``, with the reason."""
+    out: dict[str, str] = {}
+    for section in _LEAVABLE:
+        value = getattr(facts, section)
+        if isinstance(value, Unavailable) and value.reason.startswith(_LEFT_OUT):
+            out[section] = value.reason
+    return out
+
+
+_LEAVABLE: tuple[Section, ...] = tuple(
+    s for s in get_args(Section) if s not in ("platform", "bench")
+)
+_LEFT_OUT = f"{NOT_COLLECTED}:"
 
 
 def _agree(rules: RuleData, checks: dict[str, CheckFn], families: frozenset[str] | None) -> None:

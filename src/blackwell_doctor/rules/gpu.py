@@ -10,7 +10,7 @@ from blackwell_doctor.rules import view
 from blackwell_doctor.rules.registry import check
 
 
-@check("gpu.present")
+@check("gpu.present", reads=("platform", "pci", "nvml", "cuda"))
 def gpu_present(facts: Facts, rules: RuleData) -> Outcome:
     pci = view.pci(facts)
     pci_gpus = view.pci_gpus(facts)
@@ -97,7 +97,7 @@ def _gpus_missing_from_nvml(
     )
 
 
-@check("gpu.architecture")
+@check("gpu.architecture", reads=("nvml", "cuda"))
 def gpu_architecture(facts: Facts, rules: RuleData) -> Outcome:
     gpus = view.gpus(facts)
     known = [g for g in gpus if g.cc is not None]
@@ -144,7 +144,7 @@ def gpu_architecture(facts: Facts, rules: RuleData) -> Outcome:
     return passed(summary, **evidence)
 
 
-@check("gpu.shared_memory")
+@check("gpu.shared_memory", reads=("cuda",))
 def gpu_shared_memory(facts: Facts, rules: RuleData) -> Outcome:
     c = view.cuda(facts)
     if c is None:

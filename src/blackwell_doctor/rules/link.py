@@ -141,7 +141,7 @@ def _slot(facts: Facts, g: NvmlGpu) -> tuple[str, Evidence]:
     return where, evidence
 
 
-@check("link.pcie")
+@check("link.pcie", reads=("platform", "pci", "nvml", "link_load"))
 def link_pcie(facts: Facts, rules: RuleData) -> Outcome:
     if view.is_wsl(facts):
         return skipped(

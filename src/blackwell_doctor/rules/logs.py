@@ -299,7 +299,8 @@ def _register(check_id: str) -> None:
     def run(facts: Facts, rules: RuleData) -> Outcome:
         return judge(check_id, facts, _signature_advice)
 
-    check(check_id)(run)
+    # The model: a W4A16 checkpoint makes Marlin expected (view.marlin_expected).
+    check(check_id, reads=("logs", "model"))(run)
 
 
 # One list of logs checks: the catalogue's LogCheck (a signature may only name these).

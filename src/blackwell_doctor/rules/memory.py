@@ -86,7 +86,7 @@ def unified_budget(facts: Facts, data: MemoryData | None = None) -> UnifiedBudge
     )
 
 
-@check("memory.unified_budget")
+@check("memory.unified_budget", reads=("platform", "nvml", "cuda"))
 def memory_unified_budget(facts: Facts, rules: RuleData) -> Outcome:
     budget = unified_budget(facts, rules.preflight.memory)
     if facts.platform.meminfo is None and budget is not None:

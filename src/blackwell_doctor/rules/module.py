@@ -39,7 +39,7 @@ def open_only_gpus(facts: Facts, rules: RuleData) -> list[str]:
     ]
 
 
-@check("module.flavour")
+@check("module.flavour", reads=("platform", "pci", "nvml", "cuda"))
 def module_flavour(facts: Facts, rules: RuleData) -> Outcome:
     if view.is_wsl(facts):
         return skipped(f"{facts.platform.wsl.kind}: the kernel driver is the Windows host's")

@@ -41,7 +41,7 @@ SHORT = {
 _ABSENT_SHOWN = 8
 
 
-@check("p2p.nvml_status")
+@check("p2p.nvml_status", reads=("nvml",))
 def p2p_nvml_status(facts: Facts, rules: RuleData) -> Outcome:
     n = view.nvml(facts)
     if n is None:
@@ -174,7 +174,7 @@ def judged_pairs(results: Sequence[Result]) -> list[tuple[str, P2PVerdict]]:
     return out
 
 
-@check("p2p.transfer")
+@check("p2p.transfer", reads=("nvml", "p2p_transfers"))
 def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
     t = view.probed(
         facts.p2p_transfers,

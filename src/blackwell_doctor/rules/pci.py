@@ -73,7 +73,7 @@ def iommu_passthrough_requested(options: dict[str, str]) -> bool:
     return options.get("iommu") == "pt" or options.get("iommu.passthrough") in ("1", "on", "y")
 
 
-@check("pci.iommu")
+@check("pci.iommu", reads=("platform", "pci"))
 def pci_iommu(facts: Facts, rules: RuleData) -> Outcome:
     pci = _multi_gpu_pci(facts)
     if isinstance(pci, Outcome):
@@ -140,7 +140,7 @@ def bridges_between(a: PciGpu, b: PciGpu) -> list[str]:
     return a.upstream[: len(a.upstream) - shared] + b.upstream[: len(b.upstream) - shared]
 
 
-@check("pci.acs")
+@check("pci.acs", reads=("platform", "pci"))
 def pci_acs(facts: Facts, rules: RuleData) -> Outcome:
     pci = _multi_gpu_pci(facts)
     if isinstance(pci, Outcome):

@@ -8,7 +8,7 @@ from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules.registry import check
 
 
-@check("platform.wsl")
+@check("platform.wsl", reads=("platform",))
 def platform_wsl(facts: Facts, rules: RuleData) -> Outcome:
     wsl = facts.platform.wsl
     evidence: Evidence = {

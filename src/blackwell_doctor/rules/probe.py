@@ -66,7 +66,7 @@ def probe_findings(device: DeviceProbe) -> list[str]:
     return out
 
 
-@check("probe.smem_limit")
+@check("probe.smem_limit", reads=("probes",))
 def probe_smem_limit(facts: Facts, rules: RuleData) -> Outcome:
     p = _probes(facts)
     if isinstance(p, Outcome):
@@ -118,7 +118,7 @@ def _runtime_logs_clean(facts: Facts) -> bool | None:
     )
 
 
-@check("probe.tiles")
+@check("probe.tiles", reads=("probes", "logs"))
 def probe_tiles(facts: Facts, rules: RuleData) -> Outcome:
     p = _probes(facts)
     if isinstance(p, Outcome):

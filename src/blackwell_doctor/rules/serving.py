@@ -89,7 +89,7 @@ def _kinds(errors: dict[str, int]) -> str:
 # --------------------------------------------------------------------------- errors
 
 
-@check("serving.errors")
+@check("serving.errors", reads=("bench",))
 def serving_errors(facts: Facts, rules: RuleData) -> Outcome:
     bench = _bench(facts)
     if isinstance(bench, Outcome):
@@ -209,7 +209,7 @@ def _known(rules: RuleData) -> str:
     )
 
 
-@check("serving.throughput")
+@check("serving.throughput", reads=("nvml", "cuda", "bench"))
 def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     bench = _judgeable(facts, rules)
     if isinstance(bench, Outcome):
@@ -275,7 +275,7 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
 # --------------------------------------------------------------------------- latency tail
 
 
-@check("serving.latency_tail")
+@check("serving.latency_tail", reads=("bench",))
 def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
     bench = _judgeable(facts, rules)
     if isinstance(bench, Outcome):
@@ -349,7 +349,7 @@ def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
 # --------------------------------------------------------------------------- reasoning
 
 
-@check("serving.reasoning_accounting")
+@check("serving.reasoning_accounting", reads=("bench",))
 def serving_reasoning_accounting(facts: Facts, rules: RuleData) -> Outcome:
     bench = _judgeable(facts, rules)
     if isinstance(bench, Outcome):

@@ -307,7 +307,7 @@ def _sm(cc: tuple[int, int]) -> str:
     return f"sm_{cc[0]}{cc[1]}"
 
 
-@check("stack.kernels")
+@check("stack.kernels", reads=("nvml", "cuda", "stack"))
 def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
     s = _stack(facts)
     if isinstance(s, Outcome):
@@ -412,7 +412,7 @@ _PTXAS_OK = {
 }
 
 
-@check("stack.triton_ptxas")
+@check("stack.triton_ptxas", reads=("nvml", "cuda", "stack"))
 def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
     s = _stack(facts)
     if isinstance(s, Outcome):
@@ -451,7 +451,7 @@ def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
     )
 
 
-@check("stack.flashinfer_cache")
+@check("stack.flashinfer_cache", reads=("nvml", "cuda", "stack"))
 def stack_flashinfer_cache(facts: Facts, rules: RuleData) -> Outcome:
     s = _stack(facts)
     if isinstance(s, Outcome):
@@ -640,7 +640,7 @@ def _row_releases(data: StackData) -> str:
     return "; ".join(seen)
 
 
-@check("stack.backends")
+@check("stack.backends", reads=("nvml", "cuda", "model", "stack"))
 def stack_backends(facts: Facts, rules: RuleData) -> Outcome:
     s = _stack(facts)
     if isinstance(s, Outcome):
