@@ -127,6 +127,19 @@ def test_data_offsets_as_a_metadata_value_is_no_duplicate(tmp_path: Path) -> Non
     assert facts.tensors == 1
 
 
+def test_a_shard_name_with_a_trailing_newline_in_the_index_is_not_read(tmp_path: Path) -> None:
+    """Issue 32: the shard-name check ("$" matches before a final newline) let
+    "model.safetensors\n" through, to be reported as a missing shard."""
+    root = make_model(tmp_path / "m", moe=False)
+    index = {"weight_map": {"a.weight": "model.safetensors\n"}}
+    (root / "model.safetensors.index.json").write_text(json.dumps(index))
+    facts = read_model_dir(root)
+    assert [p.kind for p in facts.problems] == ["index", "index"]  # before: missing-shard
+    assert facts.problems[0].detail == (
+        "weight_map names 'model.safetensors\\n', not a shard file in this directory: not read"
+    )
+
+
 # --------------------------------------------------------------------------- counts
 
 

@@ -229,7 +229,7 @@ def _shard_names(root: Path, problems: list[ModelProblem]) -> tuple[list[str], i
         if all(isinstance(v, str) for v in wmap.values())
         else wmap.values()
     ):
-        if not isinstance(value, str) or not _SHARD_NAME.match(value) or value.startswith("."):
+        if not isinstance(value, str) or not _SHARD_NAME.fullmatch(value) or value.startswith("."):
             problems.append(
                 ModelProblem(
                     kind="index",
