@@ -226,3 +226,62 @@ def test_no_wsl_advice_when_the_platform_is_unknown() -> None:
     [present] = [r for r in evaluate(facts).results if r.id == "gpu.present"]
     assert present.remedy is not None
     assert "WSL" not in present.remedy.summary
+
+
+# --------------------------------------------------------------------------- trailing newline
+# Issue 32: `audit --image $'ubuntu\n'` passed the image-reference check ("$" matches before a
+# final newline) and exited 0 where `Ubuntu` is refused with 2. Every value checked against a
+# pattern is checked whole (fullmatch).
+
+SM120 = str(FACTS_FIXTURES / "sm120-driver580.json")
+PINNED = "sha256:" + "0" * 64
+
+
+def _catalogue(path: Path, key: str, value: str) -> Path:
+    """The shipped runtime catalogue's first runtime, with ``key`` set to ``value``."""
+    text = (REPO / "checks" / "runtimes.toml").read_text()
+    starts = [m.start() for m in re.finditer(r"(?m)^\[\[runtime\]\]$", text)]
+    first = starts[0]
+    runtime = text[first : starts[1] if len(starts) > 1 else len(text)]
+    line = f"{key} = {json.dumps(value)}"
+    runtime = re.sub(rf"(?m)^{key} = .*$", lambda _: line, runtime, count=1)
+    assert json.dumps(value) in runtime
+    path.write_text(text[:first] + runtime)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "words"),
+    [
+        ("audit", ["--image", "ubuntu\n", "--facts", SM120], "is not an image reference"),
+        ("check", ["--image", "ubuntu:24.04\n", "--facts", SM120], "is not an image reference"),
+        ("apply", ["--name", "vllm\n"], "not a valid container name"),
+        ("apply", ["--shm-size", "16g\n"], "not a size docker understands"),
+        ("apply", ["-e", "HF_HOME\n=/x"], "not a valid environment variable name"),
+        ("recommend", ["--name", "vllm\n"], "not a valid container name"),
+        ("recommend", ["--shm-size", "16g\n"], "not a size docker understands"),
+        ("recommend", ["-e", "HF_HOME\n=/x"], "not a valid environment variable name"),
+        ("recommend", ["id", "vllm-upstream\n"], "lower-case letters, digits"),
+        ("recommend", ["image", "docker.io/vllm/vllm-openai:latest\n"], "not a valid image"),
+        ("recommend", ["digest", PINNED + "\n"], "not a sha256 digest"),
+        ("recommend", ["shm_size", "16g\n"], "not a size docker understands"),
+    ],
+)
+def test_a_value_with_a_trailing_newline_is_refused_in_one_line(
+    command: str,
+    argv: list[str],
+    words: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    if not argv[0].startswith("-"):  # a field of a --catalogue file
+        argv = ["--catalogue", str(_catalogue(tmp_path / "runtimes.toml", *argv))]
+    if command in ("apply", "recommend"):
+        argv = ["--facts", SM120, "--model-dir", str(tmp_path), *argv]
+        argv += ["--facts-from-another-host"] if command == "apply" else []
+    code, out, err = run([command, *argv], capsys)
+    assert (code, out) == (2, ""), err
+    assert words in err
+    assert err.count("\n") == 1

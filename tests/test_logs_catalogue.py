@@ -108,3 +108,12 @@ def test_every_shipped_pattern_compiles_and_a_run_compiles_them_on_use() -> None
                 assert compiled == [None, None]
             else:
                 assert [c.pattern for c in compiled if c is not None] == [source, source]
+
+
+@pytest.mark.parametrize("table", ["signature", "input"])
+def test_an_id_with_a_trailing_newline_is_rejected(table: str) -> None:
+    raw = _raw()
+    entry = raw[table][0]  # type: ignore[index]
+    entry["id"] += "\n"
+    with pytest.raises(CatalogueError, match=r"id is not area\.name"):
+        parse_catalogue(raw)

@@ -16,7 +16,7 @@ import pytest
 from blackwell_doctor.collect.logs import matcher, sources
 from blackwell_doctor.collect.logs.matcher import SourceScanner
 from blackwell_doctor.collect.logs.scan import collect_logs, scan_sources
-from blackwell_doctor.facts.document import LogFacts, Unavailable
+from blackwell_doctor.facts.document import LogFacts, LogFinding, Unavailable
 from blackwell_doctor.ruledata.logs import load_catalogue
 from blackwell_doctor.rules.logs import judge_findings
 from tests.conftest import FIXTURES
@@ -460,3 +460,112 @@ def test_a_long_line_fed_in_small_chunks_is_carried_in_place(
     (finding,) = pieces.finish()
     assert [finding] == whole.finish()
     assert (finding.line, pieces.lines) == (2, 3)
+
+
+# --------------------------------------------------------------------------- lines of hits
+# Issue 32: each hit on a long line cleaned the ~8 KiB window around it again: a 2 MB line of
+# repeated "ERROR " took 15 s (0.95 s for the same bytes in lines), 10 MB over 60 s.
+
+TMA = (
+    b"(EngineCore pid=282) ERROR 06-01 21:52:10 [core.py:700] RuntimeError: "
+    b"Failed to initialize cutlass TMA WS grouped gemm "
+)
+GENERIC_ERROR = b"ERROR 06-01 21:52:10 [core.py:700] boom ERROR Error NCCL WARN [E] "
+
+
+class EveryHit(SourceScanner):
+    """The scanner as it was: every hit examined, whatever was examined before it."""
+
+    def _hit(self, buf: bytes, lo: int, hi: int, pos: int, lit: int, line: int) -> None:
+        self._hits_stop.clear()
+        super()._hit(buf, lo, hi, pos, lit, line)
+
+
+def scanned(
+    data: bytes, *, step: int = matcher.CHUNK_BYTES, every_hit: bool = False
+) -> list[LogFinding]:
+    scanner = (EveryHit if every_hit else SourceScanner)(load_catalogue(), "x")
+    for i in range(0, len(data), step):
+        scanner.feed(data[i : i + step])
+    return list(scanner.finish())
+
+
+def count_cleaning(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls = [0]
+    clean = matcher.clean_line
+
+    def counted(raw: bytes) -> str:
+        calls[0] += 1
+        return clean(raw)
+
+    monkeypatch.setattr(matcher, "clean_line", counted)
+    return calls
+
+
+@pytest.mark.parametrize("size", [256 << 10, 9 << 20], ids=["256 KiB", "9 MiB, in pieces"])
+def test_a_line_of_hits_is_cleaned_once_a_window_not_once_a_hit(
+    size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = count_cleaning(monkeypatch)
+    line = b"ERROR " * (size // 6)
+    hits = len(line) // 6
+    assert scanned(b"INFO start\n" + line + b"\n") == []  # no record prefix: no finding
+    # At most one window a WINDOW_BYTES step (and one more a piece of a line searched in
+    # pieces); before: one a hit (43,690 and 1,572,864).
+    assert calls[0] <= len(line) // matcher.WINDOW_BYTES + 4, (calls[0], hits)
+
+
+def test_lines_of_hits_are_cleaned_once_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = count_cleaning(monkeypatch)
+    data = (GENERIC_ERROR * 20 + b"\n") * 500
+    (finding,) = [f for f in scanned(data) if f.signature == "runtime.unrecognised_error"]
+    assert (finding.line, finding.last_line, finding.count) == (1, 500, 500)
+    literals = {"ERROR", "Error", "NCCL WARN", "[E]"}
+    assert calls[0] <= 500 * len(literals)  # before: a call for each of 100 hits a line
+
+
+@pytest.mark.parametrize("step", [matcher.CHUNK_BYTES, 777])
+@pytest.mark.parametrize(
+    "data",
+    [
+        (TMA * 3 + b"\n" + GENERIC_ERROR * 10 + b"\n") * 50,
+        b"INFO start\n" + TMA * 1000 + b"\nINFO next\n" + GENERIC_ERROR * 1000 + b"\n",
+        b"x" * 5000 + GENERIC_ERROR * 1000 + b"\n" + b"[Autotuner]: Skipping tactic 3, due "
+        b"to failure while profiling: " + TMA * 200 + b"\n",
+    ],
+    ids=["short lines", "long lines", "long lines, not from their start"],
+)
+def test_hits_left_unexamined_change_no_finding(data: bytes, step: int) -> None:
+    """The findings (counts, lines, excerpts, context) are those of every hit examined."""
+    assert scanned(data, step=step) == scanned(data, step=step, every_hit=True)
+
+
+def test_a_long_line_is_found_as_its_content_split_once_a_line() -> None:
+    """The same signature, counted once a line; the long line's excerpt is its first
+    record's (then cut). (The log-end rule sees no line it cannot see the start of.)"""
+    split = scanned((TMA + b"\n") * 2000)
+    whole = scanned(TMA * 2000 + b"\n")
+    tma = "moe.tma_ws_init_failed"
+    (one,) = [f for f in split if f.signature == tma]
+    (long,) = [f for f in whole if f.signature == tma]
+    assert (one.line, one.last_line, one.count) == (1, 2000, 2000)
+    assert (long.line, long.last_line, long.count) == (1, 1, 1)
+    assert long.excerpt.startswith(one.excerpt)
+    assert long.excerpt.endswith("…")
+
+
+def test_the_hits_of_a_region_are_listed_a_chunk_at_a_time() -> None:
+    scanner = SourceScanner(load_catalogue(), "x")
+    find = scanner._finder
+    longest = [0]
+
+    def finder(buf: bytes, start: int, end: int) -> list[tuple[int, int]]:
+        hits = find(buf, start, end)
+        longest[0] = max(longest[0], len(hits))
+        return hits
+
+    scanner._finder = finder
+    scanner.feed(b"ERROR " * ((9 << 20) // 6) + b"\n")  # a 9 MiB line, searched in pieces
+    scanner.finish()
+    over = load_catalogue().max_literal
+    assert 0 < longest[0] <= (matcher.CHUNK_BYTES + over) // len(b"ERROR ") + 1, longest

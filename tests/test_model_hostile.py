@@ -7,11 +7,17 @@ line and exit 2), never a crash (exit 4) and never silently accepted."""
 from __future__ import annotations
 
 import json
+import os
 import struct
+import subprocess
+import sys
+import tracemalloc
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from blackwell_doctor.collect.model import header, scan
 from blackwell_doctor.collect.model.scan import read_model_dir
 from tests.cli import run
 from tests.conftest import FACTS_FIXTURES
@@ -121,6 +127,19 @@ def test_data_offsets_as_a_metadata_value_is_no_duplicate(tmp_path: Path) -> Non
     assert facts.tensors == 1
 
 
+def test_a_shard_name_with_a_trailing_newline_in_the_index_is_not_read(tmp_path: Path) -> None:
+    """Issue 32: the shard-name check ("$" matches before a final newline) let
+    "model.safetensors\n" through, to be reported as a missing shard."""
+    root = make_model(tmp_path / "m", moe=False)
+    index = {"weight_map": {"a.weight": "model.safetensors\n"}}
+    (root / "model.safetensors.index.json").write_text(json.dumps(index))
+    facts = read_model_dir(root)
+    assert [p.kind for p in facts.problems] == ["index", "index"]  # before: missing-shard
+    assert facts.problems[0].detail == (
+        "weight_map names 'model.safetensors\\n', not a shard file in this directory: not read"
+    )
+
+
 # --------------------------------------------------------------------------- counts
 
 
@@ -163,3 +182,131 @@ def test_the_model_command_says_the_reason(
     code, out, err = run(["model", str(root), "--facts", TR], capsys)
     assert code in (0, 1), err
     assert "problem (config) config.json: config.json has num_experts = " in out
+
+
+# --------------------------------------------------------------------------- entry counts
+# Issue 32: a 99 MB header (under the 100 MB limit) of millions of empty entries was decoded
+# into millions of objects: 1.3 GB and 24 s a shard, and exit 4 under a 1 GB memory limit.
+
+EMPTY_TENSOR = b'{"dtype":"F32","shape":[0],"data_offsets":[0,0]}'
+
+
+def many_entries(n: int, value: bytes, *, name: bytes = b"t%d") -> bytes:
+    """A header of ``n`` entries ``"t0": value, "t1": value, ...`` (one name every time if
+    ``name`` has no %d)."""
+    if b"%d" not in name:
+        return b"{" + b",".join([b'"' + name + b'":' + value] * n) + b"}"
+    return b"{" + b",".join(b'"' + name % i + b'":' + value for i in range(n)) + b"}"
+
+
+@pytest.mark.parametrize("value", [b"{}", EMPTY_TENSOR], ids=["{}", "empty tensor"])
+def test_more_entries_than_a_shard_holds_is_a_header_problem_found_before_decoding(
+    value: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_model(tmp_path / "m", moe=False)
+    count = header.MAX_TENSORS + 2  # one more than the tensors and a __metadata__
+    raw_shard(root / "model.safetensors", many_entries(count, value), 0)
+
+    class NotDecoded:
+        def decode(self, raw: bytes) -> None:
+            raise AssertionError(f"{len(raw)} bytes decoded entry by entry")
+
+    monkeypatch.setattr(header, "_ENTRIES", NotDecoded())
+    facts = read_model_dir(root)
+    (problem,) = facts.problems
+    assert (problem.kind, problem.path) == ("header", "model.safetensors")
+    assert problem.detail == (
+        f"header lists {count} entries, above the limit of {header.MAX_TENSORS} tensors a "
+        "shard (corrupt, or not a safetensors file)"
+    )
+    assert facts.tensors == 0
+    assert facts.parameters is not None  # config.json still counts
+    assert facts.parameters.source == "config"
+
+
+def test_a_shard_at_the_limit_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(header, "MAX_TENSORS", 100)
+    root = make_model(tmp_path / "m", moe=False)
+    entries = many_entries(100, EMPTY_TENSOR)
+    raw_shard(root / "model.safetensors", b'{"__metadata__":{"a":"b"},' + entries[1:], 0)
+    facts = read_model_dir(root)
+    assert facts.problems == []
+    assert facts.tensors == 100
+    raw_shard(root / "model.safetensors", many_entries(102, EMPTY_TENSOR), 0)
+    (problem,) = read_model_dir(root).problems
+    assert problem.detail.startswith("header lists 102 entries, above the limit of 100 tensors")
+
+
+def test_more_entries_that_are_no_objects_than_a_shard_holds_are_not_decoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    raw = many_entries(header.MAX_TENSORS + 2, b"1")
+
+    def generic(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the whole header decoded into objects")
+
+    monkeypatch.setattr(msgspec.json, "decode", generic)
+    with pytest.raises(header.HeaderError) as caught:
+        header.parse_header(raw, data_bytes=0)
+    assert str(caught.value) == (
+        f"header does not match the safetensors layout ({header.MAX_TENSORS + 2} keys: too "
+        f"many to look for the entry that breaks it, above the limit of {header.MAX_TENSORS} "
+        "tensors a shard)"
+    )
+
+
+def test_a_few_entries_that_are_no_objects_are_still_named() -> None:
+    with pytest.raises(header.HeaderError, match=r"^tensor 't0': entry is not an object$"):
+        header.parse_header(many_entries(1000, b"1"), data_bytes=0)
+
+
+def test_a_name_given_many_times_is_found_without_holding_every_entry() -> None:
+    raw = many_entries(50_000, EMPTY_TENSOR, name=b"t")
+    tracemalloc.start()
+    try:
+        with pytest.raises(header.HeaderError, match=r"^'t' is named twice in the header"):
+            header.parse_header(raw, data_bytes=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Before: every entry a dict with two lists (~400 bytes, 20 MB here) held until the
+    # outer object's keys were checked; now the text as str and a (name, None) pair each
+    # (2.2x the header).
+    assert peak < 4 * len(raw), (peak, len(raw))
+
+
+def test_names_with_no_suffix_are_not_all_remembered_from_shard_to_shard() -> None:
+    """Each dotless name is its own suffix; the decisions cached by (suffix, dtype) kept every
+    name of a shard alive while the next was read (three 99 MB shards of 500,000 such
+    tensors: 600 MB, one shard 371 MB)."""
+    n = scan._MAX_DECISIONS + 1000
+    entries = header.parse_header(many_entries(n, EMPTY_TENSOR), data_bytes=0).entries
+    tally = scan._Tally()
+    scan._fold(tally, entries, 0, "unquantized", None)
+    assert tally.tensors == n
+    assert len(tally.decisions) == scan._MAX_DECISIONS
+    assert tally.total == 0  # no parameter suffix: nothing counted, with or without the cache
+
+
+def test_a_99_mb_header_of_empty_tensors_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    """The issue's file through the installed command: 975 MB and 35 s before (this form;
+    8M "{}" entries: 1.3 GB), a finding now. The bound is memory, not time."""
+    root = make_model(tmp_path / "m", moe=False)
+    count = 99_000_000 // len(b'"t1234567":,' + EMPTY_TENSOR)  # names of up to 7 digits
+    raw_shard(root / "model.safetensors", many_entries(count, EMPTY_TENSOR), 0)
+    assert (root / "model.safetensors").stat().st_size < 100_000_000
+    out = tmp_path / "out.json"
+    argv = ["model", str(root), "--facts", TR, "-f", "json"]
+    with out.open("wb") as sink:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "blackwell_doctor", *argv],
+            stdout=sink,
+            stderr=subprocess.DEVNULL,
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+    assert child.returncode == 0
+    doc = json.loads(out.read_bytes())
+    (problem,) = [p for p in doc["problems"] if p["kind"] == "header"]
+    assert problem["detail"].startswith(f"header lists {count} entries, above the limit")
+    assert usage.ru_maxrss < 600_000, f"{usage.ru_maxrss} kB"  # Linux: kilobytes

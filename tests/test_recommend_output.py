@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from blackwell_doctor import cli
 from blackwell_doctor.facts.document import decode_facts
-from blackwell_doctor.recommend.launch import docker_run_argv
+from blackwell_doctor.recommend.launch import docker_run_argv, model_name
 from blackwell_doctor.recommend.plan import LaunchOptions, build_recommendation
 from blackwell_doctor.render.recommend import RecommendFormat, render_recommendation
 from blackwell_doctor.ruledata import validate
@@ -342,3 +343,29 @@ def test_apply_flow_refuses_the_model_dir_placeholder() -> None:
             environ={},
             stdin=io.BytesIO(),
         )
+
+
+def test_a_model_directory_name_with_a_trailing_newline_is_served_as_model() -> None:
+    """Issue 32: the served-model-name check ("$" matches before a final newline) let a
+    directory's name end in a newline onto the command line."""
+    assert model_name("/srv/models/qwen3") == "qwen3"
+    assert model_name("/srv/models/qwen3\n") == "model"
+
+
+@pytest.mark.parametrize(
+    ("check", "value"),
+    [
+        (validate.image_reference, "docker.io/vllm/vllm-openai:latest"),
+        (validate.digest, "sha256:" + "0" * 64),
+        (validate.container_name, "vllm"),
+        (validate.volume_name, "blackwell-doctor-jit-vllm"),
+        (validate.env_name, "HF_HOME"),
+        (validate.shm_size, "16g"),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_every_validator_refuses_a_trailing_newline(check: Any, value: str) -> None:
+    """Issue 32: each pattern ended in "$", which matches before a final newline."""
+    assert check(value) == value
+    with pytest.raises(validate.ValidationError):
+        check(value + "\n")

@@ -64,6 +64,16 @@ def test_a_hostile_version_id_never_reaches_a_command() -> None:
     assert not any("curl" in c for c in r.remedy.commands)
 
 
+def test_a_version_id_with_a_trailing_newline_never_reaches_a_command() -> None:
+    """Issue 32: "24.04\n" passed the plain-version check ("$" matches before a final
+    newline) and split the wget line of the remedy in two where it is pasted."""
+    facts = _sm120_with(os_release=OsRelease(id="ubuntu", version_id="24.04\n", pretty_name="x"))
+    r = result(facts, "driver.version")
+    assert r.remedy is not None
+    assert not any("\n" in c for c in r.remedy.commands), r.remedy.commands
+    assert not any("cuda-keyring" in c for c in r.remedy.commands)
+
+
 def test_driver_remedy_under_wsl_is_the_windows_driver_not_a_linux_package() -> None:
     r = result(load("rtx5090-wsl2"), "driver.version")
     assert r.remedy is not None

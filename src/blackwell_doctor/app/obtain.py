@@ -335,7 +335,7 @@ def _check_request(request: FactsRequest) -> None:
     if request.image is not None:
         if request.python is not None:
             raise UserError("--image and --python both name the environment to audit: give one")
-        if len(request.image) > 512 or not re.match(_IMAGE_REF, request.image):
+        if len(request.image) > 512 or not re.fullmatch(_IMAGE_REF, request.image):
             raise UserError(f"--image {request.image!r} is not an image reference (NAME[:TAG])")
     if str(request.bench_file) == STDIN and (
         request.logs.reads_stdin or str(request.facts_file) == STDIN

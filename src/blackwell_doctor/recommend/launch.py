@@ -92,7 +92,7 @@ def reachable_host(bind: str) -> str:
 
 def model_name(model_dir: str) -> str:
     base = PurePosixPath(model_dir).name
-    return base if _MODEL_NAME.match(base) else "model"
+    return base if _MODEL_NAME.fullmatch(base) else "model"
 
 
 def _fill(args: list[str], values: dict[str, str | None]) -> list[str]:

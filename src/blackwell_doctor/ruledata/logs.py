@@ -215,14 +215,14 @@ def parse_catalogue(
             raise CatalogueError(f"{where}: a literal cannot span lines")
     for sig in data.signature:
         where = f"checks/{name}: {sig.id!r}"
-        if not re.match(_ID, sig.id):
+        if not re.fullmatch(_ID, sig.id):
             raise CatalogueError(f"{where}: id is not area.name (lowercase)")
         if sig.warn_at is not None and sig.warn_at < 1:
             raise CatalogueError(f"{where}: warn_at must be >= 1")
         if sig.rule == "autotuner-summary" and (sig.regex is None or "(?P<n>" not in sig.regex):
             raise CatalogueError(f"{where}: rule autotuner-summary needs a regex with (?P<n>...)")
     for problem in data.input:
-        if not re.match(_ID, problem.id):
+        if not re.fullmatch(_ID, problem.id):
             raise CatalogueError(f"checks/{name}: {problem.id!r}: id is not area.name (lowercase)")
     return Catalogue(data.signature, data.marker, data.input, compile_all=compile_all)
 

@@ -111,7 +111,7 @@ class Catalogue(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 def _check_runtime(r: Runtime) -> None:
-    if not _ID.match(r.id):
+    if not _ID.fullmatch(r.id):
         raise validate.ValidationError(f"id {r.id!r}: lower-case letters, digits, '.', '-'")
     validate.image_reference(r.image)
     if "@" in r.image:

@@ -38,7 +38,7 @@ _SHM_SIZE = re.compile(r"^[1-9][0-9]{0,12}[bkmgBKMG]?$")
 
 def image_reference(ref: str) -> str:
     """``ref`` when it is a valid image reference (name[:tag][@digest])."""
-    m = _REFERENCE.match(ref)
+    m = _REFERENCE.fullmatch(ref)
     if m is None:
         raise ValidationError(f"not a valid image reference: {ref!r}")
     first, sep, _ = m["name"].partition("/")
@@ -56,13 +56,13 @@ def image_reference(ref: str) -> str:
 
 def digest(value: str) -> str:
     """An image digest as the catalogue pins it: ``sha256:`` and 64 lower-case hex digits."""
-    if not _SHA256_DIGEST.match(value):
+    if not _SHA256_DIGEST.fullmatch(value):
         raise ValidationError(f"not a sha256 digest (sha256:<64 hex>): {value!r}")
     return value
 
 
 def container_name(name: str) -> str:
-    if len(name) > _CONTAINER_NAME_MAX or not _CONTAINER_NAME.match(name):
+    if len(name) > _CONTAINER_NAME_MAX or not _CONTAINER_NAME.fullmatch(name):
         raise ValidationError(
             f"not a valid container name: {name!r} (letters, digits, '_', '.', '-'; "
             f"starting with a letter or digit; 2 to {_CONTAINER_NAME_MAX} characters)"
@@ -71,7 +71,7 @@ def container_name(name: str) -> str:
 
 
 def volume_name(name: str) -> str:
-    if not _CONTAINER_NAME.match(name) or len(name) > _CONTAINER_NAME_MAX:
+    if not _CONTAINER_NAME.fullmatch(name) or len(name) > _CONTAINER_NAME_MAX:
         raise ValidationError(f"not a valid volume name: {name!r}")
     return name
 
@@ -88,7 +88,7 @@ def _utf8(kind: str, text: str) -> None:
 
 def env_name(name: str) -> str:
     _utf8("an environment variable name", name)
-    if not _ENV_NAME.match(name):
+    if not _ENV_NAME.fullmatch(name):
         raise ValidationError(f"not a valid environment variable name: {name!r}")
     return name
 
@@ -165,7 +165,7 @@ def container_path(path: str) -> str:
 
 
 def shm_size(value: str) -> str:
-    if not _SHM_SIZE.match(value):
+    if not _SHM_SIZE.fullmatch(value):
         raise ValidationError(f"not a size docker understands (e.g. 16g, 512m): {value!r}")
     return value
 

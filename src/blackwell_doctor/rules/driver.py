@@ -68,7 +68,7 @@ def driver_install_commands(
         or not isinstance(os, OsRelease)
         or os.id is None
         or os.version_id is None
-        or not _VERSION_ID.match(os.version_id)
+        or not _VERSION_ID.fullmatch(os.version_id)
     ):
         return case, "unknown", values
     major = os.version_id.split(".")[0]

@@ -35,6 +35,15 @@ from blackwell_doctor.collect.regularfile import NotRegularFile, open_regular
 # source); a real header is about 150 bytes per tensor, so even 100k tensors are ~15 MB.
 MAX_HEADER_BYTES = 100_000_000
 MAX_DIMS = 16
+# Tensors one shard may list. The largest published checkpoints hold a few thousand per
+# shard and ~100k-300k in all (from their config.json, tests/fixtures/models: DeepSeek-V3/R1
+# 58 MoE layers x 256 experts x 3 projections x 2 (FP8 weight, scale_inv) ~ 91k tensors in
+# 163 shards, ~560 a shard; Kimi-K2 60 x 384 x 3 x 2 ~ 140k in 61 shards, ~2,300 a shard;
+# Kimi-K2 in ModelOpt NVFP4, 4 tensors a projection, ~280k in all). 500,000 is over 100x a
+# real shard and still above the whole of the largest model saved as one file; far below
+# what 100 MB of header can list (8M entries of ``"t0":{}``), which the decoder would
+# otherwise turn into objects at ~130-330 bytes each (issue 32: 1.3 GB and 24 s a shard).
+MAX_TENSORS = 500_000
 
 # Bits per element of every dtype the safetensors format names (its Rust ``Dtype`` enum).
 DTYPE_BITS: dict[str, int] = {
@@ -144,8 +153,13 @@ def _open_regular(path: Path) -> tuple[int, int]:
 
 
 def _read_exact(fd: int, n: int) -> bytes:
-    chunks: list[bytes] = []
-    left = n
+    # One read first: a regular file gives all n bytes at once (below the kernel's 2 GiB a
+    # read), with no copy of them (joining chunks held the header twice: 200 MB at the cap).
+    first = os.read(fd, n)
+    if len(first) == n or not first:
+        return first
+    chunks = [first]
+    left = n - len(first)
     while left > 0:
         chunk = os.read(fd, min(left, 1 << 24))
         if not chunk:
@@ -194,6 +208,16 @@ def parse_header(
     """Validate the JSON header ``raw`` against a data region of ``data_bytes``."""
     if not raw.lstrip(b" ").startswith(b"{"):
         raise HeaderError("header is not a JSON object")
+    # Counted in the bytes before anything is decoded: every entry the typed decoder turns
+    # into an object opens with '{' (the root's is the first; braces inside names or
+    # metadata only make the count larger), and an entry that is no object stops that
+    # decoder where it stands. __metadata__ is one more object.
+    objects = raw.count(b"{") - 1
+    if objects > MAX_TENSORS + 1:
+        raise HeaderError(
+            f"header lists {objects} entries, above the limit of {MAX_TENSORS} tensors a "
+            "shard (corrupt, or not a safetensors file)"
+        )
     try:
         entries = _ENTRIES.decode(raw)
     except msgspec.ValidationError:
@@ -247,7 +271,9 @@ def _duplicate(raw: bytes) -> None:
     field of an entry); return when there is none (``"data_offsets"`` was also a value)."""
     import json
 
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    def pairs(items: list[tuple[str, Any]]) -> None:
+        # Nothing is kept: an entry's object goes as soon as its keys are checked, so the
+        # document is never held whole as Python objects.
         seen: set[str] = set()
         for key, _ in items:
             if key in seen:
@@ -257,7 +283,6 @@ def _duplicate(raw: bytes) -> None:
                     "and loses the other)"
                 )
             seen.add(key)
-        return dict(items)
 
     try:
         json.loads(raw, object_pairs_hook=pairs)
@@ -287,7 +312,17 @@ def bad_entry(name: str, e: _Entry, data_bytes: int) -> NoReturn:
 
 def _explain(raw: bytes, data_bytes: int) -> None:
     """Raise the HeaderError that names what is wrong in a header the typed decoder
-    refused (generic decode, entry by entry)."""
+    refused (generic decode, entry by entry).
+
+    The generic decode makes an object of every entry, which need not open with '{' (the
+    limit counted in parse_header) but has a name before a ':': a header with more ':'
+    than MAX_TENSORS is said without looking for the entry (a real shard has some 10,000)."""
+    keys = raw.count(b":")
+    if keys > MAX_TENSORS + 1:
+        raise HeaderError(
+            f"header does not match the safetensors layout ({keys} keys: too many to look "
+            f"for the entry that breaks it, above the limit of {MAX_TENSORS} tensors a shard)"
+        )
     try:
         doc: Any = msgspec.json.decode(raw)
     except RecursionError:

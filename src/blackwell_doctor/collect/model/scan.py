@@ -88,11 +88,16 @@ class _Tally:
     # Block sizes seen: packed FP4 columns x 2 / scale columns, per module (matched per
     # shard, in any order).
     scale_groups: Counter[int] = field(default_factory=Counter)
-    # (name suffix, dtype) -> (values per stored element, 0 for scales; evidence kind).
+    # (name suffix, dtype) -> (values per stored element, 0 for scales; evidence kind); at
+    # most _MAX_DECISIONS of them.
     decisions: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
 
-# What a (name suffix, dtype) says about the quantization.
+# What a (name suffix, dtype) says about the quantization. A real checkpoint has a few
+# dozen pairs (weight, weight_scale, bias, ... by dtype); names with no dot are each their
+# own suffix, so the cache is bounded: past it a pair is worked out again, and the names
+# of one shard are not kept alive (with the tally) while the next is read.
+_MAX_DECISIONS = 4096
 _PACKED_FP4, _FP4_SCALE, _FP8, _INT4, _HIGH = 1, 2, 3, 4, 5
 
 
@@ -164,7 +169,9 @@ def _fold(
                 if quant.is_parameter_suffix(last)
                 else 0
             )
-            decision = cache[key] = (mult, _kind(last, dtype))
+            decision = (mult, _kind(last, dtype))
+            if len(cache) < _MAX_DECISIONS:
+                cache[key] = decision
             tally.examples.setdefault(decision[1], f"{name} {dtype}{list(shape)}")
         mult, kind = decision
         if kind:
@@ -222,7 +229,7 @@ def _shard_names(root: Path, problems: list[ModelProblem]) -> tuple[list[str], i
         if all(isinstance(v, str) for v in wmap.values())
         else wmap.values()
     ):
-        if not isinstance(value, str) or not _SHARD_NAME.match(value) or value.startswith("."):
+        if not isinstance(value, str) or not _SHARD_NAME.fullmatch(value) or value.startswith("."):
             problems.append(
                 ModelProblem(
                     kind="index",

@@ -390,7 +390,7 @@ def site_dirs(
     if not version:
         version = env.get("PYTHON_VERSION", "")
     xy = ".".join(version.split(".")[:2])
-    if not re.match(r"^\d+\.\d+$", xy):
+    if not re.fullmatch(r"\d+\.\d+", xy):
         root = venv or prefix
         xy = next((f"3.{n}" for n in range(16, 5, -1) if box.is_dir(f"{root}/lib/python3.{n}")), "")
         version = xy
