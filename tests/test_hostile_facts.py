@@ -11,9 +11,11 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 from blackwell_doctor.facts.document import MAX_GPUS, FactsError, decode_facts
+from blackwell_doctor.facts.stack import IsaVersion, LtoName, TargetName
 from blackwell_doctor.ruledata.checkdata import CatalogueError
 from blackwell_doctor.ruledata.runtimes import load_catalogue, parse_catalogue
 from blackwell_doctor.rules.evaluate import evaluate
@@ -136,6 +138,26 @@ def test_values_out_of_range_are_refused(path: str, value: Any) -> None:
     message = str(raised.value)
     assert "\n" not in message
     assert path.split(".")[-1] in message
+
+
+def test_a_pci_address_with_a_trailing_newline_is_refused() -> None:
+    # Issue 32: msgspec matches a pattern with Python's re.search, whose `$` also matches
+    # before a final newline; an address ends up in commands a user pastes.
+    bdf = B200["pci"]["gpus"][0]["bdf"]
+    decode_facts(mutated(_set("pci.gpus.0.bdf", bdf)))
+    with pytest.raises(FactsError) as raised:
+        decode_facts(mutated(_set("pci.gpus.0.bdf", bdf + "\n")))
+    assert "bdf" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [(TargetName, "sm_120a"), (LtoName, "lto_120"), (IsaVersion, "8.7")],
+)
+def test_stack_names_with_a_trailing_newline_are_refused(kind: Any, value: str) -> None:
+    assert msgspec.convert(value, kind) == value
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert(value + "\n", kind)
 
 
 def test_a_byte_order_mark_is_accepted() -> None:

@@ -72,9 +72,11 @@ WslKind = Literal["none", "wsl1", "wsl2", "unknown"]
 
 # A PCI address as sysfs names it (domain:bus:device.function). Facts files are untrusted
 # input (bug reports, other nodes) and addresses end up in commands a user pastes, so they
-# are validated on decode.
+# are validated on decode. `$(?!\n)`, not `$`: msgspec searches with Python's re, whose `$`
+# also matches before a final newline (issue 32); in the JSON Schema (ECMA-262) both are the
+# end of the string.
 Bdf = Annotated[
-    str, msgspec.Meta(pattern=r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+    str, msgspec.Meta(pattern=r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$(?!\n)")
 ]
 
 

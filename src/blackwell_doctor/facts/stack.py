@@ -13,11 +13,11 @@ from typing import Annotated, Literal
 import msgspec
 
 # A target as nvcc names it: sm_90, sm_120a, sm_100f (SASS); compute_120 (PTX).
-TargetName = Annotated[str, msgspec.Meta(pattern=r"^(sm|compute)_[0-9]{2,3}[af]?$")]
+TargetName = Annotated[str, msgspec.Meta(pattern=r"^(sm|compute)_[0-9]{2,3}[af]?$(?!\n)")]
 # LTO-IR for nvJitLink (lto_75): linked and compiled at run time, not loaded as it is.
-LtoName = Annotated[str, msgspec.Meta(pattern=r"^lto_[0-9]{2,3}[af]?$")]
+LtoName = Annotated[str, msgspec.Meta(pattern=r"^lto_[0-9]{2,3}[af]?$(?!\n)")]
 # A PTX ISA version ("9.0").
-IsaVersion = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$")]
+IsaVersion = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$(?!\n)")]
 Short = Annotated[str, msgspec.Meta(max_length=4096)]
 
 
