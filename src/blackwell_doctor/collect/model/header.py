@@ -39,11 +39,13 @@ MAX_DIMS = 16
 # shard and ~100k-300k in all (from their config.json, tests/fixtures/models: DeepSeek-V3/R1
 # 58 MoE layers x 256 experts x 3 projections x 2 (FP8 weight, scale_inv) ~ 91k tensors in
 # 163 shards, ~560 a shard; Kimi-K2 60 x 384 x 3 x 2 ~ 140k in 61 shards, ~2,300 a shard;
-# Kimi-K2 in ModelOpt NVFP4, 4 tensors a projection, ~280k in all). 500,000 is over 100x a
-# real shard and still above the whole of the largest model saved as one file; far below
-# what 100 MB of header can list (8M entries of ``"t0":{}``), which the decoder would
-# otherwise turn into objects at ~130-330 bytes each (issue 32: 1.3 GB and 24 s a shard).
-MAX_TENSORS = 500_000
+# Kimi-K2 in ModelOpt NVFP4, 4 tensors a projection, ~280k in ~550 GB: ~25k in a 50 GB
+# shard, the Hugging Face Hub's largest file). 250,000 is 10x that and 100x a real shard;
+# far below what 100 MB of header can list (8M entries of ``"t0":{}``), which the decoder
+# would otherwise turn into objects at ~130-330 bytes each (issue 32: 1.3 GB and 24 s a
+# shard). At the cap, a header of 98 MB (250k entries with 390-byte names) peaks at 303 MB
+# and 1.7 s (`model DIR`, 2026-11-28); at 500k entries (94 MB) it was 384 MB.
+MAX_TENSORS = 250_000
 
 # Bits per element of every dtype the safetensors format names (its Rust ``Dtype`` enum).
 DTYPE_BITS: dict[str, int] = {
