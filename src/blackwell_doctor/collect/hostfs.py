@@ -19,6 +19,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from blackwell_doctor.collect.regularfile import read_upto
 from blackwell_doctor.facts.document import Unavailable
 
 
@@ -68,15 +69,7 @@ class HostFS:
             # Again on what was opened: the path may have been replaced in between.
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return Unavailable(f"not-a-regular-file:{host_path}")
-            chunks: list[bytes] = []
-            left = limit
-            while left > 0:
-                chunk = os.read(fd, min(left, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            return b"".join(chunks)
+            return read_upto(fd, limit)
         except OSError as exc:
             return _reason(exc, host_path)
         finally:

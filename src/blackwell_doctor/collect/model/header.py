@@ -29,7 +29,7 @@ from typing import Annotated, Any, NoReturn
 
 import msgspec
 
-from blackwell_doctor.collect.regularfile import NotRegularFile, open_regular
+from blackwell_doctor.collect.regularfile import NotRegularFile, open_regular, read_upto
 
 # The safetensors library refuses headers above 100 MB (MAX_HEADER_SIZE in its Rust
 # source); a real header is about 150 bytes per tensor, so even 100k tensors are ~15 MB.
@@ -154,23 +154,6 @@ def _open_regular(path: Path) -> tuple[int, int]:
     return fd, st.st_size
 
 
-def _read_exact(fd: int, n: int) -> bytes:
-    # One read first: a regular file gives all n bytes at once (below the kernel's 2 GiB a
-    # read), with no copy of them (joining chunks held the header twice: 200 MB at the cap).
-    first = os.read(fd, n)
-    if len(first) == n or not first:
-        return first
-    chunks = [first]
-    left = n - len(first)
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 24))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
 def read_header(
     path: Path, *, max_header_bytes: int = MAX_HEADER_BYTES, check_entries: bool = True
 ) -> Header:
@@ -182,7 +165,7 @@ def read_header(
     try:
         if size < 8:
             raise HeaderError(f"truncated: {size} bytes, shorter than the 8-byte length")
-        prefix = _read_exact(fd, 8)
+        prefix = read_upto(fd, 8)
         if len(prefix) < 8:
             raise HeaderError("truncated while reading the 8-byte length")
         n = int.from_bytes(prefix, "little")
@@ -196,7 +179,7 @@ def read_header(
                 f"header length {n} bytes runs past the end of the {size}-byte file "
                 "(truncated download, or a length that lies)"
             )
-        raw = _read_exact(fd, n)
+        raw = read_upto(fd, n)
         if len(raw) < n:
             raise HeaderError(f"file shrank while reading: {len(raw)} of {n} header bytes")
     finally:

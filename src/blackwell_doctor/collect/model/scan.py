@@ -29,12 +29,12 @@ from blackwell_doctor.collect.model.header import (
     MAX_DIMS,
     HeaderError,
     _open_regular,
-    _read_exact,
     bad_entry,
     check_overlaps,
     not_utf8,
     read_header,
 )
+from blackwell_doctor.collect.regularfile import read_upto
 from blackwell_doctor.facts.model import ArchFacts, ModelFacts, ModelProblem, ParamFacts, QuantFacts
 from blackwell_doctor.ruledata.families import load_families
 from blackwell_doctor.ruledata.rules import load_rule_data
@@ -60,7 +60,7 @@ def _read_json(path: Path) -> Any:
     try:
         if size > MAX_JSON_BYTES:
             raise HeaderError(f"{size} bytes, above the {MAX_JSON_BYTES}-byte limit")
-        data = _read_exact(fd, size)
+        data = read_upto(fd, size)
     finally:
         os.close(fd)
     try:
