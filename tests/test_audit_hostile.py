@@ -623,3 +623,87 @@ def test_audit_of_a_hostile_environment_completes_with_its_verdict(tmp_path: Pat
     assert kernels["status"] == "pass", kernels
     assert kernels["evidence"]["nvidia-hostile-cu12 1.0: not read"] == hostile["unreadable"]
     assert re.search(r"RECORD: 1 row\(s\) not UTF-8", str(packages["nvidia-record-cu12"]))
+
+
+# -- issue 32's review: what the first fixes left -------------------------------------------
+
+
+def test_a_record_row_with_a_nul_byte_is_a_reason_not_a_crash(tmp_path: Path) -> None:
+    # csv takes a NUL; Path.stat() then raised ValueError (exit 4).
+    site = tmp_path / "site"
+    good = _elf([(".nv_fatbin", _container(120))])
+    info = _install(site, "nvidia-demo-cu12", "1.0", {"lib/libgood.so": good})
+    (info / "RECORD").write_bytes(b"lib/libgood.so,,\nlib/a\0b.so,,\n")
+    (p,) = _read(site).values()
+    assert p.unreadable == ["lib/a\0b.so: a NUL byte in its name"]
+    assert [f.path for f in p.files] == ["lib/libgood.so"]
+
+
+def test_a_library_listed_under_several_spellings_is_scanned_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    good = _elf([(".nv_fatbin", _container(120))])
+    info = _install(site, "nvidia-demo-cu12", "1.0", {"lib/libgood.so": good})
+    rows = ["lib/libgood.so", "lib/../lib/libgood.so", "./lib/libgood.so", "lib//libgood.so"]
+    (info / "RECORD").write_text("".join(f"{r},,\n" for r in rows))
+    scans: list[str] = []
+    real = inv.scan_triples
+
+    def counted(path: str) -> Any:
+        scans.append(path)
+        return real(path)
+
+    monkeypatch.setattr(inv, "scan_triples", counted)
+    (p,) = _read(site).values()
+    assert len(scans) == 1, scans
+    assert p.shared_objects == 4
+    assert [f.path for f in p.files] == ["lib/libgood.so"]
+
+
+def test_sections_naming_the_same_bytes_are_scanned_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 65,534 .data headers over one span of fatbin magic would each have walked it again.
+    import blackwell_doctor.collect.stack.fatbin as fatbin
+
+    data = _container(90) + bytes(16)
+    path = tmp_path / "libx.so"
+    path.write_bytes(_elf([(".data", data)] * 50, moved={".data": 64}))
+    walks: list[tuple[int, int]] = []
+    real = fatbin.scan_loaded
+
+    def counted(buf: Any, start: int, end: int, *rest: Any) -> Any:
+        walks.append((start, end))
+        return real(buf, start, end, *rest)
+
+    monkeypatch.setattr(fatbin, "scan_loaded", counted)
+    found = scan_file(str(path))
+    assert len(walks) == 1, walks
+    assert [[t.name for t in unit] for unit in found.loaded] == [["sm_90"]]
+
+
+def test_a_walk_past_the_entry_budget_is_malformed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Would-be containers whose chains run on and then break: each walked to its end, from
+    # each magic number (quadratic: 4 MiB ~20 minutes). The file's walk has a budget.
+    import blackwell_doctor.collect.stack.fatbin as fatbin
+
+    entry = struct.pack("<HHIQ8xHHI8xQ8xQ", 2, 0, 64, 0, 8, 1, 90, 0, 0)
+    broken = struct.pack("<IHHQ", FATBIN_MAGIC, 1, 16, 100 * 64 + 8) + entry * 100 + bytes(8)
+    path = tmp_path / "libx.so"
+    path.write_bytes(_elf([(".data", broken)]))
+    assert scan_file(str(path)).loaded == ()  # within the budget: not a container, no unit
+    monkeypatch.setattr(fatbin, "MAX_LOADED_STEPS", 50)
+    with pytest.raises(Malformed, match="more than 50 entry headers walked"):
+        scan_file(str(path))
+
+
+def test_a_version_past_ints_digit_limit_matches_nothing() -> None:
+    # packaging's Version raised a plain ValueError (int() of more than 4,300 digits), not
+    # InvalidVersion, from the version an audited METADATA gives.
+    from blackwell_doctor.ruledata.stack import _in
+
+    assert _in("1" * 5000, ">=0") is False
+    assert _in("2.8.0", ">=2.7") is True

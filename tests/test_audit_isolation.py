@@ -7,6 +7,7 @@ error, in bounded memory."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -280,3 +281,56 @@ def test_an_interpreter_that_floods_its_output_is_a_one_line_usage_error(
         f"blackwell-doctor: error: --python {flood}: printed more than 1 MiB "
         "(not the answer of a Python interpreter): stopped\n"
     )
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (reaped, or a zombie waiting for init)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_what_an_isolated_binary_leaves_running_is_killed_when_it_exits() -> None:
+    # Issue 32's review: a binary of the audited environment that daemonised a helper left
+    # it running, in a working directory already removed.
+    from blackwell_doctor.collect.childproc import run_isolated
+
+    result = run_isolated(
+        ["sh", "-c", "sleep 600 >/dev/null 2>&1 & echo $!"], 60.0, max_stdout_bytes=1 << 10
+    )
+    leftover = int(result.stdout)
+    try:
+        assert (result.ending, result.returncode) == ("exited", 0)
+        # SIGKILL was sent before run_isolated returned: the kernel ends the process as the
+        # signal is delivered, so its state is Z (or gone) at once, or within the reap.
+        assert _gone(leftover) or _waited_gone(leftover)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(leftover, signal.SIGKILL)
+
+
+def _waited_gone(pid: int) -> bool:
+    """:func:`_gone`, asked again as the process's exit is observed (pidfd), 10 s at most."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        import select
+
+        return bool(select.select([fd], [], [], 10.0)[0]) or _gone(pid)
+    finally:
+        os.close(fd)
+
+
+def test_an_interpreter_that_prints_deeply_nested_json_is_a_usage_error(
+    tmp_path: Path,
+) -> None:
+    # json.loads raised RecursionError, which ask_interpreter did not catch: exit 4.
+    nested = _script(tmp_path / "python", "#!/bin/sh\nprintf '%0100000d' 0 | tr 0 '['\necho\n")
+    from blackwell_doctor.collect.stack.interpreter import InterpreterError
+
+    with pytest.raises(InterpreterError, match="not a Python interpreter"):
+        ask_interpreter(nested)

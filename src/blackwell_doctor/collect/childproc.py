@@ -107,6 +107,7 @@ def run_child(
     pass_fds: Sequence[int] = (),
     cwd: str | Path | None = None,
     max_stdout_bytes: int | None = None,
+    end_group: bool = False,
 ) -> ChildResult:
     """Run ``argv`` (no shell) with stdin closed; never raises for the child's behaviour.
 
@@ -147,6 +148,10 @@ def run_child(
                 ending = "timeout"
         if ending != "exited":
             kill_group(child)
+        elif end_group:
+            # What it left running in its process group (a daemonised helper) goes too.
+            with contextlib.suppress(OSError):
+                os.killpg(child.pid, signal.SIGKILL)
         tail.drain()
     finally:
         child.stderr.close()
@@ -284,7 +289,8 @@ def run_isolated(
 ) -> ChildResult:
     """:func:`run_child` for a binary that is not ours: in a fresh temporary directory (its
     working directory, HOME and TMPDIR; removed afterwards) with :func:`isolated_env`, and
-    what it prints capped at ``max_stdout_bytes``."""
+    what it prints capped at ``max_stdout_bytes``; whatever it left running in its process
+    group is killed when it exits."""
     with tempfile.TemporaryDirectory(prefix="bd-child-", ignore_cleanup_errors=True) as home:
         return run_child(
             argv,
@@ -292,6 +298,7 @@ def run_isolated(
             env=isolated_env(home, environ),
             cwd=home,
             max_stdout_bytes=max_stdout_bytes,
+            end_group=True,
         )
 
 

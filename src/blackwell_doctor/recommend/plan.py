@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 
 import msgspec
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.facts.document import Facts, ToolInfo
@@ -143,7 +143,7 @@ def choose_runtime(
     text = view.driver_version(facts)
     try:
         driver = Version(text) if text else None
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
         driver = None
     notes: list[str] = []
     if runtime_id is not None:

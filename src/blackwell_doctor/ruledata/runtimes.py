@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from blackwell_doctor.ruledata import validate
 from blackwell_doctor.ruledata.checkdata import (
@@ -133,7 +133,7 @@ def _check_runtime(r: Runtime) -> None:
     if r.min_driver:
         try:
             Version(r.min_driver)
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
             raise validate.ValidationError(
                 f"min_driver {r.min_driver!r} is not a version"
             ) from None

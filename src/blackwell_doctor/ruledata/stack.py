@@ -158,12 +158,11 @@ def _in(version: str, specifier: str) -> bool:
     unreadable version matches nothing."""
     # packaging is imported when a version is compared (start-up: docs/performance.md).
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion
     from packaging.version import Version as PackageVersion
 
     try:
         return PackageVersion(version) in SpecifierSet(specifier)
-    except (InvalidVersion, InvalidSpecifier):
+    except (ValueError, InvalidSpecifier):  # InvalidVersion, or past int()'s 4,300 digits
         return False
 
 

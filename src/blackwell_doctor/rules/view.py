@@ -128,11 +128,11 @@ def parse_version(text: str | None) -> tuple[int, ...] | Version | None:
     release = _release(text)
     if release is not None:
         return release
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
         return None
 
 

@@ -149,7 +149,32 @@ def _entries(buf: mmap.mmap | bytes, start: int, end: int) -> Iterator[Target]:
         off += header_size + size
 
 
-def _strict_container(buf: mmap.mmap | bytes, off: int, end: int) -> tuple[Target, ...] | None:
+# Entry headers the strict walks of one file's data sections may read (scan_loaded). A
+# magic number that is not a container is walked until its chain breaks, and a crafted
+# section of overlapping would-be containers made that quadratic (issue 32's third audit:
+# 64-byte records each a valid entry and a container "to the end": 4 MiB ~20 minutes).
+# Real libraries keep a few containers of a few thousand entries as data.
+MAX_LOADED_STEPS = 1 << 20
+
+
+class _Steps:
+    """What is left of :data:`MAX_LOADED_STEPS` for one file."""
+
+    def __init__(self) -> None:
+        self.left = MAX_LOADED_STEPS
+
+    def take(self, at: int) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise Malformed(
+                f"fatbin magic at {at:#x}: more than {MAX_LOADED_STEPS} entry headers "
+                "walked looking for containers"
+            )
+
+
+def _strict_container(
+    buf: mmap.mmap | bytes, off: int, end: int, steps: _Steps
+) -> tuple[Target, ...] | None:
     """The container at ``off`` if it is one beyond doubt: version 1, a 16-byte header,
     known entry kinds with plausible headers and architectures, chained to its exact end."""
     found, version, header_size, size = _HEADER.unpack_from(buf, off)
@@ -163,6 +188,7 @@ def _strict_container(buf: mmap.mmap | bytes, off: int, end: int) -> tuple[Targe
     while at < stop:
         if at + _ENTRY_MIN > stop:
             return None
+        steps.take(off)
         kind, _, entry_header, payload, _, _, arch, _, _ = _ENTRY.unpack_from(buf, at)
         if kind not in _KINDS or not (_ENTRY_MIN <= entry_header <= 256 and 20 <= arch < 1000):
             return None
@@ -170,14 +196,19 @@ def _strict_container(buf: mmap.mmap | bytes, off: int, end: int) -> tuple[Targe
     return tuple(_entries(buf, first, stop)) if at == stop else None
 
 
-def scan_loaded(buf: mmap.mmap | bytes, start: int, end: int) -> list[tuple[Target, ...]]:
+def scan_loaded(
+    buf: mmap.mmap | bytes, start: int, end: int, steps: _Steps | None = None
+) -> list[tuple[Target, ...]]:
     """Fatbin containers stored as data between ``start`` and ``end`` (a data section):
-    each magic number that starts a container beyond doubt (_strict_container)."""
+    each magic number that starts a container beyond doubt (_strict_container). Malformed
+    past :data:`MAX_LOADED_STEPS` entry headers walked (``steps``: the file's, shared by its
+    sections)."""
+    steps = steps if steps is not None else _Steps()
     units: list[tuple[Target, ...]] = []
     magic = struct.pack("<I", FATBIN_MAGIC)
     off = buf.find(magic, start, end)
     while off >= 0 and off + _HEADER.size <= end:
-        unit = _strict_container(buf, off, end)
+        unit = _strict_container(buf, off, end, steps)
         if unit is None:
             off = buf.find(magic, off + 1, end)
             continue
@@ -230,13 +261,22 @@ def scan_file(path: str) -> FatbinScan:
         with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
             units: list[tuple[Target, ...]] = []
             loaded: list[tuple[Target, ...]] = []
-            for section in spans:
+            steps = _Steps()
+            # Bytes of the file each scanned once: section headers may name the same bytes
+            # again (65,536 headers over one 1 MiB span: hours); a real file's don't overlap.
+            seen: list[tuple[int, int]] = []
+            for section in sorted(spans, key=lambda sec: (sec.offset, -sec.size)):
                 start, stop = section.offset, min(section.offset + section.size, len(buf))
+                if seen and start < seen[-1][1]:
+                    start = seen[-1][1]
+                if start >= stop:
+                    continue
+                seen.append((start, stop))
                 try:
                     if section.name in FATBIN_SECTIONS:
                         units.extend(scan_containers(buf, start, stop))
                     else:
-                        loaded.extend(scan_loaded(buf, start, stop))
+                        loaded.extend(scan_loaded(buf, start, stop, steps))
                 except Malformed as exc:
                     raise Malformed(f"{section.name}: {exc}") from None
     finally:

@@ -1,7 +1,8 @@
 """Where another Python interpreter's packages live, asked without running any code of its
 environment.
 
-The interpreter runs :data:`PROGRAM` as ``PYTHON -I -S -c PROGRAM``. ``-I``: no PYTHON*
+The interpreter runs :data:`PROGRAM` as ``PYTHON -I -S -B -c PROGRAM`` (``-B``: no byte-code written
+into the audited environment). ``-I``: no PYTHON*
 variable, no user site, neither the working directory nor the script's on sys.path. ``-S``:
 the ``site`` module's start-up does not run, so no ``.pth`` file's ``import`` line and no
 ``sitecustomize``/``usercustomize`` is executed (``-I`` alone still runs them: a ``.pth``
@@ -123,7 +124,7 @@ def ask_interpreter(
     docstring); InterpreterError when it does not answer. ``environ``: where PATH and
     LD_LIBRARY_PATH come from (default: ours)."""
     result = run_isolated(
-        [str(python), "-I", "-S", "-c", PROGRAM],
+        [str(python), "-I", "-S", "-B", "-c", PROGRAM],
         timeout_s,
         max_stdout_bytes=MAX_OUTPUT_BYTES,
         environ=environ,
@@ -144,5 +145,5 @@ def ask_interpreter(
         doc = json.loads(result.stdout.decode("utf-8").strip().splitlines()[-1])
         paths = tuple(str(p) for p in doc["path"] if isinstance(p, str) and p)
         return Interpreter(str(doc["executable"]), str(doc["version"]), paths)
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise InterpreterError(f"--python {python}: not a Python interpreter") from None

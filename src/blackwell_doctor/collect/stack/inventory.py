@@ -18,6 +18,7 @@ RECORD is streamed, row by row, to a cap. What cannot be read is a reason in the
 from __future__ import annotations
 
 import csv
+import errno
 import os
 import re
 import stat
@@ -333,10 +334,14 @@ def _package(dist: Distribution, scanner: FileScans) -> GpuPackage:
         if not SHARED_OBJECT.search(rel.name):
             continue
         count += 1
-        if str(rel) in listed:
+        # One file however RECORD spells it (a/../a/lib.so, ./lib.so): each is scanned once.
+        key = os.path.normpath(str(rel))
+        if key in listed:
             continue
-        listed.add(str(rel))
+        listed.add(key)
         try:
+            if "\0" in raw:  # csv takes a NUL; the path calls would raise ValueError
+                raise OSError(errno.EINVAL, "a NUL byte in its name")
             size, scan = scanner.scan(dist.locate_file(rel))
         except (OSError, Malformed) as exc:
             if len(unreadable) < MAX_UNREADABLE:

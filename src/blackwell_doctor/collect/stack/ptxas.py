@@ -88,7 +88,7 @@ def compile_probe(
     ``environ`` chooses the binary (TRITON_*_PATH) and gives it PATH and LD_LIBRARY_PATH."""
     results: list[PtxasTarget] = []
     versions: dict[Path, str | None] = {}
-    with tempfile.TemporaryDirectory(prefix="bd-ptxas-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bd-ptxas-", ignore_cleanup_errors=True) as tmp:
         for target, isa in targets:
             ptxas, source = triton_ptxas(bin_dir, target, environ)
             if not ptxas.is_file():
