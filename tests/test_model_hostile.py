@@ -310,3 +310,42 @@ def test_a_99_mb_header_of_empty_tensors_is_refused_in_bounded_memory(tmp_path: 
     (problem,) = [p for p in doc["problems"] if p["kind"] == "header"]
     assert problem["detail"].startswith(f"header lists {count} entries, above the limit")
     assert usage.ru_maxrss < 600_000, f"{usage.ru_maxrss} kB"  # Linux: kilobytes
+
+
+# --------------------------------------------------------------------------- issue 32's review
+
+
+def test_a_shard_name_with_a_nul_byte_in_the_index_is_not_read(tmp_path: Path) -> None:
+    # The open raised ValueError (embedded null byte): exit 4 with a crash log.
+    root = make_model(tmp_path / "m", moe=False)
+    index = {"weight_map": {"a.weight": "x\0y.safetensors"}}
+    (root / "model.safetensors.index.json").write_text(json.dumps(index))
+    facts = read_model_dir(root)
+    assert facts.problems[0].kind == "index"
+    assert facts.problems[0].detail.startswith("weight_map names 'x\\x00y.safetensors'")
+
+
+def test_metadata_of_many_values_is_refused_before_it_is_built() -> None:
+    # One brace, so the tensor count never saw it: 2M keys of '"k0":""' built a 300 MB dict.
+    entries = b'"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}'
+    keys = b",".join(b'"k%d":""' % i for i in range(header.MAX_METADATA_VALUES + 1))
+    raw = b'{"__metadata__":{' + keys + b"}," + entries + b"}"
+    with pytest.raises(header.HeaderError, match="__metadata__ lists more than 10000 values"):
+        header.parse_header(raw, data_bytes=4)
+    few = b'{"__metadata__":{"format":"pt","k":"v"},' + entries + b"}"
+    assert header.parse_header(few, data_bytes=4).metadata == {"format": "pt", "k": "v"}
+
+
+def test_a_header_of_more_values_than_tensors_can_hold_is_refused_before_decoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # '{"t0":[[],[],...]}': one brace, so under the tensor count, and the slow path that
+    # names the bad entry decoded every list (21x the header).
+    raw = b'{"t0":[' + b",".join([b"[]"] * (header.MAX_VALUES + 2)) + b"]}"
+
+    def no_decode(*_: object) -> None:
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(header, "_explain", no_decode)
+    with pytest.raises(header.HeaderError, match="values, above the limit of 2000000"):
+        header.parse_header(raw, data_bytes=0)

@@ -110,12 +110,24 @@ class _Entry(msgspec.Struct, frozen=True, gc=False):
     data_offsets: tuple[_Dim, _Dim] | None = None
 
 
+_NULL = msgspec.Raw(b"null")
+
+
 class _Meta(msgspec.Struct, frozen=True):
-    metadata: dict[str, str] | None = msgspec.field(default=None, name="__metadata__")
+    # Its bytes, bounded (MAX_METADATA_VALUES) before they are decoded into a dict.
+    metadata: msgspec.Raw = msgspec.field(default_factory=lambda: _NULL, name="__metadata__")
 
 
 _ENTRIES = msgspec.json.Decoder(dict[str, _Entry])
 _METADATA = msgspec.json.Decoder(_Meta)
+_METADATA_MAP = msgspec.json.Decoder(dict[str, str] | None)
+# __metadata__ holds a few strings ({"format": "pt"}); 2M keys of '"k0":""' (27 MB) made a
+# 300 MB dict (issue 32's review), which the tensor count (braces) does not see.
+MAX_METADATA_VALUES = 10_000
+# Values in the whole header (its commas): a real tensor has ~5 (4 for a matrix, 1 between
+# entries), so 8 a tensor at the cap; a header of lists or numbers past it
+# ('{"t0":[[],[],...]}') would otherwise be built whole by the slow path's generic decode.
+MAX_VALUES = 8 * MAX_TENSORS
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +163,8 @@ def _open_regular(path: Path) -> tuple[int, int]:
         raise HeaderError("missing (or a dangling symlink)") from None
     except OSError as exc:
         raise HeaderError(f"cannot open: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL byte in the name
+        raise HeaderError("cannot open: a NUL byte in its name") from None
     return fd, st.st_size
 
 
@@ -203,6 +217,12 @@ def parse_header(
             f"header lists {objects} entries, above the limit of {MAX_TENSORS} tensors a "
             "shard (corrupt, or not a safetensors file)"
         )
+    values = raw.count(b",")
+    if values > MAX_VALUES:
+        raise HeaderError(
+            f"header lists {values} values, above the limit of {MAX_VALUES} ({MAX_TENSORS} "
+            "tensors a shard; corrupt, or not a safetensors file)"
+        )
     try:
         entries = _ENTRIES.decode(raw)
     except msgspec.ValidationError:
@@ -221,7 +241,13 @@ def parse_header(
     metadata: dict[str, str] = {}
     if entries.pop("__metadata__", None) is not None:
         try:
-            metadata = _METADATA.decode(raw).metadata or {}
+            kept = _METADATA.decode(raw).metadata
+            if bytes(kept).count(b",") >= MAX_METADATA_VALUES:
+                raise HeaderError(
+                    f"__metadata__ lists more than {MAX_METADATA_VALUES} values "
+                    "(corrupt, or not a safetensors file)"
+                )
+            metadata = _METADATA_MAP.decode(kept) or {}
         except msgspec.ValidationError:
             raise HeaderError("__metadata__ must map strings to strings") from None
         except UnicodeDecodeError as exc:  # a value that is not UTF-8 (entries skip it)

@@ -48,7 +48,8 @@ _EMBEDDING_SUFFIXES = (
     "word_embeddings.weight",
     "backbone.embeddings.weight",  # Nemotron-H, Mamba
 )
-_SHARD_NAME = re.compile(r"^[^/\\]+\.safetensors$")
+# No separator, no control character (a NUL made the open a ValueError, exit 4: issue 32).
+_SHARD_NAME = re.compile(r"^[^/\\\x00-\x1f]+\.safetensors$")
 
 
 class ModelDirError(Exception):
