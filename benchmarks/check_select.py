@@ -28,11 +28,11 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from interleaved import _once as timed_run  # this folder, run as a script
 
 PREFLIGHT = "link,bar1,module,collective,memory"
 BASE = [sys.executable, "-m", "blackwell_doctor", "check", "--format", "json"]
@@ -47,19 +47,12 @@ OK = {0, 1, 3}  # findings and --strict; usage (2) and internal (4) errors stop 
 
 
 def once(argv: list[str]) -> tuple[float, float, bytes]:
-    """(wall seconds, CPU seconds of it and its children, standard output)."""
+    """(wall seconds, CPU seconds of it and its children, standard output): interleaved.py's
+    timed run, its output kept."""
     with tempfile.TemporaryFile() as sink:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.PIPE)
-        assert proc.stderr is not None
-        err = proc.stderr.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        if code not in OK or b"Traceback (most recent call last)" in err:
-            sys.exit(f"{shlex.join(argv)} exited {code}: {err.decode(errors='replace')[-800:]}")
+        wall, cpu = timed_run(argv, OK, sink)
         sink.seek(0)
-        return wall, usage.ru_utime + usage.ru_stime, sink.read()
+        return wall, cpu, sink.read()
 
 
 def collected(out: bytes) -> tuple[str, dict[str, str]]:
