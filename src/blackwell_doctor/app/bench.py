@@ -1095,12 +1095,15 @@ async def connect(
     endpoint = parse_url(config.url)
     state.started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     state.seed = config.seed
-    # Idle pooled connections are dropped after 3 s, before the server closes them: vLLM's
-    # uvicorn keeps an idle connection 5 s (VLLM_HTTP_TIMEOUT_KEEP_ALIVE), and a POST on a
-    # connection the server has just closed fails ("Can not write request body") instead of
-    # being measured.
+    # A connection per request, as `vllm bench serve` opens a session per request: a POST on
+    # a pooled connection the server has just closed fails instead of being measured. Idle
+    # ones dropped after 3 s (vLLM's uvicorn keeps one 5 s) still met it: beside two busy
+    # loops (issue 32's loaded CI), 5 of 64 requests to the one-sequence server, each sent
+    # the moment another ended on its connection, got "Server disconnected". Opening one
+    # costs a loopback handshake (~0.1 ms); over a network, one round trip in TTFT, as vLLM's
+    # own benchmark counts it.
     connector = aiohttp.TCPConnector(
-        limit=width, limit_per_host=width, ttl_dns_cache=300, keepalive_timeout=3.0
+        limit=width, limit_per_host=width, ttl_dns_cache=300, force_close=True
     )
     async with aiohttp.ClientSession(
         connector=connector,
