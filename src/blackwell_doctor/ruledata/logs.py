@@ -13,7 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from blackwell_doctor.facts import regexcache
-from blackwell_doctor.ruledata import dismissal
+from blackwell_doctor.ruledata import dismissal, records
 from blackwell_doctor.ruledata.checkdata import (
     CatalogueError,
     convert,
@@ -101,7 +101,9 @@ class Catalogue:
 
     ``literals[i]`` is a distinct byte string; ``owners[i]`` lists what it belongs to:
     ``("sig", index)`` into :attr:`signatures`, ``("marker", index)`` into :attr:`markers`,
-    or ``("dismissal", 0)``: a word of prose dismissal (:mod:`blackwell_doctor.ruledata.dismissal`).
+    ``("dismissal", 0)``: a word of prose dismissal (:mod:`blackwell_doctor.ruledata.dismissal`),
+    ``("frame", 0)``: a traceback frame, or ``("record", 0)``: a text every error-level record
+    of the log grammars holds (:mod:`blackwell_doctor.ruledata.records`).
     """
 
     def __init__(
@@ -116,8 +118,12 @@ class Catalogue:
         self.markers = markers
         self.inputs = {p.id: p for p in inputs or []}
         self.by_id = {s.id: s for s in signatures}
-        # The generic detector's signatures (indexes into signatures), in catalogue order.
+        # The generic detector's signatures (indexes into signatures), in catalogue order,
+        # and the first of each rule: where a line the grammar table classifies is counted.
         self.generic = [n for n, s in enumerate(signatures) if s.rule in GENERIC_RULES]
+        self.generic_by_rule: dict[str, int] = {}
+        for n in self.generic:
+            self.generic_by_rule.setdefault(str(signatures[n].rule), n)
         # A signature's patterns are compiled when a line first needs them (a scan meets a
         # few signatures; compiling all 29 cost ~10 ms of every scan-logs), or all here
         # with ``compile_all`` (a catalogue being validated: a bad one is refused at once).
@@ -139,6 +145,9 @@ class Catalogue:
         numbered += [("dismissal", 0, list(dismissal.LITERALS))]
         # Python traceback frames: the generic detector quotes the last one above an error.
         numbered += [("frame", 0, ['File "'])]
+        # Error-level records and fatal forms of every log grammar (ruledata/records.py):
+        # judged by the generic detector like its signatures' own literals.
+        numbered += [("record", 0, list(records.LITERALS))]
         for kind, n, texts in numbered:
             for text in texts:
                 key = text.encode("utf-8")

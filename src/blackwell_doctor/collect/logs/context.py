@@ -59,15 +59,10 @@ whichever tool reads it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from blackwell_doctor.facts import regexcache
-from blackwell_doctor.facts.document import LogFinding
-from blackwell_doctor.ruledata import dismissal
+from blackwell_doctor.ruledata import dismissal, records
 from blackwell_doctor.ruledata.logs import Catalogue
-
-if TYPE_CHECKING:
-    from blackwell_doctor.collect.logs.matcher import SourceScanner
 
 AUTOTUNER_SKIPPED = "autotuner.tactic_skipped"
 AUTOTUNER_WRAPPER = "[Autotuner]: Skipping tactic"
@@ -83,22 +78,13 @@ HEAD_BYTES = 256
 # A dismissal line retracts what was found at most this many lines above it.
 PROSE_LOOKBACK_LINES = 8
 
-_LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 # Per-line transport prefixes that do not start a record by themselves: docker compose
-# ("vllm-1  | ") and vLLM's per-process prefix, which it writes on every line a worker prints
-# (the backtrace lines under a Skipping record carry it too).
-_TRANSPORT = regexcache.lazy(r"(?:[\w.-]+ +\| )?(?:\([\w.-]+ pid=\d+\) ?)?")
-_RECORD = regexcache.lazy(
-    r"(?:"
-    rf"{_LEVEL}\s+\d\d-\d\d \d\d:\d\d:\d\d"  # vLLM: INFO 06-01 21:52:09
-    rf"|{_LEVEL}:"  # logging.basicConfig, uvicorn: WARNING:root:..., INFO:     ...
-    r"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S*\s+-\s+(?:[\w.]+\s+-\s+)?"
-    rf"{_LEVEL}\s+-"  # Python logging: 2025-11-11 06:41:27,319 - WARNING - ...
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*\s"  # docker --timestamps, journald short-iso
-    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ \S+?:\s"  # journald / syslog short
-    r"|\[\s*\d+\.\d+\]\s"  # dmesg
-    r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d"  # [2025-11-11 06:41:27] ...
-    r")"
+# ("vllm-1  | "), kubectl logs --prefix ("[pod/name/container] ") and vLLM's per-process
+# prefix, which it writes on every line a worker prints (the backtrace lines under a
+# Skipping record carry it too). Record prefixes: the grammar table of
+# :mod:`blackwell_doctor.ruledata.records`.
+_TRANSPORT = regexcache.lazy(
+    r"(?:[\w.-]+ +\| )?(?:\[pod/[^\]/\s]+/[^\]\s]+\] )?(?:\([\w.-]+ pid=\d+\) ?)?"
 )
 
 
@@ -114,7 +100,7 @@ def continues(head: str, key: str) -> bool:
     prefix = transport(head)
     if prefix.strip() != key.strip():
         return False
-    return _RECORD().match(head, len(prefix)) is None
+    return records.prefix_at(head, len(prefix)) is None
 
 
 # Marks that open a quotation in prose, just before the quoted message: a Markdown code span,
@@ -133,7 +119,7 @@ _LOWER_WORD = regexcache.lazy(r"\b[a-z]{2,}\b")
 def is_record(head: str) -> bool:
     """Whether a line (its :func:`line_head`) starts with a log-record prefix after its
     transport prefix."""
-    return _RECORD().match(head, len(transport(head))) is not None
+    return records.prefix_at(head, len(transport(head))) is not None
 
 
 def is_prose(text: str, anchor: str) -> bool:
@@ -214,32 +200,16 @@ _ERROR_REPORT = regexcache.lazy(
     r"|[\^~]+\s*$"
     r"|\d+\s+0x[0-9a-fA-F]+|#\d+\s|frame #\d+:|Exception raised from |goroutine \d+ \["
 )
-_RANK = regexcache.lazy(r"\[rank\d+\]: ?")
-# What may follow a record prefix before its message: vLLM's " [file.py:N]" (older: " file.py:N]").
-_FILEINFO = regexcache.lazy(r" ?(?:\[[\w.-]+:\d+\]|[\w.-]+:\d+\])")
 
 
 def _message_at(text: str) -> int:
-    """Where a line's message starts: after its transport, torch's ``[rankN]:``, and up to
-    two record prefixes (a docker or journald timestamp around a runtime's own prefix),
-    with the one space that separates each from the message (uvicorn's padding)."""
-    at = 0
-    for _ in range(2):
-        at += len(transport(text[at:]))
-        rank = _RANK().match(text, at)
-        if rank is not None:
-            at = rank.end()
-        record = _RECORD().match(text, at)
-        if record is None:
-            break
-        at = record.end()
-        info = _FILEINFO().match(text, at)
-        if info is not None:
-            at = info.end()
-        if record.group().endswith(":"):  # uvicorn pads "INFO:" with spaces to 10 columns
-            at = len(text) - len(text[at:].lstrip(" "))
-        elif text.startswith(" ", at) and not record.group().endswith(" "):
-            at += 1
+    """Where a line's message starts: after its transports, envelopes and record prefix
+    (:func:`blackwell_doctor.ruledata.records.parse`), and the spaces that separate it from
+    the padding uvicorn puts after "INFO:" (to 10 columns)."""
+    record = records.parse(text)
+    at = record.message_at
+    if record.grammar is not None and record.grammar.name == "python-basic":
+        return len(text) - len(text[at:].lstrip(" "))
     return at
 
 
@@ -253,18 +223,11 @@ def continues_error(text: str) -> bool:
 
 
 def is_error_line(catalogue: Catalogue, text: str) -> bool:
-    """Whether a line (cleaned) is an error line for the log-end rule: one of the generic
-    detector's regexes (rules unrecognised-fatal, unrecognised-error) matches it, but not
-    only as NCCL's ``WARN`` record (a warning level: a log cut after one is a cut log)."""
-    for n in catalogue.generic:
-        regex = catalogue.regex[n]
-        match = regex.search(text) if regex is not None else None
-        if match is None:
-            continue
-        if catalogue.signatures[n].rule == "unrecognised-error" and match.group().endswith("WARN "):
-            continue
-        return True
-    return False
+    """Whether a line (cleaned) is an error line for the log-end rule: an error-level record
+    or a fatal form (:func:`blackwell_doctor.ruledata.records.classify`), not NCCL's
+    ``WARN`` record (a warning level: a log cut after one is a cut log)."""
+    del catalogue  # the grammar table decides, not the generic signatures' literals
+    return records.classify(text) in ("fatal", "error")
 
 
 def error_tail(
@@ -289,26 +252,3 @@ def error_tail(
             continue
         break
     return (first, last, count, text_first) if count else None
-
-
-def findings(scanner: SourceScanner) -> list[LogFinding]:
-    """What one source showed once it has been read to the end: each signature's
-    occurrences per context (a summary signature's count is the sum of its N). Their
-    severity, whether a marker makes them info and whether their context makes them no
-    finding, is the rules' (:mod:`blackwell_doctor.rules.logs`)."""
-    out: list[LogFinding] = []
-    signatures = scanner.catalogue.signatures
-    for (n, seen), occ in sorted(scanner.occurrences.items(), key=lambda kv: kv[1].first_line):
-        sig = signatures[n]
-        out.append(
-            LogFinding(
-                signature=sig.id,
-                path=scanner.name,
-                line=occ.first_line,
-                last_line=occ.last_line,
-                count=occ.n_sum if sig.rule == "autotuner-summary" else occ.count,
-                excerpt=f"{occ.excerpt} | last frame: {occ.frame}" if occ.frame else occ.excerpt,
-                context=list(seen),
-            )
-        )
-    return out

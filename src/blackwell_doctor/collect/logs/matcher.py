@@ -60,6 +60,7 @@ from blackwell_doctor.collect.logs import context
 from blackwell_doctor.facts import regexcache
 from blackwell_doctor.facts.document import LogFinding
 from blackwell_doctor.facts.redact import redact_text
+from blackwell_doctor.ruledata import records
 from blackwell_doctor.ruledata.logs import GENERIC_RULES, Catalogue
 
 # What the sources read and decompress at a time: the size the CPU cache sets (above).
@@ -263,6 +264,8 @@ class SourceScanner:
         # The last bytes fed (at most context.TAIL_BYTES once trimmed): the log-end rule's
         # lines.
         self._tail = bytearray()
+        # The line the grammar table last classified for the generic detector, its class.
+        self._classified: tuple[int, str, str | None] = (0, "", None)
         self._engine, self._finder = _finder(tuple(catalogue.literals), engine)
 
     def feed(self, data: bytes) -> None:
@@ -322,7 +325,31 @@ class SourceScanner:
             self.lines += 1
             self._carry.clear()
         self._commit()
-        return context.findings(self) + self._log_end()
+        return self._findings() + self._log_end()
+
+    def _findings(self) -> list[LogFinding]:
+        """What this source showed once it has been read to the end: each signature's
+        occurrences per context (a summary signature's count is the sum of its N). Their
+        severity, whether a marker makes them info and whether their context makes them no
+        finding, is the rules' (:mod:`blackwell_doctor.rules.logs`)."""
+        out: list[LogFinding] = []
+        signatures = self.catalogue.signatures
+        for (n, seen), occ in sorted(self.occurrences.items(), key=lambda kv: kv[1].first_line):
+            sig = signatures[n]
+            out.append(
+                LogFinding(
+                    signature=sig.id,
+                    path=self.name,
+                    line=occ.first_line,
+                    last_line=occ.last_line,
+                    count=occ.n_sum if sig.rule == "autotuner-summary" else occ.count,
+                    excerpt=f"{occ.excerpt} | last frame: {occ.frame}"
+                    if occ.frame
+                    else occ.excerpt,
+                    context=list(seen),
+                )
+            )
+        return out
 
     def _log_end(self) -> list[LogFinding]:
         """The log-end rule (context.py): the error run the source ends with, as the
@@ -427,6 +454,9 @@ class SourceScanner:
                 if frame:
                     self._last_frame = (line, frame)
                 continue
+            if kind == "record" or (kind == "sig" and cat.signatures[n].rule in GENERIC_RULES):
+                self._generic(text, line, cat.literals[lit].decode("utf-8", "replace"))
+                continue
             if kind == "dismissal":
                 if context.dismisses_above(text):
                     floor_line = line - context.PROSE_LOOKBACK_LINES
@@ -437,10 +467,26 @@ class SourceScanner:
             if cat.signatures[n].id == context.AUTOTUNER_SKIPPED:
                 at_line_start = start > floor or (start == lo and not self._mid_line)
                 self._open_run(buf, start if at_line_start else -1, pos, hi, line)
-            frame = ""
-            if cat.signatures[n].rule in GENERIC_RULES:
-                frame = context.frame_above(self._last_frame, line, text)
-            self._signature(n, text, line, cat.literals[lit].decode("utf-8", "replace"), frame)
+            self._signature(n, text, line, cat.literals[lit].decode("utf-8", "replace"))
+
+    def _generic(self, text: str, line: int, anchor: str) -> None:
+        """A generic literal's hit: the grammar table classifies the line (once per line and
+        text), and a fatal line counts under the rule unrecognised-fatal signature, an
+        error-level record (NCCL's WARN too) under the unrecognised-error one."""
+        seen_line, seen_text, cls = self._classified
+        if seen_line != line or seen_text != text:
+            cls = records.classify(text)
+            self._classified = (line, text, cls)
+        elif cls is not None:
+            return  # counted for this line already
+        if cls is None:
+            return
+        rule = "unrecognised-fatal" if cls == "fatal" else "unrecognised-error"
+        n = self.catalogue.generic_by_rule.get(rule)
+        if n is None:
+            return
+        frame = context.frame_above(self._last_frame, line, text)
+        self._signature(n, text, line, anchor, frame)
 
     # ------------------------------------------------- autotuner records (context.py)
 
