@@ -20,6 +20,7 @@ from blackwell_doctor.ruledata.checkdata import (
     read_shipped,
     shipped_source,
 )
+from blackwell_doctor.ruledata.vocabulary import Term, load_vocabulary
 
 CATALOGUE_FILE = "log_signatures.toml"
 
@@ -113,6 +114,7 @@ class Catalogue:
         inputs: list[InputProblem] | None = None,
         *,
         compile_all: bool = True,
+        terms: list[Term] | None = None,
     ) -> None:
         self.signatures = signatures
         self.markers = markers
@@ -148,6 +150,9 @@ class Catalogue:
         # Error-level records and fatal forms of every log grammar (ruledata/records.py):
         # judged by the generic detector like its signatures' own literals.
         numbered += [("record", 0, list(records.LITERALS))]
+        # The error vocabulary (checks/log_vocabulary.toml): counted wherever it stands.
+        self.terms = list(terms or [])
+        numbered += [("term", k, [t.text]) for k, t in enumerate(self.terms)]
         for kind, n, texts in numbered:
             for text in texts:
                 key = text.encode("utf-8")
@@ -198,7 +203,11 @@ def _compile(sig_id: str, field: str, pattern: str | None) -> re.Pattern[str] | 
 
 
 def parse_catalogue(
-    raw: dict[str, Any], *, name: str = CATALOGUE_FILE, compile_all: bool = True
+    raw: dict[str, Any],
+    *,
+    name: str = CATALOGUE_FILE,
+    compile_all: bool = True,
+    terms: list[Term] | None = None,
 ) -> Catalogue:
     """Validate a decoded TOML document (also used by tests on broken documents);
     ``compile_all=False`` leaves the signatures' patterns to their first use."""
@@ -233,11 +242,12 @@ def parse_catalogue(
     for problem in data.input:
         if not re.fullmatch(_ID, problem.id):
             raise CatalogueError(f"checks/{name}: {problem.id!r}: id is not area.name (lowercase)")
-    return Catalogue(data.signature, data.marker, data.input, compile_all=compile_all)
+    return Catalogue(data.signature, data.marker, data.input, compile_all=compile_all, terms=terms)
 
 
 @functools.cache
 def load_catalogue() -> Catalogue:
     # The shipped patterns are compiled by the test suite (tests/test_logs_catalogue.py);
     # a run compiles those it meets.
-    return parse_catalogue(read_shipped(CATALOGUE_FILE), compile_all=False)
+    terms = load_vocabulary().terms
+    return parse_catalogue(read_shipped(CATALOGUE_FILE), compile_all=False, terms=terms)

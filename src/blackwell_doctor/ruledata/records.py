@@ -209,8 +209,9 @@ FATAL_FORMS = (
     # bash/zsh strsignal() of the signal that ended a child: "Segmentation fault (core dumped)",
     # "Aborted", "Killed", "Bus error", "Illegal instruction", "Floating point exception"
     r"Segmentation fault",
+    # (at a line's end, or padded before the command in bash's job report)
     r"(?:Aborted|Killed|Bus error|Illegal instruction|Floating point exception"
-    r"|Trace/breakpoint trap)(?: \(core dumped\))?\s*$",
+    r"|Trace/breakpoint trap)(?: \(core dumped\))?(?:\s*$|\s{2,}\S)",
     r"\*\*\* SIG(?:SEGV|ABRT|BUS|FPE|ILL)",  # absl/glog failure signal handler "*** SIGSEGV"
     r"panic: |fatal error: ",  # Go runtime/panic.go printpanics "panic: ", throw "fatal error: "
     r"thread '[^']*' panicked at ",  # Rust std panicking.rs default hook
@@ -247,6 +248,7 @@ LITERALS: tuple[str, ...] = (
     "level=crit", "level=CRIT", "level=\"err", "level=\"fatal", "lvl=eror", "lvl=crit",
     '"error"', '"fatal"', '"Fatal"', '"panic"', '"dpanic"', '"critical"', '"Critical"', '"crit"',
     '"err"', '"emerg"', '"alert"', "Error",
+    '"PRIORITY":"0"', '"PRIORITY":"1"', '"PRIORITY":"2"', '"PRIORITY":"3"',
     # glog/absl E and F records: the severity letter and the month (or the year, glog 0.7)
     "E0", "E1", "E2", "F0", "F1", "F2",
     "panicked at", "fatal error: ", "what():", "signal", "exit code", "Bus error",

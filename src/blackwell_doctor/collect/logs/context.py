@@ -122,19 +122,26 @@ def is_record(head: str) -> bool:
     return records.prefix_at(head, len(transport(head))) is not None
 
 
-def is_prose(text: str, anchor: str) -> bool:
+def is_prose(text: str, anchor: str, *, lead_words: bool = True) -> bool:
     """Whether a line is a person's prose about a message rather than the message: no log
     record prefix, and the message quoted in it (code span, typographic or emphasised
-    quotes) or dismissed by it ("can be safely ignored", "is expected", ...)."""
+    quotes) or dismissed by it ("can be safely ignored", "is expected", ...), or, with
+    ``lead_words``, led by plain words ("As the log says, ..."). A vocabulary term passes
+    ``lead_words=False``: programs print an enum name after words of their own ("cuDNN
+    returned CUDNN_STATUS_NOT_SUPPORTED"), so only quotes and dismissals make it prose."""
     if is_record(text):
         return False
     at = text.find(anchor) if anchor else -1
+    # Text glued to the message ("...ParisCUDA error: ...") is a program's output run
+    # together with it (model output, a missing newline), never a person's words about it.
+    if at > 0 and text[at - 1].isalnum():
+        return dismissal.DISMISSAL.search(text) is not None
     if at != -1:
         before = text[:at].rstrip()
         if before.endswith(_QUOTE_OPEN):
             return True
         lead = before[len(transport(before)) :]
-        if _PROSE_LEAD().fullmatch(lead) and _LOWER_WORD().search(lead):
+        if lead_words and _PROSE_LEAD().fullmatch(lead) and _LOWER_WORD().search(lead):
             return True
     return dismissal.DISMISSAL.search(text) is not None
 
