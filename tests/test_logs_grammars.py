@@ -357,3 +357,24 @@ def _scan_lines(lines: list[str]) -> set[str]:
     scanner = SourceScanner(load_catalogue(), "t")
     scanner.feed(("\n".join(lines) + "\n").encode())
     return {f.signature for f in scanner.finish()} - {"runtime.log_ends_in_error"}
+
+
+def test_a_journal_entry_of_priority_err_is_an_error_record(tmp_path: Path) -> None:
+    # journalctl -o json / -o export (systemd.journal-fields(7) PRIORITY=, "3" is err):
+    # the level the journal keeps apart from MESSAGE reaches the grammar table as "<3>".
+    import json
+
+    def entry(priority: str, message: str) -> str:
+        keys = {"__CURSOR": "c", "__REALTIME_TIMESTAMP": "1", "_BOOT_ID": "b"}
+        return json.dumps({**keys, "PRIORITY": priority, "MESSAGE": message}) + "\n"
+
+    text = entry("6", "model loaded") + entry("3", "could not open the shard")
+    text += entry("6", "still going")
+    got = _judged(tmp_path, text)
+    assert got == {ERROR: ("warn", 2)}
+    export = (
+        "__CURSOR=c\n__REALTIME_TIMESTAMP=1\nPRIORITY=6\nMESSAGE=model loaded\n\n"
+        "__CURSOR=d\n__REALTIME_TIMESTAMP=2\nPRIORITY=3\nMESSAGE=could not open the shard\n\n"
+        "__CURSOR=e\n__REALTIME_TIMESTAMP=3\nPRIORITY=6\nMESSAGE=still going\n\n"
+    )
+    assert _judged(tmp_path, export) == {ERROR: ("warn", 2)}

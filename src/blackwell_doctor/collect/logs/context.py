@@ -16,10 +16,13 @@ whichever tool reads it.
   "Inside" means on the Skipping line itself, or on a *continuation line* of that record: a
   line with no log-record prefix of its own (traceback text, an indented line, the exception
   message carried on), written through the same per-line transport (vLLM's ``(Worker_TP0
-  pid=N)`` or docker compose's ``service  |``), at most :data:`AUTOTUNER_CONTINUATION_LINES`
+  pid=N)``, docker compose's ``service  |`` or ``kubectl logs --prefix``'s
+  ``[pod/name/container]``), at most :data:`AUTOTUNER_CONTINUATION_LINES`
   lines after it, with only continuation lines between. A line with its own record prefix
-  (vLLM ``LEVEL mm-dd hh:mm:ss``, Python logging ``... - LEVEL -``, ``LEVEL:``, journald,
-  docker or syslog timestamps, dmesg) starts a new record and is never wrapped: the real run
+  (the grammar table of :mod:`blackwell_doctor.ruledata.records`: vLLM, Python logging,
+  glog, tracing, logfmt, JSON, syslog ``<N>``, ...; journald, docker or syslog timestamps,
+  dmesg; not TensorRT-LLM's, NCCL's or a bracketed tag, which a runtime also prints inside
+  the record above) starts a new record and is never wrapped: the real run
   failing right after tuning, ``(EngineCore pid=282) ERROR 06-01 21:52:10 [core.py:700]
   RuntimeError: ... Failed to initialize cutlass TMA WS grouped gemm``, is ``fail``.
   Anywhere else it is ``fail``.
@@ -44,8 +47,9 @@ whichever tool reads it.
 - ``log-end``: a log whose last records are an error (the process died there, or the log was
   cut there): walking back from the end over blank lines, the lines of an error report (an
   indented line, a traceback's own lines, a C++ backtrace frame: :func:`continues_error`)
-  and error lines (an ERROR/CRITICAL-level record or a fatal form, as the generic
-  detector's regexes read them; not NCCL's ``WARN``, a warning level), until the first other
+  and error lines (an error-level record or a fatal form, as the grammar table reads
+  them: :func:`blackwell_doctor.ruledata.records.classify`; not NCCL's ``WARN``, a warning
+  level; or a line holding a vocabulary term, checks/log_vocabulary.toml), until the first other
   line: a record that shows the program went on. When that run holds an error line, the
   scanner records ``runtime.log_ends_in_error`` (its first and last error line), and the
   rules judge every finding seen last inside that run as ``fail``: an error the engine
