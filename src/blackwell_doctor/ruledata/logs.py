@@ -13,13 +13,14 @@ from typing import Any, Literal
 import msgspec
 
 from blackwell_doctor.facts import regexcache
-from blackwell_doctor.ruledata import dismissal
+from blackwell_doctor.ruledata import dismissal, records
 from blackwell_doctor.ruledata.checkdata import (
     CatalogueError,
     convert,
     read_shipped,
     shipped_source,
 )
+from blackwell_doctor.ruledata.vocabulary import Term, load_vocabulary
 
 CATALOGUE_FILE = "log_signatures.toml"
 
@@ -101,7 +102,9 @@ class Catalogue:
 
     ``literals[i]`` is a distinct byte string; ``owners[i]`` lists what it belongs to:
     ``("sig", index)`` into :attr:`signatures`, ``("marker", index)`` into :attr:`markers`,
-    or ``("dismissal", 0)``: a word of prose dismissal (:mod:`blackwell_doctor.ruledata.dismissal`).
+    ``("dismissal", 0)``: a word of prose dismissal (:mod:`blackwell_doctor.ruledata.dismissal`),
+    ``("frame", 0)``: a traceback frame, or ``("record", 0)``: a text every error-level record
+    of the log grammars holds (:mod:`blackwell_doctor.ruledata.records`).
     """
 
     def __init__(
@@ -111,13 +114,18 @@ class Catalogue:
         inputs: list[InputProblem] | None = None,
         *,
         compile_all: bool = True,
+        terms: list[Term] | None = None,
     ) -> None:
         self.signatures = signatures
         self.markers = markers
         self.inputs = {p.id: p for p in inputs or []}
         self.by_id = {s.id: s for s in signatures}
-        # The generic detector's signatures (indexes into signatures), in catalogue order.
+        # The generic detector's signatures (indexes into signatures), in catalogue order,
+        # and the first of each rule: where a line the grammar table classifies is counted.
         self.generic = [n for n, s in enumerate(signatures) if s.rule in GENERIC_RULES]
+        self.generic_by_rule: dict[str, int] = {}
+        for n in self.generic:
+            self.generic_by_rule.setdefault(str(signatures[n].rule), n)
         # A signature's patterns are compiled when a line first needs them (a scan meets a
         # few signatures; compiling all 29 cost ~10 ms of every scan-logs), or all here
         # with ``compile_all`` (a catalogue being validated: a bad one is refused at once).
@@ -139,6 +147,12 @@ class Catalogue:
         numbered += [("dismissal", 0, list(dismissal.LITERALS))]
         # Python traceback frames: the generic detector quotes the last one above an error.
         numbered += [("frame", 0, ['File "'])]
+        # Error-level records and fatal forms of every log grammar (ruledata/records.py):
+        # judged by the generic detector like its signatures' own literals.
+        numbered += [("record", 0, list(records.LITERALS))]
+        # The error vocabulary (checks/log_vocabulary.toml): counted wherever it stands.
+        self.terms = list(terms or [])
+        numbered += [("term", k, [t.text]) for k, t in enumerate(self.terms)]
         for kind, n, texts in numbered:
             for text in texts:
                 key = text.encode("utf-8")
@@ -189,7 +203,11 @@ def _compile(sig_id: str, field: str, pattern: str | None) -> re.Pattern[str] | 
 
 
 def parse_catalogue(
-    raw: dict[str, Any], *, name: str = CATALOGUE_FILE, compile_all: bool = True
+    raw: dict[str, Any],
+    *,
+    name: str = CATALOGUE_FILE,
+    compile_all: bool = True,
+    terms: list[Term] | None = None,
 ) -> Catalogue:
     """Validate a decoded TOML document (also used by tests on broken documents);
     ``compile_all=False`` leaves the signatures' patterns to their first use."""
@@ -224,11 +242,12 @@ def parse_catalogue(
     for problem in data.input:
         if not re.fullmatch(_ID, problem.id):
             raise CatalogueError(f"checks/{name}: {problem.id!r}: id is not area.name (lowercase)")
-    return Catalogue(data.signature, data.marker, data.input, compile_all=compile_all)
+    return Catalogue(data.signature, data.marker, data.input, compile_all=compile_all, terms=terms)
 
 
 @functools.cache
 def load_catalogue() -> Catalogue:
     # The shipped patterns are compiled by the test suite (tests/test_logs_catalogue.py);
     # a run compiles those it meets.
-    return parse_catalogue(read_shipped(CATALOGUE_FILE), compile_all=False)
+    terms = load_vocabulary().terms
+    return parse_catalogue(read_shipped(CATALOGUE_FILE), compile_all=False, terms=terms)

@@ -16,10 +16,13 @@ whichever tool reads it.
   "Inside" means on the Skipping line itself, or on a *continuation line* of that record: a
   line with no log-record prefix of its own (traceback text, an indented line, the exception
   message carried on), written through the same per-line transport (vLLM's ``(Worker_TP0
-  pid=N)`` or docker compose's ``service  |``), at most :data:`AUTOTUNER_CONTINUATION_LINES`
+  pid=N)``, docker compose's ``service  |`` or ``kubectl logs --prefix``'s
+  ``[pod/name/container]``), at most :data:`AUTOTUNER_CONTINUATION_LINES`
   lines after it, with only continuation lines between. A line with its own record prefix
-  (vLLM ``LEVEL mm-dd hh:mm:ss``, Python logging ``... - LEVEL -``, ``LEVEL:``, journald,
-  docker or syslog timestamps, dmesg) starts a new record and is never wrapped: the real run
+  (the grammar table of :mod:`blackwell_doctor.ruledata.records`: vLLM, Python logging,
+  glog, tracing, logfmt, JSON, syslog ``<N>``, ...; journald, docker or syslog timestamps,
+  dmesg; not TensorRT-LLM's, NCCL's or a bracketed tag, which a runtime also prints inside
+  the record above) starts a new record and is never wrapped: the real run
   failing right after tuning, ``(EngineCore pid=282) ERROR 06-01 21:52:10 [core.py:700]
   RuntimeError: ... Failed to initialize cutlass TMA WS grouped gemm``, is ``fail``.
   Anywhere else it is ``fail``.
@@ -44,8 +47,9 @@ whichever tool reads it.
 - ``log-end``: a log whose last records are an error (the process died there, or the log was
   cut there): walking back from the end over blank lines, the lines of an error report (an
   indented line, a traceback's own lines, a C++ backtrace frame: :func:`continues_error`)
-  and error lines (an ERROR/CRITICAL-level record or a fatal form, as the generic
-  detector's regexes read them; not NCCL's ``WARN``, a warning level), until the first other
+  and error lines (an error-level record or a fatal form, as the grammar table reads
+  them: :func:`blackwell_doctor.ruledata.records.classify`; not NCCL's ``WARN``, a warning
+  level; or a line holding a vocabulary term, checks/log_vocabulary.toml), until the first other
   line: a record that shows the program went on. When that run holds an error line, the
   scanner records ``runtime.log_ends_in_error`` (its first and last error line), and the
   rules judge every finding seen last inside that run as ``fail``: an error the engine
@@ -59,15 +63,10 @@ whichever tool reads it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from blackwell_doctor.facts import regexcache
-from blackwell_doctor.facts.document import LogFinding
-from blackwell_doctor.ruledata import dismissal
+from blackwell_doctor.ruledata import dismissal, records
 from blackwell_doctor.ruledata.logs import Catalogue
-
-if TYPE_CHECKING:
-    from blackwell_doctor.collect.logs.matcher import SourceScanner
 
 AUTOTUNER_SKIPPED = "autotuner.tactic_skipped"
 AUTOTUNER_WRAPPER = "[Autotuner]: Skipping tactic"
@@ -83,22 +82,13 @@ HEAD_BYTES = 256
 # A dismissal line retracts what was found at most this many lines above it.
 PROSE_LOOKBACK_LINES = 8
 
-_LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 # Per-line transport prefixes that do not start a record by themselves: docker compose
-# ("vllm-1  | ") and vLLM's per-process prefix, which it writes on every line a worker prints
-# (the backtrace lines under a Skipping record carry it too).
-_TRANSPORT = regexcache.lazy(r"(?:[\w.-]+ +\| )?(?:\([\w.-]+ pid=\d+\) ?)?")
-_RECORD = regexcache.lazy(
-    r"(?:"
-    rf"{_LEVEL}\s+\d\d-\d\d \d\d:\d\d:\d\d"  # vLLM: INFO 06-01 21:52:09
-    rf"|{_LEVEL}:"  # logging.basicConfig, uvicorn: WARNING:root:..., INFO:     ...
-    r"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S*\s+-\s+(?:[\w.]+\s+-\s+)?"
-    rf"{_LEVEL}\s+-"  # Python logging: 2025-11-11 06:41:27,319 - WARNING - ...
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*\s"  # docker --timestamps, journald short-iso
-    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ \S+?:\s"  # journald / syslog short
-    r"|\[\s*\d+\.\d+\]\s"  # dmesg
-    r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d"  # [2025-11-11 06:41:27] ...
-    r")"
+# ("vllm-1  | "), kubectl logs --prefix ("[pod/name/container] ") and vLLM's per-process
+# prefix, which it writes on every line a worker prints (the backtrace lines under a
+# Skipping record carry it too). Record prefixes: the grammar table of
+# :mod:`blackwell_doctor.ruledata.records`.
+_TRANSPORT = regexcache.lazy(
+    r"(?:[\w.-]+ +\| )?(?:\[pod/[^\]/\s]+/[^\]\s]+\] )?(?:\([\w.-]+ pid=\d+\) ?)?"
 )
 
 
@@ -114,7 +104,7 @@ def continues(head: str, key: str) -> bool:
     prefix = transport(head)
     if prefix.strip() != key.strip():
         return False
-    return _RECORD().match(head, len(prefix)) is None
+    return records.prefix_at(head, len(prefix)) is None
 
 
 # Marks that open a quotation in prose, just before the quoted message: a Markdown code span,
@@ -133,22 +123,29 @@ _LOWER_WORD = regexcache.lazy(r"\b[a-z]{2,}\b")
 def is_record(head: str) -> bool:
     """Whether a line (its :func:`line_head`) starts with a log-record prefix after its
     transport prefix."""
-    return _RECORD().match(head, len(transport(head))) is not None
+    return records.prefix_at(head, len(transport(head))) is not None
 
 
-def is_prose(text: str, anchor: str) -> bool:
+def is_prose(text: str, anchor: str, *, lead_words: bool = True) -> bool:
     """Whether a line is a person's prose about a message rather than the message: no log
     record prefix, and the message quoted in it (code span, typographic or emphasised
-    quotes) or dismissed by it ("can be safely ignored", "is expected", ...)."""
+    quotes) or dismissed by it ("can be safely ignored", "is expected", ...), or, with
+    ``lead_words``, led by plain words ("As the log says, ..."). A vocabulary term passes
+    ``lead_words=False``: programs print an enum name after words of their own ("cuDNN
+    returned CUDNN_STATUS_NOT_SUPPORTED"), so only quotes and dismissals make it prose."""
     if is_record(text):
         return False
     at = text.find(anchor) if anchor else -1
+    # Text glued to the message ("...ParisCUDA error: ...") is a program's output run
+    # together with it (model output, a missing newline), never a person's words about it.
+    if at > 0 and text[at - 1].isalnum():
+        return dismissal.DISMISSAL.search(text) is not None
     if at != -1:
         before = text[:at].rstrip()
         if before.endswith(_QUOTE_OPEN):
             return True
         lead = before[len(transport(before)) :]
-        if _PROSE_LEAD().fullmatch(lead) and _LOWER_WORD().search(lead):
+        if lead_words and _PROSE_LEAD().fullmatch(lead) and _LOWER_WORD().search(lead):
             return True
     return dismissal.DISMISSAL.search(text) is not None
 
@@ -214,32 +211,16 @@ _ERROR_REPORT = regexcache.lazy(
     r"|[\^~]+\s*$"
     r"|\d+\s+0x[0-9a-fA-F]+|#\d+\s|frame #\d+:|Exception raised from |goroutine \d+ \["
 )
-_RANK = regexcache.lazy(r"\[rank\d+\]: ?")
-# What may follow a record prefix before its message: vLLM's " [file.py:N]" (older: " file.py:N]").
-_FILEINFO = regexcache.lazy(r" ?(?:\[[\w.-]+:\d+\]|[\w.-]+:\d+\])")
 
 
 def _message_at(text: str) -> int:
-    """Where a line's message starts: after its transport, torch's ``[rankN]:``, and up to
-    two record prefixes (a docker or journald timestamp around a runtime's own prefix),
-    with the one space that separates each from the message (uvicorn's padding)."""
-    at = 0
-    for _ in range(2):
-        at += len(transport(text[at:]))
-        rank = _RANK().match(text, at)
-        if rank is not None:
-            at = rank.end()
-        record = _RECORD().match(text, at)
-        if record is None:
-            break
-        at = record.end()
-        info = _FILEINFO().match(text, at)
-        if info is not None:
-            at = info.end()
-        if record.group().endswith(":"):  # uvicorn pads "INFO:" with spaces to 10 columns
-            at = len(text) - len(text[at:].lstrip(" "))
-        elif text.startswith(" ", at) and not record.group().endswith(" "):
-            at += 1
+    """Where a line's message starts: after its transports, envelopes and record prefix
+    (:func:`blackwell_doctor.ruledata.records.parse`), and the spaces that separate it from
+    the padding uvicorn puts after "INFO:" (to 10 columns)."""
+    record = records.parse(text)
+    at = record.message_at
+    if record.grammar is not None and record.grammar.name == "python-basic":
+        return len(text) - len(text[at:].lstrip(" "))
     return at
 
 
@@ -253,18 +234,11 @@ def continues_error(text: str) -> bool:
 
 
 def is_error_line(catalogue: Catalogue, text: str) -> bool:
-    """Whether a line (cleaned) is an error line for the log-end rule: one of the generic
-    detector's regexes (rules unrecognised-fatal, unrecognised-error) matches it, but not
-    only as NCCL's ``WARN`` record (a warning level: a log cut after one is a cut log)."""
-    for n in catalogue.generic:
-        regex = catalogue.regex[n]
-        match = regex.search(text) if regex is not None else None
-        if match is None:
-            continue
-        if catalogue.signatures[n].rule == "unrecognised-error" and match.group().endswith("WARN "):
-            continue
-        return True
-    return False
+    """Whether a line (cleaned) is an error line for the log-end rule: an error-level record
+    or a fatal form (:func:`blackwell_doctor.ruledata.records.classify`), not NCCL's
+    ``WARN`` record (a warning level: a log cut after one is a cut log)."""
+    del catalogue  # the grammar table decides, not the generic signatures' literals
+    return records.classify(text) in ("fatal", "error")
 
 
 def error_tail(
@@ -289,26 +263,3 @@ def error_tail(
             continue
         break
     return (first, last, count, text_first) if count else None
-
-
-def findings(scanner: SourceScanner) -> list[LogFinding]:
-    """What one source showed once it has been read to the end: each signature's
-    occurrences per context (a summary signature's count is the sum of its N). Their
-    severity, whether a marker makes them info and whether their context makes them no
-    finding, is the rules' (:mod:`blackwell_doctor.rules.logs`)."""
-    out: list[LogFinding] = []
-    signatures = scanner.catalogue.signatures
-    for (n, seen), occ in sorted(scanner.occurrences.items(), key=lambda kv: kv[1].first_line):
-        sig = signatures[n]
-        out.append(
-            LogFinding(
-                signature=sig.id,
-                path=scanner.name,
-                line=occ.first_line,
-                last_line=occ.last_line,
-                count=occ.n_sum if sig.rule == "autotuner-summary" else occ.count,
-                excerpt=f"{occ.excerpt} | last frame: {occ.frame}" if occ.frame else occ.excerpt,
-                context=list(seen),
-            )
-        )
-    return out

@@ -44,13 +44,15 @@ Where ``hyperscan`` is missing the scanner falls back to ``google-re2`` (one thr
 holds the GIL), then to the stdlib ``bytes.find`` loop: the same findings, slower (the
 end-to-end figures, ratio to ``grep -E -c -f``, are in ``benchmarks/scan_logs.py``'s
 output and in the pyproject comment). Hyperscan reports every literal, overlapping ones
-too; the RE2 alternation misses a literal that starts inside another literal's match at
-the same place (leftmost, non-overlapping): the catalogue's literals do not overlap that
-way, and each signature counts once per line anyway.
+too; the RE2 alternation finds one leftmost match at a time, so the RE2 engine takes a
+match only as the place where some literal starts, tries every literal of the same first
+two bytes there and searches again one byte on (the vocabulary's messages start with the
+catalogue's literals: "CUDA error: out of memory" and "CUDA error").
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable
@@ -60,6 +62,7 @@ from blackwell_doctor.collect.logs import context
 from blackwell_doctor.facts import regexcache
 from blackwell_doctor.facts.document import LogFinding
 from blackwell_doctor.facts.redact import redact_text
+from blackwell_doctor.ruledata import records
 from blackwell_doctor.ruledata.logs import GENERIC_RULES, Catalogue
 
 # What the sources read and decompress at a time: the size the CPU cache sets (above).
@@ -69,6 +72,8 @@ LONG_LINE_BYTES = 8 << 20
 # Bytes kept either side of a hit: enough for a vLLM prefix and the autotuner's wrapper.
 WINDOW_BYTES = 4096
 EXCERPT_CHARS = 400
+# A vocabulary term's label (term, family, meaning) before the excerpt, at most this long.
+NOTE_CHARS = 160
 
 _ANSI = regexcache.lazy(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = regexcache.lazy(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -113,11 +118,29 @@ def _re2_finder(literals: list[bytes]) -> Finder | None:
         import re2  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         return None
-    index = {lit: n for n, lit in enumerate(literals)}
+    # RE2 reports one leftmost match and resumes after it: a literal that starts where
+    # another matched ("CUDA error" and the vocabulary's "CUDA error: out of memory") or
+    # inside it ("Error" in "ncclRemoteError") would be lost. So the match only says where a
+    # literal starts; every literal is tried there (by its first two bytes), and the search
+    # resumes one byte on: every literal is reported, as Hyperscan and find report them.
+    by_head: dict[bytes, list[tuple[int, bytes]]] = {}
+    for n, lit in enumerate(literals):
+        by_head.setdefault(lit[:2], []).append((n, lit))
     pattern: Any = re2.compile(b"|".join(re.escape(lit) for lit in literals))
 
     def hits(buf: bytes, start: int, end: int) -> Hits:
-        return [(m.start(), index[m.group()]) for m in pattern.finditer(buf, start, end)]
+        out: Hits = []
+        pos = start
+        while True:
+            match = pattern.search(buf, pos, end)
+            if match is None:
+                return out
+            at = match.start()
+            # (a one-byte literal is filed under its one byte)
+            for n, lit in (*by_head.get(buf[at : at + 2], ()), *by_head.get(buf[at : at + 1], ())):
+                if at + len(lit) <= end and buf.startswith(lit, at):
+                    out.append((at, n))
+            pos = at + 1
 
     return hits
 
@@ -251,8 +274,10 @@ class SourceScanner:
         self._carry_searched = 0
         self._mid_line = False  # the region being scanned starts inside a line
         # Occurrences not yet counted: (signature, line, text, matched literal, regex match,
-        # context markers).
-        self._pending: list[tuple[int, int, str, str, re.Match[str] | None, tuple[str, ...]]] = []
+        # context markers, the vocabulary term's label or "").
+        self._pending: list[
+            tuple[int, int, str, str, re.Match[str] | None, tuple[str, ...], str]
+        ] = []
         # The line whose hits are being examined, and per literal where the window of its
         # last examined hit there stops (positions in the buffer scanned; _hit).
         self._hits_line = 0
@@ -263,6 +288,8 @@ class SourceScanner:
         # The last bytes fed (at most context.TAIL_BYTES once trimmed): the log-end rule's
         # lines.
         self._tail = bytearray()
+        # The line the grammar table last classified for the generic detector, its class.
+        self._classified: tuple[int, str, str | None] = (0, "", None)
         self._engine, self._finder = _finder(tuple(catalogue.literals), engine)
 
     def feed(self, data: bytes) -> None:
@@ -322,7 +349,31 @@ class SourceScanner:
             self.lines += 1
             self._carry.clear()
         self._commit()
-        return context.findings(self) + self._log_end()
+        return self._findings() + self._log_end()
+
+    def _findings(self) -> list[LogFinding]:
+        """What this source showed once it has been read to the end: each signature's
+        occurrences per context (a summary signature's count is the sum of its N). Their
+        severity, whether a marker makes them info and whether their context makes them no
+        finding, is the rules' (:mod:`blackwell_doctor.rules.logs`)."""
+        out: list[LogFinding] = []
+        signatures = self.catalogue.signatures
+        for (n, seen), occ in sorted(self.occurrences.items(), key=lambda kv: kv[1].first_line):
+            sig = signatures[n]
+            out.append(
+                LogFinding(
+                    signature=sig.id,
+                    path=self.name,
+                    line=occ.first_line,
+                    last_line=occ.last_line,
+                    count=occ.n_sum if sig.rule == "autotuner-summary" else occ.count,
+                    excerpt=f"{occ.excerpt} | last frame: {occ.frame}"
+                    if occ.frame
+                    else occ.excerpt,
+                    context=list(seen),
+                )
+            )
+        return out
 
     def _log_end(self) -> list[LogFinding]:
         """The log-end rule (context.py): the error run the source ends with, as the
@@ -338,9 +389,10 @@ class SourceScanner:
             pieces = pieces[1:]  # the first piece may be the end of a longer line
         last = self.lines
         lines = [(last - len(pieces) + 1 + k, line_head_full(p)) for k, p in enumerate(pieces)]
+        with_terms = self._term_lines(pieces)
         found = context.error_tail(
             lines,
-            lambda text: context.is_error_line(self.catalogue, text),
+            lambda text: text in with_terms or context.is_error_line(self.catalogue, text),
             lambda number: self.run_line < number <= self.run_last,
         )
         if found is None:
@@ -356,6 +408,27 @@ class SourceScanner:
                 excerpt=make_excerpt(text),
             )
         ]
+
+    def _term_lines(self, pieces: list[bytes]) -> set[str]:
+        """The lines among ``pieces`` (cleaned, stripped) that hold a vocabulary term that is
+        not quoted in prose: error lines for the log-end rule. One search over the pieces."""
+        cat = self.catalogue
+        if not cat.terms:
+            return set()
+        joined = b"\n".join(pieces)
+        starts = [0]
+        for p in pieces[:-1]:
+            starts.append(starts[-1] + len(p) + 1)
+        out: set[str] = set()
+        for pos, lit in self._finder(joined, 0, len(joined)):
+            owners = [n for kind, n in cat.owners[lit] if kind == "term"]
+            if not owners:
+                continue
+            k = bisect.bisect_right(starts, pos) - 1
+            text = clean_line(pieces[k])
+            if not context.is_prose(text, cat.terms[owners[0]].text, lead_words=False):
+                out.add(text)
+        return out
 
     # ---------------------------------------------------------------- internals
 
@@ -427,6 +500,12 @@ class SourceScanner:
                 if frame:
                     self._last_frame = (line, frame)
                 continue
+            if kind == "record" or (kind == "sig" and cat.signatures[n].rule in GENERIC_RULES):
+                self._generic(text, line, cat.literals[lit].decode("utf-8", "replace"))
+                continue
+            if kind == "term":
+                self._term(n, text, line)
+                continue
             if kind == "dismissal":
                 if context.dismisses_above(text):
                     floor_line = line - context.PROSE_LOOKBACK_LINES
@@ -437,10 +516,42 @@ class SourceScanner:
             if cat.signatures[n].id == context.AUTOTUNER_SKIPPED:
                 at_line_start = start > floor or (start == lo and not self._mid_line)
                 self._open_run(buf, start if at_line_start else -1, pos, hi, line)
-            frame = ""
-            if cat.signatures[n].rule in GENERIC_RULES:
-                frame = context.frame_above(self._last_frame, line, text)
-            self._signature(n, text, line, cat.literals[lit].decode("utf-8", "replace"), frame)
+            self._signature(n, text, line, cat.literals[lit].decode("utf-8", "replace"))
+
+    def _term(self, k: int, text: str, line: int) -> None:
+        """A vocabulary term's hit, wherever it stands in the line (glued to model output
+        too): counted under the generic fatal signature (a fatal term) or the generic
+        error one, its excerpt led by the term, its family and meaning."""
+        term = self.catalogue.terms[k]
+        rule = "unrecognised-fatal" if term.fatal else "unrecognised-error"
+        n = self.catalogue.generic_by_rule.get(rule)
+        if n is None:
+            return
+        if context.is_prose(text, term.text, lead_words=False):
+            return
+        frame = context.frame_above(self._last_frame, line, text)
+        self._signature(
+            n, text, line, term.text, frame, note=term.label()[:NOTE_CHARS], prose_checked=True
+        )
+
+    def _generic(self, text: str, line: int, anchor: str) -> None:
+        """A generic literal's hit: the grammar table classifies the line (once per line and
+        text), and a fatal line counts under the rule unrecognised-fatal signature, an
+        error-level record (NCCL's WARN too) under the unrecognised-error one."""
+        seen_line, seen_text, cls = self._classified
+        if seen_line != line or seen_text != text:
+            cls = records.classify(text)
+            self._classified = (line, text, cls)
+        elif cls is not None:
+            return  # counted for this line already
+        if cls is None:
+            return
+        rule = "unrecognised-fatal" if cls == "fatal" else "unrecognised-error"
+        n = self.catalogue.generic_by_rule.get(rule)
+        if n is None:
+            return
+        frame = context.frame_above(self._last_frame, line, text)
+        self._signature(n, text, line, anchor, frame)
 
     # ------------------------------------------------- autotuner records (context.py)
 
@@ -489,7 +600,17 @@ class SourceScanner:
                 return
             pos = nl + 1
 
-    def _signature(self, n: int, text: str, line: int, anchor: str = "", frame: str = "") -> None:
+    def _signature(
+        self,
+        n: int,
+        text: str,
+        line: int,
+        anchor: str = "",
+        frame: str = "",
+        note: str = "",
+        *,
+        prose_checked: bool = False,
+    ) -> None:
         cat = self.catalogue
         regex, unless = cat.regex[n], cat.unless[n]
         match = regex.search(text) if regex is not None else None
@@ -497,14 +618,14 @@ class SourceScanner:
             return
         if unless is not None and unless.search(text):
             return
-        if context.is_prose(text, anchor):
+        if not prose_checked and context.is_prose(text, anchor):
             return
         # Where the hit stands, not what that means: the rules decide (rules/logs.py).
         seen = context.hit_context(text, in_record=self.run_line < line <= self.run_last)
         if frame:
             self._frames[line] = frame
         # Counted once no dismissal can follow it any more (the prose rule's lookback).
-        self._pending.append((n, line, text, anchor, match, seen))
+        self._pending.append((n, line, text, anchor, match, seen, note))
         self._commit(line - context.PROSE_LOOKBACK_LINES)
 
     def _commit(self, before: int | None = None) -> None:
@@ -514,13 +635,13 @@ class SourceScanner:
         # A line a catalogue signature names is that signature's: the generic detector's
         # hit on it is not counted (the literal matched says more than the line's level).
         known = {p[1] for p in self._pending if sigs[p[0]].rule not in GENERIC_RULES}
-        for n, line, text, anchor, match, seen in self._pending:
+        for n, line, text, anchor, match, seen, note in self._pending:
             if before is not None and line >= before:
                 break
             keep += 1
             if line in known and sigs[n].rule in GENERIC_RULES:
                 continue
-            self._count(n, line, text, anchor, match, seen)
+            self._count(n, line, text, anchor, match, seen, note)
         for _n, line, *_ in self._pending[:keep]:
             self._frames.pop(line, None)
         del self._pending[:keep]
@@ -533,12 +654,15 @@ class SourceScanner:
         anchor: str,
         match: re.Match[str] | None,
         seen: tuple[str, ...],
+        note: str = "",
     ) -> None:
         sig = self.catalogue.signatures[n]
         frame = self._frames.get(line, "") if sig.rule in GENERIC_RULES else ""
         occ = self.occurrences.get((n, seen))
         if occ is None:
             excerpt = make_excerpt(text, anchor)
+            if note:
+                excerpt = f"{note} | line: {excerpt}"
             occ = self.occurrences[n, seen] = Occurrences(first_line=line, excerpt=excerpt)
         elif occ.last_line == line:
             return  # once per line

@@ -301,7 +301,9 @@ def _docker_value(raw: bytes) -> bytes:
 # line, MESSAGE a string or, when it is not valid UTF-8, an array of byte values (null when
 # too large); ``-o export`` writes KEY=VALUE lines, an entry ending at an empty line, and a
 # binary field as its name, a newline, a 64-bit little-endian length, the bytes and a
-# newline. Only MESSAGE is kept, one line per entry (a multi-line message keeps its lines).
+# newline. Only MESSAGE is kept, one line per entry (a multi-line message keeps its lines),
+# led by "<N>" where the entry's PRIORITY is err or worse (issue 33: the level the journal
+# keeps apart; in export, a PRIORITY written after the MESSAGE is not seen).
 _JOURNAL_EXPORT_HEAD = b"__CURSOR="
 _JOURNAL_JSON_KEYS = (b'"__CURSOR"', b'"__REALTIME_TIMESTAMP"', b'"_BOOT_ID"')
 
@@ -317,6 +319,17 @@ def _is_journal_json(head: bytes) -> bool:
 
 class _JournalEntry(msgspec.Struct):
     MESSAGE: str | list[int] | None = None
+    PRIORITY: str | int | None = None
+
+
+def _priority_prefix(priority: str | int | bytes | None) -> bytes:
+    """``<N>`` before a MESSAGE whose entry's PRIORITY is err or worse (0-3), the syslog
+    PRI form the grammar table reads (ruledata/records.py, syslog-pri): the journal keeps
+    a record's level apart from its text (systemd.journal-fields(7) PRIORITY=)."""
+    if isinstance(priority, bytes):
+        priority = priority.decode("ascii", "replace")
+    text = str(priority).strip() if priority is not None else ""
+    return f"<{text}>".encode() if text in ("0", "1", "2", "3") else b""
 
 
 _journal_decoder = msgspec.json.Decoder(_JournalEntry)
@@ -326,7 +339,8 @@ def _journal_value(raw: bytes) -> bytes:
     if not raw.strip():
         return b""
     try:
-        message = _journal_decoder.decode(raw).MESSAGE
+        entry = _journal_decoder.decode(raw)
+        message = entry.MESSAGE
     except msgspec.DecodeError:
         return raw + b"\n"  # not a journal record after all: keep the line as it is
     if message is None:
@@ -335,6 +349,7 @@ def _journal_value(raw: bytes) -> bytes:
         data = bytes(b & 0xFF for b in message)
     else:
         data = message.encode("utf-8", errors="surrogateescape")
+    data = _priority_prefix(entry.PRIORITY) + data
     return data if data.endswith(b"\n") else data + b"\n"
 
 
@@ -349,6 +364,8 @@ def _journal_export(chunks: Iterator[bytes]) -> Iterator[bytes]:
     binary_left = 0  # bytes of a binary field still to come (its data, then b"\n")
     binary_keep = False
     skip_line = False  # inside an over-long text line
+    # The entry's PRIORITY where it came before its MESSAGE (journald writes it first).
+    priority: bytes | None = None
     for chunk in chunks:
         buf += chunk
         pos = 0
@@ -373,8 +390,10 @@ def _journal_export(chunks: Iterator[bytes]) -> Iterator[bytes]:
             eq = line.find(b"=")
             if eq != -1:
                 if line[:eq] == b"MESSAGE":
-                    out.append(line[eq + 1 :] + b"\n")
+                    out.append(_priority_prefix(priority) + line[eq + 1 :] + b"\n")
                     size += len(line) - eq
+                elif line[:eq] == b"PRIORITY":
+                    priority = line[eq + 1 :]
                 pos = nl + 1
             elif line:  # a binary field: name, newline, u64 little-endian length
                 if len(buf) - (nl + 1) < 8:
@@ -384,6 +403,7 @@ def _journal_export(chunks: Iterator[bytes]) -> Iterator[bytes]:
                 pos = nl + 9
             else:
                 pos = nl + 1  # the empty line between entries
+                priority = None
         buf = buf[pos:]
         if size >= _DOCKER_BATCH:
             yield b"".join(out)

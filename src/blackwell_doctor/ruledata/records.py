@@ -1,0 +1,384 @@
+"""Log-record grammars: which logger wrote a line, at which level, where its message starts,
+and whether the message has the shape of a process dying (issue 33, items 2 and 3).
+
+A line is read from its start (after colour codes are stripped) in three layers:
+
+1. *transports* (:data:`TRANSPORTS`), any number, that carry a line without being a record:
+   docker compose's ``service  | ``, ``kubectl logs --prefix``'s ``[pod/name/container] ``,
+   vLLM's per-process ``(EngineCore pid=N) ``, torch's ``[rankN]:``;
+2. *envelopes* (:data:`ENVELOPES`), at most two, timestamps that say when but not how bad
+   (docker ``--timestamps``, journald short-iso, syslog, dmesg, SGLang's ``[ts]``), and
+   *grammars* (:data:`GRAMMARS`): the prefix a logger prints with its level;
+3. the message: a *fatal form* at its start (:data:`FATAL_FORMS`: an exception line, a
+   signal, ``terminate called ...``), or after a prefix a *fatal phrase* anywhere in it
+   (:data:`FATAL_PHRASES`: ``exited with code 1``, ``with signal 4``).
+
+Each grammar is derived from the format string its logger prints, cited beside it; every
+regex is RE2-compatible (no look-around, no back-reference). :func:`classify` gives a line's
+class for the generic detector and the log-end rule: ``fatal`` (a fatal level or a fatal
+form), ``error`` (an error-level record, or a process's last words ``Error: <Name>``),
+``warn-record`` (NCCL's ``WARN``: an error candidate that is no error line at a log's end)
+or None. :data:`LITERALS` are the texts one of which every error-level record of these
+grammars holds: the prefilter's literals (the catalogue numbers them, owner ``record``).
+Kept free of imports from collect (rule data: the catalogue numbers the literals, the
+context rules use the table) so neither side imports the other.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from blackwell_doctor.facts import regexcache
+
+
+class Grammar:
+    """One logger's record prefix: ``pattern`` matches it at the message's position with the
+    level in group ``l`` (absent: a record with no level); ``search``: the message follows in
+    fields (logfmt, JSON, NCCL's function names), so fatal forms are searched in the rest,
+    not only at its start; ``starts``: the prefix starts a record of its own for the context
+    rules (:func:`prefix_at`); TensorRT-LLM's, NCCL's and bracketed tags are also what a
+    runtime prints inside the record above (the autotuner's assertion under its Skipping
+    line), so they do not. (A plain class: dataclasses cost start-up, docs/performance.md.)"""
+
+    __slots__ = ("name", "pattern", "search", "source", "starts")
+
+    def __init__(
+        self, name: str, pattern: str, source: str, *, search: bool = False, starts: bool = True
+    ) -> None:
+        self.name = name
+        self.pattern = pattern
+        self.source = source
+        self.search = search
+        self.starts = starts
+
+
+# Level words as loggers print them, upper or lower case (a partial (?i) is no RE2).
+_WORDS = (
+    "TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|ERR|CRITICAL|CRIT|FATAL|PANIC|DPANIC|EMERG|ALERT"
+)
+LEVEL_WORD = f"(?:{_WORDS}|{_WORDS.lower()}|Trace|Debug|Info|Warning|Warn|Error|Critical|Fatal)"
+_PY_LEVEL = "(?:CRITICAL|FATAL|ERROR|WARNING|WARN|INFO|DEBUG|TRACE|NOTSET)"
+_TS = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+
+TRANSPORTS = (
+    r"[\w.-]+ +\| ",  # docker compose: "vllm-1  | " (compose/formatter.go, padded to width)
+    r"\[pod/[^\]/\s]+/[^\]\s]+\] ",  # kubectl logs --prefix: "[pod/name/container] "
+    r"\([\w.-]+(?:,? \w+=[\w.]+)+\) ?",  # vLLM: "(EngineCore pid=N) " (vllm/utils _add_prefix)
+    r"\[rank\d+\]: ?",  # torch.distributed: "[rank0]:" before each line of a rank's output
+)
+
+ENVELOPES = (
+    # docker --timestamps (RFC 3339 nano), journald short-iso "<ts> host ident[pid]: "
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*\s(?:\S+ \S+?:\s)?",
+    # journald short / RFC 3164 syslog: "Nov 28 12:00:00 host ident[pid]: "
+    r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ \S+?:\s",
+    # SGLang python/sglang/srt/utils.py "[%(asctime)s%(prefix)s] %(message)s"
+    r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\]\s?",
+    r"\[\s*\d+\.\d+\]\s",  # dmesg: "[   12.345678] "
+)
+
+GRAMMARS = (
+    Grammar(
+        "vllm",
+        rf"(?P<l>{_PY_LEVEL})\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? ?"
+        r"(?:\[[^\]]*\]|[\w.-]+:\d+\])? ?",
+        'vllm/logger.py _FORMAT "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] '
+        '%(message)s", _DATE_FORMAT "%m-%d %H:%M:%S" (older: "%(filename)s:%(lineno)d]")',
+    ),
+    Grammar(
+        "python-asctime-dash",
+        rf"\d{{4}}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S*\s+-\s+(?:[\w.]+\s+-\s+)?(?P<l>{_PY_LEVEL})\s+-\s+"
+        r"(?:[\w.]+:\d+\s+-\s+)?",
+        'Python Logging HOWTO / cookbook "%(asctime)s - %(name)s - %(levelname)s - %(message)s" '
+        "(asctime: Formatter.default_time_format '%Y-%m-%d %H:%M:%S' + ',%03d'); LMDeploy "
+        'lmdeploy/utils.py "%(asctime)s - %(name)s - %(levelname)s - %(message)s"',
+    ),
+    Grammar(
+        "env-logger",
+        rf"\[{_TS}\s+(?P<l>{LEVEL_WORD})\s+[\w:.-]+\]\s?",
+        'Rust env_logger src/fmt/mod.rs DefaultFormat: "[{timestamp} {level:<5} {module_path}] '
+        '{args}"',
+    ),
+    Grammar(
+        "timestamp-level",
+        rf"\[?{_TS}\]?\s+\[?(?P<l>{LEVEL_WORD})\]?(?::\s*|\s+|$)",
+        'Rust tracing-subscriber fmt/format/mod.rs Full: "{timestamp} {level:>5} {spans}{target}: '
+        '{fields}" (RFC 3339 time, ANSI colour codes stripped first); zap console encoder '
+        '"<ISO8601>\\t<LEVEL>\\t<logger>\\t<msg>" (zapcore/console_encoder.go); Python '
+        '"%(asctime)s %(levelname)s ..." and "[%(asctime)s] %(levelname)s ..."',
+    ),
+    Grammar(
+        "python-basic",
+        rf"(?P<l>{_PY_LEVEL}):",
+        'Python Lib/logging/__init__.py BASIC_FORMAT "%(levelname)s:%(name)s:%(message)s" '
+        "(also its '{' and '$' styles); uvicorn/logging.py ColourizedFormatter "
+        '"%(levelprefix)s %(message)s", levelprefix "LEVEL:" padded to 9 columns',
+    ),
+    Grammar(
+        "python-padded",
+        rf"(?P<l>{_PY_LEVEL}) +[\w.]+:[\w.-]+:\d+ ",
+        'pytest LoggingPlugin DEFAULT_LOG_FORMAT "%(levelname)-8s %(name)s:%(filename)s:%(lineno)d '
+        '%(message)s"',
+    ),
+    Grammar(
+        "tracing-no-time",
+        r"(?P<l>ERROR|WARN|INFO|DEBUG|TRACE) +(?:[\w.-]+(?:\{[^}]*\})?:)*(?:[\w-]+::)*[\w-]+: ",
+        'Rust tracing-subscriber fmt().without_time(): "{level:>5} {spans}{target}: {fields}" '
+        '(spans "name{field=value}:"), as text-generation-inference prints its shards\' records',
+    ),
+    Grammar(
+        "glog",
+        r"(?P<l>[IWEF])(?:\d{4})?\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s:\]]+:\d+\] ?(?:\[[^\]]*\] )?",
+        "glog src/logging.cc LogMessage::Init / absl log/internal/log_format.cc: "
+        '"<I|W|E|F><yyyy?><mmdd> <hh:mm:ss.uuuuuu> <tid> <file>:<line>] " (torch/_logging too)',
+    ),
+    Grammar(
+        "tensorrt",
+        r"(?:\[[^\]]+\] ?)*\[(?:TensorRT-LLM|TRT-LLM|TRT)\] ?(?:\[(?P<l>[A-Z]+)\] ?)?",
+        'TensorRT-LLM cpp/tensorrt_llm/common/logger.cpp "[TensorRT-LLM][%s] ", '
+        'tensorrt_llm/logger.py "[TRT-LLM] [E] ", TensorRT ILogger samples "[TRT] [E] "',
+        starts=False,
+    ),
+    Grammar(
+        "logfmt",
+        r'(?:[\w.@-]+=(?:"(?:[^"\\]|\\.)*"|[^\s"]*)\s+)*?(?:level|lvl|severity)="?(?P<l>[A-Za-z]+)"?(?:\s|$)',
+        'Go log/slog TextHandler "time=... level=ERROR source=... msg=..."; logrus '
+        'text_formatter.go (no TTY) "time=\\"...\\" level=error msg=\\"...\\""; go-kit log '
+        '"level=error"; log15 "lvl=eror"',
+        search=True,
+    ),
+    Grammar(
+        "logrus-tty",
+        r"(?P<l>PANI|FATA|ERRO|WARN|INFO|DEBU|TRAC)\[[^\]]+\] ?",
+        'logrus text_formatter.go (TTY): "%s[%04d] %-44s " with levelText '
+        "strings.ToUpper(level.String())[0:4] (or [FullTimestamp])",
+    ),
+    Grammar(
+        "json",
+        r'\{.*?"(?:level|lvl|severity|levelname|level_name|loglevel|log\.level|@l|PRIORITY|'
+        r'priority)"\s*:\s*"?(?P<l>[A-Za-z]+|\d)"?',
+        'zap JSON encoder "level":"error" (zapcore/json_encoder.go, LowercaseLevelEncoder); '
+        'logrus JSONFormatter "level":"error"; GCP structured logging "severity":"ERROR"; '
+        'python-json-logger "levelname"; ECS "log.level"; Serilog "@l"; journalctl -o json '
+        '"PRIORITY":"3"',
+        search=True,
+    ),
+    Grammar(
+        "nccl",
+        r"\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ (?:\([^)]*\) )?)?NCCL (?P<l>[A-Z]+) ",
+        'NCCL src/include/debug.h "%s:%d:%d [%d] NCCL WARN "; from v2.30 src/debug.cc '
+        '"%s:%d:%d [%d] %s:%d (%s) NCCL WARN " (host:pid:tid, device, file:line, function)',
+        search=True,
+        starts=False,
+    ),
+    Grammar(
+        "bracket-tag",
+        r"\[(?P<l>ERR!?|ERROR|FATAL|CRITICAL|WARN|WARNING|INFO|DEBUG|TRACE)\] ?",
+        'plain C/C++ programs and benchmarks: "[INFO] ...", "[ERROR] ...", npm\'s "[ERR!]"',
+        starts=False,
+    ),
+    Grammar(
+        "syslog-pri",
+        r"<(?P<l>\d{1,3})>",
+        'RFC 5424/3164 PRI <facility*8+severity>; sd-daemon.h SD_ERR "<3>" on a service\'s '
+        'stderr; printk KERN_ERR "<3>" (dmesg -r); journal entries read by scan-logs carry '
+        "<PRIORITY> when it is err or worse (collect/logs/sources.py)",
+    ),
+)
+
+# Level token (as the grammar captured it, upper-cased) -> class.
+_FATAL_LEVELS = frozenset(
+    {"FATAL", "FATA", "F", "CRITICAL", "CRIT", "PANIC", "PANI", "DPANIC", "EMERG", "ALERT"}
+)
+_ERROR_LEVELS = frozenset({"ERROR", "ERRO", "ERR", "ERR!", "EROR", "E"})
+
+# The shapes a process's death takes at the start of a message (after the prefixes),
+# as libc, the kernel, the shells, Python, C++, Rust, Go and the GPU libraries print them.
+FATAL_FORMS = (
+    # Python Lib/traceback.py format_exception_only: "module.ExcType: message"
+    r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|:?$)",
+    r"(?:[\w:]+::)?\w*Exception: ",  # C++ "c10::Exception: ", "tensorrt_llm::...Exception: "
+    r"Traceback \(most recent call last\)",
+    r"Fatal Python error",  # Python/pylifecycle.c fatal_error: "Fatal Python error: %s"
+    r"Assertion failed|GGML_ASSERT",  # assert.h (TRT-LLM), ggml.c ggml_abort "GGML_ASSERT(%s)"
+    # libstdc++ vterminate.cc: "terminate called after throwing an instance of '%s'\n"
+    # "  what():  %s" (and "terminate called recursively" / "without an active exception")
+    r"terminate called (?:after throwing|recursively|without an active exception)",
+    r"\s*what\(\):\s",
+    # bash/zsh strsignal() of the signal that ended a child: "Segmentation fault (core dumped)",
+    # "Aborted", "Killed", "Bus error", "Illegal instruction", "Floating point exception"
+    r"Segmentation fault",
+    # (at a line's end, or padded before the command in bash's job report)
+    r"(?:Aborted|Killed|Bus error|Illegal instruction|Floating point exception"
+    r"|Trace/breakpoint trap)(?: \(core dumped\))?(?:\s*$|\s{2,}\S)",
+    r"\*\*\* SIG(?:SEGV|ABRT|BUS|FPE|ILL)",  # absl/glog failure signal handler "*** SIGSEGV"
+    r"panic: |fatal error: ",  # Go runtime/panic.go printpanics "panic: ", throw "fatal error: "
+    r"thread '[^']*' panicked at ",  # Rust std panicking.rs default hook
+    r"CUDA error(?: at|:| \d)|CUDA_ERROR_\w+|NCCL error",
+    # kubectl exec/attach: "command terminated with exit code 137"
+    r"command terminated with exit code [1-9]",
+)
+# After a record prefix (any level) or a weak prefix, anywhere in the message.
+FATAL_PHRASES = (
+    r"\b(?:core dumped|died unexpectedly|exited unexpectedly|terminated unexpectedly)\b",
+    r"\billegal memory access\b",
+    r"\bexited with (?:exit )?code [1-9]|\bhas terminated: exit status [1-9]",
+    r"\berror loading model\b|\bfailed to load model\b",
+    # A child that a signal ended: "was signaled to shutdown with signal 4" (TGI launcher),
+    # "killed by signal 9", "terminated by signal SIGSEGV", "received signal 11"
+    r"\b(?:with|by|received|got|on) signal:? (?:4|6|7|8|9|11|SIG(?:ILL|ABRT|BUS|FPE|KILL|SEGV))\b",
+    r"\bexit (?:code|status):? 1(?:3[4-9])\b",  # 128 + SIGABRT..SIGSEGV: 134, 137, 139
+    r"\bpanicked at\b",  # Rust, inside a record
+)
+# Prefixes that are no logger's but let a fatal form or phrase count: llama.cpp's
+# "llama_model_load: ", a progress line's dots, bash "script.sh: line 3:  1234 Killed".
+WEAK_PREFIXES = (r"\.+", r"[a-z_]+: ", r"\S+: line \d+: +\d+ ")
+# docker compose's own line about a service that stopped: "vllm-1 exited with code 1".
+_COMPOSE_EXIT = r"[\w.-]+ exited with code [1-9]"
+# Rust's main returning Err (std Termination for Result: "Error: {err:?}"), a CLI's last
+# words: "Error: ShardCannotStart". An error line, fail where the log ends in it.
+_LAST_WORDS = r"Error: \S"
+
+# What every error-level or fatal record of the grammars above holds (the prefilter's
+# literals, beside the generic signatures' own in checks/log_signatures.toml).
+LITERALS: tuple[str, ...] = (
+    "ERROR", "ERRO[", "FATA[", "PANI[", "CRITICAL", "FATAL", "[ERR", "[E]",
+    "level=err", "level=ERR", "level=fatal", "level=FATAL", "level=panic", "level=PANIC",
+    "level=crit", "level=CRIT", "level=\"err", "level=\"fatal", "lvl=eror", "lvl=crit",
+    '"error"', '"fatal"', '"Fatal"', '"panic"', '"dpanic"', '"critical"', '"Critical"', '"crit"',
+    '"err"', '"emerg"', '"alert"', "Error",
+    '"PRIORITY":"0"', '"PRIORITY":"1"', '"PRIORITY":"2"', '"PRIORITY":"3"',
+    # glog/absl E and F records: the severity letter and the month (or the year, glog 0.7)
+    "E0", "E1", "E2", "F0", "F1", "F2",
+    "panicked at", "fatal error: ", "what():", "signal", "exit code", "Bus error",
+    "Illegal instruction", "Floating point exception",
+    *(f"<{facility * 8 + severity}>" for facility in range(24) for severity in range(4)),
+)  # fmt: skip
+
+
+def _join(parts: tuple[str, ...]) -> str:
+    return "|".join(f"(?:{p})" for p in parts)
+
+
+_TRANSPORT = regexcache.lazy(f"(?:{_join(TRANSPORTS)})+")
+_ENVELOPE = regexcache.lazy(_join(ENVELOPES))
+_FATAL_FORM = regexcache.lazy(_join(FATAL_FORMS))
+_FATAL_PHRASE = regexcache.lazy(_join(FATAL_PHRASES))
+_WEAK = regexcache.lazy(_join(WEAK_PREFIXES))
+_COMPOSE = regexcache.lazy(_COMPOSE_EXIT)
+_LAST = regexcache.lazy(_LAST_WORDS)
+
+
+@functools.cache
+def _grammar() -> re.Pattern[str]:
+    """One alternation of every grammar, group ``g<i>`` around grammar i, its level ``l<i>``."""
+    parts = [
+        f"(?P<g{i}>{g.pattern.replace('(?P<l>', f'(?P<l{i}>')})" for i, g in enumerate(GRAMMARS)
+    ]
+    return regexcache.compile("|".join(parts))
+
+
+class Record:
+    """What the start of a line says: the grammar that matched (None: none), the level word
+    it carries ("" where it has none), where the message starts, whether any prefix (a
+    grammar's or an envelope) stood before it."""
+
+    __slots__ = ("grammar", "level", "message_at", "prefixed", "transport_end")
+
+    def __init__(
+        self,
+        grammar: Grammar | None,
+        level: str,
+        message_at: int,
+        prefixed: bool,
+        transport_end: int,
+    ) -> None:
+        self.grammar = grammar
+        self.level = level
+        self.message_at = message_at
+        self.prefixed = prefixed
+        self.transport_end = transport_end
+
+
+def transport_end(text: str, at: int = 0) -> int:
+    match = _TRANSPORT().match(text, at)
+    return match.end() if match else at
+
+
+def prefix_at(text: str, at: int) -> re.Match[str] | None:
+    """A record-starting grammar's or an envelope's prefix at ``at`` (a line that starts a
+    record of its own, not one that continues the record above)."""
+    match = _grammar().match(text, at)
+    if match is not None and GRAMMARS[int((match.lastgroup or "g0")[1:])].starts:
+        return match
+    return _ENVELOPE().match(text, at)
+
+
+def parse(text: str) -> Record:
+    """Transports, then at most two envelopes and one grammar, from the start of ``text``."""
+    at = first = transport_end(text)
+    prefixed = False
+    for _ in range(3):
+        match = _grammar().match(text, at)
+        if match is not None and match.end() > at:
+            i = int((match.lastgroup or "g0")[1:])
+            level = match.group(f"l{i}") or ""
+            return Record(GRAMMARS[i], level, match.end(), True, first)
+        envelope = _ENVELOPE().match(text, at)
+        if envelope is None or envelope.end() == at:
+            break
+        at, prefixed = envelope.end(), True
+        at = transport_end(text, at)
+    return Record(None, "", at, prefixed, first)
+
+
+def level_class(record: Record) -> str | None:
+    """``fatal``, ``error``, ``warn-record`` (NCCL WARN) or None for a record's level."""
+    level = record.level.upper()
+    if not level:
+        return None
+    if record.grammar is not None and record.grammar.name == "syslog-pri":
+        severity = int(level) % 8
+        return "fatal" if severity <= 2 else "error" if severity == 3 else None
+    if record.grammar is not None and record.grammar.name == "nccl" and level == "WARN":
+        return "warn-record"
+    if level.isdigit():  # journald JSON "PRIORITY":"3"
+        severity = int(level)
+        return "fatal" if severity <= 2 else "error" if severity == 3 else None
+    if level in _FATAL_LEVELS:
+        return "fatal"
+    if level in _ERROR_LEVELS:
+        return "error"
+    return None
+
+
+def classify(text: str) -> str | None:
+    """A cleaned line's class: ``fatal``, ``error``, ``warn-record`` or None (no error)."""
+    record = parse(text)
+    cls = level_class(record)
+    if cls == "fatal":
+        return "fatal"
+    at = record.message_at
+    searching = record.grammar is not None and record.grammar.search
+    if _fatal_at(text, at, searching):
+        return "fatal"
+    if record.prefixed and _FATAL_PHRASE().search(text, at):
+        return "fatal"
+    if not record.prefixed:
+        weak = _WEAK().match(text, at)
+        if weak is not None and (
+            _fatal_at(text, weak.end(), False) or _FATAL_PHRASE().search(text, weak.end())
+        ):
+            return "fatal"
+        if _COMPOSE().match(text, record.transport_end):
+            return "fatal"
+        if cls is None and _LAST().match(text, at):
+            return "error"
+    return cls
+
+
+def _fatal_at(text: str, at: int, searching: bool) -> bool:
+    if searching:
+        return _FATAL_FORM().search(text, at) is not None
+    return _FATAL_FORM().match(text, at) is not None
