@@ -83,11 +83,11 @@ def worst(path: Path) -> str:
 
 def test_the_walk_sees_every_fixture_log() -> None:
     dirs = {p.parent.name for p in ALL_LOGS}
-    assert {"logs", "logs-heldout"} <= dirs
+    assert {"logs", "logs-heldout", "logs-fresh-a"} <= dirs
     assert len(ALL_LOGS) >= 98
     # The definition is not vacuous: about a third of the files show a fatal error.
     assert len(FLAGGED) >= 30
-    assert {p.parent.name for p in FLAGGED} == {"logs", "logs-heldout"}
+    assert {p.parent.name for p in FLAGGED} == {"logs", "logs-heldout", "logs-fresh-a"}
 
 
 @pytest.mark.parametrize("path", FLAGGED, ids=[f"{p.parent.name}/{p.name}" for p in FLAGGED])

@@ -226,9 +226,12 @@ def test_hung_command_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
                     "exec /bin/sleep 30\n")  # fmt: skip
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(sources, "JOURNAL_TIMEOUT_S", 0.5)
+    # The deadline counts from the command's start, and the line must be printed before it:
+    # 3 s, not 0.5 s, so that a shell started on a loaded CI machine (load 10+, where 0.5 s
+    # once passed before `echo` ran) still prints first. The hang itself is 30 s.
+    monkeypatch.setattr(sources, "JOURNAL_TIMEOUT_S", 3.0)
     got = facts([], journal=True)
-    assert got.sources[0].error == "timeout-0.5s:journal"
+    assert got.sources[0].error == "timeout-3s:journal"
     # What it printed before hanging, and that it broke off.
     assert sigs(got) == {("nccl.p2p_disabled", 1), ("input.partially_read", 1)}
 
