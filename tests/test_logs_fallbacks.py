@@ -201,6 +201,7 @@ def test_word_rule_says_it_falls_back(text: str) -> None:
         "--quantization fp8 is deprecated for online quantization; use fp8_per_tensor instead.",
         "Using --url for metrics is deprecated. Please use --host instead.",
         "Falling asleep; fallbacks are listed below",  # no word 'fall back', no 'fallback' alone
+        "FlashInfer TRTLLM MoE is enabled. --disable-shared-experts-fusion is automatically set.",
     ],
 )
 def test_word_rule_leaves_informational_and_advice_alone(text: str) -> None:

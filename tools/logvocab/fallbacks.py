@@ -55,9 +55,16 @@ ADVICE_WORDS = re.compile(
 )
 
 
+# Command-line flags are names, not words: "--disable-shared-experts-fusion is automatically
+# set" says nothing fell back.
+FLAGS = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
+
+
 def says_it_falls_back(text: str) -> bool:
-    """The word rule: :data:`FALLBACK_WORDS` and not :data:`ADVICE_WORDS`."""
-    return FALLBACK_WORDS.search(text) is not None and ADVICE_WORDS.search(text) is None
+    """The word rule: :data:`FALLBACK_WORDS` and not :data:`ADVICE_WORDS`, outside
+    command-line flags (:data:`FLAGS`)."""
+    words = FLAGS.sub(" ", text)
+    return FALLBACK_WORDS.search(words) is not None and ADVICE_WORDS.search(words) is None
 
 
 # Which kind of fallback a message reports: the first family its words match, for `meaning`.
@@ -911,6 +918,7 @@ def header(tallies: dict[str, Tally]) -> str:
         f"#   matches  {FALLBACK_WORDS.pattern}",
         f"#   and not  {ADVICE_WORDS.pattern}",
         "#   (the second: deprecations and 'use X instead' advice to the reader, no path taken)",
+        f"#   both on the text without its command-line flags ({FLAGS.pattern}).",
         "#",
         f"# A rule's literal is its message's longest constant run (>= {MIN_LITERAL} characters,",
         f"# >= {DISTINCT_CHARS} of them letters or digits outside common words); its regex is the",
