@@ -9,7 +9,7 @@ import pytest
 
 from blackwell_doctor.collect.logs.scan import scan_sources
 from blackwell_doctor.rules.logs import JudgedFinding, judge_findings
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, optional
 
 LOGS = FIXTURES / "logs"
 
@@ -219,6 +219,22 @@ def test_both_matching_engines_agree(engine: str) -> None:
     got = {(Path(f.path).name, f.signature, f.count) for f in judge_findings(facts)}
     want = {(n, s, c) for n, sigs in EXPECTED.items() for s, (_, c, _) in sigs.items()}
     assert got == want
+
+
+def test_the_re2_engine_holds_the_whole_vocabulary_in_its_dfa(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # With the vocabularies (~1,000 literals) RE2's default 8 MiB ran its DFA out of memory
+    # and printed "re2.cc:...] DFA out of memory" to stderr on every search (issue 33).
+    optional("re2")
+    log = tmp_path / "x.log"
+    log.write_text("INFO 06-01 21:51:58 [api.py:1] up\n" * 2000 + "CUDA error: out of memory\n")
+    facts = scan_sources(
+        paths=[str(log)], containers=[], journal=False, kernel_log=False,
+        host_root=Path("/"), engine="re2",
+    )  # fmt: skip
+    assert judge_findings(facts)
+    assert "out of memory" not in capfd.readouterr().err
 
 
 def test_tma_failure_inside_autotuner_is_not_a_failure() -> None:

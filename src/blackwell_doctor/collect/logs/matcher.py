@@ -72,6 +72,8 @@ LONG_LINE_BYTES = 8 << 20
 # Bytes kept either side of a hit: enough for a vLLM prefix and the autotuner's wrapper.
 WINDOW_BYTES = 4096
 EXCERPT_CHARS = 400
+# RE2's memory budget for the literal alternation (the fallback engine: see _re2_finder).
+RE2_MAX_MEM = 64 << 20
 # A vocabulary term's label (term, family, meaning) before the excerpt, at most this long.
 NOTE_CHARS = 160
 
@@ -126,7 +128,12 @@ def _re2_finder(literals: list[bytes]) -> Finder | None:
     by_head: dict[bytes, list[tuple[int, bytes]]] = {}
     for n, lit in enumerate(literals):
         by_head.setdefault(lit[:2], []).append((n, lit))
-    pattern: Any = re2.compile(b"|".join(re.escape(lit) for lit in literals))
+    # ~1,000 literals (the vocabularies of issue 33) are an 86,000-character alternation:
+    # RE2's default 8 MiB budget ran its DFA out of memory on every search (it then fell back
+    # to its slower NFA and printed "DFA out of memory" to stderr). 64 MiB holds it.
+    options: Any = re2.Options()
+    options.max_mem = RE2_MAX_MEM
+    pattern: Any = re2.compile(b"|".join(re.escape(lit) for lit in literals), options)
 
     def hits(buf: bytes, start: int, end: int) -> Hits:
         out: Hits = []
