@@ -43,11 +43,17 @@ ContextRule = Literal[
     "unrecognised-error",
     "liveness",
     "log-end",
+    "xid",
+    "xid-fatal",
 ]
 # The generic detector's rules (what no literal names): a known signature wins over them.
 GENERIC_RULES = frozenset({"unrecognised-fatal", "unrecognised-error"})
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warn": 1, "fail": 2}
+# Rules whose entry is found by structure, not by literals: the scanner's log-end run, and
+# the rules' reading of an Xid line's number in NVIDIA's Xid table (rule xid-fatal: what a
+# rule xid finding becomes when the table marks its number fatal; rules/logs.py).
+STRUCTURE_RULES = frozenset({"log-end", "xid-fatal"})
 
 _ID = r"^[a-z0-9_]+(\.[a-z0-9_]+)+$"
 
@@ -216,8 +222,9 @@ def parse_catalogue(
     entries: list[tuple[str, list[str]]] = [(s.id, s.literals) for s in data.signature]
     entries += [(m.id, m.literals) for m in data.marker]
     entries += [(p.id, ["-"]) for p in data.input]
-    # The scanner records a rule log-end entry from the end of a source, not from literals.
-    log_end = {s.id for s in data.signature if s.rule == "log-end"}
+    # The scanner records a rule log-end entry from the end of a source, and the rules make
+    # the rule xid-fatal entry from an Xid line's number: neither from literals.
+    log_end = {s.id for s in data.signature if s.rule in STRUCTURE_RULES}
     for entry_id, literals in entries:
         where = f"checks/{name}: {entry_id!r}"
         if entry_id in seen:
@@ -225,7 +232,7 @@ def parse_catalogue(
         seen.add(entry_id)
         if entry_id in log_end:
             if literals:
-                raise CatalogueError(f"{where}: rule log-end is found by structure: no literals")
+                raise CatalogueError(f"{where}: a rule found by structure has no literals")
             continue
         if not literals or any(not lit.strip() for lit in literals):
             raise CatalogueError(f"{where}: literals must be non-empty texts")
@@ -239,6 +246,8 @@ def parse_catalogue(
             raise CatalogueError(f"{where}: warn_at must be >= 1")
         if sig.rule == "autotuner-summary" and (sig.regex is None or "(?P<n>" not in sig.regex):
             raise CatalogueError(f"{where}: rule autotuner-summary needs a regex with (?P<n>...)")
+        if sig.rule == "xid" and (sig.regex is None or "(?P<xid>" not in sig.regex):
+            raise CatalogueError(f"{where}: rule xid needs a regex with (?P<xid>...)")
     for problem in data.input:
         if not re.fullmatch(_ID, problem.id):
             raise CatalogueError(f"checks/{name}: {problem.id!r}: id is not area.name (lowercase)")

@@ -257,8 +257,9 @@ class SourceScanner:
         self.lines = 0
         self.size = 0  # bytes read
         # Per signature and per context (the autotuner markers a hit was seen with,
-        # context.py).
-        self.occurrences: dict[tuple[int, tuple[str, ...]], Occurrences] = {}
+        # context.py), and per Xid number for a signature of rule xid (its regex's xid
+        # group): each number's first line is kept, for the rules to read in the Xid table.
+        self.occurrences: dict[tuple[int, tuple[str, ...], str], Occurrences] = {}
         self.markers: set[str] = set()
         # Called with (signature id, line) for every occurrence counted (benchmarks, tests).
         self.on_occurrence = on_occurrence
@@ -358,7 +359,9 @@ class SourceScanner:
         finding, is the rules' (:mod:`blackwell_doctor.rules.logs`)."""
         out: list[LogFinding] = []
         signatures = self.catalogue.signatures
-        for (n, seen), occ in sorted(self.occurrences.items(), key=lambda kv: kv[1].first_line):
+        for (n, seen, _each), occ in sorted(
+            self.occurrences.items(), key=lambda kv: kv[1].first_line
+        ):
             sig = signatures[n]
             out.append(
                 LogFinding(
@@ -658,12 +661,14 @@ class SourceScanner:
     ) -> None:
         sig = self.catalogue.signatures[n]
         frame = self._frames.get(line, "") if sig.rule in GENERIC_RULES else ""
-        occ = self.occurrences.get((n, seen))
+        each = match.group("xid") if sig.rule == "xid" and match is not None else ""
+        occ = self.occurrences.get((n, seen, each))
         if occ is None:
             excerpt = make_excerpt(text, anchor)
             if note:
                 excerpt = f"{note} | line: {excerpt}"
-            occ = self.occurrences[n, seen] = Occurrences(first_line=line, excerpt=excerpt)
+            occ = Occurrences(first_line=line, excerpt=excerpt)
+            self.occurrences[n, seen, each] = occ
         elif occ.last_line == line:
             return  # once per line
         if frame and not occ.frame:
