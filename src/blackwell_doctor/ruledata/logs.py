@@ -50,6 +50,9 @@ ContextRule = Literal[
 GENERIC_RULES = frozenset({"unrecognised-fatal", "unrecognised-error"})
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warn": 1, "fail": 2}
+# A vocabulary term's last characters: the prefilter's literal for the term broken over
+# two lines of a wrapped record (collect/logs/matcher.py).
+SEAM_TAIL_CHARS = 8
 # Rules whose entry is found by structure, not by literals: the scanner's log-end run, and
 # the rules' reading of an Xid line's number in NVIDIA's Xid table (rule xid-fatal: what a
 # rule xid finding becomes when the table marks its number fatal; rules/logs.py).
@@ -109,8 +112,11 @@ class Catalogue:
     ``literals[i]`` is a distinct byte string; ``owners[i]`` lists what it belongs to:
     ``("sig", index)`` into :attr:`signatures`, ``("marker", index)`` into :attr:`markers`,
     ``("dismissal", 0)``: a word of prose dismissal (:mod:`blackwell_doctor.ruledata.dismissal`),
-    ``("frame", 0)``: a traceback frame, or ``("record", 0)``: a text every error-level record
-    of the log grammars holds (:mod:`blackwell_doctor.ruledata.records`).
+    ``("frame", 0)``: a traceback frame, ``("record", 0)``: a text every error-level record
+    of the log grammars holds (:mod:`blackwell_doctor.ruledata.records`), ``("term", k)``: the
+    vocabulary term ``terms[k]``, or ``("seam", k)``: its last :data:`SEAM_TAIL_CHARS`
+    characters, where a term a transport wrapped over two lines is looked for
+    (:mod:`blackwell_doctor.collect.logs.matcher`).
     """
 
     def __init__(
@@ -159,6 +165,13 @@ class Catalogue:
         # The error vocabulary (checks/log_vocabulary.toml): counted wherever it stands.
         self.terms = list(terms or [])
         numbered += [("term", k, [t.text]) for k, t in enumerate(self.terms)]
+        # Their tails: a term broken over two lines of one record leaves its tail whole on
+        # the second line (a break inside the tail is not seen).
+        numbered += [
+            ("seam", k, [t.text[-SEAM_TAIL_CHARS:]])
+            for k, t in enumerate(self.terms)
+            if len(t.text) > SEAM_TAIL_CHARS
+        ]
         for kind, n, texts in numbered:
             for text in texts:
                 key = text.encode("utf-8")
