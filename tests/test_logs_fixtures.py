@@ -114,7 +114,9 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
         "kernel.gpu_fallen_off_bus": ("fail", 1, 3),
         "kernel.xid_fallen_off_bus": ("fail", 1, 5),
     },
-    "composed-xid-13.log": {"kernel.xid": ("warn", 1, 1)},
+    # Xid 13 is fatal in NVIDIA's Xid table (immediate action RESTART_APP); 63 is not.
+    "composed-xid-13.log": {"kernel.xid_fatal": ("fail", 1, 1)},
+    "composed-xid-63.log": {"kernel.xid": ("warn", 1, 1)},
     # Bring-up failures (issue 26): the driver could not initialise the GPU.
     "open-gpu-kernel-modules-862-rm-init-adapter.log": {
         "kernel.rm_init_adapter_failed": ("fail", 1, 2)

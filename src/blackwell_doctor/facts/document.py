@@ -497,9 +497,10 @@ class LogSource(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class LogFinding(msgspec.Struct, frozen=True, kw_only=True):
-    """All occurrences of one signature in one source, as seen. Its severity and the check
-    that judges it are the rules' (:mod:`blackwell_doctor.rules.logs`), from the catalogue
-    the reading tool ships (since schema_version 2; version 1 froze them in and is
+    """All occurrences of one signature in one source, as seen (of a signature of rule
+    ``xid``: of one Xid number, so that each number's first line is kept). Its severity and
+    the check that judges it are the rules' (:mod:`blackwell_doctor.rules.logs`), from the
+    catalogue the reading tool ships (since schema_version 2; version 1 froze them in and is
     converted), and so is what its context means (schema_version 3)."""
 
     signature: str  # stable id from checks/log_signatures.toml

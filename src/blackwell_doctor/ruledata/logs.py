@@ -46,11 +46,20 @@ ContextRule = Literal[
     "unrecognised-error",
     "liveness",
     "log-end",
+    "xid",
+    "xid-fatal",
 ]
 # The generic detector's rules (what no literal names): a known signature wins over them.
 GENERIC_RULES = frozenset({"unrecognised-fatal", "unrecognised-error"})
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warn": 1, "fail": 2}
+# A vocabulary term's last characters: the prefilter's literal for the term broken over
+# two lines of a wrapped record (collect/logs/matcher.py).
+SEAM_TAIL_CHARS = 8
+# Rules whose entry is found by structure, not by literals: the scanner's log-end run, and
+# the rules' reading of an Xid line's number in NVIDIA's Xid table (rule xid-fatal: what a
+# rule xid finding becomes when the table marks its number fatal; rules/logs.py).
+STRUCTURE_RULES = frozenset({"log-end", "xid-fatal"})
 
 _ID = r"^[a-z0-9_]+(\.[a-z0-9_]+)+$"
 
@@ -106,8 +115,11 @@ class Catalogue:
     ``literals[i]`` is a distinct byte string; ``owners[i]`` lists what it belongs to:
     ``("sig", index)`` into :attr:`signatures`, ``("marker", index)`` into :attr:`markers`,
     ``("dismissal", 0)``: a word of prose dismissal (:mod:`blackwell_doctor.ruledata.dismissal`),
-    ``("frame", 0)``: a traceback frame, or ``("record", 0)``: a text every error-level record
-    of the log grammars holds (:mod:`blackwell_doctor.ruledata.records`).
+    ``("frame", 0)``: a traceback frame, ``("record", 0)``: a text every error-level record
+    of the log grammars holds (:mod:`blackwell_doctor.ruledata.records`), ``("term", k)``: the
+    vocabulary term ``terms[k]``, or ``("seam", k)``: its last :data:`SEAM_TAIL_CHARS`
+    characters, where a term a transport wrapped over two lines is looked for
+    (:mod:`blackwell_doctor.collect.logs.matcher`).
     """
 
     def __init__(
@@ -156,6 +168,13 @@ class Catalogue:
         # The error vocabulary (checks/log_vocabulary.toml): counted wherever it stands.
         self.terms = list(terms or [])
         numbered += [("term", k, [t.text]) for k, t in enumerate(self.terms)]
+        # Their tails: a term broken over two lines of one record leaves its tail whole on
+        # the second line (a break inside the tail is not seen).
+        numbered += [
+            ("seam", k, [t.text[-SEAM_TAIL_CHARS:]])
+            for k, t in enumerate(self.terms)
+            if len(t.text) > SEAM_TAIL_CHARS
+        ]
         for kind, n, texts in numbered:
             for text in texts:
                 key = text.encode("utf-8")
@@ -224,8 +243,9 @@ def _validated(raw: dict[str, Any], name: str) -> _File:
     entries: list[tuple[str, list[str]]] = [(s.id, s.literals) for s in data.signature]
     entries += [(m.id, m.literals) for m in data.marker]
     entries += [(p.id, ["-"]) for p in data.input]
-    # The scanner records a rule log-end entry from the end of a source, not from literals.
-    log_end = {s.id for s in data.signature if s.rule == "log-end"}
+    # The scanner records a rule log-end entry from the end of a source, and the rules make
+    # the rule xid-fatal entry from an Xid line's number: neither from literals.
+    log_end = {s.id for s in data.signature if s.rule in STRUCTURE_RULES}
     for entry_id, literals in entries:
         where = f"checks/{name}: {entry_id!r}"
         if entry_id in seen:
@@ -233,7 +253,7 @@ def _validated(raw: dict[str, Any], name: str) -> _File:
         seen.add(entry_id)
         if entry_id in log_end:
             if literals:
-                raise CatalogueError(f"{where}: rule log-end is found by structure: no literals")
+                raise CatalogueError(f"{where}: a rule found by structure has no literals")
             continue
         if not literals or any(not lit.strip() for lit in literals):
             raise CatalogueError(f"{where}: literals must be non-empty texts")
@@ -247,6 +267,8 @@ def _validated(raw: dict[str, Any], name: str) -> _File:
             raise CatalogueError(f"{where}: warn_at must be >= 1")
         if sig.rule == "autotuner-summary" and (sig.regex is None or "(?P<n>" not in sig.regex):
             raise CatalogueError(f"{where}: rule autotuner-summary needs a regex with (?P<n>...)")
+        if sig.rule == "xid" and (sig.regex is None or "(?P<xid>" not in sig.regex):
+            raise CatalogueError(f"{where}: rule xid needs a regex with (?P<xid>...)")
     for problem in data.input:
         if not re.fullmatch(_ID, problem.id):
             raise CatalogueError(f"checks/{name}: {problem.id!r}: id is not area.name (lowercase)")

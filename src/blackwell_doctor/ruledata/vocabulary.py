@@ -7,8 +7,9 @@ match anywhere in a line: the matcher numbers the texts beside the catalogue's l
 ``runtime.unrecognised_fatal_error`` (``fatal = true``: the process or its CUDA context
 cannot go on) or ``runtime.unrecognised_error`` (an error status a program may survive),
 its excerpt led by the term, its family and meaning. ``[[source]]`` names where a family's
-texts come from (pinned); ``[[xid]]`` is NVIDIA's Xid table (read and validated; the
-kernel.xid signature does not use it yet).
+texts come from (pinned); ``[[xid]]`` is NVIDIA's Xid table: the rules read a
+``kernel.xid`` line's number in it (``rules/logs.py``: fatal there is ``kernel.xid_fatal``,
+``fail``, the excerpt led by the number's name).
 """
 
 # Annotations are evaluated at class creation (msgspec; see ruledata/logs.py).

@@ -10,7 +10,13 @@ autotuner Skipping line or inside its record (the hit's context markers) is a ta
 autotuner skipped, counted under ``autotuner.tactic_skipped``, not a finding of its own; a
 finding seen last inside the error run a source ends with (``runtime.log_ends_in_error``,
 rule log-end: the process died or the log was cut there) is ``fail``, an unrecognised
-error-level record then reading as an unrecognised fatal error.
+error-level record then reading as an unrecognised fatal error. A finding of a rule ``xid``
+signature (``kernel.xid``: the scanner keeps one per Xid number, its first line) is read
+here: the number (the signature's ``xid`` group, on the excerpt) is looked up in NVIDIA's
+Xid table (``checks/log_vocabulary.toml`` ``[[xid]]``); a number the table marks fatal is
+the rule ``xid-fatal`` entry (``kernel.xid_fatal``), ``fail``, and the excerpt of a number
+the table lists leads with it and its name (``Xid 48 (ROBUST_CHANNEL_GPU_ECC_DBE, fatal in
+NVIDIA's Xid table) | line: ...``); a number the table does not list stays as it was seen.
 Each check looks only at the findings whose signature names it; ``scan-logs`` reports the
 same judged findings.
 """
@@ -23,6 +29,7 @@ from typing import get_args
 
 import msgspec
 
+from blackwell_doctor.facts import regexcache
 from blackwell_doctor.facts.document import Facts, LogFacts, LogFinding, Unavailable
 from blackwell_doctor.report.results import (
     Evidence,
@@ -43,6 +50,7 @@ from blackwell_doctor.ruledata.logs import (
     load_catalogue,
 )
 from blackwell_doctor.ruledata.rules import RuleData
+from blackwell_doctor.ruledata.vocabulary import Xid, load_vocabulary
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.absent import NO_LOGS
 from blackwell_doctor.rules.registry import check
@@ -111,6 +119,8 @@ def judge_findings(
         seen = msgspec.structs.asdict(f)
         del seen["context"]
         out.append(JudgedFinding(**seen, severity=severity, check=entry.check))
+    xids = load_vocabulary().xids
+    out = [_read_xid(j, cat, xids) for j in out]
     out = [_as_fatal(j, cat) for j in _known_wins(out, cat)]
     out.sort(key=lambda j: (-SEVERITY_RANK[j.severity], j.signature, j.path, j.line))
     return out
@@ -130,6 +140,26 @@ def _as_fatal(judged: JudgedFinding, cat: Catalogue) -> JudgedFinding:
         return judged
     fatal = next((s.id for s in cat.signatures if s.rule == "unrecognised-fatal"), None)
     return judged if fatal is None else msgspec.structs.replace(judged, signature=fatal)
+
+
+def _read_xid(judged: JudgedFinding, cat: Catalogue, xids: dict[int, Xid]) -> JudgedFinding:
+    """A rule ``xid`` finding read in NVIDIA's Xid table: its number (the signature's
+    ``xid`` group on the excerpt) named in the excerpt where the table lists it, and the
+    finding the rule ``xid-fatal`` entry, ``fail``, where the table marks it fatal. A number
+    the table does not list, or an excerpt the regex no longer finds it in, is left as is."""
+    entry = cat.entry(judged.signature)
+    if not isinstance(entry, Signature) or entry.rule != "xid":
+        return judged
+    match = regexcache.compile(entry.regex).search(judged.excerpt) if entry.regex else None
+    xid = xids.get(int(match.group("xid"))) if match is not None else None
+    if xid is None:
+        return judged
+    fatal = next((s.id for s in cat.signatures if s.rule == "xid-fatal"), None)
+    if not xid.fatal or fatal is None:
+        excerpt = f"Xid {xid.number} ({xid.name}) | line: {judged.excerpt}"
+        return msgspec.structs.replace(judged, excerpt=excerpt)
+    excerpt = f"Xid {xid.number} ({xid.name}, fatal in NVIDIA's Xid table) | line: {judged.excerpt}"
+    return msgspec.structs.replace(judged, signature=fatal, severity="fail", excerpt=excerpt)
 
 
 def _known_wins(judged: list[JudgedFinding], cat: Catalogue) -> list[JudgedFinding]:
@@ -250,9 +280,13 @@ def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[s
     # A W4A16 checkpoint (model.w4a16): Marlin is its kernel, not a fallback.
     judged = judge_findings(logs, w4a16_checkpoint=view.marlin_expected(facts))
     mine = [f for f in judged if f.check == check_id]
-    evidence: Evidence = {
-        f"{f.signature} x{f.count}": f"{f.path}:{f.line}: {f.excerpt}" for f in mine
-    }
+    evidence: Evidence = {}
+    for f in mine:
+        # Two findings of one signature and count (two Xid numbers, a file given twice)
+        # each keep their line.
+        key = f"{f.signature} x{f.count}"
+        key = f"{key} at {f.path}:{f.line}" if key in evidence else key
+        evidence[key] = f"{f.path}:{f.line}: {f.excerpt}"
     unread = [f"{s.name} ({s.error})" for s in logs.sources if s.error and not s.lines]
     worst = _worst(mine)
     if worst is not None:

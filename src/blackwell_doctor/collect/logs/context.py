@@ -56,6 +56,12 @@ whichever tool reads it.
   survives has other records after it (or, once it serves, ``runtime.engine_ready``). At
   most :data:`TAIL_BYTES` / :data:`TAIL_LINES` of the end are read; lines of an autotuner
   Skipping record are no error (a skipped tactic).
+- wrapped records: a line under a per-line transport (docker compose, ``kubectl logs
+  --prefix``, vLLM's per-process prefix, a docker ``--timestamps`` stamp) with no record
+  prefix of its own continues the record above it through the same transport
+  (:func:`wraps`): a vocabulary term broken over the two lines is found in them joined
+  (matcher.py, "Wrapped records"), and the log-end walk passes over the second line of a
+  wrapped error line.
 - ``not-nvidia``: lines only AMD's RCCL prints (``NCCL WARN Missing "iommu=pt" ...``) are
   recognised and dropped: they are no finding on an NVIDIA host.
 """
@@ -96,6 +102,34 @@ def transport(head: str) -> str:
     """The per-line transport prefix of a line (``""`` when it has none)."""
     match = _TRANSPORT().match(head)
     return match.group() if match else ""
+
+
+# docker logs --timestamps (and compose logs --timestamps after the service): RFC 3339 with
+# nanoseconds before every line the container wrote (daemon/logger jsonfilelog read path).
+_DOCKER_TIMESTAMP = regexcache.lazy(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) ")
+
+
+def wrap_key(text: str) -> tuple[str, int]:
+    """The per-line transport a line was written through for the wrapped-record rule, and
+    where its message starts: the transport prefix (:func:`transport`), then a docker
+    ``--timestamps`` stamp (any stamp: the same key). ``("", 0)``: none."""
+    prefix = transport(text)
+    at = len(prefix)
+    key = prefix.strip()
+    stamp = _DOCKER_TIMESTAMP().match(text, at)
+    if stamp is not None:
+        key, at = f"{key} <timestamp>".strip(), stamp.end()
+    return key, at
+
+
+def wraps(text: str, key: str) -> int:
+    """Where the message of a line (its :func:`line_head` or cleaned text) starts when it
+    continues a record written through transport ``key`` (not empty): the same key and no
+    record prefix after it; -1 when it does not."""
+    mine, at = wrap_key(text)
+    if not key or mine != key or records.prefix_at(text, at) is not None:
+        return -1
+    return at
 
 
 def continues(head: str, key: str) -> bool:
@@ -241,6 +275,13 @@ def is_error_line(catalogue: Catalogue, text: str) -> bool:
     return records.classify(text) in ("fatal", "error")
 
 
+def _wraps_error(above: tuple[int, str], text: str, is_error: Callable[[str], bool]) -> bool:
+    """Whether a line is the second line of an error record a transport wrapped: it
+    continues the line above (:func:`wraps`), and that line is an error line."""
+    upper = above[1]
+    return wraps(text, wrap_key(upper)[0]) >= 0 and is_error(upper.strip())
+
+
 def error_tail(
     lines: list[tuple[int, str]], is_error: Callable[[str], bool], skipped: Callable[[int], bool]
 ) -> tuple[int, int, int, str] | None:
@@ -252,14 +293,16 @@ def error_tail(
     the run holds no error line."""
     first = last = count = 0
     text_first = ""
-    for number, text in reversed(lines[-TAIL_LINES:]):
+    walked = lines[-TAIL_LINES:]
+    for k in range(len(walked) - 1, -1, -1):
+        number, text = walked[k]
         if not text.strip():
             continue
         if not skipped(number) and is_error(text.strip()):
             first, text_first, count = number, text.strip(), count + 1
             last = last or number
             continue
-        if continues_error(text):
+        if continues_error(text) or (k > 0 and _wraps_error(walked[k - 1], text, is_error)):
             continue
         break
     return (first, last, count, text_first) if count else None

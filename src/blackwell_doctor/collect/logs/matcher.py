@@ -48,6 +48,32 @@ too; the RE2 alternation finds one leftmost match at a time, so the RE2 engine t
 match only as the place where some literal starts, tries every literal of the same first
 two bytes there and searches again one byte on (the vocabulary's messages start with the
 catalogue's literals: "CUDA error: out of memory" and "CUDA error").
+
+Wrapped records (issue 33): docker compose (``vllm-1  | ``), ``kubectl logs --prefix``
+(``[pod/name/container] ``) and ``docker logs --timestamps`` write a prefix before every
+line, so a record the terminal or the runtime broke over two lines reads as two (``...
+CUDA error: an illegal memory`` / ``vllm-1  | access was encountered``): a vocabulary term
+broken there is on neither line whole, and the prefilter cannot see it. It is found at the
+*seam*, without a second pass over the bytes: every term also gives the prefilter its last
+:data:`~blackwell_doctor.ruledata.logs.SEAM_TAIL_CHARS` characters (owner ``seam``), which a
+break anywhere before them leaves whole on the second line. At such a hit the line is
+checked to continue the record above (:func:`context.wraps`: the same transport, no record
+prefix of its own), and the term is searched in the line above (at most
+:data:`WRAP_BYTES` of its end; the last line of the previous region is kept for the first
+line of the next, so the chunking changes nothing) and this line's message (its transport
+gone) joined with a space (a break at a space) and without one (a break inside a word).
+Only an occurrence that spans the seam counts, so a term whole on either line is never
+counted twice; it counts on the record's first line, in place of that line's generic hit,
+its excerpt the joined record. A tail hit costs a few C calls before any decoding: the
+message up to it (after the last transport end, ``| ``, ``] ``, ``) ``, ``Z ``) must be a
+part of a term's end, which a tail inside healthy text ("... encountered ...") is not
+(a 32 MiB log with such a word on every other line: ~2.4 s against 0.09 s without the
+tails, about what a line of ``ERROR`` costs; healthy lines without one: unchanged).
+Memory stays flat (two bounded lines) and a 10 MB line linear (the line above is looked up
+once per line). Not seen: a break inside a term's last characters, a term over three lines
+or more, a transport prefix in colour (compose on a terminal), and a record whose second
+line holds none of its terms keeps its first line as the excerpt (its error is judged all
+the same: the log-end walk passes over such a second line, context.error_tail).
 """
 
 from __future__ import annotations
@@ -74,6 +100,9 @@ WINDOW_BYTES = 4096
 EXCERPT_CHARS = 400
 # RE2's memory budget for the literal alternation (the fallback engine: see _re2_finder).
 RE2_MAX_MEM = 64 << 20
+# Wrapped records (a seam: module docstring): at most this much of the line above is joined
+# to a continuation line, and a seam joins two lines (a term broken over three is not seen).
+WRAP_BYTES = 1024
 # A vocabulary term's label (term, family, meaning) before the excerpt, at most this long.
 NOTE_CHARS = 160
 
@@ -231,6 +260,22 @@ def make_excerpt(text: str, anchor: str = "") -> str:
     return "…" + text[left : left + width] + "…"
 
 
+# What ends a transport prefix (compose "| ", kubectl "] ", vLLM ") ", docker's "Z ").
+_TRANSPORT_ENDS = (b"| ", b"] ", b") ", b"Z ")
+
+
+def _seam_rest(buf: bytes, start: int, end: int) -> bytes:
+    """The message of the line starting at ``start`` up to ``end`` (a term's tail ends
+    there), taken after the last transport end before it; ``b""`` where none is near (no
+    transport, or the tail deep in a message: healthy text). A few C calls a hit, however
+    many terms share the tail."""
+    floor = max(start, end - context.HEAD_BYTES)
+    at = max(buf.rfind(sep, floor, end) for sep in _TRANSPORT_ENDS)
+    if at == -1:
+        return b""
+    return buf[at + 2 : end].lstrip(b" ")
+
+
 class Occurrences:
     """Everything seen of one signature in one source. (Plain classes here, not
     dataclasses: importing ``dataclasses`` and building two cost ~3 ms of a scan's
@@ -264,8 +309,9 @@ class SourceScanner:
         self.lines = 0
         self.size = 0  # bytes read
         # Per signature and per context (the autotuner markers a hit was seen with,
-        # context.py).
-        self.occurrences: dict[tuple[int, tuple[str, ...]], Occurrences] = {}
+        # context.py), and per Xid number for a signature of rule xid (its regex's xid
+        # group): each number's first line is kept, for the rules to read in the Xid table.
+        self.occurrences: dict[tuple[int, tuple[str, ...], str], Occurrences] = {}
         self.markers: set[str] = set()
         # Called with (signature id, line) for every occurrence counted (benchmarks, tests).
         self.on_occurrence = on_occurrence
@@ -297,6 +343,12 @@ class SourceScanner:
         self._tail = bytearray()
         # The line the grammar table last classified for the generic detector, its class.
         self._classified: tuple[int, str, str | None] = (0, "", None)
+        # Wrapped records: the last complete line of the region scanned before (its wrap key
+        # and cleaned text, at most WRAP_BYTES of its end), and the line above the line last
+        # examined at a seam: (line, key, text).
+        self._prev: tuple[str, str] = ("", "")
+        self._term_bytes = [t.text.encode("utf-8") for t in catalogue.terms]
+        self._above: tuple[int, str, str] = (0, "", "")
         self._engine, self._finder = _finder(tuple(catalogue.literals), engine)
 
     def feed(self, data: bytes) -> None:
@@ -365,7 +417,9 @@ class SourceScanner:
         finding, is the rules' (:mod:`blackwell_doctor.rules.logs`)."""
         out: list[LogFinding] = []
         signatures = self.catalogue.signatures
-        for (n, seen), occ in sorted(self.occurrences.items(), key=lambda kv: kv[1].first_line):
+        for (n, seen, _each), occ in sorted(
+            self.occurrences.items(), key=lambda kv: kv[1].first_line
+        ):
             sig = signatures[n]
             out.append(
                 LogFinding(
@@ -463,6 +517,7 @@ class SourceScanner:
                 line += buf.count(b"\n", cursor, pos)
                 cursor = pos
                 self._hit(buf, start, end, pos, lit, line)
+        self._remember_last_line(buf, start, end)
         return line - first + buf.count(b"\n", cursor, end)
 
     def _hit(self, buf: bytes, lo: int, hi: int, pos: int, lit: int, line: int) -> None:
@@ -495,7 +550,16 @@ class SourceScanner:
         else:
             self._hits_stop[lit] = stop  # the line ends here: the later hits' text is in it
         text: str | None = None
+        rest: bytes | None = None  # a seam's: the message up to the tail's end, or b""
         for kind, n in cat.owners[lit]:
+            if kind == "seam":
+                if rest is None:
+                    in_view = start > floor or (start == lo and not self._mid_line)
+                    end = pos + len(cat.literals[lit])
+                    rest = _seam_rest(buf, start, end) if in_view else b""
+                if rest and self._at_seam(buf, start, rest, n):
+                    self._seam(n, clean_line(buf[start:stop]), line, buf, lo, start)
+                continue
             if text is None:
                 text = clean_line(buf[start:stop])
             if kind == "marker":
@@ -525,7 +589,7 @@ class SourceScanner:
                 self._open_run(buf, start if at_line_start else -1, pos, hi, line)
             self._signature(n, text, line, cat.literals[lit].decode("utf-8", "replace"))
 
-    def _term(self, k: int, text: str, line: int) -> None:
+    def _term(self, k: int, text: str, line: int, *, record: bool = False) -> None:
         """A vocabulary term's hit, wherever it stands in the line (glued to model output
         too): counted under the generic fatal signature (a fatal term) or the generic
         error one, its excerpt led by the term, its family and meaning."""
@@ -538,8 +602,80 @@ class SourceScanner:
             return
         frame = context.frame_above(self._last_frame, line, text)
         self._signature(
-            n, text, line, term.text, frame, note=term.label()[:NOTE_CHARS], prose_checked=True
+            n,
+            text,
+            line,
+            term.text,
+            frame,
+            note=term.label()[:NOTE_CHARS],
+            prose_checked=True,
+            record=record,
         )
+
+    # ------------------------------------------------------ wrapped records (seams)
+
+    def _line_at(self, buf: bytes, ls: int, le: int) -> tuple[str, str]:
+        """(wrap key, cleaned text) of the line ``buf[ls:le]``: at most :data:`WRAP_BYTES`
+        of its end (a longer one: its start, an ellipsis, its end)."""
+        key = context.wrap_key(line_head(buf[ls : ls + context.HEAD_BYTES]))[0]
+        if not key:
+            return "", ""
+        if le - ls <= WRAP_BYTES:
+            return key, clean_line(buf[ls:le])
+        head = clean_line(buf[ls : ls + context.HEAD_BYTES])
+        return key, f"{head} … {clean_line(buf[le - WRAP_BYTES : le])}"
+
+    def _remember_last_line(self, buf: bytes, start: int, end: int) -> None:
+        """The region's last complete line, for a seam with the next region's first line."""
+        if end <= start or buf[end - 1] != 0x0A:
+            return  # a piece of a long line: the line above the next one is unchanged
+        nl = buf.rfind(b"\n", start, end - 1)
+        if nl == -1 and self._mid_line:
+            self._prev = ("", "")  # its start was not in view: no key known
+            return
+        self._prev = self._line_at(buf, nl + 1 if nl != -1 else start, end - 1)
+
+    def _at_seam(self, buf: bytes, start: int, rest: bytes, k: int) -> bool:
+        """Whether the line starting at ``start``, its message up to the tail's end ``rest``
+        (:func:`_seam_rest`), may hold the rest of term ``k`` broken at a seam: the message
+        is a part of the term's end, after a transport."""
+        whole = self._term_bytes[k]
+        if len(rest) >= len(whole) or not whole.endswith(rest):
+            return False
+        head = line_head(buf[start : start + context.HEAD_BYTES])
+        key, at = context.wrap_key(head)
+        return bool(key) and head[at:].lstrip().encode("utf-8").startswith(rest)
+
+    def _seam(self, k: int, text: str, line: int, buf: bytes, lo: int, start: int) -> None:
+        """A vocabulary term's tail on ``line`` (its start at ``start``, in view): where the
+        line continues the record above (the same transport, no record prefix of its own:
+        :func:`context.wraps`), the term is looked for across the seam, in the line above and
+        this line's message joined with a space (a break at a space) and without (a break
+        inside a word); an occurrence that spans the seam is counted on this line, its
+        excerpt the joined record. One found whole on either line does not span it."""
+        if self._above[0] != line:
+            if start == lo:
+                above = ("", "") if self._mid_line else self._prev
+            else:
+                nl = buf.rfind(b"\n", lo, start - 1)
+                if nl == -1 and self._mid_line:
+                    above = ("", "")
+                else:
+                    above = self._line_at(buf, nl + 1 if nl != -1 else lo, start - 1)
+            self._above = (line, *above)
+        _line, key, upper = self._above
+        at = context.wraps(text, key) if upper else -1
+        if at < 0:
+            return
+        message = text[at:].strip()
+        term = self.catalogue.terms[k].text
+        for gap in (" ", ""):
+            joined = f"{upper}{gap}{message}"
+            cut = len(upper)
+            i = joined.find(term, max(0, cut - len(term) + 1), cut + len(gap) + len(term))
+            if i != -1 and i < cut and i + len(term) > cut + len(gap):
+                self._term(k, joined, line - 1, record=True)
+                return
 
     def _generic(self, text: str, line: int, anchor: str) -> None:
         """A generic literal's hit: the grammar table classifies the line (once per line and
@@ -617,6 +753,7 @@ class SourceScanner:
         note: str = "",
         *,
         prose_checked: bool = False,
+        record: bool = False,
     ) -> None:
         cat = self.catalogue
         regex, unless = cat.regex[n], cat.unless[n]
@@ -632,7 +769,16 @@ class SourceScanner:
         if frame:
             self._frames[line] = frame
         # Counted once no dismissal can follow it any more (the prose rule's lookback).
-        self._pending.append((n, line, text, anchor, match, seen, note))
+        entry = (n, line, text, anchor, match, seen, note)
+        if record:
+            # A term across a seam, counted on the record's first line (the line above the
+            # hit): it stands for that line's generic hit (the term, its meaning and the
+            # joined record say more), and goes in line order among the pending ones.
+            self._pending = [p for p in self._pending if p[:2] != (n, line) or p[6]]
+            at = bisect.bisect_right([p[1] for p in self._pending], line)
+            self._pending.insert(at, entry)
+        else:
+            self._pending.append(entry)
         self._commit(line - context.PROSE_LOOKBACK_LINES)
 
     def _commit(self, before: int | None = None) -> None:
@@ -665,12 +811,14 @@ class SourceScanner:
     ) -> None:
         sig = self.catalogue.signatures[n]
         frame = self._frames.get(line, "") if sig.rule in GENERIC_RULES else ""
-        occ = self.occurrences.get((n, seen))
+        each = match.group("xid") if sig.rule == "xid" and match is not None else ""
+        occ = self.occurrences.get((n, seen, each))
         if occ is None:
             excerpt = make_excerpt(text, anchor)
             if note:
                 excerpt = f"{note} | line: {excerpt}"
-            occ = self.occurrences[n, seen] = Occurrences(first_line=line, excerpt=excerpt)
+            occ = Occurrences(first_line=line, excerpt=excerpt)
+            self.occurrences[n, seen, each] = occ
         elif occ.last_line == line:
             return  # once per line
         if frame and not occ.frame:
