@@ -79,6 +79,12 @@ ERROR_RECORDS = [
     # kubectl logs --prefix, docker compose around a vLLM record
     "[pod/vllm-0/engine] ERROR 06-01 21:52:09 [core.py:1] could not open the shard",
     "vllm-1  | ERROR 06-01 21:52:09 [core.py:1] could not open the shard",
+    # zerolog ConsoleWriter "<time.Kitchen> <LVL> <message>" (LocalAI and other Go servers)
+    "9:25PM ERR could not open the shard",
+    "2024-01-01T00:00:00Z ERR could not open the shard",
+    # Go's log.LstdFlags envelope ("2009/01/23 01:23:23 ") around a glog record, as a job
+    # runner that logs its child's lines through Go's log prints them
+    "2023/10/26 12:12:06 E1026 12:12:06.704113  12 x.cc:4] could not open the shard",
 ]
 
 FATAL_RECORDS = [
@@ -91,6 +97,13 @@ FATAL_RECORDS = [
     'level=fatal msg="could not open the shard"',
     "<2>could not open the shard",  # PRI crit
     "CRITICAL:root:could not open the shard",  # Python BASIC_FORMAT
+    "9:25PM FTL could not open the shard",  # zerolog ConsoleWriter
+    "9:25PM PNC could not open the shard",
+    # nvidia-smi; k8s-device-plugin klog.Errorf("Failed to initialize NVML: %v.", ret) in Go's
+    # log envelope; go-nvml callers' fmt.Errorf("failed to initialize NVML: %v", ret)
+    "Failed to initialize NVML: Driver/library version mismatch",
+    "2022/05/13 23:09:23 Failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND.",
+    "E0513 23:09:23.000000       1 main.go:12] failed to initialize NVML: ERROR_UNKNOWN",
 ]
 
 HEALTHY = [
@@ -107,12 +120,21 @@ HEALTHY = [
     "2024-01-01T00:00:00.000000Z  INFO text_generation_launcher: error rate 0",
     "W1128 12:00:00.123456  1234 file.cc:12] slow path: retrying after error",
     "I1128 12:00:00.123456  1234 file.cc:12] errors: 0",
+    # TensorFlow's "%s.%06d: %c %s:%d] %s" (tsl logging.cc) is no grammar here: every TF 2.14+
+    # start prints E records that are harmless ("Unable to register cuFFT factory: ...")
+    "2023-10-26 12:12:06.704113: E external/local_xla/xla/stream_executor/cuda/cuda_fft.cc:477]"
+    " Unable to register cuFFT factory: Attempting to register factory for plugin cuFFT when"
+    " one has already been registered",
     "WARN[0001] retrying after error",
     "<6>retrying after error",
     "<14>Error handling enabled",  # user.info
     '{"PRIORITY":"6","MESSAGE":"Error handling enabled"}',
     "[pod/vllm-0/engine] INFO 06-01 21:52:09 [core.py:1] error handling: strict",
     "The log said ERROR only once, and that was expected.",  # prose
+    "9:25PM INF error budget: 0 errors",  # zerolog at info
+    "9:25PM WRN retrying after error",
+    "2022/05/13 23:09:23 Loading NVML",  # Go's log envelope, no level
+    "2022/05/13 23:09:23 Initialized NVML: 8 devices",
 ]
 
 
@@ -378,3 +400,27 @@ def test_a_journal_entry_of_priority_err_is_an_error_record(tmp_path: Path) -> N
         "__CURSOR=e\n__REALTIME_TIMESTAMP=3\nPRIORITY=6\nMESSAGE=still going\n\n"
     )
     assert _judged(tmp_path, export) == {ERROR: ("warn", 2)}
+
+
+def test_a_traceback_in_gos_log_envelope_that_ends_the_log_fails(tmp_path: Path) -> None:
+    # Composed: a Python child's traceback as a Go job runner logs each of its lines through
+    # log.LstdFlags ("2009/01/23 01:23:23 "); the log ends in it.
+    log = (
+        "2023/10/26 12:12:20 INFO: starting workers\n"
+        "2023/10/26 12:12:20 Traceback (most recent call last):\n"
+        '2023/10/26 12:12:20 File "/app/main.py", line 3, in <module>\n'
+        "2023/10/26 12:12:20 main()\n"
+        "2023/10/26 12:12:20 RuntimeError: no shard\n"
+    )
+    assert _judged(tmp_path, log)[FATAL][0] == "fail"
+
+
+def test_a_program_saying_an_option_will_be_ignored_is_no_dismissal(tmp_path: Path) -> None:
+    # llama.cpp common/arg.cpp fprintf(stderr, "warning: no usable GPU found, --gpu-layers
+    # option will be ignored\n"): "will be ignored" read as a person's dismissal hid it.
+    log = "warning: no usable GPU found, --gpu-layers option will be ignored\n"
+    got = _judged(tmp_path, log)
+    assert [s for s in got if s.startswith("fallback.llamacpp.")], got
+    # A person's dismissal still is one.
+    prose = "That warning can be safely ignored: " + log
+    assert not [s for s in _judged(tmp_path, prose) if s.startswith("fallback.")]

@@ -136,3 +136,26 @@ def test_the_check_fails_with_the_fatal_meaning(tmp_path: Path) -> None:
     assert "NVIDIA's Xid table marks fatal" in got.remedy.summary
     # Both numbers' lines are in the evidence.
     assert len([k for k in got.evidence if k.startswith("kernel.xid")]) == 2
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # open-gpu-kernel-modules osHandleGpuLost: NV_DEV_PRINTF(NV_DBG_ERRORS, nv, "GPU has
+        # fallen off the bus.\n"), NV_DEV_PRINTF's prefix "NVRM: GPU %04x:%02x:%02x.%x: "
+        "[  49.261458] NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.",
+        # the closed drivers before it: "NVRM: GPU at %04x:%02x:%02x.%x has fallen off the bus."
+        "[  49.261458] NVRM: GPU at 0000:01:00.0 has fallen off the bus.",
+        "Nov 28 12:00:00 host kernel: NVRM: GPU at PCI:0000:3b:00: has fallen off the bus.",
+    ],
+)
+def test_the_drivers_own_off_the_bus_line_without_an_xid_fails(tmp_path: Path, line: str) -> None:
+    judged = _scan(tmp_path, line)
+    assert [(j.signature, j.severity) for j in judged] == [("kernel.gpu_fallen_off_bus", "fail")]
+
+
+def test_the_xid_79_line_is_not_counted_twice_as_off_the_bus(tmp_path: Path) -> None:
+    judged = _scan(
+        tmp_path, "[  9.1] NVRM: Xid (PCI:0000:01:00): 79, pid=1, GPU has fallen off the bus."
+    )
+    assert {j.signature for j in judged} == {"kernel.xid_fallen_off_bus"}

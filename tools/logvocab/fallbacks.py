@@ -43,7 +43,12 @@ FALLBACK_WORDS = re.compile(
     r"|\binstead\b"
     r"|\bdisabl(?:e|ed|es|ing)\b"
     r"|\bslow(?:er|ly|down)?\b|\bdegrad(?:e|ed|es|ing|ation)\b"
-    r"|\bsub-?optimal\b|\bnot (?:be )?optimi[sz]ed\b",
+    r"|\bsub-?optimal\b|\bnot (?:be )?optimi[sz]ed\b"
+    # the GPU not used at all: llama.cpp common/arg.cpp "warning: no usable GPU found,
+    # --gpu-layers option will be ignored", "not compiled with GPU offload support"
+    r"|\bno (?:usable |compatible |supported |available )?(?:GPUs?|CUDA devices?)\b"
+    r"|\bGPUs? (?:will |would )?not (?:be )?used\b|\bnot compiled with (?:GPU|CUDA)\b"
+    r"|\b(?:running|runs|run|falling back to|using) (?:on )?(?:the )?CPU\b",
     re.IGNORECASE,
 )
 # ... unless it is advice about the user's own command line or code, not a path the runtime

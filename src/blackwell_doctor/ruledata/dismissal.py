@@ -1,7 +1,7 @@
 """Words with which a person dismisses a log message in prose ("this warning can be safely
 ignored"): the rule in :mod:`blackwell_doctor.collect.logs.context`. Runtime messages do not say
-these: NCCL's "You can repress this message ..." and vLLM's "To silence this warning ..."
-match none of them. Kept apart (no imports) so that the catalogue can number the literals
+these: NCCL's "You can repress this message ...", vLLM's "To silence this warning ..." and
+llama.cpp's "--gpu-layers option will be ignored" match none of them. Kept apart (no imports) so that the catalogue can number the literals
 and the context rules can use the pattern without an import cycle."""
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ LITERALS: tuple[str, ...] = (
 # log with no dismissal literal never needs them (start-up: docs/performance.md).
 _SOURCES = {
     "DISMISSAL": (
-        r"\b(?:can|could|may|should|will)\s+(?:\w+\s+)?(?:be\s+)?(?:safely\s+)?ignored\b"
+        # ("will be ignored" is a program saying what it does with an option: llama.cpp
+        # common/arg.cpp "--gpu-layers option will be ignored"; a person says "can be")
+        r"\b(?:can|could|may|should)\s+(?:\w+\s+)?(?:be\s+)?(?:safely\s+)?ignored\b"
         r"|\bsafe(?:ly)?\s+(?:to\s+)?ignore\b"
         r"|\b(?:is|are|was|were|seems?|looks?)\s+[*_]*(?:completely\s+|totally\s+|perfectly\s+|just\s+)?"
         r"(?:harmless|benign|expected|normal)\b"

@@ -76,6 +76,10 @@ ENVELOPES = (
     # SGLang python/sglang/srt/utils.py "[%(asctime)s%(prefix)s] %(message)s"
     r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\]\s?",
     r"\[\s*\d+\.\d+\]\s",  # dmesg: "[   12.345678] "
+    # Go's standard logger, log.LstdFlags (src/log/log.go formatHeader): "2009/01/23 01:23:23 "
+    # (".123123" with Lmicroseconds); also what a job runner that wraps a child's lines in
+    # Go's log puts before each of them
+    r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)? ",
 )
 
 GRAMMARS = (
@@ -149,6 +153,14 @@ GRAMMARS = (
         search=True,
     ),
     Grammar(
+        "zerolog-console",
+        r"(?:\d{1,2}:\d\d[AP]M|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\S*) "
+        r"(?P<l>TRC|DBG|INF|WRN|ERR|FTL|PNC) ",
+        'zerolog console.go ConsoleWriter: "<time> <LVL> <message>", TimeFormat default '
+        'time.Kitchen "3:04PM", levels consoleDefaultFormatLevel "TRC DBG INF WRN ERR FTL PNC" '
+        "(LocalAI and other Go servers' console logs)",
+    ),
+    Grammar(
         "logrus-tty",
         r"(?P<l>PANI|FATA|ERRO|WARN|INFO|DEBU|TRAC)\[[^\]]+\] ?",
         'logrus text_formatter.go (TTY): "%s[%04d] %-44s " with levelText '
@@ -189,7 +201,8 @@ GRAMMARS = (
 
 # Level token (as the grammar captured it, upper-cased) -> class.
 _FATAL_LEVELS = frozenset(
-    {"FATAL", "FATA", "F", "CRITICAL", "CRIT", "PANIC", "PANI", "DPANIC", "EMERG", "ALERT"}
+    {"FATAL", "FATA", "F", "FTL", "PNC", "CRITICAL", "CRIT", "PANIC", "PANI", "DPANIC", "EMERG"}
+    | {"ALERT"}
 )
 _ERROR_LEVELS = frozenset({"ERROR", "ERRO", "ERR", "ERR!", "EROR", "E"})
 
@@ -218,6 +231,11 @@ FATAL_FORMS = (
     r"CUDA error(?: at|:| \d)|CUDA_ERROR_\w+|NCCL error",
     # kubectl exec/attach: "command terminated with exit code 137"
     r"command terminated with exit code [1-9]",
+    # A program that cannot load NVML sees no GPU: nvidia-smi "Failed to initialize NVML:
+    # Driver/library version mismatch"; NVIDIA/k8s-device-plugin's resource manager
+    # klog.Errorf("Failed to initialize NVML: %v.", ret); go-nvml callers (container
+    # toolkit, CDI, DRA driver) fmt.Errorf("failed to initialize NVML: %v", ret)
+    r"[Ff]ailed to initialize NVML: ",
 )
 # After a record prefix (any level) or a weak prefix, anywhere in the message.
 FATAL_PHRASES = (
@@ -252,6 +270,7 @@ LITERALS: tuple[str, ...] = (
     # glog/absl E and F records: the severity letter and the month (or the year, glog 0.7)
     "E0", "E1", "E2", "F0", "F1", "F2",
     "panicked at", "fatal error: ", "what():", "signal", "exit code", "Bus error",
+    " ERR ", " FTL ", " PNC ", "ailed to initialize NVML: ",
     "Illegal instruction", "Floating point exception",
     *(f"<{facility * 8 + severity}>" for facility in range(24) for severity in range(4)),
 )  # fmt: skip
