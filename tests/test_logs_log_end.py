@@ -69,7 +69,10 @@ def fatal_kinds(text: str) -> set[str]:
     return kinds
 
 
-ALL_LOGS = sorted(FIXTURES.rglob("*.log"))
+# The corpus and the first held-out set. The fresh sets of issue 33 (logs-fresh-a, -b) are
+# measurements: their misses are recorded, file by file, in their own MEASURED tables
+# (tests/test_logs_fresh_*.py), not asserted away here.
+ALL_LOGS = sorted(p for d in ("logs", "logs-heldout") for p in (FIXTURES / d).rglob("*.log"))
 FLAGGED = [p for p in ALL_LOGS if fatal_kinds(p.read_text("utf-8", errors="replace"))]
 
 
@@ -83,11 +86,11 @@ def worst(path: Path) -> str:
 
 def test_the_walk_sees_every_fixture_log() -> None:
     dirs = {p.parent.name for p in ALL_LOGS}
-    assert {"logs", "logs-heldout", "logs-fresh-a"} <= dirs
+    assert {"logs", "logs-heldout"} == dirs
     assert len(ALL_LOGS) >= 98
     # The definition is not vacuous: about a third of the files show a fatal error.
     assert len(FLAGGED) >= 30
-    assert {p.parent.name for p in FLAGGED} == {"logs", "logs-heldout", "logs-fresh-a"}
+    assert {p.parent.name for p in FLAGGED} == {"logs", "logs-heldout"}
 
 
 @pytest.mark.parametrize("path", FLAGGED, ids=[f"{p.parent.name}/{p.name}" for p in FLAGGED])

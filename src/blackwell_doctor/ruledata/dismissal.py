@@ -1,8 +1,9 @@
 """Words with which a person dismisses a log message in prose ("this warning can be safely
-ignored"): the rule in :mod:`blackwell_doctor.collect.logs.context`. Runtime messages do not say
-these: NCCL's "You can repress this message ...", vLLM's "To silence this warning ..." and
-llama.cpp's "--gpu-layers option will be ignored" match none of them. Kept apart (no imports) so that the catalogue can number the literals
-and the context rules can use the pattern without an import cycle."""
+ignored"): the rule in :mod:`blackwell_doctor.collect.logs.context`. Runtime messages do not
+say these: NCCL's "You can repress this message ...", vLLM's "To silence this warning ..."
+and llama.cpp's "--gpu-layers option will be ignored" match none of them. Kept apart (no
+imports) so that the catalogue can number the literals and the context rules can use the
+pattern without an import cycle."""
 
 from __future__ import annotations
 
