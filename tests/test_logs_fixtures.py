@@ -160,6 +160,20 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
     "vllm-10453-healthy-nccl-found.log": {},
     "composed-ollama-11418-runner-terminated.log": {"runtime.engine_died": ("fail", 1, 3)},
     "rocmlibs-gfx1103-31-no-compatible-gpus.log": {"ollama.gpu_not_used": ("warn", 1, 6)},
+    # GPU not used / CPU fallback (issue 33, set B's misses): each library's own text, composed
+    # in its real format; the healthy look-alikes beside them (TF-TRT's TensorRT dlopen line,
+    # ORT's INFO "deemed faster" placement, llama.cpp's README hint) give nothing.
+    "composed-gpu-not-used-python-libs.log": {
+        "torch.cuda_unavailable": ("warn", 2, 1),
+        "bitsandbytes.compiled_without_gpu": ("warn", 1, 5),
+        "xformers.extensions_unavailable": ("warn", 3, 7),
+    },
+    "composed-gpu-not-used-native-runtimes.log": {
+        "onnxruntime.ep_not_created": ("warn", 1, 1),
+        "tensorflow.gpu_not_used": ("warn", 1, 3),
+        "llamacpp.not_compiled_gpu_offload": ("warn", 1, 6),
+        "deepspeed.async_io_unavailable": ("info", 1, 8),
+    },
     "composed-ollama-no-nvidia-devices-by-library.log": {
         "ollama.cuda_driver_unusable": ("warn", 1, 3),
         "ollama.gpu_not_used": ("warn", 1, 4),

@@ -55,11 +55,11 @@ MEASURED: dict[str, tuple[str, str]] = {
     "whisperjav-118-cuda-out-of-memory.log": ("fail", "fail"),
     "xinference-3203-failed-to-load-model.log": ("fail", "fail"),
     # Degraded: a CPU fallback or a feature unavailable.
-    "deepface-739-cuda-drivers-not-found-cpu.log": ("warn", "none"),
-    "deepspeed-6972-async-io-op-incompatible.log": ("warn", "none"),
+    "deepface-739-cuda-drivers-not-found-cpu.log": ("warn", "warn"),
+    "deepspeed-6972-async-io-op-incompatible.log": ("warn", "info"),
     "llamacpp-22748-no-usable-gpu-cpu-fallback.log": ("warn", "warn"),
-    "llamacpp-9153-not-compiled-with-gpu-offload.log": ("warn", "none"),
-    "topaz-154-no-nvidia-driver-falling-back-to-cpu.log": ("warn", "none"),
+    "llamacpp-9153-not-compiled-with-gpu-offload.log": ("warn", "warn"),
+    "topaz-154-no-nvidia-driver-falling-back-to-cpu.log": ("warn", "warn"),
     # Healthy, scary words included (or the healthy lines before a thread's problem).
     "comfyui-11845-healthy-startup-backends.log": ("none", "none"),
     "deepspeed-6723-healthy-ds-report-factory-registration.log": ("none", "none"),
