@@ -66,6 +66,13 @@ TRANSPORTS = (
     r"\[pod/[^\]/\s]+/[^\]\s]+\] ",  # kubectl logs --prefix: "[pod/name/container] "
     r"\([\w.-]+(?:,? \w+=[\w.]+)+\) ?",  # vLLM: "(EngineCore pid=N) " (vllm/utils _add_prefix)
     r"\[rank\d+\]: ?",  # torch.distributed: "[rank0]:" before each line of a rank's output
+    # torch.distributed.elastic multiprocessing (tee/redirects): "[{role}{local_rank}]:"
+    # before each line of a local rank's output ("[default0]:"; "[1]:" with no role), and
+    # torchx's "{role}/{replica_id} " before it (torchx schedulers' log lines)
+    r"(?:[\w-]+/\d+ )?\[[A-Za-z_]*\d+\]:",
+    # a process id before torch's rank prefix ("[pid] [rankN]:"), as launchers that tag each
+    # child's lines with its pid print it
+    r"\[\d+\] \[rank\d+\]: ?",
 )
 
 ENVELOPES = (
@@ -138,6 +145,39 @@ GRAMMARS = (
         '"<I|W|E|F><yyyy?><mmdd> <hh:mm:ss.uuuuuu> <tid> <file>:<line>] " (torch/_logging too)',
     ),
     Grammar(
+        "c10-logging",
+        r"\[(?P<l>[FEWIV])(?:\d{3,4} \d\d:\d\d:\d\d\.\d+)? [^\s:\]]+:\d+\] ?",
+        'PyTorch c10/util/logging_is_not_google_glog.h CAFFE2_SEVERITY_PREFIX "FEWIV" and '
+        'c10/util/Logging.cpp MessageLogger: "[" << prefix << (tm_mon + 1) << setw(2) tm_mday '
+        '<< " " << hh:mm:ss.nnnnnnnnn << " " << StripBasename(file) << ":" << line << "] " '
+        '("[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] "); before torch 2.2 '
+        '"[" << prefix << " " << file << ":" << line << "] " ("[W socket.cpp:558] ")',
+    ),
+    Grammar(
+        "onnxruntime-trt",
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[[VIWEF]:onnxruntime:[^\]]*\] "
+        r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +(?P<l>BUG|ERROR|WARNING|INFO|VERBOSE|UNKNOWN)\] ",
+        "ONNX Runtime's TensorRT EP onnxruntime/core/providers/tensorrt/"
+        'tensorrt_execution_provider.h TensorrtLogger::log: LOGS_DEFAULT(...) << "[" << '
+        'strftime("%Y-%m-%d %H:%M:%S") << " " << sevstr << "] " << msg, sevstr "    BUG" '
+        '(kINTERNAL_ERROR), "  ERROR", "WARNING", "   INFO", "VERBOSE": TensorRT\'s own level '
+        "inside ONNX Runtime's record (older releases log all of them at W)",
+    ),
+    Grammar(
+        "onnxruntime",
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[(?P<l>[VIWEF]):onnxruntime:[^\]]*\] ",
+        "ONNX Runtime onnxruntime/core/common/logging/sinks/ostream_sink.cc OStreamSink::SendImpl: "
+        'timestamp << " [" << severity letter (V, I, W, E, F) << ":" << category << ":" << '
+        'logger_id << ", " << location (file:line function) << "] " << message (clog_sink.h '
+        "and cerr_sink.h are OStreamSinks)",
+    ),
+    Grammar(
+        "stable-diffusion-cpp",
+        r"\[(?P<l>DEBUG|INFO|WARN|ERROR) ?\] [\w.-]+:\d+ *- ",
+        'stable-diffusion.cpp util.cpp log_printf: snprintf("[%s] %s:%-4d - ", level_str, '
+        'sd_basename(file), line), level_str "DEBUG", "INFO ", "WARN ", "ERROR"',
+    ),
+    Grammar(
         "tensorrt",
         r"(?:\[[^\]]+\] ?)*\[(?:TensorRT-LLM|TRT-LLM|TRT)\] ?(?:\[(?P<l>[A-Z]+)\] ?)?",
         'TensorRT-LLM cpp/tensorrt_llm/common/logger.cpp "[TensorRT-LLM][%s] ", '
@@ -204,13 +244,17 @@ _FATAL_LEVELS = frozenset(
     {"FATAL", "FATA", "F", "FTL", "PNC", "CRITICAL", "CRIT", "PANIC", "PANI", "DPANIC", "EMERG"}
     | {"ALERT"}
 )
-_ERROR_LEVELS = frozenset({"ERROR", "ERRO", "ERR", "ERR!", "EROR", "E"})
+# "BUG": TensorRT's kINTERNAL_ERROR as ONNX Runtime's TensorRT EP prints it (grammar above).
+_ERROR_LEVELS = frozenset({"ERROR", "ERRO", "ERR", "ERR!", "EROR", "E", "BUG"})
 
 # The shapes a process's death takes at the start of a message (after the prefixes),
 # as libc, the kernel, the shells, Python, C++, Rust, Go and the GPU libraries print them.
 FATAL_FORMS = (
     # Python Lib/traceback.py format_exception_only: "module.ExcType: message"
     r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|:?$)",
+    # the same line indented, with its message: a traceback rich (rich/traceback.py) or a
+    # logger that wraps its record under a level column renders, every line indented
+    r"\s+(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S",
     r"(?:[\w:]+::)?\w*Exception: ",  # C++ "c10::Exception: ", "tensorrt_llm::...Exception: "
     r"Traceback \(most recent call last\)",
     r"Fatal Python error",  # Python/pylifecycle.c fatal_error: "Fatal Python error: %s"
@@ -236,6 +280,35 @@ FATAL_FORMS = (
     # klog.Errorf("Failed to initialize NVML: %v.", ret); go-nvml callers (container
     # toolkit, CDI, DRA driver) fmt.Errorf("failed to initialize NVML: %v", ret)
     r"[Ff]ailed to initialize NVML: ",
+    # ggml ggml.c ggml_abort: fprintf(stderr, "%s:%d: ", file, line) then the message, then
+    # abort(); ggml-cuda.cu ggml_cuda_error ends in GGML_ABORT("CUDA error")
+    r"\S+:\d+: (?:CUDA error$|GGML_ASSERT)",
+    # libnvidia-container src/cli: warnx("<stage> error: %s", ...) then exit: the container
+    # never starts ("nvidia-container-cli: requirement error: unsatisfied condition:
+    # cuda>=12.6", "initialization error: nvml error: driver not loaded", "mount error: ...")
+    r"nvidia-container-cli: (?:[a-z]+ )?error: ",
+    # docker CLI (moby client): "Error response from daemon: " before the daemon's error; where
+    # that is runc's (libcontainer) "OCI runtime create failed" or containerd's "failed to
+    # create (shim) task", the container was never started
+    r"Error response from daemon: (?:.*\bOCI runtime \w+ failed|failed to create (?:shim )?task)",
+    # Triton Inference Server src/main.cc (src/common.h FAIL_IF_ERR): "error: creating server:
+    # <code> - <message>" then exit(1) (e.g. "Internal - failed to load all models")
+    r"error: creating server: ",
+    # Triton core's model status table (server.cc, PrintModelStatus via table_printer): "| name
+    # | version | status |", status ModelReadyStateString + ": " + reason; a load failure's
+    # reason is a Status::AsString "<Code>: <msg>" ("UNAVAILABLE: Internal: unable to create
+    # TensorRT engine"): the model cannot serve. (An unloaded model: "UNAVAILABLE: unloaded".)
+    r"\|[^|]+\|[^|]+\| UNAVAILABLE: [A-Z]",
+    # ray/scripts/scripts.py `ray start --block`: cli_logger.error("Some Ray subprcesses exited
+    # unexpectedly:") (so spelt up to Ray 2.x, "subprocesses" later), each dead process,
+    # cli_logger.error("Remaining processes will be killed."), then sys.exit(1)
+    r"Some Ray subpro?cesses exited unexpectedly|Remaining processes will be killed\.",
+    # Bumblebee src/optirun.c: bb_log(LOG_ERR, "Aborting because fallback start is
+    # disabled.\n") where the secondary GPU could not be used, then the program exits
+    r"Aborting because fallback start is disabled",
+    # gpu-burn gpu_burn-drv.cpp: a child that cannot set its GPU up prints "Couldn't init a GPU
+    # test: %s" and exits; that GPU never runs the test (the summary's OK reads 0 errors of 0)
+    r"Couldn't init a GPU test: ",
 )
 # After a record prefix (any level) or a weak prefix, anywhere in the message.
 FATAL_PHRASES = (
@@ -248,6 +321,15 @@ FATAL_PHRASES = (
     r"\b(?:with|by|received|got|on) signal:? (?:4|6|7|8|9|11|SIG(?:ILL|ABRT|BUS|FPE|KILL|SEGV))\b",
     r"\bexit (?:code|status):? 1(?:3[4-9])\b",  # 128 + SIGABRT..SIGSEGV: 134, 137, 139
     r"\bpanicked at\b",  # Rust, inside a record
+    # PyTorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: the watchdog's "Watchdog caught
+    # collective operation timeout: WorkNCCL(...) ran for N milliseconds before timing out.";
+    # with async error handling (the default) it then takes the process down ("To avoid
+    # data inconsistency, we are taking the entire process down.")
+    r"\bWatchdog caught collective operation timeout\b",
+    # PyTorch torch/csrc/distributed/c10d/socket.cpp: the TCPStore client gives up,
+    # "The client socket has timed out after {} while trying to connect to ({}, {})."
+    # (raised as DistNetworkError / DistStoreError)
+    r"\bThe client socket has timed out after\b",
 )
 # Prefixes that are no logger's but let a fatal form or phrase count: llama.cpp's
 # "llama_model_load: ", a progress line's dots, bash "script.sh: line 3:  1234 Killed".
@@ -271,6 +353,8 @@ LITERALS: tuple[str, ...] = (
     "E0", "E1", "E2", "F0", "F1", "F2",
     "panicked at", "fatal error: ", "what():", "signal", "exit code", "Bus error",
     " ERR ", " FTL ", " PNC ", "ailed to initialize NVML: ",
+    # c10 logging's E and F records: "[E socket.cpp:610] ", "[E321 02:07:08.4 file.cpp:1] "
+    "[E ", "[F ", *(f"[{s}{m}" for s in "EF" for m in range(1, 10)), "| UNAVAILABLE: ",
     "Illegal instruction", "Floating point exception",
     *(f"<{facility * 8 + severity}>" for facility in range(24) for severity in range(4)),
 )  # fmt: skip

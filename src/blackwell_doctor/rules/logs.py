@@ -17,6 +17,8 @@ Xid table (``checks/log_vocabulary.toml`` ``[[xid]]``); a number the table marks
 the rule ``xid-fatal`` entry (``kernel.xid_fatal``), ``fail``, and the excerpt of a number
 the table lists leads with it and its name (``Xid 48 (ROBUST_CHANNEL_GPU_ECC_DBE, fatal in
 NVIDIA's Xid table) | line: ...``); a number the table does not list stays as it was seen.
+A line of a non-fatal Xid that says it was "caused by previous Xid N" (NVRM's Xid 45, a
+preemptive cleanup after an error) takes N's verdict: fail where the table marks N fatal.
 Each check looks only at the findings whose signature names it; ``scan-logs`` reports the
 same judged findings.
 """
@@ -56,6 +58,11 @@ from blackwell_doctor.rules.absent import NO_LOGS
 from blackwell_doctor.rules.registry import check
 
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
+# NVRM's Xid 45 (preemptive cleanup) line names the error it cleans up after: "... caused by
+# previous Xid 149". NVIDIA's Xid catalogue: Xid 45 is "preemptive cleanup, due to previous
+# errors" (robust channel teardown), the consequence of the Xid it names, so the line attests
+# that Xid too and takes its verdict.
+_CAUSED_BY = regexcache.lazy(r"\bcaused by previous Xid (\d+)\b")
 _UNREAD_NAMED = 3
 # Markers (checks/log_signatures.toml [[marker]]) that make a Marlin choice deliberate.
 MARLIN_MARKERS = frozenset({"marlin-requested", "w4a16-checkpoint"})
@@ -155,6 +162,14 @@ def _read_xid(judged: JudgedFinding, cat: Catalogue, xids: dict[int, Xid]) -> Ju
     if xid is None:
         return judged
     fatal = next((s.id for s in cat.signatures if s.rule == "xid-fatal"), None)
+    cause = _CAUSED_BY().search(judged.excerpt)
+    before = xids.get(int(cause.group(1))) if cause is not None else None
+    if not xid.fatal and before is not None and before.fatal and fatal is not None:
+        excerpt = (
+            f"Xid {xid.number} ({xid.name}) caused by Xid {before.number} ({before.name}, fatal "
+            f"in NVIDIA's Xid table) | line: {judged.excerpt}"
+        )
+        return msgspec.structs.replace(judged, signature=fatal, severity="fail", excerpt=excerpt)
     if not xid.fatal or fatal is None:
         excerpt = f"Xid {xid.number} ({xid.name}) | line: {judged.excerpt}"
         return msgspec.structs.replace(judged, excerpt=excerpt)
