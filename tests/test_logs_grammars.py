@@ -424,3 +424,26 @@ def test_a_program_saying_an_option_will_be_ignored_is_no_dismissal(tmp_path: Pa
     # A person's dismissal still is one.
     prose = "That warning can be safely ignored: " + log
     assert not [s for s in _judged(tmp_path, prose) if s.startswith("fallback.")]
+
+
+def test_a_line_of_a_thousand_term_hits_is_examined_once_per_signature(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A signature counts once a line; a 10 MB line of vocabulary hits was 4.5x the same bytes
+    # in lines (benchmarks/scan_logs_long_line.py) because every hit's window was searched for
+    # prose. Counted, not timed: the prose test runs a bounded number of times.
+    from blackwell_doctor.collect.logs import context
+
+    calls = [0]
+    real = context.is_prose
+
+    def counting(text: str, anchor: str, *, lead_words: bool = True) -> bool:
+        calls[0] += 1
+        return real(text, anchor, lead_words=lead_words)
+
+    monkeypatch.setattr(context, "is_prose", counting)
+    scanner = SourceScanner(load_catalogue(), "t")
+    scanner.feed(b"glued cudaErrorIllegalAddress " * 1000 + b"\n")
+    assert calls[0] <= 5, calls[0]  # the scan (the log-end rule reads a bounded tail after it)
+    found = {f.signature: f.count for f in scanner.finish()}
+    assert found[FATAL] == 1
