@@ -10,16 +10,12 @@ tests/test_logs_fixtures.py; no held-out file joined the corpus. The README says
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from blackwell_doctor.collect.logs.scan import scan_sources
-from blackwell_doctor.rules.logs import judge_findings
 from tests.conftest import FIXTURES
+from tests.logmeasure import confusion, worst
 
 HELDOUT = FIXTURES / "logs-heldout"
-ORDER = {"none": 0, "info": 1, "warn": 2, "fail": 3}
 
 # file -> (expected worst severity, judged from the issue; worst severity the rules give)
 MEASURED: dict[str, tuple[str, str]] = {
@@ -51,21 +47,7 @@ FIRST: dict[str, str] = {
 
 
 def figures(got: dict[str, str]) -> tuple[int, int, int, int]:
-    """(true pos., false pos., false neg., true neg.): a problem is warn or fail."""
-    problem = {n: ORDER[e] >= ORDER["warn"] for n, (e, _) in MEASURED.items()}
-    flagged = {n: ORDER[got[n]] >= ORDER["warn"] for n in MEASURED}
-    tp = sum(problem[n] and flagged[n] for n in MEASURED)
-    fp = sum(flagged[n] and not problem[n] for n in MEASURED)
-    fn = sum(problem[n] and not flagged[n] for n in MEASURED)
-    return tp, fp, fn, len(MEASURED) - tp - fp - fn
-
-
-def worst(path: Path) -> str:
-    facts = scan_sources(
-        paths=[str(path)], containers=[], journal=False, kernel_log=False, host_root=Path("/")
-    )
-    assert all(s.error is None for s in facts.sources), facts.sources
-    return max((f.severity for f in judge_findings(facts)), key=ORDER.__getitem__, default="none")
+    return confusion(MEASURED, got)
 
 
 def test_every_heldout_file_is_measured() -> None:

@@ -18,8 +18,7 @@ from blackwell_doctor.collect.logs.scan import scan_sources
 from blackwell_doctor.ruledata.logs import load_catalogue
 from blackwell_doctor.rules.logs import JudgedFinding, judge_findings
 from tests.conftest import FIXTURES
-
-ORDER = {"none": 0, "info": 1, "warn": 2, "fail": 3}
+from tests.logmeasure import worst
 
 # ------------------------------------------------------------------ an independent definition
 # What a person reading a log calls a fatal error, written plainly. Two exclusions keep it
@@ -74,14 +73,6 @@ def fatal_kinds(text: str) -> set[str]:
 # (tests/test_logs_fresh_*.py), not asserted away here.
 ALL_LOGS = sorted(p for d in ("logs", "logs-heldout") for p in (FIXTURES / d).rglob("*.log"))
 FLAGGED = [p for p in ALL_LOGS if fatal_kinds(p.read_text("utf-8", errors="replace"))]
-
-
-def worst(path: Path) -> str:
-    facts = scan_sources(
-        paths=[str(path)], containers=[], journal=False, kernel_log=False, host_root=Path("/")
-    )
-    assert all(s.error is None for s in facts.sources), facts.sources
-    return max((f.severity for f in judge_findings(facts)), key=ORDER.__getitem__, default="none")
 
 
 def test_the_walk_sees_every_fixture_log() -> None:
