@@ -90,6 +90,31 @@ def test_a_marker_needs_a_regex() -> None:
         parse_catalogue(raw)
 
 
+def _signature(raw: dict[str, object], sig_id: str) -> dict[str, object]:
+    return next(s for s in raw["signature"] if s["id"] == sig_id)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("ordered_by", "no-such-marker", "ordered_by naming a marker"),
+        ("restarted_by", "runtime.engine_ready", "restarted_by naming a rule daemon-start"),
+    ],
+)
+def test_a_daemon_stop_names_its_marker_and_its_start(field: str, value: str, message: str) -> None:
+    raw = _raw()
+    _signature(raw, "host.persistence_daemon_stopped")[field] = value
+    with pytest.raises(CatalogueError, match=message):
+        parse_catalogue(raw)
+
+
+def test_only_a_daemon_stop_names_an_ordering_marker() -> None:
+    raw = _raw()
+    _signature(raw, "runtime.engine_ready")["ordered_by"] = "persistence-daemon-stop-job"
+    with pytest.raises(CatalogueError, match="are for rule daemon-stop"):
+        parse_catalogue(raw)
+
+
 def test_input_problems_have_advice_and_are_never_matched() -> None:
     cat = load_catalogue()
     assert set(cat.inputs) == {"input.unreadable", "input.partially_read"}

@@ -47,6 +47,12 @@ FATAL_LINES = [
     ' process: exec: "serve": executable file not found in $PATH: unknown.',
     "Error response from daemon: failed to create shim task: OCI runtime create failed: runc"
     " create failed: unable to start container process: error during container init: unknown",
+    # LocalAI pkg/model/initializers.go "[%s] Fails: %s" at INF (zerolog console writer)
+    # with loader.go's "could not load model: %w"; go-llama.cpp "failed loading model"
+    "9:25PM INF [llama-cpp] Fails: could not load model: rpc error: code = Canceled desc = ",
+    "9:25PM INF [llama-ggml] Fails: could not load model: rpc error: code = Unknown desc ="
+    " failed loading model",
+    '2:02AM ERR Server error error="could not load model - all backends returned error: ..."',
     # Triton src/main.cc FAIL_IF_ERR "error: creating server: <code> - <msg>"
     "error: creating server: Internal - failed to load all models",
     # Triton core's model status table, a model that failed to load
@@ -110,9 +116,8 @@ HEALTHY_LINES = [
     # stable-diffusion.cpp INFO / WARN records
     "[INFO ] stable-diffusion.cpp:201  - CUDA error checking enabled",
     "[WARN ] model.cpp:1100 - unknown tensor 'cond_stage_model.error_proj' in model file",
-    # a daemon stopping on SIGTERM (systemctl stop): a normal stop, no death
+    # a daemon's verbose signal line (its Shutdown line is judged below, with its context)
     "May 31 05:33:41 host nvidia-persistenced[4321]: Received signal 15",
-    "May 31 05:33:41 host nvidia-persistenced[4321]: Shutdown (4321)",
     # Ray and docker in health
     "Ray runtime started.",
     "Running subprocesses are monitored and a message will be printed if any of them terminate"
@@ -179,3 +184,67 @@ def test_xid_45_caused_by_a_fatal_xid_takes_its_verdict(tmp_path: Path) -> None:
 def test_xid_45_caused_by_a_non_fatal_xid_stays_a_warning(tmp_path: Path) -> None:
     got = _scan(tmp_path, XID45.format(43))  # 43: not fatal in the table
     assert [(j.signature, j.severity) for j in got] == [("kernel.xid", "warn")]
+
+
+# nvidia-persistenced (nvidia-persistenced.c): "Started (%d)", "Shutdown (%d)" at LOG_NOTICE;
+# systemd's stop job for its unit (job.c "Stopping %s..." / "Stopped %s.").
+_PD = "May 31 05:33:{:02d} host nvidia-persistenced[4321]: {}\n"
+_SYSTEMD = "May 31 05:33:{:02d} host systemd[1]: {}\n"
+
+
+def _daemon(got: list[JudgedFinding]) -> list[tuple[str, str]]:
+    return [(j.signature, j.severity) for j in got if j.signature.startswith("host.")]
+
+
+def test_the_persistence_daemon_down_at_the_end_with_no_stop_job_fails(tmp_path: Path) -> None:
+    text = _PD.format(1, "Started (4321)") + _PD.format(2, "Received signal 15")
+    text += _PD.format(2, "Shutdown (4321)")
+    got = _daemon(_scan(tmp_path, text))
+    assert got == [("host.persistence_daemon_stopped", "fail")]
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        "Stopping NVIDIA Persistence Daemon...",  # systemd before 250 (the Description)
+        "Stopping nvidia-persistenced.service - NVIDIA Persistence Daemon...",  # 250+
+        "Stopped NVIDIA Persistence Daemon.",
+    ],
+)
+def test_a_stop_systemd_ordered_is_info(tmp_path: Path, job: str) -> None:
+    text = _PD.format(1, "Started (4321)") + _SYSTEMD.format(2, job)
+    text += _PD.format(2, "Shutdown (4321)")
+    got = _daemon(_scan(tmp_path, text))
+    assert got == [("host.persistence_daemon_stopped", "info")]
+
+
+def test_a_stop_the_daemon_came_back_from_is_info(tmp_path: Path) -> None:
+    text = _PD.format(1, "Shutdown (4321)") + _PD.format(3, "Started (4400)")
+    assert _daemon(_scan(tmp_path, text)) == [("host.persistence_daemon_stopped", "info")]
+    # ... and a start before the stop is no come-back
+    text = _PD.format(1, "Started (4400)") + _PD.format(3, "Shutdown (4400)")
+    assert _daemon(_scan(tmp_path, text)) == [("host.persistence_daemon_stopped", "fail")]
+
+
+def test_a_start_job_is_no_stop_job(tmp_path: Path) -> None:
+    text = _SYSTEMD.format(0, "Starting NVIDIA Persistence Daemon...")
+    text += _PD.format(1, "Started (4321)") + _PD.format(2, "Shutdown (4321)")
+    assert _daemon(_scan(tmp_path, text)) == [("host.persistence_daemon_stopped", "fail")]
+
+
+_LOCALAI = (
+    "9:25PM INF [llama-cpp] Attempting to load\n"
+    "9:25PM INF [llama-cpp] Fails: could not load model: rpc error: code = Canceled desc = \n"
+    "9:25PM INF [llama-ggml] Attempting to load\n"
+)
+
+
+def test_localai_backends_that_all_fail_are_a_fatal_error(tmp_path: Path) -> None:
+    got = [(j.signature, j.severity) for j in _scan(tmp_path, _LOCALAI)]
+    assert got == [("runtime.unrecognised_fatal_error", "fail")]
+
+
+def test_localai_a_backend_that_loads_after_a_failure_is_survived(tmp_path: Path) -> None:
+    got = _scan(tmp_path, _LOCALAI + "9:25PM INF [llama-ggml] Loads OK\n")
+    survived = [("runtime.unrecognised_fatal_error", "info")]
+    assert [(j.signature, j.severity) for j in got] == survived

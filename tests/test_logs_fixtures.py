@@ -195,11 +195,21 @@ EXPECTED: dict[str, dict[str, tuple[str, int, int]]] = {
     "composed-vllm-error-record.log": {"runtime.unrecognised_fatal_error": ("fail", 1, 2)},
     "composed-vllm-error-then-loading.log": {"runtime.unrecognised_error": ("warn", 1, 2)},
     "composed-vllm-error-then-serving.log": {"runtime.unrecognised_error": ("info", 1, 2)},
+    # nvidia-persistenced shut down with no systemd stop job and no restart after (fail, the
+    # log ends with it down), and an ordered stop by systemd (info).
+    "composed-persistenced-killed.log": {"host.persistence_daemon_stopped": ("fail", 1, 5)},
+    "composed-persistenced-ordered-stop.log": {"host.persistence_daemon_stopped": ("info", 1, 5)},
 }
 # Recognised, never a finding on an NVIDIA host (rule not-nvidia), or never a finding at all
 # (rule liveness: it only tells the rules that the engine served after an error; rule
-# log-end: that the log ends in an error, so what was seen there last is fail).
-NOT_NVIDIA = {"rccl.iommu_pt_missing", "runtime.engine_ready", "runtime.log_ends_in_error"}
+# log-end: that the log ends in an error, so what was seen there last is fail; rule
+# daemon-start: that a daemon that stopped came back).
+NOT_NVIDIA = {
+    "rccl.iommu_pt_missing",
+    "runtime.engine_ready",
+    "runtime.log_ends_in_error",
+    "host.persistence_daemon_started",
+}
 
 
 def scan(*paths: Path) -> list[JudgedFinding]:

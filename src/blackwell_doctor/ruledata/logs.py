@@ -48,6 +48,8 @@ ContextRule = Literal[
     "log-end",
     "xid",
     "xid-fatal",
+    "daemon-stop",
+    "daemon-start",
 ]
 # The generic detector's rules (what no literal names): a known signature wins over them.
 GENERIC_RULES = frozenset({"unrecognised-fatal", "unrecognised-error"})
@@ -81,6 +83,10 @@ class Signature(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     unless: str | None = None
     rule: ContextRule | None = None
     warn_at: int | None = None
+    # Rule daemon-stop: the marker whose line shows the stop was ordered (a systemd stop
+    # job), and the rule daemon-start signature whose later line shows the daemon came back.
+    ordered_by: str | None = None
+    restarted_by: str | None = None
 
 
 class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -277,10 +283,30 @@ def _validated(raw: dict[str, Any], name: str) -> _File:
             raise CatalogueError(f"{where}: rule autotuner-summary needs a regex with (?P<n>...)")
         if sig.rule == "xid" and (sig.regex is None or "(?P<xid>" not in sig.regex):
             raise CatalogueError(f"{where}: rule xid needs a regex with (?P<xid>...)")
+    _check_daemon_rules(data, name)
     for problem in data.input:
         if not re.fullmatch(_ID, problem.id):
             raise CatalogueError(f"checks/{name}: {problem.id!r}: id is not area.name (lowercase)")
     return data
+
+
+def _check_daemon_rules(data: _File, name: str) -> None:
+    """A rule daemon-stop signature names its marker (ordered_by) and its rule daemon-start
+    signature (restarted_by) in the same file; no other signature names either."""
+    markers = {m.id for m in data.marker}
+    starts = {s.id for s in data.signature if s.rule == "daemon-start"}
+    for sig in data.signature:
+        where = f"checks/{name}: {sig.id!r}"
+        if sig.rule != "daemon-stop":
+            if sig.ordered_by is not None or sig.restarted_by is not None:
+                raise CatalogueError(f"{where}: ordered_by/restarted_by are for rule daemon-stop")
+            continue
+        if sig.ordered_by not in markers:
+            raise CatalogueError(f"{where}: rule daemon-stop needs ordered_by naming a marker")
+        if sig.restarted_by not in starts:
+            raise CatalogueError(
+                f"{where}: rule daemon-stop needs restarted_by naming a rule daemon-start signature"
+            )
 
 
 @functools.cache

@@ -315,7 +315,14 @@ FATAL_PHRASES = (
     r"\b(?:core dumped|died unexpectedly|exited unexpectedly|terminated unexpectedly)\b",
     r"\billegal memory access\b",
     r"\bexited with (?:exit )?code [1-9]|\bhas terminated: exit status [1-9]",
-    r"\berror loading model\b|\bfailed to load model\b",
+    # A model that does not load: llama.cpp src/llama.cpp "error loading model: ", its server
+    # "failed to load model"; LocalAI pkg/model/loader.go fmt.Errorf("could not load model:
+    # %w", ...) (and "could not load model - all backends returned error: %s" once every
+    # backend failed; each failure is logged at INF: "[%s] Fails: %s"), go-llama.cpp's
+    # fmt.Errorf("failed loading model"). Survived where a liveness line follows (LocalAI's
+    # "[%s] Loads OK": runtime.engine_ready).
+    r"\berror loading model\b|\bfailed to load model\b|\bcould not load model\b"
+    r"|\bfailed loading model\b",
     # A child that a signal ended: "was signaled to shutdown with signal 4" (TGI launcher),
     # "killed by signal 9", "terminated by signal SIGSEGV", "received signal 11"
     r"\b(?:with|by|received|got|on) signal:? (?:4|6|7|8|9|11|SIG(?:ILL|ABRT|BUS|FPE|KILL|SEGV))\b",

@@ -19,6 +19,10 @@ the table lists leads with it and its name (``Xid 48 (ROBUST_CHANNEL_GPU_ECC_DBE
 NVIDIA's Xid table) | line: ...``); a number the table does not list stays as it was seen.
 A line of a non-fatal Xid that says it was "caused by previous Xid N" (NVRM's Xid 45, a
 preemptive cleanup after an error) takes N's verdict: fail where the table marks N fatal.
+A rule ``daemon-stop`` finding (a GPU daemon that shut down: nvidia-persistenced's
+``Shutdown (N)``) is ``fail`` unless the same source shows the stop was ordered (its
+``ordered_by`` marker: systemd's stop job for the unit) or the daemon started again after it
+(its ``restarted_by`` signature, rule ``daemon-start``, seen on a later line): then ``info``.
 Each check looks only at the findings whose signature names it; ``scan-logs`` reports the
 same judged findings.
 """
@@ -97,10 +101,15 @@ def judge_findings(
     # first line of the error run a source ends with (rule log-end).
     alive: dict[str, int] = {}
     ends: dict[str, int] = {}
+    # The last line per source and rule daemon-start signature (a daemon that came back).
+    started: dict[tuple[str, str], int] = {}
     for f in counted:
         entry = cat.entry(f.signature)
         if isinstance(entry, Signature) and entry.rule == "liveness":
             alive[f.path] = max(alive.get(f.path, 0), f.last_line)
+        if isinstance(entry, Signature) and entry.rule == "daemon-start":
+            key = (f.path, f.signature)
+            started[key] = max(started.get(key, 0), f.last_line)
         if isinstance(entry, Signature) and entry.rule == "log-end":
             ends[f.path] = min(ends.get(f.path, f.line), f.line)
     out: list[JudgedFinding] = []
@@ -110,8 +119,13 @@ def judge_findings(
             continue
         severity: LogSeverity = entry.severity
         if not isinstance(entry, InputProblem):
-            if entry.rule in ("not-nvidia", "liveness", "log-end"):
+            if entry.rule in ("not-nvidia", "liveness", "log-end", "daemon-start"):
                 continue
+            if entry.rule == "daemon-stop" and (
+                entry.ordered_by in markers.get(f.path, set())
+                or started.get((f.path, entry.restarted_by or ""), 0) > f.last_line
+            ):
+                severity = "info"  # a stop job ordered it, or the daemon started again after
             if entry.rule in GENERIC_RULES and alive.get(f.path, 0) > f.last_line:
                 severity = "info"  # the engine served after its last error: survived
             if entry.rule == "marlin-requested" and (

@@ -62,6 +62,9 @@ whichever tool reads it.
   (:func:`wraps`): a vocabulary term broken over the two lines is found in them joined
   (matcher.py, "Wrapped records"), and the log-end walk passes over the second line of a
   wrapped error line.
+- ``daemon-stop`` / ``daemon-start``: a GPU daemon's shutdown line (nvidia-persistenced's
+  ``Shutdown (N)``) is counted like any signature; the rules (rules/logs.py) judge it with the
+  source's marker of an ordered stop (systemd's stop job) and the daemon's later start line.
 - ``not-nvidia``: lines only AMD's RCCL prints (``NCCL WARN Missing "iommu=pt" ...``) are
   recognised and dropped: they are no finding on an NVIDIA host.
 """
