@@ -447,3 +447,92 @@ def test_a_line_of_a_thousand_term_hits_is_examined_once_per_signature(
     assert calls[0] <= 5, calls[0]  # the scan (the log-end rule reads a bounded tail after it)
     found = {f.signature: f.count for f in scanner.finish()}
     assert found[FATAL] == 1
+
+
+# ------------------------------------------------------------------ the citation audit
+# Lines rendered exactly as the format strings re-read in the citation audit print them
+# (docs/scan-logs.md, "Where the grammars come from"); each failed before its regex was
+# corrected to the source.
+
+AUDITED = [
+    # tracing-subscriber Format<Full> .without_time(): FmtLevel " WARN" (padded to 5, so the
+    # line starts with a space), span "name{fields}:", one space, target, ": "
+    (
+        " WARN worker{id=3}: my_app::supervisor: child exited with code 1",
+        "tracing-no-time",
+        "fatal",
+    ),
+    (
+        "ERROR worker{id=3}: my_app::supervisor: could not open the shard",
+        "tracing-no-time",
+        "error",
+    ),
+    # torch/_logging TorchLogsFormatter: f"{rankprefix}{shortlevel}{asctime}.{usec:06d} {pid}
+    # {path}:{lineno}]{traceid}", shortlevel "C" for CRITICAL
+    (
+        "[rank0]:C1128 12:00:00.123456 911603 torch/_dynamo/convert_frame.py:539] [0/0]"
+        " could not compile the graph",
+        "glog",
+        "fatal",
+    ),
+    # TensorRT-LLM logger.h getPrefix fmtstr("%s %s %s ", getCurrentTimestamp(), "[TRT-LLM]",
+    # "[E]"), the timestamp "%m-%d-%Y %H:%M:%S" + ".uuuuuu"
+    ("11-28-2026 10:00:00.123456 [TRT-LLM] [E] could not open the shard", "tensorrt", "error"),
+    # ... and its newest "[TRT-LLM] [E] [%-8s] [RANK %d] " (module, rank)
+    ("[TRT-LLM] [E] [runtime ] [RANK 3] Assertion failed: x (a.cpp:1)", "tensorrt", "fatal"),
+    # tensorrt_llm/logger.py "[%(asctime)s] %(message)s" (datefmt "%m/%d/%Y-%H:%M:%S") with
+    # msg f"[TRT-LLM] [MPI_Rank {rank}] {severity} " under MPI, INTERNAL_ERROR "[F]"
+    (
+        "[11/28/2026-10:00:00] [TRT-LLM] [MPI_Rank 1] [E] could not open the shard",
+        "tensorrt",
+        "error",
+    ),
+    ("[11/28/2026-10:00:00] [TRT-LLM] [F] could not open the shard", "tensorrt", "fatal"),
+    # LMDeploy TurboMind core/logger.cc Prefix "[TM][{level}][{MMDD.HH:MM:SS.uuuuuu}]" +
+    # "[{file}:{line}] "; utils/logger.h (before v0.14) "[TM][" + level + "] "
+    (
+        "[TM][FATAL][1128.10:00:00.123456][allocator.cc:88] could not open the shard",
+        "turbomind",
+        "fatal",
+    ),
+    ("[TM][ERROR] could not open the shard", "turbomind", "error"),
+    # lmdeploy/utils.py _FORMAT with LMDEPLOY_LOG_PID=1: "... - %(levelname)s - [pid=%(process)d
+    # ppid=%(ppid)d] - %(filename)s:%(lineno)d - %(message)s"
+    (
+        "2026-08-21 22:31:54,123 - lmdeploy - ERROR - [pid=12 ppid=1] - engine.py:12 -"
+        " RuntimeError: could not open the shard",
+        "python-asctime-dash",
+        "fatal",
+    ),
+    # Rust >= 1.91 std panicking.rs default_hook: "thread '{name}' ({tid}) panicked at ..."
+    ("thread 'main' (12345) panicked at src/main.rs:2:5:", None, "fatal"),
+]
+
+
+@pytest.mark.parametrize(("line", "grammar", "cls"), AUDITED)
+def test_a_line_as_the_audited_source_prints_it_is_read(
+    line: str, grammar: str | None, cls: str
+) -> None:
+    record = records.parse(line)
+    assert (record.grammar.name if record.grammar else None) == grammar, line
+    assert records.classify(line) == cls, line
+
+
+@pytest.mark.parametrize(("line", "grammar", "cls"), AUDITED)
+def test_the_scanner_finds_each_audited_line_by_its_literals(
+    line: str, grammar: str | None, cls: str
+) -> None:
+    assert _scan_lines([line, "INFO 06-01 21:52:30 [x.py:1] later"]) & {FATAL, ERROR}, line
+
+
+def test_nccl_warn_lines_of_each_release_are_warn_records() -> None:
+    # NCCL src/debug.cc ncclDebugLog: "\n%s:%d:%d [%d] %s:%d NCCL WARN " (v2.7-v2.25); from
+    # v2.26.2-1 a WARN line leads with NCCL_DEBUG_TIMESTAMP_FORMAT's default "[%F %T] "; from
+    # v2.30.7-1 "[%d] %s:%d (%s) NCCL WARN " names the function
+    for line in (
+        "node1:123:456 [0] init.cc:1234 NCCL WARN Cuda failure 'out of memory'",
+        "[2026-06-11 11:44:19] node1:123:456 [0] init.cc:1234 NCCL WARN Cuda failure",
+        "[2026-06-11 11:44:19] node1:123:456 [0] init.cc:1234 (ncclCommInitRank) NCCL WARN x",
+    ):
+        assert records.classify(line) == "warn-record", line
+    assert records.classify("node1:123:456 [0] NCCL INFO Bootstrap: Using eth0") is None

@@ -155,7 +155,8 @@ PRINT_FORMS: dict[str, tuple[str, str]] = {
         "pytorch/pytorch@d545da44552b660793a620aae8af2f1a45ad12bb:c10/cuda/CUDAException.cpp ; "
         "ggml-org/llama.cpp@f6d77a1ba0ac794e950bd3abb630b904bdcd8fb8:ggml/src/ggml-cuda/ggml-cuda.cu",
     ),
-    # gpuAssert: PyErr_Format(PyExc_RuntimeError, "Triton Error [CUDA]: %s", cuGetErrorString)
+    # gpuAssert: prefix "Triton Error [CUDA]: " strcat'd with cuGetErrorString's text, raised
+    # by PyErr_SetString(PyExc_RuntimeError, err) (the pinned driver.c, and the 3.3.1 wheel's)
     "cuda_driver": (
         "Triton Error [CUDA]: ",
         "triton-lang/triton@7649d87cce6c12361bb9da234b9b227b2880b499:third_party/nvidia/backend/driver.c",

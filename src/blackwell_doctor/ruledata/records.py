@@ -62,13 +62,23 @@ _PY_LEVEL = "(?:CRITICAL|FATAL|ERROR|WARNING|WARN|INFO|DEBUG|TRACE|NOTSET)"
 _TS = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 
 TRANSPORTS = (
-    r"[\w.-]+ +\| ",  # docker compose: "vllm-1  | " (compose/formatter.go, padded to width)
-    r"\[pod/[^\]/\s]+/[^\]\s]+\] ",  # kubectl logs --prefix: "[pod/name/container] "
-    r"\([\w.-]+(?:,? \w+=[\w.]+)+\) ?",  # vLLM: "(EngineCore pid=N) " (vllm/utils _add_prefix)
-    r"\[rank\d+\]: ?",  # torch.distributed: "[rank0]:" before each line of a rank's output
-    # torch.distributed.elastic multiprocessing (tee/redirects): "[{role}{local_rank}]:"
-    # before each line of a local rank's output ("[default0]:"; "[1]:" with no role), and
-    # torchx's "{role}/{replica_id} " before it (torchx schedulers' log lines)
+    # docker compose cmd/formatter/logs.go: fmt.Sprintf("%-"+width+"s | ", name), "vllm-1  | "
+    r"[\w.-]+ +\| ",
+    # kubectl logs --prefix (kubectl/pkg/cmd/logs/logs.go addPrefixIfNeeded):
+    # fmt.Sprintf("[pod/%s/%s] ", ref.Name, containerName)
+    r"\[pod/[^\]/\s]+/[^\]\s]+\] ",
+    # vLLM vllm/utils/system_utils.py _add_prefix (vllm/utils/__init__.py before):
+    # f"({worker_name} pid={pid}) ", "(EngineCore_DP0 pid=N) "
+    r"\([\w.-]+(?:,? \w+=[\w.]+)+\) ?",
+    # torch: c10/util/Logging.cpp MessageLogger "[rank" << GLOBAL_RANK << "]:" before its
+    # record; torch/_logging/_internal.py TorchLogsFormatter rankprefix f"[rank{rank}]:";
+    # torch/distributed/distributed_c10d.py init_process_group's _distributed_excepthook
+    # f"{excepthook_prefix}: {s}" before each traceback line ("[rank0]: Traceback ...")
+    r"\[rank\d+\]: ?",
+    # torch/distributed/elastic/multiprocessing/tail_log.py TailLog (tee/redirects):
+    # header f"[{self._name}{local_rank}]:" before each line of a local rank's output
+    # ("[default0]:"; "[1]:" with no role), and torchx/cli/cmd_log.py's
+    # f"{role_name}/{replica_id} " before it (`torchx log`)
     r"(?:[\w-]+/\d+ )?\[[A-Za-z_]*\d+\]:",
     # a process id before torch's rank prefix ("[pid] [rankN]:"), as launchers that tag each
     # child's lines with its pid print it
@@ -80,7 +90,8 @@ ENVELOPES = (
     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*\s(?:\S+ \S+?:\s)?",
     # journald short / RFC 3164 syslog: "Nov 28 12:00:00 host ident[pid]: "
     r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ \S+?:\s",
-    # SGLang python/sglang/srt/utils.py "[%(asctime)s%(prefix)s] %(message)s"
+    # SGLang python/sglang/srt/utils/common.py (utils.py before) configure_logger:
+    # format=f"[%(asctime)s{prefix}] %(message)s", datefmt "%Y-%m-%d %H:%M:%S"
     r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\]\s?",
     r"\[\s*\d+\.\d+\]\s",  # dmesg: "[   12.345678] "
     # Go's standard logger, log.LstdFlags (src/log/log.go formatHeader): "2009/01/23 01:23:23 "
@@ -100,24 +111,30 @@ GRAMMARS = (
     Grammar(
         "python-asctime-dash",
         rf"\d{{4}}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S*\s+-\s+(?:[\w.]+\s+-\s+)?(?P<l>{_PY_LEVEL})\s+-\s+"
-        r"(?:[\w.]+:\d+\s+-\s+)?",
+        r"(?:\[pid=\d+ ppid=\d+\]\s+-\s+)?(?:[\w.]+:\d+\s+-\s+)?",
         'Python Logging HOWTO / cookbook "%(asctime)s - %(name)s - %(levelname)s - %(message)s" '
         "(asctime: Formatter.default_time_format '%Y-%m-%d %H:%M:%S' + ',%03d'); LMDeploy "
-        'lmdeploy/utils.py "%(asctime)s - %(name)s - %(levelname)s - %(message)s"',
+        'lmdeploy/utils.py _FORMAT "%(asctime)s - %(name)s - %(levelname)s - %(filename)s:'
+        '%(lineno)d - %(message)s" (LMDEPLOY_LOG_PID=1: "... - %(levelname)s - [pid=%(process)d '
+        'ppid=%(ppid)d] - %(filename)s:%(lineno)d - %(message)s")',
     ),
     Grammar(
         "env-logger",
         rf"\[{_TS}\s+(?P<l>{LEVEL_WORD})\s+[\w:.-]+\]\s?",
-        'Rust env_logger src/fmt/mod.rs DefaultFormat: "[{timestamp} {level:<5} {module_path}] '
-        '{args}"',
+        "Rust env_logger src/fmt/mod.rs ConfigurableFormatWriter::write (DefaultFormat up to "
+        '0.11.5): "[" then timestamp, {level:<5} and the target (the module path unless the record '
+        'names another), joined by spaces, then "] " and the message',
     ),
     Grammar(
         "timestamp-level",
         rf"\[?{_TS}\]?\s+\[?(?P<l>{LEVEL_WORD})\]?(?::\s*|\s+|$)",
-        'Rust tracing-subscriber fmt/format/mod.rs Full: "{timestamp} {level:>5} {spans}{target}: '
-        '{fields}" (RFC 3339 time, ANSI colour codes stripped first); zap console encoder '
-        '"<ISO8601>\\t<LEVEL>\\t<logger>\\t<msg>" (zapcore/console_encoder.go); Python '
-        '"%(asctime)s %(levelname)s ..." and "[%(asctime)s] %(levelname)s ..."',
+        'Rust tracing-subscriber fmt/format/mod.rs Format<Full>: "{timestamp} {level} {spans}'
+        '{target}: {fields}", level FmtLevel "TRACE" "DEBUG" " INFO" " WARN" "ERROR" (RFC 3339 '
+        "time, ANSI colour codes stripped first); zap zapcore/console_encoder.go (tab-separated) "
+        "with config.go NewDevelopmentEncoderConfig (ISO8601TimeEncoder "
+        '"2006-01-02T15:04:05.000Z0700", CapitalLevelEncoder): "<time>\\t<LEVEL>\\t<logger>\\t'
+        '<caller>\\t<msg>"; Python "%(asctime)s %(levelname)s ..." and "[%(asctime)s] '
+        '%(levelname)s ..."',
     ),
     Grammar(
         "python-basic",
@@ -129,29 +146,38 @@ GRAMMARS = (
     Grammar(
         "python-padded",
         rf"(?P<l>{_PY_LEVEL}) +[\w.]+:[\w.-]+:\d+ ",
-        'pytest LoggingPlugin DEFAULT_LOG_FORMAT "%(levelname)-8s %(name)s:%(filename)s:%(lineno)d '
-        '%(message)s"',
+        "pytest src/_pytest/logging.py DEFAULT_LOG_FORMAT (LoggingPlugin's default log_format) "
+        '"%(levelname)-8s %(name)s:%(filename)s:%(lineno)d %(message)s"',
     ),
     Grammar(
         "tracing-no-time",
-        r"(?P<l>ERROR|WARN|INFO|DEBUG|TRACE) +(?:[\w.-]+(?:\{[^}]*\})?:)*(?:[\w-]+::)*[\w-]+: ",
-        'Rust tracing-subscriber fmt().without_time(): "{level:>5} {spans}{target}: {fields}" '
-        '(spans "name{field=value}:"), as text-generation-inference prints its shards\' records',
+        r" ?(?P<l>ERROR|WARN|INFO|DEBUG|TRACE) +(?:(?:[\w.-]+(?:\{[^}]*\})?:)+ )?"
+        r"(?:[\w-]+::)*[\w-]+: ",
+        "Rust tracing-subscriber fmt/format/mod.rs Format<Full> with .without_time(): "
+        '"{level} {spans}{target}: {fields}", level FmtLevel " INFO"/" WARN" padded to 5 (so '
+        'the line starts with a space), each span "name{field=value}:" and one space after the '
+        "last (text-generation-inference's launcher prints .compact() with the time: "
+        "timestamp-level above)",
     ),
     Grammar(
         "glog",
-        r"(?P<l>[IWEF])(?:\d{4})?\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s:\]]+:\d+\] ?(?:\[[^\]]*\] )?",
-        "glog src/logging.cc LogMessage::Init / absl log/internal/log_format.cc: "
-        '"<I|W|E|F><yyyy?><mmdd> <hh:mm:ss.uuuuuu> <tid> <file>:<line>] " (torch/_logging too)',
+        r"(?P<l>[IWEFCV])(?:\d{4})?\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s:\]]+:\d+\] ?"
+        r"(?:\[[^\]]*\] )?",
+        "glog src/logging.cc LogMessage::Init / absl log/internal/log_format.cc "
+        'FormatBoundedFields: "<I|W|E|F><yyyy?><mmdd> <hh:mm:ss.uuuuuu> <tid> <file>:<line>] "; '
+        'torch/_logging/_internal.py TorchLogsFormatter: f"{rankprefix}{shortlevel}{asctime}.'
+        '{usec:06d} {pid} {path}:{lineno}]{traceid}", shortlevel V I W E C for DEBUG INFO '
+        'WARNING ERROR CRITICAL, asctime "%m%d %H:%M:%S", traceid " [0/0]"',
     ),
     Grammar(
         "c10-logging",
         r"\[(?P<l>[FEWIV])(?:\d{3,4} \d\d:\d\d:\d\d\.\d+)? [^\s:\]]+:\d+\] ?",
         'PyTorch c10/util/logging_is_not_google_glog.h CAFFE2_SEVERITY_PREFIX "FEWIV" and '
-        'c10/util/Logging.cpp MessageLogger: "[" << prefix << (tm_mon + 1) << setw(2) tm_mday '
-        '<< " " << hh:mm:ss.nnnnnnnnn << " " << StripBasename(file) << ":" << line << "] " '
-        '("[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] "); before torch 2.2 '
-        '"[" << prefix << " " << file << ":" << line << "] " ("[W socket.cpp:558] ")',
+        'c10/util/Logging.cpp MessageLogger: ("[rank" << GLOBAL_RANK << "]:", a transport) "[" '
+        '<< prefix << (tm_mon + 1) * 100 + tm_mday (unpadded: 3 or 4 digits) << " " << '
+        'hh:mm:ss << "." << setw(9) ns << " " << StripBasename(file) << ":" << line << "] " '
+        '("[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] "); older releases "[" << prefix '
+        '<< " " << file << ":" << line << "] " ("[W socket.cpp:558] ")',
     ),
     Grammar(
         "onnxruntime-trt",
@@ -160,8 +186,9 @@ GRAMMARS = (
         "ONNX Runtime's TensorRT EP onnxruntime/core/providers/tensorrt/"
         'tensorrt_execution_provider.h TensorrtLogger::log: LOGS_DEFAULT(...) << "[" << '
         'strftime("%Y-%m-%d %H:%M:%S") << " " << sevstr << "] " << msg, sevstr "    BUG" '
-        '(kINTERNAL_ERROR), "  ERROR", "WARNING", "   INFO", "VERBOSE": TensorRT\'s own level '
-        "inside ONNX Runtime's record (older releases log all of them at W)",
+        '(kINTERNAL_ERROR), "  ERROR", "WARNING", "   INFO", else "UNKNOWN" (kVERBOSE): '
+        "TensorRT's own level inside ONNX Runtime's record, logged at E up to kERROR and W "
+        "above (older releases log all of them at W); VERBOSE is never printed",
     ),
     Grammar(
         "onnxruntime",
@@ -174,15 +201,31 @@ GRAMMARS = (
     Grammar(
         "stable-diffusion-cpp",
         r"\[(?P<l>DEBUG|INFO|WARN|ERROR) ?\] [\w.-]+:\d+ *- ",
-        'stable-diffusion.cpp util.cpp log_printf: snprintf("[%s] %s:%-4d - ", level_str, '
-        'sd_basename(file), line), level_str "DEBUG", "INFO ", "WARN ", "ERROR"',
+        'stable-diffusion.cpp src/core/util.cpp log_printf: snprintf("%s:%-4d - ", '
+        "sd_basename(file), line) before the message; its CLI examples/common/log.cpp log_print "
+        'puts fprintf("[%-5s] ", level_str) before that, level_str "DEBUG" "INFO" "WARN" "ERROR"',
     ),
     Grammar(
         "tensorrt",
-        r"(?:\[[^\]]+\] ?)*\[(?:TensorRT-LLM|TRT-LLM|TRT)\] ?(?:\[(?P<l>[A-Z]+)\] ?)?",
-        'TensorRT-LLM cpp/tensorrt_llm/common/logger.cpp "[TensorRT-LLM][%s] ", '
-        'tensorrt_llm/logger.py "[TRT-LLM] [E] ", TensorRT ILogger samples "[TRT] [E] "',
+        r"(?:\d\d-\d\d-\d{4} \d\d:\d\d:\d\d\.\d+ )?(?:\[[^\]]+\] ?)*"
+        r"\[(?:TensorRT-LLM|TRT-LLM|TRT)\] ?(?:\[(?:RANK|MPI_Rank) \d+\] ?)?"
+        r"(?:\[(?P<l>[A-Z]+)\] ?)?(?:\[[\w.-]+ *\] )?(?:\[RANK \d+\] ?)?",
+        "TensorRT-LLM cpp/include/tensorrt_llm/common/logger.h Logger::getPrefix, as it changed: "
+        '"[TensorRT-LLM][%s] "; fmtstr("%s %s %s ", getCurrentTimestamp() (timestampUtils.cpp '
+        '"%m-%d-%Y %H:%M:%S" + ".uuuuuu"), "[TRT-LLM]", "[E]"); now "[TRT-LLM] [E] [module  ] '
+        '[RANK N] "; tensorrt_llm/logger.py "[%(asctime)s] [TRT-LLM] [E] " ("[TRT-LLM] [MPI_Rank '
+        'N] [E] " with more than one MPI rank; "[TRT-LLM] [RANK N] [I] " in the logs of later '
+        'releases); TensorRT ILogger samples "[TRT] [E] "',
         starts=False,
+    ),
+    Grammar(
+        "turbomind",
+        r"\[TM\]\[(?P<l>TRACE|DEBUG|INFO|WARNING|WARN|ERROR|FATAL)\](?:\[[^\]]*\])* ?",
+        "LMDeploy TurboMind src/turbomind/core/logger.cc Logger::Prefix (v0.14+): "
+        'fmt::format("[TM][{}][{}]", LevelName(level), Timestamp()) + "[{file}:{line}]" + " ", '
+        'LevelName TRACE DEBUG INFO WARN ERROR FATAL, Timestamp "MMDD.HH:MM:SS.uuuuuu"; before it '
+        'src/turbomind/utils/logger.h getPrefix "[TM][" + level + "] " (+ "[rank] "), levels '
+        'TRACE DEBUG INFO WARNING ERROR; src/turbomind/core/check.cc TM_CHECK "[TM][FATAL] "',
     ),
     Grammar(
         "logfmt",
@@ -196,15 +239,16 @@ GRAMMARS = (
         "zerolog-console",
         r"(?:\d{1,2}:\d\d[AP]M|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\S*) "
         r"(?P<l>TRC|DBG|INF|WRN|ERR|FTL|PNC) ",
-        'zerolog console.go ConsoleWriter: "<time> <LVL> <message>", TimeFormat default '
-        'time.Kitchen "3:04PM", levels consoleDefaultFormatLevel "TRC DBG INF WRN ERR FTL PNC" '
-        "(LocalAI and other Go servers' console logs)",
+        'zerolog console.go ConsoleWriter: "<time> <LVL> <message>", consoleDefaultTimeFormat '
+        'time.Kitchen "3:04PM", consoleDefaultFormatLevel from globals.go FormattedLevels "TRC DBG '
+        "INF WRN ERR FTL PNC\" (LocalAI and other Go servers' console logs)",
     ),
     Grammar(
         "logrus-tty",
         r"(?P<l>PANI|FATA|ERRO|WARN|INFO|DEBU|TRAC)\[[^\]]+\] ?",
-        'logrus text_formatter.go (TTY): "%s[%04d] %-44s " with levelText '
-        "strings.ToUpper(level.String())[0:4] (or [FullTimestamp])",
+        'logrus text_formatter.go printColored (TTY): "%s[%04d]%s %-44s " (levelText, seconds, '
+        'callerText, message; "%s[%s]%s %-44s " with FullTimestamp), levelText levelPrefix: '
+        "strings.ToUpper(level.String()) cut to 4 characters unless DisableLevelTruncation",
     ),
     Grammar(
         "json",
@@ -219,15 +263,20 @@ GRAMMARS = (
     Grammar(
         "nccl",
         r"\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ (?:\([^)]*\) )?)?NCCL (?P<l>[A-Z]+) ",
-        'NCCL src/include/debug.h "%s:%d:%d [%d] NCCL WARN "; from v2.30 src/debug.cc '
-        '"%s:%d:%d [%d] %s:%d (%s) NCCL WARN " (host:pid:tid, device, file:line, function)',
+        "NCCL src/debug.cc ncclDebugLog (src/include/debug.h's WARN and INFO macros pass "
+        '__FILE__, __LINE__): WARN "\\n%s:%d:%d [%d] %s:%d NCCL WARN " (host:pid:tid, device, '
+        'file:line), INFO "%s:%d:%d [%d] NCCL INFO "; from v2.26.2-1 a WARN line starts with '
+        'NCCL_DEBUG_TIMESTAMP_FORMAT\'s default "[%F %T] " (an envelope); from v2.30.7-1 "[%d] '
+        '%s:%d (%s) NCCL WARN " with the function',
         search=True,
         starts=False,
     ),
     Grammar(
         "bracket-tag",
         r"\[(?P<l>ERR!?|ERROR|FATAL|CRITICAL|WARN|WARNING|INFO|DEBUG|TRACE)\] ?",
-        'plain C/C++ programs and benchmarks: "[INFO] ...", "[ERROR] ...", npm\'s "[ERR!]"',
+        'plain C/C++ programs and benchmarks: "[INFO] ...", "[ERROR] ...", "[ERR!] ..." '
+        "(CUDA_Bench, tests/fixtures/logs-heldout; not npm, whose npmlog prefix is the "
+        'unbracketed "npm ERR! ")',
         starts=False,
     ),
     Grammar(
@@ -242,23 +291,29 @@ GRAMMARS = (
 # Level token (as the grammar captured it, upper-cased) -> class.
 _FATAL_LEVELS = frozenset(
     {"FATAL", "FATA", "F", "FTL", "PNC", "CRITICAL", "CRIT", "PANIC", "PANI", "DPANIC", "EMERG"}
-    | {"ALERT"}
+    | {"ALERT", "C"}
 )
+# "C": torch TorchLogsFormatter's CRITICAL (glog grammar).
 # "BUG": TensorRT's kINTERNAL_ERROR as ONNX Runtime's TensorRT EP prints it (grammar above).
 _ERROR_LEVELS = frozenset({"ERROR", "ERRO", "ERR", "ERR!", "EROR", "E", "BUG"})
 
 # The shapes a process's death takes at the start of a message (after the prefixes),
 # as libc, the kernel, the shells, Python, C++, Rust, Go and the GPU libraries print them.
 FATAL_FORMS = (
-    # Python Lib/traceback.py format_exception_only: "module.ExcType: message"
+    # Python Lib/traceback.py TracebackException.format_exception_only ->
+    # _format_final_exc_line: f"{etype}: {valuestr}", etype "module.ExcType" (outside builtins)
     r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|:?$)",
-    # the same line indented, with its message: a traceback rich (rich/traceback.py) or a
-    # logger that wraps its record under a level column renders, every line indented
+    # the same line indented, with its message: a logging handler that renders a record in a
+    # level column and its traceback under it (rich/logging.py RichHandler) indents every line
+    # (rich.traceback itself prints the exception line at column 0: the form above)
     r"\s+(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S",
     r"(?:[\w:]+::)?\w*Exception: ",  # C++ "c10::Exception: ", "tensorrt_llm::...Exception: "
     r"Traceback \(most recent call last\)",
-    r"Fatal Python error",  # Python/pylifecycle.c fatal_error: "Fatal Python error: %s"
-    r"Assertion failed|GGML_ASSERT",  # assert.h (TRT-LLM), ggml.c ggml_abort "GGML_ASSERT(%s)"
+    # Python/pylifecycle.c fatal_error and Modules/faulthandler.c: PUTS(fd, "Fatal Python error: ")
+    r"Fatal Python error",
+    # TensorRT-LLM cpp/include/tensorrt_llm/common/assert.h throwRuntimeError "[TensorRT-LLM]
+    # [ERROR] Assertion failed: %s"; ggml.h GGML_ASSERT -> ggml_abort "GGML_ASSERT(%s) failed"
+    r"Assertion failed|GGML_ASSERT",
     # libstdc++ vterminate.cc: "terminate called after throwing an instance of '%s'\n"
     # "  what():  %s" (and "terminate called recursively" / "without an active exception")
     r"terminate called (?:after throwing|recursively|without an active exception)",
@@ -271,17 +326,21 @@ FATAL_FORMS = (
     r"|Trace/breakpoint trap)(?: \(core dumped\))?(?:\s*$|\s{2,}\S)",
     r"\*\*\* SIG(?:SEGV|ABRT|BUS|FPE|ILL)",  # absl/glog failure signal handler "*** SIGSEGV"
     r"panic: |fatal error: ",  # Go runtime/panic.go printpanics "panic: ", throw "fatal error: "
-    r"thread '[^']*' panicked at ",  # Rust std panicking.rs default hook
+    # Rust library/std/src/panicking.rs default_hook: "thread '{name}' panicked at {location}:"
+    # ("thread '{name}' ({tid}) panicked at" from Rust 1.91, rust-lang/rust#115746)
+    r"thread '[^']*' (?:\(\d+\) )?panicked at ",
     r"CUDA error(?: at|:| \d)|CUDA_ERROR_\w+|NCCL error",
-    # kubectl exec/attach: "command terminated with exit code 137"
+    # kubectl exec/attach: client-go tools/remotecommand/v4.go errorDecoderV4.decode
+    # fmt.Errorf("command terminated with exit code %d", rc): "... with exit code 137"
     r"command terminated with exit code [1-9]",
     # A program that cannot load NVML sees no GPU: nvidia-smi "Failed to initialize NVML:
     # Driver/library version mismatch"; NVIDIA/k8s-device-plugin's resource manager
     # klog.Errorf("Failed to initialize NVML: %v.", ret); go-nvml callers (container
     # toolkit, CDI, DRA driver) fmt.Errorf("failed to initialize NVML: %v", ret)
     r"[Ff]ailed to initialize NVML: ",
-    # ggml ggml.c ggml_abort: fprintf(stderr, "%s:%d: ", file, line) then the message, then
-    # abort(); ggml-cuda.cu ggml_cuda_error ends in GGML_ABORT("CUDA error")
+    # ggml ggml/src/ggml.c ggml_abort: snprintf(message, "%s:%d: ", file, line), the message
+    # after it, fprintf(stderr, "%s\n", message), abort() (older releases fprintf the same);
+    # ggml-cuda.cu ggml_cuda_error ends in GGML_ABORT(GGML_CUDA_NAME " error"), "CUDA error"
     r"\S+:\d+: (?:CUDA error$|GGML_ASSERT)",
     # libnvidia-container src/cli: warnx("<stage> error: %s", ...) then exit: the container
     # never starts ("nvidia-container-cli: requirement error: unsatisfied condition:
@@ -291,10 +350,12 @@ FATAL_FORMS = (
     # that is runc's (libcontainer) "OCI runtime create failed" or containerd's "failed to
     # create (shim) task", the container was never started
     r"Error response from daemon: (?:.*\bOCI runtime \w+ failed|failed to create (?:shim )?task)",
-    # Triton Inference Server src/main.cc (src/common.h FAIL_IF_ERR): "error: creating server:
-    # <code> - <message>" then exit(1) (e.g. "Internal - failed to load all models")
+    # Triton Inference Server src/main.cc FAIL_IF_ERR(TRITONSERVER_ServerNew(...), "creating
+    # server") (src/common.h: std::cerr << "error: " << MSG << ": " << code << " - " << message,
+    # exit(1)): "error: creating server: Internal - failed to load all models"
     r"error: creating server: ",
-    # Triton core's model status table (server.cc, PrintModelStatus via table_printer): "| name
+    # Triton core's model status table (src/server.cc InferenceServer::
+    # PrintBackendAndModelSummary, triton::common::TablePrinter): "| name
     # | version | status |", status ModelReadyStateString + ": " + reason; a load failure's
     # reason is a Status::AsString "<Code>: <msg>" ("UNAVAILABLE: Internal: unable to create
     # TensorRT engine"): the model cannot serve. (An unloaded model: "UNAVAILABLE: unloaded".)
@@ -358,6 +419,9 @@ LITERALS: tuple[str, ...] = (
     '"PRIORITY":"0"', '"PRIORITY":"1"', '"PRIORITY":"2"', '"PRIORITY":"3"',
     # glog/absl E and F records: the severity letter and the month (or the year, glog 0.7)
     "E0", "E1", "E2", "F0", "F1", "F2",
+    # torch TorchLogsFormatter's CRITICAL records ("C1128 12:00:00.123456 ..."); TensorRT-LLM
+    # logger.py's INTERNAL_ERROR "[F]"
+    "C0", "C1", "C2", "[F]",
     "panicked at", "fatal error: ", "what():", "signal", "exit code", "Bus error",
     " ERR ", " FTL ", " PNC ", "ailed to initialize NVML: ",
     # c10 logging's E and F records: "[E socket.cpp:610] ", "[E321 02:07:08.4 file.cpp:1] "
