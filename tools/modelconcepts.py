@@ -218,16 +218,29 @@ SPEC = (
     ),
 )
 
-# Keys no transformers configuration file has, with the publisher config.json that uses them.
+# Keys no transformers configuration class declares (an annotated attribute or an attribute_map
+# alias), each with a publisher's file that uses it, read at a pinned commit (repo@commit:path).
 PUBLISHER = {
-    "n_head_kv": "tiiuae/falcon-40b config.json (RWForCausalLM remote code, before FalconConfig)",
-    "llm_config": "OpenGVLab/InternVL2_5-8B config.json (InternVLChatConfig remote code)",
-    "language_config": "deepseek-ai/deepseek-vl2 config.json (DeepseekVLV2Config remote code)",
-    "experts_per_token": "openai/gpt-oss-120b original/config.json (OpenAI's own config)",
-    "moe_layer_freq": "deepseek-ai/DeepSeek-V3 config.json (moe_layer_freq: 1; read by its"
-    " remote configuration_deepseek.py)",
-    "full_attention_interval": "Qwen/Qwen3-Next-80B-A3B-Instruct config.json"
-    " (full_attention_interval: 4; transformers builds layer_types from it)",
+    "n_head_kv": "tiiuae/falcon-40b-instruct@662a9a4 (refs/pr/64):config.json (the publisher's"
+    " RWForCausalLM config: 'model_type': 'RefinedWeb', 'n_head_kv': 8; FalconConfig calls it"
+    " num_kv_heads)",
+    "llm_config": "OpenGVLab/InternVL@22839cef8aa46925b45db2d3d6f72f63d237bb0f"
+    ":internvl_chat/internvl/model/internvl_chat/configuration_internvl_chat.py"
+    " (InternVLChatConfig builds the language model from llm_config and to_dict writes it);"
+    " a config.json with it: OpenGVLab/InternVL2-8B-MPO@1e37f9fb4d7a37e02819b450d163e512ce406bb4"
+    ":config.json ('llm_config': {'architectures': ['InternLM2ForCausalLM'], ...})",
+    "language_config": "deepseek-ai/DeepSeek-VL@d04d289cb8ef9e1e02f7e4eae7e817d572dcb07f"
+    ":deepseek_vl/models/modeling_vlm.py (MultiModalityConfig reads"
+    " kwargs.get('language_config') into a LlamaConfig)",
+    "experts_per_token": "openai/gpt-oss@a194b990f370fe9976bed6e6468a6d549b13c2fd"
+    ":gpt_oss/torch/model.py (ModelConfig(**json.load(config.json)) with"
+    " experts_per_token: int = 4, read from the checkpoint's original/config.json)",
+    "moe_layer_freq": "deepseek-ai/DeepSeek-VL2@1d57bba212ebf6e24ab1b8f0e2f0529b40bfba1e"
+    ":deepseek_vl2/models/configuration_deepseek.py (DeepseekV2Config(moe_layer_freq=1):"
+    " one expert layer for every moe_layer_freq - 1 dense layers)",
+    "full_attention_interval": "huggingface/transformers@249ef8164cfbd8e288c2f6d8395539b9e90e8300"
+    ":src/transformers/models/qwen3_next/configuration_qwen3_next.py (layer_types built from"
+    " kwargs.get('full_attention_interval', 4): every 4th layer full attention)",
 }
 
 # Where a key is cited from when several files declare it: the best-known decoder first.
