@@ -256,7 +256,8 @@ def _nemotron(**changes: Any) -> dict[str, Any]:
     [
         (
             _nemotron(model_type="zamba2"),
-            "model_type 'zamba2' is not modelled: checks/model_families.toml has no layer layout",
+            "model_type 'zamba2' is not modelled: no family in checks/model_families.toml covers "
+            "it, and its hybrid_override_pattern (a hybrid layer pattern) is not a concept",
         ),
         (
             {k: v for k, v in _nemotron().items() if k != "model_type"},

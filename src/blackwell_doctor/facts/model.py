@@ -56,6 +56,21 @@ class MambaFacts(msgspec.Struct, frozen=True, kw_only=True):
     ssm_cache_dtype: str | None = None  # config.json's mamba_ssm_cache_dtype, if it names one
 
 
+class EstimateFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """A count of a model_type no family in checks/model_families.toml covers: the decoder
+    count applied to the concepts (checks/model_concepts.toml) its config.json names. The
+    parameters and the KV cache it gives are estimates, labelled so everywhere they appear."""
+
+    label: str  # "estimated: family not verified"
+    keys_used: list[str] = msgspec.field(default_factory=list)  # config.json keys counted
+    # config.json keys no concept accounts for and not known to hold no parameters
+    keys_ignored: list[str] = msgspec.field(default_factory=list)
+    # an ignored key looks like a size (a whole number, a list, an object), or a layer
+    # pattern of a hybrid (Mamba, linear attention) was not read: the count may be low
+    may_be_low: bool = False
+    assumptions: list[str] = msgspec.field(default_factory=list)  # what the config did not say
+
+
 class ArchFacts(msgspec.Struct, frozen=True, kw_only=True):
     architecture: str  # architectures[0], or model_type
     model_type: str | None = None
@@ -83,6 +98,8 @@ class ArchFacts(msgspec.Struct, frozen=True, kw_only=True):
     # layouts the layers of each kind ("23 Mamba-2, 6 attention, 23 MoE of 52").
     family: str | None = None
     layer_pattern: str | None = None
+    # Set when no family covers the model_type: the counts are estimates (see EstimateFacts).
+    estimate: EstimateFacts | None = None
 
 
 class QuantFacts(msgspec.Struct, frozen=True, kw_only=True):

@@ -47,8 +47,10 @@ _CONVENTION = {
 }
 
 
-def _params(p: ParamFacts) -> list[str]:
+def _params(p: ParamFacts, estimated: str | None) -> list[str]:
     how = "read from tensor shapes" if p.source == "tensors" else "computed from config.json"
+    if estimated is not None and p.source == "config":
+        how += f", {estimated}"
     lines = [f"parameters ({how}): total {p.total:,} ({p.total / 1e9:.2f}B)"]
     if p.active is not None:
         lines.append(
@@ -106,6 +108,15 @@ def _text(report: ModelReport, *, markdown: bool = False) -> str:
         )
     if m.family is not None:
         out.append(f"family: {m.family} (checks/model_families.toml)")
+    if m.estimate is not None:
+        est = m.estimate
+        out.append(
+            f"family: none in checks/model_families.toml for model_type {m.model_type!r}: "
+            f"{est.label}" + ("; the count may be low" if est.may_be_low else "")
+        )
+        out.append(f"  keys used: {', '.join(est.keys_used) or 'none'}")
+        out.append(f"  keys ignored: {', '.join(est.keys_ignored) or 'none'}")
+        out.extend(f"  assumed: {a}" for a in est.assumptions)
     q = m.quantization
     out.append(
         f"quantization: {q.method} ({q.format}"
@@ -115,7 +126,7 @@ def _text(report: ModelReport, *, markdown: bool = False) -> str:
     )
     out.extend(f"  evidence: {e}" for e in q.evidence)
     if report.parameters is not None:
-        out.extend(_params(report.parameters))
+        out.extend(_params(report.parameters, m.estimate.label if m.estimate else None))
     if report.weights_bytes is not None:
         out.append(
             f"weights: {_b(report.weights_bytes)} in {report.shards} shard(s), "

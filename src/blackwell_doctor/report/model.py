@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from blackwell_doctor.facts.model import (
+    EstimateFacts,
     MambaFacts,
     MlaFacts,
     ModelFacts,
@@ -66,6 +67,9 @@ class ModelSummary(msgspec.Struct, frozen=True, kw_only=True):
     mamba: MambaFacts | None = None  # hybrid models: the state-space layers
     family: str | None = None  # the checks/model_families.toml family counted as
     layer_pattern: str | None = None  # hybrid models: layers of each kind
+    # No family covers the model_type: parameters and KV bytes are estimates, this says
+    # which keys were counted and which ignored ("estimated: family not verified").
+    estimate: EstimateFacts | None = None
 
 
 class ModelReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,6 +110,7 @@ def build_report(model: ModelFacts, result: FitResult | None, note: str | None) 
             mamba=a.mamba if a else None,
             family=a.family if a else None,
             layer_pattern=a.layer_pattern if a else None,
+            estimate=a.estimate if a else None,
         ),
         parameters=model.parameters,
         weights_bytes=model.weights_bytes,

@@ -253,6 +253,8 @@ def fit(
         return None
     util = data.fit.gpu_memory_utilization if utilization is None else utilization
     wbytes, wsource = weights
+    if arch.estimate is not None and model.weights_bytes is None:
+        wsource += f" ({arch.estimate.label})"
     overhead = data.overhead.bytes
     entries: list[FitEntry] = []
     for t in _tp_sizes(model, pool.count):
@@ -352,6 +354,8 @@ def _entry(
     needed = min(data.fit.min_context_tokens, limit or data.fit.min_context_tokens)
     fits = ctx >= needed
     reason = f"{head}; KV {kv_how}"
+    if arch.estimate is not None:  # no family covers the model_type
+        reason += f" ({arch.estimate.label})"
     if ms is not None and arch.mamba is not None:
         m = arch.mamba
         kind = "Mamba-2" if m.kind == "mamba2" else "Mamba"

@@ -19,11 +19,21 @@ confident wrong one.
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from blackwell_doctor.facts.model import ArchFacts, MambaFacts, MlaFacts, MoeFacts, ParamFacts
+from blackwell_doctor.facts.model import (
+    ArchFacts,
+    EstimateFacts,
+    MambaFacts,
+    MlaFacts,
+    MoeFacts,
+    ParamFacts,
+)
+from blackwell_doctor.ruledata.concepts import ConceptName, all_concept_keys, concept_keys
 from blackwell_doctor.ruledata.families import Family, load_families
 
 
@@ -39,15 +49,21 @@ class NotModelled(ConfigError):
 # The counts that size a model: one given (not null) that is no whole number of at least 0
 # (a float such as 1e18, a negative, a string, true) is a corrupt config, never skipped
 # (skipped, ``num_experts: 1e18`` sized the model as dense, with no word of it).
-_COUNTS = frozenset(
-    {
-        *("hidden_size", "d_model", "n_embd", "num_hidden_layers", "n_layer", "num_layers"),
-        *("num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads", "head_dim"),
-        *("vocab_size", "num_experts", "n_routed_experts", "num_local_experts"),
-        *("num_experts_per_tok", "experts_per_token", "moe_topk"),
-        *("n_shared_experts", "num_shared_experts"),
-    }
+# Every spelling of these concepts (checks/model_concepts.toml) is such a count.
+_SIZING: tuple[ConceptName, ...] = (
+    *("hidden_size", "num_layers", "num_attention_heads", "num_kv_heads", "head_dim"),
+    *("vocab_size", "experts", "experts_per_token", "shared_experts"),
 )
+
+
+@functools.cache
+def _counts() -> frozenset[str]:
+    return frozenset(k for c in _SIZING for k in K(c))
+
+
+def K(concept: ConceptName) -> tuple[str, ...]:
+    """The config.json keys of ``concept``, in the order they are tried."""
+    return concept_keys()[concept]
 
 
 def _int(cfg: dict[str, Any], *names: str, default: int | None = None) -> int | None:
@@ -55,7 +71,7 @@ def _int(cfg: dict[str, Any], *names: str, default: int | None = None) -> int | 
         value = cfg.get(name)
         if type(value) is int and value >= 0:
             return value
-        if value is not None and name in _COUNTS:
+        if value is not None and name in _counts():
             shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
             raise ConfigError(f"config.json has {name} = {shown}: not a count (corrupt)")
     return default
@@ -86,6 +102,21 @@ def _bounded(name: str, value: int) -> int:
     return value
 
 
+def _flag(cfg: dict[str, Any], concept: ConceptName) -> bool:
+    """The first key of a flag concept the config gives, true or not."""
+    return next((cfg[k] is True for k in K(concept) if k in cfg), False)
+
+
+def _tied(cfg: dict[str, Any], raw: dict[str, Any], *, absent: bool = False) -> bool:
+    """tie_word_embeddings of the language model's config, else of the outer config, else
+    ``absent``."""
+    for doc in (cfg, raw):
+        for k in K("tied_embeddings"):
+            if k in doc:
+                return doc[k] is True
+    return absent
+
+
 def _need(cfg: dict[str, Any], *names: str) -> int:
     value = _int(cfg, *names)
     if value is None:
@@ -94,10 +125,12 @@ def _need(cfg: dict[str, Any], *names: str) -> int:
 
 
 def text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """The language model's config: ``text_config`` when present (multimodal)."""
-    inner = cfg.get("text_config")
-    if isinstance(inner, dict) and "hidden_size" in inner:
-        return inner, True
+    """The language model's config: the nested config of a multimodal checkpoint when there
+    is one (``text_config``, InternVL's ``llm_config``, DeepSeek-VL2's ``language_config``)."""
+    for key in K("nested_config"):
+        inner = cfg.get(key)
+        if isinstance(inner, dict) and any(k in inner for k in K("hidden_size")):
+            return inner, True
     return cfg, False
 
 
@@ -111,6 +144,15 @@ def _with_defaults(cfg: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _moe_layers(cfg: dict[str, Any], layers: int) -> list[int]:
+    kinds = cfg.get("mlp_layer_types")  # transformers 5: "dense" / "sparse" per layer
+    if isinstance(kinds, list) and len(kinds) == layers:
+        return [i for i, k in enumerate(kinds) if k == "sparse"]
+    if "moe_layer_start_index" in cfg or "moe_layer_interval" in cfg:  # ERNIE 4.5
+        start = _int(cfg, "moe_layer_start_index", default=0) or 0
+        end = cfg.get("moe_layer_end_index")
+        last = end if type(end) is int and 0 <= end < layers else layers - 1
+        step = _int(cfg, "moe_layer_interval", default=1) or 1
+        return [i for i in range(start, last + 1) if (i - start) % step == 0]
     if "first_k_dense_replace" in cfg or "moe_layer_freq" in cfg:  # DeepSeek
         first = _int(cfg, "first_k_dense_replace", default=0) or 0
         freq = _int(cfg, "moe_layer_freq", default=1) or 1
@@ -162,15 +204,15 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
         if isinstance(archs, list) and archs and isinstance(archs[0], str)
         else str(cfg.get("model_type") or raw.get("model_type") or "unknown")
     )
-    hidden = _need(cfg, "hidden_size", "d_model", "n_embd")
-    layers = _need(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _need(cfg, "num_attention_heads", "n_head")
+    hidden = _need(cfg, *K("hidden_size"))
+    layers = _need(cfg, *K("num_layers"))
+    heads = _need(cfg, *K("num_attention_heads"))
     if hidden == 0 or layers == 0 or heads == 0:
         raise ConfigError("config.json has a zero hidden_size, layer count or head count")
     _bounded("hidden_size", hidden)
     _bounded("num_hidden_layers", layers)
     _bounded("num_attention_heads", heads)
-    kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads)
+    kv_heads = _int(cfg, *K("num_kv_heads"), default=1 if _flag(cfg, "multi_query") else heads)
     if kv_heads == 0:
         raise ConfigError("config.json has 0 KV heads: attention needs at least one")
     assert kv_heads is not None
@@ -180,21 +222,19 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
             f"config.json has {heads} attention heads and {kv_heads} KV heads: the attention "
             "heads must be a whole multiple of the KV heads (each KV head serves a group)"
         )
-    head_dim = _bounded(
-        "head_dim", _int(cfg, "head_dim", "attention_head_dim", default=None) or hidden // heads
-    )
-    vocab = _bounded("vocab_size", _need(cfg, "vocab_size"))
+    head_dim = _bounded("head_dim", _int(cfg, *K("head_dim"), default=None) or hidden // heads)
+    vocab = _bounded("vocab_size", _need(cfg, *K("vocab_size")))
     family = _catalogued(cfg, raw)
     if family is not None and family.layout != "decoder":
         hybrid = hybrid_layers(cfg, family, layers)
         return _hybrid_arch(
             raw, cfg, nested, family, hybrid, architecture, hidden, heads, kv_heads, head_dim, vocab
         )
-    experts = _int(cfg, "num_experts", "n_routed_experts", "num_local_experts", default=0) or 0
+    experts = _int(cfg, *K("experts"), default=0) or 0
     _bounded("num_experts", experts)
     moe: MoeFacts | None = None
     if experts > 0:
-        per_token = _int(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk")
+        per_token = _int(cfg, *K("experts_per_token"))
         if per_token is None or per_token == 0:
             raise ConfigError(f"config.json names {experts} experts but no num_experts_per_tok")
         if per_token > experts:
@@ -202,16 +242,18 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
                 f"config.json routes each token to {per_token} experts of {experts}: more "
                 "than there are"
             )
-        shared = _int(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0
+        shared = _int(cfg, *K("shared_experts"), default=0) or 0
         _bounded("n_shared_experts", shared)
-        if shared == 0 and (_int(cfg, "shared_expert_intermediate_size", default=0) or 0) > 0:
+        if shared == 0 and (_int(cfg, *K("shared_expert_intermediate_size"), default=0) or 0):
             shared = 1
         moe = MoeFacts(
             experts=experts,
             experts_per_token=per_token,
             shared_experts=shared,
             moe_layers=_moe_layers(cfg, layers),
-            expert_intermediate_size=_int(cfg, "moe_intermediate_size", "intermediate_size"),
+            expert_intermediate_size=_int(
+                cfg, *K("expert_intermediate_size"), *K("intermediate_size")
+            ),
         )
     mla: MlaFacts | None = None
     kv_lora = _int(cfg, "kv_lora_rank")
@@ -219,7 +261,7 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
         mla = MlaFacts(kv_lora_rank=kv_lora, qk_rope_head_dim=_int(cfg, "qk_rope_head_dim") or 0)
     kinds = layer_kinds(cfg, layers)
     full, sliding, linear = layers, 0, 0
-    window = _int(cfg, "sliding_window")
+    window = _int(cfg, *K("sliding_window"))
     if kinds is not None:
         for i, k in enumerate(kinds):
             if k not in ("full_attention", "sliding_attention", "linear_attention", "attention"):
@@ -231,10 +273,11 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
         full = layers - sliding - linear
         if sliding and not window:
             raise ConfigError("config.json has sliding_attention layers but no sliding_window")
-    if family is None:  # after the checks above: a corrupt config is said so first
-        family = family_of(cfg, raw)
     foreign = [f for f in _HYBRID_FIELDS if cfg.get(f) is not None and not _all_softmax(f, cfg[f])]
-    if foreign:
+    estimate: EstimateFacts | None = None
+    if family is None:  # after the checks above: a corrupt config is said so first
+        estimate = _estimate(cfg, raw, foreign, linear)
+    elif foreign:
         raise NotModelled(
             f"config.json ({family.name}) has {', '.join(foreign)}: a layer pattern the "
             f"{family.layout} layout does not read, so the model is not modelled"
@@ -249,11 +292,12 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
         num_kv_heads=kv_heads,
         head_dim=head_dim,
         vocab_size=vocab,
-        max_position_embeddings=_int(cfg, "max_position_embeddings", "n_positions"),
+        max_position_embeddings=_int(cfg, *K("max_positions")),
         dtype=dtype if isinstance(dtype, str) else None,
-        tie_word_embeddings=bool(
-            cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))
-        ),
+        # No family: a config.json written by transformers 4.x's save_pretrained leaves
+        # tie_word_embeddings out only when it is true (to_diff_dict drops a value equal to
+        # PretrainedConfig's default, True, and to the class's own).
+        tie_word_embeddings=_tied(cfg, raw, absent=estimate is not None),
         text_config=nested,
         full_attention_layers=full,
         sliding_window_layers=sliding,
@@ -262,7 +306,8 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
         linear_state_bytes_per_layer=_linear_state_bytes(cfg) if linear else 0,
         moe=moe,
         mla=mla,
-        family=family.name,
+        family=family.name if family is not None else None,
+        estimate=estimate,
     )
 
 
@@ -288,7 +333,8 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
     cfg = _with_defaults(cfg, raw)
     family = _catalogued(cfg, raw)
     h, nh, kvh, hd = arch.hidden_size, arch.num_attention_heads, arch.num_kv_heads, arch.head_dim
-    bias = bool(cfg.get("attention_bias", False))
+    generic = arch.estimate is not None  # no family: the concepts alone
+    bias = _flag(cfg, "attention_bias") if generic else bool(cfg.get("attention_bias", False))
     if arch.mla is not None:
         ql = _int(cfg, "q_lora_rank")
         nope = _int(cfg, "qk_nope_head_dim", default=hd) or 0
@@ -300,9 +346,14 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
     else:
         attn = h * nh * hd + 2 * h * kvh * hd + nh * hd * h
         if bias:  # GLM-4.5: q, k and v only
-            o_bias = family is None or family.attention_bias == "qkvo"
+            if generic:  # qkv_bias / use_qkv_bias: q, k and v; attention_bias / bias: all four
+                o_bias = any(cfg.get(k) is True for k in ("attention_bias", "use_bias", "bias"))
+            else:
+                o_bias = family is None or family.attention_bias == "qkvo"
             attn += nh * hd + 2 * kvh * hd + (h if o_bias else 0)
-        if str(cfg.get("model_type", "")).startswith("qwen3"):
+        if generic and _flag(cfg, "qk_norm"):
+            attn += 2 * hd  # per-head q/k norms (Qwen3, OLMo 2 keep them per layer: close)
+        elif str(cfg.get("model_type", "")).startswith("qwen3"):
             attn += 2 * hd  # q_norm, k_norm
         elif family is not None and cfg.get("use_qk_norm") is True:
             if family.qk_norm == "per-head":  # GLM-4.5, Gemma 3
@@ -323,21 +374,28 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
         qkv = 2 * nk * dk + nv * dv
         linear_attn = h * (qkv + nv * dv) + h * 2 * nv + qkv * conv + nv * dv * h + 2 * nv + dv
     inter = _int(cfg, "intermediate_size", default=0) or 0
-    dense_mlp = 3 * h * inter
+    width = 3  # gate, up, down
+    if generic:
+        inter = _int(cfg, *K("intermediate_size"), default=0) or 0
+        if not inter and any(k in cfg and cfg[k] is None for k in K("intermediate_size")):
+            inter = 4 * h  # GPT-2's n_inner: null
+        act = next((cfg[k] for k in K("activation") if isinstance(cfg.get(k), str)), "silu")
+        width = 3 if _gated_activation(act) else 2
+    dense_mlp = width * h * inter
     moe_total = moe_active = routed = 0
     moe = arch.moe
     if moe is not None:
         mi = moe.expert_intermediate_size or inter
-        per_expert = 3 * h * mi
+        per_expert = width * h * mi
         expert_bias = str(cfg.get("model_type", "")) == "gpt_oss"
         if expert_bias:
             per_expert += 2 * mi + h
         router = h * moe.experts + (moe.experts if expert_bias else 0)
         if cfg.get("topk_method") == "noaux_tc" or (family is not None and family.router_bias):
             router += moe.experts  # DeepSeek V3's (GLM-4.5's, MiniMax-M2's) e_score_correction_bias
-        shared_inter = _int(cfg, "shared_expert_intermediate_size", default=0) or 0
+        shared_inter = _int(cfg, *K("shared_expert_intermediate_size"), default=0) or 0
         # Qwen MoE: one shared expert of its own size and its gate; DeepSeek: n_shared.
-        shared = 3 * h * shared_inter + h if shared_inter else moe.shared_experts * per_expert
+        shared = width * h * shared_inter + h if shared_inter else moe.shared_experts * per_expert
         routed = moe.experts * per_expert
         moe_total = routed + shared + router
         moe_active = moe.experts_per_token * per_expert + shared + router
@@ -366,6 +424,106 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
         embedding=embedding,
         routed_experts=routed_all,
     )
+
+
+# ----------------------------------------------------------------------------- estimates
+
+ESTIMATED = "estimated: family not verified"
+
+# Keys that hold no parameter whatever the model (transformers' PreTrainedConfig fields and the
+# configuration classes' training, rotary, tokenizer and routing-policy settings): a key
+# matching none of these nor a concept is listed as ignored.
+_PARAMETER_FREE = re.compile(
+    r"^_|^(architectures|model_type|auto_map|transformers_version|torch_dtype|dtype|"
+    r"use_cache|tokenizer_class|task_specific_params|pretraining_tp|max_window_layers|"
+    r"use_sliding_window|quantization_config|topk_method|scoring_func|n_group|topk_group|"
+    r"norm_topk_prob|routed_scaling_factor|num_nextn_predict_layers|hidden_act|"
+    r"partial_rotary_factor|rotary_dim|rotary_pct|rotary_emb_base|position_embedding_type|"
+    r"parallel_attn|use_parallel_residual|new_decoder_architecture|alibi|"
+    r"scale_attn_weights|multi_query|ep_size|seq_length|model_max_length|"
+    r"attention_softmax_in_fp32|scale_attention_softmax_in_fp32|use_mrope|"
+    r"sliding_window_size|max_sequence_length|n_ctx|mlp_bias)$"
+    r"|dropout|pdrop|_eps$|epsilon|token_id|token_index|^rope|initializer|^summary_|"
+    r"^output_|loss|aux_|_coef|^is_|^return_|^use_return|theta|_scale$|scaling|"
+    r"multiplier|^scale_|^norm_|_norm_type$|^layer_norm|^rms_norm|^torchscript|"
+    r"^id2label|^label2id|^problem_type|^finetuning|^tie_|^chunk_size_feed|"
+    r"^prefix|^bad_words|^begin_suppress|^decoder_start|^forced_|^max_length|"
+    r"^min_length|^num_beams|^do_sample|^temperature|^top_[kp]$|^repetition|"
+    r"^length_penalty|^no_repeat|^early_stopping|^diversity|^num_return|^typical_p|"
+    r"^cross_attention_hidden|^add_cross|^is_decoder|^use_flash|^use_fast|flash_|"
+    r"^fused_|_fusion$|^pad_vocab|^embedding_multiplier|^attn_logit|softcapping|"
+    r"^final_logit|^query_pre_attn|^router_|^moe_(aux|z|router|norm)|^output_router|"
+    r"^mlp_only_layers$|^qk_layernorm$|^attention_out_bias$"
+)
+
+
+def _looks_like_a_size(value: object) -> bool:
+    return (type(value) is int and value > 1) or isinstance(value, (list, dict))
+
+
+def _estimate(
+    cfg: dict[str, Any], raw: dict[str, Any], foreign: list[str], linear: int
+) -> EstimateFacts:
+    """What the count of a model_type no family covers rests on: the concept keys it read,
+    the keys it did not account for, and what it had to assume."""
+    model_type = cfg.get("model_type") or raw.get("model_type")
+    shown = (
+        f"model_type {str(model_type)[:60]!r} is"
+        if model_type
+        else "config.json names no model_type, so the architecture is"
+    )
+    shown += " not modelled: no family in checks/model_families.toml covers it, and"
+    if foreign:  # Mamba / lightning-attention layers: counted as attention, a wrong number
+        raise NotModelled(
+            f"{shown} its {', '.join(foreign)} (a hybrid layer pattern) is not a concept the "
+            "decoder count reads: its parameter count and KV cache would be a guess"
+        )
+    intermediate = next((k for k in K("intermediate_size") if k in cfg), None)
+    experts = _int(cfg, *K("experts"), default=0) or 0
+    if intermediate is None and not (
+        experts and any(k in cfg for k in K("expert_intermediate_size"))
+    ):
+        raise NotModelled(
+            f"{shown} the decoder count needs the MLP's inner width (intermediate_size: one "
+            f"of {', '.join(K('intermediate_size'))}), which config.json does not give"
+        )
+    known = all_concept_keys()
+    used = sorted(k for k in cfg if k in known and cfg[k] is not None)
+    ignored = sorted(k for k in cfg if k not in known and not _PARAMETER_FREE.search(k))
+    assumptions = []
+    act = next((cfg[k] for k in K("activation") if isinstance(cfg.get(k), str)), None)
+    if act is None:
+        assumptions.append("no activation named: the MLP is taken as gated (gate, up, down)")
+    elif not _gated_activation(act):
+        assumptions.append(
+            f"activation {act[:40]!r}: the MLP is taken as two matrices (up, down) without a "
+            "gate, as in GPT-2 and GPT-NeoX"
+        )
+    if intermediate is not None and cfg.get(intermediate) is None:
+        assumptions.append(f"{intermediate} is null: 4 x hidden size, as GPT-2's config class")
+    if not any(k in cfg or k in raw for k in K("tied_embeddings")):
+        assumptions.append(
+            "tie_word_embeddings not given: tied (transformers 4.x writes the key only when it "
+            "differs from PretrainedConfig's default, true)"
+        )
+    may_be_low = bool(linear) or any(_looks_like_a_size(cfg[k]) for k in ignored)
+    return EstimateFacts(
+        label=ESTIMATED,
+        keys_used=used,
+        keys_ignored=ignored,
+        may_be_low=may_be_low,
+        assumptions=assumptions,
+    )
+
+
+# transformers' ACT2FN names whose MLP is gated in the models that use them (LlamaMLP,
+# MistralMLP, Qwen2MLP: act(gate) * up); GPT-2, GPT-J, GPT-NeoX, Phi, StarCoder 2 use GELU
+# on one up-projection.
+_GATED_ACTIVATIONS = frozenset({"silu", "swish", "swiglu", "geglu", "reglu"})
+
+
+def _gated_activation(name: str) -> bool:
+    return name.lower() in _GATED_ACTIVATIONS
 
 
 # ----------------------------------------------------------------------------- families

@@ -31,9 +31,9 @@ from blackwell_doctor.collect.model.header import (
     _open_regular,
     bad_entry,
     check_overlaps,
-    not_utf8,
     read_header,
 )
+from blackwell_doctor.collect.model.jsondoc import decode_json
 from blackwell_doctor.collect.regularfile import read_upto
 from blackwell_doctor.facts.model import ArchFacts, ModelFacts, ModelProblem, ParamFacts, QuantFacts
 from blackwell_doctor.ruledata.families import load_families
@@ -64,14 +64,7 @@ def _read_json(path: Path) -> Any:
         data = read_upto(fd, size)
     finally:
         os.close(fd)
-    try:
-        return msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise HeaderError(f"not valid JSON: {' '.join(str(exc).split())}") from None
-    except UnicodeDecodeError as exc:  # msgspec raises it for a string that is not UTF-8
-        raise HeaderError(f"not valid JSON: {not_utf8(data, exc)}") from None
-    except RecursionError:
-        raise HeaderError("nested too deeply") from None
+    return decode_json(data)
 
 
 @dataclass
