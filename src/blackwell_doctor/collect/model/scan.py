@@ -190,12 +190,25 @@ def _kind(last: str, dtype: str) -> int:
     return 0
 
 
-def _mtp_pattern(num_layers: int | None) -> re.Pattern[str] | None:
-    """Names of decoder layers past num_hidden_layers (DeepSeek's MTP layer 61)."""
+@dataclass(frozen=True)
+class _MtpLayer:
+    r"""Names of decoder layers past num_hidden_layers (DeepSeek's MTP layer 61): ``name``
+    decides for one name; ``maybe`` starts with a literal, which ``re`` finds by a fast
+    scan, so a shard's names joined are ruled out in ~5 us (``name``'s leading ``(?:^|\.)``
+    made that search ~60 us a shard: 22 ms of `model DIR` on 400 shards, issue 34)."""
+
+    name: re.Pattern[str]
+    maybe: re.Pattern[str]
+
+
+def _mtp_pattern(num_layers: int | None) -> _MtpLayer | None:
     if num_layers is None:
         return None
     numbers = "|".join(str(num_layers + i) for i in range(16))
-    return re.compile(rf"(?:^|\.)layers\.(?:{numbers})\.", re.MULTILINE)
+    return _MtpLayer(
+        name=re.compile(rf"(?:^|\.)layers\.(?:{numbers})\."),
+        maybe=re.compile(rf"layers\.(?:{numbers})\."),
+    )
 
 
 def _fold(
@@ -203,7 +216,7 @@ def _fold(
     entries: dict[str, Any],
     data_bytes: int,
     method: str,
-    mtp_layer: re.Pattern[str] | None,
+    mtp_layer: _MtpLayer | None,
 ) -> None:
     """Check one shard's tensors and add them to the running totals in the same pass.
 
@@ -219,8 +232,8 @@ def _fold(
     # Layers past num_hidden_layers are rare (one MTP layer in a few shards): one search
     # over the shard's names decides whether any name needs the per-tensor test.
     mtp_search = None
-    if mtp_layer is not None and mtp_layer.search("\n".join(entries)):
-        mtp_search = mtp_layer.search
+    if mtp_layer is not None and mtp_layer.maybe.search("\n".join(entries)):
+        mtp_search = mtp_layer.name.search
     prod = math.prod
     packed: dict[str, int] = {}
     scales: dict[str, int] = {}
@@ -308,11 +321,11 @@ def _shard_names(
         problems.append(ModelProblem(kind="index", path=name, detail="no weight_map object"))
         return files.names(".safetensors"), None
     files_named: set[str] = set()
-    for value in (
-        set(map(str, wmap.values()))
-        if all(isinstance(v, str) for v in wmap.values())
-        else wmap.values()
-    ):
+    try:  # a few hundred shard names for tens of thousands of tensors: checked once each
+        values: Any = set(wmap.values())
+    except TypeError:  # a value that is a list or an object: each is named below
+        values = wmap.values()
+    for value in values:
         if not isinstance(value, str) or not _SHARD_NAME.fullmatch(value) or value.startswith("."):
             problems.append(
                 ModelProblem(
