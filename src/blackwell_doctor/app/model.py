@@ -10,7 +10,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackwell_doctor.app.obtain import FactsRequest, obtain_facts, with_model
+import msgspec
+
+from blackwell_doctor.app.obtain import FactsRequest, obtain_facts, read_model_arg, with_model
 from blackwell_doctor.facts.document import Facts
 from blackwell_doctor.facts.errors import UserError
 from blackwell_doctor.facts.model import ModelFacts
@@ -20,10 +22,12 @@ from blackwell_doctor.rules.checkpoint import model_fit_result
 
 @dataclass(frozen=True, kw_only=True)
 class ModelRequest:
-    """``model DIR``'s options: the directory, where the GPUs' facts come from (``--facts``
-    FILE, else this host without probes), the share of GPU memory the runtime may take."""
+    """``model DIR``'s options: the model (a directory, or a Hub repo id), where the GPUs'
+    facts come from (``--facts`` FILE, else this host without probes), the share of GPU
+    memory the runtime may take."""
 
-    model_dir: Path
+    model_dir: Path  # a directory, or ORG/NAME[@REVISION] (the Hugging Face cache, --hub)
+    hub: bool = False
     facts_file: Path | None = None
     gpu_timeout_s: float | None = None
     utilization: float | None = None
@@ -35,18 +39,20 @@ def model(request: ModelRequest) -> ModelReport:
     util = request.utilization
     if util is not None and (not math.isfinite(util) or not 0.0 < util <= 1.0):
         raise UserError(f"--gpu-memory-utilization must be above 0 and at most 1, got {util}")
-    if not request.model_dir.is_dir():
-        raise UserError(f"model directory {request.model_dir} is not a directory")
+    # The model first (a bad argument is said before the GPUs are read), required here
+    # even beside --facts: it is what the command sizes.
+    model_facts = read_model_arg(request.model_dir, hub=request.hub, required=True)
+    assert model_facts is not None
     facts = obtain_facts(
         FactsRequest(
             facts_file=request.facts_file,
             gpu_timeout_s=request.gpu_timeout_s,
             probes=False,
-            model_dir=request.model_dir,
         ),
         environ=os.environ,
         stdin=sys.stdin.buffer,
     ).facts
+    facts = msgspec.structs.replace(facts, model=model_facts)
     report = judge_model(facts, utilization=util)
     modelled = any(p.kind == "not-modelled" for p in report.problems)
     if report.model.architecture is None and report.shards == 0 and not modelled:

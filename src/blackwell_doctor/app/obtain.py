@@ -22,6 +22,7 @@ from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
     from blackwell_doctor.facts.document import Facts, LogFacts, Section
+    from blackwell_doctor.facts.model import ModelFacts
 
 DEFAULT_GPU_TIMEOUT_S = 20.0
 STDIN = "-"
@@ -59,6 +60,9 @@ class FactsRequest(msgspec.Struct, frozen=True, kw_only=True):
     # --facts the directory is usually on that node: read when it exists here, otherwise the
     # file's own model section (collect --model-dir on that node) stands.
     model_dir: Path | None = None
+    # --hub: model_dir is ORG/NAME[@REVISION], read from the Hub (or HF_ENDPOINT) over HTTP:
+    # config, index and safetensors headers by range requests, never a weight.
+    model_hub: bool = False
     # --bench: a bench run document (``bench -o``) read into facts.bench, for the serving.*
     # checks; it replaces the bench section a --facts file carries.
     bench_file: Path | None = None
@@ -113,7 +117,9 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
         )
         source = "live"
     facts = with_logs(facts, request.logs, host_root=request.host_root, stdin=stdin)
-    facts = with_model(facts, request.model_dir, required=request.facts_file is None)
+    facts = with_model(
+        facts, request.model_dir, required=request.facts_file is None, hub=request.model_hub
+    )
     facts = with_bench(facts, request.bench_file, stdin=stdin)
     if request.stack:
         facts = with_stack(facts, request, environ=environ)
@@ -266,21 +272,66 @@ def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: 
     return msgspec.structs.replace(facts, logs=scanned)
 
 
-def with_model(facts: Facts, model_dir: Path | None, *, required: bool) -> Facts:
-    """``facts`` with the model directory read into ``facts.model``. ``required``: the
-    directory must exist here (a live run); otherwise a missing one leaves the facts as
-    they are (it is on the node the facts come from)."""
+def with_model(facts: Facts, model_dir: Path | None, *, required: bool, hub: bool = False) -> Facts:
+    """``facts`` with the model read into ``facts.model``: a directory, or ORG/NAME[@REVISION]
+    from the local Hugging Face cache (``hub``: from the Hub over HTTP). ``required``: the
+    model must be found here (a live run); otherwise one that is not here leaves the facts
+    as they are (it is on the node the facts come from)."""
     if model_dir is None:
         return facts
-    if not model_dir.is_dir():
-        if required:
-            raise UserError(f"--model-dir {model_dir} is not a directory")
+    model = read_model_arg(model_dir, hub=hub, required=required)
+    if model is None:
         return facts
     import msgspec
 
-    from blackwell_doctor.collect.model.scan import read_model_dir
+    return msgspec.structs.replace(facts, model=model)
 
-    return msgspec.structs.replace(facts, model=read_model_dir(model_dir))
+
+def read_model_arg(model_dir: Path, *, hub: bool, required: bool) -> ModelFacts | None:
+    """The model a ``DIR`` / ``ORG/NAME[@REVISION]`` argument names (docs/model.md): an
+    existing directory first; else a repo id, from the Hugging Face cache, or with ``hub``
+    from the Hub. None when it is not here and not ``required``; UserError (one line, exit
+    2) for anything that cannot be read (a hostile cache included)."""
+    text = str(model_dir)
+    if not hub and model_dir.is_dir():
+        from blackwell_doctor.collect.model.scan import read_model_dir
+
+        return read_model_dir(model_dir)
+    from blackwell_doctor.collect.model.hfcache import (
+        CacheError,
+        NotCached,
+        parse_repo_spec,
+        resolve_cached,
+    )
+
+    try:
+        spec = parse_repo_spec(text)
+        if spec is None:
+            if hub:
+                raise UserError(f"--hub reads ORG/NAME[@REVISION] from the Hub, not {text}")
+            if not required:
+                return None
+            raise UserError(
+                f"{text} is not a directory (nor a Hugging Face repo id ORG/NAME[@REVISION])"
+            )
+        if hub:
+            from blackwell_doctor.collect.model.hub import read_hub_model
+
+            return read_hub_model(spec)
+        cached = resolve_cached(spec)
+    except NotCached as exc:
+        if not required:
+            return None
+        raise UserError(str(exc)) from None
+    except CacheError as exc:
+        raise UserError(str(exc)) from None
+    from blackwell_doctor.collect.model.scan import DirectoryFiles, read_model
+
+    return read_model(
+        DirectoryFiles(cached.folder, confine=cached.repo_folder),
+        label=f"{spec.repo}@{spec.revision}",
+        source=cached.source,
+    )
 
 
 def obtain_logs(logs: LogRequest, *, host_root: Path | None, stdin: BinaryIO) -> LogFacts:

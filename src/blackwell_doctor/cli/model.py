@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import ExampleName, GpuTimeoutBrief, Output
+from blackwell_doctor.cli.options import ExampleName, GpuTimeoutBrief, ModelHub, Output
 from blackwell_doctor.cli.output import write
 from blackwell_doctor.render.formats import ModelFormat
 
@@ -25,11 +25,13 @@ def model(
     model_dir: Annotated[
         Path | None,
         typer.Argument(
-            help="The model directory (config.json, hf_quant_config.json, *.safetensors); "
-            "not with --example.",
+            help="The model directory (config.json, hf_quant_config.json, *.safetensors), or "
+            "ORG/NAME[@REVISION] from the local Hugging Face cache (HF_HOME, HF_HUB_CACHE; "
+            "offline) or with --hub from the Hub; not with --example.",
             show_default=False,
         ),
     ] = None,
+    hub: ModelHub = False,
     facts_file: Annotated[
         Path | None,
         typer.Option(
@@ -64,10 +66,13 @@ def model(
     if model_dir is None:
         from blackwell_doctor.facts.errors import UserError
 
-        raise UserError("model needs DIR, the model directory (or --example NAME)")
+        raise UserError(
+            "model needs DIR, the model directory, or ORG/NAME[@REVISION] (or --example NAME)"
+        )
     report = model_flow(
         ModelRequest(
             model_dir=model_dir,
+            hub=hub,
             facts_file=facts_file,
             gpu_timeout_s=gpu_timeout,
             utilization=utilization,

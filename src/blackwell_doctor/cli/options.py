@@ -146,8 +146,8 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
     takes. ``params``: the command's parameters by name (its ``locals()``), declared with the
     aliases of this module under these names: ``host_root``, ``gpu_timeout``, ``no_probe``,
     and where the command takes them ``facts_file``, ``logs``, ``containers``, ``journal``,
-    ``kernel_log``, ``redact``, ``model_dir``, ``bench``, ``select``, ``ignore`` (a live run
-    collects only what the checks they leave read). The one reader of those names for
+    ``kernel_log``, ``redact``, ``model_dir``, ``hub``, ``bench``, ``select``, ``ignore`` (a
+    live run collects only what the checks they leave read). The one reader of those names for
     check, collect, recommend, apply and slurm-health."""
     from blackwell_doctor.app.obtain import FactsRequest, LogRequest
 
@@ -158,6 +158,7 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
         probes=not params["no_probe"],
         redact=params.get("redact", False),
         model_dir=params.get("model_dir"),
+        model_hub=params.get("hub", False),
         bench_file=params.get("bench"),
         stack=params.get("stack", False) or params.get("image") is not None,
         python=params.get("python"),
@@ -233,9 +234,20 @@ CheckModelDir = Annotated[
     Path | None,
     typer.Option(
         "--model-dir",
-        help="Also read this model directory (config, quantization, safetensors headers; "
-        "never the weights) and run the model checks: does it fit, does the SM 12.x tile "
-        "problem apply to it.",
+        help="Also read this model (config, quantization, safetensors headers; never the "
+        "weights) and run the model checks: does it fit, does the SM 12.x tile problem apply "
+        "to it. A directory, or ORG/NAME[@REVISION] from the local Hugging Face cache "
+        "(--hub: from the Hub).",
+    ),
+]
+# model, check and collect: ORG/NAME[@REVISION] read from the Hub instead of the cache.
+ModelHub = Annotated[
+    bool,
+    typer.Option(
+        "--hub",
+        help="Read ORG/NAME[@REVISION] from the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN): "
+        "config, index and safetensors headers by HTTP range requests, never the weights. "
+        "Without it only the local cache is read (offline).",
     ),
 ]
 

@@ -137,6 +137,42 @@ class ModelProblem(msgspec.Struct, frozen=True, kw_only=True):
     detail: str
 
 
+class IndexFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``model.safetensors.index.json`` says when its shards were not read (not there,
+    or not all readable): the exact bytes (``metadata.total_size``) and the counts its
+    ``weight_map`` names give, as vLLM and transformers name tensors
+    (``model.layers.N.``, ``.experts.E.``). A count more than 3% from config.json's is also
+    a problem (kind ``index``)."""
+
+    path: str  # the index file, relative to the model directory
+    total_size: int | None  # metadata.total_size: bytes of tensor data; None if not stated
+    tensors: int  # entries of weight_map
+    shards: int  # distinct shard files it names
+    shards_present: int  # of those, files present in the directory
+    # Distinct decoder-layer indices N in the language model's ``layers.N.`` names (vision,
+    # audio and multi-token-prediction towers left out), and of those, the layers that hold
+    # per-expert tensors; None: no such name.
+    layers: int | None = None
+    moe_layers: int | None = None
+    # Distinct expert indices E in ``.experts.E.`` names; None: no per-expert name (a dense
+    # model, or experts fused into one tensor per layer, as gpt-oss and Llama 4 store them).
+    experts: int | None = None
+
+
+class ModelSource(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a model named ORG/NAME[@REVISION] was read from: the local Hugging Face cache
+    (``hf-cache``: its snapshot folder) or the Hub over HTTP (``hub``: config, index and
+    headers by range requests)."""
+
+    kind: Literal["hf-cache", "hub"]
+    repo: str  # ORG/NAME
+    revision: str  # as asked ("main" when none was given)
+    commit: str  # the commit the revision resolved to
+    # hf-cache: the snapshot folder read; hub: the endpoint's scheme and host (HF_ENDPOINT,
+    # else the library's default), never its credentials.
+    location: str
+
+
 class ModelFacts(msgspec.Struct, frozen=True, kw_only=True, tag_field="status", tag="ok"):
     path: str
     arch: ArchFacts | None  # None: config.json missing or unusable (see problems)
@@ -147,3 +183,5 @@ class ModelFacts(msgspec.Struct, frozen=True, kw_only=True, tag_field="status", 
     shards: int = 0
     tensors: int = 0
     problems: list[ModelProblem] = msgspec.field(default_factory=list)
+    index: IndexFacts | None = None  # the index, when its shards were not all read
+    source: ModelSource | None = None  # None: a directory named by its path

@@ -75,6 +75,14 @@ def _text(report: ModelReport, *, markdown: bool = False) -> str:
     out: list[str] = []
     h = "## " if markdown else ""
     out.append(f"{h}{report.path}: {m.architecture or 'unknown architecture'}")
+    src = report.source
+    if src is not None:
+        where = (
+            f"the Hugging Face cache, snapshot {src.location}"
+            if src.kind == "hf-cache"
+            else f"the Hub at {src.location} (config, index and headers by range requests)"
+        )
+        out.append(f"read from {where}: {src.repo} revision {src.revision} = commit {src.commit}")
     if m.num_layers is not None:
         out.append(
             f"{m.num_layers} layers, hidden {m.hidden_size}, {m.num_attention_heads} attention "
@@ -132,13 +140,43 @@ def _text(report: ModelReport, *, markdown: bool = False) -> str:
             f"weights: {_b(report.weights_bytes)} in {report.shards} shard(s), "
             f"{report.tensors:,} tensors"
         )
+    elif report.index is not None and report.index.shards_present == 0:
+        ix = report.index
+        out.append(
+            f"weights: not here: {ix.path} names {ix.shards} shard(s), {ix.tensors:,} tensors; "
+            + (
+                f"{_b(ix.total_size)} by its metadata.total_size"
+                if ix.total_size is not None
+                else "no metadata.total_size (bytes estimated from config.json)"
+            )
+        )
     elif report.shards == 0 and not report.problems:
         out.append("weights: no safetensors in the directory (sizes computed from config.json)")
     else:
+        from_index = report.index is not None and report.index.total_size is not None
         out.append(
             f"weights: incomplete ({report.shards} shard(s) read; see the problems below): "
-            "sizes computed from config.json"
+            + (
+                "bytes from the index's metadata.total_size, parameters computed from config.json"
+                if from_index
+                else "sizes computed from config.json"
+            )
         )
+    if report.index is not None:
+        ix = report.index
+        counts = [
+            f"{n} {what}"
+            for n, what in (
+                (ix.layers, "decoder layers"),
+                (ix.moe_layers, "MoE layers"),
+                (ix.experts, "experts"),
+            )
+            if n is not None
+        ]
+        if counts:
+            out.append(f"  the index's names give {', '.join(counts)}")
+        if ix.shards_present and ix.total_size is not None:
+            out.append(f"  the index's metadata.total_size: {_b(ix.total_size)}")
     if report.bytes_by_dtype:
         out.append(
             "  by dtype: "

@@ -7,10 +7,12 @@ import msgspec
 
 from blackwell_doctor.facts.model import (
     EstimateFacts,
+    IndexFacts,
     MambaFacts,
     MlaFacts,
     ModelFacts,
     ModelProblem,
+    ModelSource,
     MoeFacts,
     ParamFacts,
     QuantFacts,
@@ -46,7 +48,8 @@ class FitResult(msgspec.Struct, frozen=True, kw_only=True):
     unified_memory: bool
     gpu_memory_utilization: float
     weights_bytes: int
-    weights_source: str  # "safetensors headers" or how it was estimated
+    # "safetensors headers", the index's metadata.total_size, or how it was estimated
+    weights_source: str
     overhead_source: str
     entries: list[FitEntry] = msgspec.field(default_factory=list)
 
@@ -86,6 +89,12 @@ class ModelReport(msgspec.Struct, frozen=True, kw_only=True):
     sizing: FitResult | None  # the GPUs and stated data behind ``fit``
     fit_note: str | None = None  # why there is no fit (no GPU in the facts, no config)
     exit_code: int = 0
+    # model.safetensors.index.json when its shards were not all read: its total_size and the
+    # layers and experts its names give (a count >3% from config.json's is in problems).
+    index: IndexFacts | None = None
+    # ORG/NAME[@REVISION]: the Hugging Face cache snapshot or the Hub commit read; None for a
+    # directory named by its path.
+    source: ModelSource | None = None
 
 
 def build_report(model: ModelFacts, result: FitResult | None, note: str | None) -> ModelReport:
@@ -121,6 +130,8 @@ def build_report(model: ModelFacts, result: FitResult | None, note: str | None) 
         fit=list(result.entries) if result is not None else [],
         sizing=result,
         fit_note=note,
+        index=model.index,
+        source=model.source,
         exit_code=int(
             exitcodes.gate(  # fits at no tensor-parallel size: the finding
                 findings=result is not None and bool(result.entries) and not fits_any,

@@ -118,10 +118,18 @@ def _gib(n: float) -> str:
 
 
 def estimate_weights(model: ModelFacts) -> tuple[int, str] | None:
-    """Checkpoint bytes: from the headers, else from the computed parameters at the bytes
-    per parameter of the quantization (stated in the returned text)."""
+    """Checkpoint bytes: from the headers, else the index's metadata.total_size, else from
+    the computed parameters at the bytes per parameter of the quantization (stated in the
+    returned text)."""
     if model.weights_bytes is not None:
         return model.weights_bytes, "safetensors headers"
+    index = model.index
+    if index is not None and index.total_size is not None:
+        # The shards are not (all) here: the index's own sum of their tensor bytes (issue 34).
+        return index.total_size, (
+            f"{index.path} metadata.total_size (the shards' tensor bytes as the index states "
+            f"them; {index.shards_present} of {index.shards} shards here)"
+        )
     p, arch = model.parameters, model.arch
     if p is None or arch is None:
         return None

@@ -3,6 +3,10 @@ the safetensors index and each shard's header. Never a weight byte.
 
 Memory stays flat in the number of shards: each header is folded into running totals and
 dropped before the next is read.
+
+The files come from a :class:`ModelFiles`: a directory (:class:`DirectoryFiles`, also a
+snapshot of the Hugging Face cache) or a Hub repository over HTTP (``collect.model.hub``),
+so that every form of ``model`` is read by the one scan below.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ import math
 import os
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -23,10 +28,12 @@ from blackwell_doctor.collect.model.config import (
     NotModelled,
     arch_from_config,
     params_from_config,
+    text_config,
 )
 from blackwell_doctor.collect.model.header import (
     DTYPE_BITS,
     MAX_DIMS,
+    Header,
     HeaderError,
     _open_regular,
     bad_entry,
@@ -35,7 +42,15 @@ from blackwell_doctor.collect.model.header import (
 )
 from blackwell_doctor.collect.model.jsondoc import decode_json
 from blackwell_doctor.collect.regularfile import read_upto
-from blackwell_doctor.facts.model import ArchFacts, ModelFacts, ModelProblem, ParamFacts, QuantFacts
+from blackwell_doctor.facts.model import (
+    ArchFacts,
+    IndexFacts,
+    ModelFacts,
+    ModelProblem,
+    ModelSource,
+    ParamFacts,
+    QuantFacts,
+)
 from blackwell_doctor.ruledata.families import load_families
 from blackwell_doctor.ruledata.rules import load_rule_data
 
@@ -65,6 +80,60 @@ def _read_json(path: Path) -> Any:
     finally:
         os.close(fd)
     return decode_json(data)
+
+
+class ModelFiles(Protocol):
+    """The files of one model, wherever they are. Names are relative to the model's root
+    (no separator: the index may name only files beside it)."""
+
+    def has(self, name: str) -> bool:
+        """Whether ``name`` is there (a file, or a link to one; a dangling link counts)."""
+        ...
+
+    def names(self, suffix: str) -> list[str]:
+        """The names at the root ending with ``suffix``, sorted."""
+        ...
+
+    def read_json(self, name: str) -> Any:
+        """The decoded JSON of ``name`` (bounded: MAX_JSON_BYTES); HeaderError otherwise."""
+        ...
+
+    def headers(self, names: list[str]) -> Iterator[tuple[str, Header | HeaderError]]:
+        """Each shard's header, in the order given, or the HeaderError that says why not;
+        one at a time, so that a header can be dropped before the next is held."""
+        ...
+
+    def link_problem(self, name: str) -> ModelProblem | None:
+        """A problem when ``name`` is a link that leaves the model's files."""
+        ...
+
+
+class DirectoryFiles:
+    """A model directory. ``confine``: the folder its links may point into (the directory
+    itself; for a Hugging Face cache snapshot, the repository's folder with its blobs)."""
+
+    def __init__(self, root: Path, *, confine: Path | None = None) -> None:
+        self.root = root
+        self._confine = os.path.realpath(confine if confine is not None else root)
+
+    def has(self, name: str) -> bool:
+        return (self.root / name).is_symlink() or (self.root / name).exists()
+
+    def names(self, suffix: str) -> list[str]:
+        return sorted(p.name for p in self.root.glob("*" + suffix))
+
+    def read_json(self, name: str) -> Any:
+        return _read_json(self.root / name)
+
+    def headers(self, names: list[str]) -> Iterator[tuple[str, Header | HeaderError]]:
+        for name in names:
+            try:
+                yield name, read_header(self.root / name, check_entries=False)
+            except HeaderError as exc:
+                yield name, exc
+
+    def link_problem(self, name: str) -> ModelProblem | None:
+        return _symlink_problem(self._confine, self.root, name)
 
 
 @dataclass
@@ -109,12 +178,25 @@ def _kind(last: str, dtype: str) -> int:
     return 0
 
 
-def _mtp_pattern(num_layers: int | None) -> re.Pattern[str] | None:
-    """Names of decoder layers past num_hidden_layers (DeepSeek's MTP layer 61)."""
+@dataclass(frozen=True)
+class _MtpLayer:
+    r"""Names of decoder layers past num_hidden_layers (DeepSeek's MTP layer 61): ``name``
+    decides for one name; ``maybe`` starts with a literal, which ``re`` finds by a fast
+    scan, so a shard's names joined are ruled out in ~5 us (``name``'s leading ``(?:^|\.)``
+    made that search ~60 us a shard: 22 ms of `model DIR` on 400 shards, issue 34)."""
+
+    name: re.Pattern[str]
+    maybe: re.Pattern[str]
+
+
+def _mtp_pattern(num_layers: int | None) -> _MtpLayer | None:
     if num_layers is None:
         return None
     numbers = "|".join(str(num_layers + i) for i in range(16))
-    return re.compile(rf"(?:^|\.)layers\.(?:{numbers})\.", re.MULTILINE)
+    return _MtpLayer(
+        name=re.compile(rf"(?:^|\.)layers\.(?:{numbers})\."),
+        maybe=re.compile(rf"layers\.(?:{numbers})\."),
+    )
 
 
 def _fold(
@@ -122,7 +204,7 @@ def _fold(
     entries: dict[str, Any],
     data_bytes: int,
     method: str,
-    mtp_layer: re.Pattern[str] | None,
+    mtp_layer: _MtpLayer | None,
 ) -> None:
     """Check one shard's tensors and add them to the running totals in the same pass.
 
@@ -138,8 +220,8 @@ def _fold(
     # Layers past num_hidden_layers are rare (one MTP layer in a few shards): one search
     # over the shard's names decides whether any name needs the per-tensor test.
     mtp_search = None
-    if mtp_layer is not None and mtp_layer.search("\n".join(entries)):
-        mtp_search = mtp_layer.search
+    if mtp_layer is not None and mtp_layer.maybe.search("\n".join(entries)):
+        mtp_search = mtp_layer.name.search
     prod = math.prod
     packed: dict[str, int] = {}
     scales: dict[str, int] = {}
@@ -202,27 +284,36 @@ def _fold(
             tally.scale_groups[cols * 2 // scale] += 1
 
 
-def _shard_names(root: Path, problems: list[ModelProblem]) -> tuple[list[str], int | None]:
-    """Shard file names (from the index when there is one) and the index's tensor count."""
-    indexes = sorted(p.name for p in root.glob("*.safetensors.index.json"))
+@dataclass
+class _Index:
+    name: str
+    weight_map: dict[str, Any]
+    total_size: int | None
+
+
+def _shard_names(
+    files: ModelFiles, problems: list[ModelProblem]
+) -> tuple[list[str], _Index | None]:
+    """Shard file names (from the index when there is one) and the index read."""
+    indexes = files.names(".safetensors.index.json")
     if not indexes:
-        return sorted(p.name for p in root.glob("*.safetensors")), None
+        return files.names(".safetensors"), None
     name = indexes[0]
     try:
-        doc = _read_json(root / name)
+        doc = files.read_json(name)
     except HeaderError as exc:
         problems.append(ModelProblem(kind="index", path=name, detail=str(exc)))
-        return sorted(p.name for p in root.glob("*.safetensors")), None
+        return files.names(".safetensors"), None
     wmap = doc.get("weight_map") if isinstance(doc, dict) else None
     if not isinstance(wmap, dict):
         problems.append(ModelProblem(kind="index", path=name, detail="no weight_map object"))
-        return sorted(p.name for p in root.glob("*.safetensors")), None
-    files: set[str] = set()
-    for value in (
-        set(map(str, wmap.values()))
-        if all(isinstance(v, str) for v in wmap.values())
-        else wmap.values()
-    ):
+        return files.names(".safetensors"), None
+    files_named: set[str] = set()
+    try:  # a few hundred shard names for tens of thousands of tensors: checked once each
+        values: Any = set(wmap.values())
+    except TypeError:  # a value that is a list or an object: each is named below
+        values = wmap.values()
+    for value in values:
         if not isinstance(value, str) or not _SHARD_NAME.fullmatch(value) or value.startswith("."):
             problems.append(
                 ModelProblem(
@@ -233,8 +324,21 @@ def _shard_names(root: Path, problems: list[ModelProblem]) -> tuple[list[str], i
                 )
             )
             continue
-        files.add(value)
-    return sorted(files), len(wmap)
+        files_named.add(value)
+    meta = doc.get("metadata")
+    total = meta.get("total_size") if isinstance(meta, dict) else None
+    if isinstance(total, float) and total.is_integer():
+        total = int(total)  # some writers store it as a float (e.g. 1.6e10 written by numpy)
+    if total is not None and not (type(total) is int and 0 <= total < 1 << 60):
+        problems.append(
+            ModelProblem(
+                kind="index",
+                path=name,
+                detail=f"metadata.total_size is {str(total)[:40]!r}: not a byte count",
+            )
+        )
+        total = None
+    return sorted(files_named), _Index(name, wmap, total)
 
 
 def _symlink_problem(root_real: str, root: Path, name: str) -> ModelProblem | None:
@@ -251,19 +355,109 @@ def _symlink_problem(root_real: str, root: Path, name: str) -> ModelProblem | No
     )
 
 
+# A layer of the language model as vLLM and transformers name its tensors:
+# ``model.layers.N.``, ``model.language_model.layers.N.``, ``backbone.layers.N.`` (Nemotron-H);
+# the first ``layers.N.`` of the name, after a dot or at its start (``mtp_layers.N`` is not
+# one). Towers beside the language model are left out by a word of their prefix
+# (``vision_tower.vision_model.encoder.layers.N``, ``visual.``, ``audio_tower.layers.N``,
+# Qwen3-Next's ``mtp.layers.N``).
+_INDEX_LAYER = re.compile(r"(?:(.*?)\.)?layers\.(\d+)\.(.*)")
+_TOWER = re.compile(r"vision|visual|audio|image|speech|encoder|mtp|vit|siglip")
+_INDEX_EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)\.")
+# How far a count read from the index's names may be from config.json's before it is shown
+# (issue 34: more than 3%).
+INDEX_TOLERANCE = 0.03
+
+
+def _index_facts(
+    index: _Index,
+    files: ModelFiles,
+    names: list[str],
+    raw: dict[str, Any] | None,
+    arch: ArchFacts | None,
+    problems: list[ModelProblem],
+) -> IndexFacts:
+    """The index's own statements when its shards were not read: the bytes, the layers and
+    experts its names give, and each count that disagrees with config.json."""
+    layers: set[int] = set()
+    moe_layers: set[int] = set()
+    experts: set[int] = set()
+    match_layer, tower, find_expert = _INDEX_LAYER.fullmatch, _TOWER.search, _INDEX_EXPERT.search
+    for name in index.weight_map:
+        m = match_layer(name)
+        if m is None:
+            continue
+        prefix = m.group(1)
+        if prefix and tower(prefix):
+            continue
+        n = int(m.group(2))
+        layers.add(n)
+        e = find_expert(m.group(3))
+        if e is not None:
+            moe_layers.add(n)
+            experts.add(int(e.group(1)))
+    facts = IndexFacts(
+        path=index.name,
+        total_size=index.total_size,
+        tensors=len(index.weight_map),
+        shards=len(names),
+        shards_present=sum(1 for n in names if files.has(n)),
+        layers=len(layers) or None,
+        moe_layers=len(moe_layers) or None,
+        experts=len(experts) or None,
+    )
+    if arch is None:
+        return facts
+    # Layers past num_hidden_layers that config.json declares as multi-token prediction
+    # (DeepSeek-V3's and GLM-4.5's num_nextn_predict_layers: layer 61 of 61) are not a
+    # disagreement; any more are.
+    cfg = text_config(raw)[0] if raw is not None else {}
+    nextn = cfg.get("num_nextn_predict_layers")
+    allowed = nextn if type(nextn) is int and 0 <= nextn <= 16 else 0
+
+    def counted(indices: set[int]) -> int:
+        past = sum(1 for i in indices if i >= arch.num_layers)
+        return len(indices) - past + max(0, past - allowed)
+
+    said: list[tuple[str, int, int]] = []
+    if layers:
+        said.append(("decoder layers", counted(layers), arch.num_layers))
+    moe = arch.moe
+    if moe is not None and experts:
+        said.append(("experts", len(experts), moe.experts))
+        said.append(("MoE layers", counted(moe_layers), len(moe.moe_layers)))
+    elif moe is None and experts:
+        said.append(("experts", len(experts), 0))
+    for what, seen, config in said:
+        if abs(seen - config) > INDEX_TOLERANCE * config:
+            apart = f"{abs(seen - config) / config:.0%} apart" if config else "config.json: none"
+            problems.append(
+                ModelProblem(
+                    kind="index",
+                    path=index.name,
+                    detail=f"the weight_map's names give {seen} {what}, config.json {config} "
+                    f"({apart}): the checkpoint and its config.json disagree",
+                )
+            )
+    return facts
+
+
 def read_model_dir(path: Path) -> ModelFacts:
     """Everything the directory says about the model; problems are facts, not exceptions.
 
     Raises ModelDirError only when ``path`` is not a readable directory."""
     if not path.is_dir():
         raise ModelDirError(f"{path} is not a directory")
-    root = path
-    root_real = os.path.realpath(root)
+    return read_model(DirectoryFiles(path), label=str(path))
+
+
+def read_model(files: ModelFiles, *, label: str, source: ModelSource | None = None) -> ModelFacts:
+    """Everything ``files`` say about the model (``label``: how the report names it)."""
     problems: list[ModelProblem] = []
     raw: dict[str, Any] | None = None
     arch: ArchFacts | None = None
     try:
-        doc = _read_json(root / "config.json")
+        doc = files.read_json("config.json")
         if not isinstance(doc, dict):
             raise HeaderError("not a JSON object")
         raw = doc
@@ -273,9 +467,9 @@ def read_model_dir(path: Path) -> ModelFacts:
     except (HeaderError, ConfigError) as exc:
         problems.append(ModelProblem(kind="config", path="config.json", detail=str(exc)))
     hf_quant: dict[str, Any] | None = None
-    if (root / "hf_quant_config.json").exists():
+    if files.has("hf_quant_config.json"):
         try:
-            doc = _read_json(root / "hf_quant_config.json")
+            doc = files.read_json("hf_quant_config.json")
             hf_quant = doc if isinstance(doc, dict) else None
         except HeaderError as exc:
             problems.append(
@@ -289,33 +483,58 @@ def read_model_dir(path: Path) -> ModelFacts:
     if qproblem:
         problems.append(ModelProblem(kind="quantization", path="config.json", detail=qproblem))
 
-    names, index_count = _shard_names(root, problems)
+    names, index = _shard_names(files, problems)
+    # An index with none of its shards here (config and index downloaded first, or read
+    # from the Hub without the shards): one problem, not one a shard.
+    to_read = names
+    if index is not None and names and not any(files.has(n) for n in names):
+        to_read = []
     tally = _Tally()
     mtp_layer = _mtp_pattern(arch.num_layers if arch else None)
     read_ok = 0
-    for name in names:
-        link = _symlink_problem(root_real, root, name)
+    for name, header in files.headers(to_read):
+        link = files.link_problem(name)
         if link is not None:
             problems.append(link)
+        if isinstance(header, HeaderError):
+            kind = "missing-shard" if str(header).startswith("missing") else "header"
+            problems.append(ModelProblem(kind=kind, path=name, detail=str(header)))
+            continue
         try:
-            header = read_header(root / name, check_entries=False)
             _fold(tally, header.entries, header.data_bytes, qf.method, mtp_layer)
         except HeaderError as exc:
-            kind = "missing-shard" if str(exc).startswith("missing") else "header"
-            problems.append(ModelProblem(kind=kind, path=name, detail=str(exc)))
+            problems.append(ModelProblem(kind="header", path=name, detail=str(exc)))
             continue
         read_ok += 1
         del header
+    index_count = len(index.weight_map) if index is not None else None
     if index_count is not None and read_ok == len(names) and tally.tensors < index_count:
         problems.append(
             ModelProblem(
                 kind="index",
-                path="model.safetensors.index.json",
+                path=index.name if index is not None else "model.safetensors.index.json",
                 detail=f"the index maps {index_count} tensors but the shards hold {tally.tensors}",
             )
         )
     qf = _confirm(qf, tally, problems)
     complete = bool(names) and read_ok == len(names)
+    index_facts: IndexFacts | None = None
+    if index is not None and not complete:
+        index_facts = _index_facts(index, files, names, raw, arch, problems)
+        if names and not to_read:
+            problems.append(
+                ModelProblem(
+                    kind="missing-shard",
+                    path=index.name,
+                    detail=f"none of the {len(names)} shard(s) it names is here: "
+                    + (
+                        "the bytes are its metadata.total_size, the parameters computed "
+                        "from config.json"
+                        if index.total_size is not None
+                        else "sizes computed from config.json"
+                    ),
+                )
+            )
     params: ParamFacts | None = None
     if complete and tally.total > 0:
         active: int | None = tally.total
@@ -343,7 +562,7 @@ def read_model_dir(path: Path) -> ModelFacts:
                 params, publisher_active=family.active, publisher_active_source=family.active_source
             )
     return ModelFacts(
-        path=str(path),
+        path=label,
         arch=arch,
         quantization=qf,
         parameters=params,
@@ -352,6 +571,8 @@ def read_model_dir(path: Path) -> ModelFacts:
         shards=read_ok,
         tensors=tally.tensors,
         problems=problems,
+        index=index_facts,
+        source=source,
     )
 
 
