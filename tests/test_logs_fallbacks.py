@@ -4,6 +4,8 @@ language, its word rule, and every generated rule through the real scanner."""
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 import textwrap
 import tomllib
@@ -14,10 +16,12 @@ import pytest
 from tools.logvocab import fallbacks as fb
 
 from blackwell_doctor.collect.logs.scan import scan_sources
+from blackwell_doctor.ruledata import records
 from blackwell_doctor.ruledata.checkdata import CatalogueError, read_shipped
 from blackwell_doctor.ruledata.logs import FALLBACKS_FILE, load_catalogue, parse_catalogue
 from blackwell_doctor.ruledata.resources import data_dir
 from blackwell_doctor.rules.logs import judge_findings
+from tests.cli import run
 
 W = None  # a wildcard part: where the runtime substitutes a value
 # A composed vLLM-style record prefix for the lines rendered from a rule.
@@ -360,3 +364,103 @@ def test_healthy_lines_give_no_finding(tmp_path: Path) -> None:
         paths=[str(log)], containers=[], journal=False, kernel_log=False, host_root=Path("/")
     )
     assert judge_findings(facts) == []
+
+
+# --------------------------------------------------------------------------- TensorRT-LLM
+
+
+# TensorRT-LLM v0.16.0 as its two loggers print a warning. C++: cpp/include/tensorrt_llm/
+# common/logger.h Logger::log, getPrefix(level) "%s[%s] " with kPREFIX "[TensorRT-LLM]"
+# ("[%s][%d] " with a rank). Python: tensorrt_llm/logger.py Logger.log, "[TRT-LLM] [W] " +
+# msg, through a logging.Formatter('[%(asctime)s] %(message)s', '%m/%d/%Y-%H:%M:%S').
+TRTLLM = "https://github.com/NVIDIA/TensorRT-LLM/blob/42a7b0922fc9e095f173eab9a7efa0bcdceadd0d/"
+
+
+def _trtllm_python(message: str) -> str:
+    record = logging.makeLogRecord({"msg": "[TRT-LLM] [W] " + message, "created": 1735034400})
+    return logging.Formatter("[%(asctime)s] %(message)s", "%m/%d/%Y-%H:%M:%S").format(record)
+
+
+# (the line as printed, the rule it is, its check, where its source cites TensorRT-LLM)
+TRTLLM_WARNINGS = [
+    (
+        # Real: NVIDIA/TensorRT-LLM#3347 (comment of 2025-04-30, an L20 on v0.18): printed by
+        # fmhaRunner.cpp's TLLM_LOG_WARNING("Fall back to unfused MHA for %s in sm_%d.", ...)
+        "[TensorRT-LLM][WARNING] Fall back to unfused MHA for data_type = e4m3, head_size = 64, "
+        "head_size_V = 0, attention_mask_type = causal, attention_input_layout = q_paged_kv, "
+        "alibi = false, attn_logit_softcapping_scale = false in sm_89.",
+        "fallback.trtllm.fall_back_to_unfused_mha_for_0767",
+        "logs.moe_kernels",
+        "cpp/tensorrt_llm/kernels/contextFusedMultiHeadAttention/fmhaRunner.cpp#L725",
+    ),
+    (
+        "[TensorRT-LLM][WARNING][1] Since Peer to Peer not supported, fallback to "
+        "AllReduceStrategy: NCCL",
+        "fallback.trtllm.since_peer_to_peer_not_supported_fallback_94c3",
+        "logs.p2p",
+        "cpp/tensorrt_llm/thop/allreduceOp.cpp#L414",
+    ),
+    (
+        _trtllm_python(
+            "Logits dtype not supported by decoder. Falling back to float32. You may want to "
+            "change the logits dtype to float16 in your model definition."
+        ),
+        "fallback.trtllm.logits_dtype_not_supported_by_decoder_falling_7200",
+        "logs.moe_kernels",
+        "tensorrt_llm/runtime/generation.py#L866",
+    ),
+    (
+        _trtllm_python("Pre SM 80 GPUs do not support bfloat16, fallback to float16"),
+        "fallback.trtllm.pre_sm_80_gpus_do_not_support_421c",
+        "logs.moe_kernels",
+        "tensorrt_llm/models/deepseek_v2/model.py#L271",
+    ),
+    (
+        # FlashInfer vendors this kernel (csrc/nv_internal): one rule, both sources cited.
+        "[TensorRT-LLM][WARNING] Requested split-k but workspace size insufficient. Falling "
+        "back to non-split-k implementation.",
+        "fallback.flashinfer.requested_split_k_but_workspace_size_insufficien_ff7a",
+        "logs.moe_kernels",
+        "cpp/tensorrt_llm/kernels/cutlass_kernels/fpA_intB_gemm/fpA_intB_gemm_template.h#L201",
+    ),
+]
+
+
+def test_trtllm_record_prefixes_are_read_as_warnings() -> None:
+    """records.py's tensorrt grammar agrees with what v0.16.0's loggers print: the level is
+    the warning's, the message starts after the prefix."""
+    for line, *_ in TRTLLM_WARNINGS:
+        record = records.parse(line)
+        assert record.grammar is not None, line
+        assert record.grammar.name == "tensorrt", line
+        assert record.level in ("WARNING", "W"), line
+        assert records.classify(line) is None, line  # a warning, not an error
+    assert re.fullmatch(
+        r"\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] \[TRT-LLM\] \[W\] x", _trtllm_python("x")
+    )
+    line = _trtllm_python("Falls back")
+    assert line[records.parse(line).message_at :] == "Falls back"
+
+
+def test_trtllm_warnings_as_printed_are_found_with_their_source_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "trtllm.log"
+    healthy = [  # v0.16.0 warnings and info of a healthy build and start (builder.py:217)
+        "[TensorRT-LLM][INFO] Loaded engine size: 8424 MiB",
+        _trtllm_python("Invalid timing cache, using freshly created one"),
+    ]
+    log.write_text("\n".join(healthy + [w[0] for w in TRTLLM_WARNINGS]) + "\n", "utf-8")
+    code, out, _ = run(["scan-logs", "--format", "json", str(log)], capsys)
+    assert code == 0  # warnings: below the default gate
+    got = {
+        (f["signature"], f["severity"], f["check"], f["line"]) for f in json.loads(out)["findings"]
+    }
+    want = {(sig, "warn", check, n) for n, (_, sig, check, _) in enumerate(TRTLLM_WARNINGS, 3)}
+    assert got == want
+    code, out, _ = run(["scan-logs", str(log)], capsys)
+    # The text report: one block per signature, its rule's source URLs under "Source:".
+    blocks = {b.split(" ", 1)[0]: b for b in out.split("\n\n") if b.startswith("fallback.")}
+    assert set(blocks) == {sig for _, sig, _, _ in TRTLLM_WARNINGS}
+    for _, sig, _, where in TRTLLM_WARNINGS:
+        assert TRTLLM + where in blocks[sig].split("  Source:\n", 1)[1], sig
