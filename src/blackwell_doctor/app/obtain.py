@@ -279,7 +279,7 @@ def with_model(facts: Facts, model_dir: Path | None, *, required: bool, hub: boo
     as they are (it is on the node the facts come from)."""
     if model_dir is None:
         return facts
-    model = read_model_arg(model_dir, hub=hub, required=required)
+    model = read_model_arg(model_dir, hub=hub, required=required, option="--model-dir ")
     if model is None:
         return facts
     import msgspec
@@ -287,11 +287,14 @@ def with_model(facts: Facts, model_dir: Path | None, *, required: bool, hub: boo
     return msgspec.structs.replace(facts, model=model)
 
 
-def read_model_arg(model_dir: Path, *, hub: bool, required: bool) -> ModelFacts | None:
+def read_model_arg(
+    model_dir: Path, *, hub: bool, required: bool, option: str = ""
+) -> ModelFacts | None:
     """The model a ``DIR`` / ``ORG/NAME[@REVISION]`` argument names (docs/model.md): an
     existing directory first; else a repo id, from the Hugging Face cache, or with ``hub``
     from the Hub. None when it is not here and not ``required``; UserError (one line, exit
-    2) for anything that cannot be read (a hostile cache included)."""
+    2) for anything that cannot be read (a hostile cache included); ``option`` (e.g.
+    ``"--model-dir "``) leads the message where the argument came from an option."""
     text = str(model_dir)
     if not hub and model_dir.is_dir():
         from blackwell_doctor.collect.model.scan import read_model_dir
@@ -312,7 +315,8 @@ def read_model_arg(model_dir: Path, *, hub: bool, required: bool) -> ModelFacts 
             if not required:
                 return None
             raise UserError(
-                f"{text} is not a directory (nor a Hugging Face repo id ORG/NAME[@REVISION])"
+                f"{option}{text} is not a directory"
+                " (nor a Hugging Face repo id ORG/NAME[@REVISION])"
             )
         if hub:
             from blackwell_doctor.collect.model.hub import read_hub_model
