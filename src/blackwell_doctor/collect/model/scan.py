@@ -122,6 +122,7 @@ class DirectoryFiles:
 
     def __init__(self, root: Path, *, confine: Path | None = None) -> None:
         self.root = root
+        self._dir = os.fspath(root)  # joined as text: a Path a shard cost ~2% of the scan
         self._confine = os.path.realpath(confine if confine is not None else root)
 
     def has(self, name: str) -> bool:
@@ -136,12 +137,12 @@ class DirectoryFiles:
     def headers(self, names: list[str]) -> Iterator[tuple[str, Header | HeaderError]]:
         for name in names:
             try:
-                yield name, read_header(self.root / name, check_entries=False)
+                yield name, read_header(os.path.join(self._dir, name), check_entries=False)
             except HeaderError as exc:
                 yield name, exc
 
     def link_problem(self, name: str) -> ModelProblem | None:
-        return _symlink_problem(self._confine, self.root, name)
+        return _symlink_problem(self._confine, self._dir, name)
 
 
 @dataclass
@@ -532,9 +533,9 @@ def _shard_names(
     return sorted(files_named), _Index(name, wmap, total)
 
 
-def _symlink_problem(root_real: str, root: Path, name: str) -> ModelProblem | None:
-    path = root / name
-    if not path.is_symlink():
+def _symlink_problem(root_real: str, root: str, name: str) -> ModelProblem | None:
+    path = os.path.join(root, name)
+    if not os.path.islink(path):
         return None
     target = os.path.realpath(path)
     if os.path.commonpath([root_real, target]) == root_real:
