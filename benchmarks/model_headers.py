@@ -15,14 +15,22 @@ then alternates, ``--repeat`` times each:
   rendering the JSON document.
 
 Both read the same files from the page cache. It prints the medians and the minimums and
-their ratios (target: median ratio <= 1.5; the minimum, the least disturbed run of each, is
-printed too because the CI and developer machines are shared and their load moves the
-medians). Memory: the same number of tensors split over few and many shards, peak
-traced allocations (tracemalloc) of ``read_model_dir``: flat in the shard count (target: the
-largest within 1.25x of the smallest), since each header is folded into running totals and
-dropped before the next is read. Exit 1 when a target is missed.
+their ratios (target: median ratio <= 1.5; the minimum, the least disturbed run of each, and
+the medians of CPU time are printed too because the CI and developer machines are shared
+and their load moves the medians). Memory: the same number of tensors split over few and
+many shards, peak traced allocations (tracemalloc) of ``read_model_dir``: flat in the shard
+count (target: the largest within 1.25x of the smallest), since each header is folded into
+running totals and dropped before the next is read. Exit 1 when a target is missed.
 
     .venv/bin/python benchmarks/model_headers.py [--shards 400] [--tensors 24000] [--repeat 7]
+
+``--against OTHER/src`` compares two trees on the same checkpoint (before/after): each of
+``--rounds`` rounds runs one process per tree (in an order that alternates), each timing
+``--repeat`` floor/model pairs after a warm-up, wall and CPU (``process_time``) seconds; the
+ratios are of the medians over every pair of a tree, each tree to the floor timed in its
+own processes. ``--json FILE`` writes them (docs/performance.md's table reads it).
+
+    .venv/bin/python benchmarks/model_headers.py --against MAIN/src --rounds 6 --repeat 3
 """
 
 from __future__ import annotations
@@ -31,7 +39,9 @@ import argparse
 import ctypes
 import gc
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -152,13 +162,107 @@ def peak_bytes(root: Path) -> int:
     return peak
 
 
+def child(root: Path, repeat: int) -> int:
+    """One process of ``--against`` (``--child DIR``): a warm-up, then ``repeat`` pairs."""
+    facts = decode_facts(FACTS.read_bytes())
+    floor(root), ours(root, facts)
+    times: dict[str, list[float]] = {"floor": [], "model": [], "floor_cpu": [], "model_cpu": []}
+    for _ in range(repeat):
+        for label, fn, fn_args in (("floor", floor, (root,)), ("model", ours, (root, facts))):
+            t, c = time.perf_counter(), time.process_time()
+            fn(*fn_args)
+            times[label].append(time.perf_counter() - t)
+            times[label + "_cpu"].append(time.process_time() - c)
+    print(json.dumps(times))
+    return 0
+
+
+def against(other_src: Path, args: argparse.Namespace) -> int:
+    """Interleaved processes of the other tree and this one on one checkpoint (see above)."""
+    trees = {"main": other_src.resolve(), "this": ROOT / "src"}
+    runs: dict[str, dict[str, list[float]]] = {k: {} for k in trees}
+    loads = []
+    with tempfile.TemporaryDirectory(prefix="bd-model-bench-") as tmp:
+        root = Path(tmp) / "speed"
+        make_checkpoint(root, args.shards, args.tensors)
+        for r in range(args.rounds):
+            loads.append(os.getloadavg()[0])
+            for label in list(trees) if r % 2 == 0 else list(reversed(trees)):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", str(root), "--repeat", str(args.repeat)],
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "PYTHONPATH": str(trees[label])},
+                    timeout=600,
+                    check=True,
+                ).stdout
+                for key, values in json.loads(out.splitlines()[-1]).items():
+                    runs[label].setdefault(key, []).extend(values)
+    med = statistics.median
+    print(
+        f"{args.shards} shards, {args.tensors} tensors; {args.rounds} interleaved rounds x "
+        f"{args.repeat} pairs a tree (medians); load {min(loads):.1f}-{max(loads):.1f}"
+    )
+    print(f"{'tree':>5} {'floor ms':>9} {'model ms':>9} {'wall':>6} {'CPU':>6} {'min':>6}")
+    rows = []
+    for label, src in trees.items():
+        t = runs[label]
+        wall = med(t["model"]) / med(t["floor"])
+        cpu = med(t["model_cpu"]) / med(t["floor_cpu"])
+        least = min(t["model"]) / min(t["floor"])
+        print(
+            f"{label:>5} {med(t['floor']) * 1000:9.1f} {med(t['model']) * 1000:9.1f} "
+            f"{wall:6.2f} {cpu:6.2f} {least:6.2f}"
+        )
+        commit = subprocess.run(
+            ["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        rows.append(
+            {
+                "label": f"{label}: model DIR",
+                "commit": commit,
+                "floor_s": round(med(t["floor"]), 4),
+                "model_s": round(med(t["model"]), 4),
+                "floor_cpu_s": round(med(t["floor_cpu"]), 4),
+                "model_cpu_s": round(med(t["model_cpu"]), 4),
+                "wall_ratio": round(wall, 2),
+                "cpu_ratio": round(cpu, 2),
+                "min_ratio": round(least, 2),
+                "pairs": len(t["model"]),
+            }
+        )
+    if args.json is not None:
+        doc = {
+            "source": f"benchmarks/model_headers.py --against MAIN/src --rounds {args.rounds} "
+            f"--repeat {args.repeat}",
+            "floor": "msgspec decode of the index, safe_open + get_slice of every tensor",
+            "shards": args.shards,
+            "tensors": args.tensors,
+            "load": [round(min(loads), 1), round(max(loads), 1)],
+            "rows": rows,
+        }
+        args.json.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shards", type=int, default=400)
     ap.add_argument("--tensors", type=int, default=24000)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--memory-shards", type=int, nargs="+", default=[25, 100, 400, 1600])
+    ap.add_argument("--against", type=Path, help="another tree's src: before/after")
+    ap.add_argument("--rounds", type=int, default=6, help="with --against")
+    ap.add_argument("--json", type=Path, help="with --against: write the figures here")
+    ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child is not None:
+        return child(args.child, args.repeat)
+    if args.against is not None:
+        return against(args.against, args)
     facts = decode_facts(FACTS.read_bytes())
     ok = True
     with tempfile.TemporaryDirectory(prefix="bd-model-bench-") as tmp:
@@ -166,12 +270,16 @@ def main() -> int:
         make_checkpoint(root, args.shards, args.tensors)
         index_bytes = (root / "model.safetensors.index.json").stat().st_size
         floor(root), ours(root, facts)  # warm the page cache and imports
-        f_times, o_times = [], []
+        f_times, o_times, f_cpu, o_cpu = [], [], [], []
         for _ in range(args.repeat):
+            c = time.process_time()
             t, n_floor = _time(floor, root)
             f_times.append(t)
+            f_cpu.append(time.process_time() - c)
+            c = time.process_time()
             t, n_ours = _time(ours, root, facts)
             o_times.append(t)
+            o_cpu.append(time.process_time() - c)
         if n_floor != n_ours:
             print(f"MISMATCH: floor read {n_floor} tensors, model read {n_ours}")
             ok = False
@@ -188,6 +296,11 @@ def main() -> int:
         print(
             f"  minimums: floor {f_min * 1000:.1f} ms, model {o_min * 1000:.1f} ms, "
             f"ratio {o_min / f_min:.2f}"
+        )
+        f_c, o_c = statistics.median(f_cpu), statistics.median(o_cpu)
+        print(
+            f"  CPU (median; waiting for a core does not count): floor {f_c * 1000:.1f} ms, "
+            f"model {o_c * 1000:.1f} ms, ratio {o_c / f_c:.2f}"
         )
         ok &= ratio <= 1.5
         print(f"peak traced memory of read_model_dir, {args.tensors} tensors:")
