@@ -65,13 +65,36 @@ class HubServer:
     seen: list[Seen] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
+    # Notified (under ``lock``) each time a response is recorded: a test waits on it for a
+    # request whose response the server is still writing after the client has gone.
+    recorded: threading.Condition = field(init=False)
+    started: int = 0  # requests taken (each is recorded in seen once answered)
+
+    def __post_init__(self) -> None:
+        self.recorded = threading.Condition(self.lock)
 
     def file_requests(self, name: str) -> list[Seen]:
-        with self.lock:
-            return [s for s in self.seen if s.path.endswith("/" + name)]
+        return [s for s in self.requests() if s.path.endswith("/" + name)]
 
     def body_bytes(self, name: str) -> int:
         return sum(s.body_bytes for s in self.file_requests(name))
+
+    def requests(self, timeout: float = 120.0) -> list[Seen]:
+        """Every request so far, once each one the server took has been answered and
+        recorded: a response is recorded after its body is written (or the write fails,
+        for a client that left early), which may be after the client has returned. An
+        observed event (the record), never a sleep; AssertionError past ``timeout``."""
+        with self.recorded:
+            done = self.recorded.wait_for(lambda: len(self.seen) >= self.started, timeout)
+            assert done, f"{self.started - len(self.seen)} request(s) unanswered in {timeout} s"
+            return list(self.seen)
+
+    def reset(self) -> None:
+        """Forget the requests so far (once they are all recorded)."""
+        self.requests()
+        with self.lock:
+            self.seen.clear()
+            self.started = 0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -118,6 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
                     sent,
                 )
             )
+            hub.recorded.notify_all()
 
     def _error(self, status: int, code: str, *, head: bool) -> None:
         body = f"{code}".encode()
@@ -127,6 +151,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, *, head: bool) -> None:
         hub = self.server.hub
+        with hub.lock:
+            hub.started += 1
         path = unquote(urlsplit(self.path).path)
         if hub.token is not None and self.headers.get("Authorization") != f"Bearer {hub.token}":
             self._error(401, "RepoNotFound", head=head)

@@ -45,20 +45,20 @@ def main() -> None:
         with serve(HubServer({"org/moe": Repo(files)})) as hub:
             cache = root / "hf" / "hub"
             snapshot_download("org/moe", cache_dir=cache, endpoint=hub.url, token=False)
-            hub.seen.clear()
+            hub.reset()
             env = {"HF_HOME": str(root / "hf"), "HF_HUB_DISABLE_TELEMETRY": "1"}
             run(["model", "org/moe", "--facts", FACTS], env)
-            print(f"requests the Hub saw for the cache form: {len(hub.seen)}\n")
-            hub.seen.clear()
+            print(f"requests the Hub saw for the cache form: {len(hub.requests())}\n")
+            hub.reset()
             env = {"HF_HOME": str(root / "empty"), "HF_ENDPOINT": hub.url,
                    "HF_HUB_DISABLE_TELEMETRY": "1"}  # fmt: skip
             run(["model", "org/moe", "--hub", "--facts", FACTS], env)
-            print(f"requests the Hub saw for --hub: {len(hub.seen)}")
-            for s in hub.seen:
+            print(f"requests the Hub saw for --hub: {len(hub.requests())}")
+            for s in hub.requests():
                 print(f"  {s.method} {s.path} range={s.range} status={s.status} "
                       f"body={s.body_bytes} B")  # fmt: skip
             weights = sum(len(v) for k, v in files.items() if k.endswith(".safetensors"))
-            sent = sum(s.body_bytes for s in hub.seen)
+            sent = sum(s.body_bytes for s in hub.requests())
             print(f"shard bytes on the Hub {weights:,}; bytes the Hub sent {sent:,}")
 
 
