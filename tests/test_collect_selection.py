@@ -215,13 +215,13 @@ def children(monkeypatch: pytest.MonkeyPatch) -> set[str]:
         started.add("pci")
         return real_pci(*args, **kwargs)
 
-    def collect_gpu(*args: Any, **kwargs: Any) -> Any:
+    def collect_gpu_document(*args: Any, **kwargs: Any) -> Any:
         started.add("gpu")
-        return facts.nvml, facts.cuda
+        return gpu.GpuDocument(nvml=facts.nvml, cuda=facts.cuda)
 
-    def collect_gpu_and_probes(*args: Any, **kwargs: Any) -> Any:
+    def collect_gpu_run(*args: Any, **kwargs: Any) -> Any:
         started.update(("gpu", "tiles"))
-        return facts.nvml, facts.cuda, facts.probes
+        return gpu.GpuRun(facts.nvml, facts.cuda, facts.probes)
 
     def start(name: str, value: Any) -> Any:
         def child(*args: Any, **kwargs: Any) -> Any:
@@ -232,8 +232,8 @@ def children(monkeypatch: pytest.MonkeyPatch) -> set[str]:
 
     monkeypatch.setattr(pci, "collect_pci", collect_pci)
     monkeypatch.setattr(gpu, "drivers_load", lambda: True)
-    monkeypatch.setattr(gpu, "collect_gpu", collect_gpu)
-    monkeypatch.setattr(runner, "collect_gpu_and_probes", collect_gpu_and_probes)
+    monkeypatch.setattr(gpu, "collect_gpu_document", collect_gpu_document)
+    monkeypatch.setattr(runner, "collect_gpu_run", collect_gpu_run)
     monkeypatch.setattr(p2p, "run_p2p_probes", start("p2p", Unavailable("test-fake")))
     monkeypatch.setattr(collective, "run_link_load", start("link_load", facts.link_load))
     monkeypatch.setattr(collective, "run_collective", start("collective", facts.collective))
