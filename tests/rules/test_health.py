@@ -427,3 +427,12 @@ def test_an_xid_79_alone_in_the_log_needs_a_reboot_in_scan_logs_too() -> None:
     [xid] = [f for f in document.report.findings if f.signature == "kernel.xid_fallen_off_bus"]
     assert xid.action == "reboot"
     assert "NVIDIA's action RESTART_BM: reboot the node" in xid.excerpt
+
+
+def test_no_gpu_on_pci_and_no_replay_counter_is_a_skip_not_a_pass() -> None:
+    facts = load("rtx5090-xid79-riser")
+    gpus = [replace(g, pcie_replays=NS) for g in _gpus(facts)]
+    empty = replace(_health(facts), aer=[], gpus=gpus)
+    r = result(replace(facts, health=empty), "health.pcie_errors")
+    assert r.status is Status.SKIP
+    assert "nothing to read" in r.summary

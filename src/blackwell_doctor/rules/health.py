@@ -604,6 +604,8 @@ def health_pcie_errors(facts: Facts, rules: RuleData) -> Outcome:
             action="service" if any(c.kind == "fatal" for c in during) else None,
         )
     no_reading = not evidence
+    if no_reading and not unreadable:
+        return skipped("no NVIDIA GPU on PCI and no PCIe replay counter from NVML: nothing to read")
     if no_reading and unreadable:
         if all("not-found:" in u for u in unreadable):
             return skipped(
