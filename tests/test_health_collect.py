@@ -515,3 +515,24 @@ def test_gpu_health_round_trips_through_the_facts_document() -> None:
 
     gpu = collect_gpu_health(FakeNvml([FakeHealth(errors=GEFORCE_NOT_SUPPORTED)]), 0)
     assert msgspec.json.decode(msgspec.json.encode(gpu), type=GpuHealth) == gpu
+
+
+class _Broken(FakeNvml):
+    """A binding that breaks in a way the adapter does not translate (a bug, not a host
+    problem)."""
+
+    def device_clock_event_reasons(self, index: int) -> int:
+        raise RuntimeError("a bug in a reading")
+
+
+def test_a_bug_in_the_health_readings_costs_them_not_the_gpu_facts() -> None:
+    facts, health = collect_nvml_and_health(_Broken([FakeHealth()]))
+    assert isinstance(facts, NvmlFacts)
+    assert health == Unavailable("internal-error:RuntimeError")
+
+
+def test_a_bug_in_a_reading_under_load_never_reaches_the_probe() -> None:
+    sampler = ClockSampler(_Broken([FakeHealth()]))
+    sampler.start()
+    assert sampler.sample(0) == ClockSample(reasons=None)
+    assert sampler.error == "internal-error:RuntimeError"

@@ -10,15 +10,19 @@
 #   4. what the health facts add to `check`, interleaved (benchmarks/health_overhead.py:
 #      with and without `--ignore health`, probes and --no-probe; budget 100 ms);
 #   5. a short table of the values read, last.
-# Everything lands in $OUT. Budget: under 5 minutes. Run from the repository root:
+# Seven files land in $OUT (the device tool returns at most 8): env.txt (nvidia-smi's view and
+# the AER files), pytest-gpu.log, facts-redacted.json, check.txt, check.json,
+# health-overhead.json, summary.txt (the table, the overhead, the Prometheus node gauge);
+# the rest stays in a scratch folder. Budget: under 5 minutes. Run from the repository root:
 #   OUT=$OUT bash benchmarks/device/issue39.sh          (carry .whl/ when the image lacks wheels)
 set -u
 OUT=${OUT:-issue39-out}
 mkdir -p "$OUT"
+W=$(mktemp -d)  # scratch: what does not come back
 export NO_COLOR=1 PYTHONUNBUFFERED=1
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl >"$OUT/pip.log" 2>&1
+    --target /tmp/site .whl/*.whl >"$W/pip.log" 2>&1
   export PYTHONPATH=/tmp/site:$PWD/src
 else
   export PYTHONPATH=$PWD/src
@@ -49,31 +53,33 @@ for bus in $(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader 2>/dev/null
     echo "== $d"
     grep -H . "$d"/aer_dev_correctable "$d"/aer_dev_nonfatal "$d"/aer_dev_fatal 2>&1
   done
-done >"$OUT/aer-sysfs.txt" 2>&1
+done >"$W/aer-sysfs.txt" 2>&1
+{ echo; echo "# AER files of each GPU and the port above it (read only)"; cat "$W/aer-sysfs.txt"; } >>"$OUT/env.txt"
 
 # 2. The gpu-marked tests: this issue's first, then the rest within what is left.
 timeout 150 python3 -m pytest -p no:cacheprovider -v -rs -m gpu tests/test_health_gpu.py \
-  >"$OUT/pytest-gpu-health.log" 2>&1; gpu_rc=$?
+  >"$W/pytest-gpu-health.log" 2>&1; gpu_rc=$?
 LEFT=$(( 280 - ($(date +%s) - T0) - 110 ))
 if [ "$LEFT" -gt 30 ]; then
   timeout "$LEFT" python3 -m pytest -p no:cacheprovider -q -rs -m gpu tests/test_gpu_real.py \
-    tests/test_probe_gpu.py tests/test_gpu_cli.py >"$OUT/pytest-gpu-rest.log" 2>&1; rest_rc=$?
+    tests/test_probe_gpu.py tests/test_gpu_cli.py >"$W/pytest-gpu-rest.log" 2>&1; rest_rc=$?
 else
-  echo "skipped: no time left" >"$OUT/pytest-gpu-rest.log"; rest_rc=skipped
+  echo "skipped: no time left" >"$W/pytest-gpu-rest.log"; rest_rc=skipped
 fi
+cat "$W/pytest-gpu-health.log" "$W/pytest-gpu-rest.log" >"$OUT/pytest-gpu.log"
 
 # 3. A live collection (probes on: readings under load), and check on it.
-"${BD[@]}" collect --redact -o "$OUT/facts-redacted.json" >"$OUT/collect.log" 2>&1; collect_rc=$?
+"${BD[@]}" collect --redact -o "$OUT/facts-redacted.json" >"$W/collect.log" 2>&1; collect_rc=$?
 "${BD[@]}" check --facts "$OUT/facts-redacted.json" >"$OUT/check.txt" 2>&1; check_rc=$?
 "${BD[@]}" check --facts "$OUT/facts-redacted.json" --format json -o "$OUT/check.json" >/dev/null 2>&1
-"${BD[@]}" check --facts "$OUT/facts-redacted.json" --format prometheus -o "$OUT/check.prom" >/dev/null 2>&1
+"${BD[@]}" check --facts "$OUT/facts-redacted.json" --format prometheus -o "$W/check.prom" >/dev/null 2>&1
 
 # 4. What the health facts add to a live check, interleaved (budget 100 ms).
 timeout 120 python3 benchmarks/health_overhead.py --rounds 5 --json "$OUT/health-overhead.json" \
-  >"$OUT/health-overhead.txt" 2>&1; cost_rc=$?
+  >"$W/health-overhead.txt" 2>&1; cost_rc=$?
 
 # 5. The values read, in one table.
-python3 - "$OUT" >"$OUT/values.txt" 2>&1 <<'PY'
+python3 - "$OUT" >"$W/values.txt" 2>&1 <<'PY'
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
@@ -131,10 +137,13 @@ print("step:", node.get("step"))
 PY
 values_rc=$?
 
-echo "== summary ($(( $(date +%s) - T0 )) s)"
-printf '%-34s %s\n' "pytest -m gpu health" "rc=$gpu_rc: $(tail -1 "$OUT/pytest-gpu-health.log")" \
-  "pytest -m gpu rest" "rc=$rest_rc: $(tail -1 "$OUT/pytest-gpu-rest.log")" \
-  "collect --redact (rc)" "$collect_rc" "check (rc)" "$check_rc" \
-  "health overhead (rc)" "$cost_rc" "values table (rc)" "$values_rc"
-grep -E '^(health adds|verdict)' "$OUT/health-overhead.txt" | sed 's/^/  /'
-sed 's/^/  /' "$OUT/values.txt"
+{
+  echo "== summary ($(( $(date +%s) - T0 )) s)"
+  printf '%-34s %s\n' "pytest -m gpu health" "rc=$gpu_rc: $(tail -1 "$W/pytest-gpu-health.log")" \
+    "pytest -m gpu rest" "rc=$rest_rc: $(tail -1 "$W/pytest-gpu-rest.log")" \
+    "collect --redact (rc)" "$collect_rc: $(tail -1 "$W/collect.log")" "check (rc)" "$check_rc" \
+    "health overhead (rc)" "$cost_rc" "values table (rc)" "$values_rc"
+  sed 's/^/  /' "$W/health-overhead.txt"
+  grep '^blackwell_doctor_node_verdict{' "$W/check.prom" | sed 's/^/  /'
+  sed 's/^/  /' "$W/values.txt"
+} | tee "$OUT/summary.txt"

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -283,7 +285,12 @@ def collect_nvml_and_health(
         nvml = _collect_initialised(api)
         if isinstance(nvml, Unavailable):
             return nvml, nvml
-        return nvml, [collect_gpu_health(api, g.index) for g in nvml.gpus]
+        try:
+            health = [collect_gpu_health(api, g.index) for g in nvml.gpus]
+        except Exception as exc:  # a bug here costs the health facts, not the GPU facts
+            traceback.print_exc(file=sys.stderr)
+            return nvml, Unavailable(f"internal-error:{type(exc).__name__}")
+        return nvml, health
     finally:
         with contextlib.suppress(NvmlCallError):
             api.shutdown()
@@ -428,7 +435,14 @@ class ClockSampler:
         return self.by_bus.get(normalize_pci_bus_id(pci_bus_id).lower())
 
     def sample(self, index: int) -> ClockSample:
-        return sample_clocks(self.api, index)
+        """A reading; never raises: it runs between a probe launch and its completion, and
+        a bug here must not cost the probe (a failed reading has no reasons)."""
+        try:
+            return sample_clocks(self.api, index)
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            self.error = f"internal-error:{type(exc).__name__}"
+            return ClockSample(reasons=None)
 
     def close(self) -> None:
         with contextlib.suppress(NvmlCallError):

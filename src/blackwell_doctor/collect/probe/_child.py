@@ -295,7 +295,12 @@ def select_devices(driver: Driver) -> list[int]:
     return chosen
 
 
-def run_job(job: Job, emit: Callable[[Line], None], driver: Driver | None = None) -> int:
+def run_job(
+    job: Job,
+    emit: Callable[[Line], None],
+    driver: Driver | None = None,
+    sampler: ClockSampler | None = None,
+) -> int:
     try:
         driver = driver or Driver()
         driver.call("cuInit", 0)
@@ -311,7 +316,8 @@ def run_job(job: Job, emit: Callable[[Line], None], driver: Driver | None = None
     by_device: dict[int, list[int]] = {}
     for ordinal, step in steps:
         by_device.setdefault(ordinal, []).append(step)
-    sampler = _sampler() if job.sample_clocks else None
+    if sampler is None and job.sample_clocks:
+        sampler = _sampler()
     try:
         for ordinal, device_steps in by_device.items():
             try:
@@ -476,6 +482,9 @@ def main(argv: Sequence[str]) -> int:
         print("usage: python -m blackwell_doctor.collect.probe._child JOB_JSON", file=sys.stderr)
         return 2
     job = msgspec.json.decode(argv[0], type=Job)
+    # NVML is reference counted: opened here first for the readings under load, it stays
+    # loaded through the GPU facts' own session (one nvmlInit's cost, not two).
+    sampler = _sampler() if job.sample_clocks else None
     if job.gpu_facts:
         from blackwell_doctor.collect._gpu_child import gpu_document, write_document
         from blackwell_doctor.collect.gpu import skipped_for
@@ -483,8 +492,10 @@ def main(argv: Sequence[str]) -> int:
         document = gpu_document(health=job.health)
         write_document(document)
         if skipped_for(document.cuda) is not None:
+            if sampler is not None:
+                sampler.close()
             return 0
-    return run_job(job, _emit)
+    return run_job(job, _emit, sampler=sampler)
 
 
 __all__ = ["DeviceSession", "Driver", "MainloopData", "TileSpec", "make_data", "run_job"]
