@@ -194,8 +194,14 @@ COLLECTS: list[tuple[list[str], set[str]]] = [
     (["--select", "serving"], {"pci", "gpu"}),
     # The pre-flight (docs/preflight.md): no tile probes, no peer transfers.
     (["--select", "link,bar1,module,collective,memory"], {"pci", "gpu", "link_load", "collective"}),
-    (["--ignore", "probe"], ALL - {"tiles"}),
-    (["--ignore", "probe,p2p.transfer,link,collective"], {"pci", "gpu"}),
+    # health.clocks reads the clock reasons during the tile probes' launches, and
+    # health.pcie_errors joins the link read under load (issue 39): they run for health.
+    (["--select", "health"], {"pci", "gpu", "tiles", "link_load"}),
+    (["--select", "health.ecc"], {"pci", "gpu"}),
+    (["--ignore", "probe"], ALL),
+    (["--ignore", "probe,health"], ALL - {"tiles"}),
+    (["--ignore", "probe,p2p.transfer,link,collective"], {"pci", "gpu", "tiles", "link_load"}),
+    (["--ignore", "probe,p2p.transfer,link,collective,health"], {"pci", "gpu"}),
     (["--select", "probe,p2p", "--no-probe"], {"pci", "gpu"}),
     ([], ALL),
 ]

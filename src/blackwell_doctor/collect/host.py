@@ -85,6 +85,7 @@ def collect_facts(
             probes=probes and wanted("probes"),
             probe_timeout_s=probe_timeout_s,
             health=wanted("health"),
+            not_run=left_out if probes else "skipped:--no-probe",
         )
         nvml, cuda, probe_facts = run.nvml, run.cuda, run.probes
         if not wanted("probes"):
@@ -146,12 +147,18 @@ _PROBE_SECTIONS: tuple[Section, ...] = ("probes", "p2p_transfers", "link_load", 
 
 
 def _collect_gpu(
-    *, gpu_timeout_s: float, probes: bool, probe_timeout_s: float, health: bool = False
+    *,
+    gpu_timeout_s: float,
+    probes: bool,
+    probe_timeout_s: float,
+    health: bool = False,
+    not_run: str = "skipped:--no-probe",
 ) -> GpuRun:
     """The GPU facts and the tile probes: with probes one child process does both (one
     CUDA initialisation, not two); without, the GPU facts child alone, or no child at all
     where no driver library loads. ``health``: every GPU's health with the facts, and the
-    clock event reasons read while the probe kernels run (issue 39)."""
+    clock event reasons read while the probe kernels run (issue 39). ``not_run``: why the
+    probes did not run when ``probes`` is false (--no-probe, or a selection without them)."""
     from blackwell_doctor.collect.gpu import (
         GpuRun,
         collect_gpu_document,
@@ -166,7 +173,7 @@ def _collect_gpu(
             gpu_timeout_s=gpu_timeout_s, probe_timeout_s=probe_timeout_s, health=health
         )
     document = collect_gpu_document(gpu_timeout_s, health=health)
-    skipped = skipped_for(document.cuda) if probes else Unavailable("skipped:--no-probe")
+    skipped = skipped_for(document.cuda) if probes else Unavailable(not_run)
     skipped = skipped or Unavailable("skipped:no CUDA device")
     return GpuRun(document.nvml, document.cuda, skipped, document.health, skipped)
 

@@ -154,7 +154,9 @@ def _counts(samples: list[ClockSample], data: HealthData) -> dict[str, int]:
     return counts
 
 
-@check("health.clocks", reads=("health", "nvml"))
+# The readings under load ride on the tile probes' timed launches: selecting this check
+# runs the probes (what it reads), unless --no-probe.
+@check("health.clocks", reads=("health", "nvml", "platform", "pci", "probes"))
 def health_clocks(facts: Facts, rules: RuleData) -> Outcome:
     got = _gpus(facts)
     if isinstance(got, Outcome):
@@ -239,7 +241,7 @@ def _or(samples: list[ClockSample]) -> int:
 # --------------------------------------------------------------------------- power
 
 
-@check("health.power", reads=("health", "nvml"))
+@check("health.power", reads=("health", "nvml", "platform", "pci"))
 def health_power(facts: Facts, rules: RuleData) -> Outcome:
     got = _gpus(facts)
     if isinstance(got, Outcome):
@@ -296,7 +298,7 @@ def health_power(facts: Facts, rules: RuleData) -> Outcome:
 # --------------------------------------------------------------------------- thermal
 
 
-@check("health.thermal", reads=("health", "nvml"))
+@check("health.thermal", reads=("health", "nvml", "platform", "pci"))
 def health_thermal(facts: Facts, rules: RuleData) -> Outcome:
     got = _gpus(facts)
     if isinstance(got, Outcome):
@@ -365,7 +367,7 @@ def _unavailable(value: object) -> Unavailable:
 # --------------------------------------------------------------------------- ECC
 
 
-@check("health.ecc", reads=("health", "nvml"))
+@check("health.ecc", reads=("health", "nvml", "platform", "pci"))
 def health_ecc(facts: Facts, rules: RuleData) -> Outcome:
     got = _gpus(facts)
     if isinstance(got, Outcome):
@@ -459,7 +461,7 @@ def _memory(
     return per
 
 
-@check("health.memory_reset_needed", reads=("health", "nvml"))
+@check("health.memory_reset_needed", reads=("health", "nvml", "platform", "pci"))
 def health_memory_reset_needed(facts: Facts, rules: RuleData) -> Outcome:
     def judge(
         label: str, rows: RemappedRows | None, pages: RetiredPages | None, per: _PerGpu
@@ -483,7 +485,7 @@ def health_memory_reset_needed(facts: Facts, rules: RuleData) -> Outcome:
     return per.unjudged("no row remap or page retirement waits for a reset")
 
 
-@check("health.memory_replace", reads=("health", "nvml"))
+@check("health.memory_replace", reads=("health", "nvml", "platform", "pci"))
 def health_memory_replace(facts: Facts, rules: RuleData) -> Outcome:
     limit = load_health_data().memory.retired_pages_limit
 
@@ -703,7 +705,7 @@ def _links_down(facts: Facts) -> list[str]:
 # --------------------------------------------------------------------------- recovery action
 
 
-@check("health.recovery_action", reads=("health", "nvml"))
+@check("health.recovery_action", reads=("health", "nvml", "platform", "pci"))
 def health_recovery_action(facts: Facts, rules: RuleData) -> Outcome:
     got = _gpus(facts)
     if isinstance(got, Outcome):
