@@ -41,8 +41,11 @@ def _anchor(check_id: str) -> str:
 
 
 def _remedy(name: str, remedy: RemedyText) -> list[str]:
+    step = f" (the node's step: `{remedy.action}`)" if remedy.action else ""
     out = [
-        f"- **{name}**: {' '.join(remedy.summary.split())}" if remedy.summary else f"- **{name}**"
+        f"- **{name}**{step}: {' '.join(remedy.summary.split())}"
+        if remedy.summary
+        else f"- **{name}**{step}"
     ]
     out += [f"    - `{c}`" for c in remedy.commands]
     out += [f"    - <{link}>" for link in remedy.links]

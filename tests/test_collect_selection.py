@@ -194,8 +194,14 @@ COLLECTS: list[tuple[list[str], set[str]]] = [
     (["--select", "serving"], {"pci", "gpu"}),
     # The pre-flight (docs/preflight.md): no tile probes, no peer transfers.
     (["--select", "link,bar1,module,collective,memory"], {"pci", "gpu", "link_load", "collective"}),
-    (["--ignore", "probe"], ALL - {"tiles"}),
-    (["--ignore", "probe,p2p.transfer,link,collective"], {"pci", "gpu"}),
+    # health.clocks reads the clock reasons during the tile probes' launches, and
+    # health.pcie_errors joins the link read under load (issue 39): they run for health.
+    (["--select", "health"], {"pci", "gpu", "tiles", "link_load"}),
+    (["--select", "health.ecc"], {"pci", "gpu"}),
+    (["--ignore", "probe"], ALL),
+    (["--ignore", "probe,health"], ALL - {"tiles"}),
+    (["--ignore", "probe,p2p.transfer,link,collective"], {"pci", "gpu", "tiles", "link_load"}),
+    (["--ignore", "probe,p2p.transfer,link,collective,health"], {"pci", "gpu"}),
     (["--select", "probe,p2p", "--no-probe"], {"pci", "gpu"}),
     ([], ALL),
 ]
@@ -215,13 +221,13 @@ def children(monkeypatch: pytest.MonkeyPatch) -> set[str]:
         started.add("pci")
         return real_pci(*args, **kwargs)
 
-    def collect_gpu(*args: Any, **kwargs: Any) -> Any:
+    def collect_gpu_document(*args: Any, **kwargs: Any) -> Any:
         started.add("gpu")
-        return facts.nvml, facts.cuda
+        return gpu.GpuDocument(nvml=facts.nvml, cuda=facts.cuda)
 
-    def collect_gpu_and_probes(*args: Any, **kwargs: Any) -> Any:
+    def collect_gpu_run(*args: Any, **kwargs: Any) -> Any:
         started.update(("gpu", "tiles"))
-        return facts.nvml, facts.cuda, facts.probes
+        return gpu.GpuRun(facts.nvml, facts.cuda, facts.probes)
 
     def start(name: str, value: Any) -> Any:
         def child(*args: Any, **kwargs: Any) -> Any:
@@ -232,8 +238,8 @@ def children(monkeypatch: pytest.MonkeyPatch) -> set[str]:
 
     monkeypatch.setattr(pci, "collect_pci", collect_pci)
     monkeypatch.setattr(gpu, "drivers_load", lambda: True)
-    monkeypatch.setattr(gpu, "collect_gpu", collect_gpu)
-    monkeypatch.setattr(runner, "collect_gpu_and_probes", collect_gpu_and_probes)
+    monkeypatch.setattr(gpu, "collect_gpu_document", collect_gpu_document)
+    monkeypatch.setattr(runner, "collect_gpu_run", collect_gpu_run)
     monkeypatch.setattr(p2p, "run_p2p_probes", start("p2p", Unavailable("test-fake")))
     monkeypatch.setattr(collective, "run_link_load", start("link_load", facts.link_load))
     monkeypatch.setattr(collective, "run_collective", start("collective", facts.collective))

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+FACTS_FIXTURES = REPO / "tests" / "fixtures" / "facts"
 FIGURES = json.loads((REPO / "benchmarks" / "figures" / "import-cost.json").read_text())
 GROWTH = 1.2
 
@@ -92,12 +93,18 @@ def test_check_and_scan_logs_skip_what_their_input_does_not_need(floor: set[str]
     release-number versions need no packaging."""
     for name in ("check-facts", "fleet"):
         extra = _imported(["-m", "blackwell_doctor", *FIGURES["commands"][name]["argv"]]) - floor
-        assert not extra & {
+        unneeded = {
             "blackwell_doctor.ruledata.stack",
             "blackwell_doctor.ruledata.serving",
             "blackwell_doctor.ruledata.logs",
             "packaging",
         }
+        if name == "fleet" and any(
+            json.loads(f.read_bytes()).get("logs") for f in FACTS_FIXTURES.glob("*.json")
+        ):
+            # Issue 39's hosts carry a kernel log (Xid 79, Xid 63): their logs are judged.
+            unneeded.discard("blackwell_doctor.ruledata.logs")
+        assert not extra & unneeded
     extra = _imported(["-m", "blackwell_doctor", *FIGURES["commands"]["scan-logs"]["argv"]]) - floor
     assert not extra & {"socket", "tempfile", "queue", "packaging"}
 

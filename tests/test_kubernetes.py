@@ -204,7 +204,13 @@ def test_npd_plugin_maps_our_verdict_to_its_exit_codes(tmp_path: Path) -> None:
     ok = run_plugin(write_verdict(tmp_path, "h200x2-captured"))
     assert (ok.returncode, ok.stdout) == (0, "blackwell-doctor: ok\n")
     problem = run_plugin(write_verdict(tmp_path, "sm120-driver580"))
-    assert (problem.returncode, problem.stdout) == (1, "blackwell-doctor: driver.version\n")
+    assert (problem.returncode, problem.stdout) == (
+        1,
+        "blackwell-doctor: degraded: driver.version\n",
+    )
+    service = run_plugin(write_verdict(tmp_path, "h200x2-row-remap"))
+    assert service.returncode == 1
+    assert service.stdout.startswith("blackwell-doctor: needs-service: ")
     expired = run_plugin(write_verdict(tmp_path, "sm120-driver580", expired=True))
     assert expired.returncode == 2
     assert "expired" in expired.stdout

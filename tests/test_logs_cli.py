@@ -43,8 +43,10 @@ def test_json_document(capsys: pytest.CaptureFixture[str]) -> None:
         "last_line": 2,
         "count": 1,
         "excerpt": finding["excerpt"],
+        "action": None,  # no step for the node: its remedy fixes it (issue 39)
     }
     assert doc["sources"][0]["lines"] == 2
+    assert doc["node"]["verdict"] == "degraded"
 
 
 def test_healthy_log_exits_0(capsys: pytest.CaptureFixture[str]) -> None:

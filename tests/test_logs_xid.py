@@ -88,9 +88,11 @@ def test_a_fatal_xid_is_fail_named_from_the_table(tmp_path: Path) -> None:
     assert (got.signature, got.severity, got.line, got.count) == ("kernel.xid_fatal", "fail", 1, 1)
     assert got.check == "logs.kernel_events"
     assert got.excerpt.startswith(
-        "Xid 48 (ROBUST_CHANNEL_GPU_ECC_DBE, fatal in NVIDIA's Xid table) | line: "
+        "Xid 48 (ROBUST_CHANNEL_GPU_ECC_DBE, fatal in NVIDIA's Xid table; NVIDIA's action "
+        "WORKFLOW_XID_48: reset the GPU) | line: "
     )
     assert "double bit error" in got.excerpt
+    assert got.action == "reset-gpu"
 
 
 def test_the_newer_drivers_form_is_read(tmp_path: Path) -> None:
@@ -102,7 +104,10 @@ def test_the_newer_drivers_form_is_read(tmp_path: Path) -> None:
 def test_a_non_fatal_xid_stays_a_warning_with_its_name(tmp_path: Path) -> None:
     (got,) = _xid(_scan(tmp_path, DMESG_63))
     assert (got.signature, got.severity) == ("kernel.xid", "warn")
-    assert got.excerpt.startswith("Xid 63 (INFOROM_DRAM_RETIREMENT_EVENT) | line: ")
+    assert got.excerpt.startswith(
+        "Xid 63 (INFOROM_DRAM_RETIREMENT_EVENT; NVIDIA's action IGNORE: no action) | line: "
+    )
+    assert got.action is None  # IGNORE: the node needs nothing for it
 
 
 def test_an_unknown_number_is_as_before(tmp_path: Path) -> None:

@@ -18,7 +18,12 @@ import pytest
 from blackwell_doctor.collect.gpu import CHILD_MODULE as GPU_CHILD
 from blackwell_doctor.collect.gpu import collect_gpu, skipped_for
 from blackwell_doctor.collect.probe.protocol import LIMIT_STEP
-from blackwell_doctor.collect.probe.runner import CHILD_MODULE, collect_gpu_and_probes, run_probes
+from blackwell_doctor.collect.probe.runner import (
+    CHILD_MODULE,
+    collect_gpu_and_probes,
+    collect_gpu_run,
+    run_probes,
+)
 from blackwell_doctor.facts.document import CudaFacts, NvmlFacts, ProbeFacts, Unavailable
 from blackwell_doctor.ruledata.tileplan import Tile, plan_tile
 
@@ -74,8 +79,10 @@ _FAKE = textwrap.dedent(
             ordinal=0, name="NVIDIA RTX PRO 6000", pci_bus_id=na, compute_capability=(12, 0),
             sm_count=188, max_threads_per_sm=na, l2_cache_bytes=na, smem_per_block=na,
             smem_per_block_optin={optin}, smem_per_sm=na, reserved_smem_per_block=na)]
+        health = [] if job.get("health") else None  # what the child read, as it says it
         document = GpuDocument(nvml=Unavailable("nvml-library-not-found"),
-                               cuda=CudaFacts(driver_version="13.0", devices=devices))
+                               cuda=CudaFacts(driver_version="13.0", devices=devices),
+                               health=health)
         sys.stdout.buffer.write(msgspec.json.encode(document) + b"\\n")
         sys.stdout.flush()
         if not devices:
@@ -91,9 +98,11 @@ _FAKE = textwrap.dedent(
     for ordinal, step in steps:
         if ordinal not in done_setup:
             misbehave("setup")
+            sampling = job.get("sample_clocks")
             out(DeviceLine(ordinal=ordinal, name="NVIDIA RTX PRO 6000", compute_capability=(12, 0),
                            smem_optin_attribute={optin}, sm_count=188, compiled_as="sm_120 cubin",
-                           cache="miss" if first else "hit", nvrtc_version="13.0"))
+                           cache="miss" if first else "hit", nvrtc_version="13.0",
+                           pci_bus_id="0000:0{{}}:00.0".format(ordinal + 1) if sampling else None))
             done_setup.add(ordinal)
         misbehave(step)
         if step == -1:
@@ -105,8 +114,12 @@ _FAKE = textwrap.dedent(
             out(RestartLine(reason="CUDA_ERROR_ILLEGAL_ADDRESS"))
             sys.exit(0)
         sys.stdout.write("{{not json\\n")
+        from blackwell_doctor.facts.document import ClockSample
+        taken = [ClockSample(reasons=0x4, sm_clock_mhz=2000 - step, temperature_c=70 + step,
+                             power_mw=300000, pcie_replays=step)] * 5
         out(TileLine(ordinal=ordinal, index=step, launched=True, time_us=100.0 + step,
-                     k_iterations=8192 // job["tiles"][step][2], macs_per_s=1e12))
+                     k_iterations=8192 // job["tiles"][step][2], macs_per_s=1e12,
+                     samples=taken if job.get("sample_clocks") else []))
     """
 )
 
@@ -421,3 +434,44 @@ def test_without_libcuda_the_answer_is_immediate_and_imports_no_binding() -> Non
         env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
     ).stdout
     assert out.strip() == "Unavailable(reason='libcuda-not-found') True False"
+
+
+# --------------------------------------------------------------------------- issue 39: clocks
+
+
+def test_clock_readings_under_load_come_back_by_bus_id_with_the_health_asked_for(
+    tmp_path: Path,
+) -> None:
+    run = collect_gpu_run(tiles=TILES, child_argv=_fake(tmp_path), health=True)
+    [job] = _jobs(tmp_path)
+    assert (job["gpu_facts"], job["health"], job["sample_clocks"]) == (True, True, True)
+    assert run.health == []  # the GPU facts child's answer, passed through
+    assert isinstance(run.samples, dict)
+    [(bus, taken)] = run.samples.items()
+    assert bus == "0000:01:00.0"
+    # Five readings per timed tile (one per launch), in step order.
+    assert len(taken) == 5 * len(TILES)
+    assert [s.pcie_replays for s in taken[::5]] == list(range(len(TILES)))
+
+
+def test_no_reading_is_asked_for_without_health(tmp_path: Path) -> None:
+    run = collect_gpu_run(tiles=TILES, child_argv=_fake(tmp_path))
+    [job] = _jobs(tmp_path)
+    assert (job["health"], job["sample_clocks"]) == (False, False)
+    assert run.health is None
+    assert run.samples == {}
+
+
+def test_readings_of_finished_steps_survive_a_child_that_dies(tmp_path: Path) -> None:
+    run = collect_gpu_run(tiles=TILES, child_argv=_fake(tmp_path, "segfault", 1), health=True)
+    assert isinstance(run.samples, dict)
+    taken = run.samples["0000:01:00.0"]
+    # Step 1 killed the first child; the second ran step 2: steps 0 and 2 were read.
+    assert sorted({s.pcie_replays or 0 for s in taken}) == [0, 2]
+    assert isinstance(run.probes, ProbeFacts)
+
+
+def test_a_health_run_without_a_device_says_why_for_the_readings(tmp_path: Path) -> None:
+    run = collect_gpu_run(tiles=TILES, child_argv=_fake(tmp_path, "no-device"), health=True)
+    assert isinstance(run.samples, Unavailable)
+    assert run.samples.reason.startswith("skipped:no CUDA device")

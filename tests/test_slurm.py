@@ -43,7 +43,20 @@ def node(state: str = "idle", reason: str = "") -> NodeState:
 def test_findings_drain_with_the_failing_ids() -> None:
     d = decide(node(), evaluate(load("sm120-driver580")))
     assert d.action is Action.DRAIN
-    assert d.reason == "blackwell-doctor: driver.version"
+    # The node verdict's step leads (issue 39): a driver to upgrade leaves it degraded.
+    assert d.reason == "blackwell-doctor: degraded: driver.version"
+
+
+def test_the_drain_reason_leads_with_the_step_and_the_findings_that_set_it() -> None:
+    # A failed row remapping (service) outranks a pending one (reset) and the driver's own
+    # recovery action (reset): the node needs service, for health.memory_replace first.
+    d = decide(node(), evaluate(load("h200x2-row-remap")))
+    assert d.action is Action.DRAIN
+    assert d.reason.startswith("blackwell-doctor: needs-service: health.memory_replace, ")
+    assert node("drained", d.reason).ours
+    # Xid 79 in the kernel log: NVIDIA's RESTART_BM, a reboot.
+    d = decide(node(), evaluate(load("rtx5090-xid79-riser")))
+    assert d.reason.startswith("blackwell-doctor: needs-reboot: logs.kernel_events")
 
 
 def test_warnings_drain_only_under_fail_on_warn() -> None:
@@ -72,8 +85,12 @@ def test_another_reason_is_never_overwritten_by_a_drain() -> None:
 
 def test_our_drain_is_updated_when_the_findings_change() -> None:
     failing = evaluate(load("sm120-driver580"))
-    same = node("drained", "blackwell-doctor: driver.version")
+    same = node("drained", "blackwell-doctor: degraded: driver.version")
     assert decide(same, failing).action is Action.KEEP
+    # A reason an earlier version wrote (no step) is ours, and is brought up to date.
+    assert decide(node("drained", "blackwell-doctor: driver.version"), failing).action is (
+        Action.DRAIN
+    )
     other = node("drained", "blackwell-doctor: pci.acs")
     assert decide(other, failing).action is Action.DRAIN
 
@@ -124,8 +141,16 @@ def test_only_a_reason_exactly_as_we_write_it_is_ours(reason: str) -> None:
 
 def test_the_reasons_we_write_are_ours() -> None:
     ids = [f"pci.check{i:02d}" for i in range(20)]
-    for reason in (drain_reason(ids), drain_reason(ids[:1]), "blackwell-doctor: logs.moe_kernels"):
+    for reason in (
+        drain_reason(ids),
+        drain_reason(ids[:1]),
+        drain_reason(ids, "needs-reset"),
+        "blackwell-doctor: logs.moe_kernels",
+        "blackwell-doctor: needs-reboot: logs.kernel_events",
+    ):
         assert node("drained", reason).ours, reason
+    assert len(drain_reason(ids, "needs-service")) <= REASON_MAX
+    assert not node("drained", "blackwell-doctor: needs-a-nap: logs.kernel_events").ours
 
 
 @pytest.mark.parametrize(
@@ -289,8 +314,8 @@ def cluster(slurm_conf: Path) -> Iterator[Path]:
 def test_failing_replay_drains_and_passing_replay_resumes(cluster: Path) -> None:
     proc = health(cluster, FAILING)
     assert proc.returncode == 1, proc.stderr
-    assert state_and_reason(cluster) == ("drained", "blackwell-doctor: driver.version")
-    assert f"{NODE}: drain: blackwell-doctor: driver.version" in proc.stdout
+    assert state_and_reason(cluster) == ("drained", "blackwell-doctor: degraded: driver.version")
+    assert f"{NODE}: drain: blackwell-doctor: degraded: driver.version" in proc.stdout
 
     again = health(cluster, FAILING)  # idempotent: nothing changes, same exit
     assert again.returncode == 1
@@ -381,7 +406,7 @@ def test_an_admins_reason_none_is_left_alone(cluster: Path) -> None:
 @pytest.mark.parametrize("extra", [",{node}", "[1]", " {node}"])
 def test_a_node_list_is_refused_before_slurm_is_touched(cluster: Path, extra: str) -> None:
     assert health(cluster, FAILING).returncode == 1
-    drained = ("drained", "blackwell-doctor: driver.version")
+    drained = ("drained", "blackwell-doctor: degraded: driver.version")
     assert state_and_reason(cluster) == drained
     proc = subprocess.run(
         [sys.executable, "-m", "blackwell_doctor", "slurm-health", "--node",
@@ -398,7 +423,7 @@ def test_a_node_list_is_refused_before_slurm_is_touched(cluster: Path, extra: st
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
 def test_an_output_that_cannot_be_written_leaves_the_node_as_it_was(cluster: Path) -> None:
     assert health(cluster, FAILING).returncode == 1
-    drained = ("drained", "blackwell-doctor: driver.version")
+    drained = ("drained", "blackwell-doctor: degraded: driver.version")
     with open("/dev/full", "wb") as full:
         proc = subprocess.run(
             [sys.executable, "-m", "blackwell_doctor", "slurm-health", "--node", NODE,

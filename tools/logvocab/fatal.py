@@ -55,6 +55,9 @@ class Xid(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     fatal: bool
     source: str
+    # NVIDIA's "Resolution Bucket (Immediate Action)" as the source gives it (RESTART_APP,
+    # RESET_GPU, RESTART_BM, ...): checks/health.toml [xid_actions] says what each asks.
+    action: str = ""
 
 
 class Vocabulary(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -560,7 +563,13 @@ def add_xids(b: Builder, csv_path: Path, pinned: str) -> None:
             b.excluded.append(("xid", str(number), "no mnemonic in the source"))
             continue
         b.xids.append(
-            Xid(number=number, name=name, fatal=xid_is_fatal(action, fatal), source=pinned)
+            Xid(
+                number=number,
+                name=name,
+                fatal=xid_is_fatal(action, fatal),
+                source=pinned,
+                action=" ".join(action.split()),
+            )
         )
 
 
@@ -610,16 +619,37 @@ def render(b: Builder, command: str) -> str:
             f"meaning = {_s(t.meaning)}",
             "",
         ]
-    for x in b.xids:
+    out += render_xids(b.xids)
+    return "\n".join(out)
+
+
+def render_xids(xids: Iterable[Xid]) -> list[str]:
+    """The [[xid]] entries, the last part of the file (``--xid-only`` rewrites them alone)."""
+    out: list[str] = []
+    for x in xids:
         out += [
             "[[xid]]",
             f"number = {x.number}",
             f"name = {_s(x.name)}",
             f"fatal = {str(x.fatal).lower()}",
             f"source = {_s(x.source)}",
+            f"action = {_s(x.action)}",
             "",
         ]
-    return "\n".join(out)
+    return out
+
+
+def rewrite_xids(path: Path, csv_path: Path, pinned: str) -> int:
+    """``path``'s [[xid]] entries (the file's last part) generated again from the CSV, the
+    rest of the file left as it is: what the full run writes there, without the other pins'
+    downloads. Returns how many entries were written."""
+    b = Builder()
+    add_xids(b, csv_path, pinned)
+    text = path.read_text(encoding="utf-8")
+    start = text.index("[[xid]]\n")
+    path.write_text(text[:start] + "\n".join(render_xids(b.xids)), encoding="utf-8")
+    load(path)
+    return len(b.xids)
 
 
 def load(path: Path) -> Vocabulary:
@@ -644,7 +674,7 @@ def counts(b: Builder) -> dict[str, dict[str, int]]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--libcuda-json", type=Path)
-    p.add_argument("--nccl-wheel", type=Path, required=True)
+    p.add_argument("--nccl-wheel", type=Path)
     p.add_argument("--nccl-repo", type=Path)
     p.add_argument("--nccl-ref", default="v2.30.7-1")
     for lib in ("cublas", "cudnn", "cusparse", "cufft", "curand", "cusolver"):
@@ -655,8 +685,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--xid-csv", type=Path)
     p.add_argument("--xid-pinned", default="")
     p.add_argument("--out", type=Path, default=Path("checks/log_vocabulary.toml"))
+    p.add_argument(
+        "--xid-only",
+        action="store_true",
+        help="rewrite only the [[xid]] entries of --out from --xid-csv (no other pin needed)",
+    )
     p.add_argument("--command", default="", help="the command line to record (default: this one)")
     a = p.parse_args(argv)
+    if a.xid_only:
+        if a.xid_csv is None:
+            p.error("--xid-only needs --xid-csv")
+        count = rewrite_xids(a.out, a.xid_csv, a.xid_pinned or str(a.xid_csv))
+        print(f"xid              {count} entries", file=sys.stderr)
+        return 0
+    if a.nccl_wheel is None:
+        p.error("--nccl-wheel is required (except with --xid-only)")
 
     b = Builder()
     driver_docs = add_cuda(b)

@@ -6,7 +6,8 @@
 # Feature Discovery feature file that the blackwell-doctor DaemonSet rewrites every 10
 # minutes (`check --format nfd`), so NPD and NFD always agree:
 #   verdict=ok             -> 0
-#   verdict=findings       -> 1, message: the failing check ids
+#   verdict=findings       -> 1, message: the node verdict (blackwell-doctor.node: degraded,
+#                             needs-reset, needs-reboot, needs-service) and the failing check ids
 #   verdict=not-evaluated, no file, an unreadable one, or one past its
 #   "# +expiry-time" (the checks stopped running) -> 2
 # Usage: blackwell-doctor.sh [FEATURE_FILE]
@@ -30,7 +31,8 @@ ok)
     ;;
 findings)
     failed=$(sed -n 's/^blackwell-doctor\.check\.\(.*\)=fail$/\1/p' "$file" | paste -sd, -)
-    echo "blackwell-doctor: ${failed:-findings}"
+    node=$(sed -n 's/^blackwell-doctor\.node=\(.*\)$/\1/p' "$file")
+    echo "blackwell-doctor: ${node:+$node: }${failed:-findings}"
     exit 1
     ;;
 *)

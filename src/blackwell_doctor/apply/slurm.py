@@ -1,7 +1,8 @@
 """Slurm health-check mode: drain this node on findings, resume it only if we drained it.
 
 Modelled on LBNL NHC's contract with Slurm: the node's *reason* says who drained it. We
-drain with ``Reason="blackwell-doctor: <check ids>"`` and, when the node is healthy again,
+drain with ``Reason="blackwell-doctor: <step>: <check ids>"`` (the step: the node verdict,
+issue 39: needs-reset, needs-reboot, needs-service, degraded) and, when the node is healthy again,
 resume it only while its reason is exactly one we write (:data:`OUR_REASON`). A node
 drained or downed with any other reason (an admin's maintenance, Slurm's own "Not
 responding", an admin's reason that is literally ``none``) or with none we can see is never
@@ -28,10 +29,17 @@ from blackwell_doctor.report.check import Report
 from blackwell_doctor.report.results import GATE_STATUSES, Status
 
 REASON_PREFIX = "blackwell-doctor:"
+# The node verdicts a reason may lead with (issue 39): the step the node needs, then the
+# check ids ("blackwell-doctor: needs-reset: health.memory_reset_needed").
+STEPS = ("degraded", "needs-reset", "needs-reboot", "needs-service")
 # A reason is ours only when it is exactly what drain_reason writes: an admin's reason that
-# merely starts with the prefix ("blackwell-doctor: keep out until the PSU swap") is not.
+# merely starts with the prefix ("blackwell-doctor: keep out until the PSU swap") is not. A
+# reason without a step is one an earlier version wrote: still ours.
 OUR_REASON = re.compile(
-    re.escape(REASON_PREFIX) + r" [a-z0-9][a-z0-9_.-]*(?:, [a-z0-9][a-z0-9_.-]*)*"
+    re.escape(REASON_PREFIX)
+    + r"(?: (?:"
+    + "|".join(STEPS)
+    + r"):)? [a-z0-9][a-z0-9_.-]*(?:, [a-z0-9][a-z0-9_.-]*)*"
     r"(?: \+[1-9][0-9]* more)?"
 )
 # Characters that make a NodeName a node list or an expression for sinfo/scontrol
@@ -105,17 +113,19 @@ def failing_ids(report: Report) -> list[str]:
     return ids
 
 
-def drain_reason(ids: Sequence[str]) -> str:
-    """``blackwell-doctor: driver.version, pci.acs`` (+N more past REASON_MAX characters)."""
+def drain_reason(ids: Sequence[str], step: str | None = None) -> str:
+    """``blackwell-doctor: needs-reset: health.memory_reset_needed, pci.acs`` (+N more past
+    REASON_MAX characters): the node verdict's step (issue 39), then the check ids."""
+    head = f"{REASON_PREFIX} {step}:" if step in STEPS else REASON_PREFIX
     shown: list[str] = []
     for i, check_id in enumerate(ids):
         rest = len(ids) - i - 1
-        candidate = f"{REASON_PREFIX} {', '.join([*shown, check_id])}"
+        candidate = f"{head} {', '.join([*shown, check_id])}"
         more = f" +{rest} more" if rest else ""
         if len(candidate + more) > REASON_MAX and shown:
-            return f"{REASON_PREFIX} {', '.join(shown)} +{len(ids) - len(shown)} more"
+            return f"{head} {', '.join(shown)} +{len(ids) - len(shown)} more"
         shown.append(check_id)
-    return f"{REASON_PREFIX} {', '.join(shown)}"
+    return f"{head} {', '.join(shown)}"
 
 
 def decide(node: NodeState, report: Report) -> Decision:
@@ -126,7 +136,12 @@ def decide(node: NodeState, report: Report) -> Decision:
         said = f"another reason ({node.reason!r})" if node.reason else "no reason of ours"
         return Decision(Action.LEAVE, "", f"{node.state} with {said}: not touched")
     if ids:
-        reason = drain_reason(ids)
+        # The step first, then the ids: the node verdict's own order (the ids that set it).
+        step = report.node.verdict if report.node is not None else None
+        if report.node is not None:
+            ids = [*[i for i in report.node.because if i in ids], *ids]
+            ids = list(dict.fromkeys(ids))
+        reason = drain_reason(ids, step)
         if node.drained and node.reason == reason:
             return Decision(Action.KEEP, reason, f"already drained: {reason}")
         was = f" (was {node.reason!r})" if node.reason else ""

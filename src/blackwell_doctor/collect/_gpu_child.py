@@ -16,7 +16,7 @@ import msgspec
 
 from blackwell_doctor.collect.cuda import RealCuda, collect_cuda
 from blackwell_doctor.collect.gpu import GpuDocument
-from blackwell_doctor.collect.nvml import RealNvml, collect_nvml
+from blackwell_doctor.collect.nvml import RealNvml, collect_nvml, collect_nvml_and_health
 from blackwell_doctor.facts.document import Unavailable
 
 _T = TypeVar("_T")
@@ -30,13 +30,20 @@ def _guarded(collect: Callable[[], _T]) -> _T | Unavailable:
         return Unavailable(f"internal-error:{type(exc).__name__}")
 
 
-def gpu_document() -> GpuDocument:
+def gpu_document(*, health: bool = False) -> GpuDocument:
     """Both halves, read here (the probe child reads them too when it is the first GPU
-    child of a ``check``: :func:`blackwell_doctor.collect.probe.runner.collect_gpu_and_probes`)."""
-    return GpuDocument(
-        nvml=_guarded(lambda: collect_nvml(RealNvml())),
-        cuda=_guarded(lambda: collect_cuda(RealCuda())),
-    )
+    child of a ``check``: :func:`blackwell_doctor.collect.probe.runner.collect_gpu_and_probes`);
+    with ``health``, every GPU's health too, in the same NVML session (issue 39)."""
+    if not health:
+        return GpuDocument(
+            nvml=_guarded(lambda: collect_nvml(RealNvml())),
+            cuda=_guarded(lambda: collect_cuda(RealCuda())),
+        )
+    both = _guarded(lambda: collect_nvml_and_health(RealNvml()))
+    cuda = _guarded(lambda: collect_cuda(RealCuda()))
+    if isinstance(both, Unavailable):
+        return GpuDocument(nvml=both, cuda=cuda, health=both)
+    return GpuDocument(nvml=both[0], cuda=cuda, health=both[1])
 
 
 def write_document(document: GpuDocument) -> None:
@@ -45,10 +52,10 @@ def write_document(document: GpuDocument) -> None:
     sys.stdout.flush()
 
 
-def main() -> int:
-    write_document(gpu_document())
+def main(argv: list[str]) -> int:
+    write_document(gpu_document(health="--health" in argv))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import msgspec
 
 from blackwell_doctor.collect.childproc import ChildResult, run_child
 from blackwell_doctor.collect.childproc import can_dlopen as _can_dlopen
-from blackwell_doctor.facts.document import CudaFacts, NvmlFacts, Unavailable
+from blackwell_doctor.facts.document import (
+    ClockSample,
+    CudaFacts,
+    GpuHealth,
+    NvmlFacts,
+    ProbeFacts,
+    Unavailable,
+)
 
 NVML_LIBRARY = "libnvidia-ml.so.1"
 CUDA_LIBRARY = "libcuda.so.1"
@@ -30,6 +38,22 @@ class GpuDocument(msgspec.Struct, frozen=True, kw_only=True):
 
     nvml: NvmlFacts | Unavailable
     cuda: CudaFacts | Unavailable
+    # Every GPU's health as NVML answers it (issue 39), read in the same NVML session when
+    # asked for (``--health``); None: not asked for.
+    health: list[GpuHealth] | Unavailable | None = None
+
+
+@dataclass(frozen=True)
+class GpuRun:
+    """What :func:`collect_gpu_run` read: the GPU facts, the probes, and (with ``health``)
+    every GPU's health and NVML's readings while the probe kernels ran (by PCI bus id)."""
+
+    nvml: NvmlFacts | Unavailable
+    cuda: CudaFacts | Unavailable
+    probes: ProbeFacts | Unavailable
+    health: list[GpuHealth] | Unavailable | None = None
+    samples: dict[str, list[ClockSample]] | Unavailable = field(default_factory=dict)
+    sampling_errors: dict[str, str] = field(default_factory=dict)
 
 
 def collect_gpu(
@@ -40,14 +64,27 @@ def collect_gpu(
     ``child_argv`` replaces the child's command line (tests: a child that hangs or prints
     garbage); with it the no-driver fast path is skipped, so the given child always runs.
     """
+    document = collect_gpu_document(timeout_s, child_argv=child_argv)
+    return document.nvml, document.cuda
+
+
+def collect_gpu_document(
+    timeout_s: float = 20.0, *, health: bool = False, child_argv: Sequence[str] | None = None
+) -> GpuDocument:
+    """:func:`collect_gpu`'s facts, with every GPU's health when ``health`` (issue 39)."""
     if child_argv is None:
         if not drivers_load():
-            return Unavailable("nvml-library-not-found"), Unavailable("libcuda-not-found")
-        child_argv = [sys.executable, "-m", CHILD_MODULE]
+            missing = Unavailable("nvml-library-not-found")
+            return GpuDocument(
+                nvml=missing,
+                cuda=Unavailable("libcuda-not-found"),
+                health=missing if health else None,
+            )
+        child_argv = [sys.executable, "-m", CHILD_MODULE, *(["--health"] if health else [])]
     outcome = _run_child(list(child_argv), timeout_s)
     if isinstance(outcome, Unavailable):
-        return outcome, outcome
-    return outcome.nvml, outcome.cuda
+        return GpuDocument(nvml=outcome, cuda=outcome, health=outcome if health else None)
+    return outcome
 
 
 def drivers_load() -> bool:

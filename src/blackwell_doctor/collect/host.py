@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -21,6 +22,7 @@ from blackwell_doctor.facts.document import (
     SCHEMA_VERSION,
     CollectiveFacts,
     CudaFacts,
+    DeviceAer,
     Facts,
     LinkLoadFacts,
     NvmlFacts,
@@ -33,6 +35,10 @@ from blackwell_doctor.facts.document import (
     Unavailable,
 )
 from blackwell_doctor.facts.redact import redact_identity, redact_text
+
+if TYPE_CHECKING:
+    from blackwell_doctor.collect.gpu import GpuRun
+    from blackwell_doctor.facts.document import HealthFacts
 
 
 def collect_facts(
@@ -60,17 +66,28 @@ def collect_facts(
     fs = HostFS(host_root)
     platform = collect_platform(fs, environ)
     pci = collect_pci(fs, platform.kernel_cmdline) if wanted("pci") else skipped
-    on_gpu: tuple[Section, ...] = ("nvml", "cuda", *_PROBE_SECTIONS)
+    aer_first = None
+    if wanted("health"):
+        from blackwell_doctor.collect.health import collect_aer
+
+        # The AER counters before anything runs on the GPUs: the run's deltas start here.
+        on_pci = pci if wanted("pci") else collect_pci(fs, platform.kernel_cmdline)
+        aer_first = collect_aer(fs, on_pci)
+    on_gpu: tuple[Section, ...] = ("nvml", "cuda", "health", *_PROBE_SECTIONS)
     nvml: NvmlFacts | Unavailable = skipped
     cuda: CudaFacts | Unavailable = skipped
     probe_facts: ProbeFacts | Unavailable = skipped
+    run: GpuRun | None = None
     if any(wanted(s) for s in on_gpu):
         # The tile probes share the GPU facts' child (one CUDA initialisation, not two).
-        nvml, cuda, probe_facts = _collect_gpu(
+        run = _collect_gpu(
             gpu_timeout_s=gpu_timeout_s,
             probes=probes and wanted("probes"),
             probe_timeout_s=probe_timeout_s,
+            health=wanted("health"),
+            not_run=left_out if probes else "skipped:--no-probe",
         )
+        nvml, cuda, probe_facts = run.nvml, run.cuda, run.probes
         if not wanted("probes"):
             probe_facts = skipped
     p2p_facts = (
@@ -86,6 +103,9 @@ def collect_facts(
         collective=wanted("collective"),
         left_out=skipped,
     )
+    health: HealthFacts | Unavailable = skipped
+    if aer_first is not None and run is not None:
+        health = _health(fs, run, aer_first, probed=probes and wanted("probes"))
     facts = Facts(
         schema_version=SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
@@ -101,8 +121,25 @@ def collect_facts(
         p2p_transfers=p2p_facts,
         link_load=link_load,
         collective=collective,
+        health=health,
     )
     return redact_identity(facts) if redact else facts
+
+
+def _health(
+    fs: HostFS, run: GpuRun, aer_first: list[DeviceAer] | Unavailable, *, probed: bool
+) -> HealthFacts:
+    """The health section (issue 39): NVML's answers with the facts, its readings under the
+    probes' load, and the AER counters read again now that the probes are done."""
+    from blackwell_doctor.collect.health import aer_after, health_facts
+
+    gpus = run.health if run.health is not None else Unavailable("not-collected")
+    return health_facts(
+        gpus,
+        run.samples,
+        aer_after(fs, aer_first) if probed else aer_first,
+        run.sampling_errors,
+    )
 
 
 # The parts of the facts that the probe children measure (each needs the CUDA facts first).
@@ -110,20 +147,35 @@ _PROBE_SECTIONS: tuple[Section, ...] = ("probes", "p2p_transfers", "link_load", 
 
 
 def _collect_gpu(
-    *, gpu_timeout_s: float, probes: bool, probe_timeout_s: float
-) -> tuple[NvmlFacts | Unavailable, CudaFacts | Unavailable, ProbeFacts | Unavailable]:
+    *,
+    gpu_timeout_s: float,
+    probes: bool,
+    probe_timeout_s: float,
+    health: bool = False,
+    not_run: str = "skipped:--no-probe",
+) -> GpuRun:
     """The GPU facts and the tile probes: with probes one child process does both (one
     CUDA initialisation, not two); without, the GPU facts child alone, or no child at all
-    where no driver library loads."""
-    from blackwell_doctor.collect.gpu import collect_gpu, drivers_load, skipped_for
+    where no driver library loads. ``health``: every GPU's health with the facts, and the
+    clock event reasons read while the probe kernels run (issue 39). ``not_run``: why the
+    probes did not run when ``probes`` is false (--no-probe, or a selection without them)."""
+    from blackwell_doctor.collect.gpu import (
+        GpuRun,
+        collect_gpu_document,
+        drivers_load,
+        skipped_for,
+    )
 
     if probes and drivers_load():
-        from blackwell_doctor.collect.probe.runner import collect_gpu_and_probes
+        from blackwell_doctor.collect.probe.runner import collect_gpu_run
 
-        return collect_gpu_and_probes(gpu_timeout_s=gpu_timeout_s, probe_timeout_s=probe_timeout_s)
-    nvml, cuda = collect_gpu(gpu_timeout_s)
-    skipped = skipped_for(cuda) if probes else Unavailable("skipped:--no-probe")
-    return nvml, cuda, skipped or Unavailable("skipped:no CUDA device")
+        return collect_gpu_run(
+            gpu_timeout_s=gpu_timeout_s, probe_timeout_s=probe_timeout_s, health=health
+        )
+    document = collect_gpu_document(gpu_timeout_s, health=health)
+    skipped = skipped_for(document.cuda) if probes else Unavailable(not_run)
+    skipped = skipped or Unavailable("skipped:no CUDA device")
+    return GpuRun(document.nvml, document.cuda, skipped, document.health, skipped)
 
 
 def _collect_p2p(

@@ -505,3 +505,28 @@ def upstream_bridges(resolved_path: str) -> list[str]:
 def render_os_release(fields: Mapping[str, str]) -> str:
     """The inverse of :func:`parse_os_release` for round-trip tests and fixtures."""
     return "".join(f"{key}={shlex.quote(value)}\n" for key, value in fields.items())
+
+
+# Linux drivers/pci/pcie/aer.c (aer_stats_dev_attr): one "%s %llu" line per named error bit
+# (unnamed bits with a count as "<array>_bit[N] %llu"), then "TOTAL_ERR_<kind> %llu".
+_AER_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?) (\d{1,20})")
+_COUNTER_MAX = 1 << 63
+
+
+def parse_aer_counters(text: str) -> tuple[int | None, dict[str, int]]:
+    """An ``aer_dev_*`` file: (its TOTAL_ERR_* value, every other counter that is not zero).
+    A line that is no ``name count`` is ignored; a count beyond 2**63 is not believed."""
+    total: int | None = None
+    nonzero: dict[str, int] = {}
+    for line in text.splitlines():
+        match = _AER_LINE.fullmatch(line.strip())
+        if match is None:
+            continue
+        name, count = match.group(1), int(match.group(2))
+        if count >= _COUNTER_MAX:
+            continue
+        if name.startswith("TOTAL_ERR_"):
+            total = count
+        elif count:
+            nonzero[name] = count
+    return total, nonzero

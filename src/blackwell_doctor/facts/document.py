@@ -480,6 +480,151 @@ class CollectiveFacts(Available, frozen=True):
     )
 
 
+# ------------------------------------------------------------------ hardware health (issue 39)
+
+# A temperature NVML reports, in degrees Celsius (a threshold of 0 or a margin below 0 are
+# real answers; nonsense is refused on decode).
+Celsius = Annotated[int, msgspec.Meta(ge=-100, le=300)]
+Milliwatts = Annotated[int, msgspec.Meta(ge=0, le=100_000_000)]
+Mhz = Annotated[int, msgspec.Meta(ge=0, le=100_000)]
+Counter = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
+Percent = Annotated[int, msgspec.Meta(ge=0, le=255)]  # NVML allows a fan speed above 100
+# nvmlClocksEventReasons bits (nvml.h): a 64-bit mask whose defined bits are the low 11.
+ReasonMask = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
+
+
+class RemappedRows(Available, frozen=True):
+    """nvmlDeviceGetRemappedRows: rows remapped for correctable and uncorrectable errors, a
+    remapping that waits for a GPU reset (``pending``), and whether one ever failed."""
+
+    correctable: Counter
+    uncorrectable: Counter
+    pending: bool
+    failure: bool
+
+
+class RetiredPages(Available, frozen=True):
+    """nvmlDeviceGetRetiredPages per cause (multiple single-bit, double-bit ECC errors) and
+    nvmlDeviceGetRetiredPagesPendingStatus: pages retired, and whether a retirement waits for
+    the driver to reload (a GPU reset or a reboot)."""
+
+    single_bit: Counter
+    double_bit: Counter
+    pending: bool | None = None  # None: the pending status could not be read
+
+
+class EccCounts(Available, frozen=True):
+    """nvmlDeviceGetTotalEccErrors: corrected and uncorrected errors since the driver loaded
+    (volatile) and over the board's life (aggregate); None where NVML did not answer."""
+
+    volatile_corrected: Counter | None = None
+    volatile_uncorrected: Counter | None = None
+    aggregate_corrected: Counter | None = None
+    aggregate_uncorrected: Counter | None = None
+
+
+class GpuHealth(msgspec.Struct, frozen=True, kw_only=True):
+    """One GPU's health as NVML reports it at collection (read only: nothing is changed).
+
+    Every value is what NVML answered, or Unavailable with its reason (``not-supported``:
+    GeForce parts have no ECC or row remapper, GB10 reports no power limits)."""
+
+    index: GpuIndex  # the NVML index (NvmlGpu.index)
+    temperature_c: Celsius | Unavailable
+    # nvmlDeviceGetTemperatureThreshold: SLOWDOWN (the hardware slows the clocks), SHUTDOWN
+    # (the board powers off), GPU_MAX (the most a workload should see).
+    slowdown_c: Celsius | Unavailable
+    shutdown_c: Celsius | Unavailable
+    gpu_max_c: Celsius | Unavailable
+    # nvmlDeviceGetMarginTemperature: degrees left before slowdown (newer drivers only).
+    margin_c: Celsius | Unavailable
+    # nvmlDeviceGetFanSpeed_v2 per fan, in percent of the fan's maximum.
+    fans_percent: list[Percent] | Unavailable
+    # nvmlDeviceGetEnforcedPowerLimit, ...PowerManagementDefaultLimit, ...LimitConstraints.
+    power_limit_mw: Milliwatts | Unavailable
+    power_default_mw: Milliwatts | Unavailable
+    power_min_mw: Milliwatts | Unavailable
+    power_max_mw: Milliwatts | Unavailable
+    power_usage_mw: Milliwatts | Unavailable
+    # nvmlDeviceGetCurrentClocksEventReasons at collection (the GPU is usually idle then).
+    clock_event_reasons: ReasonMask | Unavailable
+    sm_clock_mhz: Mhz | Unavailable
+    sm_clock_max_mhz: Mhz | Unavailable
+    # nvmlDeviceGetEccMode: current and pending (a change waits for a reset or reboot).
+    ecc_enabled: bool | Unavailable
+    ecc_pending_enabled: bool | Unavailable
+    ecc_errors: EccCounts | Unavailable
+    remapped_rows: RemappedRows | Unavailable
+    retired_pages: RetiredPages | Unavailable
+    # nvmlDeviceGetPcieReplayCounter: link-level replays since the driver loaded.
+    pcie_replays: Counter | Unavailable
+    # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (nvmlDeviceGetFieldValues): the driver's own
+    # nvmlDeviceGpuRecoveryAction_t (0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4
+    # drain and reset, ...).
+    recovery_action: Annotated[int, msgspec.Meta(ge=0, le=255)] | Unavailable
+
+
+class ClockSample(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
+    """One NVML reading taken while a probe kernel was running on the GPU."""
+
+    reasons: ReasonMask | None  # nvmlDeviceGetCurrentClocksEventReasons
+    sm_clock_mhz: Mhz | None = None
+    temperature_c: Celsius | None = None
+    power_mw: Milliwatts | None = None
+    pcie_replays: Counter | None = None
+
+
+class LoadedGpu(msgspec.Struct, frozen=True, kw_only=True):
+    """What NVML said of one probed GPU while the probe kernels ran on it (a GPU's clock
+    event reasons mean something only under load: at idle it reports GpuIdle)."""
+
+    pci_bus_id: str
+    samples: Annotated[list[ClockSample], msgspec.Meta(max_length=4096)] = msgspec.field(
+        default_factory=list
+    )
+    error: str | None = None  # reason token when NVML could not be read during the probes
+
+
+# The AER counters a device's sysfs files carry (Linux drivers/pci/pcie/aer.c, since 4.19):
+# "aer_dev_correctable", "aer_dev_nonfatal", "aer_dev_fatal".
+AerKind = Literal["correctable", "nonfatal", "fatal"]
+
+
+class AerCounts(Available, frozen=True):
+    """One reading of a device's AER counters: the TOTAL_ERR_* line of each file, and the
+    named counters that were not zero (``RxErr``, ``BadTLP``, ``CmpltTO``...)."""
+
+    correctable: Counter | None = None
+    nonfatal: Counter | None = None
+    fatal: Counter | None = None
+    nonzero: dict[str, Counter] = msgspec.field(default_factory=dict)
+
+
+class DeviceAer(msgspec.Struct, frozen=True, kw_only=True):
+    """A GPU's or its upstream port's AER counters at the start of the run and after the
+    probes (the link partner counts what it received: an error of the GPU's link can show
+    on either end)."""
+
+    bdf: Bdf
+    role: Literal["gpu", "upstream"]
+    before: AerCounts | Unavailable
+    after: AerCounts | Unavailable | None = None  # None: read once only (no probes)
+
+
+class HealthFacts(Available, frozen=True):
+    """Hardware health without DCGM: NVML at collection, NVML while the probes ran, and
+    the PCIe AER counters of sysfs before and after."""
+
+    # Unavailable: NVML did not answer (no driver, a GPU fallen off the bus): the AER
+    # counters below may still tell why.
+    gpus: Annotated[list[GpuHealth], Gpus] | Unavailable = msgspec.field(default_factory=list)
+    # Unavailable: the probes did not run (--no-probe, no CUDA device), with the reason.
+    under_load: Annotated[list[LoadedGpu], Gpus] | Unavailable = msgspec.field(default_factory=list)
+    aer: Annotated[list[DeviceAer], msgspec.Meta(max_length=2 * MAX_GPUS)] | Unavailable = (
+        msgspec.field(default_factory=list)
+    )
+
+
 # --------------------------------------------------------------------------- runtime logs
 
 LogSourceKind = Literal["file", "gzip", "stdin", "container", "journal", "kernel", "docker-json"]
@@ -563,6 +708,10 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     link_load: LinkLoadFacts | Unavailable | None = None
     # NCCL all-reduce over every GPU pair and all GPUs (collect's probes); None: not collected.
     collective: CollectiveFacts | Unavailable | None = None
+    # Hardware health (issue 39): NVML's thermal, power, ECC, row remapper and replay
+    # counter, clock event reasons under the probes' load, PCIe AER counters; None: not
+    # collected (facts from before issue 39).
+    health: HealthFacts | Unavailable | None = None
     # For fixtures and hand-made captures: where the numbers came from.
     provenance: str | None = None
 
@@ -581,6 +730,7 @@ Section = Literal[
     "p2p_transfers",
     "link_load",
     "collective",
+    "health",
     "logs",
     "model",
     "bench",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from blackwell_doctor.report.check import HostLine, Report, Summary, gate_words
+from blackwell_doctor.report.check import HostLine, NodeVerdict, Report, Summary, gate_words
 from blackwell_doctor.report.results import EvidenceValue, Result, Status
 
 # The sanitising primitives live with the documents (a verdict's one-line message needs
@@ -115,6 +115,15 @@ def counts_phrase(summary: Summary) -> str:
 def gate_phrase(report: Report) -> str:
     """ "exit 1 (gate: fail)": what a CI job will see and why."""
     return f"exit {report.exit_code} ({gate_words(report)})"
+
+
+def node_phrase(node: NodeVerdict) -> str:
+    """ "needs-reset", or "healthy (2 checks not evaluated)": the node verdict in one line
+    (its step, which names the findings that set it, is said beside it)."""
+    if not node.findings and node.not_evaluated:
+        n = len(node.not_evaluated)
+        return f"{node.verdict} ({n} check{'s' if n != 1 else ''} not evaluated)"
+    return node.verdict
 
 
 def gpus_phrase(host: HostLine) -> str:

@@ -24,8 +24,14 @@ from blackwell_doctor.report.results import Result, Status
 def render_junit(report: Report) -> str:
     warn_fails = report.fail_on == "warn"
     root = ET.Element("testsuites", name=report.tool.name)
-    for family, results in group_by_family(report.results):
+    for n, (family, results) in enumerate(group_by_family(report.results)):
         suite = ET.SubElement(root, "testsuite", name=sanitize(family))
+        if n == 0 and report.node is not None:
+            # The node verdict (issue 39), once, as the first suite's <properties>: JUnit
+            # readers keep a suite's properties; <testsuites> has no place for them.
+            props = ET.SubElement(suite, "properties")
+            ET.SubElement(props, "property", name="node.verdict", value=report.node.verdict)
+            ET.SubElement(props, "property", name="node.step", value=sanitize(report.node.step))
         for result in results:
             _testcase(suite, result, warn_fails=warn_fails)
         _set_counts(suite, results, warn_fails=warn_fails)

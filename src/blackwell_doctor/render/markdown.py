@@ -17,6 +17,7 @@ from blackwell_doctor.render.common import (
     gate_phrase,
     gpus_phrase,
     longest_run,
+    node_phrase,
     sanitize,
     sanitize_line,
 )
@@ -101,6 +102,11 @@ def render_markdown(report: Report, details: Sequence[Section] = ()) -> str:
         "",
         f"**{counts_phrase(report.summary)}** — {prose(gate_phrase(report))}",
         "",
+        *(
+            [f"**Node: {prose(node_phrase(report.node))}** — {prose(report.node.step)}", ""]
+            if report.node is not None
+            else []
+        ),
         "| Host | |",
         "|---|---|",
         f"| Hostname | {cell(prose(host.hostname or 'unknown'))} |",

@@ -7,7 +7,9 @@ makes NFD drop the labels when the file is not rewritten in time, so a node whos
 stopped running does not keep advertising an old verdict. Values are valid label values
 (at most 63 characters of ``[A-Za-z0-9._-]``, alphanumeric at both ends).
 
-Labels: ``blackwell-doctor.verdict`` (ok, findings, not-evaluated), ``blackwell-doctor.sm``
+Labels: ``blackwell-doctor.verdict`` (ok, findings, not-evaluated), ``blackwell-doctor.node``
+(the node verdict, issue 39: healthy, degraded, needs-reset, needs-reboot, needs-service),
+``blackwell-doctor.sm``
 (the GPUs' compute capability, e.g. ``12.0``; ``mixed`` when they differ; absent when
 unknown or when the report carries no facts), ``blackwell-doctor.failed`` and
 ``.warnings`` (counts), and ``blackwell-doctor.check.<check id>`` with each check's status
@@ -64,6 +66,8 @@ def render_nfd(report: Report, timing: RunTiming | None = None) -> str:
     labels: list[tuple[str, str]] = [
         ("verdict", _VERDICT.get(ExitCode(report.exit_code), "unknown")),
     ]
+    if report.node is not None:
+        labels.append(("node", report.node.verdict))
     sm = sm_label(report.facts)
     if sm is not None:
         labels.append(("sm", sm))

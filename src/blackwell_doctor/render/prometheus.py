@@ -15,6 +15,7 @@ is written to a temporary name in DIR and renamed, so node_exporter never reads 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import get_args
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
@@ -22,7 +23,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from blackwell_doctor.render.common import sanitize
 from blackwell_doctor.render.timing import RunTiming
-from blackwell_doctor.report.check import Report
+from blackwell_doctor.report.check import NodeVerdictName, Report
 from blackwell_doctor.report.results import Status
 
 PREFIX = "blackwell_doctor"
@@ -98,7 +99,18 @@ def report_metrics(report: Report) -> list[Metric]:
     # The driver string comes from the facts file: no control characters into a terminal.
     driver = sanitize(report.host.driver_version or "")
     info.add_metric([report.tool.version, report.fail_on, driver], 1.0)
-    return [status, counts, exit_code, info]
+    metrics: list[Metric] = [status, counts, exit_code, info]
+    if report.node is not None:
+        node = GaugeMetricFamily(
+            f"{PREFIX}_node_verdict",
+            "The node verdict: 1 for the one it has, 0 for the others (healthy < degraded < "
+            "needs-reset < needs-reboot < needs-service).",
+            labels=["verdict"],
+        )
+        for value in get_args(NodeVerdictName):
+            node.add_metric([value], 1.0 if report.node.verdict == value else 0.0)
+        metrics.append(node)
+    return metrics
 
 
 def render_prometheus(report: Report, timing: RunTiming | None = None) -> str:

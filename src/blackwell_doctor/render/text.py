@@ -20,6 +20,7 @@ from blackwell_doctor.render.common import (
     gate_phrase,
     gpus_phrase,
     group_by_family,
+    node_phrase,
     sanitize,
     sanitize_line,
 )
@@ -135,6 +136,20 @@ def _layout(
             ),
         ),
     ]
+    if report.node is not None:
+        node = report.node
+        style = "ok" if node.verdict == "healthy" else "bad"
+        lines.append(
+            _Line(
+                0,
+                (
+                    ("Node: ", "label"),
+                    (sanitize_line(node_phrase(node)), style),
+                    (f" {glyphs.dash} ", "plain"),
+                    (sanitize_line(node.step), "plain"),
+                ),
+            )
+        )
     return lines
 
 

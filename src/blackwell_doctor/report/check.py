@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 import msgspec
 
@@ -50,6 +50,25 @@ class Section(msgspec.Struct, frozen=True, kw_only=True):
     notes: list[str] = msgspec.field(default_factory=list)
 
 
+NodeVerdictName = Literal["healthy", "degraded", "needs-reset", "needs-reboot", "needs-service"]
+
+
+class NodeVerdict(msgspec.Struct, frozen=True, kw_only=True):
+    """One verdict on the node (issue 39) and the smallest step that addresses every
+    finding: the largest step any finding asks (its remedy's ``action``), in the ladder's
+    order restart the application < reset the GPU < reboot < service; findings that ask
+    none leave the node ``degraded``; no finding, ``healthy``. Decided by the rules
+    (:mod:`blackwell_doctor.rules.verdict`); ``step`` is its words (checks/health.toml)."""
+
+    verdict: NodeVerdictName
+    step: str
+    # The findings that set the verdict (the largest step's), and every finding.
+    because: list[str] = msgspec.field(default_factory=list)
+    findings: list[str] = msgspec.field(default_factory=list)
+    # Checks that could not be evaluated: a "healthy" with these is healthy as far as seen.
+    not_evaluated: list[str] = msgspec.field(default_factory=list)
+
+
 class Report(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int
     tool: ToolInfo
@@ -59,6 +78,8 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
     results: list[Result]
     summary: Summary
     exit_code: int
+    # The node verdict (issue 39); None where the command judges no node (fleet's).
+    node: NodeVerdict | None = None
     facts: Facts | None = None
 
 
@@ -132,6 +153,7 @@ def build_report(
     strict: bool,
     source: str,
     embed_facts: bool,
+    node: NodeVerdict | None = None,
 ) -> Report:
     return Report(
         schema_version=REPORT_SCHEMA_VERSION,
@@ -142,5 +164,6 @@ def build_report(
         results=list(results),
         summary=summarize(results),
         exit_code=int(exitcodes.results_gate((r.status for r in results), fail_on, strict)),
+        node=node,
         facts=facts if embed_facts else None,
     )

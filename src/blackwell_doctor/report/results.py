@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 # The closed sets and the gate live apart, without msgspec: the CLI imports them at start-up.
@@ -14,12 +16,19 @@ EvidenceValue = str | int | float | bool | list[str] | None
 Evidence = dict[str, EvidenceValue]
 
 
+# The step a finding asks of the node, smallest first (issue 39; checks/health.toml's
+# ladder): restart the application, reset the GPU, reboot the node, service the hardware.
+RemedyAction = Literal["restart-app", "reset-gpu", "reboot", "service"]
+
+
 class Remedy(msgspec.Struct, frozen=True, kw_only=True):
-    """What fixes it: the why in one sentence, commands to paste, and where to read more."""
+    """What fixes it: the why in one sentence, commands to paste, and where to read more;
+    ``action``: the step it asks of the node (None: its remedy alone, the node serves)."""
 
     summary: str
     commands: list[str] = msgspec.field(default_factory=list)
     links: list[str] = msgspec.field(default_factory=list)
+    action: RemedyAction | None = None
 
 
 class Result(msgspec.Struct, frozen=True, kw_only=True):
@@ -40,7 +49,8 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     None: its [check.remedy]); ``command_set`` adds the commands of one of its
     [check.command_sets] (e.g. the host's package manager's); ``remedy_vars`` fill the
     placeholders of both; ``commands`` are extra commands the check filled itself (e.g. one
-    setpci line per bridge, from its own command template).
+    setpci line per bridge, from its own command template); ``action`` the step the finding
+    asks of the node where the check read it from the facts (an Xid's action).
     """
 
     status: Status
@@ -50,6 +60,9 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     remedy_vars: dict[str, str] = msgspec.field(default_factory=dict)
     command_set: str | None = None
     commands: list[str] = msgspec.field(default_factory=list)
+    # The step the finding asks of the node when the check read it from the facts (an
+    # Xid's, NVML's recovery action); None: the catalogue's for the case, if any.
+    action: RemedyAction | None = None
 
 
 def passed(summary: str, **evidence: EvidenceValue) -> Outcome:

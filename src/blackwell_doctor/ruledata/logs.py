@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from blackwell_doctor.facts import regexcache
+from blackwell_doctor.report.results import RemedyAction as Action
 from blackwell_doctor.ruledata import dismissal, records
 from blackwell_doctor.ruledata.checkdata import (
     CatalogueError,
@@ -87,6 +88,9 @@ class Signature(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # job), and the rule daemon-start signature whose later line shows the daemon came back.
     ordered_by: str | None = None
     restarted_by: str | None = None
+    # The step a finding of it asks of the node (issue 39: checks/health.toml's ladder)
+    # where the line names no Xid number (an Xid's step comes from NVIDIA's table).
+    action: Action | None = None
 
 
 class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

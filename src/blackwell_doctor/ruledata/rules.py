@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from blackwell_doctor.report.results import Severity
+from blackwell_doctor.report.results import RemedyAction, Severity
 from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
 
 if TYPE_CHECKING:
@@ -35,6 +35,9 @@ class RemedyText(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     summary: str = ""
     commands: list[str] = msgspec.field(default_factory=list)
     links: list[str] = msgspec.field(default_factory=list)
+    # The step this finding asks of the node (issue 39; checks/health.toml's ladder); none:
+    # its remedy alone, the node serves meanwhile.
+    action: RemedyAction | None = None
 
 
 class CheckSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

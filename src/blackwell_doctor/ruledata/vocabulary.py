@@ -9,7 +9,7 @@ cannot go on) or ``runtime.unrecognised_error`` (an error status a program may s
 its excerpt led by the term, its family and meaning. ``[[source]]`` names where a family's
 texts come from (pinned); ``[[xid]]`` is NVIDIA's Xid table: the rules read a
 ``kernel.xid`` line's number in it (``rules/logs.py``: fatal there is ``kernel.xid_fatal``,
-``fail``, the excerpt led by the number's name).
+``fail``, the excerpt led by the number's name and NVIDIA's immediate action).
 """
 
 # Annotations are evaluated at class creation (msgspec; see ruledata/logs.py).
@@ -56,6 +56,9 @@ class Xid(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
     name: str
     fatal: bool
     source: str
+    # NVIDIA's "Resolution Bucket (Immediate Action)" (RESTART_APP, RESET_GPU, RESTART_BM,
+    # ...): the step checks/health.toml [xid_actions] gives it (issue 39).
+    action: str = ""
 
 
 class _File(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

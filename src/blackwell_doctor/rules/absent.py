@@ -14,10 +14,12 @@ NO_LOGS = "no logs given (--logs, --container, --journal, --kernel-log)"
 NO_MODEL = "no model directory given (--model-dir)"
 NO_BENCH = "no bench results given (--bench run.json)"
 NOT_AUDITED = "the Python GPU stack was not audited (--stack)"
+NO_HEALTH = "hardware health is not in these facts (collected before issue 39)"
 
 # family -> (the attribute of Facts its checks read first, the skip's summary)
 SECTIONS: dict[str, tuple[str, str]] = {
     "collective": ("collective", NO_COLLECTIVE),
+    "health": ("health", NO_HEALTH),
     "logs": ("logs", NO_LOGS),
     "model": ("model", NO_MODEL),
     "serving": ("bench", NO_BENCH),

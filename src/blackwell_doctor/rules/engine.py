@@ -28,6 +28,7 @@ FAMILY_MODULES = {
     "collective": "collective",
     "driver": "driver",
     "gpu": "gpu",
+    "health": "health",
     "link": "link",
     "logs": "logs",
     "memory": "memory",
@@ -289,14 +290,16 @@ def _result(spec: CheckSpec, outcome: Outcome) -> Result:
             words = msgspec.structs.replace(case, links=links)
         templates = [*(words.commands if words is not None else []), *extra]
         commands = [fill(c, outcome.remedy_vars) for c in templates] + list(outcome.commands)
+        action = outcome.action or (words.action if words is not None else None)
         if words is not None:
             remedy = Remedy(
                 summary=fill(words.summary, outcome.remedy_vars),
                 commands=commands,
                 links=list(words.links),
+                action=action,
             )
-        elif commands:
-            remedy = Remedy(summary="", commands=commands)
+        elif commands or action is not None:
+            remedy = Remedy(summary="", commands=commands, action=action)
     return Result(
         id=spec.id,
         family=spec.family,

@@ -36,7 +36,15 @@ def evaluate(
 ) -> Report:
     """The report on ``facts``. ``engine``: one built by :func:`default_engine`, passed in by
     callers that judge many documents (``fleet``) so the rule data is loaded once."""
+    from blackwell_doctor.rules.verdict import node_verdict
+
     results = (engine or default_engine(select, ignore)).run(facts, select=select, ignore=ignore)
     return build_report(
-        facts, results, fail_on=fail_on, strict=strict, source=source, embed_facts=embed_facts
+        facts,
+        results,
+        fail_on=fail_on,
+        strict=strict,
+        source=source,
+        embed_facts=embed_facts,
+        node=node_verdict(results),
     )

@@ -6,6 +6,7 @@ from blackwell_doctor.rules import (  # noqa: F401
     collective,
     driver,
     gpu,
+    health,
     link,
     logs,
     memory,

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import get_args
+from typing import TYPE_CHECKING, get_args
 
 import msgspec
 
@@ -45,6 +45,8 @@ from blackwell_doctor.report.results import (
     passed,
     skipped,
 )
+from blackwell_doctor.report.results import RemedyAction as Action
+from blackwell_doctor.ruledata.health import worst_action
 from blackwell_doctor.ruledata.logs import (
     GENERIC_RULES,
     SEVERITY_RANK,
@@ -61,6 +63,9 @@ from blackwell_doctor.rules import view
 from blackwell_doctor.rules.absent import NO_LOGS
 from blackwell_doctor.rules.registry import check
 
+if TYPE_CHECKING:
+    from blackwell_doctor.ruledata.health import HealthData
+
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
 # NVRM's Xid 45 (preemptive cleanup) line names the error it cleans up after: "... caused by
 # previous Xid 149". NVIDIA's Xid catalogue: Xid 45 is "preemptive cleanup, due to previous
@@ -75,7 +80,9 @@ AUTOTUNER_CONTEXT = frozenset({"autotuner-line", "autotuner-record"})
 
 
 class JudgedFinding(msgspec.Struct, frozen=True, kw_only=True):
-    """A log finding with the severity and the check the rules gave it."""
+    """A log finding with the severity and the check the rules gave it, and the step it asks
+    of the node (issue 39): an Xid's from NVIDIA's resolution bucket for its number
+    (checks/health.toml [xid_actions]), a signature's own ``action``; None: its remedy."""
 
     signature: str
     severity: LogSeverity
@@ -85,6 +92,7 @@ class JudgedFinding(msgspec.Struct, frozen=True, kw_only=True):
     last_line: int
     count: int
     excerpt: str
+    action: Action | None = None
 
 
 def judge_findings(
@@ -139,7 +147,8 @@ def judge_findings(
                 severity = "fail"  # seen last where the log ends in an error: not survived
         seen = msgspec.structs.asdict(f)
         del seen["context"]
-        out.append(JudgedFinding(**seen, severity=severity, check=entry.check))
+        action = entry.action if isinstance(entry, Signature) else None
+        out.append(JudgedFinding(**seen, severity=severity, check=entry.check, action=action))
     xids = load_vocabulary().xids
     out = [_read_xid(j, cat, xids) for j in out]
     out = [_as_fatal(j, cat) for j in _known_wins(out, cat)]
@@ -164,31 +173,61 @@ def _as_fatal(judged: JudgedFinding, cat: Catalogue) -> JudgedFinding:
 
 
 def _read_xid(judged: JudgedFinding, cat: Catalogue, xids: dict[int, Xid]) -> JudgedFinding:
-    """A rule ``xid`` finding read in NVIDIA's Xid table: its number (the signature's
-    ``xid`` group on the excerpt) named in the excerpt where the table lists it, and the
-    finding the rule ``xid-fatal`` entry, ``fail``, where the table marks it fatal. A number
-    the table does not list, or an excerpt the regex no longer finds it in, is left as is."""
+    """A finding whose signature names an Xid number (an ``xid`` group in its regex, read on
+    the excerpt) read in NVIDIA's Xid table: the number's name and NVIDIA's immediate action
+    lead the excerpt, and the finding asks the step that action calls for (issue 39:
+    checks/health.toml [xid_actions]). A rule ``xid`` finding is the rule ``xid-fatal``
+    entry, ``fail``, where the table marks it fatal. A number the table does not list, or
+    an excerpt the regex no longer finds it in, is left as is."""
     entry = cat.entry(judged.signature)
-    if not isinstance(entry, Signature) or entry.rule != "xid":
+    if not isinstance(entry, Signature) or not entry.regex or "(?P<xid>" not in entry.regex:
         return judged
-    match = regexcache.compile(entry.regex).search(judged.excerpt) if entry.regex else None
+    match = regexcache.compile(entry.regex).search(judged.excerpt)
     xid = xids.get(int(match.group("xid"))) if match is not None else None
     if xid is None:
         return judged
+    from blackwell_doctor.ruledata.health import load_health_data  # only with an Xid
+
+    health = load_health_data()
     fatal = next((s.id for s in cat.signatures if s.rule == "xid-fatal"), None)
     cause = _CAUSED_BY().search(judged.excerpt)
     before = xids.get(int(cause.group(1))) if cause is not None else None
-    if not xid.fatal and before is not None and before.fatal and fatal is not None:
+    if entry.rule == "xid" and not xid.fatal and before is not None and before.fatal and fatal:
         excerpt = (
             f"Xid {xid.number} ({xid.name}) caused by Xid {before.number} ({before.name}, fatal "
-            f"in NVIDIA's Xid table) | line: {judged.excerpt}"
+            f"in NVIDIA's Xid table; {_action_words(before, health)}) | line: {judged.excerpt}"
         )
-        return msgspec.structs.replace(judged, signature=fatal, severity="fail", excerpt=excerpt)
-    if not xid.fatal or fatal is None:
-        excerpt = f"Xid {xid.number} ({xid.name}) | line: {judged.excerpt}"
-        return msgspec.structs.replace(judged, excerpt=excerpt)
-    excerpt = f"Xid {xid.number} ({xid.name}, fatal in NVIDIA's Xid table) | line: {judged.excerpt}"
-    return msgspec.structs.replace(judged, signature=fatal, severity="fail", excerpt=excerpt)
+        return msgspec.structs.replace(
+            judged,
+            signature=fatal,
+            severity="fail",
+            excerpt=excerpt,
+            action=_worst_action(health.xid_action(before.action), judged.action),
+        )
+    action = _worst_action(health.xid_action(xid.action), judged.action)
+    words = _action_words(xid, health)
+    if entry.rule != "xid" or not xid.fatal or fatal is None:
+        excerpt = f"Xid {xid.number} ({xid.name}; {words}) | line: {judged.excerpt}"
+        return msgspec.structs.replace(judged, excerpt=excerpt, action=action)
+    excerpt = (
+        f"Xid {xid.number} ({xid.name}, fatal in NVIDIA's Xid table; {words}) | line: "
+        f"{judged.excerpt}"
+    )
+    return msgspec.structs.replace(
+        judged, signature=fatal, severity="fail", excerpt=excerpt, action=action
+    )
+
+
+def _action_words(xid: Xid, health: HealthData) -> str:
+    """``NVIDIA's action RESET_GPU: reset the GPU``."""
+    step = health.xid_action(xid.action) if xid.action else None
+    what = health.action_words.get(step or "none", "")
+    bucket = xid.action or "none given"
+    return f"NVIDIA's action {bucket}: {what}" if what else f"NVIDIA's action {bucket}"
+
+
+def _worst_action(a: Action | None, b: Action | None) -> Action | None:
+    return worst_action((a, b))
 
 
 def _known_wins(judged: list[JudgedFinding], cat: Catalogue) -> list[JudgedFinding]:
@@ -335,6 +374,7 @@ def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[s
             evidence=evidence,
             remedy_vars={"how": " ".join(texts)},
             commands=commands,
+            action=worst_action(f.action for f in bad),
         )
     if unread and len(unread) == len(logs.sources):
         return not_evaluated("no log could be read: " + ", ".join(unread), **evidence)

@@ -272,6 +272,7 @@ def judge_logs(logs: LogFacts, *, fail_on: FailOn) -> PresetDocument[ScanReport]
         results=report.results,
         summary=report.summary,
         exit_code=code,
+        node=report.node,
         preset="scan-logs",
         subject=f"{n} log source{'s' if n != 1 else ''}, {lines:,} lines scanned",
         gate=f"gate: {fail_on}",

@@ -13,16 +13,23 @@ It calls the driver through :mod:`blackwell_doctor.collect.cuda_driver`, the one
 from __future__ import annotations
 
 import ctypes
+import functools
 import random
 import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from blackwell_doctor.collect.cuda_driver import CudaFailure, Driver, StickyFailure, reason_token
+from blackwell_doctor.collect.cuda_driver import (
+    CudaFailure,
+    Driver,
+    StickyFailure,
+    c_string,
+    reason_token,
+)
 from blackwell_doctor.collect.probe.nvrtc import CompiledProbes, compile_probes
 from blackwell_doctor.collect.probe.protocol import (
     LIMIT_STEP,
@@ -39,8 +46,11 @@ from blackwell_doctor.collect.probe.protocol import (
     TileSpec,
     encode_line,
 )
-from blackwell_doctor.facts.document import Unavailable
+from blackwell_doctor.facts.document import ClockSample, Unavailable
 from blackwell_doctor.ruledata.tileplan import Tile, TilePlan, plan_tile, stage_buffers
+
+if TYPE_CHECKING:
+    from blackwell_doctor.collect.nvml import ClockSampler
 
 # Launch results that say "this configuration is refused", leaving the context usable.
 _REJECTIONS = frozenset(
@@ -167,6 +177,7 @@ class DeviceSession:
         timed_launches: int,
         seed: int = 1,
         keep_output: bool = False,
+        during: Callable[[], None] | None = None,
     ) -> MainloopRun:
         assert plan.layout is not None
         assert self.compiled is not None
@@ -218,13 +229,17 @@ class DeviceSession:
             if any(status[i] != 1 for i in range(0, len(status), 4)):
                 return MainloopRun(launched=False, launch_error="probe-guard-bytes-mismatch")
             output = driver.download(pointers[4], tile.m * tile.n * 4) if keep_output else None
-            time_us = self._time(launch, timed_launches) if timed_launches > 0 else None
+            time_us = self._time(launch, timed_launches, during) if timed_launches > 0 else None
             return MainloopRun(launched=True, time_us=time_us, out_block0=output)
         finally:
             for pointer in pointers:
                 driver.free(pointer)
 
-    def _time(self, launch: Callable[[], None], count: int) -> float:
+    def _time(
+        self, launch: Callable[[], None], count: int, during: Callable[[], None] | None = None
+    ) -> float:
+        """The median of ``count`` launches; ``during`` is called after each launch, while
+        the kernel runs (NVML's readings under load, issue 39: no launch of its own)."""
         driver = self.driver
         start = driver.call("cuEventCreate", 0)
         end = driver.call("cuEventCreate", 0)
@@ -234,6 +249,8 @@ class DeviceSession:
                 driver.call("cuEventRecord", start, driver.d.CUstream(0))
                 launch()
                 driver.call("cuEventRecord", end, driver.d.CUstream(0))
+                if during is not None:
+                    during()
                 try:
                     driver.call("cuEventSynchronize", end)
                 except CudaFailure as exc:
@@ -278,7 +295,12 @@ def select_devices(driver: Driver) -> list[int]:
     return chosen
 
 
-def run_job(job: Job, emit: Callable[[Line], None], driver: Driver | None = None) -> int:
+def run_job(
+    job: Job,
+    emit: Callable[[Line], None],
+    driver: Driver | None = None,
+    sampler: ClockSampler | None = None,
+) -> int:
     try:
         driver = driver or Driver()
         driver.call("cuInit", 0)
@@ -294,13 +316,28 @@ def run_job(job: Job, emit: Callable[[Line], None], driver: Driver | None = None
     by_device: dict[int, list[int]] = {}
     for ordinal, step in steps:
         by_device.setdefault(ordinal, []).append(step)
-    for ordinal, device_steps in by_device.items():
-        try:
-            _run_device(driver, job, tiles, ordinal, device_steps, emit)
-        except StickyFailure as exc:
-            emit(RestartLine(reason=exc.name))
-            return 0
+    if sampler is None and job.sample_clocks:
+        sampler = _sampler()
+    try:
+        for ordinal, device_steps in by_device.items():
+            try:
+                _run_device(driver, job, tiles, ordinal, device_steps, emit, sampler)
+            except StickyFailure as exc:
+                emit(RestartLine(reason=exc.name))
+                return 0
+    finally:
+        if sampler is not None:
+            sampler.close()
     return 0
+
+
+def _sampler() -> ClockSampler:
+    """NVML, opened for the readings under load (issue 39)."""
+    from blackwell_doctor.collect.nvml import ClockSampler, RealNvml
+
+    sampler = ClockSampler(RealNvml())
+    sampler.start()
+    return sampler
 
 
 def _run_device(
@@ -310,6 +347,7 @@ def _run_device(
     ordinal: int,
     steps: list[int],
     emit: Callable[[Line], None],
+    sampler: ClockSampler | None = None,
 ) -> None:
     def fail_all(reason: str) -> None:
         for step in steps:
@@ -325,6 +363,7 @@ def _run_device(
         optin = driver.attribute(session.device, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
         per_sm = driver.attribute(session.device, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR")
         sm_count = driver.attribute(session.device, "MULTIPROCESSOR_COUNT")
+        bus = c_string(driver.call("cuDeviceGetPCIBusId", 32, session.device)).strip()
     except CudaFailure as exc:
         reason = reason_token(exc.name)
         emit(
@@ -353,6 +392,12 @@ def _run_device(
             compiled_as = compiled.compiled_as
         except CudaFailure as exc:
             compiled_as = Unavailable("module-load-failed:" + reason_token(exc.name))
+    nvml_index: int | None = None
+    sampling_error: str | None = None
+    if sampler is not None:
+        nvml_index = sampler.index(bus) if sampler.error is None else None
+        if nvml_index is None:
+            sampling_error = sampler.error or f"nvml-no-device-at:{bus}"
     emit(
         DeviceLine(
             ordinal=ordinal,
@@ -365,6 +410,8 @@ def _run_device(
             nvrtc_version=(
                 compiled.nvrtc_version if not isinstance(compiled, Unavailable) else None
             ),
+            pci_bus_id=bus if sampler is not None else None,
+            sampling_error=sampling_error,
         )
     )
     if isinstance(compiled_as, Unavailable):
@@ -386,12 +433,17 @@ def _run_device(
         if plan.layout is None:  # not even one stage fits: nothing to launch
             emit(TileLine(ordinal=ordinal, index=step))
             continue
+        samples: list[ClockSample] = []
+        during: Callable[[], None] | None = None
+        if sampler is not None and nvml_index is not None:
+            during = functools.partial(_sample_into, samples, sampler, nvml_index)
         try:
             run = session.run_mainloop(
                 plan,
                 grid=sm_count,
                 k_iterations=k_iterations[step],
                 timed_launches=TIMED_LAUNCHES if job.timing else 0,
+                during=during,
             )
         except CudaFailure as exc:
             run = MainloopRun(launched=False, launch_error=exc.name)
@@ -411,8 +463,13 @@ def _run_device(
                 time_us=run.time_us,
                 k_iterations=k_iterations[step] if run.launched else None,
                 macs_per_s=macs,
+                samples=samples,
             )
         )
+
+
+def _sample_into(samples: list[ClockSample], sampler: ClockSampler, index: int) -> None:
+    samples.append(sampler.sample(index))
 
 
 def _emit(line: Line) -> None:
@@ -425,15 +482,20 @@ def main(argv: Sequence[str]) -> int:
         print("usage: python -m blackwell_doctor.collect.probe._child JOB_JSON", file=sys.stderr)
         return 2
     job = msgspec.json.decode(argv[0], type=Job)
+    # NVML is reference counted: opened here first for the readings under load, it stays
+    # loaded through the GPU facts' own session (one nvmlInit's cost, not two).
+    sampler = _sampler() if job.sample_clocks else None
     if job.gpu_facts:
         from blackwell_doctor.collect._gpu_child import gpu_document, write_document
         from blackwell_doctor.collect.gpu import skipped_for
 
-        document = gpu_document()
+        document = gpu_document(health=job.health)
         write_document(document)
         if skipped_for(document.cuda) is not None:
+            if sampler is not None:
+                sampler.close()
             return 0
-    return run_job(job, _emit)
+    return run_job(job, _emit, sampler=sampler)
 
 
 __all__ = ["DeviceSession", "Driver", "MainloopData", "TileSpec", "make_data", "run_job"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import msgspec
 
 from blackwell_doctor.collect.probe.lines import LineCodec
-from blackwell_doctor.facts.document import Unavailable
+from blackwell_doctor.facts.document import ClockSample, Unavailable
 
 # Elements of K each block streams: the same work for every K_TILE (8192/64 = 128 K tiles
 # of 64, 64 of 128, 32 of 256).
@@ -43,6 +43,10 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     k_total: int = K_TOTAL
     # Print the GPU facts first (and stop there when gpu.skipped_for names a reason).
     gpu_facts: bool = False
+    # With the GPU facts, every GPU's health (issue 39); and read NVML's clock event
+    # reasons (with clock, temperature, power, replays) while each timed launch runs.
+    health: bool = False
+    sample_clocks: bool = False
 
 
 class DevicesLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="devices"):
@@ -58,6 +62,10 @@ class DeviceLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", t
     compiled_as: str | Unavailable
     cache: str | None = None
     nvrtc_version: str | Unavailable | None = None
+    # The device's PCI address (the key of its NVML samples) and, when NVML could not be
+    # read during its launches, why (a reason token).
+    pci_bus_id: str | None = None
+    sampling_error: str | None = None
 
 
 class LimitLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="limit"):
@@ -73,6 +81,8 @@ class TileLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag
     time_us: float | None = None
     k_iterations: int | None = None
     macs_per_s: float | None = None
+    # NVML readings taken while this tile's timed launches ran (Job.sample_clocks).
+    samples: list[ClockSample] = msgspec.field(default_factory=list)
 
 
 class FatalLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="fatal"):

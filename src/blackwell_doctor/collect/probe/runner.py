@@ -20,6 +20,7 @@ from blackwell_doctor.collect.childproc import ChildResult, Rearm, run_child
 from blackwell_doctor.collect.childproc import can_dlopen as _can_dlopen
 from blackwell_doctor.collect.gpu import (
     GpuDocument,
+    GpuRun,
     child_failure,
     decode_document,
     skipped_for,
@@ -37,6 +38,7 @@ from blackwell_doctor.collect.probe.protocol import (
     decode_line,
 )
 from blackwell_doctor.facts.document import (
+    ClockSample,
     CudaFacts,
     DeviceProbe,
     NvmlFacts,
@@ -75,6 +77,11 @@ class _Run:
     cache_states: list[str] = field(default_factory=list)
     nvrtc_version: str | Unavailable | None = None
     tile_count: int = 0
+    # NVML readings under the launches' load (issue 39), by PCI bus id, and why a device
+    # could not be read.
+    samples: dict[str, list[ClockSample]] = field(default_factory=dict)
+    sampling_errors: dict[str, str] = field(default_factory=dict)
+    buses: dict[int, str] = field(default_factory=dict)
 
     def feed(self, raw: bytes) -> None:
         line = decode_line(raw)
@@ -91,6 +98,11 @@ class _Run:
         elif isinstance(line, RestartLine):
             self.restart = True
         elif isinstance(line, DeviceLine):
+            if line.pci_bus_id is not None:
+                self.buses[line.ordinal] = line.pci_bus_id
+                self.samples.setdefault(line.pci_bus_id, [])
+                if line.sampling_error is not None:
+                    self.sampling_errors[line.pci_bus_id] = line.sampling_error
             self.child_devices.add(line.ordinal)
             state = self.devices.setdefault(line.ordinal, _DeviceState())
             if state.line is None:
@@ -104,6 +116,9 @@ class _Run:
             self._done((line.ordinal, LIMIT_STEP))
         elif isinstance(line, TileLine):
             self.devices.setdefault(line.ordinal, _DeviceState()).tiles[line.index] = line
+            bus = self.buses.get(line.ordinal)
+            if bus is not None and line.samples:
+                self.samples.setdefault(bus, []).extend(line.samples)
             self._done((line.ordinal, line.index))
 
     def _done(self, step: Step) -> None:
@@ -198,6 +213,26 @@ def collect_gpu_and_probes(
     ``child_argv`` as in :func:`run_probes`. No fast path without a driver: the caller
     asks :func:`~blackwell_doctor.collect.gpu.drivers_load` first.
     """
+    run = collect_gpu_run(
+        tiles=tiles,
+        gpu_timeout_s=gpu_timeout_s,
+        probe_timeout_s=probe_timeout_s,
+        child_argv=child_argv,
+    )
+    return run.nvml, run.cuda, run.probes
+
+
+def collect_gpu_run(
+    *,
+    tiles: Sequence[Tile] | None = None,
+    gpu_timeout_s: float = 20.0,
+    probe_timeout_s: float = 60.0,
+    health: bool = False,
+    child_argv: Sequence[str] | None = None,
+) -> GpuRun:
+    """:func:`collect_gpu_and_probes`, and with ``health`` the GPUs' health read with the
+    facts and the clock event reasons sampled during the timed launches (issue 39: no load
+    and no launch of their own)."""
     if child_argv is None:
         child_argv = [sys.executable, "-m", CHILD_MODULE]
     if tiles is None:
@@ -211,6 +246,7 @@ def collect_gpu_and_probes(
         timing=True,
         step_timeout_s=None,
         child_argv=child_argv,
+        sample_clocks=health,
     )
     document: GpuDocument | Unavailable | None = None
 
@@ -228,17 +264,25 @@ def collect_gpu_and_probes(
             probing.run.feed(raw)
         return None
 
-    job = msgspec.structs.replace(probing.next_job(), gpu_facts=True)
+    job = msgspec.structs.replace(probing.next_job(), gpu_facts=True, health=health)
     result = run_child(probing.argv(job), gpu_timeout_s, on_line=on_line)
-    if document is None:
-        failure = child_failure(result, gpu_timeout_s) or Unavailable("gpu-collector-bad-output")
-        return failure, failure, _skipped(failure)
-    if isinstance(document, Unavailable):
-        return document, document, _skipped(document)
+    if document is None or isinstance(document, Unavailable):
+        failure = document or child_failure(result, gpu_timeout_s)
+        failure = failure or Unavailable("gpu-collector-bad-output")
+        why = _skipped(failure)
+        return GpuRun(failure, failure, why, failure if health else None, why)
     skipped = skipped_for(document.cuda)
     if skipped is not None:
-        return document.nvml, document.cuda, skipped
-    return document.nvml, document.cuda, probing.to_the_end(result)
+        return GpuRun(document.nvml, document.cuda, skipped, document.health, skipped)
+    probes = probing.to_the_end(result)
+    return GpuRun(
+        document.nvml,
+        document.cuda,
+        probes,
+        document.health,
+        probing.run.samples if health else {},
+        probing.run.sampling_errors,
+    )
 
 
 def _skipped(cuda: CudaFacts | Unavailable) -> Unavailable:
@@ -259,7 +303,9 @@ class _Probing:
         timing: bool,
         step_timeout_s: float | None,
         child_argv: Sequence[str],
+        sample_clocks: bool = False,
     ) -> None:
+        self.sample_clocks = sample_clocks
         self.tiles = tiles
         self.devices = list(devices) if devices is not None else None
         self.timeout_s = timeout_s
@@ -281,12 +327,19 @@ class _Probing:
         run.child_devices = set()
         run.restart = False
         if run.ordinals is None:  # the first child lists the devices and does everything
-            return Job(tiles=self.specs, devices=self.devices, steps=None, timing=self.timing)
+            return Job(
+                tiles=self.specs,
+                devices=self.devices,
+                steps=None,
+                timing=self.timing,
+                sample_clocks=self.sample_clocks,
+            )
         return Job(
             tiles=self.specs,
             devices=list(run.ordinals),
             steps=list(run.pending),
             timing=self.timing,
+            sample_clocks=self.sample_clocks,
         )
 
     def argv(self, job: Job) -> list[str]:
