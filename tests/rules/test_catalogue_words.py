@@ -13,7 +13,8 @@ RULES = Path(__file__).resolve().parents[2] / "src" / "blackwell_doctor" / "rule
 
 
 def _literal_cases(fn: ast.AST) -> set[str]:
-    """``case="..."`` keywords and ``case = "..."`` assignments in a function."""
+    """``case="..."`` keywords and ``case = "..."`` assignments in a function (either
+    branch of a conditional expression: ``case="a" if down else "b"``)."""
     out: set[str] = set()
     for node in ast.walk(fn):
         if isinstance(node, ast.keyword) and node.arg == "case":
@@ -24,8 +25,10 @@ def _literal_cases(fn: ast.AST) -> set[str]:
             value = node.value
         else:
             continue
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            out.add(value.value)
+        branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+        for branch in branches:
+            if isinstance(branch, ast.Constant) and isinstance(branch.value, str):
+                out.add(branch.value)
     return out
 
 

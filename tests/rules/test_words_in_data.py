@@ -192,6 +192,7 @@ def test_every_command_set_a_distribution_names_is_worded() -> None:
         "driver.version": {d.packages for d in distros.distro if d.packages} | {"unknown"},
         "pci.iommu": {d.boot for d in distros.distro if d.boot} | {"unknown"},
         "pci.acs": {"per_bridge"},
+        "health.power": {"per_gpu"},
     }
     for check_id, named in sets.items():
         # Named and worded are the same sets: no distribution without its commands, and no

@@ -42,7 +42,7 @@ from blackwell_doctor.report.results import (
     skipped,
 )
 from blackwell_doctor.ruledata.health import HealthData, load_health_data, worst_action
-from blackwell_doctor.ruledata.rules import RuleData
+from blackwell_doctor.ruledata.rules import RuleData, fill
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.absent import NO_HEALTH
 from blackwell_doctor.rules.registry import check
@@ -288,8 +288,9 @@ def health_power(facts: Facts, rules: RuleData) -> Outcome:
             evidence=per.evidence,
             remedy_vars={"indexes": ",".join(capped_indexes)},
             commands=[
-                f"sudo nvidia-smi -i {index} -pl {watts}    # back to the default limit"
+                fill(line, {"index": index, "watts": watts})
                 for index, watts in (d.split(":") for d in defaults)
+                for line in rules.checks["health.power"].command_sets["per_gpu"]
             ],
         )
     return per.unjudged("every GPU's power limit is its default")
