@@ -102,7 +102,13 @@ async def run_sweep(
                 peak = sent.peak_in_flight if offsets is not None else users
                 sweep.extras[name] = (peak, sent.lateness_s if offsets is not None else None)
             done = state.shapes[-1] if state.shapes else None
-            return done if done is not None and done.name == name else None
+            if done is None or done.name != name:
+                return None
+            if offsets is not None:
+                # An open loop has no users: its concurrency is the most requests in flight.
+                done = msgspec.structs.replace(done, concurrency=sent.peak_in_flight)
+                state.shapes[-1] = done
+            return done
 
         try:
             await _loads(load, measure, sweep)

@@ -71,6 +71,7 @@ class SweepRules(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     refine: Annotated[int, msgspec.Meta(ge=0, le=10)]
     rise_pct: Annotated[float, msgspec.Meta(gt=0)]
     metric: str
+    late_pct: Annotated[float, msgspec.Meta(gt=0)]
 
 
 class SweepCatalogue(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -288,6 +288,18 @@ def summarise(
     if slo:
         cap, _ = goodputs.capacity(points, runs, slo, level, resamples=resamples, seed=seed)
     out_notes = list(notes)
+    late_pct = goodputs.load_sweep_rules().sweep.late_pct
+    for p in points:
+        late = p.send_lateness_ms
+        if p.offered_rate and late is not None and late.p99 is not None:
+            interval_ms = 1000.0 / p.offered_rate
+            if late.p99 > interval_ms * late_pct / 100.0:
+                out_notes.append(
+                    f"{p.shape}: requests left up to {late.p99:.1f} ms late (p99), more than "
+                    f"{late_pct:g}% of the mean interval ({interval_ms:.1f} ms): this client "
+                    "could not keep the schedule (a CPU-starved host?), so the load offered "
+                    "was not quite the rate asked for"
+                )
     if mode == SWEEP and not any(p.load == THROUGHPUT for p in points):
         out_notes.append("the sweep stopped before its throughput point: no rate was placed")
     return SweepResult(
@@ -339,6 +351,7 @@ def resummarise(
         extras=extras,
         rise_pct=sweep.knee.rise_pct if rise_pct is None else rise_pct,
         seed=seed,
+        # Kept as recorded: the lateness notes (their figures are not redone here).
         notes=[n for n in sweep.notes if not n.startswith("the sweep stopped")],
         resamples=resamples,
     )
