@@ -660,3 +660,30 @@ def test_apply_verify_rate_input_is_checked_first(
     err = capsys.readouterr().err
     assert message in err
     assert err.count("\n") == 1
+
+
+def test_a_load_sent_late_is_said_to_be_off_its_rate() -> None:
+    _, shapes = _sweep_of({2.0: 1.0, 4.0: 1.0})
+    loads = [(sweeps.Load("rate", r), sweeps.Load("rate", r).name("s")) for r in (2.0, 4.0)]
+
+    def summary(late_s: float) -> list[str]:
+        extras = {name: (3, [0.0] * 19 + [late_s]) for _, name in loads}
+        return sweeps.summarise(
+            shape="s",
+            mode="rates",
+            arrival="poisson",
+            burstiness=None,
+            slo={},
+            level=0.9,
+            loads=loads,
+            runs=[shapes],
+            extras=extras,
+            rise_pct=50.0,
+            seed=0,
+        ).notes
+
+    # At 4 req/s the mean interval is 250 ms: 10% of it is 25 ms (checks/bench_sweep.toml).
+    assert summary(0.020) == []
+    (note,) = summary(0.2)
+    assert "at 2 of 2 rates" in note
+    assert "worst" in note

@@ -289,17 +289,23 @@ def summarise(
         cap, _ = goodputs.capacity(points, runs, slo, level, resamples=resamples, seed=seed)
     out_notes = list(notes)
     late_pct = goodputs.load_sweep_rules().sweep.late_pct
+    late: list[tuple[float, float, str]] = []  # (p99 over the mean interval, p99 ms, label)
     for p in points:
-        late = p.send_lateness_ms
-        if p.offered_rate and late is not None and late.p99 is not None:
+        late_ms = p.send_lateness_ms
+        if p.offered_rate and late_ms is not None and late_ms.p99 is not None:
             interval_ms = 1000.0 / p.offered_rate
-            if late.p99 > interval_ms * late_pct / 100.0:
-                out_notes.append(
-                    f"{p.shape}: requests left up to {late.p99:.1f} ms late (p99), more than "
-                    f"{late_pct:g}% of the mean interval ({interval_ms:.1f} ms): this client "
-                    "could not keep the schedule (a CPU-starved host?), so the load offered "
-                    "was not quite the rate asked for"
-                )
+            if late_ms.p99 > interval_ms * late_pct / 100.0:
+                label = f"{late_ms.p99:.1f} ms at {p.offered_rate:.3g} req/s"
+                late.append((late_ms.p99 / interval_ms, late_ms.p99, label))
+    if late:
+        worst = max(late)
+        out_notes.append(
+            f"at {len(late)} of {sum(1 for p in points if p.load == RATE)} rates the requests "
+            f"left late by more than {late_pct:g}% of the mean interval at p99 (worst "
+            f"{worst[2]}, {worst[0]:.0%} of its interval): this client could not keep the "
+            "schedule (a CPU-starved host?), so the load offered was not quite the rate asked "
+            "for"
+        )
     if mode == SWEEP and not any(p.load == THROUGHPUT for p in points):
         out_notes.append("the sweep stopped before its throughput point: no rate was placed")
     return SweepResult(
@@ -351,7 +357,7 @@ def resummarise(
         extras=extras,
         rise_pct=sweep.knee.rise_pct if rise_pct is None else rise_pct,
         seed=seed,
-        # Kept as recorded: the lateness notes (their figures are not redone here).
+        # Kept as recorded: the lateness note (its figures are not redone here).
         notes=[n for n in sweep.notes if not n.startswith("the sweep stopped")],
         resamples=resamples,
     )
