@@ -70,7 +70,6 @@ class SweepRules(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     points: Annotated[int, msgspec.Meta(ge=1, le=100)]
     refine: Annotated[int, msgspec.Meta(ge=0, le=10)]
     rise_pct: Annotated[float, msgspec.Meta(gt=0)]
-    metric: str
     late_pct: Annotated[float, msgspec.Meta(gt=0)]
 
 
