@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from blackwell_doctor.report.bench import BenchRun, CompareDocument, Comparison
+from blackwell_doctor.report.bench import BenchRun, Capacity, CompareDocument, Comparison
 from blackwell_doctor.rules import degenerate, drift
 
 DEFAULT_METRICS = ("itl_ms.p50", "output_tokens_per_s")
@@ -223,13 +223,18 @@ def _capacity_bound_row(row: GateRow, doc: CompareDocument) -> GateRow:
         holds, reason = (
             False,
             (
-                f"capacity dropped: the new container's is {after.bound} {after.rate:.3g} req/s, "
-                f"the baseline's {before.bound} {before.rate:.3g}"
+                f"capacity dropped: the new container's is {_bound_words(after)} req/s, the "
+                f"baseline's {_bound_words(before)}"
             ),
         )
     else:
         return row
     return msgspec.structs.replace(row, holds=holds, reason=reason)
+
+
+def _bound_words(c: Capacity) -> str:
+    """``5.12``, ``at least 15.8``, ``below 5.08``."""
+    return f"{c.rate:.3g}" if c.bound == "crossing" else f"{c.bound} {c.rate:.3g}"
 
 
 def _equivalence_failures(
