@@ -64,6 +64,25 @@ def good_stream(completion: object = 7, prompt: object = 5) -> Handler:
     return handler
 
 
+def queued_stream(slots: int, seconds: float) -> Handler:
+    """A server that answers at most ``slots`` requests at once, each in ``seconds``; the
+    others wait their turn: a real queue, so its latency rises as the load nears
+    ``slots / seconds`` requests per second (bench --rate's tests)."""
+    gate: asyncio.Semaphore | None = None
+    good = good_stream()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        nonlocal gate
+        if gate is None:  # made on the server's own loop
+            gate = asyncio.Semaphore(slots)
+        await request.read()
+        async with gate:
+            await asyncio.sleep(seconds)
+            return await good(request)
+
+    return handler
+
+
 async def _endless(
     request: web.Request, content_type: str, piece: bytes, head: bytes = b""
 ) -> web.StreamResponse:
@@ -172,6 +191,8 @@ def serving(routes: Mapping[tuple[str, str], Handler]) -> Iterator[str]:
 
 MODES: dict[str, dict[tuple[str, str], Handler]] = {
     "good": {("POST", "/v1/chat/completions"): good_stream()},
+    # Two requests at a time, 50 ms each: at most 40 requests/s.
+    "queued": {("POST", "/v1/chat/completions"): queued_stream(2, 0.05)},
     "endless-events": {("POST", "/v1/chat/completions"): endless_events},
     "endless-line": {("POST", "/v1/chat/completions"): endless_line},
     "endless-metrics": {

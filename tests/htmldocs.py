@@ -15,12 +15,23 @@ import msgspec
 from blackwell_doctor.render.bench import render_bench
 from blackwell_doctor.render.fleet import render_fleet
 from blackwell_doctor.render.formats import BenchFormat, FleetFormat
-from blackwell_doctor.report.bench import BenchRun, CompareDocument, RequestSample, decode_run
+from blackwell_doctor.report.bench import (
+    BenchRun,
+    CompareDocument,
+    RequestSample,
+    SweepResult,
+    decode_run,
+)
 from blackwell_doctor.report.fleet import FleetReport
 from blackwell_doctor.report.sanitize import sanitize_line
 from tests.conftest import FIXTURES, skip_without
 
 CAPTURED = FIXTURES / "bench" / "tiny-moe-vllm-cpu.json"
+# bench --compare-urls MAIN SLOW --rate sweep --slo ... against the real vLLM CPU servers
+# (tests/fixtures/bench/README.md): the default server's sweep and the one-sequence one's at
+# the same loads.
+SWEEP = FIXTURES / "bench" / "tiny-moe-vllm-cpu-sweep.json"
+SWEEP_SEQS1 = FIXTURES / "bench" / "tiny-moe-vllm-cpu-sweep-seqs1.json"
 
 # What a model id, a shape or file name, or a node name could carry into a page.
 IMG = "<img src=x onerror=window.__pwned=1>"
@@ -135,11 +146,13 @@ def fleet_report() -> FleetReport:
 
 def _cdf_plots(run: BenchRun) -> list[tuple[str, int]]:
     plots = []
+    if not isinstance(run.sweep, msgspec.UnsetType):
+        plots += _sweep_plots([run.sweep])
     for shape in run.shapes:
         ok = [s for s in shape.samples if s.ok]
         if ok:
             plots.append(("latency-cdf", 4 if any(s.itl_ms for s in ok) else 3))
-    if len({s.concurrency for s in run.shapes}) > 1:
+    if len({s.concurrency for s in run.shapes}) > 1 and isinstance(run.sweep, msgspec.UnsetType):
         plots.append(("throughput", 2))
     return plots
 
@@ -157,7 +170,50 @@ def _soak_plots(run: BenchRun) -> list[tuple[str, int]]:
 
 
 def _compare_plots(doc: CompareDocument) -> list[tuple[str, int]]:
-    return [("forest", sum(1 for c in doc.comparisons if c.change_pct is not None))]
+    plots = [("forest", sum(1 for c in doc.comparisons if c.change_pct is not None))]
+    if not isinstance(doc.sweep, msgspec.UnsetType):
+        plots += _sweep_plots([doc.sweep.before, doc.sweep.after])
+    return plots
+
+
+def _sweep_plots(sweeps: list[SweepResult]) -> list[tuple[str, int]]:
+    """A rate run's two figures (render/bench_html.py: sweep_section): latency against the
+    achieved rate (E2E p50, E2E p99, TTFT p50 of one run; E2E and TTFT p50 of each of two),
+    goodput against the offered rate (achieved and goodput per run, then a line for each
+    capacity crossing and each knee)."""
+    two = len(sweeps) > 1
+    latency = 0
+    curves = 0
+    marks = 0
+    for sw in sweeps:
+        loads = [p for p in sw.points if p.achieved_rate]
+        stats = (
+            ["e2e_ms.p50", "ttft_ms.p50"] if two else ["e2e_ms.p50", "e2e_ms.p99", "ttft_ms.p50"]
+        )
+        for stat in stats:
+            key, q = stat.split(".")
+            latency += any((getattr(getattr(p.metrics, key), q) or 0) > 0 for p in loads)
+        rates = [p for p in sw.points if p.load == "rate" and p.offered_rate]
+        curves += any(p.achieved_rate is not None for p in rates)
+        curves += any(p.goodput is not None for p in rates)
+        marks += sw.capacity is not None and sw.capacity.bound == "crossing"
+        marks += sw.knee.rate is not None
+    plots = [("latency-throughput", latency)] if latency else []
+    return plots + ([("goodput-rate", curves + marks)] if curves else [])
+
+
+def swept() -> BenchRun:
+    return decode_run(SWEEP.read_bytes(), source=str(SWEEP))
+
+
+@cache
+def swept_compared(
+    before_name: str = "main.json", after_name: str = "seqs1.json"
+) -> CompareDocument:
+    from blackwell_doctor.rules.compare import compare
+
+    after = decode_run(SWEEP_SEQS1.read_bytes(), source=str(SWEEP_SEQS1))
+    return compare(swept(), after, before_name=before_name, after_name=after_name, resamples=200)
 
 
 def _fleet_plots(report: FleetReport) -> list[tuple[str, int]]:
@@ -170,8 +226,15 @@ def _fleet_plots(report: FleetReport) -> list[tuple[str, int]]:
 def pages() -> list[Page]:
     """The four reports, each clean and with hostile strings."""
     run, soak, doc, fleet = captured(), soaked(), compared(), fleet_report()
+    rated, rated_doc = swept(), swept_compared()
     out = [
         Page("run", render_bench(run, BenchFormat.HTML), tuple(_cdf_plots(run))),
+        Page("sweep", render_bench(rated, BenchFormat.HTML), tuple(_cdf_plots(rated))),
+        Page(
+            "sweep-compare",
+            render_bench(rated_doc, BenchFormat.HTML),
+            tuple(_compare_plots(rated_doc)),
+        ),
         Page("soak", render_bench(soak, BenchFormat.HTML), tuple(_soak_plots(soak))),
         Page("compare", render_bench(doc, BenchFormat.HTML), tuple(_compare_plots(doc))),
         Page("fleet", render_fleet(fleet, FleetFormat.HTML), tuple(_fleet_plots(fleet))),
@@ -182,6 +245,12 @@ def pages() -> list[Page]:
             server=msgspec.structs.replace(run.server, model=evil, url=evil),
             shapes=[msgspec.structs.replace(s, name=f"{evil}{s.name}") for s in run.shapes],
             findings=[evil],
+        )
+        assert not isinstance(rated.sweep, msgspec.UnsetType)
+        bad_sweep = msgspec.structs.replace(
+            rated,
+            server=msgspec.structs.replace(rated.server, model=evil),
+            sweep=msgspec.structs.replace(rated.sweep, shape=evil, notes=[evil]),
         )
         bad_doc = compared(evil, evil)
         bad_doc = msgspec.structs.replace(
@@ -210,6 +279,12 @@ def pages() -> list[Page]:
                 f"run-hostile-{i}",
                 render_bench(bad_run, BenchFormat.HTML),
                 tuple(_cdf_plots(bad_run)),
+                (sanitize_line(evil),),
+            ),
+            Page(
+                f"sweep-hostile-{i}",
+                render_bench(bad_sweep, BenchFormat.HTML),
+                tuple(_cdf_plots(bad_sweep)),
                 (sanitize_line(evil),),
             ),
             Page(

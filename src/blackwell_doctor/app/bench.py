@@ -15,7 +15,7 @@ import math
 import re
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,7 @@ import msgspec
 import yarl
 
 from blackwell_doctor import TOOL_NAME, __version__
-from blackwell_doctor.collect.bench import client, prompts
+from blackwell_doctor.collect.bench import client, prompts, schedule
 from blackwell_doctor.collect.bench.server_env import (
     NotPrometheus,
     config_hash,
@@ -45,6 +45,7 @@ from blackwell_doctor.report.bench import (
     RequestSample,
     ServerInfo,
     ShapeResult,
+    SweepResult,
 )
 from blackwell_doctor.report.bench_env import (
     MAX_FINGERPRINTS,
@@ -59,6 +60,7 @@ from blackwell_doctor.ruledata import samples as sample_rules
 from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.ruledata.shapes import Shape
 from blackwell_doctor.rules import degenerate, drift
+from blackwell_doctor.rules import sweep as sweeps
 
 # A prompt capped by max_model_len keeps this share of the room left by max_tokens free:
 # prompts of one shape differ by a few tokens (different words), and a prompt that leaves
@@ -206,6 +208,38 @@ class BenchConfig:
     host_facts: Facts | None = None
     host_source: str | None = None
     container_image: str | None = None  # apply --verify: the image the server runs from
+    # bench --rate: one shape at several loads (app/sweep.py) instead of each shape once.
+    load: RateLoad | None = None
+
+
+@dataclass(frozen=True)
+class RateLoad:
+    """``bench --rate``'s loads: the rates given, or (``rates`` None) a sweep that finds
+    its own (rules/sweep.py), and the SLOs their requests are judged against."""
+
+    rates: tuple[float, ...] | None
+    arrival: str  # collect/bench/schedule.py's ARRIVALS
+    burstiness: float | None  # gamma only
+    slo: dict[str, float] = field(default_factory=dict)
+    level: float = 0.9
+    points: int = 6  # a sweep's grid (checks/bench_sweep.toml)
+    refine: int = 2
+    rise_pct: float = 50.0
+    # The loads to measure as they are, in order (the runs after a sweep's first: --repeat,
+    # the other server of --compare-urls, apply --verify's new container).
+    plan: tuple[tuple[sweeps.Load, str], ...] | None = None
+
+
+@dataclass
+class SweepState:
+    """A rate run in progress: its loads measured so far (the last one maybe partial),
+    each point's peak in flight and send lateness (seconds), and notes."""
+
+    load: RateLoad
+    shape: str
+    loads: list[tuple[sweeps.Load, str]] = field(default_factory=list)
+    extras: dict[str, tuple[int | None, list[float] | None]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -245,6 +279,7 @@ class RunState:
     stopped: bool = False  # measuring stopped short (a finding says why)
     environment: Environment | None = None  # the pin, without the fingerprints
     fingerprints: list[str] = field(default_factory=list)  # system_fingerprint, distinct
+    sweep: SweepState | None = None  # bench --rate
 
 
 def note_fingerprint(state: RunState, outcome: client.Outcome) -> None:
@@ -422,6 +457,9 @@ def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
         and all(s.complete for s in shapes)
     )
     code = exitcodes.run(interrupted=interrupted, findings=failed or not complete)
+    extra: dict[str, Any] = {}
+    if state.sweep is not None:
+        extra["sweep"] = sweep_section(state.sweep, shapes, seed=state.seed)
     return BenchRun(
         schema_version=BENCH_SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
@@ -434,6 +472,26 @@ def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
         shapes=shapes,
         exit_code=int(code),
         environment=pinned_environment(state),
+        **extra,
+    )
+
+
+def sweep_section(sweep: SweepState, shapes: list[ShapeResult], *, seed: int) -> SweepResult:
+    """The run document's ``sweep`` from what ``sweep`` measured into ``shapes``."""
+    load = sweep.load
+    return sweeps.summarise(
+        shape=sweep.shape,
+        mode=sweeps.SWEEP if load.rates is None and load.plan is None else sweeps.RATES,
+        arrival=load.arrival,
+        burstiness=load.burstiness,
+        slo=load.slo,
+        level=load.level,
+        loads=sweep.loads,
+        runs=[{s.name: s for s in shapes}],
+        extras=sweep.extras,
+        rise_pct=load.rise_pct,
+        seed=seed,
+        notes=sweep.notes,
     )
 
 
@@ -512,7 +570,12 @@ class _Server:
                     if r.status != 200:
                         raise _HttpStatus(r.status)
                     text = (await client.read_capped(r)).decode("utf-8", "replace")
-            return parse(text, model=model)
+            # In a thread: prometheus_client's parser took 45-73 ms for vLLM's 56 kB on the
+            # loaded 2-core VM, and on the event loop, once a second, it held every request
+            # due meanwhile: at 8 req/s (constant arrivals, 40 requests) the sends were 647
+            # to 981 ms late at p99; with the parse here 9 to 37 ms, as without polling at
+            # all (14 to 47 ms, the host's own scheduling).
+            return await asyncio.to_thread(parse, text, model=model)
         except (
             _HttpStatus,
             TimeoutError,
@@ -906,20 +969,33 @@ async def send_each(count: int, width: int, send: Callable[[int], Awaitable[bool
         await asyncio.gather(*workers, return_exceptions=True)
 
 
-async def _measure_shape(
+async def measure_shape(
     srv: _Server,
     config: BenchConfig,
     state: RunState,
     shape: Shape,
     live: Live,
     progress: Progress,
+    *,
+    offsets: Sequence[float] | None = None,
+    size: PromptSize | None = None,
+    warmup: bool = True,
+    equivalence: bool = True,
+    sent: schedule.Sent | None = None,
 ) -> None:
+    """Measure ``shape`` into ``state.shapes``: its users in a closed loop (each sends its
+    next request when its last one ended), or, with ``offsets``, each request at its send
+    offset (collect/bench/schedule.py, an open loop; ``sent`` gets each one's lateness and
+    the peak in flight). ``size`` (the prompt size, when already known), ``warmup`` and
+    ``equivalence`` (the greedy prompts) let a sweep do those once for all its points."""
     server = state.server
     assert server is not None
     assert server.model is not None
     model = server.model
-    size = await prompt_size(srv, config, server, shape)
-    target, n_words, size_source, notes = size.target, size.n_words, size.source, size.notes
+    if size is None:
+        size = await prompt_size(srv, config, server, shape)
+    target, n_words, size_source = size.target, size.n_words, size.source
+    notes = list(size.notes)
     total = config.requests or shape.planned_requests()
     chat_url = srv.endpoint.url("/v1/chat/completions")
 
@@ -941,7 +1017,7 @@ async def _measure_shape(
             srv.session, chat_url, data, srv.headers, deadline_s=config.deadline_s, max_tokens=most
         )
 
-    if shape.warmup:
+    if shape.warmup and warmup:
         live.phase = "warm-up"
         progress(live)
 
@@ -997,7 +1073,17 @@ async def _measure_shape(
 
     poller = asyncio.create_task(poll()) if server.metrics_endpoint else None
     try:
-        await send_each(total, shape.concurrency, one)
+        if offsets is None:
+            await send_each(total, shape.concurrency, one)
+        else:
+            done = await schedule.send_on_schedule(
+                offsets[:total],
+                one,
+                start=cur.t0,
+                stop=lambda: stop_at is not None and time.perf_counter() >= stop_at,
+                sent=sent,
+            )
+            stopped = stopped or done.stopped
         # vLLM's benchmark_duration: from before the first request to after the last.
         end = time.perf_counter()
     finally:
@@ -1021,8 +1107,8 @@ async def _measure_shape(
         if server.tokenize_endpoint:
             counted = await srv.count_tokens(model, o.reasoning_text, chat=False)
         estimates.append(counted if counted is not None else o.reasoning_chunks)
-    equivalence: list[EquivalenceOutput] = []
-    if config.equivalence:
+    greedy_outputs: list[EquivalenceOutput] = []
+    if config.equivalence and equivalence:
         live.phase = "equivalence"
         progress(live)
         asked = min(shape.output_tokens, _EQUIVALENCE_MAX_TOKENS)
@@ -1058,7 +1144,7 @@ async def _measure_shape(
                 top = None
                 o = await greedy(text, top)
             note_fingerprint(state, o)
-            equivalence.append(
+            greedy_outputs.append(
                 EquivalenceOutput(
                     prompt_id=prompt_id,
                     ok=o.ok,
@@ -1077,7 +1163,7 @@ async def _measure_shape(
             end=end,
             complete=not stopped,
             after=after,
-            equivalence=equivalence,
+            equivalence=greedy_outputs,
             reasoning_estimates=estimates,
         )
     )
@@ -1115,7 +1201,9 @@ async def connect(
 
 
 async def run_bench(config: BenchConfig, state: RunState, progress: Progress) -> None:
-    """Measure every shape of ``config`` into ``state``."""
+    """Measure every shape of ``config`` into ``state`` (``config.load`` is app/sweep.py's:
+    its ``run`` measures either)."""
+    assert config.load is None, "a rate run is app.sweep.run's"
     width = max(s.concurrency for s in config.shapes) + 4
     async with connect(config, state, width=width) as srv:
         if srv is None:
@@ -1123,7 +1211,7 @@ async def run_bench(config: BenchConfig, state: RunState, progress: Progress) ->
         live = Live()
         for shape in config.shapes:
             try:
-                await _measure_shape(srv, config, state, shape, live, progress)
+                await measure_shape(srv, config, state, shape, live, progress)
             except MemoryError:
                 # Within the shapes' limits only a machine short of memory gets here; what
                 # was measured is kept (the shape in progress as partial).

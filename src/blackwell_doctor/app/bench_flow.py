@@ -18,12 +18,16 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol
 from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
-    from blackwell_doctor.app.bench import BenchConfig, Live
+    from blackwell_doctor.app.bench import BenchConfig, Live, RateLoad
     from blackwell_doctor.app.soak import SoakState
     from blackwell_doctor.report.bench import BenchRun, CompareDocument
     from blackwell_doctor.report.bench_ladder import LadderDocument
     from blackwell_doctor.ruledata.shapes import Shape
     from blackwell_doctor.rules.soak_trend import SoakRules
+
+
+# The shape bench --rate measures when no --shape is given.
+RATE_SHAPE = "short"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +59,14 @@ class BenchRequest:
     compare_urls: tuple[str, str] | None = None  # --compare-urls A B: measure both, compare
     # --facts FILE: the serving host's facts (collect -o), pinned in the run's environment.
     facts_file: Path | None = None
+    # bench --rate R[,R...]|sweep (app/sweep.py): one shape at each load, with its arrival
+    # process, and the SLOs its requests are judged against (rules/goodput.py).
+    rate: str | None = None
+    arrival: str | None = None  # constant, poisson (the default) or gamma
+    burstiness: float | None = None  # gamma's shape
+    slo: str | None = None  # ttft_ms:500,tpot_ms:50[,e2e_ms:...]
+    slo_level_pct: float | None = None  # default checks/bench_sweep.toml's
+    sweep_points: int | None = None  # default checks/bench_sweep.toml's
 
 
 class Display(Protocol):
@@ -99,9 +111,12 @@ def check_options(request: BenchRequest) -> None:
         ("--request-timeout", request.request_timeout_s),
         ("--fail-on-regression", request.fail_on_regression_pct),
         ("--threshold", request.threshold_pct),
+        ("--burstiness", request.burstiness),
+        ("--slo-level", request.slo_level_pct),
     ):
         if value is not None and not math.isfinite(value):
             raise UserError(f"{name} must be a finite number, got {value}")
+    _check_rate_options(request)
     if request.compare is not None:
         if len(request.compare) < 2:
             raise UserError("--compare needs two run files or more: BEFORE AFTER [MORE...]")
@@ -133,6 +148,105 @@ def check_options(request: BenchRequest) -> None:
         raise UserError("--soak-interval applies to --soak")
 
 
+def _check_rate_options(request: BenchRequest) -> None:
+    """The options of bench --rate that do not go together (before anything is read)."""
+    if request.rate is None:
+        for name, given in (
+            ("--arrival", request.arrival),
+            ("--burstiness", request.burstiness),
+            ("--sweep-points", request.sweep_points),
+        ):
+            if given is not None:
+                raise UserError(f"{name} applies to --rate")
+        if request.compare is None and (request.slo or request.slo_level_pct is not None):
+            raise UserError(
+                "--slo judges the requests of a rate run: give --rate (or --compare two of them)"
+            )
+        return
+    if request.compare is not None:
+        raise UserError("--rate measures; --compare reads run files (give --rate to bench)")
+    if request.soak is not None:
+        raise UserError("--soak holds one shape's closed-loop load; it does not take --rate")
+    if len(request.shape_names) > 1:
+        raise UserError("--rate measures one shape at several loads: give at most one --shape")
+    if request.slo_level_pct is not None and not request.slo:
+        raise UserError("--slo-level is the share of requests meeting --slo: give --slo")
+    rates_from(request)  # each rate, the arrival and the SLOs checked now
+    if request.sweep_points is not None and request.rate.strip() != SWEEP_WORD:
+        raise UserError("--sweep-points applies to --rate sweep")
+
+
+SWEEP_WORD = "sweep"
+# At most this many rates in one --rate, and none above this many requests per second.
+MAX_RATES = 100
+MAX_RATE = 1_000_000.0
+
+
+def rates_from(request: BenchRequest) -> RateLoad:
+    """``--rate`` and its options as the run's loads (UserError for bad input): no plan
+    yet, the rules of checks/bench_sweep.toml."""
+    from blackwell_doctor.app.bench import RateLoad
+    from blackwell_doctor.collect.bench.schedule import ARRIVALS, GAMMA, POISSON
+    from blackwell_doctor.rules import goodput as goodputs
+    from blackwell_doctor.rules import sweep as sweeps
+
+    assert request.rate is not None
+    text = request.rate.strip()
+    rates: tuple[float, ...] | None = None
+    if text != SWEEP_WORD:
+        values: list[float] = []
+        for part in text.split(","):
+            try:
+                value = float(part)
+            except ValueError:
+                raise UserError(
+                    f"--rate {text!r}: {part.strip()!r} is not a number of requests per second "
+                    f"(give R[,R...] or {SWEEP_WORD})"
+                ) from None
+            if not (math.isfinite(value) and 0 < value <= MAX_RATE):
+                raise UserError(
+                    f"--rate {text!r}: a rate is a number of requests per second above 0 and "
+                    f"at most {MAX_RATE:,.0f}, got {part.strip()}"
+                )
+            if sweeps.rate_label(value) in {sweeps.rate_label(v) for v in values}:
+                raise UserError(f"--rate {text!r}: {part.strip()} is given twice")
+            values.append(value)
+        if len(values) > MAX_RATES:
+            raise UserError(f"--rate: at most {MAX_RATES} rates, got {len(values)}")
+        rates = tuple(values)
+    arrival = POISSON if request.arrival is None else request.arrival.strip()
+    if arrival not in ARRIVALS:
+        raise UserError(f"--arrival {arrival!r}: one of {', '.join(ARRIVALS)}")
+    if arrival == GAMMA and request.burstiness is None:
+        raise UserError("--arrival gamma needs --burstiness (its shape; 1 is Poisson)")
+    if request.burstiness is not None:
+        if arrival != GAMMA:
+            raise UserError("--burstiness is the shape of --arrival gamma")
+        if not 0 < request.burstiness <= 1000:
+            raise UserError(
+                f"--burstiness must be above 0 and at most 1000, got {request.burstiness:g}"
+            )
+    rules = goodputs.load_sweep_rules()
+    try:
+        slo = goodputs.parse_slo(request.slo) if request.slo else {}
+        level = goodputs.parse_level(
+            rules.slo.level_pct if request.slo_level_pct is None else request.slo_level_pct
+        )
+    except goodputs.SloError as exc:
+        raise UserError(str(exc)) from None
+    points = rules.sweep.points if request.sweep_points is None else request.sweep_points
+    return RateLoad(
+        rates=rates,
+        arrival=arrival,
+        burstiness=request.burstiness,
+        slo=slo,
+        level=level,
+        points=points,
+        refine=rules.sweep.refine,
+        rise_pct=rules.sweep.rise_pct,
+    )
+
+
 def load_shapes(path: Path | None) -> dict[str, Shape]:
     """The built-in shapes, plus (and overridden by) those of the file at ``path``, read by
     the one bounded reader of user-named files; a bad file is a UserError."""
@@ -162,10 +276,11 @@ def plan(request: BenchRequest) -> Plan:
     timing = None  # the soak's (duration, interval)
     try:
         if request.soak is None:
+            names = list(request.shape_names)
+            if request.rate is not None and not names:
+                names = [RATE_SHAPE]
             shapes = select_shapes(
-                load_shapes(request.shapes_file),
-                list(request.shape_names),
-                requests=request.requests,
+                load_shapes(request.shapes_file), names, requests=request.requests
             )
         else:
             timing = _soak_timing(request.soak, request.soak_interval, request.shape_names)
@@ -188,6 +303,18 @@ def plan(request: BenchRequest) -> Plan:
         deadline_s=request.request_timeout_s,
         equivalence=request.equivalence and request.soak is None,
     )
+    if request.rate is not None:
+        from blackwell_doctor.ruledata.shapes import MAX_PROMPT_TOKENS_IN_FLIGHT
+
+        (shape,) = shapes
+        total = request.requests or shape.planned_requests()
+        if total * shape.input_tokens > MAX_PROMPT_TOKENS_IN_FLIGHT:
+            raise UserError(
+                f"--rate: {total} requests x {shape.input_tokens} input tokens of shape "
+                f"{shape.name} is above {MAX_PROMPT_TOKENS_IN_FLIGHT:,} tokens (at a rate, "
+                "every request may be in flight at once, each holding its own prompt)"
+            )
+        config = replace(config, load=rates_from(request))
     if request.facts_file is not None:
         from blackwell_doctor.app.obtain import read_facts_file
 
@@ -233,6 +360,7 @@ def run(plan: Plan, display: Display) -> BenchRun:
     the run early: the document keeps what was measured and says it was interrupted."""
     from blackwell_doctor.app import bench as runner
     from blackwell_doctor.app import soak as soaking
+    from blackwell_doctor.app import sweep as sweeping
     from blackwell_doctor.collect.bench import loop
 
     if plan.repeat > 1 or plan.other is not None:
@@ -243,7 +371,7 @@ def run(plan: Plan, display: Display) -> BenchRun:
     try:
         with display:
             if soak is None:
-                loop.run(runner.run_bench(plan.config, state, display))
+                loop.run(sweeping.run(plan.config, state, display))
             else:
                 soak_state = soak.state
                 display.status = lambda: soaking.live_line(soak_state)
@@ -269,12 +397,22 @@ def run_repeated(plan: Plan, display: Display) -> list[BenchRun]:
     Ctrl-C ends early: the documents keep the runs measured, the last one partial."""
     from blackwell_doctor.app import bench as runner
     from blackwell_doctor.app import repeat as repeating
+    from blackwell_doctor.app import sweep as sweeping
     from blackwell_doctor.collect.bench import loop
 
     configs = [plan.config] if plan.other is None else [plan.config, plan.other]
+    # bench --rate: the loads the first run measured (a sweep places its own), measured as
+    # they are by every run after it, so that every run's points are the same loads.
+    fixed: list[sweeping.Plan] = []
 
     def once(config: BenchConfig, state: runner.RunState, progress: runner.Progress) -> None:
-        loop.run(runner.run_bench(config, state, progress))
+        if fixed:
+            config = sweeping.with_plan(config, fixed[0])
+        try:
+            loop.run(sweeping.run(config, state, progress))
+        finally:
+            if not fixed and (measured := sweeping.plan_of(state)) is not None:
+                fixed.append(measured)
 
     try:
         with display:
@@ -331,6 +469,7 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument | Ladd
         return _ladder(request, stdin=stdin)
     before, after = request.compare
     runs = _read_runs((before, after), stdin=stdin)
+    slo, level = _compare_slo(request)
     try:
         return compare_runs(
             runs[0],
@@ -341,9 +480,25 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument | Ladd
             seed=request.seed,
             threshold_pct=request.threshold_pct,
             fail_on_regression_pct=request.fail_on_regression_pct,
+            slo=slo,
+            slo_level=level,
         )
     except NotComparable as exc:
         raise UserError(str(exc)) from None
+
+
+def _compare_slo(request: BenchRequest) -> tuple[dict[str, float] | None, float | None]:
+    """--slo and --slo-level given to a compare of rate runs (None: the before run's)."""
+    from blackwell_doctor.rules import goodput as goodputs
+
+    try:
+        slo = goodputs.parse_slo(request.slo) if request.slo else None
+        level = (
+            None if request.slo_level_pct is None else goodputs.parse_level(request.slo_level_pct)
+        )
+    except goodputs.SloError as exc:
+        raise UserError(str(exc)) from None
+    return slo, level
 
 
 def _read_runs(paths: Sequence[Path], *, stdin: BinaryIO) -> list[BenchRun]:

@@ -20,7 +20,8 @@ import msgspec
 from blackwell_doctor.app import bench as runner
 from blackwell_doctor.report.bench import BENCH_SCHEMA_VERSION, BenchRun, RepeatRun
 from blackwell_doctor.report.exitcodes import ExitCode
-from blackwell_doctor.rules.compare import calibrate
+from blackwell_doctor.rules.compare import calibrate, runs_of
+from blackwell_doctor.rules.sweep import resummarise
 
 MAX_REPEAT = 100
 
@@ -46,8 +47,12 @@ def combine(runs: Sequence[BenchRun], *, interleaved_with: str | None = None) ->
             for i, r in enumerate(runs[1:])
         ],
     )
+    extra: dict[str, object] = {}
+    if not isinstance(first.sweep, msgspec.UnsetType):
+        # The capacity at SLO of every run's points together, with its interval across runs.
+        extra["sweep"] = resummarise(first.sweep, runs_of(doc), seed=doc.seed)
     return msgspec.structs.replace(
-        doc, calibration=calibrate(doc, interleaved_with=interleaved_with)
+        doc, calibration=calibrate(doc, interleaved_with=interleaved_with), **extra
     )
 
 

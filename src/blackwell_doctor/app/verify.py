@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -34,6 +34,14 @@ from blackwell_doctor.recommend.launch import LaunchSpec, reachable_host
 from blackwell_doctor.report.bench import BenchRun, CompareDocument
 from blackwell_doctor.ruledata.shapes import Shape
 from blackwell_doctor.rules import gate as gates
+from blackwell_doctor.rules.compare import CAPACITY
+
+if TYPE_CHECKING:
+    from blackwell_doctor.app.bench import RateLoad
+    from blackwell_doctor.app.sweep import Plan
+
+# The shape apply --verify --rate benches when no --shape is given (bench --rate's).
+RATE_SHAPE = "short"
 
 VERIFY_SCHEMA_VERSION = 1
 # Between two tries of the first-token probe while the server loads.
@@ -59,6 +67,9 @@ class VerifySettings:
     record_dir: Path | None = None  # None: default_record_root()
     report_md: Path | None = None
     repeat: int = 1  # bench runs of the baseline and of the new container each
+    # --rate: bench one shape at these loads (app/sweep.py); the gate holds its capacity at
+    # SLO. The new container meets the loads the baseline measured.
+    load: RateLoad | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +89,11 @@ class VerifyRequest:
     record_dir: Path | None = None
     report_md: Path | None = None
     repeat: int = 1
+    rate: str | None = None  # --rate R[,R...]|sweep, as bench's
+    arrival: str | None = None
+    burstiness: float | None = None
+    slo: str | None = None
+    slo_level_pct: float | None = None
 
 
 def verify_settings(
@@ -105,6 +121,11 @@ def verify_settings(
                 ("--report-md", request.report_md),
                 ("--divergence-after", request.divergence_after),
                 ("--repeat", request.repeat != 1),
+                ("--rate", request.rate),
+                ("--arrival", request.arrival),
+                ("--burstiness", request.burstiness),
+                ("--slo", request.slo),
+                ("--slo-level", request.slo_level_pct is not None),
             )
             if value
         ]
@@ -116,15 +137,28 @@ def verify_settings(
     ):
         if not math.isfinite(value):
             raise UserError(f"{label} must be a finite number, got {value}")
-    known = frozenset({*LATENCY_METRICS, "output_tokens_per_s"})
+    known = frozenset({*LATENCY_METRICS, "output_tokens_per_s", CAPACITY})
+    load = _rate_load(request)
+    names_given = list(request.shape_names)
+    if load is not None and not names_given:
+        names_given = [RATE_SHAPE]
     try:
-        shapes = select_shapes(load_shapes(request.shapes_file), list(request.shape_names))
+        shapes = select_shapes(load_shapes(request.shapes_file), names_given)
         metrics = [gates.parse_gate_metric(m, known) for m in request.gate_metrics]
     except (ShapeError, gates.GateSpecError) as exc:
         raise UserError(str(exc)) from None
     names = {s.name for s in shapes}
+    if load is not None:
+        # A rate run's points are shapes named SHAPE@LOAD: a gated metric names one of them.
+        metrics = metrics or [gates.GateMetric(shapes[0].name, CAPACITY)]
     for m in metrics:
-        if m.shape is not None and m.shape not in names:
+        if m.metric == CAPACITY and load is None:
+            raise UserError(f"--gate-metric {m.label}: the capacity at SLO needs --rate and --slo")
+        if (
+            m.shape is not None
+            and m.shape not in names
+            and not (load is not None and m.shape.startswith(f"{shapes[0].name}@"))
+        ):
             raise UserError(f"--gate-metric {m.label}: shape {m.shape!r} is not benched")
     return VerifySettings(
         shapes=shapes,
@@ -139,7 +173,39 @@ def verify_settings(
         record_dir=request.record_dir,
         report_md=request.report_md,
         repeat=request.repeat,
+        load=load,
     )
+
+
+def _rate_load(request: VerifyRequest) -> RateLoad | None:
+    """--rate and its options, checked as bench checks them; None without --rate. The gate
+    holds a capacity at SLO, so --rate needs --slo."""
+    from blackwell_doctor.app.bench_flow import BenchRequest, check_options, rates_from
+    from blackwell_doctor.facts.errors import UserError
+
+    as_bench = BenchRequest(
+        url="http://127.0.0.1",
+        shape_names=request.shape_names,
+        rate=request.rate,
+        arrival=request.arrival,
+        burstiness=request.burstiness,
+        slo=request.slo,
+        slo_level_pct=request.slo_level_pct,
+    )
+    if request.rate is None:
+        for name, given in (("--arrival", request.arrival), ("--burstiness", request.burstiness)):
+            if given is not None:
+                raise UserError(f"{name} applies to --rate")
+        if request.slo or request.slo_level_pct is not None:
+            raise UserError("--slo is the gate of --rate: give --rate")
+        return None
+    check_options(as_bench)
+    if not request.slo:
+        raise UserError(
+            "apply --verify --rate keeps a change only if its capacity at SLO did not drop: "
+            "give --slo (e.g. ttft_ms:500,tpot_ms:50)"
+        )
+    return rates_from(as_bench)
 
 
 class WarmStart(msgspec.Struct, kw_only=True):
@@ -266,11 +332,15 @@ def bench(
     say: Callable[[str], None],
     label: str,
     image: str | None = None,
+    plan: Plan | None = None,
 ) -> tuple[BenchRun, bool]:
     """``settings.repeat`` bench runs against ``url``, one document (with more than one,
     its runs and their noise floor); (document, interrupted). Ctrl-C is re-raised after
-    the partial document is returned through the KeyboardInterrupt's ``partial``."""
+    the partial document is returned through the KeyboardInterrupt's ``partial``. With
+    ``settings.load`` each run measures ``plan`` (the loads the baseline measured), or the
+    loads the first run placed."""
     from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.app import sweep as sweeping
     from blackwell_doctor.app.repeat import combine
     from blackwell_doctor.collect.bench import loop
 
@@ -283,6 +353,7 @@ def bench(
         requests=settings.requests,
         deadline_s=settings.request_timeout_s,
         container_image=image,
+        load=settings.load,
     )
     runs: list[BenchRun] = []
 
@@ -296,7 +367,14 @@ def bench(
             # Inside: a Ctrl-C from the moment the line is out leaves an (empty) partial run.
             which = f" (run {i + 1} of {settings.repeat})" if settings.repeat > 1 else ""
             say(f"bench {label}{which}: {url}, shapes {', '.join(s.name for s in settings.shapes)}")
-            loop.run(runner.run_bench(config, state, progress))
+            measured = (
+                config if plan is None or config.load is None else sweeping.with_plan(config, plan)
+            )
+            try:
+                loop.run(sweeping.run(measured, state, progress))
+            finally:
+                if plan is None:
+                    plan = sweeping.plan_of(state)
         except KeyboardInterrupt as exc:
             runs.append(runner.build_document(state, interrupted=True))
             exc.partial = combine(runs)  # type: ignore[attr-defined]
@@ -538,7 +616,14 @@ def run_verified(
                 warm.error = str(exc)
                 raise GateRejected(f"the new container served no token: {exc}") from None
         try:
-            after, _ = bench(new_url, settings, say=say, label="new", image=image_of(container))
+            after, _ = bench(
+                new_url,
+                settings,
+                say=say,
+                label="new",
+                image=image_of(container),
+                plan=_plan_of(progress.baseline),
+            )
         except KeyboardInterrupt as exc:
             partial = getattr(exc, "partial", None)
             if partial is not None:
@@ -621,6 +706,15 @@ def run_verified(
             record.previous_serving_error = str(exc) or "interrupted"
     write(_encode(record), where / "verify.json")
     return ending, record, where, progress.compare
+
+
+def _plan_of(run: BenchRun | None) -> Plan | None:
+    """The loads a rate run measured, for the new container to meet the same ones."""
+    if run is None or isinstance(run.sweep, msgspec.UnsetType):
+        return None
+    from blackwell_doctor.rules.sweep import loads_of
+
+    return tuple(loads_of(run.sweep))
 
 
 def _encode(record: VerifyRecord) -> str:

@@ -220,6 +220,55 @@ def apply(
             rich_help_panel=_VERIFY,
         ),
     ] = None,
+    rate: Annotated[
+        str | None,
+        typer.Option(
+            "--rate",
+            metavar="R[,R...]|sweep",
+            help="Bench at these request rates (or sweep to the knee) instead of the shapes' "
+            "fixed concurrency; the gate then keeps the change only if the capacity at --slo "
+            "did not drop.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    arrival: Annotated[
+        str | None,
+        typer.Option(
+            "--arrival",
+            metavar="constant|poisson|gamma",
+            help="With --rate: the arrival process (default poisson).",
+            rich_help_panel=_VERIFY,
+            show_default=False,
+        ),
+    ] = None,
+    burstiness: Annotated[
+        float | None,
+        typer.Option(
+            "--burstiness",
+            help="With --arrival gamma: its shape.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            "--slo",
+            metavar="METRIC:MS[,...]",
+            help="With --rate: the SLOs of the capacity the gate holds (ttft_ms, tpot_ms, "
+            "e2e_ms), e.g. ttft_ms:500,tpot_ms:50.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    slo_level: Annotated[
+        float | None,
+        typer.Option(
+            "--slo-level",
+            metavar="PCT",
+            help="With --slo: the share of requests that must meet them (default 90).",
+            rich_help_panel=_VERIFY,
+            show_default=False,
+        ),
+    ] = None,
     example: ExampleName = None,
 ) -> None:
     """Run the recommended runtime through the Docker API (DOCKER_HOST): a plan by
@@ -263,6 +312,11 @@ def apply(
             record_dir=record_dir,
             report_md=report_md,
             repeat=repeat,
+            rate=rate,
+            arrival=arrival,
+            burstiness=burstiness,
+            slo=slo,
+            slo_level_pct=slo_level,
         ),
     )
     outcome = flow.apply(

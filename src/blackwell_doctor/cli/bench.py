@@ -30,6 +30,11 @@ and a verdict, and a scorecard, and what else differs between the runs' pinned
 environments. `bench --compare a.json b.json c.json ...` is a ladder: each run against the
 one before it and the first against the last, in one table, with what changed at each step.
 
+`bench --rate 1,2,4` sends one shape's requests at each rate (Poisson arrivals by default,
+seeded); `bench --rate sweep` finds the range itself (one request at a time, every request
+at once, rates between up to the knee where latency leaves its floor). With `--slo
+ttft_ms:500,tpot_ms:50` each point has its goodput, and the run its capacity at SLO.
+
 `bench --soak 8h` holds one shape's load (default: concurrent) for that long and reports
 per interval latency, throughput, the server's KV-cache use and each GPU's used memory,
 then whether any of them grows (Theil-Sen slope per hour, thresholds in checks/soak.toml).
@@ -189,6 +194,62 @@ def register(app: typer.Typer) -> None:
                 help="With --soak: the interval (default: about 30 of them, 5 s to 60 s).",
             ),
         ] = None,
+        rate: Annotated[
+            str | None,
+            typer.Option(
+                "--rate",
+                metavar="R[,R...]|sweep",
+                help="Send one shape's requests at each rate (requests/s), or 'sweep': one at "
+                "a time, all at once, then rates between up to the knee.",
+            ),
+        ] = None,
+        arrival: Annotated[
+            str | None,
+            typer.Option(
+                "--arrival",
+                metavar="constant|poisson|gamma",
+                help="With --rate: the arrival process (default poisson, as vllm bench serve).",
+                show_default=False,
+            ),
+        ] = None,
+        burstiness: Annotated[
+            float | None,
+            typer.Option(
+                "--burstiness",
+                help="With --arrival gamma: its shape (vLLM's --burstiness; below 1 burstier "
+                "than Poisson, above 1 more even).",
+            ),
+        ] = None,
+        slo: Annotated[
+            str | None,
+            typer.Option(
+                "--slo",
+                metavar="METRIC:MS[,...]",
+                help="With --rate (or --compare of rate runs): the SLOs each request must meet "
+                "(ttft_ms, tpot_ms, e2e_ms), e.g. ttft_ms:500,tpot_ms:50.",
+            ),
+        ] = None,
+        slo_level: Annotated[
+            float | None,
+            typer.Option(
+                "--slo-level",
+                metavar="PCT",
+                help="With --slo: the share of requests that must meet them for a rate to "
+                "count toward capacity (default 90).",
+                show_default=False,
+            ),
+        ] = None,
+        sweep_points: Annotated[
+            int | None,
+            typer.Option(
+                "--sweep-points",
+                min=1,
+                max=100,
+                help="With --rate sweep: the rates placed between one at a time and all at "
+                "once (default 6).",
+                show_default=False,
+            ),
+        ] = None,
         example: Annotated[
             str | None,
             typer.Option(
@@ -239,6 +300,12 @@ def register(app: typer.Typer) -> None:
             resamples=resamples,
             repeat=repeat,
             compare_urls=compare_urls,
+            rate=rate,
+            arrival=arrival,
+            burstiness=burstiness,
+            slo=slo,
+            slo_level_pct=slo_level,
+            sweep_points=sweep_points,
         )
         if compare_urls is not None:
             _compare_urls(request, fmt, output)

@@ -23,14 +23,20 @@ from blackwell_doctor.render.formats import BenchFormat
 from blackwell_doctor.render.markdown import cell, prose
 from blackwell_doctor.report.bench import (
     ESTIMATED,
+    SYNCHRONOUS,
+    THROUGHPUT,
     USAGE,
     BenchRun,
     Calibration,
+    Capacity,
     CompareDocument,
     Comparison,
     ShapeResult,
     SoakResult,
     Stats,
+    SweepComparison,
+    SweepPoint,
+    SweepResult,
 )
 from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison
 from blackwell_doctor.report.bench_ladder import LadderDocument
@@ -206,6 +212,12 @@ def _run(doc: BenchRun, *, markdown: bool) -> str:
         out.append(f"finding: {w(finding)}")
     if doc.environment is not None:
         out += _environment_lines(doc.environment, markdown=markdown)
+    if not isinstance(doc.sweep, msgspec.UnsetType):
+        out.append("")
+        out += sweep_lines(doc.sweep, markdown=markdown)
+        if doc.shapes:
+            out.append("")
+            out.append("## each point" if markdown else "each point:")
     for shape in doc.shapes:
         out.append("")
         out += _shape_lines(shape, markdown=markdown)
@@ -216,6 +228,151 @@ def _run(doc: BenchRun, *, markdown: bool) -> str:
         out.append("")
         out += _soak_lines(doc.soak, markdown=markdown)
     return "\n".join(out) + "\n"
+
+
+def slo_text(slo: dict[str, float], level: float) -> str:
+    """``ttft_ms <= 500, tpot_ms <= 50 for 90% of requests``."""
+    limits = ", ".join(f"{k} <= {v:g}" for k, v in slo.items())
+    return f"{limits} for {level:.0%} of requests"
+
+
+def load_text(p: SweepPoint) -> str:
+    if p.load == SYNCHRONOUS:
+        return "one at a time"
+    if p.load == THROUGHPUT:
+        return "all at once"
+    return f"{_g3(p.offered_rate)}/s"
+
+
+def _g3(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.3g}" if value < 1000 else f"{value:,.0f}"
+
+
+def capacity_text(c: Capacity) -> str:
+    """The capacity at SLO in a few words: ``2.4 req/s [2.1, 2.9]``, ``at least 8 req/s``."""
+    if c.bound == "crossing" and c.rate is not None:
+        ci = (
+            f" [{_g3(c.ci_low)}, {_g3(c.ci_high)}]"
+            if c.ci_low is not None and c.ci_high is not None
+            else ""
+        )
+        return f"{_g3(c.rate)} req/s{ci}"
+    if c.bound == "at least":
+        return f"at least {_g3(c.rate)} req/s"
+    if c.bound == "below":
+        return f"below {_g3(c.rate)} req/s"
+    return "not measured"
+
+
+def sweep_lines(sweep: SweepResult, *, markdown: bool) -> list[str]:
+    """A rate run: its points, the knee and the capacity at SLO."""
+    w = _words(markdown)
+    arrival = sweep.arrival + (
+        f" (burstiness {sweep.burstiness:g})" if sweep.burstiness is not None else ""
+    )
+    head = (
+        f"{'sweep' if sweep.mode == 'sweep' else 'rates'} of {w(sweep.shape)}: "
+        f"{len(sweep.points)} loads, {w(arrival)} arrivals"
+    )
+    out = [f"### {head}" if markdown else head]
+    if sweep.slo:
+        out.append(f"SLO: {w(slo_text(sweep.slo, sweep.slo_level))}")
+    if markdown:
+        out.append("")
+    rows = [
+        [
+            "load",
+            "req/s offered",
+            "achieved",
+            "ok",
+            "TTFT p50",
+            "TPOT p50",
+            "E2E p50",
+            "E2E p99",
+            "out tok/s",
+            "goodput",
+            "in SLO",
+            "late p99 ms",
+        ]
+    ]
+    for p in sweep.points:
+        m = p.metrics
+        rows.append(
+            [
+                load_text(p) + ("" if p.complete else " (partial)"),
+                _g3(p.offered_rate),
+                _f(p.achieved_rate, 2),
+                f"{p.completed}/{p.requests}",
+                _f(m.ttft_ms.p50, 2),
+                _f(m.tpot_ms.p50, 2),
+                _f(m.e2e_ms.p50, 2),
+                _f(m.e2e_ms.p99, 2),
+                _f(m.output_tokens_per_s),
+                _f(p.goodput, 2),
+                "-" if p.goodput_share is None else f"{p.goodput_share:.0%}",
+                "-" if p.send_lateness_ms is None else _f(p.send_lateness_ms.p99, 2),
+            ]
+        )
+    out += _table(rows, markdown=markdown)
+    if markdown:
+        out.append("")
+    out.append(f"knee: {w(sweep.knee.verdict)}: {w(sweep.knee.reason)}")
+    if sweep.capacity is not None:
+        out.append(f"capacity at SLO: {capacity_text(sweep.capacity)}: {w(sweep.capacity.reason)}")
+    for note in sweep.notes:
+        out.append(f"note: {w(note)}")
+    return out
+
+
+def sweep_compare_lines(sw: SweepComparison, *, markdown: bool) -> list[str]:
+    """Two sweeps' curves side by side, load by load, and their knees and capacities."""
+    w = _words(markdown)
+    head = f"sweeps of {w(sw.before.shape)}, before -> after"
+    out = [f"### {head}" if markdown else head]
+    if sw.slo:
+        out.append(f"SLO: {w(slo_text(sw.slo, sw.slo_level))}")
+    if markdown:
+        out.append("")
+    after = {p.shape: p for p in sw.after.points}
+
+    def pair(b: float | None, a: float | None, digits: int = 2) -> str:
+        return f"{_f(b, digits)} -> {_f(a, digits)}"
+
+    rows = [["load", "achieved req/s", "E2E p50 ms", "TTFT p50 ms", "out tok/s", "in SLO"]]
+    for p in sw.before.points:
+        q = after.get(p.shape)
+        if q is None:
+            continue
+        share = (
+            "-"
+            if p.goodput_share is None or q.goodput_share is None
+            else f"{p.goodput_share:.0%} -> {q.goodput_share:.0%}"
+        )
+        rows.append(
+            [
+                load_text(p),
+                pair(p.achieved_rate, q.achieved_rate),
+                pair(p.metrics.e2e_ms.p50, q.metrics.e2e_ms.p50),
+                pair(p.metrics.ttft_ms.p50, q.metrics.ttft_ms.p50),
+                pair(p.metrics.output_tokens_per_s, q.metrics.output_tokens_per_s, 1),
+                share,
+            ]
+        )
+    out += _table(rows, markdown=markdown)
+    if markdown:
+        out.append("")
+    for side, sweep in (("before", sw.before), ("after", sw.after)):
+        out.append(f"knee {side}: {w(sweep.knee.verdict)}: {w(sweep.knee.reason)}")
+    for side, sweep in (("before", sw.before), ("after", sw.after)):
+        if sweep.capacity is not None:
+            out.append(f"capacity at SLO {side}: {capacity_text(sweep.capacity)}")
+    for name in sw.only_before:
+        out.append(f"only before: {w(name)}")
+    for name in sw.only_after:
+        out.append(f"only after: {w(name)}")
+    for note in sw.notes:
+        out.append(f"note: {w(note)}")
+    return out
 
 
 def _calibration_lines(cal: Calibration, *, markdown: bool) -> list[str]:
@@ -428,6 +585,9 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> str:
         rows.append([w(r.shape), w(r.metric), _f(r.before, 2), _f(r.after, 2), change, ci, verdict])
     out += _table(rows, markdown=markdown)
     out.append("")
+    if not isinstance(doc.sweep, msgspec.UnsetType):
+        out += sweep_compare_lines(doc.sweep, markdown=markdown)
+        out.append("")
     for e in doc.equivalence:
         rate = "-" if e.exact_match_rate is None else f"{e.exact_match_rate:.0%}"
         line = f"equivalence {w(e.shape)}: {rate} of {e.prompts} greedy prompts identical"

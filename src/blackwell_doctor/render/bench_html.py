@@ -37,11 +37,14 @@ from blackwell_doctor.render.svg import (
 )
 from blackwell_doctor.report.bench import (
     BenchRun,
+    Capacity,
     CompareDocument,
     RequestSample,
     ShapeResult,
     SoakInterval,
     SoakResult,
+    SweepPoint,
+    SweepResult,
     Trend,
 )
 from blackwell_doctor.report.bench_ladder import LadderDocument
@@ -80,11 +83,14 @@ def render_run_html(doc: BenchRun, text: str) -> str:
     if server.error:
         body.append(paragraph(f"error: {server.error}", "finding"))
     body += [paragraph(f"finding: {f}", "finding") for f in doc.findings]
+    if not isinstance(doc.sweep, msgspec.UnsetType):
+        body += sweep_section([("", doc.sweep)])
     if doc.shapes:
         body.append(heading(2, "Latency distributions"))
         for n, shape in enumerate(doc.shapes):
             body += _shape_section(shape, n)
-        body += _throughput_section(doc.shapes)
+        if isinstance(doc.sweep, msgspec.UnsetType):  # a rate run has its own curves above
+            body += _throughput_section(doc.shapes)
     if doc.soak is not None:
         body += _soak_section(doc.soak)
     body.append(text_report(text, "The terminal report of this run"))
@@ -261,6 +267,229 @@ def _throughput_section(shapes: Sequence[ShapeResult]) -> list[str]:
     )
     out.append(figure("throughput", svg, caption, legend(series), table))
     return out
+
+
+# --------------------------------------------------------------------------- a rate run
+
+_LOAD_WORDS = {"synchronous": "one at a time", "throughput": "all at once"}
+
+
+def _load(p: SweepPoint) -> str:
+    return _LOAD_WORDS.get(p.load, f"{_g(p.offered_rate)}/s")
+
+
+def _load_order(p: SweepPoint) -> tuple[int, float]:
+    """One at a time, the rates upward, all at once: the order of the load offered."""
+    return (
+        0 if p.load == "synchronous" else 2 if p.load == "throughput" else 1,
+        p.offered_rate or 0.0,
+    )
+
+
+def _g(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.3g}" if value < 1000 else f"{value:,.0f}"
+
+
+def sweep_section(sides: Sequence[tuple[str, SweepResult]]) -> list[str]:
+    """One rate run (``sides`` of one, labelled "") or two (before, after): latency against
+    throughput and goodput against the offered rate, each with its table."""
+    first = sides[0][1]
+    two = len(sides) > 1
+    out = [heading(2, "Load: latency and goodput against the rate")]
+    for label, sw in sides:
+        arrival = sw.arrival + (f" (burstiness {sw.burstiness:g})" if sw.burstiness else "")
+        line = (
+            f"{label + ': ' if label else ''}{sw.mode} of {sw.shape}, {len(sw.points)} loads, "
+            f"{arrival} arrivals; knee: {sw.knee.verdict}"
+            + (f" at {_g(sw.knee.rate)} req/s" if sw.knee.rate is not None else "")
+        )
+        if sw.capacity is not None:
+            line += f"; capacity at SLO: {_capacity(sw.capacity)}"
+        out.append(paragraph(line))
+    if first.slo:
+        limits = ", ".join(f"{k} <= {v:g} ms" for k, v in first.slo.items())
+        out.append(paragraph(f"SLO: {limits} for {first.slo_level:.0%} of requests"))
+    out += _latency_figure(sides, two)
+    out += _goodput_figure(sides, two)
+    return out
+
+
+def _capacity(c: Capacity) -> str:
+    if c.bound == "crossing":
+        ci = f" [{_g(c.ci_low)}, {_g(c.ci_high)}]" if c.ci_low is not None else ""
+        return f"{_g(c.rate)} req/s{ci}"
+    if c.bound in ("at least", "below"):
+        return f"{c.bound} {_g(c.rate)} req/s"
+    return c.bound
+
+
+def _latency_figure(sides: Sequence[tuple[str, SweepResult]], two: bool) -> list[str]:
+    """Median and tail latency against the achieved request rate, a point per load."""
+    series: list[Series] = []
+    rows: list[list[str]] = []
+    metrics: tuple[tuple[str, Callable[[SweepPoint], float | None]], ...] = (
+        (
+            ("E2E p50", lambda p: p.metrics.e2e_ms.p50),
+            ("TTFT p50", lambda p: p.metrics.ttft_ms.p50),
+        )
+        if two
+        else (
+            ("E2E p50", lambda p: p.metrics.e2e_ms.p50),
+            ("E2E p99", lambda p: p.metrics.e2e_ms.p99),
+            ("TTFT p50", lambda p: p.metrics.ttft_ms.p50),
+        )
+    )
+    colour = 0
+    for label, sw in sides:
+        ordered = sorted((p for p in sw.points if p.achieved_rate), key=_load_order)
+        for name, get in metrics:
+            kept = [(p, v) for p in ordered if (v := get(p)) is not None and v > 0]
+            if not kept:
+                continue
+            title = f"{name} {label}".strip()
+            series.append(
+                Series(
+                    title,
+                    [(p.achieved_rate or 0.0, v) for p, v in kept],
+                    "linepoints",
+                    PALETTE[colour % len(PALETTE)],
+                    [
+                        f"{_load(p)}: {title} {v:,.1f} ms at {p.achieved_rate:,.3g} req/s"
+                        for p, v in kept
+                    ],
+                )
+            )
+            colour += 1
+        for p in sw.points:
+            m = p.metrics
+            rows.append(
+                ([label] if two else [])
+                + [
+                    _load(p),
+                    _f(p.achieved_rate),
+                    _f(m.output_tokens_per_s, 1),
+                    _f(m.ttft_ms.p50),
+                    _f(m.tpot_ms.p50),
+                    _f(m.e2e_ms.p50),
+                    _f(m.e2e_ms.p99),
+                ]
+            )
+    head = (["run"] if two else []) + [
+        "load",
+        "achieved req/s",
+        "out tok/s",
+        "TTFT p50 ms",
+        "TPOT p50 ms",
+        "E2E p50 ms",
+        "E2E p99 ms",
+    ]
+    table = Table(head, rows, text_columns=frozenset({0, 1} if two else {0}))
+    if not series:
+        return [paragraph("No load answered: no curve to draw.", "note"), table.markup()]
+    svg = xy_plot(
+        series,
+        Axis("achieved requests per second"),
+        Axis("milliseconds (log scale)", log=True),
+        title="latency against throughput",
+    )
+    caption = (
+        "Latency against throughput: each load's median (and tail) latency at the request rate "
+        "the server achieved (successful requests over the load's duration), joined in the "
+        "order of the load: one request at a time, each rate upward, every request at once. "
+        "A curve that turns back has passed what the server serves."
+    )
+    return [figure("latency-throughput", svg, caption, legend(series), table)]
+
+
+def _goodput_figure(sides: Sequence[tuple[str, SweepResult]], two: bool) -> list[str]:
+    """The achieved rate and the goodput against the offered rate (rate loads only), with
+    the capacity at SLO and the knee marked."""
+    series: list[Series] = []
+    rows: list[list[str]] = []
+    colour = 0
+    top = 0.0
+    for label, sw in sides:
+        rates = sorted(
+            (p for p in sw.points if p.load == "rate" and p.offered_rate),
+            key=lambda p: p.offered_rate or 0.0,
+        )
+        curves: tuple[tuple[str, Callable[[SweepPoint], float | None]], ...] = (
+            ("achieved", lambda p: p.achieved_rate),
+            ("goodput", lambda p: p.goodput),
+        )
+        for name, get in curves:
+            kept = [(p, v) for p in rates if (v := get(p)) is not None]
+            if not kept:
+                continue
+            title = f"{name} {label}".strip()
+            top = max(top, *(v for _, v in kept), *(p.offered_rate or 0.0 for p, _ in kept))
+            series.append(
+                Series(
+                    title,
+                    [(p.offered_rate or 0.0, v) for p, v in kept],
+                    "linepoints",
+                    PALETTE[colour % len(PALETTE)],
+                    [f"{title}: {v:,.3g} req/s at {p.offered_rate:,.3g} offered" for p, v in kept],
+                )
+            )
+            colour += 1
+        for p in rates:
+            rows.append(
+                ([label] if two else [])
+                + [
+                    _g(p.offered_rate),
+                    _f(p.achieved_rate),
+                    _f(p.goodput),
+                    "-" if p.goodput_share is None else f"{p.goodput_share:.0%}",
+                    f"{p.completed}/{p.requests}",
+                    "-" if p.send_lateness_ms is None else _f(p.send_lateness_ms.p99),
+                ]
+            )
+    marks: list[Series] = []
+    for label, sw in sides:
+        cap = sw.capacity
+        for what, at in (
+            ("capacity", cap.rate if cap is not None and cap.bound == "crossing" else None),
+            ("knee", sw.knee.rate),
+        ):
+            if at is not None and top > 0:
+                title = f"{what} {label}".strip()
+                marks.append(
+                    Series(
+                        title,
+                        [(at, 0.0), (at, top)],
+                        "dashed" if label == "before" else "line",
+                        NEUTRAL if what == "knee" else BAD,
+                        [f"{title}: {at:,.3g} req/s"] * 2,
+                    )
+                )
+    head = (["run"] if two else []) + [
+        "offered req/s",
+        "achieved req/s",
+        "goodput req/s",
+        "in SLO",
+        "ok",
+        "send lateness p99 ms",
+    ]
+    table = Table(head, rows, text_columns=frozenset({0} if two else set()))
+    if not series:
+        return [
+            paragraph("No load at a rate was measured: no goodput curve to draw.", "note"),
+            table.markup(),
+        ]
+    svg = xy_plot(
+        [*series, *marks],
+        Axis("offered requests per second"),
+        Axis("requests per second", low=0.0),
+        title="goodput against the offered rate",
+    )
+    caption = (
+        "Goodput against the offered rate: the requests per second the server completed "
+        "(achieved) and those that met every SLO (goodput) at each rate sent; vertical lines "
+        "mark the capacity at SLO and the knee where latency left its floor"
+        + (" (the before run's dashed)." if two else ".")
+    )
+    return [figure("goodput-rate", svg, caption, legend([*series, *marks]), table)]
 
 
 # --------------------------------------------------------------------------- a soak
@@ -624,6 +853,9 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
         )
     if doc.between_run_noise:
         body.append(paragraph(f"between-run noise: {doc.between_run_noise}", "note"))
+    if not isinstance(doc.sweep, msgspec.UnsetType):
+        body += sweep_section([("before", doc.sweep.before), ("after", doc.sweep.after)])
+        body += [paragraph(f"note: {n}", "note") for n in doc.sweep.notes]
     body += _environment_section(doc)
     body.append(text_report(text, "The terminal report of this compare"))
     return page(title, body, subtitle=subtitle)

@@ -10,14 +10,18 @@ from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison
 # 2: the optional ``soak`` section (``bench --soak``). 3: ``repeats`` (the other runs of
 # ``bench --repeat N``) and ``calibration`` (their noise floor). Versions 1 and 2 are still
 # read (one run, no floor). 4: ``environment`` (what the run pinned of the server and its
-# host); older documents read with none.
-BENCH_SCHEMA_VERSION = 4
-READABLE_BENCH_SCHEMA_VERSIONS = (1, 2, 3, 4)
+# host); older documents read with none. 5: ``sweep`` (``bench --rate``: each load's point,
+# the knee, the capacity at SLO); absent from a run at fixed shapes.
+BENCH_SCHEMA_VERSION = 5
+READABLE_BENCH_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 # Where a token count comes from: the server's usage, or this client's estimate.
 USAGE = "usage"
 ESTIMATED = "estimated"
 # 2: ``runs``, ``between_run_noise``, ``noise_floor_source``, each row's ``noise_floor_pct``
-# and the verdict "within the noise floor".
+# and the verdict "within the noise floor". Since, without a new version (each absent where
+# it does not apply, so a compare of runs without them is byte for byte what it was):
+# ``environment``, and ``sweep`` (two rate runs' curves; their capacity at SLO is a row of
+# ``comparisons``).
 COMPARE_SCHEMA_VERSION = 2
 
 
@@ -233,6 +237,93 @@ class SoakResult(msgspec.Struct, frozen=True, kw_only=True):
     notes: list[str]
 
 
+# A sweep point's load (SweepPoint.load).
+SYNCHRONOUS = "synchronous"  # one request at a time (closed loop): the latency floor
+THROUGHPUT = "throughput"  # every request at once (closed loop): the most the server serves
+RATE = "rate"  # open loop: requests sent at offered_rate by the arrival process
+
+
+class SweepPoint(msgspec.Struct, frozen=True, kw_only=True):
+    """One load of ``bench --rate``: its requests are the run's shape named ``shape`` (with
+    their samples); here, what the load asked for and what the server made of it."""
+
+    shape: str  # the ShapeResult of this point, e.g. "short@2.5/s"
+    load: str  # "synchronous", "throughput" or "rate"
+    # Requests per second the schedule sent at (rate loads); null for the closed loops.
+    offered_rate: float | None
+    # Successful requests per second over the point's duration, first request sent to the
+    # last one finished: vLLM's request_throughput (its metrics' requests_per_s).
+    achieved_rate: float | None
+    requests: int  # sent (finished or failed)
+    completed: int
+    errors: dict[str, int]
+    complete: bool  # false when interrupted or stopped by --duration
+    # Requests per second that met every SLO (over the same duration): vLLM's
+    # request_goodput. Null without --slo.
+    goodput: float | None
+    # Of the requests sent, the share that met every SLO (a failed one meets none): aiperf's
+    # good_request_fraction. Null without --slo.
+    goodput_share: float | None
+    # goodput_share at or above the sweep's slo_level; null without --slo.
+    meets_slo: bool | None
+    peak_in_flight: int | None  # the most requests of this point in flight at once
+    # Rate loads: how late each request left against its schedule (this client's own lag).
+    send_lateness_ms: Stats | None
+    metrics: ShapeMetrics
+
+
+class Knee(msgspec.Struct, frozen=True, kw_only=True):
+    """Where latency leaves its floor (checks/bench_sweep.toml says why these figures)."""
+
+    metric: str  # "e2e_ms.p50"
+    rise_pct: float  # left the floor: above floor_ms x (1 + rise_pct / 100)
+    floor_ms: float | None  # the synchronous point's figure (one request at a time)
+    threshold_ms: float | None
+    # The offered rate at which the metric crosses the threshold, interpolated linearly
+    # between ``within`` and ``beyond``; null when not found.
+    rate: float | None
+    within: float | None  # the highest rate measured within the rise (or the one-user rate)
+    beyond: float | None  # the lowest rate measured beyond it
+    verdict: str  # "found", "not reached" (every rate within), "not measured" (no floor)
+    reason: str
+
+
+class Capacity(msgspec.Struct, frozen=True, kw_only=True):
+    """The highest offered rate whose goodput share stays at or above ``level``."""
+
+    level: float  # the share required, 0..1
+    # "crossing": interpolated between the last rate that met the level and the first that
+    # did not; "at least": every rate measured met it (the highest is a lower bound);
+    # "below": the lowest rate measured already missed it; "not measured": no rate point.
+    bound: str
+    rate: float | None  # crossing: the interpolated rate; at least: the highest rate measured
+    ci_low: float | None  # the bootstrap interval of a crossing (runs, then requests)
+    ci_high: float | None
+    confidence: float
+    resamples: int
+    runs: int  # the runs (bench --repeat) the interval resamples
+    per_run: list[float | None]  # each run's own capacity (a crossing), in run order
+    reason: str
+
+
+class SweepResult(msgspec.Struct, frozen=True, kw_only=True):
+    """``bench --rate``: one shape measured at several loads (the run's ``shapes`` hold each
+    point's requests), the knee and the capacity at SLO."""
+
+    shape: str  # the shape the loads were made of
+    mode: str  # "sweep" (--rate sweep: found its own rates) or "rates" (--rate R,R,...)
+    arrival: str  # "constant", "poisson" or "gamma"
+    burstiness: float | None  # gamma's shape (vLLM's --burstiness); null otherwise
+    # The SLOs every request is judged against, milliseconds by metric ("ttft_ms",
+    # "tpot_ms", "e2e_ms"); empty without --slo.
+    slo: dict[str, float]
+    slo_level: float  # the goodput share capacity needs, 0..1
+    points: list[SweepPoint]  # in the order measured
+    knee: Knee
+    capacity: Capacity | None  # null without --slo
+    notes: list[str]
+
+
 class RepeatRun(msgspec.Struct, frozen=True, kw_only=True):
     """Another run of the same configuration (``bench --repeat N``): run 1 is the
     document's own ``shapes``, runs 2..N are these."""
@@ -280,6 +371,8 @@ class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
     repeats: list[RepeatRun] = msgspec.field(default_factory=list)  # schema_version 3
     calibration: Calibration | None = None  # schema_version 3
     environment: Environment | None = None  # schema_version 4
+    # bench --rate (schema_version 5); absent from a run at fixed shapes.
+    sweep: SweepResult | msgspec.UnsetType = msgspec.UNSET
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):
@@ -390,6 +483,24 @@ class CompareDocument(msgspec.Struct, frozen=True, kw_only=True):
     # document when neither run pinned one (runs before bench schema 4), so a compare of
     # such runs is byte for byte what it was.
     environment: EnvironmentComparison | msgspec.UnsetType = msgspec.UNSET
+    # Two rate runs (bench --rate): each side's curve, judged against the before run's SLOs;
+    # absent unless both runs have a sweep.
+    sweep: SweepComparison | msgspec.UnsetType = msgspec.UNSET
+
+
+class SweepComparison(msgspec.Struct, frozen=True, kw_only=True):
+    """Two sweeps side by side: each run's points (their metric rows, with intervals, are
+    in ``comparisons`` under the point's shape name) and capacity, both judged against the
+    same SLOs; the capacity's change is the row ``capacity_at_slo`` of ``comparisons``."""
+
+    slo: dict[str, float]
+    slo_level: float
+    before: SweepResult
+    after: SweepResult
+    matched: list[str]  # points measured at the same load on both sides, by shape name
+    only_before: list[str]
+    only_after: list[str]
+    notes: list[str]
 
 
 class RunFileError(Exception):

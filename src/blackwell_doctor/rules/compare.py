@@ -51,7 +51,7 @@ import statistics
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
-from itertools import accumulate, repeat
+from itertools import accumulate
 from typing import Annotated
 
 import msgspec
@@ -72,6 +72,8 @@ from blackwell_doctor.report.bench import (
     ShapeMetrics,
     ShapeResult,
     Subsample,
+    SweepComparison,
+    SweepResult,
 )
 from blackwell_doctor.report.bench_metrics import output_tokens_of, tpot_s
 from blackwell_doctor.report.sanitize import sanitize_line
@@ -79,7 +81,10 @@ from blackwell_doctor.report.stats import percentile
 from blackwell_doctor.ruledata.checkdata import load_shipped
 from blackwell_doctor.ruledata.samples import tail_samples_enough
 from blackwell_doctor.rules import drift
+from blackwell_doctor.rules import goodput as goodputs
 from blackwell_doctor.rules.environment import compare_environments
+from blackwell_doctor.rules.resample import draw_counts, nested_counts
+from blackwell_doctor.rules.sweep import resummarise
 
 BETTER = "better"
 WORSE = "worse"
@@ -255,13 +260,13 @@ class _Run:
         several, as many runs are drawn with replacement first, then the requests of each
         drawn run (a two-stage bootstrap)."""
         if len(self.segments) == 1:
-            counts = _counts(rng, self.n)
-            return counts, counts if self.itl_all else _counts(rng, self.itl_n)
+            counts = draw_counts(rng, self.n)
+            return counts, counts if self.itl_all else draw_counts(rng, self.itl_n)
         drawn = rng.choices(range(len(self.segments)), k=len(self.segments))
-        counts = _nested(rng, self.segments, drawn, self.n)
+        counts = nested_counts(rng, self.segments, drawn, self.n)
         if self.itl_all:
             return counts, counts
-        return counts, _nested(rng, self.itl_segments, drawn, self.itl_n)
+        return counts, nested_counts(rng, self.itl_segments, drawn, self.itl_n)
 
     def stats(self, counts: list[int], itl_counts: list[int]) -> dict[str, float | None]:
         ttft = self.ttft.percentiles(counts, (50, 99))
@@ -279,26 +284,6 @@ class _Run:
             "e2e_ms.p99": e2e[1],
             "output_tokens_per_s": tokens / seconds if seconds > 0 else None,
         }
-
-
-def _nested(
-    rng: random.Random, segments: list[tuple[int, int]], drawn: list[int], n: int
-) -> list[int]:
-    """Draw counts over ``n`` items: for each drawn run, its segment's items drawn with
-    replacement, as many as it holds (a run drawn twice contributes two draws)."""
-    counts = [0] * n
-    for r in drawn:
-        offset, size = segments[r]
-        if size:
-            for i in rng.choices(range(offset, offset + size), k=size):
-                counts[i] += 1
-    return counts
-
-
-def _counts(rng: random.Random, n: int) -> list[int]:
-    # rng.choices(range(n), k=n) draws what rng.choices(requests, k=n) draws.
-    drawn = Counter(rng.choices(range(n), k=n))
-    return list(map(drawn.get, range(n), repeat(0)))
 
 
 def _subsample(
@@ -694,6 +679,11 @@ def calibrate(run: BenchRun, *, interleaved_with: str | None = None) -> Calibrat
         for name, _, _, own, _, _ in _METRICS:
             values = [own(r[shape.name].metrics) if shape.name in r else None for r in runs]
             floors.append(_floor(shape.name, name, values, latency=name in LATENCY_METRICS))
+    if not isinstance(run.sweep, msgspec.UnsetType) and run.sweep.slo:
+        # A rate run's capacity at SLO, run by run (a crossing in each, else no floor).
+        sweep = run.sweep
+        cap, _ = goodputs.capacity(sweep.points, runs, sweep.slo, sweep.slo_level, resamples=0)
+        floors.append(_floor(sweep.shape, CAPACITY, list(cap.per_run)))
     return Calibration(
         runs=len(runs),
         interleaved_with=interleaved_with,
@@ -744,7 +734,13 @@ def compare(
     threshold_pct: float = 5.0,
     fail_on_regression_pct: float | None = None,
     interleaved: bool = True,
+    slo: dict[str, float] | None = None,
+    slo_level: float | None = None,
 ) -> CompareDocument:
+    """``before`` against ``after``: every metric of every shape in common with its
+    interval and verdict, the greedy outputs, the errors, a scorecard. Two rate runs
+    (``bench --rate``) also compare their capacity at SLO (a row ``capacity_at_slo``), both
+    judged against ``slo`` and ``slo_level`` (default: the before run's)."""
     after_shapes = {s.name: s for s in after.shapes}
     common = [s for s in before.shapes if s.name in after_shapes]
     lost = bool(before.shapes) and (after.server.error is not None or not after.shapes)
@@ -755,12 +751,23 @@ def compare(
             f"{before_name} and {after_name} have no shape in common (before: "
             f"{_names(before)}; after: {_names(after)})"
         )
-    per_row = 1.0 - (1.0 - confidence) / max(1, len(common) * len(_METRICS))
+    swept = not isinstance(before.sweep, msgspec.UnsetType) and not isinstance(
+        after.sweep, msgspec.UnsetType
+    )
+    judged = swept and bool(slo if slo is not None else before.sweep.slo)  # type: ignore[union-attr]
+    per_row = 1.0 - (1.0 - confidence) / max(1, len(common) * len(_METRICS) + int(judged))
     rows: list[Comparison] = []
     equivalence: list[EquivalenceComparison] = []
     subsamples: list[Subsample] = []
     runs_b, runs_a = runs_of(before), runs_of(after)
     source, floor_of = _floors(before, after, len(runs_b), len(runs_a), interleaved=interleaved)
+    # A sweep's points other than its first ask no greedy prompts: nothing to compare there.
+    silent = {
+        p.shape
+        for run in (before, after)
+        if not isinstance(run.sweep, msgspec.UnsetType)
+        for p in run.sweep.points
+    }
     for shape in before.shapes:
         other = after_shapes.get(shape.name)
         if other is None:
@@ -775,7 +782,28 @@ def compare(
             floors={m[0]: floor_of(shape.name, m[0]) for m in _METRICS},
             subsamples=subsamples,
         )
+        if shape.name in silent and not shape.equivalence and not other.equivalence:
+            continue
         equivalence.append(_equivalence(shape, other))
+    sweep_doc: SweepComparison | msgspec.UnsetType = msgspec.UNSET
+    if swept:
+        assert not isinstance(before.sweep, msgspec.UnsetType)
+        assert not isinstance(after.sweep, msgspec.UnsetType)
+        sweep_doc, capacity_row = _compare_sweeps(
+            before.sweep,
+            after.sweep,
+            runs_b,
+            runs_a,
+            slo=before.sweep.slo if slo is None else slo,
+            level=before.sweep.slo_level if slo_level is None else slo_level,
+            resamples=resamples,
+            seed=seed,
+            confidence=per_row,
+            threshold=threshold_pct,
+            floor=floor_of(before.sweep.shape, CAPACITY),
+        )
+        if capacity_row is not None:
+            rows.append(capacity_row)
     errors_b, errors_a = _error_count(before), _error_count(after)
     requests_b = sum(s.requests for s in before.shapes) or 1
     requests_a = sum(s.requests for s in after.shapes) or 1
@@ -865,4 +893,103 @@ def compare(
         environment=(
             compare_environments(before.environment, after.environment) if pinned else msgspec.UNSET
         ),
+        sweep=sweep_doc,
     )
+
+
+# The row of two sweeps' capacity at SLO (rules/goodput.py), higher is better.
+CAPACITY = "capacity_at_slo"
+
+
+def _compare_sweeps(
+    before: SweepResult,
+    after: SweepResult,
+    runs_b: Sequence[dict[str, ShapeResult]],
+    runs_a: Sequence[dict[str, ShapeResult]],
+    *,
+    slo: dict[str, float],
+    level: float,
+    resamples: int,
+    seed: int,
+    confidence: float,
+    threshold: float,
+    floor: float | None,
+) -> tuple[SweepComparison, Comparison | None]:
+    """Both sweeps judged against ``slo`` at ``level``, and the change of their capacity:
+    each side's capacity resampled as goodput.capacity draws it (runs, then requests), the
+    change's interval from the pairs of resamples, its verdict as any other row's."""
+    notes: list[str] = []
+    asked = [(before.slo, before.slo_level), (after.slo, after.slo_level)]
+    if any(a != (slo, level) for a in asked):
+        notes.append(
+            f"both sweeps are judged against the same SLOs ({_slo_words(slo, level)}); the "
+            f"runs asked for {_slo_words(*asked[0])} (before) and {_slo_words(*asked[1])} "
+            "(after)"
+        )
+    sides = []
+    for sweep, runs, tag in ((before, runs_b, "before"), (after, runs_a, "after")):
+        summary = resummarise(sweep, runs, seed=seed, slo=slo, level=level, resamples=resamples)
+        draws: list[float] = []
+        if slo:
+            _, draws = goodputs.capacity(
+                summary.points, runs, slo, level, resamples=resamples, seed=f"{seed}:{tag}"
+            )
+        sides.append((summary, draws))
+    (b, draws_b), (a, draws_a) = sides
+    names_b = [p.shape for p in b.points]
+    names_a = [p.shape for p in a.points]
+    matched = [n for n in names_b if n in names_a]
+    doc = SweepComparison(
+        slo=dict(slo),
+        slo_level=level,
+        before=b,
+        after=a,
+        matched=matched,
+        only_before=[n for n in names_b if n not in names_a],
+        only_after=[n for n in names_a if n not in names_b],
+        notes=notes,
+    )
+    if not slo or b.capacity is None or a.capacity is None:
+        return doc, None
+    cb, ca = b.capacity, a.capacity
+    row = Comparison(
+        shape=before.shape,
+        metric=CAPACITY,
+        better="higher",
+        before=cb.rate,
+        after=ca.rate,
+        change_pct=None,
+        ci_low_pct=None,
+        ci_high_pct=None,
+        verdict=NOT_COMPARABLE,
+        noise_floor_pct=floor,
+    )
+    if cb.bound != goodputs.CROSSING or ca.bound != goodputs.CROSSING:
+        for c, tag in ((cb, "before"), (ca, "after")):
+            if c.bound != goodputs.CROSSING:
+                notes.append(f"capacity {tag}: {c.reason}: no change can be put on it")
+        return doc, row
+    assert cb.rate
+    assert ca.rate is not None
+    change = (ca.rate / cb.rate - 1.0) * 100.0
+    ratios = sorted(
+        (va / vb - 1.0) * 100.0 for vb, va in zip(draws_b, draws_a, strict=True) if vb > 0
+    )
+    if len(ratios) < max(10, resamples // 2):
+        return doc, msgspec.structs.replace(row, change_pct=change)
+    alpha = (1.0 - confidence) / 2.0 * 100.0
+    low, high = percentile(ratios, alpha), percentile(ratios, 100.0 - alpha)
+    fewest = min(len(runs_b), len(runs_a))
+    if fewest > 1:
+        low, high = widen_ratio_interval(change, low, high, math.sqrt(fewest / (fewest - 1)))
+    verdict = _verdict(False, change, low, high, threshold, abs(ca.rate - cb.rate))
+    if verdict in (BETTER, WORSE) and floor is not None and fold_pct(change) < floor:
+        verdict = WITHIN_NOISE
+    return doc, msgspec.structs.replace(
+        row, change_pct=change, ci_low_pct=low, ci_high_pct=high, verdict=verdict
+    )
+
+
+def _slo_words(slo: dict[str, float], level: float) -> str:
+    limits = ", ".join(f"{k} <= {v:g}" for k, v in slo.items()) or "none"
+    return f"{limits} for {level:.0%} of requests"

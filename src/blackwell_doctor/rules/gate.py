@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from blackwell_doctor.report.bench import BenchRun, CompareDocument, Comparison
+from blackwell_doctor.report.bench import BenchRun, Capacity, CompareDocument, Comparison
 from blackwell_doctor.rules import degenerate, drift
 
 DEFAULT_METRICS = ("itl_ms.p50", "output_tokens_per_s")
@@ -167,6 +167,8 @@ def judge(
             failures.append(f"{shape or '(no shape)'}:{gm.metric} was not measured in both runs")
             continue
         row = _row(match[0], max_regression_pct, doc.noise_floor_source)
+        if gm.metric == CAPACITY and row.ci_low_pct is None:
+            row = _capacity_bound_row(row, doc)
         rows.append(row)
         if not row.holds:
             failures.append(f"{row.shape} {row.metric}: {row.reason}")
@@ -184,6 +186,55 @@ def judge(
         )
     failures += errors_of(after)
     return GateResult(holds=not failures, rows=rows, failures=failures, notes=notes)
+
+
+# The compare's row of two rate runs' capacity at SLO (rules/compare.py).
+CAPACITY = "capacity_at_slo"
+
+
+def _capacity_bound_row(row: GateRow, doc: CompareDocument) -> GateRow:
+    """The capacity row when a side's capacity is a bound (rules/goodput.py: every rate met
+    the SLOs, "at least" the highest; or the lowest already missed them, "below" it): no
+    interval, but a drop can still be ruled out or seen. It holds when the new container's
+    capacity cannot be below the baseline's: it met the SLOs at every rate measured, at
+    least as high as the baseline's capacity; or both missed them at their lowest rate."""
+    if isinstance(doc.sweep, msgspec.UnsetType):
+        return row
+    before, after = doc.sweep.before.capacity, doc.sweep.after.capacity
+    if before is None or after is None or before.rate is None or after.rate is None:
+        return row
+    if after.bound == "at least" and after.rate >= before.rate:
+        holds, reason = (
+            True,
+            (
+                f"no drop: the new container met the SLOs at every rate measured, up to "
+                f"{after.rate:.3g} req/s, at or above the baseline's capacity ({before.rate:.3g})"
+            ),
+        )
+    elif after.bound == "below" and before.bound == "below":
+        holds, reason = (
+            True,
+            (
+                "no drop measurable: both missed the SLOs already at their lowest rate "
+                f"({before.rate:.3g} and {after.rate:.3g} req/s)"
+            ),
+        )
+    elif after.bound == "below" or (before.bound == "at least" and after.rate < before.rate):
+        holds, reason = (
+            False,
+            (
+                f"capacity dropped: the new container's is {_bound_words(after)} req/s, the "
+                f"baseline's {_bound_words(before)}"
+            ),
+        )
+    else:
+        return row
+    return msgspec.structs.replace(row, holds=holds, reason=reason)
+
+
+def _bound_words(c: Capacity) -> str:
+    """``5.12``, ``at least 15.8``, ``below 5.08``."""
+    return f"{c.rate:.3g}" if c.bound == "crossing" else f"{c.bound} {c.rate:.3g}"
 
 
 def _equivalence_failures(
@@ -222,7 +273,17 @@ def errors_of(run: BenchRun) -> list[str]:
     out: list[str] = []
     if run.server.error is not None:
         out.append(f"the new container could not be measured: {run.server.error}")
+    # A rate run's loads are meant to reach past what the server serves: their failures
+    # count against their goodput (the capacity at SLO), not as a broken container.
+    loaded = (
+        set()
+        if isinstance(run.sweep, msgspec.UnsetType)
+        else {p.shape for p in run.sweep.points if p.load != "synchronous"}
+    )
     for s in run.shapes:
+        if s.errors and s.name in loaded:
+            out += degenerate.shape_findings(s)
+            continue
         if s.errors:
             kinds = ", ".join(f"{k} {n}" for k, n in sorted(s.errors.items()))
             out.append(f"{s.name}: {sum(s.errors.values())} failed request(s) ({kinds})")
