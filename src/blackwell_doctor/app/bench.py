@@ -1203,7 +1203,7 @@ async def connect(
 async def run_bench(config: BenchConfig, state: RunState, progress: Progress) -> None:
     """Measure every shape of ``config`` into ``state`` (``config.load`` is app/sweep.py's:
     its ``run`` measures either)."""
-    assert config.load is None, "a rate run is app.sweep.run's"
+    assert config.load is None, "config.load set: app/sweep.py measures that"
     width = max(s.concurrency for s in config.shapes) + 4
     async with connect(config, state, width=width) as srv:
         if srv is None:
