@@ -144,6 +144,31 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
 
 
+# The version that golden files and the documentation's example blocks show where the tool
+# prints its own version. The running one comes from git (pyproject.toml, hatch-vcs:
+# 0.1.devN+g<commit> between tags, 0.0 in a source tree never built), so every comparison
+# with committed text puts this one in its place, only where the tool names itself: the
+# header ("blackwell-doctor V"), JSON's "version" (the report's tool), Prometheus'
+# version="V". A facts file's own version (the tool that collected it) is data: kept.
+DOCUMENTED_VERSION = "0.1.0"
+
+
+def as_documented(text: str) -> str:
+    """``text`` with the running version written as :data:`DOCUMENTED_VERSION`."""
+    import re
+
+    from blackwell_doctor import __version__
+
+    if __version__ == DOCUMENTED_VERSION:
+        return text
+    v = re.escape(__version__)
+    return re.sub(
+        rf'(?<=blackwell-doctor ){v}(?![\w.+])|(?<="version": "){v}(?=")|(?<=version="){v}(?=")',
+        DOCUMENTED_VERSION,
+        text,
+    )
+
+
 # What a test module may import that a bare GPU machine's image lacks (it has CUDA, cuda-
 # bindings, nvidia-ml-py, typer, rich, packaging, pytest, and torch's or transformers' own
 # dependencies at best): pyproject's dev extra, and the run-time dependencies that only

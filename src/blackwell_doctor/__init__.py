@@ -1,4 +1,9 @@
 """blackwell-doctor: is this GPU inference host on the fast path for NVFP4 MoE serving?"""
 
-__version__ = "0.1.0"
+try:
+    # Written by the build (hatch-vcs, from the git tag: pyproject.toml [tool.hatch.version]).
+    from blackwell_doctor._version import __version__
+except ModuleNotFoundError:  # a source tree never built (PYTHONPATH=src): no version known
+    __version__ = "0.0"
+
 TOOL_NAME = "blackwell-doctor"
