@@ -2,7 +2,10 @@
 
 try:
     # Written by the build (hatch-vcs, from the git tag: pyproject.toml [tool.hatch.version]).
-    from blackwell_doctor._version import __version__
+    # (mypy: the file is absent from a source tree never built; present, it is checked.)
+    from blackwell_doctor._version import (  # type: ignore[import-not-found, unused-ignore]
+        __version__ as __version__,
+    )
 except ModuleNotFoundError:  # a source tree never built (PYTHONPATH=src): no version known
     __version__ = "0.0"
 
