@@ -144,6 +144,31 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
 
 
+# The version that golden files and the documentation's example blocks show where the tool
+# prints its own version. The running one comes from git (pyproject.toml, hatch-vcs:
+# 0.1.devN+g<commit> between tags, 0.0 in a source tree never built), so every comparison
+# with committed text puts this one in its place, only where the tool names itself: the
+# header ("blackwell-doctor V"), JSON's "version" (the report's tool), Prometheus'
+# version="V". A facts file's own version (the tool that collected it) is data: kept.
+DOCUMENTED_VERSION = "0.1.0"
+
+
+def as_documented(text: str) -> str:
+    """``text`` with the running version written as :data:`DOCUMENTED_VERSION`."""
+    import re
+
+    from blackwell_doctor import __version__
+
+    if __version__ == DOCUMENTED_VERSION:
+        return text
+    v = re.escape(__version__)
+    return re.sub(
+        rf'(?<=blackwell-doctor ){v}(?![\w.+])|(?<="version": "){v}(?=")|(?<=version="){v}(?=")',
+        DOCUMENTED_VERSION,
+        text,
+    )
+
+
 # What a test module may import that a bare GPU machine's image lacks (it has CUDA, cuda-
 # bindings, nvidia-ml-py, typer, rich, packaging, pytest, and torch's or transformers' own
 # dependencies at best): pyproject's dev extra, and the run-time dependencies that only
@@ -152,9 +177,12 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
 OPTIONAL_PACKAGES = frozenset(
     {
         "aiohttp",
+        "build",
         "docker",
         "elftools",
         "grimp",
+        "hatch_vcs",
+        "hatchling",
         "hyperscan",
         "hypothesis",
         "importlinter",
@@ -166,6 +194,7 @@ OPTIONAL_PACKAGES = frozenset(
         "re2",
         "safetensors",
         "scipy",
+        "twine",
         "yaml",
         "yarl",
     }
@@ -255,3 +284,84 @@ def slurm_conf() -> Path:
     if not conf:
         require_component(f"no test Slurm cluster ({SLURM_CONF_ENV} unset; see ci/slurm.sh)")
     return Path(conf)
+
+
+# --------------------------------------------------------------------------- shipping (issue 37)
+# ci/wheelhouse.sh fills a cache with this package's dependencies for CI's Python and
+# platform (made against the index by tools/wheelhouse.py) and .ci/run exports it here; the
+# offline-install, pipx/uv and image tests build from it with the index unreachable.
+# ci/debian-base.sh imports a Debian base (debootstrap, python3) into the first Docker
+# engine: the image tests build the Dockerfile on it. Without them those tests skip; under
+# CI=true that is an error.
+WHEELHOUSE_ENV = "BLACKWELL_DOCTOR_TEST_WHEELHOUSE"
+BASE_IMAGE_ENV = "BLACKWELL_DOCTOR_TEST_BASE_IMAGE"
+
+
+@pytest.fixture(scope="session")
+def wheelhouse_cache() -> Path:
+    """CI's cache: ``host/`` (every dependency and the build backend, as wheels for this
+    Python) and ``foreign/`` (msgspec for CPython 3.12 on aarch64)."""
+    import os
+
+    path = os.environ.get(WHEELHOUSE_ENV)
+    if not path:
+        require_component(f"no wheelhouse cache ({WHEELHOUSE_ENV} unset; see ci/wheelhouse.sh)")
+    return Path(path)
+
+
+@pytest.fixture(scope="session")
+def base_image() -> str:
+    """The Debian base imported into the first test engine (ci/debian-base.sh)."""
+    import os
+
+    image = os.environ.get(BASE_IMAGE_ENV)
+    if not image:
+        require_component(f"no Debian base image ({BASE_IMAGE_ENV} unset; see ci/debian-base.sh)")
+    return image
+
+
+@pytest.fixture(scope="session")
+def built_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This checkout's sdist and wheel, as a release builds them (``python -m build``;
+    --no-isolation: the dev extra has the backend, and pip's isolated build of the dev
+    install has already proved [build-system] complete)."""
+    import subprocess
+    import sys
+
+    for module in ("build", "hatchling", "hatch_vcs"):
+        optional(module)
+    out = tmp_path_factory.mktemp("dist")
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def offline_wheelhouse(wheelhouse_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The documented wheelhouse command (docs/install.md) run on this checkout, with
+    pip reading only CI's cache: the wheelhouse the offline tests install."""
+    import subprocess
+    import sys
+
+    from tests.offline import offline_env
+
+    out = tmp_path_factory.mktemp("wheelhouse") / "wheelhouse"
+    home = tmp_path_factory.mktemp("wheelhouse-home")
+    argv = [sys.executable, str(REPO / "tools" / "wheelhouse.py"), "build", "-o", str(out)]
+    argv += [str(REPO), "--", "--no-index", "--find-links", str(wheelhouse_cache / "host")]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        env=offline_env(home),
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out

@@ -20,7 +20,7 @@ from blackwell_doctor.rules.environment import words
 from blackwell_doctor.rules.ladder import ladder
 from tests.benchdocs import bench_run
 from tests.cli import run
-from tests.conftest import skip_without
+from tests.conftest import as_documented, skip_without
 
 try:
     import jsonschema
@@ -305,7 +305,7 @@ def test_two_files_are_exactly_the_compare_before_the_ladder(
         capsys,
     )
     golden = (GOLDEN / f"{before}-{after}.{fmt}").read_text()
-    assert res.out + f"rc={res.code}\n" == golden
+    assert as_documented(res.out) + f"rc={res.code}\n" == golden
 
 
 def test_a_compare_of_pinned_runs_lists_what_else_differs(

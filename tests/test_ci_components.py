@@ -17,6 +17,8 @@ FIXTURES = {
     "vllm_slow_url": "BLACKWELL_DOCTOR_TEST_VLLM_SLOW_URL",
     "vllm_f32_url": "BLACKWELL_DOCTOR_TEST_VLLM_F32_URL",
     "slurm_conf": "BLACKWELL_DOCTOR_TEST_SLURM_CONF",
+    "wheelhouse_cache": "BLACKWELL_DOCTOR_TEST_WHEELHOUSE",
+    "base_image": "BLACKWELL_DOCTOR_TEST_BASE_IMAGE",
 }
 
 

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
+from blackwell_doctor import __version__
 from blackwell_doctor.cli import main
 from blackwell_doctor.facts.document import SCHEMA_VERSION
 from tests.cli import run
@@ -226,6 +228,9 @@ def test_internal_error_exits_4_with_a_crash_log(
 _FILL_MEMORY = """
 import resource, sys
 import blackwell_doctor.rules.evaluate as evaluate_module
+from packaging.version import Version
+
+from blackwell_doctor import __version__
 from blackwell_doctor.cli import main
 
 HELD = []
@@ -305,7 +310,8 @@ def test_the_installed_entry_point_runs_as_a_process() -> None:
 
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["--version"], capsys)
-    assert (code, out) == (0, "blackwell-doctor 0.1.0\n")
+    assert (code, out) == (0, f"blackwell-doctor {__version__}\n")
+    Version(__version__)  # PEP 440, as the build wrote it (or the fallback)
     code, out, _ = run(["check", "--help"], capsys)
     assert code == 0
     for option in ("--facts", "--fail-on", "--strict", "--select", "--no-probe", "--host-root"):

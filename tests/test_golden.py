@@ -16,7 +16,7 @@ from blackwell_doctor.facts.document import decode_facts
 from blackwell_doctor.render import Format, render
 from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.rules.evaluate import evaluate
-from tests.conftest import optional
+from tests.conftest import as_documented, optional
 
 # The same paths as conftest.py's (tests/ is not a package, so they are not importable).
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ def test_golden(fixture: Path, fmt: Format, update_goldens: bool) -> None:
     # The source is the repository-relative path, so goldens do not depend on the checkout.
     source = fixture.relative_to(REPO).as_posix()
     facts = decode_facts(fixture.read_bytes(), source=source)
-    out = render(evaluate(facts, source=source), fmt, color=False)
+    out = as_documented(render(evaluate(facts, source=source), fmt, color=False))
     golden = GOLDEN / f"{fixture.stem}.{fmt.extension}"
     if update_goldens:
         golden.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ except ModuleNotFoundError as exc:
     skip_without(exc)
 
 K8S = REPO / "deploy" / "kubernetes"
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 NPD = K8S / "node-problem-detector"
 MANIFESTS = sorted(K8S.rglob("*.yaml"))
 # The oldest Kubernetes still in support when this was written, and the newest the
@@ -94,9 +96,42 @@ def test_daemonset_privilege_is_what_the_comments_say() -> None:
         "/var/lib/prometheus/node-exporter",
         "/etc/kubernetes/node-feature-discovery/features.d",
     }
-    # What --host-root reads (README): /proc, /sys, /dev and /etc.
-    host_mounts = {m["mountPath"] for m in container["volumeMounts"]}
-    assert {"/host/proc", "/host/sys", "/host/dev", "/host/etc"} <= host_mounts
+    # What the DaemonSet's checks read under --host-root, and no more (the comments' table):
+    # not the host's /dev, not all of its /etc.
+    host_mounts = {m["mountPath"] for m in container["volumeMounts"]} - {
+        "/textfile", "/features.d", "/tmp",
+    }  # fmt: skip
+    assert host_mounts == {"/host/proc", "/host/sys", "/host/etc/os-release"}
+    assert volumes["host-os-release"]["hostPath"]["type"] == "File"
+
+
+def test_the_daemonset_runs_the_projects_image_at_a_released_version() -> None:
+    # The image the Dockerfile builds (docs/container.md), named after the project's
+    # source repository, at a version the CHANGELOG records.
+    [container] = daemonset()["spec"]["template"]["spec"]["containers"]
+    repository, _, tag = container["image"].rpartition(":")
+    source = PYPROJECT["project"]["urls"]["Source"].removeprefix("https://github.com/")
+    assert repository == f"ghcr.io/{source}"
+    assert f"## [{tag}]" in (REPO / "CHANGELOG.md").read_text()
+    assert f"{repository}:{tag}" in (REPO / "docs" / "container.md").read_text()
+
+
+def test_npd_reads_the_file_the_daemonset_writes() -> None:
+    # The DaemonSet writes <features hostPath>/<name of its -o file>; the NPD plugin reads
+    # /host-features.d/<the same name>, which the NPD snippet of docs/fleets.md mounts from
+    # that same hostPath.
+    pod = daemonset()["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == "/features.d"]
+    [nfd_out] = [c[c.index("-o") + 1] for c in daemonset_commands() if "nfd" in c]
+    written = volumes[mount["name"]]["hostPath"]["path"] + nfd_out.removeprefix("/features.d")
+    [rule] = json.loads((NPD / "blackwell-doctor-monitor.json").read_text())["rules"]
+    [read] = rule["args"]
+    snippet = (REPO / "docs" / "fleets.md").read_text()
+    assert "{name: nfd-features, mountPath: /host-features.d, readOnly: true}" in snippet
+    host_dir = re.search(r"\{name: nfd-features, hostPath: \{path: ([^}]+)\}\}", snippet)
+    assert host_dir is not None
+    assert read.replace("/host-features.d", host_dir.group(1).strip()) == written
 
 
 def daemonset_commands() -> list[list[str]]:

@@ -25,7 +25,7 @@ from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.ruledata.runtimes import load_catalogue
 from blackwell_doctor.rules.evaluate import evaluate
 from tests.cli import run
-from tests.conftest import FACTS_FIXTURES, FIXTURES, GOLDEN, REPO, optional
+from tests.conftest import FACTS_FIXTURES, FIXTURES, GOLDEN, REPO, as_documented, optional
 from tests.rules.rulesutil import edited_checks
 
 BENCH = FIXTURES / "bench"
@@ -73,7 +73,7 @@ def test_serving_golden(
     name: str, host: Path, bench: Path, fmt: Format, update_goldens: bool
 ) -> None:
     report = evaluate(with_bench(host, bench), select=["serving"], source=rel(host))
-    out = render(report, fmt, color=False, verbose=True)
+    out = as_documented(render(report, fmt, color=False, verbose=True))
     golden = GOLDEN / "serving" / f"{name}.{fmt.extension}"
     if update_goldens:
         golden.parent.mkdir(parents=True, exist_ok=True)

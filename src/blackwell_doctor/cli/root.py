@@ -12,12 +12,19 @@ import sys
 from typing import Annotated
 
 import typer
+from typer._completion_classes import completion_init  # typer's own module (typer<0.29)
 
 from blackwell_doctor import TOOL_NAME, __version__
 
 
 def new_app() -> typer.Typer:
     """A typer application with the root options and no command yet."""
+    # Shell completion (docs/install.md): the shell runs the command with
+    # _BLACKWELL_DOCTOR_COMPLETE set (click's protocol; `=source_bash` prints typer's bash
+    # script). typer registers its shells only for its --install-completion option
+    # (add_completion), which would also put two options on every run; registering them is
+    # all completion needs (typer imports the module itself: nothing more is loaded).
+    completion_init()
     app = typer.Typer(
         name=TOOL_NAME,
         help=(
