@@ -1,0 +1,66 @@
+"""A process timeline for profiling whole commands (issue 36): every Python process that
+imports this (put this folder first on PYTHONPATH, set BD_TIMELINE to a log file) appends
+one line per event to that file: its start, each child it spawns, each wait on a child
+and its exit, with wall-clock time (time.time(), shared across processes) and its pid.
+With BD_CPROFILE_DIR set, every such process also
+profiles itself into DIR/PID.prof. Read the log with ``benchmarks/timeline/show.py LOG``.
+Never imported by the package."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+
+_LOG = os.environ.get("BD_TIMELINE")
+
+
+def _write(event: str, detail: str = "") -> None:
+    if not _LOG:
+        return
+    detail = detail.replace("\n", " ").replace("\r", " ")
+    line = f"{time.time():.6f} {os.getpid()} {os.getppid()} {event} {detail}\n"
+    fd = os.open(_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+
+
+def _hook(event: str, args: tuple[object, ...]) -> None:
+    if event == "subprocess.Popen":
+        exe, argv = args[0], args[1]
+        _write("spawn", " ".join(str(a) for a in (argv or [exe]))[:200])
+    elif event == "os.posix_spawn":
+        _write("posix_spawn", " ".join(str(a) for a in (args[1] or []))[:200])
+    elif event == "os.fork":
+        _write("fork")
+
+
+if _LOG:
+    # The interpreter's own start (before site): the process's start time from /proc.
+    try:
+        with open(f"/proc/{os.getpid()}/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            btime = next(int(x.split()[1]) for x in f if x.startswith("btime"))
+        _write("exec", f"{btime + ticks / os.sysconf('SC_CLK_TCK'):.2f}")
+    except (OSError, ValueError, StopIteration):
+        pass
+    _write("site", " ".join(sys.argv)[:200] or sys.executable)
+    sys.addaudithook(_hook)
+    atexit.register(lambda: _write("exit", ""))
+    _PROF = os.environ.get("BD_CPROFILE_DIR")
+    if _PROF:
+        # Every process profiles itself; the file is written at exit (pid in its name).
+        import cProfile
+
+        _profile = cProfile.Profile()
+
+        def _dump() -> None:
+            _profile.disable()
+            _profile.dump_stats(os.path.join(_PROF, f"{os.getpid()}.prof"))
+
+        atexit.register(_dump)
+        _profile.enable()
