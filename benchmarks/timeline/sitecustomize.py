@@ -31,9 +31,12 @@ def _write(event: str, detail: str = "") -> None:
 def _hook(event: str, args: tuple[object, ...]) -> None:
     if event == "subprocess.Popen":
         exe, argv = args[0], args[1]
-        _write("spawn", " ".join(str(a) for a in (argv or [exe]))[:200])
+        words = list(argv) if isinstance(argv, (list, tuple)) else [exe]
+        _write("spawn", " ".join(str(a) for a in words)[:200])
     elif event == "os.posix_spawn":
-        _write("posix_spawn", " ".join(str(a) for a in (args[1] or []))[:200])
+        argv = args[1]
+        words = list(argv) if isinstance(argv, (list, tuple)) else []
+        _write("posix_spawn", " ".join(str(a) for a in words)[:200])
     elif event == "os.fork":
         _write("fork")
 
@@ -58,9 +61,9 @@ if _LOG:
 
         _profile = cProfile.Profile()
 
-        def _dump() -> None:
+        def _dump(folder: str = _PROF) -> None:
             _profile.disable()
-            _profile.dump_stats(os.path.join(_PROF, f"{os.getpid()}.prof"))
+            _profile.dump_stats(os.path.join(folder, f"{os.getpid()}.prof"))
 
         atexit.register(_dump)
         _profile.enable()
