@@ -253,10 +253,33 @@ def test_a_missing_host_mount_is_a_finding_that_names_it(image: Built, tmp_path:
     present = next(r for r in doc["results"] if r["id"] == "gpu.present")
     assert present["status"] == "fail"
     assert "mount the host's /sys" in present["remedy"]["summary"]
+    # ...and names the mount in docker run and DaemonSet terms (checks/host_mounts.toml).
+    assert "-v /sys:/host/sys:ro" in present["remedy"]["summary"]
+    assert "the host-sys volume (hostPath /sys)" in present["remedy"]["summary"]
     # No host root at all: one line, exit 2.
     bad = run(image, ["check", "--host-root", "/host"])
     assert bad.code == 2
     assert bad.err == "blackwell-doctor: error: --host-root /host is not a directory\n"
+
+
+def test_a_missing_proc_mount_names_it_for_the_checks_not_evaluated(
+    image: Built, tmp_path: Path
+) -> None:
+    # /host/sys mounted, /host/proc left out: platform.wsl cannot read the kernel's version
+    # strings and says "not evaluated" with the mount to add, never a crash.
+    tree = threadripper_4x_rtx_pro_6000(tmp_path / "host").root
+    ran = run(
+        image,
+        ["check", "--host-root", "/host", "--no-probe", "--format", "json"],
+        volumes={str(tree / "sys"): {"bind": "/host/sys", "mode": "ro"}},
+    )
+    assert ran.code == 1, ran.err
+    assert "Traceback" not in ran.err
+    wsl = next(r for r in json.loads(ran.out)["results"] if r["id"] == "platform.wsl")
+    assert wsl["status"] == "error"
+    assert "not-found:/proc/version" in wsl["summary"]
+    assert "-v /proc:/host/proc:ro" in wsl["remedy"]["summary"]
+    assert "the host-proc volume (hostPath /proc)" in wsl["remedy"]["summary"]
 
 
 def test_container_logs_are_read_through_the_engines_socket(image: Built, docker_host: str) -> None:

@@ -71,7 +71,8 @@ def mount_summary(data: HostMounts, host_root: str, targets: list[str]) -> str |
             "paths": ", ".join(t for _, paths in mounts.values() for t in paths),
             "reads": sep.join(m.reads for m in chosen),
             "docker": " ".join(docker),
-            "kubernetes": sep.join(fill(m.kubernetes, values) for m in chosen),
+            # The DaemonSet mounts the host at default_root whatever root these facts had.
+            "kubernetes": sep.join(fill(m.kubernetes, {"root": data.default_root}) for m in chosen),
         },
     )
 
