@@ -5,9 +5,12 @@ a result's reasons to the mount to add (checks/host_mounts.toml), for every chec
 A collector's failed read is a reason token ``<kind>:<target>`` (collect/hostfs.py
 ``_reason``, collect/logs/sources.py ``os_reason``, ``command_chunks`` and
 ``_docker_reason``); the kinds below are theirs that mean "could not be read" (a timeout or
-an API's status code is not a missing mount). The engine calls :func:`name_mounts` on each
-result; only facts read in a container or through a host root other than "/" are touched,
-so a host's report is unchanged.
+an API's status code is not a missing mount). A path read through the host root
+(``under_root``) names its mount only when hostfs said ``not-mounted`` (its top-level
+directory is not there): ``not-found`` on a mounted /sys is the host's answer (no module
+loaded, no AER counters), and ``permission-denied`` wants root, not a mount. The engine
+calls :func:`name_mounts` on each result; only facts read in a container or through a host
+root other than "/" are touched, so a host's report is unchanged.
 """
 
 from __future__ import annotations
@@ -24,38 +27,44 @@ from blackwell_doctor.ruledata.rules import RuleData, fill
 # <kind>:<target>, the target a host path (not a URL's "//"), a container log's label, or
 # the journal's command.
 _UNREADABLE = re.compile(
-    r"(?<![\w-])(?:not-found|permission-denied|os-error-[a-z0-9]+|not-a-regular-file|"
-    r"docker-engine-unreachable):(/(?!/)[^\s;,()]*|container:[^\s;,()]+|journalctl\b)"
+    r"(?<![\w-])(not-mounted|not-found|permission-denied|os-error-[a-z0-9]+|"
+    r"not-a-regular-file|docker-engine-unreachable):"
+    r"(/(?!/)[^\s;,()]*|container:[^\s;,()]+|journalctl\b)"
 )
+NOT_MOUNTED = "not-mounted"
 
 
 def in_container(facts: Facts) -> bool:
     return facts.platform.container.in_container or facts.host_root != "/"
 
 
-def unreadable_targets(result: Result) -> list[str]:
-    """The unreadable paths (and labels) named in ``result``'s summary and evidence, in
-    order of first mention."""
+def unreadable_targets(result: Result) -> list[tuple[str, str]]:
+    """The unreadable paths (and labels) named in ``result``'s summary and evidence, each
+    with the kind of its reason, in order of first mention."""
     texts = [result.summary]
     for value in result.evidence.values():
         if isinstance(value, str):
             texts.append(value)
         elif isinstance(value, list):
             texts.extend(value)
-    seen: dict[str, None] = {}
+    seen: dict[tuple[str, str], None] = {}
     for text in texts:
         for match in _UNREADABLE.finditer(text):
-            seen.setdefault(match.group(1).rstrip(".:"), None)
+            seen.setdefault((match.group(1), match.group(2).rstrip(".:")), None)
     return list(seen)
 
 
-def mount_summary(data: HostMounts, host_root: str, targets: list[str]) -> str | None:
-    """The words that name the mounts for ``targets`` (None: no entry covers any)."""
+def mount_summary(data: HostMounts, host_root: str, targets: list[tuple[str, str]]) -> str | None:
+    """The words that name the mounts for ``targets``, (kind, path) pairs (None: no entry
+    covers any that a mount would make readable)."""
     mounts: dict[str, tuple[HostMount, list[str]]] = {}
-    for target in targets:
+    for kind, target in targets:
         entry = data.find(target)
-        if entry is not None:
-            mounts.setdefault(entry.prefix, (entry, []))[1].append(target)
+        if entry is None or (entry.under_root and kind != NOT_MOUNTED):
+            continue
+        paths = mounts.setdefault(entry.prefix, (entry, []))[1]
+        if target not in paths:
+            paths.append(target)
     if not mounts:
         return None
     root = data.default_root if host_root == "/" else host_root.rstrip("/")
