@@ -4,7 +4,8 @@ Every value a collector may fail to read is typed ``T | Unavailable``. On the wi
 unavailable value is ``{"status": "unavailable", "reason": "<token>"}`` and an available
 structured value carries ``"status": "ok"``; scalars are written as they are. Reason tokens
 are short and machine-readable: ``nvml-library-not-found``, ``not-found:/proc/cmdline``,
-``permission-denied:/sys/bus/pci/devices/0000:41:00.0/config``.
+``permission-denied:/sys/bus/pci/devices/0000:41:00.0/config``, ``not-mounted:/proc/cmdline``
+(the host's /proc is not under the host root: collect/hostfs.py).
 
 ``check --facts FILE`` decodes this document with full validation, so a facts file from any
 host is judged anywhere, by the reading tool's rules: facts hold what was measured or seen,
@@ -67,7 +68,8 @@ ComputeCapability = tuple[CcPart, CcPart]
 # --------------------------------------------------------------------------- platform
 
 
-# "unknown": neither /proc/version nor osrelease could be read and no other signal was seen.
+# "unknown": neither /proc/version nor osrelease could be read and no other signal was seen
+# (a container without the host's /proc). Not WSL: the checks judge what they can read.
 WslKind = Literal["none", "wsl1", "wsl2", "unknown"]
 
 # A PCI address as sysfs names it (domain:bus:device.function). Facts files are untrusted

@@ -235,7 +235,9 @@ def _check_lines(
             _Line(at, ((f"{sanitize_line(key)}: {sanitize_line(evidence_text(value))}", "dim"),))
             for key, value in result.evidence.items()
         ]
-    if finding and result.remedy is not None:
+    # A "not evaluated" has a remedy only where it names what is missing (a container's
+    # host mount: rules/mounts.py).
+    if (finding or status is Status.ERROR) and result.remedy is not None:
         remedy = result.remedy
         lines.append(_Line(at, (("Fix: ", "label"), (sanitize(remedy.summary), "plain"))))
         lines += [

@@ -19,6 +19,7 @@ from blackwell_doctor.report.results import (
 )
 from blackwell_doctor.ruledata.rules import CheckSpec, RemedyText, RuleData, fill
 from blackwell_doctor.rules.absent import SECTIONS
+from blackwell_doctor.rules.mounts import in_container, name_mounts
 from blackwell_doctor.rules.registry import READS, REGISTRY, CheckFn
 
 # The module under rules/ that registers each check family's checks (rules/families.py
@@ -166,7 +167,11 @@ class Engine:
         done: dict[str, Result] = {}
         for check_id in run_ids:
             done[check_id] = self._run_one(check_id, facts, done, left_out)
-        return [done[i] for i in chosen_ids]
+        if not in_container(facts):
+            return [done[i] for i in chosen_ids]
+        # In a container, a result whose input was an unreadable host path names the mount
+        # to add (rules/mounts.py; checks/host_mounts.toml).
+        return [name_mounts(done[i], facts, self.rules) for i in chosen_ids]
 
     def _plan(
         self, select: tuple[str, ...], ignore: tuple[str, ...]
