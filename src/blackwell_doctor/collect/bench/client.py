@@ -516,6 +516,7 @@ def request_body(
     extra: dict[str, Any] | None = None,
     greedy: bool = False,
     top_logprobs: int | None = None,
+    messages: list[dict[str, str]] | None = None,
 ) -> bytes:
     """The JSON body of a streamed chat completion with usage in the last chunk.
 
@@ -524,11 +525,12 @@ def request_body(
     prefill is chunked crashes vLLM 0.32's CPU engine ("CPU Generator does not use
     offset"). A shape can still send one through ``extra_body``. ``top_logprobs`` asks for
     each token's log-probability and that many alternatives (OpenAI's ``logprobs`` and
-    ``top_logprobs``), sent in each chunk's ``choices[0].logprobs.content``.
+    ``top_logprobs``), sent in each chunk's ``choices[0].logprobs.content``. ``messages``,
+    when given, is the conversation sent in place of one user message of ``prompt``.
     """
     body: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": "user", "content": prompt}],
+        "messages": messages or [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
