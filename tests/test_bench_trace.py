@@ -414,3 +414,44 @@ def test_the_replays_quick_metrics_poll_reads_what_the_full_parse_reads() -> Non
     text = (FIXTURES / "bench/vllm-0.32.0-cpu/metrics.txt").read_text()
     assert parse(text, model="tiny-moe", quick=True) == parse(text, model="tiny-moe")
     assert len(only_read_lines(text)) < len(text) // 5
+
+
+def test_a_replay_of_many_close_requests_measures_every_one(
+    fake: Fake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = (
+        json.dumps({"timestamp": i * 2, "input_length": 12, "output_length": 2}) for i in range(300)
+    )
+    code, doc, err = replay(fake, write(tmp_path, "\n".join(rows) + "\n"), capsys)
+    assert code == 0, err
+    assert doc["complete"]
+    assert (doc["trace"]["sent"], doc["shapes"][0]["completed"]) == (300, 300)
+    assert len(fake.chats) == 300
+    # Sent in order, none before its time (2 ms apart).
+    starts = [s["start_ms"] for s in doc["shapes"][0]["samples"]]
+    assert all(start >= 2.0 * i for i, start in enumerate(starts))
+
+
+def test_ctrl_c_in_a_replay_writes_what_was_measured_and_exits_130(
+    fake: Fake, tmp_path: Path
+) -> None:
+    from tests.child import cli_child
+
+    rows = [
+        {"timestamp": 0, "input_length": 12, "output_length": 2},
+        {"timestamp": 10, "input_length": 12, "output_length": 2},
+        *({"timestamp": 3_600_000, "input_length": 12, "output_length": 2} for _ in range(3)),
+    ]
+    path = write(tmp_path, "".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "partial.json"
+    with cli_child("bench", "--url", fake.url, "--trace", str(path), "-o", str(out)) as child:
+        child.wait_for_line(lambda line: "replaying 2/5 requests" in line, deadline_s=120)
+        child.interrupt()
+        code, _, err = child.finish(timeout_s=60)
+    assert code == 130, err
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True
+    assert doc["complete"] is False
+    assert (doc["trace"]["sent"], doc["trace"]["requests"]) == (2, 5)
+    assert doc["shapes"][0]["completed"] == 2
+    assert len(fake.chats) == 2

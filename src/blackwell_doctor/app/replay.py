@@ -279,8 +279,8 @@ async def run_replay(
         t0 = replay.t0
         try:
             await pacer.pace(count, lambda i: t0 + offsets[i] * scale, fire)
-            while tasks:
-                await asyncio.gather(*list(tasks), return_exceptions=True)
+            while tasks:  # a request's own failure is its outcome; anything else a bug
+                await asyncio.gather(*list(tasks))
         finally:
             for task in (builder_task, poller, *tasks):
                 if task is not None:

@@ -351,6 +351,7 @@ async def _stream_once(
     text_chars = 0
     itl = out.itl_s
     began = False
+    clock = time.perf_counter
     try:
         async with asyncio.timeout(deadline_s):
             async with session.post(
@@ -387,14 +388,20 @@ async def _stream_once(
                         end = buf.find(b"\n\n", scan)
                         if end < 0:
                             break
-                        payload = _sse_data(buf[start:end])
+                        # The common event, one "data: " line (vLLM's, SGLang's), is sliced
+                        # once, in place; any other goes through the general reader.
+                        payload: bytes | bytearray | None
+                        if buf.startswith(b"data: ", start) and buf.find(b"\n", start, end) < 0:
+                            payload = buf[start + 6 : end]
+                        else:
+                            payload = _sse_data(buf[start:end])
                         start = scan = end + 2
                         if payload is None:
                             continue
                         if payload == b"[DONE]":
                             done = True
                             continue
-                        timestamp = time.perf_counter()
+                        timestamp = clock()
                         try:
                             chunk = _decode_chunk(payload)
                         except msgspec.DecodeError as exc:
@@ -420,9 +427,10 @@ async def _stream_once(
                             choice = chunk.choices[0]
                             delta = choice.delta
                             if delta is not None:
-                                if delta.content:
-                                    text_parts.append(delta.content)
-                                    text_chars += len(delta.content)
+                                content = delta.content
+                                if content:
+                                    text_parts.append(content)
+                                    text_chars += len(content)
                                 thought = delta.reasoning or delta.reasoning_content
                                 if thought:
                                     reasoning_parts.append(thought)
@@ -439,8 +447,9 @@ async def _stream_once(
                                 out.finish_reason = choice.finish_reason[:MAX_DETAIL_CHARS]
                             if choice.logprobs is not None:
                                 _keep_logprobs(out, choice.logprobs)
-                        if isinstance(chunk.system_fingerprint, str):
-                            out.system_fingerprint = chunk.system_fingerprint[:MAX_DETAIL_CHARS]
+                        fingerprint = chunk.system_fingerprint
+                        if fingerprint is not None and isinstance(fingerprint, str):
+                            out.system_fingerprint = fingerprint[:MAX_DETAIL_CHARS]
                         if chunk.usage is not None:
                             usage = chunk.usage
                             problem = _usage_problem(usage, limits)
