@@ -244,6 +244,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="with --lateness")
     parser.add_argument("--lateness-output", type=int, default=16, help="tokens per answer")
     parser.add_argument(
+        "--client-processes", type=int, help="with --lateness (default: bench's auto)"
+    )
+    parser.add_argument(
         "--memory", type=int, nargs="*", default=[], metavar="N", help="with --lateness"
     )
     args = parser.parse_args()
@@ -308,13 +311,15 @@ def write_trace(path: Path, rate: float, count: int, output: int) -> list[float]
 
 
 def ours_lateness(
-    url: str, rate: float, count: int, output: int, work: Path
+    url: str, rate: float, count: int, output: int, work: Path, processes: int | None = None
 ) -> tuple[list[float], dict[str, Any], float]:
     """`bench --trace` at ``rate``: every request's lateness (ms), the document's
     ``trace``, and the child's peak RSS in MiB."""
     trace = work / "even.jsonl"
     due = write_trace(trace, rate, count, output)
     argv = ["--url", url, "--model", "m", "--trace", str(trace)]
+    if processes is not None:
+        argv += ["--client-processes", str(processes)]
     doc, rss_mib = run_bench_rss(argv, work / "lat.json")
     samples = doc["shapes"][0]["samples"]
     late = [s["start_ms"] - d * 1000.0 for s, d in zip(samples, due, strict=True)]
@@ -401,7 +406,9 @@ def lateness_main(args: argparse.Namespace, url: str, home: Path | None) -> None
     print(f"{'send lateness ms':<28} " + " ".join(f"{h:>7}" for h in heads) + "      max   >1 ms")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        late, trace, rss = ours_lateness(url, rate, count, args.lateness_output, work)
+        late, trace, rss = ours_lateness(
+            url, rate, count, args.lateness_output, work, args.client_processes
+        )
         print(f"{'blackwell-doctor --trace':<28} {distribution(late)}")
         if home is not None:
             base = vllm_lateness(home, url, rate, count, args.lateness_output, work)
@@ -412,11 +419,14 @@ def lateness_main(args: argparse.Namespace, url: str, home: Path | None) -> None
         else:
             print("(no vLLM install here: vllm bench serve not run)")
         print(
-            f"\nours: {trace['sent']} sent, peak {trace['peak_in_flight']} in flight, "
+            f"\nours: {trace['sent']} sent by {trace['client_processes']} client process(es), "
+            f"peak {trace['peak_in_flight']} in flight, "
             f"document p99 {trace['lateness_ms']['p99']:.3f} ms; client peak RSS {rss:.0f} MiB"
         )
         for n in args.memory:
-            _, trace_n, rss_n = ours_lateness(url, rate, n, args.lateness_output, work)
+            _, trace_n, rss_n = ours_lateness(
+                url, rate, n, args.lateness_output, work, args.client_processes
+            )
             print(
                 f"memory: {n} requests: client peak RSS {rss_n:.0f} MiB "
                 f"(peak {trace_n['peak_in_flight']} in flight)"

@@ -432,8 +432,9 @@ def test_a_replay_of_many_close_requests_measures_every_one(
     assert all(start >= 2.0 * i for i, start in enumerate(starts))
 
 
+@pytest.mark.parametrize("processes", ["1", "2"])
 def test_ctrl_c_in_a_replay_writes_what_was_measured_and_exits_130(
-    fake: Fake, tmp_path: Path
+    fake: Fake, tmp_path: Path, processes: str
 ) -> None:
     from tests.child import cli_child
 
@@ -444,7 +445,8 @@ def test_ctrl_c_in_a_replay_writes_what_was_measured_and_exits_130(
     ]
     path = write(tmp_path, "".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "partial.json"
-    with cli_child("bench", "--url", fake.url, "--trace", str(path), "-o", str(out)) as child:
+    argv = ["--url", fake.url, "--trace", str(path), "--client-processes", processes]
+    with cli_child("bench", *argv, "-o", str(out)) as child:
         child.wait_for_line(lambda line: "replaying 2/5 requests" in line, deadline_s=120)
         child.interrupt()
         code, _, err = child.finish(timeout_s=60)
@@ -453,5 +455,47 @@ def test_ctrl_c_in_a_replay_writes_what_was_measured_and_exits_130(
     assert doc["interrupted"] is True
     assert doc["complete"] is False
     assert (doc["trace"]["sent"], doc["trace"]["requests"]) == (2, 5)
+    assert doc["trace"]["client_processes"] == int(processes)
     assert doc["shapes"][0]["completed"] == 2
     assert len(fake.chats) == 2
+
+
+def test_client_processes_share_the_replay_and_every_request_is_measured_once(
+    fake: Fake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = (
+        json.dumps(
+            {"timestamp": i * 2, "input_length": 20, "output_length": 2, "hash_ids": [1, 100 + i]}
+        )
+        for i in range(200)
+    )
+    path = write(tmp_path, "\n".join(rows) + "\n")
+    code, doc, err = replay(
+        fake, path, capsys, "--client-processes", "3", "--trace-block-tokens", "16"
+    )
+    assert code == 0, err
+    trace = doc["trace"]
+    assert trace["client_processes"] == 3
+    assert (trace["sent"], doc["shapes"][0]["completed"]) == (200, 200)
+    samples = doc["shapes"][0]["samples"]
+    assert [s["prompt_tokens"] for s in samples] == [20] * 200
+    assert all(s["start_ms"] >= 2.0 * i for i, s in enumerate(samples))
+    # The shared block is the same text whichever process built the prompt.
+    firsts = {tuple(c["messages"][0]["content"].split()[:16]) for c in fake.chats}
+    assert len(firsts) == 1
+    assert len(fake.chats) == 200
+
+
+def test_the_busiest_second_sets_the_client_processes(tmp_path: Path) -> None:
+    from blackwell_doctor.app.replay import REQUESTS_PER_PROCESS, client_processes
+
+    rows = "".join(
+        json.dumps({"timestamp": i, "input_length": 10, "output_length": 1}) + "\n"
+        for i in range(1000)  # 1,000 requests in one second
+    )
+    trace = read_trace(write(tmp_path, rows))
+    assert client_processes(trace, 1.0, 2) == 2
+    assert client_processes(trace, 1.0, None) >= 1
+    # Ten times slower: 100 a second, one process.
+    assert client_processes(trace, 10.0, None) == 1
+    assert REQUESTS_PER_PROCESS == 200

@@ -74,6 +74,7 @@ class BenchRequest:
     trace_format: str = "auto"
     time_scale: float = 1.0
     trace_block_tokens: int = 512
+    client_processes: int | None = None  # --client-processes N (None: auto)
     # --multi-turn N: each user's requests are conversations of N turns carrying history.
     multi_turn: int = 1
 
@@ -265,6 +266,7 @@ def _check_trace_options(request: BenchRequest) -> None:
             ("--trace-format", request.trace_format != "auto"),
             ("--time-scale", request.time_scale != 1.0),
             ("--trace-block-tokens", request.trace_block_tokens != 512),
+            ("--client-processes", request.client_processes is not None),
         ):
             if given:
                 raise UserError(f"{name} applies to --trace FILE")
@@ -390,7 +392,7 @@ def _plan_replay(request: BenchRequest, url: str, path: Path) -> Plan:
     """``--trace FILE``: the trace read and checked whole (a TraceError, exit 2, before
     anything is sent), and the server's configuration."""
     from blackwell_doctor.app import bench as runner
-    from blackwell_doctor.app.replay import ReplayState
+    from blackwell_doctor.app.replay import ReplayState, client_processes
     from blackwell_doctor.collect.bench.trace import read_trace
 
     try:
@@ -420,7 +422,9 @@ def _plan_replay(request: BenchRequest, url: str, path: Path) -> Plan:
 
         facts = read_facts_file(request.facts_file)
         config = replace(config, host_facts=facts, host_source=str(request.facts_file))
-    return Plan(config, replay=ReplayState(trace=trace, time_scale=request.time_scale))
+    processes = client_processes(trace, request.time_scale, request.client_processes)
+    replay = ReplayState(trace=trace, time_scale=request.time_scale, processes=processes)
+    return Plan(config, replay=replay)
 
 
 def _soak_timing(

@@ -18,11 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import os
+import signal
+import threading
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import msgspec
 
 from blackwell_doctor.app import bench as runner
@@ -45,8 +53,18 @@ SHAPE = "trace"
 MAX_IN_FLIGHT = 10_000
 # Request bodies built ahead of the schedule (so that none is built at its due time).
 _AHEAD = 64
-# Before the first due time: room for the pacer's thread to start and the loop to settle.
+# Before the first due time: room for the pacer's thread (and the client processes) to
+# start and the loop to settle.
 _LEAD_S = 0.05
+# Client processes: one per this many requests in the schedule's busiest second (auto), at
+# most MAX_PROCESSES; how long one may take to start, to stop; results sent back in batches
+# of at most _BATCH, at least every _FLUSH_S.
+REQUESTS_PER_PROCESS = 200
+MAX_PROCESSES = 16
+_START_S = 60.0
+_STOP_S = 5.0
+_BATCH = 256
+_FLUSH_S = 0.05
 # A request later than this is counted apart (the bar the client is held to).
 LATE_MS = 1.0
 # How many words a block check builds: one of Mooncake's blocks.
@@ -71,6 +89,7 @@ class ReplayState:
 
     trace: Trace
     time_scale: float
+    processes: int = 1  # client processes sending (--client-processes)
     sizing: Sizing | None = None
     t0: float = 0.0
     end: float = 0.0
@@ -78,7 +97,6 @@ class ReplayState:
     lateness_s: array[float] = field(default_factory=lambda: array("d"))
     reasoning_estimates: list[int | None] = field(default_factory=list)
     fired: int = 0
-    in_flight: int = 0
     peak_in_flight: int = 0
     prompt_tokens: int = 0
     reusable_prompt_tokens: int = 0
@@ -139,6 +157,145 @@ def _room(max_model_len: int | None, output: int, sizing: Sizing) -> int | None:
     return max(1, room)
 
 
+@dataclass(frozen=True)
+class Share:
+    """The requests one sender (this process, or one of the client processes) replays, in
+    due order: their indices in the trace, due times after the start (seconds, scaled),
+    prompt words, answer tokens and prompt blocks (``hash_ids[hash_starts[k] :
+    hash_starts[k + 1]]``), and what it needs to build and send them."""
+
+    chat_url: str
+    headers: dict[str, str]
+    model: str
+    deadline_s: float
+    seed: int
+    words: list[str]
+    words_per_block: int | None
+    indices: array[int]
+    due_s: array[float]
+    n_words: array[int]
+    outputs: array[int]
+    hash_starts: array[int]
+    hash_ids: array[int]
+
+
+# One measured request: (its index in the trace, its send lateness in seconds, its sample,
+# its client-side reasoning token estimate, the server's system_fingerprint).
+Result = tuple[int, float, RequestSample, int | None, str | None]
+
+
+async def send_share(
+    share: Share,
+    t0: float,
+    session: aiohttp.ClientSession,
+    report: Callable[[Result], None],
+    sent: Callable[[int], None],
+) -> int:
+    """Send ``share``'s requests at t0 + their due times through the pacer, each measured
+    into ``report`` as it ends; ``sent(k)`` as request k of the share leaves. Returns the
+    most requests in flight at once."""
+    count = len(share.indices)
+    builder = blocks.BlockPrompts(
+        share.words, seed=share.seed, words_per_block=share.words_per_block
+    )
+
+    def body(k: int) -> bytes:
+        index = share.indices[k]
+        hashes = share.hash_ids[share.hash_starts[k] : share.hash_starts[k + 1]]
+        return client.request_body(
+            model=share.model,
+            prompt=builder.text(hashes, share.n_words[k], request=index),
+            max_tokens=share.outputs[k],
+            ignore_eos=True,
+        )
+
+    bodies: dict[int, bytes] = {}
+    built = 0
+    fired = 0
+    wake = asyncio.Event()
+
+    async def prepare() -> None:
+        nonlocal built
+        while built < count:
+            if built - fired >= _AHEAD:
+                wake.clear()
+                await wake.wait()
+                continue
+            bodies[built] = body(built)
+            built += 1
+            await asyncio.sleep(0)
+
+    tasks: set[asyncio.Task[None]] = set()
+    in_flight = 0
+    peak = 0
+
+    async def one(k: int, due: float, data: bytes) -> None:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            o = await client.stream_chat(
+                session,
+                share.chat_url,
+                data,
+                share.headers,
+                deadline_s=share.deadline_s,
+                max_tokens=share.outputs[k],
+            )
+        finally:
+            in_flight -= 1
+        estimate = o.reasoning_chunks if o.reasoning_text and o.reasoning_tokens is None else None
+        sample = runner._sample(o, t0, share.outputs[k])
+        report((share.indices[k], o.start_s - due, sample, estimate, o.system_fingerprint))
+
+    def fire(k: int, due: float) -> None:
+        nonlocal built, fired
+        data = bodies.pop(k, None)
+        if data is None:  # the builder fell behind: build it now (its time counts)
+            while built <= k:
+                bodies[built] = body(built)
+                built += 1
+            data = bodies.pop(k)
+        fired = k + 1
+        wake.set()
+        sent(k)
+        task = asyncio.create_task(one(k, due, data))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    builder_task = asyncio.create_task(prepare())
+    while built < min(count, _AHEAD):  # the first bodies ready before the clock starts
+        await asyncio.sleep(0)
+    try:
+        await pacer.pace(count, lambda k: t0 + share.due_s[k], fire)
+        while tasks:  # a request's own failure is its outcome; anything else a bug
+            await asyncio.gather(*list(tasks))
+    finally:
+        builder_task.cancel()
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await builder_task
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+    return peak
+
+
+def client_processes(trace: Trace, time_scale: float, asked: int | None) -> int:
+    """How many client processes send the replay: ``asked``, else (auto) one per
+    REQUESTS_PER_PROCESS requests in the schedule's busiest second, at most one per CPU but
+    one, at least one."""
+    if asked is not None:
+        return asked
+    offsets, busiest, low = trace.offsets_s, 0, 0
+    for high in range(len(offsets)):
+        while (offsets[high] - offsets[low]) * time_scale >= 1.0:
+            low += 1
+        busiest = max(busiest, high - low + 1)
+    cpus = max(1, (os.cpu_count() or 1) - 1)
+    return max(1, min(cpus, MAX_PROCESSES, math.ceil(busiest / REQUESTS_PER_PROCESS)))
+
+
 async def run_replay(
     config: runner.BenchConfig,
     replay: ReplayState,
@@ -157,112 +314,58 @@ async def run_replay(
         model = server.model
         sizing = await _sizing(srv, model, trace.block_tokens)
         replay.sizing = sizing
+        n_words = _plan_sizes(replay, server.max_model_len, sizing)
         words_per_block = (
             None
             if trace.block_tokens is None
             else max(1, round(trace.block_tokens * sizing.words_per_token))
         )
-        builder = blocks.BlockPrompts(
-            sizing.words, seed=config.seed, words_per_block=words_per_block
-        )
-        chat_url = srv.endpoint.url("/v1/chat/completions")
-        seen: dict[int, int] = {}
-
-        def body(index: int) -> bytes:
-            output = trace.output_tokens[index]
-            asked = trace.input_tokens[index]
-            room = _room(server.max_model_len, output, sizing)
-            if room is not None and asked > room:
-                asked = room
-                replay.capped += 1
-            content = asked - sizing.template_tokens
-            if content < 1:
-                replay.short += 1
-                content = 1
-            hashes = trace.hashes(index)
-            replay.prompt_tokens += content + sizing.template_tokens
-            replay.reusable_prompt_tokens += _reusable(
-                hashes, content, trace.block_tokens, seen, sizing.template_tokens
-            )
-            n_words = max(1, round(content * sizing.words_per_token))
-            return client.request_body(
+        processes = max(1, min(replay.processes, count))
+        replay.processes = processes
+        shares = [
+            _share(
+                replay,
+                part,
+                processes,
+                n_words,
+                chat_url=srv.endpoint.url("/v1/chat/completions"),
+                headers=dict(srv.headers),
                 model=model,
-                prompt=builder.text(hashes, n_words, request=index),
-                max_tokens=output,
-                ignore_eos=True,
+                deadline_s=config.deadline_s,
+                seed=config.seed,
+                words=sizing.words,
+                words_per_block=words_per_block,
             )
-
-        bodies: dict[int, bytes] = {}
-        built = 0
-        wake = asyncio.Event()
-
-        async def prepare() -> None:
-            nonlocal built
-            while built < count:
-                if built - replay.fired >= _AHEAD:
-                    wake.clear()
-                    await wake.wait()
-                    continue
-                bodies[built] = body(built)
-                built += 1
-                await asyncio.sleep(0)
-
+            for part in range(processes)
+        ]
         live = runner.Live(shape=SHAPE, phase="replaying", total=count)
         replay.samples = [None] * count
         replay.reasoning_estimates = [None] * count
         replay.lateness_s = array("d", bytes(8 * count))
-        tasks: set[asyncio.Task[None]] = set()
 
-        async def one(index: int, due: float, data: bytes) -> None:
-            replay.in_flight += 1
-            replay.peak_in_flight = max(replay.peak_in_flight, replay.in_flight)
-            try:
-                o = await client.stream_chat(
-                    srv.session,
-                    chat_url,
-                    data,
-                    srv.headers,
-                    deadline_s=config.deadline_s,
-                    max_tokens=trace.output_tokens[index],
-                )
-            finally:
-                replay.in_flight -= 1
-            replay.lateness_s[index] = o.start_s - due
-            runner.note_fingerprint(state, o)
-            replay.samples[index] = runner._sample(o, replay.t0, trace.output_tokens[index])
-            replay.reasoning_estimates[index] = (
-                o.reasoning_chunks if o.reasoning_text and o.reasoning_tokens is None else None
-            )
+        def report(result: Result) -> None:
+            index, late, sample, estimate, fingerprint = result
+            replay.lateness_s[index] = late
+            replay.samples[index] = sample
+            replay.reasoning_estimates[index] = estimate
+            if fingerprint:
+                runner.note_fingerprint(state, client.Outcome(system_fingerprint=fingerprint))
             replay.end = time.perf_counter()
             live.done += 1
-            if o.ok:
-                assert o.ttft_s is not None
-                assert o.latency_s is not None
-                live.ttft_s.append(o.ttft_s)
-                live.e2e_s.append(o.latency_s)
+            if sample.ok:
+                assert sample.ttft_ms is not None
+                assert sample.e2e_ms is not None
+                live.ttft_s.append(sample.ttft_ms / 1000.0)
+                live.e2e_s.append(sample.e2e_ms / 1000.0)
             else:
                 live.errors += 1
             progress(live)
 
-        def fire(index: int, due: float) -> None:
-            data = bodies.pop(index, None)
-            if data is None:  # the builder fell behind: build it now (its time counts)
-                nonlocal built
-                while built <= index:
-                    bodies[built] = body(built)
-                    built += 1
-                data = bodies.pop(index)
-            replay.fired = index + 1
-            wake.set()
-            task = asyncio.create_task(one(index, due, data))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+        def sent(_: int) -> None:
+            replay.fired += 1
 
         if server.metrics_endpoint:
             replay.before = await runner._settled_metrics(srv, model)
-        builder_task = asyncio.create_task(prepare())
-        while built < min(count, _AHEAD):  # the first bodies ready before the clock starts
-            await asyncio.sleep(0)
         progress(live)
 
         async def poll() -> None:
@@ -273,27 +376,282 @@ async def run_replay(
                     replay.peaks.append(snap)
 
         poller = asyncio.create_task(poll()) if server.metrics_endpoint else None
-        scale = replay.time_scale
-        offsets = trace.offsets_s
-        replay.t0 = time.perf_counter() + _LEAD_S
-        t0 = replay.t0
         try:
-            await pacer.pace(count, lambda i: t0 + offsets[i] * scale, fire)
-            while tasks:  # a request's own failure is its outcome; anything else a bug
-                await asyncio.gather(*list(tasks))
+            if processes == 1:
+                replay.t0 = time.perf_counter() + _LEAD_S
+                replay.peak_in_flight = await send_share(
+                    shares[0], replay.t0, srv.session, report, sent
+                )
+            else:
+                await _send_in_processes(replay, shares, report, sent)
         finally:
-            for task in (builder_task, poller, *tasks):
-                if task is not None:
-                    task.cancel()
-            for task in (builder_task, poller):
-                if task is not None:
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+            if poller is not None:
+                poller.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await poller
         replay.done = True
         if server.metrics_endpoint:
             replay.after = await runner._settled_metrics(srv, model)
         live.phase = "done"
         progress(live)
+
+
+def _plan_sizes(replay: ReplayState, max_model_len: int | None, sizing: Sizing) -> array[int]:
+    """Each request's prompt words (capped to fit the server's context with its answer),
+    counting the capped and the too short, the prompt tokens and those an earlier request
+    carried (the trace's own reuse)."""
+    trace = replay.trace
+    n_words = array("q", bytes(8 * len(trace)))
+    seen: dict[int, int] = {}
+    for index in range(len(trace)):
+        output = trace.output_tokens[index]
+        asked = trace.input_tokens[index]
+        room = _room(max_model_len, output, sizing)
+        if room is not None and asked > room:
+            asked = room
+            replay.capped += 1
+        content = asked - sizing.template_tokens
+        if content < 1:
+            replay.short += 1
+            content = 1
+        replay.prompt_tokens += content + sizing.template_tokens
+        replay.reusable_prompt_tokens += _reusable(
+            trace.hashes(index), content, trace.block_tokens, seen, sizing.template_tokens
+        )
+        n_words[index] = max(1, round(content * sizing.words_per_token))
+    return n_words
+
+
+def _share(
+    replay: ReplayState,
+    part: int,
+    parts: int,
+    n_words: array[int],
+    *,
+    chat_url: str,
+    headers: dict[str, str],
+    model: str,
+    deadline_s: float,
+    seed: int,
+    words: list[str],
+    words_per_block: int | None,
+) -> Share:
+    """Requests ``part``, ``part + parts``, ... of the trace: every sender gets its turn in
+    each burst, so a burst's requests leave side by side."""
+    trace = replay.trace
+    indices = array("q", range(part, len(trace), parts))
+    starts = array("q", [0])
+    ids: array[int] = array("q")
+    for index in indices:
+        ids.extend(trace.hashes(index))
+        starts.append(len(ids))
+    return Share(
+        chat_url=chat_url,
+        headers=headers,
+        model=model,
+        deadline_s=deadline_s,
+        seed=seed,
+        words=words,
+        words_per_block=words_per_block,
+        indices=indices,
+        due_s=array("d", (trace.offsets_s[i] * replay.time_scale for i in indices)),
+        n_words=array("q", (n_words[i] for i in indices)),
+        outputs=array("q", (trace.output_tokens[i] for i in indices)),
+        hash_starts=starts,
+        hash_ids=ids,
+    )
+
+
+async def _send_in_processes(
+    replay: ReplayState,
+    shares: list[Share],
+    report: Callable[[Result], None],
+    sent: Callable[[int], None],
+) -> None:
+    """Each share sent by a client process of its own (spawned: a fresh interpreter, no
+    inherited threads or sockets), all from one start; their results read by a thread per
+    process and handed to this loop. Cancelling tells them to stop and keeps what they had
+    measured."""
+    import multiprocessing
+
+    loop = asyncio.get_running_loop()
+    context = multiprocessing.get_context("spawn")
+    workers = []
+    for share in shares:
+        here, there = context.Pipe()
+        process = context.Process(
+            target=worker_main, args=(there, share), name="blackwell-doctor-client", daemon=True
+        )
+        process.start()
+        there.close()
+        workers.append((process, here))
+    ended: list[asyncio.Future[int]] = [loop.create_future() for _ in workers]
+
+    def read(k: int) -> None:
+        conn = workers[k][1]
+        peak = 0
+        try:
+            while True:
+                message = conn.recv_bytes()
+                kind, payload = _decode_message(message)
+                if kind == _RESULTS:
+                    loop.call_soon_threadsafe(_each, payload, report)
+                elif kind == _SENT:
+                    loop.call_soon_threadsafe(_times, payload, sent)
+                elif kind == _DONE:
+                    peak = payload
+                    break
+        except (EOFError, OSError):
+            pass
+        except RuntimeError:  # the loop closed: the run was abandoned
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, ended[k], peak)
+
+    try:
+        for _, conn in workers:  # each one started, its imports done
+            ready = await asyncio.wait_for(asyncio.to_thread(conn.recv_bytes), _START_S)
+            if _decode_message(ready)[0] != _READY:
+                raise RuntimeError("a client process did not start")
+        replay.t0 = time.perf_counter() + _LEAD_S
+        for _, conn in workers:
+            conn.send_bytes(msgspec.msgpack.encode(replay.t0))
+        readers = [
+            threading.Thread(target=read, args=(k,), name="blackwell-doctor-results", daemon=True)
+            for k in range(len(workers))
+        ]
+        for thread in readers:
+            thread.start()
+        peaks = await asyncio.gather(*ended)
+        replay.peak_in_flight = sum(peaks)
+    finally:
+        for _, conn in workers:
+            with contextlib.suppress(OSError):
+                conn.send_bytes(_STOP)
+        if not all(f.done() for f in ended):  # stopped early: what they measured comes back
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.gather(*ended), _STOP_S)
+        for process, conn in workers:
+            process.join(timeout=_STOP_S)
+            if process.is_alive():
+                process.terminate()
+            conn.close()
+
+
+def _each(results: list[Result], report: Callable[[Result], None]) -> None:
+    for result in results:
+        report(result)
+
+
+def _times(count: int, sent: Callable[[int], None]) -> None:
+    for _ in range(count):
+        sent(0)
+
+
+def _settle(future: asyncio.Future[int], peak: int) -> None:
+    if not future.done():
+        future.set_result(peak)
+
+
+# Between this process and a client process: one tag byte, then msgpack.
+_READY, _SENT, _RESULTS, _DONE = b"Y", b"S", b"R", b"D"
+_STOP = b"stop"
+_results = msgspec.msgpack.Decoder(list[tuple[int, float, RequestSample, int | None, str | None]])
+_int = msgspec.msgpack.Decoder(int)
+
+
+def _decode_message(data: bytes) -> tuple[bytes, Any]:
+    tag, body = data[:1], data[1:]
+    if tag == _RESULTS:
+        return tag, _results.decode(body)
+    if tag in (_SENT, _DONE):
+        return tag, _int.decode(body)
+    return tag, None
+
+
+def worker_main(conn: Connection, share: Share) -> None:
+    """A client process: send ``share`` from the start the parent gives, results back in
+    batches as they end (from a thread: a full pipe never holds up the loop), until done or
+    told to stop. Ctrl-C is the parent's to handle: ignored here."""
+    import queue
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn.send_bytes(_READY)
+    try:
+        t0 = msgspec.msgpack.decode(conn.recv_bytes(), type=float)
+    except (EOFError, OSError, msgspec.DecodeError):
+        return
+    outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+
+    def post() -> None:
+        while (data := outbox.get()) is not None:
+            with contextlib.suppress(OSError):
+                conn.send_bytes(data)
+
+    poster = threading.Thread(target=post, name="blackwell-doctor-post", daemon=True)
+    poster.start()
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        me = asyncio.current_task()
+        assert me is not None
+
+        def listen() -> None:  # the parent's stop (or its end) cancels the sending
+            with contextlib.suppress(EOFError, OSError):
+                conn.recv_bytes()
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(me.cancel)
+
+        threading.Thread(target=listen, name="blackwell-doctor-stop", daemon=True).start()
+        batch: list[Result] = []
+        sent_count = 0
+
+        def flush() -> None:
+            nonlocal sent_count
+            if sent_count:
+                outbox.put(_SENT + msgspec.msgpack.encode(sent_count))
+                sent_count = 0
+            if batch:
+                outbox.put(_RESULTS + msgspec.msgpack.encode(batch))
+                batch.clear()
+
+        def report(result: Result) -> None:
+            batch.append(result)
+            if len(batch) >= _BATCH:
+                flush()
+
+        def sent(_: int) -> None:
+            nonlocal sent_count
+            sent_count += 1
+
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(_FLUSH_S)
+                flush()
+
+        ticker = asyncio.create_task(tick())
+        connector = aiohttp.TCPConnector(
+            limit=MAX_IN_FLIGHT, limit_per_host=MAX_IN_FLIGHT, force_close=True
+        )
+        peak = 0
+        try:
+            async with aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=None),
+                read_bufsize=1 << 20,
+            ) as session:
+                peak = await send_share(share, t0, session, report, sent)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            ticker.cancel()
+            flush()
+        return peak
+
+    peak = asyncio.run(main())
+    outbox.put(_DONE + msgspec.msgpack.encode(peak))
+    outbox.put(None)
+    poster.join(timeout=_STOP_S)
 
 
 def _reusable(
@@ -351,6 +709,7 @@ def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: 
         reusable_prompt_tokens=replay.reusable_prompt_tokens,
         capped=replay.capped,
         size_source=replay.sizing.source if replay.sizing else ESTIMATED,
+        client_processes=replay.processes,
     )
     return msgspec.structs.replace(doc, trace=result)
 

@@ -289,6 +289,18 @@ def register(app: typer.Typer) -> None:
                 help="With --trace: the prompt tokens each Mooncake hash id stands for.",
             ),
         ] = 512,
+        client_processes: Annotated[
+            int | None,
+            typer.Option(
+                "--client-processes",
+                min=1,
+                max=64,
+                metavar="N",
+                help="With --trace: client processes that send the requests (default: one "
+                "per 200 requests in the busiest second, at most one per CPU but one).",
+                show_default=False,
+            ),
+        ] = None,
         multi_turn: Annotated[
             int,
             typer.Option(
@@ -373,6 +385,7 @@ def register(app: typer.Typer) -> None:
             trace_format=trace_format,
             time_scale=time_scale,
             trace_block_tokens=trace_block_tokens,
+            client_processes=client_processes,
             multi_turn=multi_turn,
         )
         if compare_urls is not None:

@@ -395,6 +395,7 @@ def _trace_lines(trace: TraceResult, *, markdown: bool) -> list[str]:
         f"{trace.time_scale:g}; {trace.rows} rows in the file"
         + (f", {left} not replayed" if left else "")
         + f"; peak {trace.peak_in_flight} in flight"
+        + (f"; {trace.client_processes} client processes" if trace.client_processes > 1 else "")
     )
     if markdown:
         out.append("")

@@ -394,7 +394,9 @@ class TraceResult(msgspec.Struct, frozen=True, kw_only=True):
     lateness_ms: Stats
     lateness_max_ms: float | None
     late_over_1ms: int  # requests sent more than 1 ms after their due time
-    peak_in_flight: int  # the most requests awaiting their answer at once
+    # The most requests awaiting their answer at once (with several client processes, the
+    # sum of each one's most).
+    peak_in_flight: int
     # Prompt tokens asked of the server (after capping), and of them those in blocks an
     # earlier request already carried from the prompt's start on: what a prefix cache that
     # kept every block could serve (the trace's own reuse; the server's measured hit rate
@@ -406,6 +408,8 @@ class TraceResult(msgspec.Struct, frozen=True, kw_only=True):
     # "tokenize": prompts sized in the server's tokens (one token per word, checked on a
     # whole block); "estimated": the server has no usable /tokenize.
     size_source: str
+    # Processes that sent the requests (each its share, round robin, its own event loop).
+    client_processes: int = 1
 
 
 class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
