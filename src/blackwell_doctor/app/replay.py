@@ -108,9 +108,8 @@ class ReplayState:
     done: bool = False
 
 
-async def _sizing(srv: runner._Server, model: str, block_tokens: int | None) -> Sizing:
+async def _sizing(server: runner._Server, model: str) -> Sizing:
     """Words and the template's tokens, from the server's /tokenize where it counts."""
-    server = srv
 
     async def plain(text: str) -> int | None:
         return await server.count_tokens(model, text, chat=False)
@@ -312,7 +311,7 @@ async def run_replay(
         assert server is not None
         assert server.model is not None
         model = server.model
-        sizing = await _sizing(srv, model, trace.block_tokens)
+        sizing = await _sizing(srv, model)
         replay.sizing = sizing
         n_words = _plan_sizes(replay, server.max_model_len, sizing)
         words_per_block = (
