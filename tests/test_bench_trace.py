@@ -235,8 +235,9 @@ def test_the_pacer_hands_each_request_over_in_order_and_never_early() -> None:
         start = time.perf_counter() + 0.01
         offsets = [0.0, 0.0, 0.002, 0.005, 0.03]
 
-        def fire(index: int, due: float) -> None:
+        def fire(index: int, due: float) -> bool:
             fired.append((index, due, time.perf_counter()))
+            return True
 
         await pacer.pace(len(offsets), lambda i: start + offsets[i], fire)
 
@@ -250,10 +251,13 @@ def test_a_cancelled_schedule_hands_over_nothing_more() -> None:
 
     async def go() -> None:
         start = time.perf_counter()
+
+        def fire(index: int, due: float) -> bool:
+            fired.append(index)
+            return True
+
         task = asyncio.create_task(
-            pacer.pace(
-                3, lambda i: start + (0.0 if i == 0 else 3600.0), lambda i, d: fired.append(i)
-            )
+            pacer.pace(3, lambda i: start + (0.0 if i == 0 else 3600.0), fire)
         )
         while not fired:
             await asyncio.sleep(0.001)
@@ -263,6 +267,26 @@ def test_a_cancelled_schedule_hands_over_nothing_more() -> None:
 
     asyncio.run(go())
     assert fired == [0]
+
+
+def test_a_fire_that_declines_ends_the_schedule_there() -> None:
+    # send_on_schedule's stop() and a request that raised end the pacing this way.
+    fired: list[int] = []
+
+    async def go() -> None:
+        start = time.perf_counter()
+
+        def fire(index: int, due: float) -> bool:
+            fired.append(index)
+            return index < 1
+
+        # Due at once, then an hour later: only a schedule that ends at the False returns.
+        await asyncio.wait_for(
+            pacer.pace(4, lambda i: start + (0.0 if i < 3 else 3600.0), fire), timeout=30
+        )
+
+    asyncio.run(go())
+    assert fired == [0, 1]
 
 
 # --- a whole replay against a server on 127.0.0.1 -------------------------------------------

@@ -892,6 +892,33 @@ async def _calibrate(
     return n, None
 
 
+@contextlib.asynccontextmanager
+async def polled_metrics(
+    srv: _Server, model: str | None, peaks: list[Snapshot], *, poll: bool
+) -> AsyncIterator[None]:
+    """While the block runs (a shape's load, a replay), the server's /metrics every
+    _POLL_INTERVAL_S into ``peaks`` (their gauges' peaks), when ``poll``. Only the lines
+    read are parsed (server_metrics.parse's ``quick``), in a thread: vLLM's 55 kB took
+    prometheus_client 40-73 ms on the loaded 2-core VM, time a paced sender's loop cannot
+    give while requests are due."""
+
+    async def every() -> None:
+        while True:
+            await asyncio.sleep(_POLL_INTERVAL_S)
+            snap = await srv.metrics(model, quick=True)
+            if snap is not None:
+                peaks.append(snap)
+
+    poller = asyncio.create_task(every()) if poll else None
+    try:
+        yield
+    finally:
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+
+
 async def _settled_metrics(srv: _Server, model: str | None) -> Snapshot | None:
     """/metrics once its generation counter stops moving (the server updates its counters
     just after streaming the last token)."""
@@ -1113,16 +1140,8 @@ async def measure_shape(
             live.errors += 1
         progress(live)
 
-    async def poll() -> None:
-        while True:
-            await asyncio.sleep(_POLL_INTERVAL_S)
-            snap = await srv.metrics(model)
-            if snap is not None:
-                cur.peaks.append(snap)
-
-    poller = asyncio.create_task(poll()) if server.metrics_endpoint else None
     lost = 0
-    try:
+    async with polled_metrics(srv, model, cur.peaks, poll=server.metrics_endpoint):
         if cur.turns is not None:
             from blackwell_doctor.app import multiturn
 
@@ -1147,11 +1166,6 @@ async def measure_shape(
             stopped = stopped or done.stopped
         # vLLM's benchmark_duration: from before the first request to after the last.
         end = time.perf_counter()
-    finally:
-        if poller is not None:
-            poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await poller
     after = await _settled_metrics(srv, model) if server.metrics_endpoint else None
     if stopped:
         notes.append(

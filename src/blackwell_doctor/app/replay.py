@@ -6,8 +6,9 @@ token each (collect/bench/blocks.py), checked on a whole block, less the chat te
 own tokens (the difference between the server's chat and plain counts of one text), so a
 request asks the server for the trace's input length; ``ignore_eos`` with ``max_tokens`` =
 the trace's output length asks it for the trace's answer length. Requests go out open-loop
-(none waits for another, as the traced service's users did not) through the pacer
-(collect/bench/pacer.py), and each one's send lateness (sent minus due) is kept.
+(none waits for another, as the traced service's users did not) through the one open-loop
+sender (collect/bench/schedule.py's send_on_schedule, timed by collect/bench/pacer.py), and
+each one's send lateness (sent minus due) is kept.
 
 The requests are measured as a shape's are (the run's shape ``trace``: TTFT, TPOT, ITL,
 E2E, output tokens from usage, the server's /metrics beside them, prefix-cache hits
@@ -34,7 +35,7 @@ import aiohttp
 import msgspec
 
 from blackwell_doctor.app import bench as runner
-from blackwell_doctor.collect.bench import blocks, client, pacer, prompts
+from blackwell_doctor.collect.bench import blocks, client, prompts, schedule
 from blackwell_doctor.collect.bench.server_metrics import Snapshot, delta
 from blackwell_doctor.collect.bench.trace import BURSTGPT, Trace
 from blackwell_doctor.report.bench import (
@@ -190,9 +191,10 @@ async def send_share(
     report: Callable[[Result], None],
     sent: Callable[[int], None],
 ) -> int:
-    """Send ``share``'s requests at t0 + their due times through the pacer, each measured
-    into ``report`` as it ends; ``sent(k)`` as request k of the share leaves. Returns the
-    most requests in flight at once."""
+    """Send ``share``'s requests at t0 + their due times (collect/bench/schedule.py's
+    send_on_schedule, the one open-loop sender), each measured into ``report`` as it ends
+    with its send lateness; ``sent(k)`` as request k of the share leaves. Returns the most
+    requests in flight at once."""
     count = len(share.indices)
     builder = blocks.BlockPrompts(
         share.words, seed=share.seed, words_per_block=share.words_per_block
@@ -210,13 +212,13 @@ async def send_share(
 
     bodies: dict[int, bytes] = {}
     built = 0
-    fired = 0
+    started = 0
     wake = asyncio.Event()
 
     async def prepare() -> None:
         nonlocal built
         while built < count:
-            if built - fired >= _AHEAD:
+            if built - started >= _AHEAD:
                 wake.clear()
                 await wake.wait()
                 continue
@@ -224,60 +226,43 @@ async def send_share(
             built += 1
             await asyncio.sleep(0)
 
-    tasks: set[asyncio.Task[None]] = set()
-    in_flight = 0
-    peak = 0
+    done = schedule.Sent()
 
-    async def one(k: int, due: float, data: bytes) -> None:
-        nonlocal in_flight, peak
-        in_flight += 1
-        peak = max(peak, in_flight)
-        try:
-            o = await client.stream_chat(
-                session,
-                share.chat_url,
-                data,
-                share.headers,
-                deadline_s=share.deadline_s,
-                max_tokens=share.outputs[k],
-            )
-        finally:
-            in_flight -= 1
-        estimate = o.reasoning_chunks if o.reasoning_text and o.reasoning_tokens is None else None
-        sample = runner._sample(o, t0, share.outputs[k])
-        report((share.indices[k], o.start_s - due, sample, estimate, o.system_fingerprint))
-
-    def fire(k: int, due: float) -> None:
-        nonlocal built, fired
+    async def one(k: int) -> None:
+        nonlocal built, started
         data = bodies.pop(k, None)
         if data is None:  # the builder fell behind: build it now (its time counts)
             while built <= k:
                 bodies[built] = body(built)
                 built += 1
             data = bodies.pop(k)
-        fired = k + 1
+        started = k + 1
         wake.set()
         sent(k)
-        task = asyncio.create_task(one(k, due, data))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+        late = done.lateness_s[k]  # send_on_schedule's, taken as this task began
+        o = await client.stream_chat(
+            session,
+            share.chat_url,
+            data,
+            share.headers,
+            deadline_s=share.deadline_s,
+            max_tokens=share.outputs[k],
+        )
+        estimate = o.reasoning_chunks if o.reasoning_text and o.reasoning_tokens is None else None
+        sample = runner._sample(o, t0, share.outputs[k])
+        report((share.indices[k], late, sample, estimate, o.system_fingerprint))
 
     builder_task = asyncio.create_task(prepare())
     while built < min(count, _AHEAD):  # the first bodies ready before the clock starts
         await asyncio.sleep(0)
     try:
-        await pacer.pace(count, lambda k: t0 + share.due_s[k], fire)
-        while tasks:  # a request's own failure is its outcome; anything else a bug
-            await asyncio.gather(*list(tasks))
+        # A request's own failure is its outcome; one that raises is a bug and ends the run.
+        await schedule.send_on_schedule(share.due_s, one, start=t0, sent=done)
     finally:
         builder_task.cancel()
-        for task in tasks:
-            task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await builder_task
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-    return peak
+    return done.peak_in_flight
 
 
 def client_processes(trace: Trace, time_scale: float, asked: int | None) -> int:
@@ -367,15 +352,7 @@ async def run_replay(
             replay.before = await runner._settled_metrics(srv, model)
         progress(live)
 
-        async def poll() -> None:
-            while True:
-                await asyncio.sleep(runner._POLL_INTERVAL_S)
-                snap = await srv.metrics(model, quick=True)  # 40 ms of parsing otherwise
-                if snap is not None:
-                    replay.peaks.append(snap)
-
-        poller = asyncio.create_task(poll()) if server.metrics_endpoint else None
-        try:
+        async with runner.polled_metrics(srv, model, replay.peaks, poll=server.metrics_endpoint):
             if processes == 1:
                 replay.t0 = time.perf_counter() + _LEAD_S
                 replay.peak_in_flight = await send_share(
@@ -383,11 +360,6 @@ async def run_replay(
                 )
             else:
                 await _send_in_processes(replay, shares, report, sent)
-        finally:
-            if poller is not None:
-                poller.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await poller
         replay.done = True
         if server.metrics_endpoint:
             replay.after = await runner._settled_metrics(srv, model)

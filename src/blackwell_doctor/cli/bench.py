@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from blackwell_doctor.cli.options import Arrival, Burstiness, Rate, Slo, SloLevel
 from blackwell_doctor.render.formats import BenchFormat
 
 if TYPE_CHECKING:
@@ -198,51 +199,11 @@ def register(app: typer.Typer) -> None:
                 help="With --soak: the interval (default: about 30 of them, 5 s to 60 s).",
             ),
         ] = None,
-        rate: Annotated[
-            str | None,
-            typer.Option(
-                "--rate",
-                metavar="R[,R...]|sweep",
-                help="Send one shape's requests at each rate (requests/s), or 'sweep': one at "
-                "a time, all at once, then rates between up to the knee.",
-            ),
-        ] = None,
-        arrival: Annotated[
-            str | None,
-            typer.Option(
-                "--arrival",
-                metavar="constant|poisson|gamma",
-                help="With --rate: the arrival process (default poisson, as vllm bench serve).",
-                show_default=False,
-            ),
-        ] = None,
-        burstiness: Annotated[
-            float | None,
-            typer.Option(
-                "--burstiness",
-                help="With --arrival gamma: its shape (vLLM's --burstiness; below 1 burstier "
-                "than Poisson, above 1 more even).",
-            ),
-        ] = None,
-        slo: Annotated[
-            str | None,
-            typer.Option(
-                "--slo",
-                metavar="METRIC:MS[,...]",
-                help="With --rate (or --compare of rate runs): the SLOs each request must meet "
-                "(ttft_ms, tpot_ms, e2e_ms), e.g. ttft_ms:500,tpot_ms:50.",
-            ),
-        ] = None,
-        slo_level: Annotated[
-            float | None,
-            typer.Option(
-                "--slo-level",
-                metavar="PCT",
-                help="With --slo: the share of requests that must meet them for a rate to "
-                "count toward capacity (default 90).",
-                show_default=False,
-            ),
-        ] = None,
+        rate: Rate = None,
+        arrival: Arrival = None,
+        burstiness: Burstiness = None,
+        slo: Slo = None,
+        slo_level: SloLevel = None,
         sweep_points: Annotated[
             int | None,
             typer.Option(

@@ -224,7 +224,7 @@ def _run(doc: BenchRun, *, markdown: bool) -> str:
         if doc.shapes:
             out.append("")
             out.append("## each point" if markdown else "each point:")
-    if doc.trace is not None:
+    if not isinstance(doc.trace, msgspec.UnsetType):
         out.append("")
         out += _trace_lines(doc.trace, markdown=markdown)
     for shape in doc.shapes:

@@ -429,7 +429,8 @@ class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
     environment: Environment | None = None  # schema_version 4
     # bench --rate (schema_version 5); absent from a run at fixed shapes.
     sweep: SweepResult | msgspec.UnsetType = msgspec.UNSET
-    trace: TraceResult | None = None  # schema_version 6
+    # bench --trace (schema_version 6); absent from a run that replays no trace.
+    trace: TraceResult | msgspec.UnsetType = msgspec.UNSET
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):

@@ -29,10 +29,12 @@ _STEP_S = 0.05
 _FINE_S = 0.02
 
 
-async def pace(count: int, due: Callable[[int], float], fire: Callable[[int, float], None]) -> None:
+async def pace(count: int, due: Callable[[int], float], fire: Callable[[int, float], bool]) -> None:
     """Call ``fire(i, due(i))`` in the running loop once ``time.perf_counter()`` reaches
     ``due(i)``, for i from 0 to ``count - 1`` in order (due times in order); return when
-    the last has been handed over. Cancelling stops the schedule: no later call is made."""
+    the last has been handed over, or as soon as ``fire`` returns False (the schedule ends
+    there). Cancelling stops the schedule too: no later call is made. The one sender that
+    uses it is collect/bench/schedule.py's send_on_schedule."""
     loop = asyncio.get_running_loop()
     finished: asyncio.Future[None] = loop.create_future()
     stop = threading.Event()
@@ -51,7 +53,11 @@ async def pace(count: int, due: Callable[[int], float], fire: Callable[[int, flo
         if stop.is_set():
             return
         while sent <= index and sent < count:
-            fire(sent, due(sent))
+            if not fire(sent, due(sent)):
+                stop.set()
+                if not finished.done():
+                    finished.set_result(None)
+                return
             sent += 1
         if timer is not None:
             timer.cancel()
