@@ -18,7 +18,7 @@ from blackwell_doctor.ruledata.examples import (
 )
 
 # Each part an example can have, and the command option or argument it stands in for.
-PARTS = ("facts", "logs", "bench", "model", "compare", "soak", "fleet")
+PARTS = ("facts", "logs", "bench", "model", "compare", "soak", "fleet", "trace")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class ExampleInputs:
     model: Path | None
     compare: tuple[Path, Path] | None
     fleet: tuple[str, ...]
+    trace: Path | None = None
 
 
 def find(name: str, *, part: str, command: str) -> ExampleInputs:
@@ -67,6 +68,12 @@ def replace_options(
     if given:
         raise UserError(load_examples().words.conflicts.format(name=name, options=", ".join(given)))
     return find(name, part=part, command=command)
+
+
+def has_part(name: str, part: str) -> bool:
+    """Whether the example ``name`` exists and has ``part``."""
+    example = load_examples().named(name)
+    return example is not None and _has(example, part)
 
 
 def no_gpu_hint(command: str) -> str:
@@ -117,4 +124,5 @@ def _inputs(example: Example) -> ExampleInputs:
         compare=compare,
         fleet=tuple(str(example_path(f)) for f in example.fleet)
         or ((str(example_path(example.facts)),) if example.facts else ()),
+        trace=path(example.trace),
     )

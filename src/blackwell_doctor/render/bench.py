@@ -37,6 +37,7 @@ from blackwell_doctor.report.bench import (
     SweepComparison,
     SweepPoint,
     SweepResult,
+    TraceResult,
 )
 from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison
 from blackwell_doctor.report.bench_ladder import LadderDocument
@@ -180,6 +181,11 @@ def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
             parts.append(f"ITL mean {_f(s.itl.mean_ms, 2)} ms")
         parts.append(f"preemptions {_f(s.preemptions, 0)}")
         parts.append(f"peak KV cache {_f(s.kv_cache_usage_peak_pct)}%")
+        if s.prefix_cache_hit_rate is not None:
+            parts.append(
+                f"prefix cache hits {s.prefix_cache_hit_rate * 100:.1f}% of "
+                f"{_f(s.prefix_cache_queries, 0)} prompt tokens"
+            )
         out.append("server /metrics: " + ", ".join(parts))
     for note in shape.notes:
         out.append(f"note: {w(note)}")
@@ -218,6 +224,9 @@ def _run(doc: BenchRun, *, markdown: bool) -> str:
         if doc.shapes:
             out.append("")
             out.append("## each point" if markdown else "each point:")
+    if not isinstance(doc.trace, msgspec.UnsetType):
+        out.append("")
+        out += _trace_lines(doc.trace, markdown=markdown)
     for shape in doc.shapes:
         out.append("")
         out += _shape_lines(shape, markdown=markdown)
@@ -372,6 +381,44 @@ def sweep_compare_lines(sw: SweepComparison, *, markdown: bool) -> list[str]:
         out.append(f"only after: {w(name)}")
     for note in sw.notes:
         out.append(f"note: {w(note)}")
+    return out
+
+
+def _trace_lines(trace: TraceResult, *, markdown: bool) -> list[str]:
+    w = _words(markdown)
+    blocks = "" if trace.block_tokens is None else f", blocks of {trace.block_tokens} tokens"
+    head = f"trace {w(trace.file)} ({w(trace.format)}{blocks})"
+    out = [f"### {head}" if markdown else head]
+    left = trace.skipped + trace.not_replayed
+    out.append(
+        f"{trace.sent}/{trace.requests} requests sent over {trace.span_s:.1f} s at time scale "
+        f"{trace.time_scale:g}; {trace.rows} rows in the file"
+        + (f", {left} not replayed" if left else "")
+        + f"; peak {trace.peak_in_flight} in flight"
+        + (f"; {trace.client_processes} client processes" if trace.client_processes > 1 else "")
+    )
+    if markdown:
+        out.append("")
+    row = [*_stats_row("lateness", trace.lateness_ms), _f(trace.lateness_max_ms, 2)]
+    out += _table([["ms", "mean", "p50", "p90", "p95", "p99", "max"], row], markdown=markdown)
+    if markdown:
+        out.append("")
+    late = trace.late_over_1ms
+    whom = (
+        "1 request sent more than 1 ms after its"
+        if late == 1
+        else (f"{late} requests sent more than 1 ms after their")
+    )
+    out.append(f"send lateness: {whom} time")
+    if trace.prompt_tokens:
+        size = "" if trace.size_source == "tokenize" else " (estimated)"
+        out.append(
+            f"prompt tokens{size}: {trace.prompt_tokens:,}, of which "
+            f"{trace.reusable_prompt_tokens / trace.prompt_tokens * 100:.1f}% in blocks an "
+            "earlier request carried (what a prefix cache keeping every block could serve)"
+        )
+    if trace.capped:
+        out.append(f"capped: {trace.capped} prompts cut to fit the server's max_model_len")
     return out
 
 

@@ -27,10 +27,11 @@ class Example(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     compare: list[str] | None = None
     soak: str | None = None
     fleet: list[str] = []
+    trace: str | None = None  # a request trace, for bench --url URL --example NAME
 
     def files(self) -> list[str]:
         """Every file or directory the example names, in its parts' order."""
-        named = [self.facts, *self.logs, self.bench, self.model, self.soak]
+        named = [self.facts, *self.logs, self.bench, self.model, self.soak, self.trace]
         return [f for f in named if f is not None] + [*(self.compare or []), *self.fleet]
 
 
