@@ -21,6 +21,7 @@ import msgspec
 from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
+    from blackwell_doctor.collect.logs.scan import Progress
     from blackwell_doctor.facts.document import Facts, LogFacts, Section
     from blackwell_doctor.facts.model import ModelFacts
 
@@ -251,10 +252,10 @@ def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: 
         return facts
     import msgspec
 
-    from blackwell_doctor.collect.logs.scan import collect_logs
+    from blackwell_doctor.collect.logs.scan import readable, scan_sources
     from blackwell_doctor.facts.document import Unavailable
 
-    scanned = collect_logs(
+    scanned = scan_sources(
         paths=logs.paths,
         containers=logs.containers,
         journal=logs.journal,
@@ -262,14 +263,32 @@ def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: 
         host_root=host_root or Path("/"),
         stdin=stdin if logs.reads_stdin else None,
     )
-    if isinstance(scanned, Unavailable) and not (
-        logs.containers or logs.journal or logs.kernel_log
-    ):
+    if scanned.sources and not any(readable(s) for s in scanned.sources):
         # The user named files and none could be read: a usage error (README: exit 2), not
         # a report whose log checks all say "not evaluated".
-        reason = scanned.reason.removeprefix("no-log-readable:")
-        raise UserError(f"--logs: no log could be read ({reason})")
+        _refuse_unreadable(scanned, logs, option="--logs: ")
+        first = scanned.sources[0].error or "unreadable"
+        return msgspec.structs.replace(facts, logs=Unavailable(f"no-log-readable:{first}"))
     return msgspec.structs.replace(facts, logs=scanned)
+
+
+def _refuse_unreadable(scanned: LogFacts, logs: LogRequest, *, option: str = "") -> None:
+    """The UserError of ``check --logs`` and ``scan-logs`` alike (issue 40: one behaviour)
+    when only files (directories, globs) were named and not one could be read: the first
+    source's reason token, and what a directory scan skipped. A container, the journal or
+    the kernel log among them: not a usage error (the host's state, said in the report)."""
+    from blackwell_doctor.collect.logs.scan import readable
+    from blackwell_doctor.rules.logs import skipped_words
+
+    if logs.containers or logs.journal or logs.kernel_log:
+        return
+    if not scanned.sources or any(readable(s) for s in scanned.sources):
+        return
+    reason = scanned.sources[0].error or "unreadable"
+    skipped = skipped_words(scanned.skipped)
+    raise UserError(
+        f"{option}no log could be read ({reason}{'; skipped: ' + skipped if skipped else ''})"
+    )
 
 
 def with_model(facts: Facts, model_dir: Path | None, *, required: bool, hub: bool = False) -> Facts:
@@ -338,20 +357,34 @@ def read_model_arg(
     )
 
 
-def obtain_logs(logs: LogRequest, *, host_root: Path | None, stdin: BinaryIO) -> LogFacts:
-    """The logs alone (``scan-logs``): every source, an unreadable one with its error."""
+def obtain_logs(
+    logs: LogRequest,
+    *,
+    host_root: Path | None,
+    stdin: BinaryIO,
+    progress: Progress | None = None,
+) -> LogFacts:
+    """The logs alone (``scan-logs``): every source, an unreadable one with its error.
+    Files (and directories, globs) named and none readable is a UserError in
+    ``check --logs``'s words (issue 40: one behaviour); a container, the journal or the
+    kernel log that could not be read is said in the document (exit 2 by
+    :func:`~blackwell_doctor.rules.presets.judge_logs`). ``progress``: called as the scan
+    goes (collect/logs/scan.py)."""
     _check_logs(logs)
     root = checked_host_root(host_root)
     from blackwell_doctor.collect.logs.scan import scan_sources
 
-    return scan_sources(
+    scanned = scan_sources(
         paths=logs.paths,
         containers=logs.containers,
         journal=logs.journal,
         kernel_log=logs.kernel_log,
         host_root=root,
         stdin=stdin if logs.reads_stdin else None,
+        progress=progress,
     )
+    _refuse_unreadable(scanned, logs)
+    return scanned
 
 
 def checked_host_root(host_root: Path | None) -> Path:
