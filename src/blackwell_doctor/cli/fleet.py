@@ -109,6 +109,15 @@ def register(app: typer.Typer) -> None:
         # not replace the last good one at --output.
         failed = "not one node could be judged" if report.summary.nodes == 0 else None
         write_outcome(text, output, failed=failed)
+        if failed is not None and not writes_to_file(output):
+            # The document lists each file with its reason; standard error says it in one
+            # line, as every command says an input it cannot use (docs/exit-codes.md).
+            from blackwell_doctor import TOOL_NAME
+
+            first = report.unjudged[0] if report.unjudged else None
+            why = f": {first.source}: {first.reason}" if first is not None else ""
+            more = f" (and {len(report.unjudged) - 1} more)" if len(report.unjudged) > 1 else ""
+            sys.stderr.write(f"{TOOL_NAME}: error: {failed}{why}{more}\n")
         if writes_to_file(output) and failed is None:
             s = report.summary
             sys.stderr.write(
