@@ -91,6 +91,8 @@ def test_examples_lists_every_example_with_its_origin(capsys: pytest.CaptureFixt
         assert f"\n{e.name}: " in r.out
     assert "blackwell-doctor check --example wsl2-rtxpro6000x4" in r.out
     assert "captured on a real 2x H200 machine" in r.out
+    # A fleet's nodes are host examples, named (their files are theirs).
+    assert "  nodes: wsl2-rtxpro6000x4, fixed-rtxpro6000x4, dgx-spark, h200x2\n" in r.out
 
 
 def test_check_on_the_wsl2_example(capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,6 +43,7 @@ class ExampleWords(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     origin: str
     commands: str
     files: str
+    nodes: str
     unknown: str
     missing_part: str
     conflicts: str
