@@ -21,6 +21,7 @@ import msgspec
 from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
+    from blackwell_doctor.collect.logs.scan import Progress
     from blackwell_doctor.facts.document import Facts, LogFacts, Section
     from blackwell_doctor.facts.model import ModelFacts
 
@@ -60,6 +61,10 @@ class FactsRequest(msgspec.Struct, frozen=True, kw_only=True):
     # --facts the directory is usually on that node: read when it exists here, otherwise the
     # file's own model section (collect --model-dir on that node) stands.
     model_dir: Path | None = None
+    # recommend, apply: model_dir is what the runtime will mount and serve. One with nothing
+    # to read yet (not downloaded) is a launch that is not sized (a note says so); the
+    # commands that judge the model (check, collect, audit, model) refuse it (exit 2).
+    model_mount: bool = False
     # --hub: model_dir is ORG/NAME[@REVISION], read from the Hub (or HF_ENDPOINT) over HTTP:
     # config, index and safetensors headers by range requests, never a weight.
     model_hub: bool = False
@@ -118,7 +123,11 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
         source = "live"
     facts = with_logs(facts, request.logs, host_root=request.host_root, stdin=stdin)
     facts = with_model(
-        facts, request.model_dir, required=request.facts_file is None, hub=request.model_hub
+        facts,
+        request.model_dir,
+        required=request.facts_file is None,
+        hub=request.model_hub,
+        usable=not request.model_mount,
     )
     facts = with_bench(facts, request.bench_file, stdin=stdin)
     if request.stack:
@@ -209,6 +218,26 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
     return msgspec.structs.replace(facts, stack=stack)
 
 
+def require_something_to_audit(facts: Facts) -> None:
+    """``audit`` with nothing to audit is a usage error (issue 40: an input the user named,
+    or the interpreter it defaults to, that cannot be used is exit 2 on every command):
+    an environment (an interpreter, an image's) with none of the GPU packages audit reads
+    (checks/stack.toml [inventory]). A stack that could not be read (a Docker engine that is
+    down) is the host's state, said in the report as before (``stack.kernels`` not
+    evaluated, exit 3 under --strict)."""
+    from blackwell_doctor.facts.stack import StackFacts
+
+    stack = facts.stack
+    if not isinstance(stack, StackFacts) or stack.packages:
+        return
+    where = f"image {stack.image.ref}'s {stack.python}" if stack.image else stack.python
+    raise UserError(
+        f"nothing to audit: {where} (Python {stack.python_version}) has none of the GPU "
+        "packages audit reads (torch, vllm, sglang, flashinfer, triton, nvidia-*, ...: "
+        "checks/stack.toml [inventory]); give --python the runtime's interpreter, or --image"
+    )
+
+
 def written_words(facts: Facts, path: str) -> str:
     """What ``collect -o PATH`` says it wrote, and how to judge it (checks/catalogue.toml
     [words.collect])."""
@@ -251,10 +280,10 @@ def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: 
         return facts
     import msgspec
 
-    from blackwell_doctor.collect.logs.scan import collect_logs
+    from blackwell_doctor.collect.logs.scan import readable, scan_sources
     from blackwell_doctor.facts.document import Unavailable
 
-    scanned = collect_logs(
+    scanned = scan_sources(
         paths=logs.paths,
         containers=logs.containers,
         journal=logs.journal,
@@ -262,24 +291,52 @@ def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: 
         host_root=host_root or Path("/"),
         stdin=stdin if logs.reads_stdin else None,
     )
-    if isinstance(scanned, Unavailable) and not (
-        logs.containers or logs.journal or logs.kernel_log
-    ):
+    if scanned.sources and not any(readable(s) for s in scanned.sources):
         # The user named files and none could be read: a usage error (README: exit 2), not
         # a report whose log checks all say "not evaluated".
-        reason = scanned.reason.removeprefix("no-log-readable:")
-        raise UserError(f"--logs: no log could be read ({reason})")
+        _refuse_unreadable(scanned, logs, option="--logs: ")
+        first = scanned.sources[0].error or "unreadable"
+        return msgspec.structs.replace(facts, logs=Unavailable(f"no-log-readable:{first}"))
     return msgspec.structs.replace(facts, logs=scanned)
 
 
-def with_model(facts: Facts, model_dir: Path | None, *, required: bool, hub: bool = False) -> Facts:
+def _refuse_unreadable(scanned: LogFacts, logs: LogRequest, *, option: str = "") -> None:
+    """The UserError of ``check --logs`` and ``scan-logs`` alike (issue 40: one behaviour)
+    when only files (directories, globs) were named and not one could be read: the first
+    source's reason token, and what a directory scan skipped. A container, the journal or
+    the kernel log among them: not a usage error (the host's state, said in the report)."""
+    from blackwell_doctor.collect.logs.scan import readable
+    from blackwell_doctor.rules.logs import skipped_words
+
+    if logs.containers or logs.journal or logs.kernel_log:
+        return
+    if not scanned.sources or any(readable(s) for s in scanned.sources):
+        return
+    reason = scanned.sources[0].error or "unreadable"
+    skipped = skipped_words(scanned.skipped)
+    raise UserError(
+        f"{option}no log could be read ({reason}{'; skipped: ' + skipped if skipped else ''})"
+    )
+
+
+def with_model(
+    facts: Facts,
+    model_dir: Path | None,
+    *,
+    required: bool,
+    hub: bool = False,
+    usable: bool = True,
+) -> Facts:
     """``facts`` with the model read into ``facts.model``: a directory, or ORG/NAME[@REVISION]
     from the local Hugging Face cache (``hub``: from the Hub over HTTP). ``required``: the
     model must be found here (a live run); otherwise one that is not here leaves the facts
-    as they are (it is on the node the facts come from)."""
+    as they are (it is on the node the facts come from). ``usable``: one found with neither
+    a usable config.json nor weights is a UserError (:func:`read_model_arg`)."""
     if model_dir is None:
         return facts
-    model = read_model_arg(model_dir, hub=hub, required=required, option="--model-dir ")
+    model = read_model_arg(
+        model_dir, hub=hub, required=required, option="--model-dir ", usable=usable
+    )
     if model is None:
         return facts
     import msgspec
@@ -288,18 +345,19 @@ def with_model(facts: Facts, model_dir: Path | None, *, required: bool, hub: boo
 
 
 def read_model_arg(
-    model_dir: Path, *, hub: bool, required: bool, option: str = ""
+    model_dir: Path, *, hub: bool, required: bool, option: str = "", usable: bool = True
 ) -> ModelFacts | None:
     """The model a ``DIR`` / ``ORG/NAME[@REVISION]`` argument names (docs/model.md): an
     existing directory first; else a repo id, from the Hugging Face cache, or with ``hub``
     from the Hub. None when it is not here and not ``required``; UserError (one line, exit
-    2) for anything that cannot be read (a hostile cache included); ``option`` (e.g.
+    2) for anything that cannot be read (a hostile cache included), and (``usable``) for a
+    model with neither a usable config.json nor safetensors weights; ``option`` (e.g.
     ``"--model-dir "``) leads the message where the argument came from an option."""
     text = str(model_dir)
     if not hub and model_dir.is_dir():
         from blackwell_doctor.collect.model.scan import read_model_dir
 
-        return read_model_dir(model_dir)
+        return _usable(read_model_dir(model_dir), f"{option}{text}", usable)
     from blackwell_doctor.collect.model.hfcache import (
         CacheError,
         NotCached,
@@ -321,7 +379,7 @@ def read_model_arg(
         if hub:
             from blackwell_doctor.collect.model.hub import read_hub_model
 
-            return read_hub_model(spec)
+            return _usable(read_hub_model(spec), f"{option}{text}", usable)
         cached = resolve_cached(spec)
     except NotCached as exc:
         if not required:
@@ -331,27 +389,58 @@ def read_model_arg(
         raise UserError(str(exc)) from None
     from blackwell_doctor.collect.model.scan import DirectoryFiles, read_model
 
-    return read_model(
+    model = read_model(
         DirectoryFiles(cached.folder, confine=cached.repo_folder),
         label=f"{spec.repo}@{spec.revision}",
         source=cached.source,
     )
+    return _usable(model, f"{option}{text}", usable)
 
 
-def obtain_logs(logs: LogRequest, *, host_root: Path | None, stdin: BinaryIO) -> LogFacts:
-    """The logs alone (``scan-logs``): every source, an unreadable one with its error."""
+def _usable(model: ModelFacts, named: str, usable: bool) -> ModelFacts:
+    """``model``, unless it has neither a usable config.json nor safetensors weights: then
+    the UserError ``model DIR`` and ``check --model-dir DIR`` alike give (issue 40: check
+    showed three ``[error]`` rows and exit 0). A config of a family not modelled is usable
+    (the model checks say so)."""
+    if (
+        not usable
+        or model.arch is not None
+        or model.shards
+        or any(p.kind == "not-modelled" for p in model.problems)
+    ):
+        return model
+    detail = next((p.detail for p in model.problems if p.kind == "config"), "missing")
+    raise UserError(f"{named}: no usable config.json ({detail}) and no safetensors weights")
+
+
+def obtain_logs(
+    logs: LogRequest,
+    *,
+    host_root: Path | None,
+    stdin: BinaryIO,
+    progress: Progress | None = None,
+) -> LogFacts:
+    """The logs alone (``scan-logs``): every source, an unreadable one with its error.
+    Files (and directories, globs) named and none readable is a UserError in
+    ``check --logs``'s words (issue 40: one behaviour); a container, the journal or the
+    kernel log that could not be read is said in the document (exit 2 by
+    :func:`~blackwell_doctor.rules.presets.judge_logs`). ``progress``: called as the scan
+    goes (collect/logs/scan.py)."""
     _check_logs(logs)
     root = checked_host_root(host_root)
     from blackwell_doctor.collect.logs.scan import scan_sources
 
-    return scan_sources(
+    scanned = scan_sources(
         paths=logs.paths,
         containers=logs.containers,
         journal=logs.journal,
         kernel_log=logs.kernel_log,
         host_root=root,
         stdin=stdin if logs.reads_stdin else None,
+        progress=progress,
     )
+    _refuse_unreadable(scanned, logs)
+    return scanned
 
 
 def checked_host_root(host_root: Path | None) -> Path:

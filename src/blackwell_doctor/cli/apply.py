@@ -276,7 +276,8 @@ def apply(
         facts_from_another_host = True
     request = flow.ApplyRequest(
         launch=launch_request(params),
-        facts=facts_request(params),
+        # The model directory is the runtime's mount (as recommend's).
+        facts=facts_request({**params, "model_mount": True}),
         catalogue=catalogue,
         facts_from_another_host=facts_from_another_host,
         yes=yes,

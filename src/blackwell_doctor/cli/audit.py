@@ -56,8 +56,13 @@ def audit(
     """Audit the Python GPU stack: the kernels each package carries for this GPU (native, JIT
     at start, none), Triton's ptxas, FlashInfer's precompiled kernels (--image: of an image's
     files, without running it); with --model-dir, the
-    MoE and attention backend the runtime will select for that checkpoint (checks/backends.toml)."""
-    from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
+    MoE and attention backend the runtime will select for that checkpoint (checks/backends.toml).
+    An environment with no GPU package to audit is a usage error (exit 2)."""
+    from blackwell_doctor.app.obtain import (
+        FactsRequest,
+        obtain_facts,
+        require_something_to_audit,
+    )
     from blackwell_doctor.render import render
 
     request = FactsRequest(
@@ -72,6 +77,7 @@ def audit(
         model_dir=model_dir,
     )
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
+    require_something_to_audit(obtained.facts)
     report = judge(
         obtained,
         select=["stack"],

@@ -45,9 +45,9 @@ per interval latency, throughput, the server's KV-cache use and each GPU's used 
 then whether any of them grows (Theil-Sen slope per hour, thresholds in checks/soak.toml).
 
 Exit codes: 0 every request succeeded (compare: no regression past --fail-on-regression;
-soak: nothing grows); 1 some requests failed or the server could not be reached (compare:
-a regression; soak: a growing trend); 2 bad input (compare: two runs with no shape in
-common); 130 interrupted (the partial result is written)."""
+soak: nothing grows); 1 some requests failed or the server answered with an error (compare:
+a regression; soak: a growing trend); 2 bad input (a --url where nothing answers; compare:
+two runs with no shape in common); 130 interrupted (the partial result is written)."""
 
 
 def register(app: typer.Typer) -> None:

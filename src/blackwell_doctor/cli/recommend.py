@@ -75,7 +75,9 @@ def recommend(
     options = launch_options(
         launch_request(params), environ=os.environ, on_this_host=params["facts_file"] is None
     )
-    request = facts_request(params)
+    # The model directory is the runtime's mount: one not downloaded yet gives a launch
+    # that is not sized (a note says so), not a usage error.
+    request = facts_request({**params, "model_mount": True})
     advice = advise(
         request, options, catalogue=catalogue, environ=os.environ, stdin=sys.stdin.buffer
     )

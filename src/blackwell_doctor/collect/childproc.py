@@ -71,13 +71,14 @@ class ChildResult:
 
     ``ending``: "exited" (``returncode`` is set: negative for a signal, as Popen gives it),
     "timeout" (the overall deadline passed), "idle-timeout" (no line for ``idle_timeout_s``),
-    "start-failed" (``start_error`` names the exception type).
+    "start-failed" (``start_error`` names the exception type, ``start_errno`` its errno).
     """
 
     ending: Ending
     stdout: bytes
     returncode: int | None = None
     start_error: str | None = None
+    start_errno: int | None = None  # the OSError's errno when it could not be started
     stderr_tail: bytes = b""
     elapsed_s: float = 0.0
 
@@ -131,7 +132,12 @@ def run_child(
             pass_fds=tuple(pass_fds),  # what the child inherits: a socket pair's end
         )
     except OSError as exc:
-        return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)
+        return ChildResult(
+            ending="start-failed",
+            stdout=b"",
+            start_error=type(exc).__name__,
+            start_errno=exc.errno,
+        )
     assert child.stderr is not None
     tail = _Tail(child.stderr.fileno())
     try:

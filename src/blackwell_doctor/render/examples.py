@@ -27,9 +27,11 @@ def render_examples(catalogue: ExampleCatalogue, folder: str) -> str:
             verb, _, rest = command.partition(" ")
             tail = f" {rest}" if rest else ""
             lines.append(f"  {words.commands}: blackwell-doctor {verb} --example {e.name}{tail}")
-        files = ", ".join(sanitize_line(f) for f in e.files())
+        # A fleet's nodes are other examples (their files are theirs).
+        label, named = (words.nodes, e.nodes) if e.nodes else (words.files, e.files())
+        listed = ", ".join(sanitize_line(f) for f in named)
         lines += textwrap.wrap(
-            f"{words.files}: {files}", _WIDTH, initial_indent="  ", subsequent_indent="    "
+            f"{label}: {listed}", _WIDTH, initial_indent="  ", subsequent_indent="    "
         )
         lines.append("")
     lines.append(f"{words.files}: {sanitize_line(folder)}")
