@@ -1,5 +1,6 @@
 """collect.childproc: a child's exit awaited as an event once its output ends (issue 36),
-the deadlines around it, and a gate that holds children started ahead of their turn."""
+the deadlines around it, a gate that holds children started ahead of their turn, and
+collect.childexit's way out of a GPU child."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 from blackwell_doctor.collect import childproc
+from blackwell_doctor.collect.childexit import FLUSH_FAILED
 from blackwell_doctor.collect.childproc import Gate, Rearm, run_child
+
+REPO = Path(__file__).resolve().parents[1]
 
 # Closes its standard output and error, then exits 5 once it reads its stdin's end: the
 # parent sees the output end before the exit (as a GPU child's teardown used to follow its
@@ -149,3 +154,50 @@ def test_until_the_gate_opens_the_child_lives_under_its_timeout() -> None:
 
     assert result.ending == "timeout"
     assert result.stdout == b"waiting\n"
+
+
+# ------------------------------------------------------------------------- childexit.leave
+
+
+def _leaving(code: str) -> subprocess.CompletedProcess[bytes]:
+    program = "from blackwell_doctor.collect.childexit import leave\n" + textwrap.dedent(code)
+    return subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        env={"PYTHONPATH": str(REPO / "src")},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_leave_writes_what_was_buffered_and_runs_no_exit_handler() -> None:
+    done = _leaving(
+        """
+        import atexit, sys
+        atexit.register(lambda: print("exit handler ran", file=sys.stderr))
+        sys.stdout.write("buffered, not flushed")
+        leave(7)
+        """
+    )
+
+    assert done.returncode == 7
+    assert done.stdout == b"buffered, not flushed"
+    assert b"exit handler ran" not in done.stderr
+
+
+def test_leave_says_so_in_its_status_when_the_output_cannot_be_flushed() -> None:
+    program = (
+        "import sys\nfrom blackwell_doctor.collect.childexit import leave\n"
+        "sys.stdout.write('x' * 10)\nleave(0)\n"
+    )
+    with open("/dev/full", "wb") as full:  # every write fails: ENOSPC
+        done = subprocess.run(
+            [sys.executable, "-c", program],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            env={"PYTHONPATH": str(REPO / "src")},
+            timeout=120,
+            check=False,
+        )
+
+    assert done.returncode == FLUSH_FAILED  # as the interpreter's own exit says it
