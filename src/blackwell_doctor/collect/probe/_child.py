@@ -482,19 +482,25 @@ def main(argv: Sequence[str]) -> int:
         print("usage: python -m blackwell_doctor.collect.probe._child JOB_JSON", file=sys.stderr)
         return 2
     job = msgspec.json.decode(argv[0], type=Job)
-    # NVML is reference counted: opened here first for the readings under load, it stays
-    # loaded through the GPU facts' own session (one nvmlInit's cost, not two).
-    sampler = _sampler() if job.sample_clocks else None
-    if job.gpu_facts:
-        from blackwell_doctor.collect._gpu_child import gpu_document, write_document
-        from blackwell_doctor.collect.gpu import skipped_for
+    if not job.gpu_facts:
+        return run_job(job, _emit, sampler=_sampler() if job.sample_clocks else None)
+    from blackwell_doctor.collect._gpu_child import gpu_document, write_document
+    from blackwell_doctor.collect.gpu import skipped_for
 
-        document = gpu_document(health=job.health)
-        write_document(document)
-        if skipped_for(document.cuda) is not None:
-            if sampler is not None:
-                sampler.close()
-            return 0
+    # NVML is reference counted: opened first for the readings under load, it stays loaded
+    # through the GPU facts' own session (one nvmlInit's cost, not two), on the thread that
+    # reads NVML while this one initialises CUDA.
+    opened: list[ClockSampler] = []
+    document = gpu_document(
+        health=job.health,
+        first_on_nvml=(lambda: opened.append(_sampler())) if job.sample_clocks else None,
+    )
+    sampler = opened[0] if opened else None
+    write_document(document)
+    if skipped_for(document.cuda) is not None:
+        if sampler is not None:
+            sampler.close()
+        return 0
     return run_job(job, _emit, sampler=sampler)
 
 
