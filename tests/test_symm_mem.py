@@ -254,6 +254,9 @@ class _VmmDriver:
         memory, at = self._resolve(pointer, size)
         return bytes(memory[at : at + size])
 
+    def download_into(self, pointer: int, buffer: bytearray) -> None:
+        buffer[:] = self.download(pointer, len(buffer))
+
 
 def _pair(
     owner: _VmmDriver,
