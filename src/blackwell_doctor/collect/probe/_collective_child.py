@@ -497,9 +497,20 @@ _FIRST: dict[tuple[str, bool], Stage] = {
 }
 
 
+def _wait_at(gate: int | None) -> None:
+    """Read the gate (PairJob.gate) to its end: the parent's go."""
+    if gate is None:
+        return
+    with contextlib.suppress(OSError):
+        while os.read(gate, 64):
+            pass
+        os.close(gate)
+
+
 def run_pair(job: PairJob, emit: Emit, driver: Driver | None = None) -> int:
     """Either side of a pair's peer-write tests: the channel taken over, the driver
-    started, then the side's own part; its done line only when that part got through."""
+    started, then the side's own part (past the job's gate); its done line only when that
+    part got through."""
     first = _FIRST[job.role, job.ipc]
     emit(StageLine(stage=first))
     with socket.socket(fileno=job.channel) as conn:
@@ -540,6 +551,7 @@ def _pair_owner(
         except CudaFailure as exc:
             emit(ErrorLine(stage="symm-export", reason=exc.reason))
     landed = bytearray(job.size_bytes)  # what the writer wrote is read into it, in turn
+    _wait_at(job.gate)
     try:
         socket.send_fds(conn, [_HEADER.pack(size) + handle], [] if fd is None else [fd])
     except OSError as exc:
@@ -638,6 +650,7 @@ def _report(conn: socket.socket, check: PairCheck, written: bool) -> None:
 def _pair_writer(
     job: PairJob, driver: Driver, conn: socket.socket, first: Stage, emit: Emit
 ) -> bool:
+    _wait_at(job.gate)
     conn.settimeout(job.wait_s)
     try:
         message, fds, _, _ = socket.recv_fds(conn, _HEADER.size + _IPC_HANDLE_BYTES, 1)
