@@ -36,7 +36,13 @@ from blackwell_doctor.collect.stack.fatbin import Malformed, NotElf, Target, sca
 from blackwell_doctor.collect.stack.interpreter import Interpreter
 from blackwell_doctor.collect.stack.ptxas import compile_probe
 from blackwell_doctor.collect.stack.toolchain import find_nvcc, host_memory_bytes
-from blackwell_doctor.facts.stack import GpuPackage, KernelFile, KernelUnit, StackFacts
+from blackwell_doctor.facts.stack import (
+    GpuPackage,
+    KernelFile,
+    KernelUnit,
+    PtxasTarget,
+    StackFacts,
+)
 from blackwell_doctor.ruledata.stack import StackData, normalise
 
 # Shared objects, and standalone cubins (flashinfer-cubin ships its kernels as .cubin files).
@@ -424,8 +430,12 @@ def read_stack(
     ptxas_targets: Sequence[str],
     environ: Mapping[str, str],
     cache_path: Path | None,
+    more_targets: Callable[[], Sequence[str]] | None = None,
 ) -> StackFacts:
-    """The GPU stack of ``interpreter``'s environment (see the module's docstring)."""
+    """The GPU stack of ``interpreter``'s environment (see the module's docstring).
+    ``more_targets``: asked once ptxas has compiled for ``ptxas_targets``, for the targets
+    to compile for after them (the GPUs' own, known when their facts are in: ``audit``
+    reads the stack while the GPU child runs)."""
     paths = [p for p in interpreter.paths if os.path.isdir(p)]
     scanner = _Scanner(cache_path)
     seen, packages = inventory(paths, data, scanner)
@@ -434,8 +444,15 @@ def read_stack(
     triton = seen.get("triton")
     if triton is not None:
         bin_dir = Path(str(triton.locate_file("triton/backends/nvidia/bin")))
-        wanted = [(t, data.ptxas.isa[t]) for t in ptxas_targets if t in data.ptxas.isa]
-        ptxas = compile_probe(bin_dir, wanted, environ)
+        versions: dict[Path, str | None] = {}
+
+        def compiled(targets: Sequence[str]) -> list[PtxasTarget]:
+            wanted = [(t, data.ptxas.isa[t]) for t in targets if t in data.ptxas.isa]
+            return compile_probe(bin_dir, wanted, environ, versions=versions) if wanted else []
+
+        ptxas = compiled(ptxas_targets)
+        if more_targets is not None:
+            ptxas += compiled([t for t in more_targets() if t not in ptxas_targets])
     return StackFacts(
         python=interpreter.executable,
         python_version=interpreter.version,
