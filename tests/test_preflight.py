@@ -427,6 +427,9 @@ class _FakeDriver:
     def download(self, pointer: int, size: int) -> bytes:
         return bytes(self.memory[pointer][:size])
 
+    def download_into(self, pointer: int, buffer: bytearray) -> None:
+        buffer[:] = self.memory[pointer][: len(buffer)]
+
 
 class _FakeNccl:
     def __init__(self, driver: _FakeDriver) -> None:
@@ -449,9 +452,6 @@ class _FakeNccl:
             total = array.array("f", (a + b for a, b in zip(total, values, strict=True)))
         for recv in recvs:
             self.driver.memory[recv][: count * 4] = total.tobytes()
-
-    def destroy(self, comms: list[int]) -> None:
-        pass
 
 
 def _child_lines(fault: str | None, monkeypatch: pytest.MonkeyPatch) -> list[object]:

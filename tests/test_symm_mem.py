@@ -37,6 +37,7 @@ from blackwell_doctor.collect.probe.collective_protocol import (
 from blackwell_doctor.facts.document import (
     CollectiveFacts,
     CollectiveRun,
+    Unavailable,
     decode_facts,
 )
 from blackwell_doctor.ruledata.rules import load_rule_data
@@ -253,6 +254,9 @@ class _VmmDriver:
     def download(self, pointer: int, size: int) -> bytes:
         memory, at = self._resolve(pointer, size)
         return bytes(memory[at : at + size])
+
+    def download_into(self, pointer: int, buffer: bytearray) -> None:
+        buffer[:] = self.download(pointer, len(buffer))
 
 
 def _pair(
@@ -525,6 +529,105 @@ def test_run_collective_tests_symmetric_memory_per_pair_only_when_asked() -> Non
     assert [r.gpus for r in symm] == [[0, 1], [0, 2], [1, 2]]
     assert all(r.correct is True and r.atomic is True for r in symm)
     assert not [r for r in facts.runs if r.path == "cuda-ipc"]
+
+
+# All three children of a 2-GPU run_collective in one script. The pair's sides mark that
+# they started, read their gate (PairJob.gate) to its end, mark that they went on, then
+# speak the pair protocol as _PAIR_CHILD does. The all-reduce waits (60 s at most) to see
+# both sides started, and sums right only if neither went on yet: the pair started beside
+# it and was held at its gate while it ran. COLLECTIVE_FATAL makes it a fatal line instead.
+_GATED_CHILDREN = (
+    textwrap.dedent(
+        """
+    import json, os, socket, struct, sys, time
+    job = json.loads(sys.argv[-1])
+    marks = os.environ["MARKS"]
+    def say(**line):
+        sys.stdout.write(json.dumps(line) + "\\n"); sys.stdout.flush()
+    def seen(name):
+        return os.path.exists(os.path.join(marks, name))
+    def mark(name):
+        open(os.path.join(marks, name), "w").close()
+    if job["job"] == "allreduce":
+        if os.environ.get("COLLECTIVE_FATAL"):
+            say(event="fatal", reason="nccl-library-not-found")
+            sys.exit(0)
+        say(event="stage", stage="allreduce")
+        deadline = time.monotonic() + 60
+        while not (seen("owner.started") and seen("writer.started")):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        both = seen("owner.started") and seen("writer.started")
+        held = both and not (seen("owner.go") or seen("writer.go"))
+        say(event="version", nccl="2.27.3", library="x")
+        say(event="result", correct=held, iterations=5, time_s=0.001,
+            detail=None if held else f"started: {both}, held: {held}")
+        say(event="done")
+        sys.exit(0)
+    mark(job["role"] + ".started")
+    if job.get("gate") is not None:
+        while os.read(job["gate"], 64):
+            pass
+    mark(job["role"] + ".go")
+    """
+    )
+    + _PAIR_CHILD.split("\n", 2)[2]
+)  # the pair protocol, after its own json/sys imports
+
+
+def _gated_run(marks: Path, **options: Any) -> CollectiveFacts:
+    options = {"timeout_s": 120, "run_timeout_s": 30, **options}
+    facts = run_collective(2, child_argv=[sys.executable, "-c", _GATED_CHILDREN], **options)
+    assert isinstance(facts, CollectiveFacts), facts
+    return facts
+
+
+def test_the_first_pair_starts_beside_the_all_reduce_and_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MARKS", str(tmp_path))
+
+    facts = _gated_run(tmp_path)
+
+    nccl = [r for r in facts.runs if r.path == "nccl"]
+    assert [(r.env, r.correct, r.failure) for r in nccl] == [({}, True, None)], nccl
+    pairs = [(r.path, r.correct, r.failure) for r in facts.runs if r.path != "nccl"]
+    assert pairs == [("cuda-ipc", True, None), ("symm-mem", True, None)]
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "owner.started", "writer.started", "owner.go", "writer.go",
+    }  # fmt: skip
+
+
+def test_a_held_pair_that_hangs_after_its_gate_is_killed_at_the_runs_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MARKS", str(tmp_path))
+    monkeypatch.setenv("WRITER_HANGS", "1")
+    started = time.monotonic()
+
+    # 8 s a run (room for the interpreters' start on a loaded machine); 600 s overall.
+    facts = _gated_run(tmp_path, run_timeout_s=8, timeout_s=600)
+
+    symm = next(r for r in facts.runs if r.path == "symm-mem")
+    assert symm.failure == "collective-timeout:8s at symm-write"
+    assert time.monotonic() - started < 120  # the writer sleeps 600 s: killed at the run's
+
+
+def test_a_held_pair_is_ended_at_once_when_nothing_can_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MARKS", str(tmp_path))
+    monkeypatch.setenv("COLLECTIVE_FATAL", "1")
+    monkeypatch.setenv("WRITER_HANGS", "1")
+    started = time.monotonic()
+
+    facts = run_collective(
+        2, timeout_s=600, run_timeout_s=300, child_argv=[sys.executable, "-c", _GATED_CHILDREN]
+    )
+
+    assert facts == Unavailable("nccl-library-not-found")
+    assert time.monotonic() - started < 120  # not the pair's 300 s, nor the 600 s cap
 
 
 def test_the_symm_test_runs_only_where_vllm_sets_symmetric_memory_up() -> None:

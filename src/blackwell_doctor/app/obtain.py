@@ -10,9 +10,12 @@ decoding, the log scanner) are imported only when they are needed.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -22,8 +25,9 @@ from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
     from blackwell_doctor.collect.logs.scan import Progress
-    from blackwell_doctor.facts.document import Facts, LogFacts, Section
+    from blackwell_doctor.facts.document import Facts, LogFacts, Section, Unavailable
     from blackwell_doctor.facts.model import ModelFacts
+    from blackwell_doctor.facts.stack import StackFacts
 
 DEFAULT_GPU_TIMEOUT_S = 20.0
 STDIN = "-"
@@ -102,6 +106,7 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
     is not a number are UserErrors raised before anything is read; so is a facts file that
     cannot be read or decoded."""
     _check_request(request)
+    stack: StackFacts | Unavailable | None = None
     if request.facts_file is not None:
         facts = read_facts_file(request.facts_file, stdin=stdin)
         source = request.label or str(request.facts_file)
@@ -109,7 +114,8 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
         from blackwell_doctor.collect.host import collect_facts
 
         sections, left_out = collected_sections(request)
-        facts = collect_facts(
+        collect = functools.partial(
+            collect_facts,
             host_root=checked_host_root(request.host_root),
             environ=environ,
             gpu_timeout_s=finite_seconds(
@@ -120,6 +126,10 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
             sections=sections,
             left_out=left_out,
         )
+        if request.stack and request.image is None:
+            facts, stack = _collect_beside_stack(collect, request, environ=environ)
+        else:
+            facts = collect()
         source = "live"
     facts = with_logs(facts, request.logs, host_root=request.host_root, stdin=stdin)
     facts = with_model(
@@ -130,7 +140,9 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
         usable=not request.model_mount,
     )
     facts = with_bench(facts, request.bench_file, stdin=stdin)
-    if request.stack:
+    if stack is not None:
+        facts = msgspec.structs.replace(facts, stack=stack)
+    elif request.stack:
         facts = with_stack(facts, request, environ=environ)
     if request.redact:
         from blackwell_doctor.facts.redact import redact_identity
@@ -165,12 +177,79 @@ def collected_sections(request: FactsRequest) -> tuple[frozenset[Section] | None
     return needed | HEADER_READS | request.output_reads, f"{NOT_COLLECTED}:{option}"
 
 
+def _collect_beside_stack(
+    collect: Callable[[], Facts], request: FactsRequest, *, environ: Mapping[str, str]
+) -> tuple[Facts, StackFacts | Unavailable]:
+    """``collect()`` (this host's facts: mostly waiting on the GPU child, ~0.5 s) on a
+    thread of its own while this one reads the stack (the interpreter asked, the scan,
+    ptxas for the catalogue's targets), then ptxas for the GPUs' own targets once their
+    facts are in: ``audit`` costs the longer of the two, not their sum (issue 36). An
+    interpreter that does not answer is said once the facts are in, as before; the thread
+    is a daemon: Ctrl-C leaves a GPU child to its deadline, as it did before."""
+    facts = _Beside(collect)
+    try:
+        stack = _read_stack_of(request, environ=environ, gpu_facts=facts.result)
+    except Exception:
+        with contextlib.suppress(Exception):
+            facts.result()  # no GPU child left running behind a usage error
+        raise
+    return facts.result(), stack
+
+
+class _Beside:
+    """``work()`` on a daemon thread; :meth:`result` waits for its value or raises what it
+    raised."""
+
+    def __init__(self, work: Callable[[], Facts]) -> None:
+        self._value: list[Facts] = []
+        self._error: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(work,), daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], Facts]) -> None:
+        try:
+            self._value.append(work())
+        except BaseException as exc:  # raised where the value is asked for
+            self._error.append(exc)
+
+    def result(self) -> Facts:
+        self._thread.join()
+        if self._error:
+            raise self._error[0]
+        return self._value[0]
+
+
 def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str]) -> Facts:
     """``facts`` with the Python GPU stack of ``request.python`` (None: this interpreter)
     read into ``facts.stack``; ptxas is asked for the facts' GPUs' targets too. An
     interpreter that does not answer is a UserError (the user named it)."""
     import msgspec
 
+    stack = _read_stack_of(request, environ=environ, gpu_facts=lambda: facts)
+    return msgspec.structs.replace(facts, stack=stack)
+
+
+def _gpu_targets(probe: Sequence[str], facts: Facts) -> list[str]:
+    """The ``sm_XYa`` ptxas targets of the facts' GPUs, in order, that ``probe`` (the
+    catalogue's) leaves out."""
+    from blackwell_doctor.facts.document import NvmlFacts
+
+    targets: list[str] = []
+    if isinstance(facts.nvml, NvmlFacts):
+        for g in facts.nvml.gpus:
+            if isinstance(g.compute_capability, tuple):
+                t = f"sm_{g.compute_capability[0]}{g.compute_capability[1]}a"
+                if t not in probe and t not in targets:
+                    targets.append(t)
+    return targets
+
+
+def _read_stack_of(
+    request: FactsRequest, *, environ: Mapping[str, str], gpu_facts: Callable[[], Facts]
+) -> StackFacts | Unavailable:
+    """The Python GPU stack ``request`` names (see :func:`with_stack`); ``gpu_facts``
+    gives the facts whose GPUs' targets ptxas is asked for after the catalogue's, and is
+    called only when they are needed."""
     from blackwell_doctor.collect.stack.cache import default_cache_path
     from blackwell_doctor.collect.stack.interpreter import (
         InterpreterError,
@@ -178,29 +257,21 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
         this_interpreter,
     )
     from blackwell_doctor.collect.stack.inventory import read_stack
-    from blackwell_doctor.facts.document import NvmlFacts
     from blackwell_doctor.ruledata.stack import load_stack_data
 
     data = load_stack_data()
-    targets = list(data.ptxas.probe)
-    if isinstance(facts.nvml, NvmlFacts):
-        for g in facts.nvml.gpus:
-            if isinstance(g.compute_capability, tuple):
-                t = f"sm_{g.compute_capability[0]}{g.compute_capability[1]}a"
-                if t not in targets:
-                    targets.append(t)
+    probe = list(data.ptxas.probe)
     if request.image is not None:
         from blackwell_doctor.collect.stack.cache import default_image_cache_path
         from blackwell_doctor.collect.stack.image import read_image_stack
 
-        read = read_image_stack(
+        return read_image_stack(
             request.image,
             data,
-            ptxas_targets=targets,
+            ptxas_targets=probe + _gpu_targets(probe, gpu_facts()),
             environ=environ,
             cache_path=default_image_cache_path(environ) if request.stack_cache else None,
         )
-        return msgspec.structs.replace(facts, stack=read)
     if request.python is None:
         interpreter = this_interpreter()
     else:
@@ -208,14 +279,14 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
             interpreter = ask_interpreter(request.python, environ=environ)
         except InterpreterError as exc:
             raise UserError(str(exc)) from None
-    stack = read_stack(
+    return read_stack(
         interpreter,
         data,
-        ptxas_targets=targets,
+        ptxas_targets=probe,
+        more_targets=lambda: _gpu_targets(probe, gpu_facts()),
         environ=environ,
         cache_path=default_cache_path(environ) if request.stack_cache else None,
     )
-    return msgspec.structs.replace(facts, stack=stack)
 
 
 def require_something_to_audit(facts: Facts) -> None:

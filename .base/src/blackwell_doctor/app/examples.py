@@ -1,0 +1,120 @@
+"""``--example NAME`` on check, recommend, apply, model, fleet and bench: the example's shipped
+files in place of this host's (facts, logs, bench run, model directory, compare pair, fleet),
+and the ``examples`` listing. A name or a part that does not exist is a UserError."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from blackwell_doctor.facts.errors import UserError
+from blackwell_doctor.ruledata.examples import (
+    Example,
+    ExampleCatalogue,
+    example_path,
+    load_examples,
+)
+
+# Each part an example can have, and the command option or argument it stands in for.
+PARTS = ("facts", "logs", "bench", "model", "compare", "soak", "fleet")
+
+
+@dataclass(frozen=True)
+class ExampleInputs:
+    """What a command reads for ``--example``: paths on disk, None where the example has no
+    such part."""
+
+    name: str
+    facts: Path | None
+    logs: tuple[str, ...]
+    bench: Path | None
+    model: Path | None
+    compare: tuple[Path, Path] | None
+    fleet: tuple[str, ...]
+
+
+def find(name: str, *, part: str, command: str) -> ExampleInputs:
+    """The example ``name``, which must have ``part`` (one of :data:`PARTS`) for
+    ``command``."""
+    catalogue = load_examples()
+    words = catalogue.words
+    example = catalogue.named(name)
+    if example is None:
+        names = ", ".join(e.name for e in catalogue.example)
+        raise UserError(words.unknown.format(name=name, names=names))
+    if not _has(example, part):
+        names = ", ".join(e.name for e in catalogue.example if _has(e, part))
+        raise UserError(
+            words.missing_part.format(name=name, part=part, command=command, names=names)
+        )
+    return _inputs(example)
+
+
+def replace_options(
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    part: str,
+    command: str,
+    conflicting: Sequence[str],
+) -> ExampleInputs:
+    """The example ``name`` for ``command``, refusing (UserError) the options it replaces
+    when they were given too: ``conflicting`` are option names whose parameter (``--facts``
+    is ``facts_file``) is set in ``params``."""
+    given = [o for o in conflicting if params.get(_param(o)) not in (None, False, [], ())]
+    if given:
+        raise UserError(load_examples().words.conflicts.format(name=name, options=", ".join(given)))
+    return find(name, part=part, command=command)
+
+
+def no_gpu_hint(command: str) -> str:
+    """The sentence that points a host without a GPU to an example of ``command``."""
+    catalogue = load_examples()
+    part = {"model": "model", "apply": "model"}.get(command, "facts")
+    name = next(
+        (e.name for e in catalogue.example if _has(e, part) and _has(e, "facts")),
+        catalogue.example[0].name,
+    )
+    return catalogue.words.no_gpu.format(command=command, name=name)
+
+
+def apply_plan_only() -> str:
+    return load_examples().words.apply_plan_only
+
+
+def catalogue() -> ExampleCatalogue:
+    return load_examples()
+
+
+def _param(option: str) -> str:
+    return {"--facts": "facts_file", "DIR": "model_dir", "INPUTS": "inputs"}.get(
+        option, option.lstrip("-").replace("-", "_")
+    )
+
+
+def _has(example: Example, part: str) -> bool:
+    if part == "fleet":  # a host example is a fleet of one node
+        return bool(example.fleet or example.facts)
+    return bool(getattr(example, part))
+
+
+def _inputs(example: Example) -> ExampleInputs:
+    def path(name: str | None) -> Path | None:
+        return None if name is None else example_path(name)
+
+    compare = None
+    if example.compare is not None:
+        before, after = example.compare
+        compare = (example_path(before), example_path(after))
+    return ExampleInputs(
+        name=example.name,
+        facts=path(example.facts),
+        logs=tuple(str(example_path(f)) for f in example.logs),
+        bench=path(example.bench),
+        model=path(example.model),
+        compare=compare,
+        fleet=tuple(str(example_path(f)) for f in example.fleet)
+        or ((str(example_path(example.facts)),) if example.facts else ()),
+    )

@@ -1,0 +1,3 @@
+from blackwell_doctor.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,336 @@
+"""``apply``: run the recommended runtime through the Docker API (plan, --yes, --rollback).
+The flow is :mod:`blackwell_doctor.app.apply`; here, its options and the output."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from blackwell_doctor.cli.options import (
+    DEFAULT_BIND,
+    DEFAULT_NAME,
+    DEFAULT_PORT,
+    Bind,
+    CatalogueFile,
+    Containers,
+    EnvVars,
+    ExampleName,
+    GpuTimeoutBrief,
+    HostRootBrief,
+    Journal,
+    KernelLog,
+    LaunchFactsFile,
+    Logs,
+    ModelDir,
+    Name,
+    NoProbe,
+    Port,
+    RuntimeId,
+    ShmSize,
+    facts_request,
+    launch_request,
+    with_example,
+)
+from blackwell_doctor.cli.output import say, write
+
+FactsFromAnotherHost = Annotated[
+    bool,
+    typer.Option(
+        "--facts-from-another-host",
+        help="Apply although --facts does not show this host's name (redacted, or another "
+        "host's): the launch (tensor-parallel size, threads, P2P setting) is derived from "
+        "that file's GPUs and CPUs, not this host's.",
+    ),
+]
+
+
+_VERIFY = "Verification (--verify)"
+
+
+def apply(
+    model_dir: ModelDir = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Carry out the plan (without it: print the plan).")
+    ] = False,
+    rollback: Annotated[
+        bool,
+        typer.Option(
+            "--rollback",
+            help="Bring back <name>-previous (the container an apply replaced); with --yes.",
+        ),
+    ] = False,
+    health_timeout: Annotated[
+        float,
+        typer.Option(
+            "--health-timeout",
+            min=1.0,
+            max=86400.0,
+            help="Seconds the new container gets to answer its health check (the first "
+            "start JIT-compiles kernels for a long time).",
+        ),
+    ] = 1800.0,
+    stop_timeout: Annotated[
+        int,
+        typer.Option(
+            "--stop-timeout",
+            min=0,
+            max=3600,
+            help="Seconds the running container gets to stop before it is killed.",
+        ),
+    ] = 30,
+    facts_file: LaunchFactsFile = None,
+    runtime: RuntimeId = None,
+    catalogue: CatalogueFile = None,
+    name: Name = DEFAULT_NAME,
+    bind: Bind = DEFAULT_BIND,
+    port: Port = DEFAULT_PORT,
+    shm_size: ShmSize = None,
+    env: EnvVars = None,
+    no_probe: NoProbe = False,
+    host_root: HostRootBrief = None,
+    gpu_timeout: GpuTimeoutBrief = None,
+    logs: Logs = None,
+    containers: Containers = None,
+    journal: Journal = False,
+    kernel_log: KernelLog = False,
+    facts_from_another_host: FactsFromAnotherHost = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="With --yes: bench the running container first, apply, time the warm "
+            "start, bench the new one with the same seed and shapes, and keep the change "
+            "only if the gate holds; otherwise roll back by itself (exit 5).",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = False,
+    max_regression: Annotated[
+        float,
+        typer.Option(
+            "--max-regression",
+            min=0.0,
+            max=1000.0,
+            metavar="PCT",
+            help="The gate: a gated metric may not be significantly worse (its whole "
+            "bootstrap interval beyond) than PCT percent.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = 10.0,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            min=1,
+            max=100,
+            metavar="N",
+            help="Bench the baseline and the new container N times each; the gate then "
+            "allows at least the noise floor those runs measure.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = 1,
+    gate_metrics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--gate-metric",
+            metavar="[SHAPE:]METRIC",
+            help="A metric the gate judges (repeatable; default itl_ms.p50 and "
+            "output_tokens_per_s of the concurrent shape, or of the most concurrent one "
+            "measured).",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    divergence_after: Annotated[
+        int | None,
+        typer.Option(
+            "--divergence-after",
+            min=0,
+            metavar="CHARS",
+            help="Greedy outputs count as equivalent when they agree on their first CHARS "
+            "characters (default: identical).",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    shapes_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--shapes",
+            help="Bench shapes file ([shape.NAME] tables, as for bench).",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    shape_names: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--shape",
+            help="Bench this shape (repeatable; default short, long, concurrent).",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed of the bench prompts.", rich_help_panel=_VERIFY),
+    ] = 0,
+    requests: Annotated[
+        int | None,
+        typer.Option(
+            "--requests",
+            min=1,
+            max=1_000_000,
+            help="Measured requests per shape.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    request_timeout: Annotated[
+        float,
+        typer.Option(
+            "--request-timeout",
+            min=0.1,
+            max=86400.0,
+            help="Deadline of each bench request in seconds.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = 300.0,
+    no_warm_start: Annotated[
+        bool,
+        typer.Option(
+            "--no-warm-start",
+            help="Do not time the new container's start and restart to the first token.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = False,
+    record_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--record-dir",
+            help="Where each verification keeps baseline.json, after.json, compare.json "
+            "and verify.json (a directory <name>-<UTC time> inside; default "
+            "$XDG_STATE_HOME/blackwell-doctor/apply).",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    report_md: Annotated[
+        Path | None,
+        typer.Option(
+            "--report-md",
+            help="Also write the verification as Markdown for an ops ticket.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    rate: Annotated[
+        str | None,
+        typer.Option(
+            "--rate",
+            metavar="R[,R...]|sweep",
+            help="Bench at these request rates (or sweep to the knee) instead of the shapes' "
+            "fixed concurrency; the gate then keeps the change only if the capacity at --slo "
+            "did not drop.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    arrival: Annotated[
+        str | None,
+        typer.Option(
+            "--arrival",
+            metavar="constant|poisson|gamma",
+            help="With --rate: the arrival process (default poisson).",
+            rich_help_panel=_VERIFY,
+            show_default=False,
+        ),
+    ] = None,
+    burstiness: Annotated[
+        float | None,
+        typer.Option(
+            "--burstiness",
+            help="With --arrival gamma: its shape.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            "--slo",
+            metavar="METRIC:MS[,...]",
+            help="With --rate: the SLOs of the capacity the gate holds (ttft_ms, tpot_ms, "
+            "e2e_ms), e.g. ttft_ms:500,tpot_ms:50.",
+            rich_help_panel=_VERIFY,
+        ),
+    ] = None,
+    slo_level: Annotated[
+        float | None,
+        typer.Option(
+            "--slo-level",
+            metavar="PCT",
+            help="With --slo: the share of requests that must meet them (default 90).",
+            rich_help_panel=_VERIFY,
+            show_default=False,
+        ),
+    ] = None,
+    example: ExampleName = None,
+) -> None:
+    """Run the recommended runtime through the Docker API (DOCKER_HOST): a plan by
+    default; --yes pulls, creates with all GPUs, starts, waits for health, scans the
+    log, and keeps the previous container as <name>-previous. Any failure or Ctrl-C
+    restores the previous container (exit 5 / 130)."""
+    from blackwell_doctor.app import apply as flow
+    from blackwell_doctor.app.verify import VerifyRequest
+    from blackwell_doctor.cli.progress import pull_bar
+
+    params = locals()
+    if example is not None:
+        from blackwell_doctor.app.examples import apply_plan_only
+        from blackwell_doctor.facts.errors import UserError
+
+        if yes or rollback:
+            raise UserError(apply_plan_only())
+        params = with_example(params, command="apply", conflicting=("--facts", "--host-root"))
+        # An example is another host by definition: its launch is shown, never run here.
+        facts_from_another_host = True
+    request = flow.ApplyRequest(
+        launch=launch_request(params),
+        facts=facts_request(params),
+        catalogue=catalogue,
+        facts_from_another_host=facts_from_another_host,
+        yes=yes,
+        rollback=rollback,
+        health_timeout_s=health_timeout,
+        stop_timeout_s=stop_timeout,
+        verify=VerifyRequest(
+            verify=verify,
+            max_regression_pct=max_regression,
+            gate_metrics=tuple(gate_metrics or ()),
+            divergence_after=divergence_after,
+            shapes_file=shapes_file,
+            shape_names=tuple(shape_names or ()),
+            seed=seed,
+            requests=requests,
+            request_timeout_s=request_timeout,
+            warm_start=not no_warm_start,
+            record_dir=record_dir,
+            report_md=report_md,
+            repeat=repeat,
+            rate=rate,
+            arrival=arrival,
+            burstiness=burstiness,
+            slo=slo,
+            slo_level_pct=slo_level,
+        ),
+    )
+    outcome = flow.apply(
+        request,
+        environ=os.environ,
+        stdin=sys.stdin.buffer,
+        say=say,
+        write=write,
+        pull_progress=pull_bar if sys.stderr.isatty() else None,
+    )
+    if outcome.output:
+        write(outcome.output)
+    raise typer.Exit(int(outcome.exit_code))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(apply)

@@ -1,0 +1,90 @@
+"""``audit``: will this Python GPU stack run, natively, on this GPU? Before serving starts."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from blackwell_doctor.cli.options import (
+    AuditModelDir,
+    FailOnStatus,
+    GpuTimeout,
+    HostRoot,
+    Output,
+    StackImage,
+    StackPython,
+    Strict,
+    judge,
+)
+from blackwell_doctor.cli.output import text_style, write
+from blackwell_doctor.render.formats import Format
+
+
+def audit(
+    python: StackPython = None,
+    image: StackImage = None,
+    model_dir: AuditModelDir = None,
+    facts_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--facts",
+            help="Judge against the GPUs and driver of this facts file (`collect`; - for "
+            "stdin) instead of this host's.",
+        ),
+    ] = None,
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.RICH,
+    output: Output = None,
+    fail_on: FailOnStatus = "fail",
+    strict: Strict = False,
+    host_root: HostRoot = None,
+    gpu_timeout: GpuTimeout = None,
+    no_cache: Annotated[
+        bool,
+        typer.Option("--no-cache", help="Read every shared object again (no scan cache)."),
+    ] = False,
+    embed_facts: Annotated[
+        bool, typer.Option("--embed-facts", help="Include the audited facts in JSON output.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show evidence for passing checks too.")
+    ] = False,
+) -> None:
+    """Audit the Python GPU stack: the kernels each package carries for this GPU (native, JIT
+    at start, none), Triton's ptxas, FlashInfer's precompiled kernels (--image: of an image's
+    files, without running it); with --model-dir, the
+    MoE and attention backend the runtime will select for that checkpoint (checks/backends.toml)."""
+    from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
+    from blackwell_doctor.render import render
+
+    request = FactsRequest(
+        facts_file=facts_file,
+        host_root=host_root,
+        gpu_timeout_s=gpu_timeout,
+        probes=False,
+        stack=True,
+        python=python,
+        image=image,
+        stack_cache=not no_cache,
+        model_dir=model_dir,
+    )
+    obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
+    report = judge(
+        obtained,
+        select=["stack"],
+        ignore=None,
+        fail_on=fail_on,
+        strict=strict,
+        embed_facts=embed_facts or fmt is Format.NFD,
+    )
+    color, width = text_style(output)
+    text = render(report, fmt, color=color and fmt is Format.RICH, verbose=verbose, width=width)
+    write(text, output)
+    raise typer.Exit(report.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(audit)

@@ -1,0 +1,95 @@
+"""``recommend``: the findings as ordered actions and a runtime launch derived from the
+facts."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from blackwell_doctor.cli.options import (
+    DEFAULT_BIND,
+    DEFAULT_NAME,
+    DEFAULT_PORT,
+    BenchFile,
+    Bind,
+    CatalogueFile,
+    Containers,
+    EnvVars,
+    ExampleName,
+    GpuTimeoutBrief,
+    HostRootBrief,
+    Journal,
+    KernelLog,
+    LaunchFactsFile,
+    Logs,
+    ModelDir,
+    Name,
+    NoProbe,
+    Output,
+    Port,
+    RuntimeId,
+    ShmSize,
+    facts_request,
+    launch_request,
+    with_example,
+)
+from blackwell_doctor.cli.output import write
+from blackwell_doctor.render.formats import RecommendFormat
+
+
+def recommend(
+    facts_file: LaunchFactsFile = None,
+    fmt: Annotated[
+        RecommendFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = RecommendFormat.MARKDOWN,
+    output: Output = None,
+    model_dir: ModelDir = None,
+    runtime: RuntimeId = None,
+    catalogue: CatalogueFile = None,
+    name: Name = DEFAULT_NAME,
+    bind: Bind = DEFAULT_BIND,
+    port: Port = DEFAULT_PORT,
+    shm_size: ShmSize = None,
+    env: EnvVars = None,
+    no_probe: NoProbe = False,
+    host_root: HostRootBrief = None,
+    gpu_timeout: GpuTimeoutBrief = None,
+    logs: Logs = None,
+    containers: Containers = None,
+    journal: Journal = False,
+    kernel_log: KernelLog = False,
+    bench: BenchFile = None,
+    example: ExampleName = None,
+) -> None:
+    """Turn the findings into ordered actions and a runtime launch derived from this host
+    (markdown, json, shell, compose). Never promises a speed-up: measure after."""
+    from blackwell_doctor.app.advise import advise
+    from blackwell_doctor.facts.errors import UserError
+    from blackwell_doctor.recommend.options import launch_options
+    from blackwell_doctor.render.recommend import NeedsLaunch, render_recommendation
+
+    params = with_example(locals(), command="recommend", conflicting=("--facts", "--host-root"))
+    options = launch_options(
+        launch_request(params), environ=os.environ, on_this_host=params["facts_file"] is None
+    )
+    request = facts_request(params)
+    advice = advise(
+        request, options, catalogue=catalogue, environ=os.environ, stdin=sys.stdin.buffer
+    )
+    try:
+        text = render_recommendation(advice.recommendation, fmt, advice.spec)
+    except NeedsLaunch as exc:
+        hint = ""
+        if advice.recommendation.launch is None:  # no GPU in the facts
+            from blackwell_doctor.app.examples import no_gpu_hint
+
+            hint = "; " + no_gpu_hint(f"recommend -f {fmt.value}")
+        raise UserError(f"--format {fmt.value}: {exc}{hint}") from None
+    write(text, output)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(recommend)

@@ -1,0 +1,228 @@
+"""Files this user's own runs wrote under ``$XDG_CACHE_HOME/blackwell-doctor/`` (``~/.cache``
+when unset), read back only when they may be trusted: the Hyperscan database of the log
+catalogue (collect/logs/hsdb.py), the decoded shipped catalogues (:class:`CatalogueCache`,
+which the CLI installs for ruledata/checkdata.py) and the programs of the regular
+expressions the CLI compiled (:class:`RegexProgramCache`, for facts/regexcache.py).
+
+``BLACKWELL_DOCTOR_NO_CACHE=1`` neither reads nor writes any of them; deleting the folder is
+always safe (the next run rebuilds).
+
+A cache file is something else may have written, so :func:`read_private` returns its bytes
+only when it is a regular file (not a link), owned by this user, writable by no one else, in
+a folder that is the same (the rules ssh applies to its keys), at most ``limit`` bytes; the
+caller then checks its header and payload hash (:func:`sealed` / :func:`unseal`). Writes go
+to a temporary file in the folder, then ``os.replace``: a reader never sees half a file. Any
+error on the way (a read-only home, a full disk) only costs the rebuild.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from blackwell_doctor.facts.regexcache import Program
+
+try:  # the built-in SHA-256 (hashlib's own fallback): importing hashlib loads OpenSSL, ~5 ms
+    from _sha256 import sha256 as _sha256  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover - the module's name from Python 3.12
+    try:
+        from _sha2 import sha256 as _sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+    except ImportError:
+        from hashlib import sha256 as _sha256  # type: ignore[assignment,no-redef,unused-ignore]
+
+_DIGEST = 32
+
+
+def digest(*parts: bytes) -> bytes:
+    """The SHA-256 of ``parts`` one after the other."""
+    h = _sha256()
+    for part in parts:
+        h.update(part)
+    return bytes(h.digest())
+
+
+def cache_dir(kind: str) -> Path | None:
+    """The cache folder of ``kind`` (``hyperscan``, ``catalogues``), or None when caching is off."""
+    if os.environ.get("BLACKWELL_DOCTOR_NO_CACHE"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
+    return root / "blackwell-doctor" / kind
+
+
+def _private(st: os.stat_result) -> bool:
+    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def read_private(path: Path, limit: int) -> bytes | None:
+    """The file's bytes if it may be trusted as this user's own, else None. The folder is
+    opened first and the file through it, so that neither can be swapped for a link between
+    the checks and the read."""
+    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | nofollow)
+    except OSError:
+        return None
+    try:
+        if not _private(os.fstat(folder)):
+            return None
+        fd = os.open(path.name, os.O_RDONLY | nofollow, dir_fd=folder)
+    except OSError:
+        return None
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or not _private(st) or st.st_size > limit:
+            return None
+        # Its size and one byte more (a file that grew fails its seal), not ``limit``:
+        # read(n) takes n bytes of memory before it reads, 8 MiB for a 21 kB file.
+        return fh.read(st.st_size + 1)
+
+
+def write_atomic(path: Path, blob: bytes, *, prefix: str) -> None:
+    """``blob`` into ``path`` (folder made 0700, file 0600 by ``mkstemp``); errors ignored."""
+    import tempfile  # ~2 ms: only when a file is written
+
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def sealed(magic: bytes, key: bytes, payload: bytes) -> bytes:
+    """A cache file: ``magic``, the 32-byte ``key`` it was made for, the SHA-256 of the
+    payload, the payload."""
+    return magic + key + digest(payload) + payload
+
+
+def unseal(blob: bytes, magic: bytes, key: bytes) -> bytes | None:
+    """The payload of a :func:`sealed` file when it is of this ``magic`` and ``key`` and its
+    payload hash matches (not truncated, not damaged); else None."""
+    head = len(magic)
+    if not blob.startswith(magic) or blob[head : head + _DIGEST] != key:
+        return None
+    payload = blob[head + 2 * _DIGEST :]
+    if digest(payload) != blob[head + _DIGEST : head + 2 * _DIGEST]:
+        return None
+    return payload
+
+
+def read_sealed(path: Path | None, magic: bytes, key: bytes, limit: int) -> bytes | None:
+    """The payload of the :func:`sealed` file at ``path`` when it may be trusted
+    (:func:`read_private`) and is intact and of this ``magic`` and ``key``; else None (also
+    for no path: caching is off)."""
+    blob = read_private(path, limit) if path is not None else None
+    return unseal(blob, magic, key) if blob is not None else None
+
+
+class CatalogueCache:
+    """The decoded shipped ``checks/*.toml``, one file per content in
+    ``catalogues/<name>-<key>.msgpack``: the MessagePack of what tomllib returned, sealed
+    with its key, the SHA-256 of this format, the Python version (tomllib's), the limits
+    checkdata.parse_toml applies and the TOML file's bytes. An edited file is another key;
+    a file that cannot be trusted (see above) is parsed again and rewritten."""
+
+    MAGIC = b"blackwell-doctor toml 1\n"
+    MAX_BYTES = 4 << 20
+
+    @classmethod
+    def key(cls, data: bytes) -> bytes:
+        from blackwell_doctor.ruledata.checkdata import MAX_KEY_PARTS, MAX_NESTING
+
+        head = f"{sys.version}\0{MAX_KEY_PARTS}\0{MAX_NESTING}\0".encode()
+        return digest(cls.MAGIC, head, data)
+
+    def _path(self, name: str, key: bytes) -> Path | None:
+        folder = cache_dir("catalogues")
+        return None if folder is None else folder / f"{name}-{key.hex()[:32]}.msgpack"
+
+    def get(self, name: str, data: bytes) -> dict[str, Any] | None:
+        import msgspec
+
+        key = self.key(data)
+        payload = read_sealed(self._path(name, key), self.MAGIC, key, self.MAX_BYTES)
+        if payload is None:
+            return None
+        try:
+            raw = msgspec.msgpack.decode(payload)
+        except msgspec.DecodeError:
+            return None
+        return raw if isinstance(raw, dict) else None
+
+    def put(self, name: str, data: bytes, raw: dict[str, Any]) -> None:
+        import msgspec
+
+        key = self.key(data)
+        path = self._path(name, key)
+        if path is None:
+            return
+        try:
+            payload = msgspec.msgpack.encode(raw)
+        except (TypeError, OverflowError):  # not cached: a value MessagePack cannot hold
+            return
+        # MessagePack keeps str, int, float, bool, list and dict as they are; a TOML date or
+        # time would come back as another type (and NaN unequal): such a file is not cached.
+        if msgspec.msgpack.decode(payload) != raw:
+            return
+        write_atomic(path, sealed(self.MAGIC, key, payload), prefix=".toml-")
+
+
+class RegexProgramCache:
+    """The programs of the regular expressions the CLI compiled (facts/regexcache.py), one
+    file per interpreter build in ``regex/programs-<key>.msgpack``: their MessagePack,
+    sealed with its key, the SHA-256 of this format, the Python version and build and the
+    regular-expression engine's own version (``_sre.MAGIC``). Another interpreter is
+    another key; a file that cannot be trusted (see above) or decoded is compiled again."""
+
+    MAGIC = b"blackwell-doctor sre 1\n"
+    MAX_BYTES = 8 << 20
+
+    @classmethod
+    def key(cls) -> bytes:
+        from blackwell_doctor.facts import regexcache
+
+        head = f"{sys.version}\0{sys.implementation.cache_tag}\0{regexcache.engine_version()}"
+        return digest(cls.MAGIC, head.encode())
+
+    def _path(self, key: bytes) -> Path | None:
+        folder = cache_dir("regex")
+        return None if folder is None else folder / f"programs-{key.hex()[:32]}.msgpack"
+
+    def load(self) -> dict[str, Program] | None:
+        import msgspec
+
+        from blackwell_doctor.facts import regexcache
+
+        key = self.key()
+        payload = read_sealed(self._path(key), self.MAGIC, key, self.MAX_BYTES)
+        if payload is None:
+            return None
+        try:
+            return msgspec.msgpack.decode(payload, type=dict[str, regexcache.Program])
+        except msgspec.DecodeError:  # ValidationError is one
+            return None
+
+    def save(self, programs: dict[str, Program]) -> None:
+        import msgspec
+
+        key = self.key()
+        path = self._path(key)
+        if path is None:
+            return
+        try:
+            payload = msgspec.msgpack.encode(programs)
+        except (TypeError, OverflowError, UnicodeEncodeError):  # not kept: compiled again
+            return
+        write_atomic(path, sealed(self.MAGIC, key, payload), prefix=".sre-")

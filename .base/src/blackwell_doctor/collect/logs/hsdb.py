@@ -1,0 +1,108 @@
+"""The Hyperscan database of the catalogue's literals, serialized once per catalogue.
+
+Where: ``$XDG_CACHE_HOME/blackwell-doctor/hyperscan/`` (``~/.cache/...`` when unset; beside
+the probe's ``nvrtc/``), one file per literal set and Hyperscan version,
+``hyperscan-<key>.db``, where ``key`` is the SHA-256 of the Hyperscan version and the
+literals. ``BLACKWELL_DOCTOR_NO_CACHE=1``
+neither reads nor writes it. Deleting the folder is always safe: the next scan rebuilds.
+
+A cache file is something else may have written, so it is loaded only when all of these
+hold, else the database is built from the catalogue as if there were no file (and the file
+is rewritten):
+
+- a regular file (not a link), owned by this user, writable by no one else, in a folder
+  that is the same (the rules ssh applies to its keys), at most :data:`MAX_BYTES`;
+- its header names this key (so a file of another catalogue or Hyperscan is not used), and
+  the SHA-256 of its payload equals the one in the header (truncated or damaged);
+- Hyperscan deserializes it (its own checks: the platform, the CRC of the bytecode);
+- the loaded database finds every literal where it is, in a line of all of them (a
+  database of other patterns, however it was made, is refused).
+
+Writes go to a temporary file in the folder, then ``os.replace``: a reader never sees half
+a file. Any error on the way (a read-only home, a full disk) only costs the build.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from blackwell_doctor.collect.cachefile import cache_dir as _cache_dir
+from blackwell_doctor.collect.cachefile import digest, read_private, sealed, unseal, write_atomic
+
+MAGIC = b"blackwell-doctor hyperscan 1\n"
+MAX_BYTES = 16 << 20
+
+
+def cache_dir() -> Path | None:
+    """The cache folder, or None when caching is off."""
+    return _cache_dir("hyperscan")
+
+
+def cache_key(version: str, literals: list[bytes]) -> bytes:
+    return digest(
+        version.encode() + b"\0", *(len(lit).to_bytes(4, "big") + lit for lit in literals)
+    )
+
+
+def _read(path: Path) -> bytes | None:
+    return read_private(path, MAX_BYTES)
+
+
+def _write(path: Path, blob: bytes) -> None:
+    write_atomic(path, blob, prefix=".hyperscan-")
+
+
+def _finds_every_literal(db: Any, literals: list[bytes]) -> bool:
+    line = b"\n".join(literals)
+    expected: set[tuple[int, int]] = set()
+    at = 0
+    for n, lit in enumerate(literals):
+        expected.add((at + len(lit), n))
+        at += len(lit) + 1
+    found: set[tuple[int, int]] = set()
+
+    def on_match(n: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+        found.add((to, n))
+
+    db.scan(line, match_event_handler=on_match)
+    return expected <= found
+
+
+def _build(hyperscan: Any, literals: list[bytes]) -> Any:
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=literals, ids=list(range(len(literals))), flags=0, literal=True)
+    return db
+
+
+def _load(hyperscan: Any, blob: bytes, key: bytes, literals: list[bytes]) -> Any | None:
+    payload = unseal(blob, MAGIC, key)
+    if payload is None:
+        return None
+    try:
+        db = hyperscan.loadb(payload, hyperscan.HS_MODE_BLOCK)
+        db.scratch = hyperscan.Scratch(db)
+        if not _finds_every_literal(db, literals):
+            return None
+    except Exception:  # any refusal of the file means: build instead
+        return None
+    return db
+
+
+def literal_database(hyperscan: Any, literals: list[bytes]) -> Any:
+    """A block-mode database of ``literals`` (id = index): from the cache when a trusted
+    file of this key is there, else compiled (and cached)."""
+    folder = cache_dir()
+    if folder is None or not literals:
+        return _build(hyperscan, literals)
+    key = cache_key(str(getattr(hyperscan, "__version__", "?")), literals)
+    path = folder / f"hyperscan-{key.hex()[:32]}.db"
+    blob = _read(path)
+    if blob is not None:
+        db = _load(hyperscan, blob, key, literals)
+        if db is not None:
+            return db
+    db = _build(hyperscan, literals)
+    payload = hyperscan.dumpb(db)
+    _write(path, sealed(MAGIC, key, payload))
+    return db

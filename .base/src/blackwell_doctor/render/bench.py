@@ -1,0 +1,765 @@
+"""The ``bench`` documents (a run, a soak, a compare) in each format: rich (the terminal's
+text), Markdown, JSON (schemas: schemas/bench.schema.json, bench-compare.schema.json) and
+HTML (one page with plots: render.bench_html, which escapes every value it places).
+
+Their strings come from the server (model ids, error bodies, notes quoting it) and from run
+files (shape names, file names): :func:`render_bench`, the one way in, takes the document
+through the renderers' one sanitising step first (``scrub``: for text every control
+character, bidirectional override and newline shown escaped; for JSON lone surrogates, and
+the characters a terminal acts on written as ``\\u`` escapes), and the Markdown renderer
+escapes each such value's Markdown syntax where it is placed (``render.markdown.prose``,
+``cell``), so no value can rewrite the terminal or add a heading, a link or a table row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import assert_never
+
+import msgspec
+
+from blackwell_doctor.render.common import json_document
+from blackwell_doctor.render.formats import BenchFormat
+from blackwell_doctor.render.markdown import cell, prose
+from blackwell_doctor.report.bench import (
+    ESTIMATED,
+    SYNCHRONOUS,
+    THROUGHPUT,
+    USAGE,
+    BenchRun,
+    Calibration,
+    Capacity,
+    CompareDocument,
+    Comparison,
+    ShapeResult,
+    SoakResult,
+    Stats,
+    SweepComparison,
+    SweepPoint,
+    SweepResult,
+)
+from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison
+from blackwell_doctor.report.bench_ladder import LadderDocument
+from blackwell_doctor.report.sanitize import json_safe, sanitize_line, scrub
+
+
+def render_bench(doc: BenchRun | CompareDocument | LadderDocument, fmt: BenchFormat) -> str:
+    """A bench or soak run, or a compare document, in ``fmt``, through the one sanitising
+    step first."""
+    match fmt:
+        case BenchFormat.JSON:
+            return json_document(scrub(doc, json_safe))
+        case BenchFormat.RICH:
+            return _text(scrub(doc, sanitize_line), markdown=False)
+        case BenchFormat.MARKDOWN:
+            return _text(scrub(doc, sanitize_line), markdown=True)
+        case BenchFormat.HTML:
+            from blackwell_doctor.render.bench_html import (
+                render_compare_html,
+                render_ladder_html,
+                render_run_html,
+            )
+
+            clean = scrub(doc, sanitize_line)
+            text = _text(clean, markdown=False)
+            if isinstance(clean, BenchRun):
+                return render_run_html(clean, text)
+            if isinstance(clean, LadderDocument):
+                return render_ladder_html(clean, text, what_changed=what_changed)
+            return render_compare_html(clean, text)
+        case _:
+            assert_never(fmt)
+
+
+def encode(doc: BenchRun | CompareDocument | LadderDocument) -> str:
+    """A bench, soak or compare document as JSON (what ``--output`` writes): exact (it
+    decodes to the same strings, but a lone surrogate, which UTF-8 cannot carry, is shown
+    escaped as every renderer shows it), and safe to print to a terminal."""
+    return render_bench(doc, BenchFormat.JSON)
+
+
+def render_run(doc: BenchRun, *, markdown: bool = False) -> str:
+    """A bench or soak run as text (the terminal's) or Markdown."""
+    return render_bench(doc, BenchFormat.MARKDOWN if markdown else BenchFormat.RICH)
+
+
+def render_compare(doc: CompareDocument, *, markdown: bool = False) -> str:
+    """A compare document as text (the terminal's) or Markdown."""
+    return render_bench(doc, BenchFormat.MARKDOWN if markdown else BenchFormat.RICH)
+
+
+def _text(doc: BenchRun | CompareDocument | LadderDocument, *, markdown: bool) -> str:
+    if isinstance(doc, BenchRun):
+        return _run(doc, markdown=markdown)
+    if isinstance(doc, LadderDocument):
+        return _ladder(doc, markdown=markdown)
+    return _compare(doc, markdown=markdown)
+
+
+def _plain(text: str) -> str:
+    return text
+
+
+def _words(markdown: bool) -> Callable[[str], str]:
+    """How a value from outside (already sanitised) is placed in the output."""
+    return prose if markdown else _plain
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _g(value: float | None) -> str:
+    """A small figure that may be of any magnitude (a log-probability difference)."""
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _stats_row(label: str, s: Stats) -> list[str]:
+    return [label, _f(s.mean, 2), _f(s.p50, 2), _f(s.p90, 2), _f(s.p95, 2), _f(s.p99, 2)]
+
+
+def _table(rows: list[list[str]], *, markdown: bool, left: int = 1) -> list[str]:
+    """``rows`` (the first the header) as a Markdown table, or as text: the first ``left``
+    columns aligned left, the others right (numbers)."""
+    if markdown:
+        head = "| " + " | ".join(map(cell, rows[0])) + " |"
+        out = [head, "|" + "|".join("---" for _ in rows[0]) + "|"]
+        out += ["| " + " | ".join(map(cell, r)) + " |" for r in rows[1:]]
+        return out
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.ljust(w) if i < left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+
+
+def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
+    w = _words(markdown)
+    m = shape.metrics
+    head = f"{w(shape.name)}: {shape.completed}/{shape.requests} requests ok"
+    if shape.errors:
+        head += " — errors: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(shape.errors.items()))
+    if not shape.complete:
+        head += " (partial)"
+    out = [f"### {head}" if markdown else head]
+    size = "" if shape.input_size_source == "tokenize" else " (estimated)"
+    out.append(
+        f"{shape.concurrency} concurrent, ~{shape.input_tokens} tokens in{size}, up to "
+        f"{shape.output_tokens_max} out, {shape.duration_s:.1f} s"
+    )
+    if markdown:
+        out.append("")
+    rows = [["ms", "mean", "p50", "p90", "p95", "p99"]]
+    rows.append(_stats_row("TTFT", m.ttft_ms))
+    rows.append(_stats_row("TPOT", m.tpot_ms))
+    rows.append(_stats_row("ITL", m.itl_ms))
+    rows.append(_stats_row("E2E", m.e2e_ms))
+    out += _table(rows, markdown=markdown)
+    if markdown:
+        out.append("")
+    estimated = "" if m.token_source == USAGE else " (estimated)"
+    out.append(
+        f"output: {m.output_tokens} tokens{estimated} = {m.answer_tokens} answer + "
+        f"{m.reasoning_tokens} reasoning"
+        + (" (reasoning estimated)" if m.reasoning_source == ESTIMATED else "")
+    )
+    out.append(
+        f"throughput: {_f(m.output_tokens_per_s)} output tok/s, of which "
+        f"{_f(m.answer_tokens_per_s)} answer tok/s; {_f(m.requests_per_s, 2)} req/s; "
+        f"per user {_f(m.output_tokens_per_s_per_user.p50)} tok/s (p50)"
+    )
+    if shape.server is not None:
+        s = shape.server
+        parts = [f"generation tokens {_f(s.generation_tokens, 0)}"]
+        if s.ttft is not None:
+            parts.append(f"TTFT mean {_f(s.ttft.mean_ms, 2)} ms")
+        if s.itl is not None:
+            parts.append(f"ITL mean {_f(s.itl.mean_ms, 2)} ms")
+        parts.append(f"preemptions {_f(s.preemptions, 0)}")
+        parts.append(f"peak KV cache {_f(s.kv_cache_usage_peak_pct)}%")
+        out.append("server /metrics: " + ", ".join(parts))
+    for note in shape.notes:
+        out.append(f"note: {w(note)}")
+    failed = [s for s in shape.samples if not s.ok]
+    for sample in failed[:3]:
+        out.append(f"error: {w(str(sample.error))}: {w(str(sample.detail))}")
+    if len(failed) > 3:
+        out.append(f"... and {len(failed) - 3} more failed requests")
+    bad = [(i, s.degenerate) for i, s in enumerate(shape.samples) if s.degenerate]
+    for index, why in bad[:3]:
+        out.append(f"degenerate: request {index + 1}: {w(why or '')}")
+    if len(bad) > 3:
+        out.append(f"... and {len(bad) - 3} more degenerate answers")
+    for e in shape.equivalence:
+        if e.degenerate:
+            out.append(f"degenerate: greedy {w(e.prompt_id)}: {w(e.degenerate)}")
+    return out
+
+
+def _run(doc: BenchRun, *, markdown: bool) -> str:
+    w = _words(markdown)
+    server = doc.server
+    title = f"bench {w(server.url)} model {w(server.model or '-')}"
+    out = [f"## {title}" if markdown else title]
+    if server.error:
+        out.append(f"error: {w(server.error)}")
+    if doc.interrupted:
+        out.append("interrupted: partial result")
+    for finding in doc.findings:
+        out.append(f"finding: {w(finding)}")
+    if doc.environment is not None:
+        out += _environment_lines(doc.environment, markdown=markdown)
+    if not isinstance(doc.sweep, msgspec.UnsetType):
+        out.append("")
+        out += sweep_lines(doc.sweep, markdown=markdown)
+        if doc.shapes:
+            out.append("")
+            out.append("## each point" if markdown else "each point:")
+    for shape in doc.shapes:
+        out.append("")
+        out += _shape_lines(shape, markdown=markdown)
+    if doc.calibration is not None:
+        out.append("")
+        out += _calibration_lines(doc.calibration, markdown=markdown)
+    if doc.soak is not None:
+        out.append("")
+        out += _soak_lines(doc.soak, markdown=markdown)
+    return "\n".join(out) + "\n"
+
+
+def slo_text(slo: dict[str, float], level: float) -> str:
+    """``ttft_ms <= 500, tpot_ms <= 50 for 90% of requests``."""
+    limits = ", ".join(f"{k} <= {v:g}" for k, v in slo.items())
+    return f"{limits} for {level:.0%} of requests"
+
+
+def load_text(p: SweepPoint) -> str:
+    if p.load == SYNCHRONOUS:
+        return "one at a time"
+    if p.load == THROUGHPUT:
+        return "all at once"
+    return f"{_g3(p.offered_rate)}/s"
+
+
+def _g3(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.3g}" if value < 1000 else f"{value:,.0f}"
+
+
+def capacity_text(c: Capacity) -> str:
+    """The capacity at SLO in a few words: ``2.4 req/s [2.1, 2.9]``, ``at least 8 req/s``."""
+    if c.bound == "crossing" and c.rate is not None:
+        ci = (
+            f" [{_g3(c.ci_low)}, {_g3(c.ci_high)}]"
+            if c.ci_low is not None and c.ci_high is not None
+            else ""
+        )
+        return f"{_g3(c.rate)} req/s{ci}"
+    if c.bound == "at least":
+        return f"at least {_g3(c.rate)} req/s"
+    if c.bound == "below":
+        return f"below {_g3(c.rate)} req/s"
+    return "not measured"
+
+
+def sweep_lines(sweep: SweepResult, *, markdown: bool) -> list[str]:
+    """A rate run: its points, the knee and the capacity at SLO."""
+    w = _words(markdown)
+    arrival = sweep.arrival + (
+        f" (burstiness {sweep.burstiness:g})" if sweep.burstiness is not None else ""
+    )
+    head = (
+        f"{'sweep' if sweep.mode == 'sweep' else 'rates'} of {w(sweep.shape)}: "
+        f"{len(sweep.points)} loads, {w(arrival)} arrivals"
+    )
+    out = [f"### {head}" if markdown else head]
+    if sweep.slo:
+        out.append(f"SLO: {w(slo_text(sweep.slo, sweep.slo_level))}")
+    if markdown:
+        out.append("")
+    rows = [
+        [
+            "load",
+            "req/s offered",
+            "achieved",
+            "ok",
+            "TTFT p50",
+            "TPOT p50",
+            "E2E p50",
+            "E2E p99",
+            "out tok/s",
+            "goodput",
+            "in SLO",
+            "late p99 ms",
+        ]
+    ]
+    for p in sweep.points:
+        m = p.metrics
+        rows.append(
+            [
+                load_text(p) + ("" if p.complete else " (partial)"),
+                _g3(p.offered_rate),
+                _f(p.achieved_rate, 2),
+                f"{p.completed}/{p.requests}",
+                _f(m.ttft_ms.p50, 2),
+                _f(m.tpot_ms.p50, 2),
+                _f(m.e2e_ms.p50, 2),
+                _f(m.e2e_ms.p99, 2),
+                _f(m.output_tokens_per_s),
+                _f(p.goodput, 2),
+                "-" if p.goodput_share is None else f"{p.goodput_share:.0%}",
+                "-" if p.send_lateness_ms is None else _f(p.send_lateness_ms.p99, 2),
+            ]
+        )
+    out += _table(rows, markdown=markdown)
+    if markdown:
+        out.append("")
+    out.append(f"knee: {w(sweep.knee.verdict)}: {w(sweep.knee.reason)}")
+    if sweep.capacity is not None:
+        out.append(f"capacity at SLO: {capacity_text(sweep.capacity)}: {w(sweep.capacity.reason)}")
+    for note in sweep.notes:
+        out.append(f"note: {w(note)}")
+    return out
+
+
+def sweep_compare_lines(sw: SweepComparison, *, markdown: bool) -> list[str]:
+    """Two sweeps' curves side by side, load by load, and their knees and capacities."""
+    w = _words(markdown)
+    head = f"sweeps of {w(sw.before.shape)}, before -> after"
+    out = [f"### {head}" if markdown else head]
+    if sw.slo:
+        out.append(f"SLO: {w(slo_text(sw.slo, sw.slo_level))}")
+    if markdown:
+        out.append("")
+    after = {p.shape: p for p in sw.after.points}
+
+    def pair(b: float | None, a: float | None, digits: int = 2) -> str:
+        return f"{_f(b, digits)} -> {_f(a, digits)}"
+
+    rows = [["load", "achieved req/s", "E2E p50 ms", "TTFT p50 ms", "out tok/s", "in SLO"]]
+    for p in sw.before.points:
+        q = after.get(p.shape)
+        if q is None:
+            continue
+        share = (
+            "-"
+            if p.goodput_share is None or q.goodput_share is None
+            else f"{p.goodput_share:.0%} -> {q.goodput_share:.0%}"
+        )
+        rows.append(
+            [
+                load_text(p),
+                pair(p.achieved_rate, q.achieved_rate),
+                pair(p.metrics.e2e_ms.p50, q.metrics.e2e_ms.p50),
+                pair(p.metrics.ttft_ms.p50, q.metrics.ttft_ms.p50),
+                pair(p.metrics.output_tokens_per_s, q.metrics.output_tokens_per_s, 1),
+                share,
+            ]
+        )
+    out += _table(rows, markdown=markdown)
+    if markdown:
+        out.append("")
+    for side, sweep in (("before", sw.before), ("after", sw.after)):
+        out.append(f"knee {side}: {w(sweep.knee.verdict)}: {w(sweep.knee.reason)}")
+    for side, sweep in (("before", sw.before), ("after", sw.after)):
+        if sweep.capacity is not None:
+            out.append(f"capacity at SLO {side}: {capacity_text(sweep.capacity)}")
+    for name in sw.only_before:
+        out.append(f"only before: {w(name)}")
+    for name in sw.only_after:
+        out.append(f"only after: {w(name)}")
+    for note in sw.notes:
+        out.append(f"note: {w(note)}")
+    return out
+
+
+def _calibration_lines(cal: Calibration, *, markdown: bool) -> list[str]:
+    """The noise floor of ``bench --repeat N``: each metric's figure in every run."""
+    w = _words(markdown)
+    head = f"noise floor: {cal.runs} runs of one configuration (the shapes above are run 1)"
+    if cal.interleaved_with:
+        head += f", taking turns with {w(cal.interleaved_with)}"
+    out = [f"### {head}" if markdown else head]
+    if markdown:
+        out.append("")
+    rows = [["shape", "metric", "runs", "spread", "CV", "floor"]]
+    for f in cal.floors:
+        rows.append(
+            [
+                w(f.shape),
+                w(f.metric),
+                " ".join(_f(v, 2) for v in f.values),
+                "-" if f.spread_pct is None else f"{f.spread_pct:.1f}%",
+                "-" if f.cv_pct is None else f"{f.cv_pct:.1f}%",
+                "-" if f.floor_pct is None else f"{f.floor_pct:.1f}%",
+            ]
+        )
+    out += _table(rows, markdown=markdown)
+    out.append(f"floor: {w(cal.method)}")
+    return out
+
+
+def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
+    w = _words(markdown)
+    head = (
+        f"soak {w(soak.shape)}: {soak.duration_s:,.0f} of {soak.duration_s_requested:,.0f} s, "
+        f"{len(soak.intervals)} intervals of {soak.interval_s:g} s"
+    )
+    if not soak.complete:
+        head += " (partial)"
+    out = [f"### {head}" if markdown else head]
+    size = "" if soak.input_size_source == "tokenize" else " (estimated)"
+    errors = (
+        " — errors: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(soak.errors.items()))
+        if soak.errors
+        else ""
+    )
+    out.append(
+        f"{soak.concurrency} concurrent, ~{soak.input_tokens} tokens in{size}, up to "
+        f"{soak.output_tokens_max} out; {soak.completed}/{soak.requests} requests ok{errors}; "
+        f"{_f(soak.output_tokens_per_s)} output tok/s; {soak.drain_requests} finished after "
+        "the end (in the totals only)"
+    )
+    out.append(f"KV cache: {w(soak.kv_cache)}; GPU memory: {w(soak.gpu_memory)}")
+    if markdown:
+        out.append("")
+    rows = [
+        [
+            "#",
+            "s",
+            "requests",
+            "errors",
+            "out tok/s",
+            "TTFT p50",
+            "TTFT p99",
+            "ITL p50",
+            "ITL p99",
+            "KV %",
+            "KV peak %",
+            "preempt",
+            "GPU MiB",
+        ]
+    ]
+    for iv in soak.intervals:
+        gpu = (
+            "/".join("-" if v is None else f"{v:,.0f}" for v in iv.gpu_memory_used_mib)
+            if iv.gpu_memory_used_mib
+            else "-"
+        )
+        rows.append(
+            [
+                f"{iv.index + 1}{'*' if iv.partial else ''}",
+                f"{iv.start_s:,.0f}-{iv.end_s:,.0f}",
+                str(iv.requests),
+                str(sum(iv.errors.values())),
+                _f(iv.output_tokens_per_s),
+                _f(iv.ttft_ms.p50, 2),
+                _f(iv.ttft_ms.p99, 2),
+                _f(iv.itl_ms.p50, 2),
+                _f(iv.itl_ms.p99, 2),
+                _f(iv.kv_cache_usage_pct, 2),
+                _f(iv.kv_cache_usage_peak_pct, 2),
+                _f(iv.preemptions, 0),
+                gpu,
+            ]
+        )
+    out += _table(rows, markdown=markdown)
+    if any(iv.partial for iv in soak.intervals):
+        out.append("* partial interval: shown, not fitted")
+    if markdown:
+        out.append("")
+    rows = [["trend", "per hour", f"{soak.per_trend_confidence:.2%} interval", "verdict"]]
+    for t in soak.trends:
+        per_hour = "-" if t.slope_per_hour is None else f"{t.slope_per_hour:+,.2f} {w(t.unit)}"
+        ci = (
+            "-"
+            if t.ci_low_per_hour is None or t.ci_high_per_hour is None
+            else f"[{t.ci_low_per_hour:+,.2f}, {t.ci_high_per_hour:+,.2f}]"
+        )
+        rows.append([w(t.quantity), per_hour, ci, w(t.verdict)])
+    out += _table(rows, markdown=markdown)
+    if markdown:
+        out.append("")
+    for t in soak.trends:
+        out.append(f"{'finding' if t.verdict == 'growing' else 'trend'}: {w(t.reason)}")
+    out.append(
+        f"growing needs the interval above 0 and the rates of checks/soak.toml; the "
+        f"intervals hold together at {soak.confidence:.0%}"
+    )
+    for note in soak.notes:
+        out.append(f"note: {w(note)}")
+    return out
+
+
+def _drift_lines(doc: CompareDocument, *, markdown: bool) -> list[str]:
+    """The greedy prompts' log-probabilities compared (rules/drift.py), where measured."""
+    w = _words(markdown)
+    rows = [
+        [
+            "shape",
+            "prompt",
+            "tokens",
+            "first divergent token",
+            "mean |dlogprob|",
+            "max |dlogprob|",
+            "top-k KL mean",
+            "top-k KL max",
+            "numerics",
+        ]
+    ]
+    for e in doc.equivalence:
+        for d in e.logprobs:
+            first = (
+                "-"
+                if d.first_divergent_token is None
+                else f"{d.first_divergent_token} ({w(repr(d.token_before))} -> "
+                f"{w(repr(d.token_after))})"
+            )
+            rows.append(
+                [
+                    w(e.shape),
+                    w(d.prompt_id),
+                    str(d.tokens),
+                    first,
+                    _g(d.mean_abs_logprob_diff),
+                    _g(d.max_abs_logprob_diff),
+                    _g(d.topk_kl_mean),
+                    _g(d.topk_kl_max),
+                    w(d.verdict),
+                ]
+            )
+    if len(rows) == 1:
+        return []
+    out = ["", "greedy log-probabilities (nats; tolerance: checks/drift.toml):"]
+    out += _table(rows, markdown=markdown)
+    out += [
+        f"numerics {w(e.shape)} {w(d.prompt_id)}: {w(d.why)}"
+        for e in doc.equivalence
+        for d in e.logprobs
+        if d.verdict == "beyond tolerance"
+    ]
+    out.append("")
+    return out
+
+
+def _compare(doc: CompareDocument, *, markdown: bool) -> str:
+    w = _words(markdown)
+    title = f"compare {w(doc.before)} -> {w(doc.after)}"
+    out = [f"## {title}" if markdown else title]
+    sc = doc.scorecard
+    out.append("")
+    card = [
+        ["scorecard", "verdict"],
+        ["latency", w(sc.latency)],
+        ["throughput", w(sc.throughput)],
+        ["equivalence", w(sc.equivalence)],
+        ["numerics", w(sc.numerics)],
+        ["errors", w(sc.errors)],
+        ["overall", w(sc.overall)],
+    ]
+    out += _table(card, markdown=markdown)
+    out.append("")
+    rows = [
+        [
+            "shape",
+            "metric",
+            "before",
+            "after",
+            "change",
+            f"{doc.per_comparison_confidence:.2%} CI",
+            "verdict",
+        ]
+    ]
+    for r in doc.comparisons:
+        ci = (
+            "-"
+            if r.ci_low_pct is None or r.ci_high_pct is None
+            else f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]"
+        )
+        change = "-" if r.change_pct is None else f"{r.change_pct:+.1f}%"
+        verdict = w(r.verdict)
+        if r.verdict == "within the noise floor" and r.noise_floor_pct is not None:
+            verdict += f" ({r.noise_floor_pct:.1f}%)"
+        rows.append([w(r.shape), w(r.metric), _f(r.before, 2), _f(r.after, 2), change, ci, verdict])
+    out += _table(rows, markdown=markdown)
+    out.append("")
+    if not isinstance(doc.sweep, msgspec.UnsetType):
+        out += sweep_compare_lines(doc.sweep, markdown=markdown)
+        out.append("")
+    for e in doc.equivalence:
+        rate = "-" if e.exact_match_rate is None else f"{e.exact_match_rate:.0%}"
+        line = f"equivalence {w(e.shape)}: {rate} of {e.prompts} greedy prompts identical"
+        if e.first_divergence:
+            line += (
+                " (first divergence: "
+                + ", ".join(f"{w(k)} at char {v}" for k, v in sorted(e.first_divergence.items()))
+                + ")"
+            )
+        out.append(line)
+    out += _drift_lines(doc, markdown=markdown)
+    for phase, errors in doc.errors.items():
+        if errors:
+            out.append(
+                f"errors {w(phase)}: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(errors.items()))
+            )
+    out.append(
+        f"verdicts need the interval to exclude 0 and a change of at least "
+        f"{doc.threshold_pct:g}%; the intervals hold together at {doc.confidence:.0%} "
+        f"({doc.resamples} bootstrap resamples "
+        f"{'by run, then by request' if max(doc.runs.values(), default=1) > 1 else 'by request'}, "
+        f"seed {doc.seed})"
+    )
+    if doc.between_run_noise:
+        out.append(f"between-run noise: {w(doc.between_run_noise)}")
+    for sub in doc.subsamples:
+        out.append(
+            f"bootstrap {w(sub.shape)} {w(sub.run)}: a seeded subsample of {sub.requests:,} of "
+            f"{sub.requests_of:,} requests, ITL from {sub.itl_gaps:,} of {sub.itl_gaps_of:,} "
+            f"gaps (at most {doc.max_bootstrap_requests:,} requests and "
+            f"{doc.max_bootstrap_gaps:,} gaps per run and shape; the values use every request)"
+        )
+    for regression in doc.regressions:
+        out.append(f"regression: {w(regression)}")
+    if not isinstance(doc.environment, msgspec.UnsetType):
+        out += env_compare_lines(doc.environment, markdown=markdown)
+    return "\n".join(out) + "\n"
+
+
+def _environment_lines(env: Environment, *, markdown: bool) -> list[str]:
+    """A run's pinned environment, in a few lines (the document holds all of it)."""
+    w = _words(markdown)
+    server = [f"version {w(env.server_version or '-')}"]
+    if env.config_hash:
+        server.append(f"config hash {w(env.config_hash)}")
+    if env.model is not None and env.model.root:
+        server.append(f"model root {w(env.model.root)}")
+    if env.server_config:
+        server.append(f"{len(env.server_config)} configuration values")
+    out = ["environment: server " + ", ".join(server)]
+    if env.server_unavailable:
+        out.append("environment: not answered: " + "; ".join(w(u) for u in env.server_unavailable))
+    host = env.host
+    if host is None:
+        out.append(f"environment: host not recorded ({w(env.host_missing or '-')})")
+    else:
+        parts = [f"GPUs {w(', '.join(host.gpus) or '-')}"]
+        parts.append(f"driver {w(host.driver_version or '-')}")
+        parts.append(f"CUDA {w(host.cuda_driver_version or '-')}")
+        if host.container_image:
+            parts.append(f"image {w(host.container_image)}")
+        parts.append(f"{len(host.env)} environment variables")
+        out.append(f"environment: host ({w(host.source)}) " + ", ".join(parts))
+    return out
+
+
+def env_compare_lines(env: EnvironmentComparison, *, markdown: bool) -> list[str]:
+    """What differs between two runs' environments, and the verdict's sentences."""
+    w = _words(markdown)
+    out = [f"environment: {w(env.verdict)}"]
+    bullet = "- " if markdown else "  "
+    for change in env.differences:
+        out.append(f"{bullet}{w(change.key)}: {w(change.before)} -> {w(change.after)}")
+    for note in env.notes:
+        out.append(f"{'warning' if env.verdict == 'confounded' else 'note'}: {w(note)}")
+    return out
+
+
+# What a ladder's steps table shows of a step's environment differences.
+_CHANGES_SHOWN = 3
+
+
+def what_changed(doc: CompareDocument) -> str:
+    """A ladder step's cell of what changed (already sanitised values, placed as text)."""
+    return _what_changed(doc, False)
+
+
+def _what_changed(doc: CompareDocument, markdown: bool) -> str:
+    w = _words(markdown)
+    env = doc.environment
+    if isinstance(env, msgspec.UnsetType):
+        return "unknown: neither run pinned its environment"
+    if env.verdict == "not pinned":
+        return "unknown: a run pinned no environment"
+    if not env.differences:
+        return "nothing recorded differs"
+    shown = [f"{w(c.key)}: {w(c.before)} -> {w(c.after)}" for c in env.differences]
+    text = "; ".join(shown[:_CHANGES_SHOWN])
+    if len(shown) > _CHANGES_SHOWN:
+        text += f"; and {len(shown) - _CHANGES_SHOWN} more"
+    return ("CONFOUNDED: " if env.verdict == "confounded" else "") + text
+
+
+def _ladder(doc: LadderDocument, *, markdown: bool) -> str:
+    """A ladder: its steps with what changed at each, then one table of every metric's
+    change at each step and first to last, with intervals and verdicts."""
+    w = _words(markdown)
+    n = len(doc.runs)
+    title = "ladder " + " -> ".join(w(r) for r in doc.runs)
+    out = [f"## {title}" if markdown else title, ""]
+    labelled = [(str(k), step) for k, step in enumerate(doc.steps, start=1)]
+    labelled.append((f"1-{n}", doc.cumulative))
+    rows = [["step", "from", "to", "overall", "what changed"]]
+    for label, step in labelled:
+        rows.append(
+            [
+                label,
+                w(step.before),
+                w(step.after),
+                w(step.scorecard.overall),
+                _what_changed(step, markdown),
+            ]
+        )
+    out += _table(rows, markdown=markdown, left=len(rows[0]))
+    out.append("")
+    rows = [["shape", "metric", "step", "before", "after", "change", "CI", "verdict"]]
+    order: list[tuple[str, str]] = []
+    by_step: list[dict[tuple[str, str], Comparison]] = []
+    for _label, step in labelled:
+        found = {(r.shape, r.metric): r for r in step.comparisons}
+        by_step.append(found)
+        for key in found:
+            if key not in order:
+                order.append(key)
+    for key in order:
+        for (label, _step), found in zip(labelled, by_step, strict=True):
+            r = found.get(key)
+            if r is None:
+                rows.append([w(key[0]), w(key[1]), label, "-", "-", "-", "-", "not compared"])
+                continue
+            rows.append(_comparison_cells(r, label, w))
+    out += _table(rows, markdown=markdown)
+    out.append("")
+    for label, step in labelled:
+        env = step.environment
+        if isinstance(env, msgspec.UnsetType):
+            continue
+        for note in env.notes:
+            kind = "warning" if env.verdict == "confounded" else "note"
+            out.append(f"{kind}: step {label}: {w(note)}")
+    out.append(
+        f"each step is `bench --compare` of its two runs; verdicts need the interval to "
+        f"exclude 0 and a change of at least {doc.cumulative.threshold_pct:g}%; every interval "
+        f"of the table holds together at {doc.confidence:.0%} (each of the {n} compares at "
+        f"{doc.per_compare_confidence:.2%}, then Bonferroni over its rows)"
+    )
+    for label, step in labelled:
+        if step.between_run_noise:
+            out.append(f"between-run noise, step {label}: {w(step.between_run_noise)}")
+    for regression in doc.regressions:
+        out.append(f"regression: {w(regression)}")
+    return "\n".join(out) + "\n"
+
+
+def _comparison_cells(r: Comparison, label: str, w: Callable[[str], str]) -> list[str]:
+    ci = (
+        "-"
+        if r.ci_low_pct is None or r.ci_high_pct is None
+        else f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]"
+    )
+    change = "-" if r.change_pct is None else f"{r.change_pct:+.1f}%"
+    verdict = w(r.verdict)
+    if r.verdict == "within the noise floor" and r.noise_floor_pct is not None:
+        verdict += f" ({r.noise_floor_pct:.1f}%)"
+    return [w(r.shape), w(r.metric), label, _f(r.before, 2), _f(r.after, 2), change, ci, verdict]

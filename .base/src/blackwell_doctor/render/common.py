@@ -1,0 +1,145 @@
+"""Pieces every renderer shares: status words, grouping, value and count phrasing, sanitising."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import msgspec
+
+from blackwell_doctor.report.check import HostLine, NodeVerdict, Report, Summary, gate_words
+from blackwell_doctor.report.results import EvidenceValue, Result, Status
+
+# The sanitising primitives live with the documents (a verdict's one-line message needs
+# them too); the renderers take them from here.
+from blackwell_doctor.report.sanitize import json_safe as json_safe
+from blackwell_doctor.report.sanitize import sanitize as sanitize
+from blackwell_doctor.report.sanitize import sanitize_line as sanitize_line
+from blackwell_doctor.report.sanitize import scrub as scrub
+
+# Characters JSON may carry raw but a terminal or an editor acts on (DEL and C1 controls
+# such as CSI U+009B, bidirectional overrides and isolates, line and paragraph separators):
+# written as \uXXXX escapes, which decode to the same strings. They occur only inside JSON
+# strings (its syntax is ASCII), and msgspec already escapes the C0 controls.
+# Compiled when a document has a character past ASCII or a DEL (start-up: a report of
+# ASCII text needs no pattern).
+_RAW_IN_JSON = "[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+
+
+def json_document(document: object) -> str:
+    """Every document's JSON (``document`` already through :func:`scrub` with
+    :func:`json_safe`): fields in declaration order (schema_version first, so diffs of saved
+    documents are stable), indented, a trailing newline; exact (it decodes to the same
+    strings) and safe to print to a terminal."""
+    data = msgspec.json.format(msgspec.json.encode(document), indent=2).decode("utf-8")
+    if data.isascii() and "\x7f" not in data:
+        return data + "\n"
+    return re.sub(_RAW_IN_JSON, _escaped, data + "\n")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+# Glyphs of the reports and their ASCII stand-ins, for an output that cannot encode them
+# (PYTHONIOENCODING=ascii, a C locale): words stay readable instead of a crash.
+_ASCII = str.maketrans(
+    {
+        "—": "-",
+        "–": "-",
+        "·": "|",
+        "✓": "ok",
+        "✗": "x",
+        "≥": ">=",
+        "≤": "<=",
+        "≈": "~",
+        "→": "->",
+        "←": "<-",
+        "…": "...",
+        "×": "x",
+        "µ": "u",
+        "’": "'",
+        "‘": "'",
+        "“": '"',
+        "”": '"',
+        "\u00a0": " ",
+    }
+)
+
+
+def encodable(text: str, encoding: str) -> str:
+    """``text`` as it can be written in ``encoding``: unchanged when it can, else with the
+    glyphs above in ASCII and anything else left shown as a ``\\u`` escape."""
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        text = text.translate(_ASCII)
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:
+        return text
+    return text
+
+
+def group_by_family(results: Sequence[Result]) -> list[tuple[str, list[Result]]]:
+    """Results grouped by family, families in order of first appearance (report order)."""
+    groups: dict[str, list[Result]] = {}
+    for result in results:
+        groups.setdefault(result.family, []).append(result)
+    return list(groups.items())
+
+
+def evidence_text(value: EvidenceValue) -> str:
+    """One evidence value as a human reads it (JSON keeps the typed value)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ", ".join(value) if value else "(empty)"
+    return str(value)
+
+
+def counts_phrase(summary: Summary) -> str:
+    """ "2 failed, 1 warning, 7 passed, 1 skipped, 1 not evaluated" (zero counts left out)."""
+    parts = [
+        (summary.fail, "failed", "failed"),
+        (summary.warn, "warning", "warnings"),
+        (summary.pass_, "passed", "passed"),
+        (summary.skip, "skipped", "skipped"),
+        (summary.error, "not evaluated", "not evaluated"),
+    ]
+    words = [f"{n} {one if n == 1 else many}" for n, one, many in parts if n]
+    return ", ".join(words) if words else "no checks ran"
+
+
+def gate_phrase(report: Report) -> str:
+    """ "exit 1 (gate: fail)": what a CI job will see and why."""
+    return f"exit {report.exit_code} ({gate_words(report)})"
+
+
+def node_phrase(node: NodeVerdict) -> str:
+    """ "needs-reset", or "healthy (2 checks not evaluated)": the node verdict in one line
+    (its step, which names the findings that set it, is said beside it)."""
+    if not node.findings and node.not_evaluated:
+        n = len(node.not_evaluated)
+        return f"{node.verdict} ({n} check{'s' if n != 1 else ''} not evaluated)"
+    return node.verdict
+
+
+def gpus_phrase(host: HostLine) -> str:
+    """ "2 x NVIDIA RTX PRO 6000, NVIDIA RTX 5090": identical GPUs counted, order kept."""
+    if not host.gpus:
+        return "none found"
+    counts: dict[str, int] = {}
+    for name in host.gpus:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(name if n == 1 else f"{n} x {name}" for name, n in counts.items())
+
+
+def longest_run(text: str, char: str) -> int:
+    """The length of the longest run of ``char`` in ``text`` (0 when there is none)."""
+    return max((len(m) for m in re.findall(f"{re.escape(char)}+", text)), default=0)
+
+
+# Statuses that are findings: they show their remedy and land in "What to fix".
+FINDING_STATUSES = frozenset({Status.WARN, Status.FAIL})

@@ -1,0 +1,312 @@
+"""Runs the registered checks over facts: selection, prerequisites, crash isolation."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Collection, Iterable, Sequence
+from typing import get_args
+
+import msgspec
+
+from blackwell_doctor.facts.document import NOT_COLLECTED, Facts, Section, Unavailable
+from blackwell_doctor.report.results import (
+    Outcome,
+    Remedy,
+    Result,
+    Status,
+    not_evaluated,
+    skipped,
+)
+from blackwell_doctor.ruledata.rules import CheckSpec, RemedyText, RuleData, fill
+from blackwell_doctor.rules.absent import SECTIONS
+from blackwell_doctor.rules.registry import READS, REGISTRY, CheckFn
+
+# The module under rules/ that registers each check family's checks (rules/families.py
+# imports them all; tests/test_engine.py checks that the two agree with the catalogue).
+FAMILY_MODULES = {
+    "bar1": "bar1",
+    "collective": "collective",
+    "driver": "driver",
+    "gpu": "gpu",
+    "health": "health",
+    "link": "link",
+    "logs": "logs",
+    "memory": "memory",
+    "model": "checkpoint",
+    "module": "module",
+    "p2p": "p2p",
+    "pci": "pci",
+    "platform": "platform",
+    "probe": "probe",
+    "serving": "serving",
+    "stack": "stack",
+}
+
+
+def family(check_id: str) -> str:
+    return check_id.split(".", 1)[0]
+
+
+def registered_checks(families: Collection[str] | None = None) -> dict[str, CheckFn]:
+    """The checks of ``families`` (default: all). Importing a family's module registers its
+    checks: a run that judges some families imports only theirs (``scan-logs``: the logs
+    checks, not the whole engine)."""
+    if families is None:
+        from blackwell_doctor.rules import families as _all  # noqa: F401
+
+        return dict(REGISTRY)
+    for name in sorted(families):
+        # The import statement's own path (not importlib.import_module): -X importtime, and
+        # so benchmarks/import_cost.py and tests/test_import_cost.py, see what it loads.
+        __import__(f"blackwell_doctor.rules.{FAMILY_MODULES[name]}")
+    return {i: fn for i, fn in REGISTRY.items() if family(i) in families}
+
+
+class SelectionError(ValueError):
+    """A --select/--ignore pattern that names no check or family."""
+
+
+def _matches(check_id: str, pattern: str) -> bool:
+    # Prefixes match on dotted boundaries: "driver" and "driver.version" match
+    # driver.version; "drive" does not.
+    return check_id == pattern or check_id.startswith(pattern.rstrip(".") + ".")
+
+
+def select_ids(all_ids: Iterable[str], select: Sequence[str], ignore: Sequence[str]) -> list[str]:
+    ids = list(all_ids)
+    for pattern in [*select, *ignore]:
+        if not any(_matches(i, pattern) for i in ids):
+            raise SelectionError(f"no check id or family matches {pattern!r}")
+    chosen = [i for i in ids if not select or any(_matches(i, p) for p in select)]
+    chosen = [i for i in chosen if not any(_matches(i, p) for p in ignore)]
+    if not chosen:
+        raise SelectionError("--select/--ignore leave no check to run")
+    return chosen
+
+
+def needed_checks(rules: RuleData, select: Sequence[str], ignore: Sequence[str]) -> set[str]:
+    """The checks a run of ``select``/``ignore`` evaluates: the chosen ones and, transitively,
+    what they require. Raises :class:`SelectionError` as :meth:`Engine.run` does."""
+    chosen = set(select_ids(rules.checks, select, ignore))
+    stack = list(chosen)
+    while stack:
+        for dep in rules.checks[stack.pop()].requires:
+            if dep not in chosen:
+                chosen.add(dep)
+                stack.append(dep)
+    return chosen
+
+
+def needed_sections(
+    rules: RuleData, select: Sequence[str], ignore: Sequence[str]
+) -> frozenset[Section]:
+    """The sections of the facts that a run of ``select``/``ignore`` reads: what its checks
+    and their prerequisites declare (``reads=`` of each ``@check``; only their families'
+    code is imported). Raises :class:`SelectionError` as :meth:`Engine.run` does."""
+    ids = needed_checks(rules, select, ignore)
+    registered_checks(frozenset(family(i) for i in ids))
+    return frozenset(s for i in ids for s in READS[i])
+
+
+class Engine:
+    """The checks of ``checks`` over facts, with the catalogue's words (``rules``).
+
+    ``families``: the families whose code is loaded (None: all); a run needing another is a
+    bug. ``on_demand``: the engine of every check (check, fleet): it starts with no code,
+    imports a family's module when one of its checks first runs, and skips a check of a
+    family of absent.SECTIONS whose section the facts lack without its code (``checks``
+    grows). A plain class, not a dataclass: ~0.6 ms less start-up (docs/performance.md).
+    """
+
+    __slots__ = ("_plans", "checks", "families", "on_demand", "rules")
+
+    def __init__(
+        self,
+        rules: RuleData,
+        checks: dict[str, CheckFn],
+        families: frozenset[str] | None = None,
+        *,
+        on_demand: bool = False,
+    ) -> None:
+        self.rules = rules
+        self.checks = checks
+        self.families = families
+        self.on_demand = on_demand
+        # (select, ignore) -> what :meth:`_plan` worked out for them.
+        self._plans: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[str], list[str]]] = {}
+        if not on_demand:
+            _agree(rules, checks, families)
+
+    def _load(self, families: set[str]) -> None:
+        """Import ``families``' modules into an on-demand engine's checks."""
+        loaded = registered_checks(families)
+        _agree(self.rules, loaded, frozenset(families))
+        self.checks.update(loaded)
+
+    def _absent(self, check_id: str, facts: Facts) -> Outcome | None:
+        """An on-demand engine's skip of a check whose family's section the facts lack."""
+        section = SECTIONS.get(family(check_id)) if self.on_demand else None
+        if section is None or getattr(facts, section[0]) is not None:
+            return None
+        return skipped(section[1])
+
+    def run(
+        self, facts: Facts, select: Sequence[str] = (), ignore: Sequence[str] = ()
+    ) -> list[Result]:
+        run_ids, chosen_ids = self._plan(tuple(select), tuple(ignore))
+        if self.on_demand and len(self.checks) < len(self.rules.checks):
+            missing = {
+                family(c)
+                for c in run_ids
+                if c not in self.checks and self._absent(c, facts) is None
+            }
+            if missing:
+                self._load(missing)
+        left_out = _left_out(facts)
+        done: dict[str, Result] = {}
+        for check_id in run_ids:
+            done[check_id] = self._run_one(check_id, facts, done, left_out)
+        return [done[i] for i in chosen_ids]
+
+    def _plan(
+        self, select: tuple[str, ...], ignore: tuple[str, ...]
+    ) -> tuple[list[str], list[str]]:
+        """The checks a run evaluates, in catalogue order (report order), and those it
+        reports: worked out once per selection (``fleet`` runs one engine over thousands of
+        nodes; this was ~20 us of each node's ~460)."""
+        plan = self._plans.get((select, ignore))
+        if plan is not None:
+            return plan
+        order = list(self.rules.checks)  # catalogue order is report order
+        chosen = set(select_ids(order, select, ignore))
+        # Prerequisites run even when not selected, so "blocked by" is always decidable.
+        needed = chosen.union(*(self._all_requires(c) for c in chosen))
+        # An on-demand engine loads what a run needs in run() (it depends on the facts).
+        if not self.on_demand and not needed <= set(self.checks):
+            raise RuntimeError(f"no code loaded for {sorted(needed - set(self.checks))}")
+        plan = ([i for i in order if i in needed], [i for i in order if i in chosen])
+        self._plans[select, ignore] = plan
+        return plan
+
+    def _all_requires(self, check_id: str) -> set[str]:
+        out: set[str] = set()
+        stack = list(self.rules.checks[check_id].requires)
+        while stack:
+            dep = stack.pop()
+            if dep not in out:
+                out.add(dep)
+                stack.extend(self.rules.checks[dep].requires)
+        return out
+
+    def _run_one(
+        self, check_id: str, facts: Facts, done: dict[str, Result], left_out: dict[str, str]
+    ) -> Result:
+        spec = self.rules.checks[check_id]
+        for dep in spec.requires:
+            prior = done.get(dep)
+            if prior is not None and prior.status not in (Status.PASS, Status.WARN):
+                return _result(spec, Outcome(status=Status.SKIP, summary=f"blocked by {dep}"))
+        absent = self._absent(check_id, facts)
+        if absent is not None:
+            return _result(spec, absent)
+        unread = [s for s in READS[check_id] if s in left_out] if left_out else []
+        if unread:
+            # Facts a --select run collected without a part this check reads: not judged,
+            # whatever its code would make of an unavailable value.
+            return _result(
+                spec,
+                not_evaluated(
+                    ", ".join(f"{s} not in these facts ({left_out[s]})" for s in sorted(unread))
+                ),
+            )
+        try:
+            outcome = self.checks[check_id](facts, self.rules)
+        except Exception as exc:  # a crashing check is a result, never a traceback
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            return _result(
+                spec,
+                Outcome(
+                    status=Status.ERROR,
+                    summary=f"not evaluated: check crashed: {type(exc).__name__}: {exc}",
+                    evidence={"at": f"{where.filename}:{where.lineno}"},
+                ),
+            )
+        try:
+            return _result(spec, outcome)
+        except KeyError as exc:
+            return _result(
+                spec, Outcome(status=Status.ERROR, summary=f"not evaluated: {exc.args[0]}")
+            )
+
+
+def _left_out(facts: Facts) -> dict[str, str]:
+    """The sections a live --select/--ignore run left out of ``facts``, with the reason."""
+    out: dict[str, str] = {}
+    for section in _LEAVABLE:
+        value = getattr(facts, section)
+        if isinstance(value, Unavailable) and value.reason.startswith(_LEFT_OUT):
+            out[section] = value.reason
+    return out
+
+
+_LEAVABLE: tuple[Section, ...] = tuple(
+    s for s in get_args(Section) if s not in ("platform", "bench")
+)
+_LEFT_OUT = f"{NOT_COLLECTED}:"
+
+
+def _agree(rules: RuleData, checks: dict[str, CheckFn], families: frozenset[str] | None) -> None:
+    catalogued = {i for i in rules.checks if families is None or family(i) in families}
+    missing = sorted(set(checks) - catalogued)
+    orphans = sorted(catalogued - set(checks))
+    if missing or orphans:
+        raise RuntimeError(
+            f"check catalogue and code disagree: no data for {missing}, no code for {orphans}"
+        )
+
+
+def _result(spec: CheckSpec, outcome: Outcome) -> Result:
+    # The catalogue's words are looked up for every outcome (a case or command set the
+    # catalogue lacks is a bug, whatever the status), filled only where a remedy is shown.
+    case: RemedyText | None = None
+    if outcome.case is not None:
+        case = spec.cases.get(outcome.case)
+        if case is None:  # a check and its catalogue entry disagree: a bug, shown as one
+            raise KeyError(f"checks/catalogue.toml has no [check.cases.{outcome.case}]")
+    extra: list[str] = []
+    if outcome.command_set is not None:
+        found = spec.command_sets.get(outcome.command_set)
+        if found is None:
+            raise KeyError(
+                f"checks/catalogue.toml has no {outcome.command_set!r} in {spec.id}'s "
+                "[check.command_sets]"
+            )
+        extra = found
+    remedy: Remedy | None = None
+    if outcome.status in (Status.WARN, Status.FAIL):
+        words = spec.remedy
+        if case is not None:
+            links = case.links or (spec.remedy.links if spec.remedy is not None else [])
+            words = msgspec.structs.replace(case, links=links)
+        templates = [*(words.commands if words is not None else []), *extra]
+        commands = [fill(c, outcome.remedy_vars) for c in templates] + list(outcome.commands)
+        action = outcome.action or (words.action if words is not None else None)
+        if words is not None:
+            remedy = Remedy(
+                summary=fill(words.summary, outcome.remedy_vars),
+                commands=commands,
+                links=list(words.links),
+                action=action,
+            )
+        elif commands or action is not None:
+            remedy = Remedy(summary="", commands=commands, action=action)
+    return Result(
+        id=spec.id,
+        family=spec.family,
+        status=outcome.status,
+        severity=spec.severity,
+        title=spec.title,
+        summary=outcome.summary,
+        evidence=dict(outcome.evidence),
+        remedy=remedy,
+    )
