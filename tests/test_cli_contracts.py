@@ -196,9 +196,11 @@ def test_the_scan_summary_counts_one_kind_of_thing(
     assert found is not None, out[-500:]
     total, fail, warn, info = map(int, found.groups())
     assert total == fail + warn + info
-    # One detail section per signature, titled "<id> (<worst>, <check>): N occurrence(s)".
+    # One detail section per signature, titled "<id> (<worst>, <check>): N occurrence(s)"
+    # (a title longer than the width wraps, its next line hanging 4 in: joined here).
     heading = r"[a-z0-9_.]+ \((fail|warn|info), logs\.[a-z0-9_]+\): \d+ occurrence\(s\)$"
-    listed = [line for line in out.splitlines() if re.match(heading, line)]
+    joined = re.sub(r"\n {4}(?=\S)", " ", out)
+    listed = [line for line in joined.splitlines() if re.match(heading, line)]
     assert len(listed) == total
 
 
