@@ -40,7 +40,7 @@ from blackwell_doctor.cli.options import (
     slo_option,
     with_example,
 )
-from blackwell_doctor.cli.output import say, write
+from blackwell_doctor.cli.output import say, terminal_width, write
 
 FactsFromAnotherHost = Annotated[
     bool,
@@ -304,6 +304,7 @@ def apply(
             slo=slo,
             slo_level_pct=slo_level,
         ),
+        width=terminal_width(None),
     )
     outcome = flow.apply(
         request,

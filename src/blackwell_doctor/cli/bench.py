@@ -396,11 +396,11 @@ def _write_document(
 ) -> None:
     """The JSON document to ``output`` when given; on standard output, the document in
     ``fmt`` (through its one dispatcher), except JSON already written to ``output``."""
-    from blackwell_doctor.cli.output import write
+    from blackwell_doctor.cli.output import terminal_width, write
     from blackwell_doctor.render.bench import encode, render_bench
 
     if output is not None:
         write(encode(doc), output)
         if fmt is BenchFormat.JSON:
             return
-    write(render_bench(doc, fmt), None)
+    write(render_bench(doc, fmt, width=terminal_width(None)), None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import TYPE_CHECKING, Annotated
@@ -19,7 +18,12 @@ from blackwell_doctor.cli.options import (
     split,
     strict_option,
 )
-from blackwell_doctor.cli.output import write_outcome, writes_to_file
+from blackwell_doctor.cli.output import (
+    terminal_width,
+    text_style,
+    write_outcome,
+    writes_to_file,
+)
 from blackwell_doctor.render.formats import FleetFormat
 
 if TYPE_CHECKING:
@@ -108,9 +112,9 @@ def register(app: typer.Typer) -> None:
             from blackwell_doctor.render.timing import RunTiming
 
             timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
-        to_terminal = not writes_to_file(output) and sys.stdout.isatty()
-        color = to_terminal and fmt is FleetFormat.RICH and not os.environ.get("NO_COLOR")
-        text = render_fleet(report, fmt, color=color, verbose=verbose, timing=timing)
+        color = text_style(output)[0] and fmt is FleetFormat.RICH
+        width = terminal_width(output)
+        text = render_fleet(report, fmt, color=color, verbose=verbose, timing=timing, width=width)
         # Not one node judged (exit 2, like an unreadable --facts): a report of nothing must
         # not replace the last good one at --output.
         failed = "not one node could be judged" if report.summary.nodes == 0 else None
