@@ -31,7 +31,7 @@ from blackwell_doctor.render.common import (
     scrub,
 )
 from blackwell_doctor.render.formats import RecommendFormat
-from blackwell_doctor.render.markdown import cell, code, fence, prose
+from blackwell_doctor.render.markdown import cell, code, fence, hostname, prose
 
 __all__ = ["NeedsLaunch", "RecommendFormat", "render_recommendation"]
 
@@ -148,7 +148,7 @@ def render_markdown(rec: Recommendation) -> str:
     h = rec.host
     out = [f"## {TOOL_NAME} recommendation", ""]
     out.append(
-        f"Host: {prose(h.hostname or 'unknown')} · GPUs: {prose(gpus_phrase(h) or 'none')} · "
+        f"Host: {hostname(h.hostname, 'unknown')} · GPUs: {prose(gpus_phrase(h) or 'none')} · "
         f"driver: {prose(h.driver_version or 'unknown')} · source: {code(h.source)}"
     )
     out.append("")
