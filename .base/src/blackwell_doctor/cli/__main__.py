@@ -1,3 +1,0 @@
-from blackwell_doctor.cli import main
-
-raise SystemExit(main())

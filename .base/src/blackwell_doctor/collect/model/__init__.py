@@ -1,3 +1,0 @@
-"""A model directory read without its weights: config.json, the quantization
-description, safetensors headers.
-"""

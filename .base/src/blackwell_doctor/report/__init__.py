@@ -1,3 +1,0 @@
-"""Every document the tool writes (check report, bench run, model, fleet) and the one
-outcome -> exit-code policy. Pure.
-"""
