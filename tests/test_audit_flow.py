@@ -86,10 +86,20 @@ MEETING_S = 30.0
 
 @pytest.fixture(scope="module")
 def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv with no package: its stack reads in milliseconds."""
+    """A venv whose one GPU distribution (a cuda-bindings record with no files) makes it an
+    environment audit reads (issue 40: one with none is exit 2) in milliseconds."""
     venv = tmp_path_factory.mktemp("bare") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    return venv / "bin" / "python"
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    info = Path(site) / "cuda_bindings-0.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cuda-bindings\nVersion: 0.0\n")
+    (info / "RECORD").write_text("")
+    return python
 
 
 class _Live:
