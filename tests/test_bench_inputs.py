@@ -464,7 +464,9 @@ def test_a_compare_of_300000_requests_is_bounded_and_says_it_subsampled() -> Non
     started = time.monotonic()
     doc = compare(before, after, before_name="a", after_name="b")
     took = time.monotonic() - started
-    assert took < 60.0, took  # ~3 s on an idle core; the old one needed ~35 minutes
+    # ~3 s on an idle core; the old one needed ~35 minutes. The bound leaves room for a
+    # loaded machine (the test's process gets a fraction of a core) and still fails that.
+    assert took < 300.0, took
     assert doc.resamples == 2000
     assert doc.max_bootstrap_requests == MAX_BOOTSTRAP_REQUESTS
     assert doc.max_bootstrap_gaps == MAX_BOOTSTRAP_GAPS
