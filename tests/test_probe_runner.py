@@ -332,7 +332,7 @@ def test_without_a_device_the_child_stops_after_the_facts(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("behaviour", "reason"),
     [
-        ("hang", "gpu-collector-timeout:1.5s"),
+        ("hang", f"gpu-collector-timeout:{ROOM_S:g}s"),
         ("segfault", "gpu-collector-crashed:signal-11"),
         ("exit3", "gpu-collector-crashed:rc=3"),
     ],
@@ -341,10 +341,9 @@ def test_a_child_that_fails_before_the_facts_gives_collect_gpus_reasons(
     tmp_path: Path, behaviour: str, reason: str
 ) -> None:
     started = time.monotonic()
-    # 1.5 s for the hang (a start slower than that ends the same way); a crash gets
-    # ROOM_S, so that a slow start on a loaded machine is never mistaken for it.
-    gpu_timeout_s = 1.5 if behaviour == "hang" else ROOM_S
-    nvml, cuda, probes = _check(tmp_path, behaviour, "facts", gpu_timeout_s=gpu_timeout_s)
+    # ROOM_S: the child gets to its hang or crash (and says it started) however slow its
+    # start; 1.5 s for the hang killed it before it had written its job, under load.
+    nvml, cuda, probes = _check(tmp_path, behaviour, "facts", gpu_timeout_s=ROOM_S)
 
     assert nvml == cuda == Unavailable(reason)
     assert probes == Unavailable(f"skipped:no CUDA device ({reason})")
