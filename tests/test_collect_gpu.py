@@ -53,6 +53,7 @@ def test_a_child_that_hangs_is_cut_off_at_the_deadline() -> None:
     assert 0.5 <= elapsed < HANG_S / 10
 
 
+@pytest.mark.deadline
 def test_the_deadline_also_ends_what_the_child_started(tmp_path: Path) -> None:
     """A grandchild holding the output pipe must neither block the parent nor survive it."""
     pid_file = tmp_path / "grandchild.pid"

@@ -69,6 +69,7 @@ def test_every_unordered_pair_is_tested_once_in_order() -> None:
     assert facts.wall_s > 0
 
 
+@pytest.mark.deadline
 def test_a_pair_that_hangs_is_named_within_its_deadline_and_the_others_still_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -93,6 +94,7 @@ def test_a_pair_that_hangs_is_named_within_its_deadline_and_the_others_still_run
     assert elapsed < HANG_S / 10
 
 
+@pytest.mark.deadline
 def test_a_hang_in_the_host_staged_control_is_an_error_not_a_broken_pair(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -118,6 +120,7 @@ def test_a_child_killed_mid_pair_is_a_crash_and_the_rest_run(
     assert pairs[(1, 2)].verdict == "works"
 
 
+@pytest.mark.deadline
 def test_the_overall_deadline_bounds_the_whole_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TEST_HANG_ENV, "sleep:copy")  # every pair hangs
     started = time.monotonic()

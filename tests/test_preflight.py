@@ -296,6 +296,7 @@ _HANGING_CHILD = textwrap.dedent(
 _RUN_S = 30.0
 
 
+@pytest.mark.deadline
 def test_a_hanging_run_is_killed_at_its_deadline_and_the_fallback_is_tried() -> None:
     started = time.monotonic()
 

@@ -190,6 +190,7 @@ def test_a_clean_child_fills_the_facts_exactly(tmp_path: Path) -> None:
     assert len(_jobs(tmp_path)) == 1
 
 
+@pytest.mark.deadline
 def test_a_child_that_hangs_mid_stream_loses_one_step_and_the_rest_rerun(tmp_path: Path) -> None:
     started = time.monotonic()
     # ROOM_S per step: 0.5 s, then 2 s, timed a healthy start or step out on the loaded VM.
@@ -253,6 +254,7 @@ def test_garbage_lines_are_ignored(tmp_path: Path) -> None:
     assert all(t.launched for t in facts.devices[0].tiles)
 
 
+@pytest.mark.deadline
 def test_the_overall_deadline_is_honoured_quickly(tmp_path: Path) -> None:
     started = time.monotonic()
     # ROOM_S overall: the limit step comes before it however slow the start (1.5 s did not).
@@ -329,6 +331,7 @@ def test_without_a_device_the_child_stops_after_the_facts(tmp_path: Path) -> Non
     assert len(_jobs(tmp_path)) == 1
 
 
+@pytest.mark.deadline
 @pytest.mark.parametrize(
     ("behaviour", "reason"),
     [
@@ -362,6 +365,7 @@ def test_garbage_instead_of_the_facts_ends_the_child_at_once(tmp_path: Path) -> 
     assert time.monotonic() - started < 600 / 10  # at once, not at the deadline
 
 
+@pytest.mark.deadline
 def test_after_the_facts_a_hang_is_the_steps_deadline_not_the_facts_one(tmp_path: Path) -> None:
     # The hung step outlasts the facts' deadline (ROOM_S from the start): it is named by the
     # step deadline (40 s from its last line), the facts are kept, and a fresh probe child

@@ -506,6 +506,7 @@ def test_an_ipc_only_pair_lists_one_run() -> None:
     assert (ipc.path, ipc.failure, ipc.correct, ipc.atomic) == ("cuda-ipc", None, True, None)
 
 
+@pytest.mark.deadline
 def test_symm_writer_that_hangs_is_killed_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WRITER_HANGS", "1")
     started = time.monotonic()
@@ -612,6 +613,7 @@ def test_the_first_pair_starts_beside_the_all_reduce_and_waits_for_it(
     }  # fmt: skip
 
 
+@pytest.mark.deadline
 def test_a_held_pair_that_hangs_after_its_gate_is_killed_at_the_runs_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
