@@ -621,6 +621,9 @@ def test_a_capacity_bound_still_tells_a_drop_from_none() -> None:
         (every, crossing, False, "capacity dropped"),
         (crossing, none, False, "capacity dropped"),
         (none, none, True, "no drop measurable"),
+        # The baseline missed the SLOs at its lowest rate; the new container met them there.
+        (none, crossing, True, "no drop"),
+        (none, every, True, "no drop"),
     ):
         doc = compare(before, after, before_name="b", after_name="a", resamples=200)
         (row,) = [c for c in doc.comparisons if c.metric == CAPACITY]
