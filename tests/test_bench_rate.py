@@ -621,6 +621,9 @@ def test_a_capacity_bound_still_tells_a_drop_from_none() -> None:
         (every, crossing, False, "capacity dropped"),
         (crossing, none, False, "capacity dropped"),
         (none, none, True, "no drop measurable"),
+        # The baseline missed the SLOs at its lowest rate; the new container met them there.
+        (none, crossing, True, "no drop"),
+        (none, every, True, "no drop"),
     ):
         doc = compare(before, after, before_name="b", after_name="a", resamples=200)
         (row,) = [c for c in doc.comparisons if c.metric == CAPACITY]
@@ -660,6 +663,31 @@ def test_apply_verify_rate_input_is_checked_first(
     err = capsys.readouterr().err
     assert message in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("given", "gated"),
+    [
+        ((), ["short:capacity_at_slo"]),
+        # A point's own metric is added to the capacity, not put in its place.
+        (("short@2/s:ttft_ms.p50",), ["short:capacity_at_slo", "short@2/s:ttft_ms.p50"]),
+        # Without a shape, the capacity is the rate shape's (the compare's row is named after
+        # it), not the most concurrent point's, which has no capacity row.
+        (("capacity_at_slo",), ["short:capacity_at_slo"]),
+        (
+            ("short@4/s:e2e_ms.p50", "short:capacity_at_slo"),
+            ["short@4/s:e2e_ms.p50", "short:capacity_at_slo"],
+        ),
+    ],
+)
+def test_apply_verify_rate_always_gates_the_capacity(
+    given: tuple[str, ...], gated: list[str]
+) -> None:
+    from blackwell_doctor.app.verify import VerifyRequest, verify_settings
+
+    request = VerifyRequest(verify=True, rate="2,4", slo="ttft_ms:500", gate_metrics=given)
+    settings = verify_settings(request, yes=True, rollback=False, first_token_timeout_s=60.0)
+    assert [m.label for m in settings.metrics] == gated
 
 
 def test_a_load_sent_late_is_said_to_be_off_its_rate() -> None:

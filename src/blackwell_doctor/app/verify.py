@@ -150,8 +150,13 @@ def verify_settings(
         raise UserError(str(exc)) from None
     names = {s.name for s in shapes}
     if load is not None:
-        # A rate run's points are shapes named SHAPE@LOAD: a gated metric names one of them.
-        metrics = metrics or [gates.GateMetric(shapes[0].name, CAPACITY)]
+        # The gate of a rate run is its capacity at SLO, always (the rate shape's: the
+        # compare's row is named after it, not after a point); --gate-metric adds a point's
+        # own metrics (its points are shapes named SHAPE@LOAD).
+        capacity = gates.GateMetric(shapes[0].name, CAPACITY)
+        metrics = [capacity if m.metric == CAPACITY and m.shape is None else m for m in metrics]
+        if not any(m.metric == CAPACITY for m in metrics):
+            metrics.insert(0, capacity)
     for m in metrics:
         if m.metric == CAPACITY and load is None:
             raise UserError(f"--gate-metric {m.label}: the capacity at SLO needs --rate and --slo")

@@ -144,7 +144,7 @@ def apply(
             metavar="[SHAPE:]METRIC",
             help="A metric the gate judges (repeatable; default itl_ms.p50 and "
             "output_tokens_per_s of the concurrent shape, or of the most concurrent one "
-            "measured).",
+            "measured; with --rate, the capacity at SLO, always, and these besides).",
             rich_help_panel=_VERIFY,
         ),
     ] = None,

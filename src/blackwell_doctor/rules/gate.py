@@ -197,7 +197,9 @@ def _capacity_bound_row(row: GateRow, doc: CompareDocument) -> GateRow:
     the SLOs, "at least" the highest; or the lowest already missed them, "below" it): no
     interval, but a drop can still be ruled out or seen. It holds when the new container's
     capacity cannot be below the baseline's: it met the SLOs at every rate measured, at
-    least as high as the baseline's capacity; or both missed them at their lowest rate."""
+    least as high as the baseline's capacity; or the baseline missed them already at its
+    lowest rate and the new container met them there; or both missed them at their lowest
+    rate."""
     if isinstance(doc.sweep, msgspec.UnsetType):
         return row
     before, after = doc.sweep.before.capacity, doc.sweep.after.capacity
@@ -209,6 +211,15 @@ def _capacity_bound_row(row: GateRow, doc: CompareDocument) -> GateRow:
             (
                 f"no drop: the new container met the SLOs at every rate measured, up to "
                 f"{after.rate:.3g} req/s, at or above the baseline's capacity ({before.rate:.3g})"
+            ),
+        )
+    elif before.bound == "below" and after.bound == "crossing" and after.rate >= before.rate:
+        holds, reason = (
+            True,
+            (
+                f"no drop: the baseline missed the SLOs already at its lowest rate (capacity "
+                f"below {before.rate:.3g} req/s), the new container met them up to "
+                f"{after.rate:.3g} req/s"
             ),
         )
     elif after.bound == "below" and before.bound == "below":
