@@ -7,16 +7,12 @@ venv itself (ci/vllm-cpu-server.sh's cache), and apply mounts the tiny random Qw
 read-only at /model. Port published on 127.0.0.1 only; one vLLM container runs at a time
 (apply stops the old one before it starts the new one).
 
-The cases share one baseline container, in order (the module holds the state):
+The three cases share one baseline container, in order (the module holds the state):
 1. a change that keeps performance (another runtime id, the same server: a new, empty JIT
    cache volume, so the warm start is cold then warm) is kept: exit 0;
 2. a clearly slower change (--max-num-seqs 1) is rolled back by itself: exit 5, the
    previous container serving again;
-3. at request rates (--rate --slo, issue 35), the gate holds the capacity at SLO: the same
-   change (--max-num-seqs 1) lowers it and is rolled back (exit 5, the previous container
-   serving again), then a change that does not lower it (the other runtime id, the same
-   server) is kept (exit 0);
-4. Ctrl-C (a real SIGINT to a real `blackwell-doctor` process) during the after-bench
+3. Ctrl-C (a real SIGINT to a real `blackwell-doctor` process) during the after-bench
    leaves the previous container running: exit 130.
 """
 
@@ -59,11 +55,6 @@ output_tokens = 128
 concurrency = 32
 requests = 32
 warmup = 2
-[shape.paced]
-input_tokens = 16
-output_tokens = 48
-requests = 24
-warmup = 1
 """
 # The change that keeps performance and the one that does not: two runtimes of one server.
 SLOW = ["--max-num-seqs", "1"]
@@ -78,22 +69,6 @@ SLOW = ["--max-num-seqs", "1"]
 # CPU is saturated (-29% then, -70% to -90% otherwise). 16 users make the queue longer.
 GATE_ARGS = ["--gate-metric", "ttft_ms.p50", "--gate-metric", "output_tokens_per_s"]
 MAX_REGRESSION = "50"
-# At request rates (the shape `paced`: 24 requests a rate, sent at constant intervals), the
-# gate holds the capacity at SLO: the highest rate at which 90% of requests got their first
-# token within 2.5 s. --max-num-seqs 1 answers one request at a time, and the time it takes
-# for one (48 tokens) varied from 0.2 s to 1.0 s with the other work on the 2-core host, so
-# the rates must hold either way: at 0.75/s it has no queue even at 1 s (TTFT max 75-1,238
-# ms); at 50/s, all 24 at once, the k-th request waits for the k-1 before it, so the share
-# within 2.5 s stays below 90% as long as a request takes more than 0.14 s (measured:
-# 0.17-0.38 within 2 s, 0.46-0.54 within 3 s); at 6/s it queues or not, so its capacity is
-# a crossing with its bootstrap interval, below 6 or between 6 and 50. The default server
-# batches: it met the SLO at every rate (TTFT max 185-1,549 ms at 6/s, 328-375 ms at 50/s,
-# at loads of 20-34 with two busy loops beside), so its capacity is "at least" 50. (A first
-# try at 1.5/s and 8/s, or 0.75/s and 6/s alone, failed: a fast moment of the one-at-a-time
-# server met the SLO at the top rate, and a change that lowers the capacity was kept.)
-RATES = "0.75,6,50"
-SLO = "ttft_ms:2500"
-RATE_SHAPE = "paced"
 
 
 def _catalogue(home: Path, runtime_id: str, extra: list[str]) -> str:
@@ -204,27 +179,6 @@ class Case:
             "--max-regression",
             MAX_REGRESSION,
             *(arg if arg == "--gate-metric" else f"{shape}:{arg}" for arg in GATE_ARGS),
-            "--record-dir",
-            str(self.root / f"records-{tag}"),
-            "--report-md",
-            str(self.root / f"{tag}.md"),
-        ]
-
-    def rate_args(self, tag: str) -> list[str]:
-        """--verify at RATES with its SLO: the gate is the capacity at SLO (the default)."""
-        return [
-            "--verify",
-            "--shapes",
-            str(self.root / "shapes.toml"),
-            "--shape",
-            RATE_SHAPE,
-            "--rate",
-            RATES,
-            "--arrival",
-            "constant",
-            "--slo",
-            SLO,
-            "--no-warm-start",
             "--record-dir",
             str(self.root / f"records-{tag}"),
             "--report-md",
@@ -343,108 +297,6 @@ def test_a_clearly_slower_change_is_rolled_back_by_itself(case: tuple[Case, Any]
     assert (where / "after.json").is_file()
     assert "ROLLED BACK" in (c.root / "slow.md").read_text()
     assert "rolled back" in done.stderr
-
-
-def _capacities(where: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """compare.json's capacity at SLO of the baseline and of the new container, each checked:
-    measured at every rate, a crossing with its interval around it or a bound without one."""
-    sweep = json.loads((where / "compare.json").read_text())["sweep"]
-    assert sweep["matched"] == [f"{RATE_SHAPE}@{r}/s" for r in ("0.75", "6", "50")]
-    assert sweep["slo"] == {"ttft_ms": 2500.0}
-    out = []
-    for side in (sweep["before"], sweep["after"]):
-        assert [p["offered_rate"] for p in side["points"]] == [0.75, 6.0, 50.0]
-        assert all(p["completed"] == 24 for p in side["points"])
-        cap = side["capacity"]
-        assert cap["level"] == 0.9
-        if cap["bound"] == "crossing":
-            assert 0.75 < cap["rate"] < 50.0
-            assert cap["ci_low"] <= cap["rate"] <= cap["ci_high"], cap
-        else:
-            assert cap["bound"] == "at least", cap
-            assert cap["rate"] == 50.0
-            assert cap["ci_low"] is None
-        out.append(cap)
-    return out[0], out[1]
-
-
-def test_at_rates_a_change_that_lowers_the_capacity_at_slo_is_rolled_back(
-    case: tuple[Case, Any],
-) -> None:
-    c, client = case
-    before = client.containers.get(c.name)
-    assert "--max-num-seqs" not in before.attrs["Args"]
-    done = c.run(c.argv(c.runtimes[1], SLOW, *c.rate_args("rate-slow")))
-    sys.stderr.write(done.stdout + done.stderr)
-    assert done.returncode == 5, done.stderr[-3000:]
-    now = client.containers.get(c.name)
-    assert now.id == before.id
-    assert now.status == "running"
-    assert "--max-num-seqs" not in now.attrs["Args"]
-    assert _serving(c.url) > 0
-    assert not client.containers.list(all=True, filters={"name": c.name + ap.NEXT_SUFFIX})
-    where, record = c.record("rate-slow")
-    assert record["outcome"] == "rolled back"
-    assert record["previous_serving_s"] is not None
-    assert record["warm_start"] is None
-    # The decision is the capacity's, and only the capacity's: no other row, no other
-    # failure (no failed request, no greedy output that differs).
-    gate = record["gate"]
-    assert gate["holds"] is False
-    [row] = gate["rows"]
-    assert (row["shape"], row["metric"]) == (RATE_SHAPE, "capacity_at_slo")
-    assert row["holds"] is False
-    assert gate["failures"] == [f"{RATE_SHAPE} capacity_at_slo: {row['reason']}"]
-    # Both capacities are in the record, the new container's a crossing with its interval
-    # (it met the SLO at 0.75/s, not at 50/s), lower than the baseline's.
-    base, new = _capacities(where)
-    assert new["bound"] == "crossing"
-    assert new["rate"] < base["rate"]
-    assert (row["before"], row["after"]) == (base["rate"], new["rate"])
-    if base["bound"] == "crossing":  # both crossings: the change has its own interval
-        assert row["ci_high_pct"] < -10.0
-        assert "significantly lower" in row["reason"]
-    else:
-        assert row["ci_low_pct"] is None
-        assert "capacity dropped" in row["reason"]
-    ticket = (c.root / "rate-slow.md").read_text()
-    assert "ROLLED BACK" in ticket
-    assert f"| {RATE_SHAPE} | capacity_at_slo |" in ticket
-    assert "rolled back" in done.stderr
-
-
-def test_at_rates_a_change_that_keeps_the_capacity_at_slo_is_kept(
-    case: tuple[Case, Any],
-) -> None:
-    c, client = case
-    before = client.containers.get(c.name)
-    running = before.labels["io.github.blackwell-doctor.runtime"]
-    other = c.runtimes[0] if running == c.runtimes[1] else c.runtimes[1]
-    done = c.run(c.argv(other, [], *c.rate_args("rate-kept")))
-    sys.stderr.write(done.stdout + done.stderr)
-    assert done.returncode == 0, done.stderr[-3000:]
-    now = client.containers.get(c.name)
-    assert now.id != before.id
-    assert now.status == "running"
-    assert now.labels["io.github.blackwell-doctor.runtime"] == other
-    assert _serving(c.url) > 0
-    where, record = c.record("rate-kept")
-    assert record["outcome"] == "kept"
-    gate = record["gate"]
-    assert gate["holds"] is True
-    assert gate["failures"] == []
-    [row] = gate["rows"]
-    assert (row["shape"], row["metric"], row["holds"]) == (RATE_SHAPE, "capacity_at_slo", True)
-    base, new = _capacities(where)
-    assert (row["before"], row["after"]) == (base["rate"], new["rate"])
-    if new["bound"] == "at least":  # met the SLO at every rate: a drop is ruled out
-        assert new["rate"] >= base["rate"]
-        assert "no drop" in row["reason"]
-    else:  # both crossed: the change's interval reaches no drop beyond the allowed 10%
-        assert base["bound"] == "crossing"
-        assert row["ci_high_pct"] >= -10.0
-    assert "**Verdict: KEPT" in (c.root / "rate-kept.md").read_text()
-    assert "KEPT" in done.stdout
 
 
 def test_ctrl_c_during_the_after_bench_leaves_the_previous_container_running(
