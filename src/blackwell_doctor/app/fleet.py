@@ -1,8 +1,10 @@
 """Facts files in, the fleet report out: each node judged as ``check --facts`` judges it.
 
-There is no second evaluation path: every document goes through
-:func:`blackwell_doctor.rules.evaluate.evaluate` with one engine (rule data loaded once), and the
-fleet view is only a grouping of those reports. Per node, only counts and the finding keys
+There is no second evaluation path: every document goes through the engine of
+:func:`blackwell_doctor.rules.evaluate.evaluate` (one for the run, rule data loaded once; it
+remembers each check's results by the fields the check read:
+:func:`blackwell_doctor.rules.evaluate.memo_engine`) and the report's gate, and the fleet view
+is only a grouping of those results. Per node, only counts and the finding keys
 are kept, so memory grows with the number of distinct findings, not with results x nodes.
 """
 
@@ -43,7 +45,7 @@ from blackwell_doctor.report.fleet import (
 )
 from blackwell_doctor.report.results import FailOn, Result, Severity, Status
 from blackwell_doctor.rules.engine import Engine, select_ids
-from blackwell_doctor.rules.evaluate import default_engine, evaluate
+from blackwell_doctor.rules.evaluate import memo_engine
 
 # Worst first: a failure before a warning before "could not be evaluated".
 _STATUS_RANK = {Status.FAIL: 0, Status.WARN: 1, Status.ERROR: 2}
@@ -176,16 +178,19 @@ def node_bench(facts: Facts) -> FleetBench | None:
 
 @functools.cache
 def _engine() -> Engine:
-    return default_engine()
+    return memo_engine()
 
 
 # Fields that name a node but that no check reads (tests/test_fleet.py holds rules/ to that):
 # identical nodes differ only in them, so their facts without them judge the same.
 IDENTITY_FIELDS = ("platform.hostname", "collected_at", "nvml.gpus[].uuid")
 # Distinct judgments remembered per process, and the bytes of their keys; past either the
-# memo starts over.
+# memo starts over. Views are no longer read after PROBATION nodes of which fewer than 1 in
+# RARE took a verdict judged before.
 MEMO_MAX = 4096
 MEMO_BYTES = 64 << 20
+PROBATION = 256
+RARE = 8
 
 # exit code, fail, warn, error, findings, the bench figures
 _Verdict = tuple[int, int, int, int, list[Result], FleetBench | None]
@@ -306,16 +311,31 @@ def seen_key(data: bytes) -> Seen | None:
 class Memo:
     """Verdicts by judgment key, within one run (the options are the same for every node):
     at most MEMO_MAX of them and MEMO_BYTES of keys (a key read from a view is about the
-    size of its file); past either, it starts over."""
+    size of its file); past either, it starts over. In a fleet where nodes seldom repeat
+    (fewer than 1 in RARE of the first PROBATION), views are no longer read: each node is
+    decoded and judged, and the engine remembers results check by check
+    (:mod:`blackwell_doctor.rules.memo`)."""
 
     def __init__(self) -> None:
         self._verdicts: dict[bytes, _Verdict] = {}
         self._bytes = 0
+        self.tries = 0
+        self.hits = 0
+        self.viewing = True
 
     def get(self, key: bytes) -> _Verdict | None:
-        return self._verdicts.get(key)
+        self.tries += 1
+        found = self._verdicts.get(key)
+        if found is not None:
+            self.hits += 1
+        elif self.tries >= PROBATION and self.hits * RARE < self.tries:
+            self.viewing = False
+            self._verdicts.clear()
+        return found
 
     def put(self, key: bytes, verdict: _Verdict) -> None:
+        if not self.viewing:
+            return
         if len(self._verdicts) >= MEMO_MAX or self._bytes + len(key) > MEMO_BYTES:
             self._verdicts.clear()
             self._bytes = 0
@@ -344,6 +364,8 @@ def judge_node(
         data = read_facts_bytes(source)  # the one reader of facts files, as check --facts
     except FactsFileError as exc:
         return Unjudged(source=source, reason=exc.reason)
+    if memo is not None and not memo.viewing:
+        memo = None
     seen = seen_key(data) if memo is not None else None
     if seen is not None and memo is not None:
         verdict = memo.get(seen.key)
@@ -357,21 +379,29 @@ def judge_node(
     key = b"" if memo is None else seen.key if seen is not None else judgment_key(facts)
     verdict = memo.get(key) if memo is not None and seen is None else None
     if verdict is None:
-        report = evaluate(
-            facts,
-            select=select,
-            ignore=ignore,
-            fail_on=fail_on,
-            strict=strict,
-            source=source,
-            engine=_engine(),
-        )
-        s = report.summary
-        findings = [r for r in report.results if r.status in _STATUS_RANK]
-        verdict = (report.exit_code, s.fail, s.warn, s.error, findings, node_bench(facts))
+        # What evaluate() runs and gates on, without the report document it would build
+        # around the results (the fleet keeps counts and findings).
+        results = _engine().run(facts, select=select, ignore=ignore)
+        verdict = _verdict(results, fail_on, strict, facts)
         if memo is not None:
             memo.put(key, verdict)
     return _judged(source, node_name(facts, source), verdict)
+
+
+def _verdict(results: list[Result], fail_on: FailOn, strict: bool, facts: Facts) -> _Verdict:
+    """What the fleet keeps of a node's results: the exit code ``check --facts`` gives (the
+    report's gate, :func:`exitcodes.results_gate`), the counts and the findings."""
+    findings = [r for r in results if r.status in _STATUS_RANK]
+    statuses = [r.status for r in findings]
+    code = int(exitcodes.results_gate({r.status for r in results}, fail_on, strict))
+    return (
+        code,
+        statuses.count(Status.FAIL),
+        statuses.count(Status.WARN),
+        statuses.count(Status.ERROR),
+        findings,
+        node_bench(facts),
+    )
 
 
 def _judged(source: str, name: str, verdict: _Verdict) -> Judged:
