@@ -110,6 +110,14 @@ def _varied_nodes(count: int, seed: int = 36) -> list[Facts]:
     return [decode_facts(data) for _, data in module.nodes(count, seed)]
 
 
+def test_a_small_fleet_is_judged_as_any_engine_judges_it() -> None:
+    engine = memo_engine()
+    assert isinstance(engine, MemoEngine)
+    for facts in itertools.islice(itertools.cycle(FIXTURES.values()), memo.PLAIN_RUNS):
+        engine.run(facts)
+    assert engine.stats() == {"hits": 0, "misses": 0, "off": []}
+
+
 def test_a_fleet_judged_with_the_memo_is_judged_as_without() -> None:
     plain, remembering = default_engine(), memo_engine()
     nodes = _varied_nodes(400)
@@ -139,7 +147,7 @@ def test_a_check_that_crashes_is_remembered_in_its_own_words(
     monkeypatch.setitem(REGISTRY, "gpu.present", reads_a_missing_field)
     engine = memo_engine()
     assert isinstance(engine, MemoEngine)
-    for facts in itertools.islice(itertools.cycle(FIXTURES.values()), 30):
+    for facts in itertools.islice(itertools.cycle(FIXTURES.values()), memo.PLAIN_RUNS + 30):
         [result] = [r for r in engine.run(facts) if r.id == "gpu.present"]
         assert "check crashed: AttributeError" in result.summary
         where = result.evidence["at"]
@@ -151,7 +159,7 @@ def test_a_check_that_crashes_is_remembered_in_its_own_words(
 def test_a_seldom_reused_check_is_no_longer_remembered() -> None:
     engine = memo_engine()
     assert isinstance(engine, MemoEngine)
-    nodes = _varied_nodes(memo.PROBATION + 20)
+    nodes = _varied_nodes(memo.PLAIN_RUNS + memo.PROBATION + 20)
     for facts in nodes:
         engine.run(facts)
     stats = engine.stats()

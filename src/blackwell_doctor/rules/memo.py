@@ -55,6 +55,9 @@ READ_SETS = 8
 # is no longer remembered.
 PROBATION = 64
 RARE = 8
+# Nodes judged as any engine judges them before the memo starts: a fleet of a few nodes
+# (tests/fixtures/facts' 12) gains nothing from remembering, and would pay for the tracing.
+PLAIN_RUNS = 16
 
 _encode = msgspec.msgpack.Encoder().encode
 
@@ -215,7 +218,7 @@ class MemoEngine(Engine):
     the values of the fields it read (above). Its results are the engine's, the same
     objects for every node that shares them (they are frozen)."""
 
-    __slots__ = ("_facts", "_getters", "_key_bytes", "_memos", "_traced", "_values")
+    __slots__ = ("_facts", "_getters", "_key_bytes", "_memos", "_runs", "_traced", "_values")
 
     def __init__(self, rules: RuleData, checks: dict[str, CheckFn]) -> None:
         super().__init__(rules, checks, on_demand=True)
@@ -227,10 +230,14 @@ class MemoEngine(Engine):
         self._facts: Facts | None = None
         self._values: dict[str, object] = {}
         self._traced: Facts | None = None
+        self._runs = 0
 
     def run(
         self, facts: Facts, select: Sequence[str] = (), ignore: Sequence[str] = ()
     ) -> list[Result]:
+        self._runs += 1
+        if self._runs <= PLAIN_RUNS:
+            return super().run(facts, select, ignore)  # _judge: as any engine
         self._facts, self._traced = facts, None
         self._values = {p: get(facts) for p, get in self._getters.items()}
         try:
