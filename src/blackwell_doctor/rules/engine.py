@@ -164,12 +164,12 @@ class Engine:
         left_out = _left_out(facts)
         done: dict[str, Result] = {}
         for check_id, spec, absent in plan.steps:
-            decided = (
-                self._decided(spec, absent, facts, done, left_out)
-                if spec.requires or absent is not None or left_out
-                else None
-            )
-            done[check_id] = self._judge(spec, facts) if decided is None else decided
+            if spec.requires or left_out or (absent and getattr(facts, absent[0]) is None):
+                decided = self._decided(spec, absent, facts, done, left_out)
+                if decided is not None:
+                    done[check_id] = decided
+                    continue
+            done[check_id] = self._judge(spec, facts)
         return [done[i] for i in plan.chosen]
 
     def _plan(self, select: tuple[str, ...], ignore: tuple[str, ...]) -> _Plan:
