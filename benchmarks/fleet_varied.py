@@ -513,6 +513,7 @@ def measure(args: argparse.Namespace) -> int:
             w = [statistics.median(x[i] for x in whole[label]) for i in range(3)]
             f = [statistics.median(x[i] for x in whole["floor"]) for i in range(3)]
             row = {
+                "label": f"{label} {n}",
                 "tree": label,
                 "nodes": n,
                 "rounds": rounds,
