@@ -273,11 +273,11 @@ def test_where_the_internals_differ_every_pattern_is_re_compiles(
     assert _the_file(cache).read_bytes() == kept  # ... nor written
 
 
-def test_the_program_shape_after_3_12_is_read(
+def test_the_program_shape_after_3_13_is_read(
     cache: Path, monkeypatch: pytest.MonkeyPatch, unknown: None
 ) -> None:
-    # CPython after 3.12: _code returns the program with its REPEAT count, which
-    # _sre.compile takes as a seventh argument. Played here over this interpreter's own.
+    # CPython after 3.13 (python/cpython main): _code returns the program with its REPEAT
+    # count, which _sre.compile takes as a seventh argument. Played over this one's own.
     real_compiler, real_sre = regexcache._compiler, regexcache._sre
 
     class Data:

@@ -20,10 +20,11 @@ Nothing here can change what a pattern matches:
   ``re._compiler``, or with ``BLACKWELL_DOCTOR_NO_CACHE=1``, :func:`compile` is
   ``re.compile``.
 
-The internals differ between CPython versions: up to 3.12 ``re._compiler._code`` returns
-the program as a list and ``_sre.compile`` takes six arguments; later ones return the
-program with the count of its REPEAT operations, which ``_sre.compile`` takes as a seventh
-(both are read here). Whatever the version, the first compile of a process checks that a
+The internals differ between CPython versions: 3.11 to 3.13 (3.13.5 checked) have
+``re._compiler._code`` return the program as a list and ``_sre.compile`` take six
+arguments; python/cpython's main returns the program with the count of its REPEAT
+operations (``_CompileData``), which ``_sre.compile`` takes as a seventh (both are read
+here). Whatever the version, the first compile of a process checks that a
 program made here rebuilds the pattern ``re.compile`` makes (:func:`usable`); where it does
 not (internals this module does not know), the store is neither read nor written and every
 pattern is ``re.compile``'s, at the cost of that one check (tests/test_regexcache.py forces
@@ -105,7 +106,7 @@ def _program(pattern: str, flags: int) -> Program:
     tree = _parser.parse(pattern, flags)
     data = _compiler._code(tree, flags)
     extra: list[int] = []
-    if not isinstance(data, list):  # a program with its REPEAT count (after 3.12)
+    if not isinstance(data, list):  # a program with its REPEAT count (after 3.13)
         extra = [int(data.repeat_count)]
         data = data.code
     code = [int(op) for op in data]
