@@ -700,6 +700,10 @@ def wsl1(root: Path) -> HostTree:
         os_release=OS_RELEASE_UBUNTU_1804,
     )
     tree.write("/proc/sys/fs/binfmt_misc/WSLInterop", WSL_INTEROP_BINFMT)
+    # lxcore mounts an emulated sysfs on /sys (`mount`: microsoft/WSL#3159) that lists the
+    # network interfaces (/sys/class/net/<if>/, few attributes: microsoft/WSL#3561) but has
+    # no /sys/bus/pci and no /sys/dev/block (microsoft/WSL#2287).
+    tree.mkdir("/sys/class/net/eth0")
     return tree
 
 

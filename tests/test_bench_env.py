@@ -198,7 +198,7 @@ def _bench(
     assert res.code == 0, res.err
     doc: dict[str, Any] = json.loads(out.read_text())
     jsonschema.Draft202012Validator(json.loads(schema_text("bench.schema.json"))).validate(doc)
-    assert doc["schema_version"] == 5  # 4 brought the environment, 5 sweeps
+    assert doc["schema_version"] == 6  # 4 brought the environment, 5 sweeps, 6 trace
     return doc
 
 

@@ -430,7 +430,7 @@ def test_a_sweep_finds_its_range_and_keeps_every_point_with_its_requests(shapes:
         )
     assert code == 0, err
     _validate(doc)
-    assert doc["schema_version"] == 5
+    assert doc["schema_version"] == 6
     sweep = doc["sweep"]
     points = sweep["points"]
     loads = [p["load"] for p in points]

@@ -69,7 +69,7 @@ def test_repeat_keeps_every_run_and_their_noise_floor(
     assert code == 0, out.err
     doc = json.loads(out.out)
     _validate(doc, "bench.schema.json")
-    assert doc["schema_version"] == 5  # 3 brought repeats, 4 the environment, 5 sweeps
+    assert doc["schema_version"] == 6  # 3 brought repeats, 4 the environment, 5 sweeps, 6 trace
     assert [r["index"] for r in doc["repeats"]] == [2, 3]
     assert all(len(r["shapes"][0]["samples"]) == 4 for r in doc["repeats"])
     cal = doc["calibration"]

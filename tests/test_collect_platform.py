@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -171,22 +172,63 @@ def test_absolute_os_release_symlink_is_read_inside_the_host_root(tmp_path: Path
 
 def test_empty_root_gives_reasons_not_exceptions(tmp_path: Path) -> None:
     facts = collect_platform(HostFS(tmp_path), {})
+    # Nothing is mounted under the root: every read says so (not-mounted), none says the
+    # host lacks the file (issue 37: a container run without the host's mounts).
     assert facts == PlatformFacts(
-        hostname=Unavailable("not-found:/proc/sys/kernel/hostname"),
-        kernel_release=Unavailable("not-found:/proc/sys/kernel/osrelease"),
-        kernel_version=Unavailable("not-found:/proc/version"),
-        kernel_cmdline=Unavailable("not-found:/proc/cmdline"),
-        os_release=Unavailable("not-found:/etc/os-release"),
+        hostname=Unavailable("not-mounted:/proc/sys/kernel/hostname"),
+        kernel_release=Unavailable("not-mounted:/proc/sys/kernel/osrelease"),
+        kernel_version=Unavailable("not-mounted:/proc/version"),
+        kernel_cmdline=Unavailable("not-mounted:/proc/cmdline"),
+        os_release=Unavailable("not-mounted:/etc/os-release"),
         # Nothing read: not "none" (an empty host root is no evidence of native Linux).
         wsl=WslFacts(kind="unknown", signals=[]),
         container=ContainerFacts(in_container=False, signals=[]),
         virtualization=VirtualizationFacts(in_vm=None, signals=[]),
-        machine=Unavailable("not-found:/proc/sys/kernel/arch"),
-        cpu=Unavailable("not-found:/proc/cpuinfo"),
-        nvidia_kernel_module=Unavailable("not-found:/proc/driver/nvidia/version"),
-        nvidia_module_flavour=Unavailable("not-found:/proc/driver/nvidia/version"),
-        meminfo=Unavailable("not-found:/proc/meminfo"),
+        machine=Unavailable("not-mounted:/proc/sys/kernel/arch"),
+        cpu=Unavailable("not-mounted:/proc/cpuinfo"),
+        # Not "no module loaded": neither its version nor its taint could be read.
+        nvidia_kernel_module=Unavailable("not-mounted:/proc/driver/nvidia/version"),
+        nvidia_module_flavour=Unavailable("not-mounted:/proc/driver/nvidia/version"),
+        meminfo=Unavailable("not-mounted:/proc/meminfo"),
     )
+
+
+def _without(tree: HostTree, top: str) -> HostTree:
+    """``tree`` as a container reads it when the host's ``top`` (proc, sys) is not mounted
+    under the host root."""
+    shutil.rmtree(tree.root / top)
+    return tree
+
+
+def test_without_proc_the_module_flavour_is_read_from_sys(tmp_path: Path) -> None:
+    tree = threadripper_4x_rtx_pro_6000(tmp_path)
+    # A loaded module has its taint flags in sysfs (kernel/module/main.c); the open module
+    # is out of tree and unsigned here: O and E, no P.
+    tree.write("/sys/module/nvidia/taint", "OE\n")
+    facts = collect_platform(_without(tree, "proc").fs, {})
+    assert facts.wsl == WslFacts(kind="unknown", signals=[])
+    assert facts.nvidia_kernel_module == Unavailable("not-mounted:/proc/driver/nvidia/version")
+    assert facts.nvidia_module_flavour == ModuleFlavour(flavour="open", signals=["taint:OE"])
+
+
+def test_without_proc_and_no_module_in_sysfs_no_module_is_loaded(tmp_path: Path) -> None:
+    # /sys is there and has no /sys/module/nvidia: that is the host's answer.
+    facts = collect_platform(_without(threadripper_4x_rtx_pro_6000(tmp_path), "proc").fs, {})
+    assert facts.nvidia_module_flavour == Unavailable("not-found:/sys/module/nvidia/taint")
+
+
+def test_without_sys_the_module_flavour_is_read_from_proc(tmp_path: Path) -> None:
+    facts = collect_platform(_without(threadripper_4x_rtx_pro_6000(tmp_path), "sys").fs, {})
+    assert facts.nvidia_kernel_module == "580.95.05"
+    assert facts.nvidia_module_flavour == ModuleFlavour(flavour="open", signals=["version:open"])
+    assert facts.wsl.kind == "none"
+
+
+def test_without_proc_and_sys_the_module_is_unread_not_absent(tmp_path: Path) -> None:
+    tree = _without(_without(threadripper_4x_rtx_pro_6000(tmp_path), "proc"), "sys")
+    facts = collect_platform(tree.fs, {})
+    gone = Unavailable("not-mounted:/proc/driver/nvidia/version")
+    assert (facts.nvidia_kernel_module, facts.nvidia_module_flavour) == (gone, gone)
 
 
 def test_a_directory_where_a_file_should_be_is_not_a_regular_file(tmp_path: Path) -> None:

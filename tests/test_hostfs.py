@@ -148,10 +148,45 @@ def test_symlink_loop_is_a_reason(tmp_path: Path) -> None:
 
 
 def test_missing_file_names_the_path_asked_for(tmp_path: Path) -> None:
-    # Resolution fails at /proc (absent); the reason still names the file.
-    assert HostTree(tmp_path).fs.read_text("/proc/cmdline") == Unavailable(
-        "not-found:/proc/cmdline"
+    tree = HostTree(tmp_path)
+    tree.write("/proc/version", "Linux version 6.8.0\n")
+    assert tree.fs.read_text("/proc/cmdline") == Unavailable("not-found:/proc/cmdline")
+    assert tree.fs.read_text("/proc/driver/nvidia/version") == Unavailable(
+        "not-found:/proc/driver/nvidia/version"
     )
+
+
+def test_a_top_level_directory_absent_under_the_root_is_not_mounted(tmp_path: Path) -> None:
+    # A container run with -v /sys:/host/sys only: /host/proc does not exist. Resolution
+    # fails at /proc; the reason still names the file, and says the filesystem is not there
+    # (not "no such file on the host": issue 37).
+    tree = HostTree(tmp_path)
+    tree.mkdir("/sys/bus/pci/devices")
+    fs = tree.fs
+    assert fs.read_text("/proc/cmdline") == Unavailable("not-mounted:/proc/cmdline")
+    assert fs.listdir("/proc/driver") == Unavailable("not-mounted:/proc/driver")
+    assert fs.realpath("/proc/self") == Unavailable("not-mounted:/proc")
+    assert fs.read_text("/sys/module/nvidia/taint") == Unavailable(
+        "not-found:/sys/module/nvidia/taint"
+    )
+
+
+def test_an_empty_mount_point_is_not_mounted(tmp_path: Path) -> None:
+    # The directory a bind mount would cover, with nothing mounted on it (procfs and sysfs
+    # are never empty).
+    tree = HostTree(tmp_path)
+    tree.mkdir("/proc")
+    assert tree.fs.read_text("/proc/version") == Unavailable("not-mounted:/proc/version")
+    tree.write("/proc/version", "Linux version 6.8.0\n")
+    assert tree.fs.read_text("/proc/cmdline") == Unavailable("not-found:/proc/cmdline")
+
+
+def test_a_top_level_symlink_is_resolved_not_taken_for_a_missing_mount(tmp_path: Path) -> None:
+    # usr-merged hosts: /lib -> usr/lib. A file missing behind it is not found.
+    tree = HostTree(tmp_path)
+    tree.mkdir("/usr/lib/modules")
+    os.symlink("usr/lib", tmp_path / "lib")
+    assert tree.fs.read_text("/lib/modules/x") == Unavailable("not-found:/lib/modules/x")
 
 
 @dataclass(frozen=True)

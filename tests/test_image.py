@@ -253,10 +253,103 @@ def test_a_missing_host_mount_is_a_finding_that_names_it(image: Built, tmp_path:
     present = next(r for r in doc["results"] if r["id"] == "gpu.present")
     assert present["status"] == "fail"
     assert "mount the host's /sys" in present["remedy"]["summary"]
+    # ...and names the mount in docker run and DaemonSet terms (checks/host_mounts.toml).
+    assert "-v /sys:/host/sys:ro" in present["remedy"]["summary"]
+    assert "the host-sys volume (hostPath /sys)" in present["remedy"]["summary"]
     # No host root at all: one line, exit 2.
     bad = run(image, ["check", "--host-root", "/host"])
     assert bad.code == 2
     assert bad.err == "blackwell-doctor: error: --host-root /host is not a directory\n"
+
+
+def _mount_named(result: dict[str, Any]) -> str:
+    """The sentence rules/mounts.py added to a JSON result's remedy ("" when none)."""
+    summary: str = (result.get("remedy") or {}).get("summary", "")
+    at = summary.find("In a container, the host's ")
+    return summary[at:] if at >= 0 else ""
+
+
+def test_a_missing_proc_mount_names_it_for_the_checks_not_evaluated(
+    image: Built, tmp_path: Path
+) -> None:
+    # /host/sys mounted, /host/proc left out: no kernel string, so the platform is
+    # "unknown", which is not WSL. The checks judge what sysfs holds; those that needed
+    # /proc say "not evaluated" (or carry the unread part) with the mount to add.
+    tree = threadripper_4x_rtx_pro_6000(tmp_path / "host")
+    # The loaded module's taint flags, in sysfs (kernel/module/main.c): the open module is
+    # out of tree and unsigned here, O and E, no P.
+    tree.write("/sys/module/nvidia/taint", "OE\n")
+    ran = run(
+        image,
+        ["check", "--host-root", "/host", "--no-probe", "--format", "json"],
+        volumes={str(tree.root / "sys"): {"bind": "/host/sys", "mode": "ro"}},
+    )
+    assert ran.code == 1, ran.err
+    assert "Traceback" not in ran.err
+    results = {r["id"]: r for r in json.loads(ran.out)["results"]}
+    for result in results.values():
+        assert "paravirtualised" not in result["summary"], result
+        assert "Windows host" not in result["summary"], result
+    wsl = results["platform.wsl"]
+    assert wsl["status"] == "error"
+    assert "not-mounted:/proc/version" in wsl["summary"]
+    assert "-v /proc:/host/proc:ro" in _mount_named(wsl)
+    assert "the host-proc volume (hostPath /proc)" in _mount_named(wsl)
+    # The IOMMU groups are in sysfs (DMA-FQ: translating); the command line that would say
+    # whether iommu=pt was asked for is not.
+    iommu = results["pci.iommu"]
+    assert iommu["status"] == "warn"
+    assert "the kernel command line is unreadable (not-mounted:/proc/cmdline)" in iommu["summary"]
+    assert "-v /proc:/host/proc:ro" in _mount_named(iommu)
+    assert results["pci.acs"]["status"] == "warn"  # ACS from the bridges' config space
+    assert _mount_named(results["pci.acs"]) == ""
+    # The flavour from the taint flags alone.
+    flavour = results["module.flavour"]
+    assert (flavour["status"], flavour["summary"]) == ("pass", "open kernel module")
+    # No AER counter in this tree's sysfs: the host's answer (a mounted /sys), not a mount.
+    pcie = results["health.pcie_errors"]
+    assert pcie["status"] == "skip"
+    assert pcie["summary"].startswith("no AER counters in sysfs")
+    # The kernel module's version is in /proc: not "no driver", not a pass.
+    consistency = results["driver.consistency"]
+    assert consistency["status"] == "error"
+    assert "not-mounted:/proc/driver/nvidia/version" in consistency["summary"]
+    assert "the host-proc volume (hostPath /proc)" in _mount_named(consistency)
+
+
+def test_without_proc_and_sys_each_check_names_the_mount_it_lacks(
+    image: Built, tmp_path: Path
+) -> None:
+    # The DaemonSet's container with its host-proc and host-sys volumes missing: only
+    # /host/etc/os-release (tests/fixtures/container/no-host-mounts.json, composed, is what
+    # this run collects).
+    tree = threadripper_4x_rtx_pro_6000(tmp_path / "host").root
+    ran = run(
+        image,
+        ["check", "--host-root", "/host", "--no-probe", "--format", "json"],
+        volumes={str(tree / "etc/os-release"): {"bind": "/host/etc/os-release", "mode": "ro"}},
+    )
+    assert ran.code == 1, ran.err
+    assert "Traceback" not in ran.err
+    results = {r["id"]: r for r in json.loads(ran.out)["results"]}
+    proc = "-v /proc:/host/proc:ro"
+    sys_ = "-v /sys:/host/sys:ro"
+    expected = {
+        "platform.wsl": ("not-mounted:/proc/version", proc),
+        "module.flavour": ("not-mounted:/proc/driver/nvidia/version", proc),
+        "driver.consistency": ("not-mounted:/proc/driver/nvidia/version", proc),
+        "pci.iommu": ("not-mounted:/sys/bus/pci/devices", sys_),
+        "pci.acs": ("not-mounted:/sys/bus/pci/devices", sys_),
+        "health.pcie_errors": ("not-mounted:/sys/bus/pci/devices", sys_),
+    }
+    for check_id, (reason, mount) in expected.items():
+        result = results[check_id]
+        assert result["status"] == "error", result
+        assert result["summary"].startswith("not evaluated: "), result
+        assert reason in result["summary"], result
+        assert mount in _mount_named(result), result
+    # The distribution was mounted: the remedies' package commands know it.
+    assert "not-mounted:/etc" not in ran.out
 
 
 def test_container_logs_are_read_through_the_engines_socket(image: Built, docker_host: str) -> None:

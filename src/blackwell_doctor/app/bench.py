@@ -210,6 +210,8 @@ class BenchConfig:
     container_image: str | None = None  # apply --verify: the image the server runs from
     # bench --rate: one shape at several loads (app/sweep.py) instead of each shape once.
     load: RateLoad | None = None
+    # bench --multi-turn N: each user's requests are conversations of N turns (app.multiturn).
+    multi_turn: int = 1
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,9 @@ class _Current:
     outcomes: list[client.Outcome] = field(default_factory=list)
     before: Snapshot | None = None
     peaks: list[Snapshot] = field(default_factory=list)
+    # --multi-turn: each outcome's turn in its conversation (1, 2, ...), and the turns asked.
+    turns: list[int] | None = None
+    multi_turn: int | None = None
 
 
 @dataclass
@@ -312,9 +317,12 @@ def _degenerate(o: client.Outcome, max_tokens: int) -> str | None:
     return degenerate.judge(o.text, o.reasoning_text, tokens_asked=max_tokens > 0)
 
 
-def _sample(o: client.Outcome, t0: float, max_tokens: int) -> RequestSample:
+def _sample(
+    o: client.Outcome, t0: float, max_tokens: int, turn: int | None = None
+) -> RequestSample:
     ms = 1000.0
     return RequestSample(
+        turn=turn,
         ok=o.ok,
         error=o.error,
         detail=o.detail,
@@ -338,7 +346,11 @@ def _shape_result(
     equivalence: list[EquivalenceOutput],
     reasoning_estimates: list[int | None] | None = None,
 ) -> ShapeResult:
-    samples = [_sample(o, cur.t0, cur.shape.output_tokens) for o in cur.outcomes]
+    turns: list[int | None] = [*cur.turns] if cur.turns else [None] * len(cur.outcomes)
+    samples = [
+        _sample(o, cur.t0, cur.shape.output_tokens, turn)
+        for o, turn in zip(cur.outcomes, turns, strict=True)
+    ]
     errors: dict[str, int] = {}
     for s in samples:
         if s.error:
@@ -407,6 +419,7 @@ def _shape_result(
         requests_planned=cur.total,
         quantiles=cur.shape.asked_quantiles(),
         requests_needed=sample_rules.needed(cur.shape.asked_quantiles())[1],
+        turns=cur.multi_turn,
     )
 
 
@@ -561,7 +574,7 @@ class _Server:
     async def post_json(self, path: str, body: dict[str, Any]) -> Any:
         return await self._json("POST", path, msgspec.json.encode(body))
 
-    async def metrics(self, model: str | None) -> Snapshot | None:
+    async def metrics(self, model: str | None, *, quick: bool = False) -> Snapshot | None:
         try:
             async with asyncio.timeout(self.deadline_s):
                 async with self.session.get(
@@ -575,7 +588,7 @@ class _Server:
             # due meanwhile: at 8 req/s (constant arrivals, 40 requests) the sends were 647
             # to 981 ms late at p99; with the parse here 9 to 37 ms, as without polling at
             # all (14 to 47 ms, the host's own scheduling).
-            return await asyncio.to_thread(parse, text, model=model)
+            return await asyncio.to_thread(parse, text, model=model, quick=quick)
         except (
             _HttpStatus,
             TimeoutError,
@@ -879,6 +892,33 @@ async def _calibrate(
     return n, None
 
 
+@contextlib.asynccontextmanager
+async def polled_metrics(
+    srv: _Server, model: str | None, peaks: list[Snapshot], *, poll: bool
+) -> AsyncIterator[None]:
+    """While the block runs (a shape's load, a replay), the server's /metrics every
+    _POLL_INTERVAL_S into ``peaks`` (their gauges' peaks), when ``poll``. Only the lines
+    read are parsed (server_metrics.parse's ``quick``), in a thread: vLLM's 55 kB took
+    prometheus_client 40-73 ms on the loaded 2-core VM, time a paced sender's loop cannot
+    give while requests are due."""
+
+    async def every() -> None:
+        while True:
+            await asyncio.sleep(_POLL_INTERVAL_S)
+            snap = await srv.metrics(model, quick=True)
+            if snap is not None:
+                peaks.append(snap)
+
+    poller = asyncio.create_task(every()) if poll else None
+    try:
+        yield
+    finally:
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+
+
 async def _settled_metrics(srv: _Server, model: str | None) -> Snapshot | None:
     """/metrics once its generation counter stops moving (the server updates its counters
     just after streaming the last token)."""
@@ -992,10 +1032,18 @@ async def measure_shape(
     assert server is not None
     assert server.model is not None
     model = server.model
+    turns_note = None
+    if config.multi_turn > 1:
+        from blackwell_doctor.app import multiturn
+
+        assert offsets is None, "offsets with --multi-turn: its conversations are a closed loop"
+        shape, turns_note = multiturn.fit(shape, config.multi_turn, server.max_model_len)
     if size is None:
         size = await prompt_size(srv, config, server, shape)
     target, n_words, size_source = size.target, size.n_words, size.source
     notes = list(size.notes)
+    if turns_note:
+        notes.append(turns_note)
     total = config.requests or shape.planned_requests()
     chat_url = srv.endpoint.url("/v1/chat/completions")
 
@@ -1030,11 +1078,15 @@ async def measure_shape(
         shape=shape, input_tokens=target, size_source=size_source, notes=notes, total=total
     )
     state.current = cur
+    if config.multi_turn > 1:
+        cur.turns, cur.multi_turn = [], config.multi_turn
     if server.metrics_endpoint:
         cur.before = await _settled_metrics(srv, model)
     # Built before the clock starts when they are few; else each as it is sent (below).
-    bodies = [body(i) for i in range(total)] if total * n_words <= _PREBUILT_WORDS else None
-    if bodies is None:
+    # A conversation's turns carry its answers: each is built when its turn comes.
+    few = total * n_words <= _PREBUILT_WORDS
+    bodies = [body(i) for i in range(total)] if few and cur.turns is None else None
+    if bodies is None and not few:
         notes.append(
             f"each request's prompt was built just before it was sent ({total} prompts of "
             f"{n_words} words are too many to hold at once)"
@@ -1045,12 +1097,37 @@ async def measure_shape(
     stop_at = cur.t0 + config.duration_s if config.duration_s else None
     stopped = False
 
-    async def one(index: int) -> bool:
+    def due() -> bool:
         nonlocal stopped
         if stop_at is not None and time.perf_counter() >= stop_at:
             stopped = True
+        return not stopped
+
+    async def one(index: int) -> bool:
+        if not due():
             return False
-        outcome = await send(body(index) if bodies is None else bodies[index])
+        record(await send(body(index) if bodies is None else bodies[index]))
+        return True
+
+    async def turn(messages: list[dict[str, str]], number: int) -> client.Outcome | None:
+        if not due():
+            return None
+        outcome = await send(
+            client.request_body(
+                model=model,
+                prompt="",
+                messages=messages,
+                max_tokens=shape.output_tokens,
+                ignore_eos=shape.ignore_eos,
+                extra=shape.extra_body,
+            )
+        )
+        if cur.turns is not None:
+            cur.turns.append(number)
+        record(outcome)
+        return outcome
+
+    def record(outcome: client.Outcome) -> None:
         note_fingerprint(state, outcome)
         cur.outcomes.append(outcome)
         live.done += 1
@@ -1062,18 +1139,21 @@ async def measure_shape(
         else:
             live.errors += 1
         progress(live)
-        return True
 
-    async def poll() -> None:
-        while True:
-            await asyncio.sleep(_POLL_INTERVAL_S)
-            snap = await srv.metrics(model)
-            if snap is not None:
-                cur.peaks.append(snap)
+    lost = 0
+    async with polled_metrics(srv, model, cur.peaks, poll=server.metrics_endpoint):
+        if cur.turns is not None:
+            from blackwell_doctor.app import multiturn
 
-    poller = asyncio.create_task(poll()) if server.metrics_endpoint else None
-    try:
-        if offsets is None:
+            lost = await multiturn.run_conversations(
+                total,
+                config.multi_turn,
+                shape.concurrency,
+                prompt=lambda index: prompts.words(config.seed, shape.name, index, n_words),
+                ask=turn,
+                each=send_each,
+            )
+        elif offsets is None:
             await send_each(total, shape.concurrency, one)
         else:
             done = await schedule.send_on_schedule(
@@ -1086,17 +1166,23 @@ async def measure_shape(
             stopped = stopped or done.stopped
         # vLLM's benchmark_duration: from before the first request to after the last.
         end = time.perf_counter()
-    finally:
-        if poller is not None:
-            poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await poller
     after = await _settled_metrics(srv, model) if server.metrics_endpoint else None
     if stopped:
         notes.append(
             f"--duration {config.duration_s:g} s reached: {len(cur.outcomes)} of "
             f"{total} requests sent"
         )
+    if cur.turns is not None:
+        from blackwell_doctor.app import multiturn
+
+        pairs = [
+            (t, o.ttft_s)
+            for t, o in zip(cur.turns, cur.outcomes, strict=True)
+            if o.ok and o.ttft_s is not None
+        ]
+        notes.append(multiturn.ttft_by_turn(pairs, config.multi_turn))
+        if lost:
+            notes.append(f"{lost} turns not sent: an earlier turn of their conversation failed")
     notes += _sample_notes(shape, total, sum(1 for o in cur.outcomes if o.ok))
     estimates: list[int | None] = []
     for o in cur.outcomes:

@@ -19,6 +19,7 @@ from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
     from blackwell_doctor.app.bench import BenchConfig, Live, RateLoad
+    from blackwell_doctor.app.replay import ReplayState
     from blackwell_doctor.app.soak import SoakState
     from blackwell_doctor.report.bench import BenchRun, CompareDocument
     from blackwell_doctor.report.bench_ladder import LadderDocument
@@ -67,6 +68,15 @@ class BenchRequest:
     slo: str | None = None  # ttft_ms:500,tpot_ms:50[,e2e_ms:...]
     slo_level_pct: float | None = None  # default checks/bench_sweep.toml's
     sweep_points: int | None = None  # default checks/bench_sweep.toml's
+    # --trace FILE: replay a request trace (Mooncake JSONL, BurstGPT CSV) at its timestamps
+    # x time_scale; trace_block_tokens: the tokens of a Mooncake hash id.
+    trace: Path | None = None
+    trace_format: str = "auto"
+    time_scale: float = 1.0
+    trace_block_tokens: int = 512
+    client_processes: int | None = None  # --client-processes N (None: auto)
+    # --multi-turn N: each user's requests are conversations of N turns carrying history.
+    multi_turn: int = 1
 
 
 class Display(Protocol):
@@ -102,6 +112,7 @@ class Plan:
     soak: Soak | None = None
     repeat: int = 1
     other: BenchConfig | None = None  # --compare-urls: the second server (B)
+    replay: ReplayState | None = None  # --trace: the trace read, to replay
 
 
 def check_options(request: BenchRequest) -> None:
@@ -117,6 +128,7 @@ def check_options(request: BenchRequest) -> None:
         if value is not None and not math.isfinite(value):
             raise UserError(f"{name} must be a finite number, got {value}")
     _check_rate_options(request)
+    _check_trace_options(request)
     if request.compare is not None:
         if len(request.compare) < 2:
             raise UserError("--compare needs two run files or more: BEFORE AFTER [MORE...]")
@@ -247,6 +259,45 @@ def rates_from(request: BenchRequest) -> RateLoad:
     )
 
 
+def _check_trace_options(request: BenchRequest) -> None:
+    """--trace and --multi-turn against the options they do not go with."""
+    if request.trace is None:
+        for name, given in (
+            ("--trace-format", request.trace_format != "auto"),
+            ("--time-scale", request.time_scale != 1.0),
+            ("--trace-block-tokens", request.trace_block_tokens != 512),
+            ("--client-processes", request.client_processes is not None),
+        ):
+            if given:
+                raise UserError(f"{name} applies to --trace FILE")
+    else:
+        if request.trace_format not in ("auto", "mooncake", "burstgpt"):
+            raise UserError(
+                f"--trace-format is auto, mooncake or burstgpt, got {request.trace_format!r}"
+            )
+        if not math.isfinite(request.time_scale) or request.time_scale <= 0:
+            raise UserError(f"--time-scale must be a number above 0, got {request.time_scale}")
+        for name, given in (
+            ("--compare", request.compare is not None),
+            ("--compare-urls", request.compare_urls is not None),
+            ("--soak", request.soak is not None),
+            ("--shape", bool(request.shape_names)),
+            ("--shapes", request.shapes_file is not None),
+            ("--repeat", request.repeat != 1),
+            ("--multi-turn", request.multi_turn != 1),
+            ("--rate", request.rate is not None),
+        ):
+            if given:
+                raise UserError(f"--trace replays a trace's requests; it does not take {name}")
+    if request.multi_turn != 1 and request.soak is not None:
+        raise UserError("--multi-turn applies to shapes; --soak does not take it")
+    if request.multi_turn != 1 and request.rate is not None:
+        raise UserError(
+            "--multi-turn holds conversations, each turn sent when the last is answered; "
+            "--rate sends on a schedule and does not take it"
+        )
+
+
 def load_shapes(path: Path | None) -> dict[str, Shape]:
     """The built-in shapes, plus (and overridden by) those of the file at ``path``, read by
     the one bounded reader of user-named files; a bad file is a UserError."""
@@ -272,6 +323,8 @@ def plan(request: BenchRequest) -> Plan:
     check_options(request)
     url = request.url if request.compare_urls is None else request.compare_urls[0]
     assert url is not None  # check_options
+    if request.trace is not None:
+        return _plan_replay(request, url, request.trace)
     soak: Soak | None = None
     timing = None  # the soak's (duration, interval)
     try:
@@ -302,6 +355,7 @@ def plan(request: BenchRequest) -> Plan:
         duration_s=request.duration_s,
         deadline_s=request.request_timeout_s,
         equivalence=request.equivalence and request.soak is None,
+        multi_turn=request.multi_turn,
     )
     if request.rate is not None:
         from blackwell_doctor.ruledata.shapes import MAX_PROMPT_TOKENS_IN_FLIGHT
@@ -332,6 +386,45 @@ def plan(request: BenchRequest) -> Plan:
         # The same shapes, seed and options: only the server differs.
         other = replace(config, url=request.compare_urls[1])
     return Plan(config, soak, repeat=request.repeat, other=other)
+
+
+def _plan_replay(request: BenchRequest, url: str, path: Path) -> Plan:
+    """``--trace FILE``: the trace read and checked whole (a TraceError, exit 2, before
+    anything is sent), and the server's configuration."""
+    from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.app.replay import ReplayState, client_processes
+    from blackwell_doctor.collect.bench.trace import read_trace
+
+    try:
+        runner.parse_url(url)
+    except runner.UrlError as exc:
+        raise UserError(str(exc)) from None
+    # --duration S cuts the schedule at S seconds of the replay (after --time-scale).
+    trace = read_trace(
+        path,
+        format=request.trace_format,
+        block_tokens=request.trace_block_tokens,
+        requests=request.requests,
+        duration_s=None if request.duration_s is None else request.duration_s / request.time_scale,
+    )
+    config = runner.BenchConfig(
+        url=url,
+        model=request.model,
+        api_key=request.api_key or None,
+        shapes=[],
+        seed=request.seed,
+        requests=request.requests,
+        deadline_s=request.request_timeout_s,
+        equivalence=False,
+    )
+    if request.facts_file is not None:
+        from blackwell_doctor.app.obtain import read_facts_file
+
+        facts = read_facts_file(request.facts_file)
+        config = replace(config, host_facts=facts, host_source=str(request.facts_file))
+    processes = client_processes(trace, request.time_scale, request.client_processes)
+    replay = ReplayState(trace=trace, time_scale=request.time_scale, processes=processes)
+    return Plan(config, replay=replay)
 
 
 def _soak_timing(
@@ -365,6 +458,8 @@ def run(plan: Plan, display: Display) -> BenchRun:
 
     if plan.repeat > 1 or plan.other is not None:
         return run_repeated(plan, display)[0]
+    if plan.replay is not None:
+        return _run_replay(plan, plan.replay, display)
     state = runner.RunState()
     interrupted = False
     soak = plan.soak
@@ -387,8 +482,44 @@ def run(plan: Plan, display: Display) -> BenchRun:
             f"~{shape.input_tokens} tokens in flight: the soak stopped"
         )
     if soak is None:
-        return runner.build_document(state, interrupted=interrupted)
-    return soaking.build_document(state, soak.state, soak.rules, interrupted=interrupted)
+        return refuse_unreachable(runner.build_document(state, interrupted=interrupted))
+    return refuse_unreachable(
+        soaking.build_document(state, soak.state, soak.rules, interrupted=interrupted)
+    )
+
+
+def refuse_unreachable(run: BenchRun) -> BenchRun:
+    """``run``, unless nothing answered at its URL (no TCP connection: refused, no such
+    host) and so nothing was measured: then the usage error every command gives for an
+    input that cannot be used (issue 40: this was a report on stdout and exit 1, the code
+    of failed requests), one line on stderr, exit 2, with the URL to try."""
+    from blackwell_doctor.collect.bench import client
+
+    error = run.server.error or ""
+    if not error.startswith(f"{client.UNREACHABLE}:") or any(s.requests for s in run.shapes):
+        return run
+    url = run.server.url or ""
+    raise UserError(
+        f"--url {url}: nothing answers there ({error.removeprefix(client.UNREACHABLE + ': ')})"
+        f"; is the server up? Try: curl -sS {url}/v1/models (vLLM and SGLang also "
+        f"answer {url}/health)"
+    )
+
+
+def _run_replay(plan: Plan, replay: ReplayState, display: Display) -> BenchRun:
+    """``--trace``: the trace replayed; Ctrl-C keeps what was measured."""
+    from blackwell_doctor.app import bench as runner
+    from blackwell_doctor.app import replay as replaying
+    from blackwell_doctor.collect.bench import loop
+
+    state = runner.RunState()
+    interrupted = False
+    try:
+        with display:
+            loop.run(replaying.run_replay(plan.config, replay, state, display))
+    except KeyboardInterrupt:
+        interrupted = True
+    return replaying.build_document(state, replay, interrupted=interrupted)
 
 
 def run_repeated(plan: Plan, display: Display) -> list[BenchRun]:
@@ -424,7 +555,9 @@ def run_repeated(plan: Plan, display: Display) -> list[BenchRun]:
         runs = [r or [runner.build_document(runner.RunState(), interrupted=True)] for r in runs]
     others = [c.url for c in configs]
     return [
-        repeating.combine(r, interleaved_with=others[1 - k] if len(configs) > 1 else None)
+        refuse_unreachable(
+            repeating.combine(r, interleaved_with=others[1 - k] if len(configs) > 1 else None)
+        )
         for k, r in enumerate(runs)
     ]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import glob
 import hashlib
+import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -379,18 +380,40 @@ def judge_node(
     key = b"" if memo is None else seen.key if seen is not None else judgment_key(facts)
     verdict = memo.get(key) if memo is not None and seen is None else None
     if verdict is None:
-        # What evaluate() runs and gates on, without the report document it would build
-        # around the results (the fleet keeps counts and findings).
-        results = _engine().run(facts, select=select, ignore=ignore)
-        verdict = _verdict(results, fail_on, strict, facts)
+        verdict = _verdict(facts, select, ignore, fail_on, strict)
         if memo is not None:
             memo.put(key, verdict)
     return _judged(source, node_name(facts, source), verdict)
 
 
-def _verdict(results: list[Result], fail_on: FailOn, strict: bool, facts: Facts) -> _Verdict:
+def judge_facts(
+    facts: Facts,
+    source: str,
+    *,
+    select: Sequence[str],
+    ignore: Sequence[str],
+    fail_on: FailOn,
+    strict: bool,
+) -> Judged:
+    """One node whose facts were obtained already (``fleet --example``: a host example's
+    facts with its logs, bench run and model, as ``check --example`` obtains them), judged
+    as :func:`judge_node` judges a file."""
+    verdict = _verdict(facts, select, ignore, fail_on, strict)
+    return _judged(source, node_name(facts, source), verdict)
+
+
+def _verdict(
+    facts: Facts,
+    select: Sequence[str],
+    ignore: Sequence[str],
+    fail_on: FailOn,
+    strict: bool,
+) -> _Verdict:
     """What the fleet keeps of a node's results: the exit code ``check --facts`` gives (the
-    report's gate, :func:`exitcodes.results_gate`), the counts and the findings."""
+    report's gate, :func:`exitcodes.results_gate`), the counts and the findings. What
+    evaluate() runs and gates on, without the report document it would build around the
+    results (the fleet keeps counts and findings)."""
+    results = _engine().run(facts, select=select, ignore=ignore)
     findings = [r for r in results if r.status in _STATUS_RANK]
     statuses = [r.status for r in findings]
     code = int(exitcodes.results_gate({r.status for r in results}, fail_on, strict))
@@ -477,11 +500,13 @@ def judge_fleet(
     fail_on: FailOn = "fail",
     strict: bool = False,
     jobs: int = 1,
+    obtained: Sequence[tuple[str, Facts]] = (),
 ) -> FleetReport:
     """Judge every file in ``paths``: in this process, or in ``jobs`` worker processes
     (0: :func:`default_jobs`). Serial is the default: with identical machines judged once,
     reading and decoding dominate and a pool's transfers cost about what it saves on two
-    cores; it pays off on many cores with many distinct configurations.
+    cores; it pays off on many cores with many distinct configurations. ``obtained``:
+    nodes whose facts are read already, (source, facts), judged first (:func:`judge_facts`).
     Raises SelectionError for a --select/--ignore pattern that names no check, before
     reading anything."""
     select_ids(_engine().rules.checks, select, ignore)
@@ -491,7 +516,12 @@ def judge_fleet(
     nodes: list[tuple[str, int, int, int, int]] = []  # source, exit, fail, warn, error
     benches: list[FleetBench | None] = []
     groups: dict[_GroupKey, tuple[Result, list[int]]] = {}
-    for outcome in _judge_all(paths, tuple(select), tuple(ignore), fail_on, strict, workers):
+    given: Iterator[Judged | Unjudged] = (
+        judge_facts(f, src, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
+        for src, f in obtained
+    )
+    judged = _judge_all(paths, tuple(select), tuple(ignore), fail_on, strict, workers)
+    for outcome in itertools.chain(given, judged):
         if isinstance(outcome, Unjudged):
             bad.append(outcome)
             continue

@@ -31,11 +31,16 @@ from blackwell_doctor.cli.options import (
     Port,
     RuntimeId,
     ShmSize,
+    arrival_option,
+    burstiness_option,
     facts_request,
     launch_request,
+    rate_option,
+    slo_level_option,
+    slo_option,
     with_example,
 )
-from blackwell_doctor.cli.output import say, write
+from blackwell_doctor.cli.output import say, terminal_width, write
 
 FactsFromAnotherHost = Annotated[
     bool,
@@ -222,51 +227,31 @@ def apply(
     ] = None,
     rate: Annotated[
         str | None,
-        typer.Option(
-            "--rate",
-            metavar="R[,R...]|sweep",
-            help="Bench at these request rates (or sweep to the knee) instead of the shapes' "
-            "fixed concurrency; the gate then keeps the change only if the capacity at --slo "
-            "did not drop.",
-            rich_help_panel=_VERIFY,
+        rate_option(
+            "Bench at these request rates (or sweep to the knee) instead of the shapes' fixed "
+            "concurrency; the gate then keeps the change only if the capacity at --slo did not "
+            "drop.",
+            _VERIFY,
         ),
     ] = None,
     arrival: Annotated[
-        str | None,
-        typer.Option(
-            "--arrival",
-            metavar="constant|poisson|gamma",
-            help="With --rate: the arrival process (default poisson).",
-            rich_help_panel=_VERIFY,
-            show_default=False,
-        ),
+        str | None, arrival_option("With --rate: the arrival process (default poisson).", _VERIFY)
     ] = None,
     burstiness: Annotated[
-        float | None,
-        typer.Option(
-            "--burstiness",
-            help="With --arrival gamma: its shape.",
-            rich_help_panel=_VERIFY,
-        ),
+        float | None, burstiness_option("With --arrival gamma: its shape.", _VERIFY)
     ] = None,
     slo: Annotated[
         str | None,
-        typer.Option(
-            "--slo",
-            metavar="METRIC:MS[,...]",
-            help="With --rate: the SLOs of the capacity the gate holds (ttft_ms, tpot_ms, "
-            "e2e_ms), e.g. ttft_ms:500,tpot_ms:50.",
-            rich_help_panel=_VERIFY,
+        slo_option(
+            "With --rate: the SLOs of the capacity the gate holds (ttft_ms, tpot_ms, e2e_ms), "
+            "e.g. ttft_ms:500,tpot_ms:50.",
+            _VERIFY,
         ),
     ] = None,
     slo_level: Annotated[
         float | None,
-        typer.Option(
-            "--slo-level",
-            metavar="PCT",
-            help="With --slo: the share of requests that must meet them (default 90).",
-            rich_help_panel=_VERIFY,
-            show_default=False,
+        slo_level_option(
+            "With --slo: the share of requests that must meet them (default 90).", _VERIFY
         ),
     ] = None,
     example: ExampleName = None,
@@ -291,7 +276,8 @@ def apply(
         facts_from_another_host = True
     request = flow.ApplyRequest(
         launch=launch_request(params),
-        facts=facts_request(params),
+        # The model directory is the runtime's mount (as recommend's).
+        facts=facts_request({**params, "model_mount": True}),
         catalogue=catalogue,
         facts_from_another_host=facts_from_another_host,
         yes=yes,
@@ -318,6 +304,7 @@ def apply(
             slo=slo,
             slo_level_pct=slo_level,
         ),
+        width=terminal_width(None),
     )
     outcome = flow.apply(
         request,

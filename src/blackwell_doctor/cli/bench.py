@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from blackwell_doctor.cli.options import Arrival, Burstiness, Rate, Slo, SloLevel
 from blackwell_doctor.render.formats import BenchFormat
 
 if TYPE_CHECKING:
@@ -35,14 +36,18 @@ seeded); `bench --rate sweep` finds the range itself (one request at a time, eve
 at once, rates between up to the knee where latency leaves its floor). With `--slo
 ttft_ms:500,tpot_ms:50` each point has its goodput, and the run its capacity at SLO.
 
+`bench --trace FILE` replays a request trace (Mooncake JSONL, BurstGPT CSV), each request
+at its timestamp, prompts sharing the trace's blocks token for token; the document's `trace`
+gives each request's send lateness.
+
 `bench --soak 8h` holds one shape's load (default: concurrent) for that long and reports
 per interval latency, throughput, the server's KV-cache use and each GPU's used memory,
 then whether any of them grows (Theil-Sen slope per hour, thresholds in checks/soak.toml).
 
 Exit codes: 0 every request succeeded (compare: no regression past --fail-on-regression;
-soak: nothing grows); 1 some requests failed or the server could not be reached (compare:
-a regression; soak: a growing trend); 2 bad input (compare: two runs with no shape in
-common); 130 interrupted (the partial result is written)."""
+soak: nothing grows); 1 some requests failed or the server answered with an error (compare:
+a regression; soak: a growing trend); 2 bad input (a --url where nothing answers; compare:
+two runs with no shape in common); 130 interrupted (the partial result is written)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -194,51 +199,11 @@ def register(app: typer.Typer) -> None:
                 help="With --soak: the interval (default: about 30 of them, 5 s to 60 s).",
             ),
         ] = None,
-        rate: Annotated[
-            str | None,
-            typer.Option(
-                "--rate",
-                metavar="R[,R...]|sweep",
-                help="Send one shape's requests at each rate (requests/s), or 'sweep': one at "
-                "a time, all at once, then rates between up to the knee.",
-            ),
-        ] = None,
-        arrival: Annotated[
-            str | None,
-            typer.Option(
-                "--arrival",
-                metavar="constant|poisson|gamma",
-                help="With --rate: the arrival process (default poisson, as vllm bench serve).",
-                show_default=False,
-            ),
-        ] = None,
-        burstiness: Annotated[
-            float | None,
-            typer.Option(
-                "--burstiness",
-                help="With --arrival gamma: its shape (vLLM's --burstiness; below 1 burstier "
-                "than Poisson, above 1 more even).",
-            ),
-        ] = None,
-        slo: Annotated[
-            str | None,
-            typer.Option(
-                "--slo",
-                metavar="METRIC:MS[,...]",
-                help="With --rate (or --compare of rate runs): the SLOs each request must meet "
-                "(ttft_ms, tpot_ms, e2e_ms), e.g. ttft_ms:500,tpot_ms:50.",
-            ),
-        ] = None,
-        slo_level: Annotated[
-            float | None,
-            typer.Option(
-                "--slo-level",
-                metavar="PCT",
-                help="With --slo: the share of requests that must meet them for a rate to "
-                "count toward capacity (default 90).",
-                show_default=False,
-            ),
-        ] = None,
+        rate: Rate = None,
+        arrival: Arrival = None,
+        burstiness: Burstiness = None,
+        slo: Slo = None,
+        slo_level: SloLevel = None,
         sweep_points: Annotated[
             int | None,
             typer.Option(
@@ -250,13 +215,72 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        trace: Annotated[
+            Path | None,
+            typer.Option(
+                "--trace",
+                metavar="FILE",
+                help="Replay a request trace, each request at its timestamp: Mooncake's JSON "
+                "Lines (timestamp ms, input_length, output_length, hash_ids: shared prompt "
+                "blocks) or BurstGPT's CSV.",
+            ),
+        ] = None,
+        trace_format: Annotated[
+            str,
+            typer.Option(
+                "--trace-format",
+                metavar="auto|mooncake|burstgpt",
+                help="With --trace: the file's format (auto: told from its first line).",
+            ),
+        ] = "auto",
+        time_scale: Annotated[
+            float,
+            typer.Option(
+                "--time-scale",
+                help="With --trace: send each request at its timestamp times this "
+                "(0.5: twice as fast).",
+            ),
+        ] = 1.0,
+        trace_block_tokens: Annotated[
+            int,
+            typer.Option(
+                "--trace-block-tokens",
+                min=1,
+                max=1_000_000,
+                help="With --trace: the prompt tokens each Mooncake hash id stands for.",
+            ),
+        ] = 512,
+        client_processes: Annotated[
+            int | None,
+            typer.Option(
+                "--client-processes",
+                min=1,
+                max=64,
+                metavar="N",
+                help="With --trace: client processes that send the requests (default: one "
+                "per 200 requests in the busiest second, at most one per CPU but one).",
+                show_default=False,
+            ),
+        ] = None,
+        multi_turn: Annotated[
+            int,
+            typer.Option(
+                "--multi-turn",
+                min=1,
+                max=1000,
+                metavar="N",
+                help="Each user holds conversations of N turns: every turn's prompt carries "
+                "the earlier turns and the server's answers (its prefix cache at work).",
+            ),
+        ] = 1,
         example: Annotated[
             str | None,
             typer.Option(
                 "--example",
                 metavar="NAME",
                 help="Compare a shipped example's before and after runs (real captured "
-                "runs, as --compare BEFORE AFTER). `blackwell-doctor examples` lists them.",
+                "runs, as --compare BEFORE AFTER); with --url, replay its request trace. "
+                "`blackwell-doctor examples` lists them.",
             ),
         ] = None,
     ) -> None:
@@ -264,7 +288,19 @@ def register(app: typer.Typer) -> None:
         from blackwell_doctor.facts.errors import UserError
 
         labels: tuple[str, str] | None = None
-        if example is not None:
+        if example is not None and url is not None and _has_trace(example):
+            # --example NAME --url URL: replay the example's request trace against URL.
+            from blackwell_doctor.app.examples import replace_options
+
+            ex = replace_options(
+                example,
+                {"trace": trace, "compare": compare, "compare_urls": compare_urls, "soak": soak},
+                part="trace",
+                command="bench --url",
+                conflicting=("--trace", "--compare", "--compare-urls", "--soak"),
+            )
+            trace = ex.trace
+        elif example is not None:
             from blackwell_doctor.app.examples import replace_options
 
             ex = replace_options(
@@ -306,6 +342,12 @@ def register(app: typer.Typer) -> None:
             slo=slo,
             slo_level_pct=slo_level,
             sweep_points=sweep_points,
+            trace=trace,
+            trace_format=trace_format,
+            time_scale=time_scale,
+            trace_block_tokens=trace_block_tokens,
+            client_processes=client_processes,
+            multi_turn=multi_turn,
         )
         if compare_urls is not None:
             _compare_urls(request, fmt, output)
@@ -320,6 +362,12 @@ def register(app: typer.Typer) -> None:
         if output is not None:
             sys.stderr.write(f"wrote {output} (exit {run.exit_code})\n")
         raise typer.Exit(run.exit_code)
+
+
+def _has_trace(example: str) -> bool:
+    from blackwell_doctor.app.examples import has_part
+
+    return has_part(example, "trace")
 
 
 def _compare_urls(request: BenchRequest, fmt: BenchFormat, output: Path | None) -> None:
@@ -348,11 +396,11 @@ def _write_document(
 ) -> None:
     """The JSON document to ``output`` when given; on standard output, the document in
     ``fmt`` (through its one dispatcher), except JSON already written to ``output``."""
-    from blackwell_doctor.cli.output import write
+    from blackwell_doctor.cli.output import terminal_width, write
     from blackwell_doctor.render.bench import encode, render_bench
 
     if output is not None:
         write(encode(doc), output)
         if fmt is BenchFormat.JSON:
             return
-    write(render_bench(doc, fmt), None)
+    write(render_bench(doc, fmt, width=terminal_width(None)), None)

@@ -78,6 +78,63 @@ def strict_option(help: str = "Exit 3 when a check could not be evaluated.") -> 
 
 FailOnStatus = Annotated[FailOn, fail_on_option()]
 Strict = Annotated[bool, strict_option()]
+
+
+# bench --rate and apply --verify --rate: one shape's load at request rates, read for both
+# by app/bench_flow.py's rates_from. Declared here once (name, metavar, type, default help:
+# bench's); apply words each for its gate and shows it in its verification panel.
+def rate_option(
+    help: str = "Send one shape's requests at each rate (requests/s), or 'sweep': one at a "
+    "time, all at once, then rates between up to the knee.",
+    panel: str | None = None,
+) -> Any:
+    return typer.Option("--rate", metavar="R[,R...]|sweep", help=help, rich_help_panel=panel)
+
+
+def arrival_option(
+    help: str = "With --rate: the arrival process (default poisson, as vllm bench serve).",
+    panel: str | None = None,
+) -> Any:
+    return typer.Option(
+        "--arrival",
+        metavar="constant|poisson|gamma",
+        help=help,
+        rich_help_panel=panel,
+        show_default=False,
+    )
+
+
+def burstiness_option(
+    help: str = "With --arrival gamma: its shape (vLLM's --burstiness; below 1 burstier than "
+    "Poisson, above 1 more even).",
+    panel: str | None = None,
+) -> Any:
+    return typer.Option("--burstiness", help=help, rich_help_panel=panel)
+
+
+def slo_option(
+    help: str = "With --rate (or --compare of rate runs): the SLOs each request must meet "
+    "(ttft_ms, tpot_ms, e2e_ms), e.g. ttft_ms:500,tpot_ms:50.",
+    panel: str | None = None,
+) -> Any:
+    return typer.Option("--slo", metavar="METRIC:MS[,...]", help=help, rich_help_panel=panel)
+
+
+def slo_level_option(
+    help: str = "With --slo: the share of requests that must meet them for a rate to count "
+    "toward capacity (default 90).",
+    panel: str | None = None,
+) -> Any:
+    return typer.Option(
+        "--slo-level", metavar="PCT", help=help, rich_help_panel=panel, show_default=False
+    )
+
+
+Rate = Annotated[str | None, rate_option()]
+Arrival = Annotated[str | None, arrival_option()]
+Burstiness = Annotated[float | None, burstiness_option()]
+Slo = Annotated[str | None, slo_option()]
+SloLevel = Annotated[float | None, slo_level_option()]
 Select = Annotated[
     list[str] | None,
     typer.Option("--select", help="Only these check ids or families (prefixes, repeatable)."),
@@ -146,9 +203,10 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
     takes. ``params``: the command's parameters by name (its ``locals()``), declared with the
     aliases of this module under these names: ``host_root``, ``gpu_timeout``, ``no_probe``,
     and where the command takes them ``facts_file``, ``logs``, ``containers``, ``journal``,
-    ``kernel_log``, ``redact``, ``model_dir``, ``hub``, ``bench``, ``select``, ``ignore`` (a
-    live run collects only what the checks they leave read). The one reader of those names for
-    check, collect, recommend, apply and slurm-health."""
+    ``kernel_log``, ``redact``, ``model_dir``, ``model_mount`` (recommend, apply: the model
+    directory is the runtime's mount), ``hub``, ``bench``, ``select``, ``ignore`` (a live run
+    collects only what the checks they leave read). The one reader of those names for check,
+    collect, recommend, apply and slurm-health."""
     from blackwell_doctor.app.obtain import FactsRequest, LogRequest
 
     return FactsRequest(
@@ -158,6 +216,7 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
         probes=not params["no_probe"],
         redact=params.get("redact", False),
         model_dir=params.get("model_dir"),
+        model_mount=params.get("model_mount", False),
         model_hub=params.get("hub", False),
         bench_file=params.get("bench"),
         stack=params.get("stack", False) or params.get("image") is not None,

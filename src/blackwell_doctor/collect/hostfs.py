@@ -3,7 +3,11 @@
 Like node_exporter's ``--path.rootfs``: in a container that mounts the host at /host, pass
 ``--host-root /host``; tests point it at a small tree built from real file contents.
 A failed read is a reason token, never an exception: ``not-found:/proc/cmdline``,
-``permission-denied:/sys/bus/pci/devices/0000:41:00.0/config``.
+``permission-denied:/sys/bus/pci/devices/0000:41:00.0/config``. A path whose top-level
+directory is absent or empty under the root is ``not-mounted:/proc/cmdline``: that host
+filesystem was not mounted there (a container run without ``-v /proc:/host/proc``), so the
+path's absence says nothing about the host, unlike ``not-found`` (no module loaded, no AER
+counters) on a filesystem that is there (issue 37).
 
 A host root is untrusted input (a bug report's tree, a container's bind mount): a read never
 blocks on a FIFO or a device that sits where a file should be (``not-a-regular-file:``), and
@@ -23,13 +27,33 @@ from blackwell_doctor.collect.regularfile import read_upto
 from blackwell_doctor.facts.document import Unavailable
 
 
-def _reason(exc: OSError, host_path: str) -> Unavailable:
+def _reason(exc: OSError, host_path: str, root: Path) -> Unavailable:
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        return Unavailable(f"not-found:{host_path}")
+        kind = "not-mounted" if _unmounted(root, host_path) else "not-found"
+        return Unavailable(f"{kind}:{host_path}")
     if exc.errno in (errno.EACCES, errno.EPERM):
         return Unavailable(f"permission-denied:{host_path}")
     name = errno.errorcode.get(exc.errno or 0, "EIO").lower()
     return Unavailable(f"os-error-{name}:{host_path}")
+
+
+def _unmounted(root: Path, host_path: str) -> bool:
+    """``host_path``'s top-level directory (``/proc``, ``/sys``, ``/etc``) is absent or an
+    empty directory under ``root``: no filesystem is mounted there. procfs and sysfs are
+    never empty, and a host's ``/etc`` never is; a bind mount that was left out leaves no
+    directory (docker run -v, a Kubernetes hostPath volume) or an empty mount point."""
+    top = host_path.strip("/").partition("/")[0]
+    if not top:
+        return False
+    where = root / top
+    try:
+        # lstat: a top-level symlink (usr-merged /lib) is resolved by realpath, not here.
+        if not stat.S_ISDIR(os.lstat(where).st_mode):
+            return False
+        with os.scandir(where) as entries:
+            return next(entries, None) is None
+    except OSError as exc:
+        return exc.errno in (errno.ENOENT, errno.ENOTDIR)
 
 
 _SLASH = Path("/")
@@ -64,14 +88,14 @@ class HostFS:
                 return Unavailable(f"not-a-regular-file:{host_path}")
             fd = os.open(target, flags)
         except OSError as exc:
-            return _reason(exc, host_path)
+            return _reason(exc, host_path, self.root)
         try:
             # Again on what was opened: the path may have been replaced in between.
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return Unavailable(f"not-a-regular-file:{host_path}")
             return read_upto(fd, limit)
         except OSError as exc:
-            return _reason(exc, host_path)
+            return _reason(exc, host_path, self.root)
         finally:
             os.close(fd)
 
@@ -118,7 +142,7 @@ class HostFS:
         try:
             return sorted(os.listdir(target))
         except OSError as exc:
-            return _reason(exc, host_path)
+            return _reason(exc, host_path, self.root)
 
     def realpath(self, host_path: str) -> str | Unavailable:
         """Resolve symlinks inside the root (sysfs links are relative; absolute ones are
@@ -141,7 +165,7 @@ class HostFS:
                 if exc.errno == errno.EINVAL:  # not a link
                     resolved.append(part)
                     continue
-                return _reason(exc, candidate)
+                return _reason(exc, candidate, self.root)
             hops += 1
             if hops > 40:
                 return Unavailable(f"symlink-loop:{host_path}")

@@ -24,6 +24,10 @@ bench run      256 MiB    a run keeps every request's samples (ITL per token): 3
 catalogue      1 MiB      the shipped runtimes.toml is 7 KiB (TOML decodes to ~70x
                           its size: tomllib, 200,000 small tables in 3 MB took 223 MB)
 shapes         1 MiB      a shapes file is a few tables
+trace          4 GiB      read line by line (:func:`iter_input_lines`), never whole:
+                          BurstGPT's largest release is 220 MB, Mooncake's 3 MB; a
+                          line of at most 1 MiB (a Mooncake line of 10,000,000 tokens
+                          has 19,532 hash ids, about 150 KB)
 =============  =========  =================================================================
 
 Errors are :class:`InputError`, a :class:`~blackwell_doctor.facts.errors.UserError` (one line,
@@ -35,7 +39,7 @@ from __future__ import annotations
 import codecs
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -58,6 +62,8 @@ FACTS = InputKind("facts file", 64 << 20)
 BENCH_RUN = InputKind("bench file", 256 << 20)
 CATALOGUE = InputKind("catalogue", 1 << 20)
 SHAPES = InputKind("shapes file", 1 << 20)
+TRACE = InputKind("trace", 4 << 30)
+MAX_TRACE_LINE = 1 << 20
 
 
 class InputError(UserError):
@@ -162,3 +168,48 @@ def _bounded(
         except UnicodeDecodeError:
             raise InputError(kind, name, "not UTF-8 text (it ends inside a character)") from None
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def iter_input_lines(
+    path: Path | str, kind: InputKind, *, max_line: int
+) -> Iterator[tuple[int, str]]:
+    """The lines of ``path`` (numbered from 1, without their line ending), read as they are
+    used: memory holds one line, whatever the file's size. Refused as :func:`read_input`
+    refuses (a device, a socket, a directory: before a byte is read), and past
+    ``kind.limit`` bytes, at a line longer than ``max_line`` bytes or one that is not UTF-8,
+    each an :class:`InputError` naming the line."""
+    name = str(path)
+    try:
+        refused = _file_type(os.stat(name).st_mode)
+        if refused is not None:
+            raise InputError(kind, name, refused)
+        handle = open(name, "rb", buffering=CHUNK)  # noqa: SIM115 (closed below)
+    except OSError as exc:
+        raise InputError(kind, name, exc.strerror or str(exc)) from None
+    with handle:
+        refused = _file_type(os.fstat(handle.fileno()).st_mode)
+        if refused is not None:
+            raise InputError(kind, name, refused)
+        total = 0
+        number = 0
+        while True:
+            try:
+                raw = handle.readline(max_line + 2)  # the line, its "\r\n", one more
+            except OSError as exc:
+                raise InputError(kind, name, exc.strerror or str(exc)) from None
+            if not raw:
+                return
+            number += 1
+            total += len(raw)
+            if total > kind.limit:
+                raise InputError(kind, name, f"more than {_mib(kind.limit)}: not a {kind.what}")
+            line = raw.rstrip(b"\r\n")
+            if len(line) > max_line:
+                raise InputError(kind, name, f"line {number} is longer than {_mib(max_line)}")
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(
+                    kind, name, f"line {number} is not UTF-8 text (byte at column {exc.start + 1})"
+                ) from None
+            yield number, text

@@ -79,7 +79,14 @@ def _nvidia_module_flavour(fs: HostFS) -> ModuleFlavour | Unavailable:
     version = fs.read_text(NVIDIA_VERSION_PATH)
     taint = fs.read_text(NVIDIA_TAINT_PATH)
     if isinstance(version, Unavailable) and isinstance(taint, Unavailable):
-        return version  # no module loaded (or neither readable): say why, as the version does
+        # "No module loaded" is said by a filesystem that is there: either file not found
+        # on a mounted /proc or /sys (a loaded module has both). Otherwise neither could be
+        # read (not-mounted: the container lacks the host's /proc and /sys), which says
+        # nothing about the module: the version's reason names what to mount.
+        return next(
+            (u for u in (version, taint) if u.reason.startswith("not-found:")),
+            version,
+        )
     flavour, signals = nvidia_module_signals(
         version if isinstance(version, str) else None,
         taint if isinstance(taint, str) else None,

@@ -4,7 +4,8 @@ Every value a collector may fail to read is typed ``T | Unavailable``. On the wi
 unavailable value is ``{"status": "unavailable", "reason": "<token>"}`` and an available
 structured value carries ``"status": "ok"``; scalars are written as they are. Reason tokens
 are short and machine-readable: ``nvml-library-not-found``, ``not-found:/proc/cmdline``,
-``permission-denied:/sys/bus/pci/devices/0000:41:00.0/config``.
+``permission-denied:/sys/bus/pci/devices/0000:41:00.0/config``, ``not-mounted:/proc/cmdline``
+(the host's /proc is not under the host root: collect/hostfs.py).
 
 ``check --facts FILE`` decodes this document with full validation, so a facts file from any
 host is judged anywhere, by the reading tool's rules: facts hold what was measured or seen,
@@ -67,7 +68,8 @@ ComputeCapability = tuple[CcPart, CcPart]
 # --------------------------------------------------------------------------- platform
 
 
-# "unknown": neither /proc/version nor osrelease could be read and no other signal was seen.
+# "unknown": neither /proc/version nor osrelease could be read and no other signal was seen
+# (a container without the host's /proc). Not WSL: the checks judge what they can read.
 WslKind = Literal["none", "wsl1", "wsl2", "unknown"]
 
 # A PCI address as sysfs names it (domain:bus:device.function). Facts files are untrusted
@@ -663,9 +665,22 @@ class LogFinding(msgspec.Struct, frozen=True, kw_only=True):
     context: list[str] = msgspec.field(default_factory=list)
 
 
+# What a directory scan passed over without reading (collect/logs/walk.py, issue 40): whole
+# directories (a VCS's, a virtual environment, a cache, a pseudo filesystem, the tool's own
+# data) and files (not named like a log, or binary by their first bytes).
+SkipReason = Literal[
+    "vcs", "virtualenv", "cache", "pseudo-filesystem", "tool-data", "not-log-named", "binary"
+]
+
+
 class LogFacts(Available, frozen=True):
     sources: list[LogSource] = msgspec.field(default_factory=list)
     findings: list[LogFinding] = msgspec.field(default_factory=list)
+    # Directories and files a directory scan skipped, counted by reason (the directories
+    # are counted, not what is in them). Empty: nothing skipped, or no directory given.
+    skipped: dict[SkipReason, Annotated[int, msgspec.Meta(ge=1)]] = msgspec.field(
+        default_factory=dict
+    )
 
 
 # --------------------------------------------------------------------------- the document

@@ -11,9 +11,12 @@ from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison
 # ``bench --repeat N``) and ``calibration`` (their noise floor). Versions 1 and 2 are still
 # read (one run, no floor). 4: ``environment`` (what the run pinned of the server and its
 # host); older documents read with none. 5: ``sweep`` (``bench --rate``: each load's point,
-# the knee, the capacity at SLO); absent from a run at fixed shapes.
-BENCH_SCHEMA_VERSION = 5
-READABLE_BENCH_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
+# the knee, the capacity at SLO); absent from a run at fixed shapes. 6: ``trace`` (bench
+# --trace: the replayed trace and each request's send lateness), each shape's ``turns``
+# (bench --multi-turn) and each request's ``turn``, and the server's prefix-cache counters
+# in ``server``.
+BENCH_SCHEMA_VERSION = 6
+READABLE_BENCH_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 # Where a token count comes from: the server's usage, or this client's estimate.
 USAGE = "usage"
 ESTIMATED = "estimated"
@@ -77,6 +80,13 @@ class ServerSide(msgspec.Struct, frozen=True, kw_only=True):
     kv_cache_usage_peak_pct: float | None = None
     running_peak: float | None = None
     waiting_peak: float | None = None
+    # The prefix cache over the requests, in prompt tokens: looked up (queries) and found
+    # cached (hits), vLLM's vllm:prefix_cache_queries and vllm:prefix_cache_hits counters
+    # (vllm/v1/metrics/loggers.py, 0.32.0), and hits / queries. Null where the server
+    # exports no such counter, or (the rate) queried no token. Since schema_version 6.
+    prefix_cache_queries: float | None = None
+    prefix_cache_hits: float | None = None
+    prefix_cache_hit_rate: float | None = None
 
 
 class RequestSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -95,6 +105,9 @@ class RequestSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     # Why the answer is degenerate (empty, or one unit repeated: rules/degenerate.py);
     # absent when it is not. Written since schema_version 3; older runs were not judged.
     degenerate: str | None = None
+    # bench --multi-turn: the request's turn in its conversation (1, 2, ...); absent
+    # otherwise. Since schema_version 6.
+    turn: int | None = None
 
 
 class EquivalenceOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -152,6 +165,9 @@ class ShapeResult(msgspec.Struct, frozen=True, kw_only=True):
     requests_planned: int | None = None
     quantiles: list[float] | None = None
     requests_needed: int | None = None
+    # bench --multi-turn N: each user holds conversations of N turns, each turn's prompt
+    # carrying the earlier turns and the server's answers to them; null otherwise.
+    turns: int | None = None
 
 
 class ServerInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -356,6 +372,46 @@ class Calibration(msgspec.Struct, frozen=True, kw_only=True):
     floors: list[NoiseFloor]
 
 
+class TraceResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A replayed request trace: what was read of it, and how closely each request left at
+    its time. The requests' own measurements are the run's shape ``trace``."""
+
+    file: str  # the trace file, as given
+    format: str  # "mooncake" (JSON Lines) or "burstgpt" (CSV)
+    # Tokens each Mooncake hash id stands for (512 in Mooncake's releases); null: BurstGPT,
+    # whose requests share no blocks.
+    block_tokens: int | None
+    # Each request is sent at its timestamp (since the first request) x time_scale.
+    time_scale: float
+    rows: int  # requests in the file
+    skipped: int  # rows asking no answer (BurstGPT: Response tokens 0, a failed request)
+    not_replayed: int  # rows after --requests N or past --duration S
+    requests: int  # requests to replay (the file's, less skipped and not_replayed)
+    sent: int  # of those, sent (fewer when interrupted); measured ones are the shape's
+    span_s: float  # the schedule's length: the last request's due time after the first
+    # Send lateness: the moment a request was sent (its POST, where its TTFT starts) minus
+    # its due time, in milliseconds.
+    lateness_ms: Stats
+    lateness_max_ms: float | None
+    late_over_1ms: int  # requests sent more than 1 ms after their due time
+    # The most requests awaiting their answer at once (with several client processes, the
+    # sum of each one's most).
+    peak_in_flight: int
+    # Prompt tokens asked of the server (after capping), and of them those in blocks an
+    # earlier request already carried from the prompt's start on: what a prefix cache that
+    # kept every block could serve (the trace's own reuse; the server's measured hit rate
+    # is the shape's server.prefix_cache_hit_rate).
+    prompt_tokens: int
+    reusable_prompt_tokens: int
+    # Requests whose prompt was cut to fit the server's max_model_len with their answer.
+    capped: int
+    # "tokenize": prompts sized in the server's tokens (one token per word, checked on a
+    # whole block); "estimated": the server has no usable /tokenize.
+    size_source: str
+    # Processes that sent the requests (each its share, round robin, its own event loop).
+    client_processes: int = 1
+
+
 class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int
     tool: ToolInfo
@@ -373,6 +429,8 @@ class BenchRun(msgspec.Struct, frozen=True, kw_only=True):
     environment: Environment | None = None  # schema_version 4
     # bench --rate (schema_version 5); absent from a run at fixed shapes.
     sweep: SweepResult | msgspec.UnsetType = msgspec.UNSET
+    # bench --trace (schema_version 6); absent from a run that replays no trace.
+    trace: TraceResult | msgspec.UnsetType = msgspec.UNSET
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):

@@ -15,6 +15,7 @@ from blackwell_doctor.report.results import RemedyAction, Severity
 from blackwell_doctor.ruledata.checkdata import CatalogueError, load_shipped
 
 if TYPE_CHECKING:
+    from blackwell_doctor.ruledata.mounts import HostMounts
     from blackwell_doctor.ruledata.preflight import PreflightData
     from blackwell_doctor.ruledata.serving import ServingData
     from blackwell_doctor.ruledata.stack import StackData
@@ -221,6 +222,14 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
 
         return load_stack_data()
 
+    @property
+    def host_mounts(self) -> "HostMounts":
+        """checks/host_mounts.toml: the mount to add for an unreadable host path, read when a
+        containerised run first cannot read one (rules/mounts.py)."""
+        from blackwell_doctor.ruledata.mounts import load_host_mounts
+
+        return load_host_mounts()
+
     def word(self, command: str, key: str, **values: str) -> str:
         """``[words.<command>] <key>`` with its ``{name}`` placeholders filled."""
         return fill(self.words[command][key], values)
@@ -273,12 +282,14 @@ def load_rule_data() -> RuleData:
 
 def clear_caches() -> None:
     """Forget every catalogue read (tests that edit checks/)."""
+    from blackwell_doctor.ruledata.mounts import load_host_mounts
     from blackwell_doctor.ruledata.preflight import load_preflight
     from blackwell_doctor.ruledata.serving import load_serving_data
     from blackwell_doctor.ruledata.stack import load_stack_data
 
     for cached in (
         load_rule_data,
+        load_host_mounts,
         load_preflight,
         load_serving_data,
         load_stack_data,

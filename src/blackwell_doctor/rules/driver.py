@@ -175,6 +175,17 @@ def driver_consistency(facts: Facts, rules: RuleData) -> Outcome:
             evidence=evidence,
             case="nvml_library_mismatch",
         )
+    if (
+        isinstance(module, Unavailable)
+        and not module.reason.startswith("not-found:")
+        and not view.is_wsl(facts)
+    ):
+        # Not found: no module loaded. Any other reason (not-mounted: a container without
+        # the host's /proc; unparsed) leaves the module's version unknown: NVML and libcuda
+        # agreeing say nothing about it, and no answer at all is not "no driver" (issue 37).
+        return not_evaluated(
+            f"the kernel module's version could not be read ({module.reason})", **evidence
+        )
     if n is None and c is None and module_v is None:
         return skipped("no NVIDIA driver on this host")
     nvml_driver = n.driver_version if n is not None else None

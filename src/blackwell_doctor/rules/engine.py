@@ -19,6 +19,7 @@ from blackwell_doctor.report.results import (
 )
 from blackwell_doctor.ruledata.rules import CheckSpec, RemedyText, RuleData, fill
 from blackwell_doctor.rules.absent import SECTIONS
+from blackwell_doctor.rules.mounts import in_container, name_mounts
 from blackwell_doctor.rules.registry import READS, REGISTRY, CheckFn
 
 # The module under rules/ that registers each check family's checks (rules/families.py
@@ -170,7 +171,11 @@ class Engine:
                     done[check_id] = decided
                     continue
             done[check_id] = self._judge(spec, facts)
-        return [done[i] for i in plan.chosen]
+        if not in_container(facts):
+            return [done[i] for i in plan.chosen]
+        # In a container, a result whose input was an unreadable host path names the mount
+        # to add (rules/mounts.py; checks/host_mounts.toml).
+        return [name_mounts(done[i], facts, self.rules) for i in plan.chosen]
 
     def _plan(self, select: tuple[str, ...], ignore: tuple[str, ...]) -> _Plan:
         """The checks a run evaluates, in catalogue order (report order), and those it

@@ -149,7 +149,10 @@ def at_least(version: tuple[int, ...] | Version, floor: str) -> bool:
 
 
 def is_wsl(facts: Facts) -> bool:
-    return facts.platform.wsl.kind != "none"
+    """WSL1 or WSL2 was seen. "unknown" (neither kernel string read: a container without the
+    host's /proc) is not WSL: the checks judge what they can read, and say what they could
+    not (issue 37)."""
+    return facts.platform.wsl.kind in ("wsl1", "wsl2")
 
 
 def plural(n: int, noun: str) -> str:

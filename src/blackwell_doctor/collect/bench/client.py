@@ -351,6 +351,7 @@ async def _stream_once(
     text_chars = 0
     itl = out.itl_s
     began = False
+    clock = time.perf_counter
     try:
         async with asyncio.timeout(deadline_s):
             async with session.post(
@@ -387,14 +388,20 @@ async def _stream_once(
                         end = buf.find(b"\n\n", scan)
                         if end < 0:
                             break
-                        payload = _sse_data(buf[start:end])
+                        # The common event, one "data: " line (vLLM's, SGLang's), is sliced
+                        # once, in place; any other goes through the general reader.
+                        payload: bytes | bytearray | None
+                        if buf.startswith(b"data: ", start) and buf.find(b"\n", start, end) < 0:
+                            payload = buf[start + 6 : end]
+                        else:
+                            payload = _sse_data(buf[start:end])
                         start = scan = end + 2
                         if payload is None:
                             continue
                         if payload == b"[DONE]":
                             done = True
                             continue
-                        timestamp = time.perf_counter()
+                        timestamp = clock()
                         try:
                             chunk = _decode_chunk(payload)
                         except msgspec.DecodeError as exc:
@@ -420,9 +427,10 @@ async def _stream_once(
                             choice = chunk.choices[0]
                             delta = choice.delta
                             if delta is not None:
-                                if delta.content:
-                                    text_parts.append(delta.content)
-                                    text_chars += len(delta.content)
+                                content = delta.content
+                                if content:
+                                    text_parts.append(content)
+                                    text_chars += len(content)
                                 thought = delta.reasoning or delta.reasoning_content
                                 if thought:
                                     reasoning_parts.append(thought)
@@ -439,8 +447,9 @@ async def _stream_once(
                                 out.finish_reason = choice.finish_reason[:MAX_DETAIL_CHARS]
                             if choice.logprobs is not None:
                                 _keep_logprobs(out, choice.logprobs)
-                        if isinstance(chunk.system_fingerprint, str):
-                            out.system_fingerprint = chunk.system_fingerprint[:MAX_DETAIL_CHARS]
+                        fingerprint = chunk.system_fingerprint
+                        if fingerprint is not None and isinstance(fingerprint, str):
+                            out.system_fingerprint = fingerprint[:MAX_DETAIL_CHARS]
                         if chunk.usage is not None:
                             usage = chunk.usage
                             problem = _usage_problem(usage, limits)
@@ -516,6 +525,7 @@ def request_body(
     extra: dict[str, Any] | None = None,
     greedy: bool = False,
     top_logprobs: int | None = None,
+    messages: list[dict[str, str]] | None = None,
 ) -> bytes:
     """The JSON body of a streamed chat completion with usage in the last chunk.
 
@@ -524,11 +534,12 @@ def request_body(
     prefill is chunked crashes vLLM 0.32's CPU engine ("CPU Generator does not use
     offset"). A shape can still send one through ``extra_body``. ``top_logprobs`` asks for
     each token's log-probability and that many alternatives (OpenAI's ``logprobs`` and
-    ``top_logprobs``), sent in each chunk's ``choices[0].logprobs.content``.
+    ``top_logprobs``), sent in each chunk's ``choices[0].logprobs.content``. ``messages``,
+    when given, is the conversation sent in place of one user message of ``prompt``.
     """
     body: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": "user", "content": prompt}],
+        "messages": messages or [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},

@@ -29,6 +29,9 @@ _WORDS = (  # noqa: SIM905 (a paragraph reads better than 200 quoted words)
     "window evidence population site river kernel memory tensor expert router token cache"
 ).split()
 
+# The word list, for other prompt builders (collect/bench/blocks.py).
+WORDS: tuple[str, ...] = tuple(_WORDS)
+
 # Fixed prompts for output equivalence (sent greedy, temperature 0, in every run).
 EQUIVALENCE_PROMPTS: tuple[tuple[str, str], ...] = (
     ("count", "Count from one to twenty in words, separated by commas."),

@@ -4,7 +4,9 @@ A *schedule* is a list of send offsets in seconds from the load's start, ascendi
 ``i`` leaves at ``start + offsets[i]`` whatever the requests before it are doing (an open
 loop, as ``vllm bench serve --request-rate`` sends without ``--max-concurrency``). Anything
 that can say when its requests go (a rate here, a replayed trace elsewhere) makes a list of
-offsets and hands it to :func:`send_on_schedule`, the one sender.
+offsets and hands it to :func:`send_on_schedule`, the one sender (``bench --rate`` through
+app/bench.py's measure_shape, ``bench --trace`` through app/replay.py's send_share, in this
+process or in each client process), whose times the pacer keeps (collect/bench/pacer.py).
 
 Arrival processes, as vLLM 0.32.0 defines them (``get_request`` in
 vllm/benchmarks/serve.py):
@@ -31,6 +33,8 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+
+from blackwell_doctor.collect.bench import pacer
 
 CONSTANT = "constant"
 POISSON = "poisson"
@@ -69,8 +73,9 @@ def arrivals(
 @dataclass
 class Sent:
     """What :func:`send_on_schedule` did: each started request's lateness (seconds after
-    its scheduled time that it was started), the most requests in flight at once, and
-    whether ``stop`` cut the schedule short."""
+    its scheduled time that it was sent; entry ``i`` is request ``i``'s, as they start in
+    order), the most requests in flight at once, and whether ``stop`` cut the schedule
+    short."""
 
     lateness_s: list[float] = field(default_factory=list)
     peak_in_flight: int = 0
@@ -91,16 +96,30 @@ async def send_on_schedule(
     there (the requests in flight still finish). ``sent`` (filled as it goes, so a caller
     interrupted mid-way keeps what was measured) is returned.
 
-    Whatever ends it (an exception of a request, a cancellation), every task is cancelled
-    and awaited here, so none is left running or dies with an exception nobody reads."""
+    The times are kept by the pacer (collect/bench/pacer.py: a thread beside the loop's own
+    timer, well under a millisecond where the loop alone is up to one late). A request's
+    lateness runs from its due time to the moment ``send(i)`` is called, in its own task:
+    the pacer's wake-up and whatever the loop was doing before it got there; a request's
+    POST (where its TTFT starts) begins in that same step.
+
+    A request that raises (a bug, not a failed request: those are outcomes) ends the load
+    at once, as the closed loop's does, and its exception is raised here. Whatever ends it
+    (that, a cancellation), every task is cancelled and awaited here, so none is left
+    running or dies with an exception nobody reads."""
     out = sent if sent is not None else Sent()
     origin = time.perf_counter() if start is None else start
+    loop = asyncio.get_running_loop()
     running: set[asyncio.Task[object]] = set()
     failed: list[BaseException] = []
+    # Set once the load is over: a request raised, or the pacer ended (its last request
+    # handed over, stopped, or its own error) and no request is left in flight. Each task's
+    # end checks it in O(1): no wait over every task in flight per request.
+    over: asyncio.Future[None] = loop.create_future()
     in_flight = 0
 
-    async def one(index: int) -> object:
+    async def one(index: int, due: float) -> object:
         nonlocal in_flight
+        out.lateness_s.append(max(0.0, time.perf_counter() - due))
         in_flight += 1
         out.peak_in_flight = max(out.peak_in_flight, in_flight)
         try:
@@ -108,33 +127,45 @@ async def send_on_schedule(
         finally:
             in_flight -= 1
 
+    def settle() -> None:
+        if over.done():
+            return
+        ended = pacing.done() and (
+            not running or pacing.cancelled() or pacing.exception() is not None
+        )
+        if failed or ended:
+            over.set_result(None)
+
     def finished(task: asyncio.Task[object]) -> None:
         running.discard(task)
-        if not task.cancelled() and task.exception() is not None:
+        if not task.cancelled() and task.exception() is not None and not failed:
             failed.append(task.exception())  # type: ignore[arg-type]
+        settle()
 
+    def fire(index: int, due: float) -> bool:
+        if failed:
+            return False
+        if stop is not None and stop():
+            out.stopped = True
+            return False
+        task = asyncio.create_task(one(index, due))
+        running.add(task)
+        task.add_done_callback(finished)
+        return True
+
+    pacing = asyncio.create_task(pacer.pace(len(offsets), lambda i: origin + offsets[i], fire))
+    pacing.add_done_callback(lambda _: settle())
     try:
-        for index, offset in enumerate(offsets):
-            due = origin + offset
-            wait = due - time.perf_counter()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            if failed:  # a request that raised ends the load, as the closed loop's does
-                raise failed[0]
-            if stop is not None and stop():
-                out.stopped = True
-                break
-            out.lateness_s.append(max(0.0, time.perf_counter() - due))
-            task = asyncio.create_task(one(index))
-            running.add(task)
-            task.add_done_callback(finished)
-        while running:
-            await asyncio.wait(set(running))
+        await over
         if failed:
             raise failed[0]
+        pacing.result()  # the pacer's own error, if it had one
     finally:
+        pacing.cancel()
         for task in list(running):
             task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await pacing
         for task in list(running):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
