@@ -15,6 +15,8 @@ import glob
 import hashlib
 import itertools
 import os
+import pickle
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -444,12 +446,22 @@ def _judged(source: str, name: str, verdict: _Verdict) -> Judged:
 def _judge_chunk(
     args: tuple[list[str | Path], tuple[str, ...], tuple[str, ...], FailOn, bool],
 ) -> list[Judged | Unjudged]:
-    paths, select, ignore, fail_on, strict = args
+    return list(_judge_each(*args))
+
+
+def _judge_each(
+    paths: Iterable[str | Path],
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    fail_on: FailOn,
+    strict: bool,
+) -> Iterator[Judged | Unjudged]:
+    """Each node judged as it is asked for: in this process nothing but the caller keeps a
+    node (a list of every node's findings and bench figures was ~5 KB a node, 150 MB at
+    30,000)."""
     memo = Memo()
-    return [
-        judge_node(p, select=select, ignore=ignore, fail_on=fail_on, strict=strict, memo=memo)
-        for p in paths
-    ]
+    for p in paths:
+        yield judge_node(p, select=select, ignore=ignore, fail_on=fail_on, strict=strict, memo=memo)
 
 
 def default_jobs() -> int:
@@ -470,7 +482,7 @@ def _judge_all(
     jobs: int,
 ) -> Iterator[Judged | Unjudged]:
     if jobs <= 1 or len(paths) < 2:
-        yield from _judge_chunk((list(paths), select, ignore, fail_on, strict))
+        yield from _judge_each(paths, select, ignore, fail_on, strict)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -491,6 +503,53 @@ def _judge_all(
             yield from chunk
 
 
+class NodeSpool:
+    """A fleet's judged nodes, in order, kept out of memory: each node's record (source,
+    name, exit code, counts, bench figures: ~150 bytes, ~1 KB with a bench run) appended as
+    a pickle to an unnamed temporary file of this process as it is judged (not MessagePack:
+    a file name that is not UTF-8 is a str with surrogates), read back in order for the
+    output. In memory per node: its name (two nodes claiming one host are told apart by
+    their files, :meth:`unique`), counted in a dict, and its place in each group
+    of findings it is in (4 bytes). A fleet of 100,000 nodes never holds its nodes."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115  (closed by close())
+        self._count = 0
+        self._names: dict[str, int] = {}
+
+    def append(self, node: FleetNode) -> None:
+        record = pickle.dumps(node, protocol=pickle.HIGHEST_PROTOCOL)
+        self._file.write(len(record).to_bytes(4, "little"))
+        self._file.write(record)
+        self._count += 1
+        self._names[node.name] = self._names.get(node.name, 0) + 1
+
+    def __len__(self) -> int:
+        return self._count
+
+    def unique(self, name: str, source: str) -> str:
+        """The name a node is listed by: its own, or with its file where another claims it."""
+        return name if self._names.get(name, 0) <= 1 else f"{name} ({source})"
+
+    def __iter__(self) -> Iterator[FleetNode]:
+        """The nodes in the order judged, each under its listed name."""
+        self._file.flush()
+        self._file.seek(0)
+        read = self._file.read
+        for _ in range(self._count):
+            # This process's own unnamed file (unlinked at creation), written by append().
+            record = read(int.from_bytes(read(4), "little"))
+            node: FleetNode = pickle.loads(record)  # noqa: S301
+            listed = self.unique(node.name, node.source)
+            yield node if listed == node.name else msgspec.structs.replace(node, name=listed)
+        self._file.seek(0, os.SEEK_END)
+
+    def close(self) -> None:
+        self._file.close()
+
+
 def judge_fleet(
     paths: Sequence[str | Path],
     unjudged: Sequence[Unjudged] = (),
@@ -508,14 +567,47 @@ def judge_fleet(
     cores; it pays off on many cores with many distinct configurations. ``obtained``:
     nodes whose facts are read already, (source, facts), judged first (:func:`judge_facts`).
     Raises SelectionError for a --select/--ignore pattern that names no check, before
-    reading anything."""
+    reading anything. The report holds every node (:func:`judge_fleet_spooled` does not)."""
+    report, spool = judge_fleet_spooled(
+        paths,
+        unjudged,
+        select=select,
+        ignore=ignore,
+        fail_on=fail_on,
+        strict=strict,
+        jobs=jobs,
+        obtained=obtained,
+    )
+    try:
+        return msgspec.structs.replace(report, nodes=list(spool))
+    finally:
+        spool.close()
+
+
+def judge_fleet_spooled(
+    paths: Sequence[str | Path],
+    unjudged: Sequence[Unjudged] = (),
+    *,
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    fail_on: FailOn = "fail",
+    strict: bool = False,
+    jobs: int = 1,
+    obtained: Sequence[tuple[str, Facts]] = (),
+) -> tuple[FleetReport, NodeSpool]:
+    """:func:`judge_fleet`'s report without its nodes (``nodes`` is empty), and the nodes
+    in a :class:`NodeSpool` (the caller closes it): each node is judged, folded into the
+    summary and the groups, written to the spool and dropped, so that memory does not grow
+    with the fleet but for the groups (one per distinct finding) and each node's name."""
     select_ids(_engine().rules.checks, select, ignore)
     workers = default_jobs() if jobs == 0 else jobs
     bad = list(unjudged)
-    names: list[str] = []
-    nodes: list[tuple[str, int, int, int, int]] = []  # source, exit, fail, warn, error
-    benches: list[FleetBench | None] = []
-    groups: dict[_GroupKey, tuple[Result, list[int]]] = {}
+    spool = NodeSpool()
+    # A group's members by their place in the fleet, then by (name, source) to list them.
+    members: list[tuple[str, str]] = []
+    groups: dict[_GroupKey, tuple[Result, array[int]]] = {}
+    exits = [0, 0, 0]  # ok, findings, not evaluated
+    worst = [0, 0, 0]  # fail, warn, neither
     given: Iterator[Judged | Unjudged] = (
         judge_facts(f, src, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
         for src, f in obtained
@@ -525,18 +617,38 @@ def judge_fleet(
         if isinstance(outcome, Unjudged):
             bad.append(outcome)
             continue
-        index = len(nodes)
-        for result in outcome.findings:
-            key = _group_key(result)
-            entry = groups.get(key)
-            if entry is None:
-                groups[key] = (result, [index])
-            else:
-                entry[1].append(index)
-        names.append(outcome.name)
-        nodes.append((outcome.source, outcome.exit_code, outcome.fail, outcome.warn, outcome.error))
-        benches.append(outcome.bench)
-    unique = _unique_names(names, [n[0] for n in nodes])
+        if outcome.findings:
+            index = len(members)
+            members.append((outcome.name, outcome.source))
+            for result in outcome.findings:
+                key = _group_key(result)
+                entry = groups.get(key)
+                if entry is None:
+                    # A group shows no evidence: a node's own (its bench figures, its GPUs'
+                    # readings) is not kept with it.
+                    slim = msgspec.structs.replace(result, evidence={})
+                    groups[key] = (slim, array("I", (index,)))
+                else:
+                    entry[1].append(index)
+        spool.append(
+            FleetNode(
+                name=outcome.name,
+                source=outcome.source,
+                exit_code=outcome.exit_code,
+                fail=outcome.fail,
+                warn=outcome.warn,
+                error=outcome.error,
+                bench=outcome.bench,
+            )
+        )
+        code = outcome.exit_code
+        if code == ExitCode.OK:
+            exits[0] += 1
+        elif code == ExitCode.FINDINGS:
+            exits[1] += 1
+        elif code == ExitCode.NOT_EVALUATED:
+            exits[2] += 1
+        worst[0 if outcome.fail else 1 if outcome.warn else 2] += 1
     fleet_groups = [
         FleetGroup(
             id=r.id,
@@ -546,9 +658,9 @@ def judge_fleet(
             title=r.title,
             summary=r.summary,
             remedy=r.remedy,
-            nodes=[unique[i] for i in members],
+            nodes=[spool.unique(*members[i]) for i in indices],
         )
-        for r, members in groups.values()
+        for r, indices in groups.values()
     ]
     fleet_groups.sort(
         key=lambda g: (
@@ -559,24 +671,17 @@ def judge_fleet(
             g.summary,
         )
     )
-    fleet_nodes = [
-        FleetNode(
-            name=unique[i], source=src, exit_code=code, fail=f, warn=w, error=e, bench=benches[i]
-        )
-        for i, (src, code, f, w, e) in enumerate(nodes)
-    ]
-    exits = [n.exit_code for n in fleet_nodes]
     summary = FleetSummary(
-        nodes=len(fleet_nodes),
-        ok=exits.count(ExitCode.OK),
-        findings=exits.count(ExitCode.FINDINGS),
-        not_evaluated=exits.count(ExitCode.NOT_EVALUATED),
+        nodes=len(spool),
+        ok=exits[0],
+        findings=exits[1],
+        not_evaluated=exits[2],
         unjudged=len(bad),
-        worst_fail=sum(1 for n in fleet_nodes if n.fail),
-        worst_warn=sum(1 for n in fleet_nodes if not n.fail and n.warn),
-        worst_ok=sum(1 for n in fleet_nodes if not n.fail and not n.warn),
+        worst_fail=worst[0],
+        worst_warn=worst[1],
+        worst_ok=worst[2],
     )
-    return FleetReport(
+    report = FleetReport(
         schema_version=FLEET_SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
         fail_on=fail_on,
@@ -584,7 +689,7 @@ def judge_fleet(
         summary=summary,
         groups=fleet_groups,
         unjudged=bad,
-        nodes=fleet_nodes,
+        nodes=[],
         exit_code=int(
             exitcodes.fleet_gate(
                 nodes=summary.nodes,
@@ -594,11 +699,4 @@ def judge_fleet(
             )
         ),
     )
-
-
-def _unique_names(names: list[str], sources: list[str]) -> list[str]:
-    """Names as they are, except where two files claim the same host: then the file is said."""
-    counts: dict[str, int] = {}
-    for name in names:
-        counts[name] = counts.get(name, 0) + 1
-    return [n if counts[n] == 1 else f"{n} ({src})" for n, src in zip(names, sources, strict=True)]
+    return report, spool

@@ -48,7 +48,7 @@ from blackwell_doctor.rules.registry import CheckFn
 # A check's results remembered at most, and the bytes of their keys in all; past either the
 # check's (or every check's) tables start over. Read sets a check keeps at most (past it,
 # they start over).
-MEMO_MAX = 4096
+MEMO_MAX = 1024
 MEMO_BYTES = 64 << 20
 READ_SETS = 8
 # Misses before a check whose results are seldom reused (fewer than 1 in RARE of its runs)
