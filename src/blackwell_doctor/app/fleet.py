@@ -15,11 +15,10 @@ import glob
 import hashlib
 import itertools
 import os
-import pickle
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import msgspec
 
@@ -503,28 +502,49 @@ def _judge_all(
             yield from chunk
 
 
+# Nodes a fleet keeps in memory before it spools them to a temporary file (NodeSpool).
+SPOOL_HELD = 1024
+
+
 class NodeSpool:
-    """A fleet's judged nodes, in order, kept out of memory: each node's record (source,
-    name, exit code, counts, bench figures: ~150 bytes, ~1 KB with a bench run) appended as
-    a pickle to an unnamed temporary file of this process as it is judged (not MessagePack:
-    a file name that is not UTF-8 is a str with surrogates), read back in order for the
-    output. In memory per node: its name (two nodes claiming one host are told apart by
-    their files, :meth:`unique`), counted in a dict, and its place in each group
-    of findings it is in (4 bytes). A fleet of 100,000 nodes never holds its nodes."""
+    """A fleet's judged nodes, in order, kept out of memory past the first
+    :data:`SPOOL_HELD`: each node's record (source, name, exit code, counts, bench figures:
+    ~150 bytes, ~1 KB with a bench run) appended as a pickle to an unnamed temporary file of
+    this process as it is judged (not MessagePack: a file name that is not UTF-8 is a str
+    with surrogates), read back in order for the output. A small fleet stays in memory (and
+    start-up imports neither tempfile nor pickle). In memory per node: its name (two nodes
+    claiming one host are told apart by their files, :meth:`unique`), counted in a dict,
+    and its place in each group of findings it is in (4 bytes)."""
 
     def __init__(self) -> None:
-        import tempfile
-
-        self._file = tempfile.TemporaryFile()  # noqa: SIM115  (closed by close())
+        self._held: list[FleetNode] = []
+        self._file: IO[bytes] | None = None
         self._count = 0
         self._names: dict[str, int] = {}
 
     def append(self, node: FleetNode) -> None:
-        record = pickle.dumps(node, protocol=pickle.HIGHEST_PROTOCOL)
-        self._file.write(len(record).to_bytes(4, "little"))
-        self._file.write(record)
         self._count += 1
         self._names[node.name] = self._names.get(node.name, 0) + 1
+        if self._file is None:
+            self._held.append(node)
+            if len(self._held) < SPOOL_HELD:
+                return
+            import tempfile
+
+            self._file = tempfile.TemporaryFile()  # noqa: SIM115  (closed by close())
+            held, self._held = self._held, []
+            for n in held:
+                self._write(self._file, n)
+            return
+        self._write(self._file, node)
+
+    @staticmethod
+    def _write(file: IO[bytes], node: FleetNode) -> None:
+        import pickle
+
+        record = pickle.dumps(node, protocol=pickle.HIGHEST_PROTOCOL)
+        file.write(len(record).to_bytes(4, "little"))
+        file.write(record)
 
     def __len__(self) -> int:
         return self._count
@@ -535,19 +555,25 @@ class NodeSpool:
 
     def __iter__(self) -> Iterator[FleetNode]:
         """The nodes in the order judged, each under its listed name."""
-        self._file.flush()
-        self._file.seek(0)
-        read = self._file.read
-        for _ in range(self._count):
-            # This process's own unnamed file (unlinked at creation), written by append().
-            record = read(int.from_bytes(read(4), "little"))
-            node: FleetNode = pickle.loads(record)  # noqa: S301
+        for node in self._held if self._file is None else self._spooled(self._file):
             listed = self.unique(node.name, node.source)
             yield node if listed == node.name else msgspec.structs.replace(node, name=listed)
-        self._file.seek(0, os.SEEK_END)
+
+    def _spooled(self, file: IO[bytes]) -> Iterator[FleetNode]:
+        import pickle
+
+        file.flush()
+        file.seek(0)
+        for _ in range(self._count):
+            # This process's own unnamed file (unlinked at creation), written by _write().
+            record = file.read(int.from_bytes(file.read(4), "little"))
+            node: FleetNode = pickle.loads(record)  # noqa: S301
+            yield node
+        file.seek(0, os.SEEK_END)
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
 
 def judge_fleet(
