@@ -26,7 +26,14 @@ FIGURES = ROOT / "benchmarks" / "figures"
 PAGE = ROOT / "docs" / "performance.md"
 START, END = "<!-- perf-table -->", "<!-- /perf-table -->"
 OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt}
-NAMES = {"wall_ratio": "wall", "cpu_ratio": "CPU", "ratio": "CPU"}
+NAMES = {
+    "wall_ratio": "wall",
+    "cpu_ratio": "CPU",
+    "ratio": "CPU",
+    "in_process_ratio": "CPU",
+    "whole_cpu_ratio": "CPU",
+    "whole_wall_ratio": "wall",
+}
 
 
 class TableError(Exception):

@@ -16,7 +16,7 @@ from blackwell_doctor.app import fleet
 from blackwell_doctor.app.fleet import expand_inputs, judge_fleet, seen_key
 from blackwell_doctor.app.obtain import FactsFileError, decode_facts_file, read_facts_file
 from blackwell_doctor.facts.document import NvmlFacts, encode_facts
-from blackwell_doctor.rules.evaluate import evaluate
+from blackwell_doctor.rules.memo import MemoEngine
 from tests.conftest import FACTS_FIXTURES
 from tests.factsutil import load, replace
 
@@ -135,17 +135,18 @@ def test_identical_machines_are_decoded_and_evaluated_once_per_configuration(
             doc["platform"]["hostname"] = f"{fixture[:4]}-{n:02d}"
             (tmp_path / f"{fixture}-{n:02d}.json").write_text(json.dumps(doc))
     calls = {"decode": 0, "evaluate": 0}
+    run = MemoEngine.run
 
     def counted_decode(*args: Any, **kw: Any) -> Any:
         calls["decode"] += 1
         return decode_facts_file(*args, **kw)
 
-    def counted_evaluate(*args: Any, **kw: Any) -> Any:
+    def counted_run(*args: Any, **kw: Any) -> Any:
         calls["evaluate"] += 1
-        return evaluate(*args, **kw)
+        return run(*args, **kw)
 
     monkeypatch.setattr("blackwell_doctor.app.fleet.decode_facts_file", counted_decode)
-    monkeypatch.setattr("blackwell_doctor.app.fleet.evaluate", counted_evaluate)
+    monkeypatch.setattr(MemoEngine, "run", counted_run)
     paths, missing = expand_inputs([str(tmp_path)])
     report = judge_fleet(paths, missing)
     assert calls == {"decode": 2, "evaluate": 2}

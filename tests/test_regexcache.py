@@ -121,8 +121,8 @@ def test_a_program_the_engine_refuses_is_compiled_again(cache: Path) -> None:
         cachefile.unseal(path.read_bytes(), RegexProgramCache.MAGIC, key) or b""
     )
     (name,) = programs
-    flags, code, groups, groupindex, indexgroup = programs[name]
-    programs[name] = [flags, [999_999, *code[1:]], groups, groupindex, indexgroup]
+    flags, code, groups, groupindex, indexgroup, extra = programs[name]
+    programs[name] = [flags, [999_999, *code[1:]], groups, groupindex, indexgroup, extra]
     path.write_bytes(
         cachefile.sealed(RegexProgramCache.MAGIC, key, msgspec.msgpack.encode(programs))
     )
@@ -200,3 +200,119 @@ def test_the_cli_keeps_and_reuses_the_programs(tmp_path: Path) -> None:
     assert b"runtime.unrecognised_fatal_error" in first.stdout
     # Everything the second run compiled was kept by the first: it wrote nothing.
     assert path.stat().st_mtime_ns == written
+
+
+# Where CPython's internals are not those regexcache reads (another version's), the first
+# compile of the process finds out and every pattern is re.compile's: nothing read, nothing
+# kept, and no pattern parsed a second time.
+
+
+class _Spy:
+    """Counts the calls that reach the wrapped function."""
+
+    def __init__(self, fn: object) -> None:
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args: object, **kw: object) -> object:
+        self.calls += 1
+        assert callable(self.fn)
+        return self.fn(*args, **kw)
+
+
+class _OtherCompiler:
+    """re._compiler as a version this module does not know: _code returns a new shape."""
+
+    def __init__(self, real: object) -> None:
+        self.real = real
+
+    def _code(self, tree: object, flags: int) -> object:
+        return ("a program", "in another shape")
+
+
+class _OtherSre:
+    """_sre whose compile takes other arguments than those regexcache passes."""
+
+    def __init__(self, real: object) -> None:
+        self.real = real
+        self.MAGIC = getattr(real, "MAGIC", 0)
+        self.CODESIZE = getattr(real, "CODESIZE", 4)
+
+    def compile(self, *args: object) -> object:
+        raise TypeError(f"compile() takes exactly 8 arguments ({len(args)} given)")
+
+
+@pytest.fixture
+def unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(regexcache, "_USABLE", [])
+
+
+@pytest.mark.parametrize("differs", ["compiler", "sre"])
+def test_where_the_internals_differ_every_pattern_is_re_compiles(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, unknown: None, differs: str
+) -> None:
+    patterns = _shipped()[:8]
+    _round(patterns)  # a file kept by a run whose internals were known
+    kept = _the_file(cache).read_bytes()
+    monkeypatch.setattr(regexcache, "_USABLE", [])
+    if differs == "compiler":
+        monkeypatch.setattr(regexcache, "_compiler", _OtherCompiler(regexcache._compiler))
+    else:
+        monkeypatch.setattr(regexcache, "_sre", _OtherSre(regexcache._sre))
+    parse = _Spy(regexcache._parser.parse)
+    monkeypatch.setattr(regexcache._parser, "parse", parse)
+    load = _Spy(RegexProgramCache.load)
+    monkeypatch.setattr(RegexProgramCache, "load", load)
+    re.purge()
+    got = _round(patterns)
+    for (pattern, flags), pattern_got in zip(patterns, got, strict=True):
+        assert pattern_got == re.compile(pattern, flags)
+    assert regexcache.usable() is False
+    # re.compile's parse of each pattern and the probe's: no pattern parsed a second time.
+    assert parse.calls == len(patterns) + 1
+    assert load.calls == 0  # the kept programs are not read ...
+    assert _the_file(cache).read_bytes() == kept  # ... nor written
+
+
+def test_the_program_shape_after_3_13_is_read(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, unknown: None
+) -> None:
+    # CPython after 3.13 (python/cpython main): _code returns the program with its REPEAT
+    # count, which _sre.compile takes as a seventh argument. Played over this one's own.
+    real_compiler, real_sre = regexcache._compiler, regexcache._sre
+
+    class Data:
+        def __init__(self, code: list[int]) -> None:
+            self.code, self.repeat_count = code, 3
+
+    class Compiler:
+        def _code(self, tree: object, flags: int) -> Data:
+            data = real_compiler._code(tree, flags)
+            assert isinstance(data, list)  # this interpreter's shape
+            return Data(data)
+
+    seen: list[object] = []
+
+    class Sre(_OtherSre):
+        def compile(self, *args: object) -> object:
+            assert len(args) == 7, args
+            seen.append(args[6])
+            return real_sre.compile(*args[:6])
+
+    if not isinstance(real_compiler._code(regexcache._parser.parse("a"), 0), list):
+        pytest.skip("this interpreter has the new shape itself")
+    monkeypatch.setattr(regexcache, "_compiler", Compiler())
+    monkeypatch.setattr(regexcache, "_sre", Sre(real_sre))
+    patterns = _shipped()[:5]
+    _round(patterns)
+    assert regexcache.usable() is True
+    kept = msgspec.msgpack.decode(
+        cachefile.unseal(
+            _the_file(cache).read_bytes(), RegexProgramCache.MAGIC, RegexProgramCache.key()
+        )
+        or b""
+    )
+    assert {tuple(p[5]) for p in kept.values()} == {(3,)}
+    seen.clear()
+    for (pattern, flags), got in zip(patterns, _round(patterns), strict=True):
+        assert got == re.compile(pattern, flags)
+    assert seen == [3] * len(patterns)  # rebuilt from the kept programs, with their count

@@ -32,7 +32,7 @@ _ADVICE = re.compile(
 
 # (file under the package, function) -> why its advice-looking literals stay in code.
 ALLOWED = {
-    ("rules/engine.py", "_run_one"): "'check crashed': the engine's own error line",
+    ("rules/engine.py", "_judge"): "'check crashed': the engine's own error line",
     ("rules/p2p.py", "p2p_transfer"): "a pointer inside a skip reason or a pass summary "
     "(no remedy is shown for those)",
     ("rules/pci.py", "_multi_gpu_pci"): "a pointer inside a skip reason",

@@ -1,8 +1,10 @@
 """Facts files in, the fleet report out: each node judged as ``check --facts`` judges it.
 
-There is no second evaluation path: every document goes through
-:func:`blackwell_doctor.rules.evaluate.evaluate` with one engine (rule data loaded once), and the
-fleet view is only a grouping of those reports. Per node, only counts and the finding keys
+There is no second evaluation path: every document goes through the engine of
+:func:`blackwell_doctor.rules.evaluate.evaluate` (one for the run, rule data loaded once; it
+remembers each check's results by the fields the check read:
+:func:`blackwell_doctor.rules.evaluate.memo_engine`) and the report's gate, and the fleet view
+is only a grouping of those results. Per node, only counts and the finding keys
 are kept, so memory grows with the number of distinct findings, not with results x nodes.
 """
 
@@ -13,9 +15,10 @@ import glob
 import hashlib
 import itertools
 import os
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import msgspec
 
@@ -44,7 +47,7 @@ from blackwell_doctor.report.fleet import (
 )
 from blackwell_doctor.report.results import FailOn, Result, Severity, Status
 from blackwell_doctor.rules.engine import Engine, select_ids
-from blackwell_doctor.rules.evaluate import default_engine, evaluate
+from blackwell_doctor.rules.evaluate import memo_engine
 
 # Worst first: a failure before a warning before "could not be evaluated".
 _STATUS_RANK = {Status.FAIL: 0, Status.WARN: 1, Status.ERROR: 2}
@@ -177,16 +180,19 @@ def node_bench(facts: Facts) -> FleetBench | None:
 
 @functools.cache
 def _engine() -> Engine:
-    return default_engine()
+    return memo_engine()
 
 
 # Fields that name a node but that no check reads (tests/test_fleet.py holds rules/ to that):
 # identical nodes differ only in them, so their facts without them judge the same.
 IDENTITY_FIELDS = ("platform.hostname", "collected_at", "nvml.gpus[].uuid")
 # Distinct judgments remembered per process, and the bytes of their keys; past either the
-# memo starts over.
+# memo starts over. Views are no longer read after PROBATION nodes of which fewer than 1 in
+# RARE took a verdict judged before.
 MEMO_MAX = 4096
 MEMO_BYTES = 64 << 20
+PROBATION = 256
+RARE = 8
 
 # exit code, fail, warn, error, findings, the bench figures
 _Verdict = tuple[int, int, int, int, list[Result], FleetBench | None]
@@ -307,16 +313,31 @@ def seen_key(data: bytes) -> Seen | None:
 class Memo:
     """Verdicts by judgment key, within one run (the options are the same for every node):
     at most MEMO_MAX of them and MEMO_BYTES of keys (a key read from a view is about the
-    size of its file); past either, it starts over."""
+    size of its file); past either, it starts over. In a fleet where nodes seldom repeat
+    (fewer than 1 in RARE of the first PROBATION), views are no longer read: each node is
+    decoded and judged, and the engine remembers results check by check
+    (:mod:`blackwell_doctor.rules.memo`)."""
 
     def __init__(self) -> None:
         self._verdicts: dict[bytes, _Verdict] = {}
         self._bytes = 0
+        self.tries = 0
+        self.hits = 0
+        self.viewing = True
 
     def get(self, key: bytes) -> _Verdict | None:
-        return self._verdicts.get(key)
+        self.tries += 1
+        found = self._verdicts.get(key)
+        if found is not None:
+            self.hits += 1
+        elif self.tries >= PROBATION and self.hits * RARE < self.tries:
+            self.viewing = False
+            self._verdicts.clear()
+        return found
 
     def put(self, key: bytes, verdict: _Verdict) -> None:
+        if not self.viewing:
+            return
         if len(self._verdicts) >= MEMO_MAX or self._bytes + len(key) > MEMO_BYTES:
             self._verdicts.clear()
             self._bytes = 0
@@ -345,6 +366,8 @@ def judge_node(
         data = read_facts_bytes(source)  # the one reader of facts files, as check --facts
     except FactsFileError as exc:
         return Unjudged(source=source, reason=exc.reason)
+    if memo is not None and not memo.viewing:
+        memo = None
     seen = seen_key(data) if memo is not None else None
     if seen is not None and memo is not None:
         verdict = memo.get(seen.key)
@@ -358,7 +381,7 @@ def judge_node(
     key = b"" if memo is None else seen.key if seen is not None else judgment_key(facts)
     verdict = memo.get(key) if memo is not None and seen is None else None
     if verdict is None:
-        verdict = _verdict(facts, source, select, ignore, fail_on, strict)
+        verdict = _verdict(facts, select, ignore, fail_on, strict)
         if memo is not None:
             memo.put(key, verdict)
     return _judged(source, node_name(facts, source), verdict)
@@ -376,30 +399,33 @@ def judge_facts(
     """One node whose facts were obtained already (``fleet --example``: a host example's
     facts with its logs, bench run and model, as ``check --example`` obtains them), judged
     as :func:`judge_node` judges a file."""
-    verdict = _verdict(facts, source, select, ignore, fail_on, strict)
+    verdict = _verdict(facts, select, ignore, fail_on, strict)
     return _judged(source, node_name(facts, source), verdict)
 
 
 def _verdict(
     facts: Facts,
-    source: str,
     select: Sequence[str],
     ignore: Sequence[str],
     fail_on: FailOn,
     strict: bool,
 ) -> _Verdict:
-    report = evaluate(
-        facts,
-        select=select,
-        ignore=ignore,
-        fail_on=fail_on,
-        strict=strict,
-        source=source,
-        engine=_engine(),
+    """What the fleet keeps of a node's results: the exit code ``check --facts`` gives (the
+    report's gate, :func:`exitcodes.results_gate`), the counts and the findings. What
+    evaluate() runs and gates on, without the report document it would build around the
+    results (the fleet keeps counts and findings)."""
+    results = _engine().run(facts, select=select, ignore=ignore)
+    findings = [r for r in results if r.status in _STATUS_RANK]
+    statuses = [r.status for r in findings]
+    code = int(exitcodes.results_gate({r.status for r in results}, fail_on, strict))
+    return (
+        code,
+        statuses.count(Status.FAIL),
+        statuses.count(Status.WARN),
+        statuses.count(Status.ERROR),
+        findings,
+        node_bench(facts),
     )
-    s = report.summary
-    findings = [r for r in report.results if r.status in _STATUS_RANK]
-    return (report.exit_code, s.fail, s.warn, s.error, findings, node_bench(facts))
 
 
 def _judged(source: str, name: str, verdict: _Verdict) -> Judged:
@@ -419,12 +445,22 @@ def _judged(source: str, name: str, verdict: _Verdict) -> Judged:
 def _judge_chunk(
     args: tuple[list[str | Path], tuple[str, ...], tuple[str, ...], FailOn, bool],
 ) -> list[Judged | Unjudged]:
-    paths, select, ignore, fail_on, strict = args
+    return list(_judge_each(*args))
+
+
+def _judge_each(
+    paths: Iterable[str | Path],
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    fail_on: FailOn,
+    strict: bool,
+) -> Iterator[Judged | Unjudged]:
+    """Each node judged as it is asked for: in this process nothing but the caller keeps a
+    node (a list of every node's findings and bench figures was ~5 KB a node, 150 MB at
+    30,000)."""
     memo = Memo()
-    return [
-        judge_node(p, select=select, ignore=ignore, fail_on=fail_on, strict=strict, memo=memo)
-        for p in paths
-    ]
+    for p in paths:
+        yield judge_node(p, select=select, ignore=ignore, fail_on=fail_on, strict=strict, memo=memo)
 
 
 def default_jobs() -> int:
@@ -445,7 +481,7 @@ def _judge_all(
     jobs: int,
 ) -> Iterator[Judged | Unjudged]:
     if jobs <= 1 or len(paths) < 2:
-        yield from _judge_chunk((list(paths), select, ignore, fail_on, strict))
+        yield from _judge_each(paths, select, ignore, fail_on, strict)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -466,6 +502,80 @@ def _judge_all(
             yield from chunk
 
 
+# Nodes a fleet keeps in memory before it spools them to a temporary file (NodeSpool).
+SPOOL_HELD = 1024
+
+
+class NodeSpool:
+    """A fleet's judged nodes, in order, kept out of memory past the first
+    :data:`SPOOL_HELD`: each node's record (source, name, exit code, counts, bench figures:
+    ~150 bytes, ~1 KB with a bench run) appended as a pickle to an unnamed temporary file of
+    this process as it is judged (not MessagePack: a file name that is not UTF-8 is a str
+    with surrogates), read back in order for the output. A small fleet stays in memory (and
+    start-up imports neither tempfile nor pickle). In memory per node: its name (two nodes
+    claiming one host are told apart by their files, :meth:`unique`), counted in a dict,
+    and its place in each group of findings it is in (4 bytes)."""
+
+    def __init__(self) -> None:
+        self._held: list[FleetNode] = []
+        self._file: IO[bytes] | None = None
+        self._count = 0
+        self._names: dict[str, int] = {}
+
+    def append(self, node: FleetNode) -> None:
+        self._count += 1
+        self._names[node.name] = self._names.get(node.name, 0) + 1
+        if self._file is None:
+            self._held.append(node)
+            if len(self._held) < SPOOL_HELD:
+                return
+            import tempfile
+
+            self._file = tempfile.TemporaryFile()  # noqa: SIM115  (closed by close())
+            held, self._held = self._held, []
+            for n in held:
+                self._write(self._file, n)
+            return
+        self._write(self._file, node)
+
+    @staticmethod
+    def _write(file: IO[bytes], node: FleetNode) -> None:
+        import pickle
+
+        record = pickle.dumps(node, protocol=pickle.HIGHEST_PROTOCOL)
+        file.write(len(record).to_bytes(4, "little"))
+        file.write(record)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def unique(self, name: str, source: str) -> str:
+        """The name a node is listed by: its own, or with its file where another claims it."""
+        return name if self._names.get(name, 0) <= 1 else f"{name} ({source})"
+
+    def __iter__(self) -> Iterator[FleetNode]:
+        """The nodes in the order judged, each under its listed name."""
+        for node in self._held if self._file is None else self._spooled(self._file):
+            listed = self.unique(node.name, node.source)
+            yield node if listed == node.name else msgspec.structs.replace(node, name=listed)
+
+    def _spooled(self, file: IO[bytes]) -> Iterator[FleetNode]:
+        import pickle
+
+        file.flush()
+        file.seek(0)
+        for _ in range(self._count):
+            # This process's own unnamed file (unlinked at creation), written by _write().
+            record = file.read(int.from_bytes(file.read(4), "little"))
+            node: FleetNode = pickle.loads(record)  # noqa: S301
+            yield node
+        file.seek(0, os.SEEK_END)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
 def judge_fleet(
     paths: Sequence[str | Path],
     unjudged: Sequence[Unjudged] = (),
@@ -483,14 +593,47 @@ def judge_fleet(
     cores; it pays off on many cores with many distinct configurations. ``obtained``:
     nodes whose facts are read already, (source, facts), judged first (:func:`judge_facts`).
     Raises SelectionError for a --select/--ignore pattern that names no check, before
-    reading anything."""
+    reading anything. The report holds every node (:func:`judge_fleet_spooled` does not)."""
+    report, spool = judge_fleet_spooled(
+        paths,
+        unjudged,
+        select=select,
+        ignore=ignore,
+        fail_on=fail_on,
+        strict=strict,
+        jobs=jobs,
+        obtained=obtained,
+    )
+    try:
+        return msgspec.structs.replace(report, nodes=list(spool))
+    finally:
+        spool.close()
+
+
+def judge_fleet_spooled(
+    paths: Sequence[str | Path],
+    unjudged: Sequence[Unjudged] = (),
+    *,
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    fail_on: FailOn = "fail",
+    strict: bool = False,
+    jobs: int = 1,
+    obtained: Sequence[tuple[str, Facts]] = (),
+) -> tuple[FleetReport, NodeSpool]:
+    """:func:`judge_fleet`'s report without its nodes (``nodes`` is empty), and the nodes
+    in a :class:`NodeSpool` (the caller closes it): each node is judged, folded into the
+    summary and the groups, written to the spool and dropped, so that memory does not grow
+    with the fleet but for the groups (one per distinct finding) and each node's name."""
     select_ids(_engine().rules.checks, select, ignore)
     workers = default_jobs() if jobs == 0 else jobs
     bad = list(unjudged)
-    names: list[str] = []
-    nodes: list[tuple[str, int, int, int, int]] = []  # source, exit, fail, warn, error
-    benches: list[FleetBench | None] = []
-    groups: dict[_GroupKey, tuple[Result, list[int]]] = {}
+    spool = NodeSpool()
+    # A group's members by their place in the fleet, then by (name, source) to list them.
+    members: list[tuple[str, str]] = []
+    groups: dict[_GroupKey, tuple[Result, array[int]]] = {}
+    exits = [0, 0, 0]  # ok, findings, not evaluated
+    worst = [0, 0, 0]  # fail, warn, neither
     given: Iterator[Judged | Unjudged] = (
         judge_facts(f, src, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
         for src, f in obtained
@@ -500,18 +643,38 @@ def judge_fleet(
         if isinstance(outcome, Unjudged):
             bad.append(outcome)
             continue
-        index = len(nodes)
-        for result in outcome.findings:
-            key = _group_key(result)
-            entry = groups.get(key)
-            if entry is None:
-                groups[key] = (result, [index])
-            else:
-                entry[1].append(index)
-        names.append(outcome.name)
-        nodes.append((outcome.source, outcome.exit_code, outcome.fail, outcome.warn, outcome.error))
-        benches.append(outcome.bench)
-    unique = _unique_names(names, [n[0] for n in nodes])
+        if outcome.findings:
+            index = len(members)
+            members.append((outcome.name, outcome.source))
+            for result in outcome.findings:
+                key = _group_key(result)
+                entry = groups.get(key)
+                if entry is None:
+                    # A group shows no evidence: a node's own (its bench figures, its GPUs'
+                    # readings) is not kept with it.
+                    slim = msgspec.structs.replace(result, evidence={})
+                    groups[key] = (slim, array("I", (index,)))
+                else:
+                    entry[1].append(index)
+        spool.append(
+            FleetNode(
+                name=outcome.name,
+                source=outcome.source,
+                exit_code=outcome.exit_code,
+                fail=outcome.fail,
+                warn=outcome.warn,
+                error=outcome.error,
+                bench=outcome.bench,
+            )
+        )
+        code = outcome.exit_code
+        if code == ExitCode.OK:
+            exits[0] += 1
+        elif code == ExitCode.FINDINGS:
+            exits[1] += 1
+        elif code == ExitCode.NOT_EVALUATED:
+            exits[2] += 1
+        worst[0 if outcome.fail else 1 if outcome.warn else 2] += 1
     fleet_groups = [
         FleetGroup(
             id=r.id,
@@ -521,9 +684,9 @@ def judge_fleet(
             title=r.title,
             summary=r.summary,
             remedy=r.remedy,
-            nodes=[unique[i] for i in members],
+            nodes=[spool.unique(*members[i]) for i in indices],
         )
-        for r, members in groups.values()
+        for r, indices in groups.values()
     ]
     fleet_groups.sort(
         key=lambda g: (
@@ -534,24 +697,17 @@ def judge_fleet(
             g.summary,
         )
     )
-    fleet_nodes = [
-        FleetNode(
-            name=unique[i], source=src, exit_code=code, fail=f, warn=w, error=e, bench=benches[i]
-        )
-        for i, (src, code, f, w, e) in enumerate(nodes)
-    ]
-    exits = [n.exit_code for n in fleet_nodes]
     summary = FleetSummary(
-        nodes=len(fleet_nodes),
-        ok=exits.count(ExitCode.OK),
-        findings=exits.count(ExitCode.FINDINGS),
-        not_evaluated=exits.count(ExitCode.NOT_EVALUATED),
+        nodes=len(spool),
+        ok=exits[0],
+        findings=exits[1],
+        not_evaluated=exits[2],
         unjudged=len(bad),
-        worst_fail=sum(1 for n in fleet_nodes if n.fail),
-        worst_warn=sum(1 for n in fleet_nodes if not n.fail and n.warn),
-        worst_ok=sum(1 for n in fleet_nodes if not n.fail and not n.warn),
+        worst_fail=worst[0],
+        worst_warn=worst[1],
+        worst_ok=worst[2],
     )
-    return FleetReport(
+    report = FleetReport(
         schema_version=FLEET_SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
         fail_on=fail_on,
@@ -559,7 +715,7 @@ def judge_fleet(
         summary=summary,
         groups=fleet_groups,
         unjudged=bad,
-        nodes=fleet_nodes,
+        nodes=[],
         exit_code=int(
             exitcodes.fleet_gate(
                 nodes=summary.nodes,
@@ -569,11 +725,4 @@ def judge_fleet(
             )
         ),
     )
-
-
-def _unique_names(names: list[str], sources: list[str]) -> list[str]:
-    """Names as they are, except where two files claim the same host: then the file is said."""
-    counts: dict[str, int] = {}
-    for name in names:
-        counts[name] = counts.get(name, 0) + 1
-    return [n if counts[n] == 1 else f"{n} ({src})" for n, src in zip(names, sources, strict=True)]
+    return report, spool

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -122,20 +122,30 @@ def _regex_programs() -> RegexProgramCache:
 # Modules msgspec's package imports that this package never uses (its YAML and TOML codecs,
 # its type inspection, which only JSON Schema generation reads): loaded when first used.
 _MSGSPEC_LAZY = frozenset({"msgspec.inspect", "msgspec.yaml", "msgspec.toml"})
+# msgspec's helper module, which takes get_type_hints, Required and NotRequired from
+# typing_extensions when it can, else from typing (msgspec/_utils.py, 0.19-0.22).
+_MSGSPEC_UTILS = "msgspec._utils"
 
 
 class _LeanMsgspec:
-    """An import finder for the CLI's run: the modules of :data:`_MSGSPEC_LAZY` are loaded
-    by :class:`importlib.util.LazyLoader`, their code run when an attribute of theirs is
-    first read (``msgspec.json.schema``): ~1 ms of every command that reads facts or
-    catalogues (docs/performance.md). Every other import is left to the other finders.
-    (msgspec's own ``typing_extensions`` import, ~3 ms, is left alone: refusing it to
-    msgspec alone would take a finder that looks at who imports, for 3 ms.)"""
+    """An import finder for the CLI's run, for msgspec's package only:
+
+    - the modules of :data:`_MSGSPEC_LAZY` are loaded by :class:`importlib.util.LazyLoader`,
+      their code run when an attribute of theirs is first read (``msgspec.json.schema``):
+      ~1 ms of every command that reads facts or catalogues (docs/performance.md);
+    - ``msgspec._utils`` is run with ``typing_extensions`` out of reach, so it takes
+      typing's own names, as it does where typing_extensions is not installed. From Python
+      3.11 they are the same: typing_extensions' get_type_hints with ``include_extras``
+      (msgspec's only call) is typing's, and typing has Required and NotRequired. The
+      4,400 lines of typing_extensions cost ~3 ms of each start-up that imports msgspec
+      (~4% of ``python -c "import typer"``); whatever imports it later gets it as usual.
+
+    Every other import is left to the other finders."""
 
     def find_spec(
         self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if name not in _MSGSPEC_LAZY:
+        if name not in _MSGSPEC_LAZY and name != _MSGSPEC_UTILS:
             return None
         import importlib.util
         from importlib.machinery import PathFinder
@@ -143,8 +153,36 @@ class _LeanMsgspec:
         spec = PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return None
+        if name == _MSGSPEC_UTILS:
+            if "typing_extensions" not in sys.modules and sys.version_info >= (3, 11):
+                loader: Any = _WithoutTypingExtensions(spec.loader)
+                spec.loader = loader
+            return spec
         spec.loader = importlib.util.LazyLoader(spec.loader)
         return spec
+
+
+class _WithoutTypingExtensions:
+    """A loader that runs its module with ``typing_extensions`` not importable (None in
+    ``sys.modules``, which makes ``import typing_extensions`` raise ImportError), then puts
+    things back."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        created: ModuleType | None = self._loader.create_module(spec)
+        return created
+
+    def exec_module(self, module: ModuleType) -> None:
+        absent = "typing_extensions" not in sys.modules
+        if absent:
+            sys.modules["typing_extensions"] = None  # type: ignore[assignment]
+        try:
+            self._loader.exec_module(module)
+        finally:
+            if absent and sys.modules.get("typing_extensions", 0) is None:
+                del sys.modules["typing_extensions"]
 
 
 @contextmanager

@@ -27,6 +27,8 @@ from blackwell_doctor.cli.output import (
 from blackwell_doctor.render.formats import FleetFormat
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from blackwell_doctor.facts.document import Facts
 
 
@@ -74,8 +76,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Judge many nodes' facts at once: nodes grouped by finding, worst first, one
         action per group. Unreadable or future-version facts are listed, not fatal."""
-        from blackwell_doctor.app.fleet import expand_inputs, judge_fleet
-        from blackwell_doctor.render.fleet import render_fleet
+        from blackwell_doctor.app.fleet import expand_inputs, judge_fleet_spooled
+        from blackwell_doctor.render.fleet import json_pieces, render_fleet
 
         started_at, clock = time.time(), time.monotonic()
         obtained: list[tuple[str, Facts]] = []
@@ -97,7 +99,7 @@ def register(app: typer.Typer) -> None:
             raise UserError("fleet needs facts files (INPUTS...) or --example NAME")
         paths, missing = expand_inputs(inputs or [])
         with selection_errors():
-            report = judge_fleet(
+            report, spool = judge_fleet_spooled(
                 paths,
                 missing,
                 select=split(select),
@@ -114,11 +116,24 @@ def register(app: typer.Typer) -> None:
             timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
         color = text_style(output)[0] and fmt is FleetFormat.RICH
         width = terminal_width(output)
-        text = render_fleet(report, fmt, color=color, verbose=verbose, timing=timing, width=width)
+        text: str | Iterator[str]
+        if fmt is FleetFormat.JSON:
+            # Streamed: the nodes come back from the spool a few hundred at a time.
+            text = json_pieces(report, spool)
+        else:
+            import msgspec
+
+            report = msgspec.structs.replace(report, nodes=list(spool))
+            text = render_fleet(
+                report, fmt, color=color, verbose=verbose, timing=timing, width=width
+            )
         # Not one node judged (exit 2, like an unreadable --facts): a report of nothing must
         # not replace the last good one at --output.
         failed = "not one node could be judged" if report.summary.nodes == 0 else None
-        write_outcome(text, output, failed=failed)
+        try:
+            write_outcome(text, output, failed=failed)
+        finally:
+            spool.close()
         if failed is not None and not writes_to_file(output):
             # The document lists each file with its reason; standard error says it in one
             # line, as every command says an input it cannot use (docs/exit-codes.md).

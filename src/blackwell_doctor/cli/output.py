@@ -7,7 +7,7 @@ import io
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,8 +21,9 @@ def writes_to_file(output: Path | None) -> bool:
     return output is not None and str(output) not in ("-", "/dev/stdout")
 
 
-def write(text: str, output: Path | None = None) -> None:
-    """Standard output, or the file ``output``.
+def write(text: str | Iterable[str], output: Path | None = None) -> None:
+    """Standard output, or the file ``output``. ``text``: the document, or its pieces in
+    order (``fleet --format json`` streams its nodes: never the whole text in memory).
 
     A regular file (or a new one) is written whole: a temporary file beside it, then a
     rename, so a reader never sees half a report; the old file's permissions are kept (and,
@@ -30,8 +31,10 @@ def write(text: str, output: Path | None = None) -> None:
     Anything else (a device such as /dev/null, a FIFO, a terminal) is written in place and
     never replaced: renaming over /dev/null as root would destroy it.
     """
+    pieces: Iterable[str] = (text,) if isinstance(text, str) else text
     if output is None or not writes_to_file(output):
-        _write_stdout(text)
+        for piece in pieces:
+            _write_stdout(piece)
         return
     try:
         try:
@@ -40,7 +43,7 @@ def write(text: str, output: Path | None = None) -> None:
             st = None
         if st is not None and not stat.S_ISREG(st.st_mode):
             with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text)
+                fh.writelines(pieces)
             return
         import tempfile
 
@@ -54,7 +57,7 @@ def write(text: str, output: Path | None = None) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
+                fh.writelines(pieces)
             if st is not None and os.geteuid() == 0:
                 # root writing onto a user's report: it stays theirs, not root's.
                 os.chown(tmp, st.st_uid, st.st_gid)
@@ -97,7 +100,7 @@ def terminal_width(output: Path | None) -> int | None:
     return max(40, shutil.get_terminal_size((100, 24)).columns)
 
 
-def write_outcome(text: str, output: Path | None, *, failed: str | None) -> None:
+def write_outcome(text: str | Iterable[str], output: Path | None, *, failed: str | None) -> None:
     """:func:`write`, except that a command that failed (``failed``: why) leaves an existing
     ``--output`` file as it was: a report of nothing must not replace a good one. Standard
     output still gets the document."""

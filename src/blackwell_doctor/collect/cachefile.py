@@ -186,7 +186,7 @@ class RegexProgramCache:
     regular-expression engine's own version (``_sre.MAGIC``). Another interpreter is
     another key; a file that cannot be trusted (see above) or decoded is compiled again."""
 
-    MAGIC = b"blackwell-doctor sre 1\n"
+    MAGIC = b"blackwell-doctor sre 2\n"  # 2: a program's arguments after its index group
     MAX_BYTES = 8 << 20
 
     @classmethod

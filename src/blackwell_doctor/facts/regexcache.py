@@ -19,6 +19,17 @@ Nothing here can change what a pattern matches:
 - without a cache installed (the library, the tests), without CPython's ``re._parser`` and
   ``re._compiler``, or with ``BLACKWELL_DOCTOR_NO_CACHE=1``, :func:`compile` is
   ``re.compile``.
+
+The internals differ between CPython versions: 3.11 to 3.13 (3.13.5 checked) have
+``re._compiler._code`` return the program as a list and ``_sre.compile`` take six
+arguments; python/cpython's main returns the program with the count of its REPEAT
+operations (``_CompileData``), which ``_sre.compile`` takes as a seventh (both are read
+here). Whatever the version, the first compile of a process checks that a
+program made here rebuilds the pattern ``re.compile`` makes (:func:`usable`); where it does
+not (internals this module does not know), the store is neither read nor written and every
+pattern is ``re.compile``'s, at the cost of that one check (tests/test_regexcache.py forces
+it). A kept program is only ever read by the interpreter build and engine version that made
+it (the cache file's key).
 """
 
 from __future__ import annotations
@@ -36,8 +47,9 @@ _compiler: Any = sys.modules.get("re._compiler")
 _parser: Any = sys.modules.get("re._parser")
 _INTERNALS = None not in (_sre, _compiler, _parser)
 
-# (flags with those the pattern sets inline, program, groups - 1, group index, index group)
-Program = tuple[int, list[int], int, dict[str, int], list[str | None]]
+# (flags with those the pattern sets inline, program, groups - 1, group index, index group,
+# what _sre.compile takes after them: the REPEAT count where it takes one)
+Program = tuple[int, list[int], int, dict[str, int], list[str | None], list[int]]
 
 
 class ProgramStore(Protocol):
@@ -52,6 +64,7 @@ _FACTORY: list[Callable[[], ProgramStore]] = []
 _STORE: list[ProgramStore] = []
 _PROGRAMS: dict[str, Program] = {}
 _STATE = {"loaded": False, "changed": False}
+_USABLE: list[bool] = []  # the probe's answer, once per process (usable())
 
 
 def install(factory: Callable[[], ProgramStore] | None) -> None:
@@ -63,8 +76,22 @@ def install(factory: Callable[[], ProgramStore] | None) -> None:
     _STATE.update(loaded=False, changed=False)
 
 
+def usable() -> bool:
+    """Whether this interpreter's internals are those this module reads: a program made
+    here for a probe pattern (groups, a named group, a repeat, a back reference) rebuilds
+    the pattern ``re.compile`` makes. Asked once per process."""
+    if not _USABLE:
+        probe = r"(?P<a>x+)(y{2,5}?|z)*\b(?P=a)"
+        try:
+            ok = bool(_INTERNALS) and _rebuilt(probe, _program(probe, 0)) == re.compile(probe)
+        except Exception:  # an internal that is not there, or takes other arguments
+            ok = False
+        _USABLE.append(ok)
+    return _USABLE[0]
+
+
 def _store() -> ProgramStore | None:
-    if not _FACTORY or not _INTERNALS:
+    if not _FACTORY or not _INTERNALS or not usable():
         return None
     if not _STORE:
         _STORE.append(_FACTORY[0]())
@@ -77,17 +104,23 @@ def _store() -> ProgramStore | None:
 def _program(pattern: str, flags: int) -> Program:
     """What ``re._compiler.compile`` hands to ``_sre.compile`` for ``pattern``."""
     tree = _parser.parse(pattern, flags)
-    code = [int(op) for op in _compiler._code(tree, flags)]
+    data = _compiler._code(tree, flags)
+    extra: list[int] = []
+    if not isinstance(data, list):  # a program with its REPEAT count (after 3.13)
+        extra = [int(data.repeat_count)]
+        data = data.code
+    code = [int(op) for op in data]
     groupindex = dict(tree.state.groupdict)
     indexgroup: list[str | None] = [None] * tree.state.groups
     for name, index in groupindex.items():
         indexgroup[index] = name
-    return int(flags | tree.state.flags), code, tree.state.groups - 1, groupindex, indexgroup
+    flags = int(flags | tree.state.flags)
+    return flags, code, tree.state.groups - 1, groupindex, indexgroup, extra
 
 
 def _rebuilt(pattern: str, program: Program) -> Any:
-    flags, code, groups, groupindex, indexgroup = program
-    return _sre.compile(pattern, flags, code, groups, groupindex, tuple(indexgroup))
+    flags, code, groups, groupindex, indexgroup, extra = program
+    return _sre.compile(pattern, flags, code, groups, groupindex, tuple(indexgroup), *extra)
 
 
 def compile(pattern: str, flags: int = 0) -> re.Pattern[str]:

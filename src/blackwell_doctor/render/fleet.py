@@ -5,13 +5,16 @@ files (hostnames, summaries) is data: sanitised, never markup."""
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, assert_never
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, TypeVar, assert_never
+
+import msgspec
 
 from blackwell_doctor.render.common import json_document, json_safe, sanitize, sanitize_line, scrub
 from blackwell_doctor.render.formats import FleetFormat
-from blackwell_doctor.report.fleet import FleetGroup, FleetReport
+from blackwell_doctor.report.fleet import FleetGroup, FleetNode, FleetReport
 from blackwell_doctor.report.results import Status
 
 if TYPE_CHECKING:
@@ -25,6 +28,8 @@ NODES_SHOWN = 20
 
 _WORD = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.ERROR: "NOT EVALUATED"}
 _STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.ERROR: "magenta"}
+
+_T = TypeVar("_T")
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 
@@ -156,6 +161,46 @@ def render_markdown(report: FleetReport) -> str:
 
 def render_json(report: FleetReport) -> str:
     return json_document(report)
+
+
+# Nodes formatted per piece of the streamed JSON document (:func:`json_pieces`).
+NODES_PER_PIECE = 256
+
+
+def json_pieces(report: FleetReport, nodes: Iterable[FleetNode] | None = None) -> Iterator[str]:
+    """``render_fleet(report, FleetFormat.JSON)`` in pieces that join to the same text, with
+    ``nodes`` (in order; default: the report's) as its nodes: the document without its
+    nodes, then the nodes :data:`NODES_PER_PIECE` at a time, each sanitised and formatted as
+    :func:`json_document` does it (two spaces an indent level: the nodes are at the second,
+    and a JSON string holds no raw newline, so each node's lines are indented by four). A
+    fleet of 30,000 nodes is ~40 MB of JSON: whole, it was encoded, formatted and decoded
+    at once (four copies); ``fleet --format json`` writes these pieces as they come."""
+    head = json_document(scrub(msgspec.structs.replace(report, groups=[], nodes=[]), json_safe))
+    start, _, rest = head.partition('"groups": []')
+    middle, _, end = rest.rpartition('"nodes": []')
+    yield start
+    yield from _listed("groups", report.groups)
+    yield middle
+    yield from _listed("nodes", report.nodes if nodes is None else nodes)
+    yield end
+
+
+def _listed(name: str, items: Iterable[msgspec.Struct]) -> Iterator[str]:
+    """``"NAME": [...]`` as :func:`json_document` writes a list at the document's first
+    level, :data:`NODES_PER_PIECE` items a piece."""
+    first = True
+    for batch in _batched(items, NODES_PER_PIECE):
+        text = json_document(scrub(batch, json_safe))  # "[\n  {...},\n  {...}\n]\n"
+        inner = text[2:-3]  # the items at the first level, without the brackets
+        yield (f'"{name}": [\n' if first else ",\n") + "  " + inner.replace("\n", "\n  ")
+        first = False
+    yield f'"{name}": []' if first else "\n  ]"
+
+
+def _batched(items: Iterable[_T], size: int) -> Iterator[list[_T]]:
+    it = iter(items)
+    while batch := list(itertools.islice(it, size)):
+        yield batch
 
 
 def render_prometheus(report: FleetReport, timing: RunTiming | None = None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Collection, Iterable, Sequence
-from typing import get_args
+from typing import NamedTuple, get_args
 
 import msgspec
 
@@ -119,7 +119,7 @@ class Engine:
     grows). A plain class, not a dataclass: ~0.6 ms less start-up (docs/performance.md).
     """
 
-    __slots__ = ("_plans", "checks", "families", "on_demand", "rules")
+    __slots__ = ("_fixed", "_plans", "checks", "families", "on_demand", "rules")
 
     def __init__(
         self,
@@ -134,7 +134,10 @@ class Engine:
         self.families = families
         self.on_demand = on_demand
         # (select, ignore) -> what :meth:`_plan` worked out for them.
-        self._plans: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[str], list[str]]] = {}
+        self._plans: dict[tuple[tuple[str, ...], tuple[str, ...]], _Plan] = {}
+        # Results that depend on no fact of the node (blocked by a prerequisite, skipped for
+        # a section the facts lack), by check and reason: made once (they are frozen).
+        self._fixed: dict[tuple[str, str], Result] = {}
         if not on_demand:
             _agree(rules, checks, families)
 
@@ -144,38 +147,37 @@ class Engine:
         _agree(self.rules, loaded, frozenset(families))
         self.checks.update(loaded)
 
-    def _absent(self, check_id: str, facts: Facts) -> Outcome | None:
-        """An on-demand engine's skip of a check whose family's section the facts lack."""
-        section = SECTIONS.get(family(check_id)) if self.on_demand else None
-        if section is None or getattr(facts, section[0]) is not None:
-            return None
-        return skipped(section[1])
-
     def run(
         self, facts: Facts, select: Sequence[str] = (), ignore: Sequence[str] = ()
     ) -> list[Result]:
-        run_ids, chosen_ids = self._plan(tuple(select), tuple(ignore))
-        if self.on_demand and len(self.checks) < len(self.rules.checks):
+        plan = self._plan(tuple(select), tuple(ignore))
+        if plan.unloaded:
+            # Families an on-demand engine has not loaded yet, whose section these facts
+            # hold (a family of absent.SECTIONS skips without its code when they lack it).
             missing = {
                 family(c)
-                for c in run_ids
-                if c not in self.checks and self._absent(c, facts) is None
+                for c, _, absent in plan.unloaded
+                if absent is None or getattr(facts, absent[0]) is not None
             }
             if missing:
                 self._load(missing)
+                plan.unloaded[:] = [u for u in plan.unloaded if u[0] not in self.checks]
         left_out = _left_out(facts)
         done: dict[str, Result] = {}
-        for check_id in run_ids:
-            done[check_id] = self._run_one(check_id, facts, done, left_out)
+        for check_id, spec, absent in plan.steps:
+            if spec.requires or left_out or (absent and getattr(facts, absent[0]) is None):
+                decided = self._decided(spec, absent, facts, done, left_out)
+                if decided is not None:
+                    done[check_id] = decided
+                    continue
+            done[check_id] = self._judge(spec, facts)
         if not in_container(facts):
-            return [done[i] for i in chosen_ids]
+            return [done[i] for i in plan.chosen]
         # In a container, a result whose input was an unreadable host path names the mount
         # to add (rules/mounts.py; checks/host_mounts.toml).
-        return [name_mounts(done[i], facts, self.rules) for i in chosen_ids]
+        return [name_mounts(done[i], facts, self.rules) for i in plan.chosen]
 
-    def _plan(
-        self, select: tuple[str, ...], ignore: tuple[str, ...]
-    ) -> tuple[list[str], list[str]]:
+    def _plan(self, select: tuple[str, ...], ignore: tuple[str, ...]) -> _Plan:
         """The checks a run evaluates, in catalogue order (report order), and those it
         reports: worked out once per selection (``fleet`` runs one engine over thousands of
         nodes; this was ~20 us of each node's ~460)."""
@@ -189,7 +191,16 @@ class Engine:
         # An on-demand engine loads what a run needs in run() (it depends on the facts).
         if not self.on_demand and not needed <= set(self.checks):
             raise RuntimeError(f"no code loaded for {sorted(needed - set(self.checks))}")
-        plan = ([i for i in order if i in needed], [i for i in order if i in chosen])
+        steps = [
+            (i, self.rules.checks[i], SECTIONS.get(family(i)) if self.on_demand else None)
+            for i in order
+            if i in needed
+        ]
+        plan = _Plan(
+            steps=steps,
+            chosen=[i for i in order if i in chosen],
+            unloaded=[s for s in steps if s[0] not in self.checks] if self.on_demand else [],
+        )
         self._plans[select, ignore] = plan
         return plan
 
@@ -203,29 +214,48 @@ class Engine:
                 stack.extend(self.rules.checks[dep].requires)
         return out
 
-    def _run_one(
-        self, check_id: str, facts: Facts, done: dict[str, Result], left_out: dict[str, str]
-    ) -> Result:
-        spec = self.rules.checks[check_id]
+    def _decided(
+        self,
+        spec: CheckSpec,
+        absent: tuple[str, str] | None,
+        facts: Facts,
+        done: dict[str, Result],
+        left_out: dict[str, str],
+    ) -> Result | None:
+        """The result of a check that does not run: blocked by a prerequisite, skipped for
+        a section the facts lack, not evaluated for a part a --select run left out; None
+        when it runs."""
         for dep in spec.requires:
             prior = done.get(dep)
             if prior is not None and prior.status not in (Status.PASS, Status.WARN):
-                return _result(spec, Outcome(status=Status.SKIP, summary=f"blocked by {dep}"))
-        absent = self._absent(check_id, facts)
-        if absent is not None:
-            return _result(spec, absent)
-        unread = [s for s in READS[check_id] if s in left_out] if left_out else []
-        if unread:
-            # Facts a --select run collected without a part this check reads: not judged,
-            # whatever its code would make of an unavailable value.
-            return _result(
-                spec,
-                not_evaluated(
-                    ", ".join(f"{s} not in these facts ({left_out[s]})" for s in sorted(unread))
-                ),
-            )
+                fixed = self._fixed.get((spec.id, dep))
+                if fixed is None:
+                    fixed = self._fixed[spec.id, dep] = _result(
+                        spec, Outcome(status=Status.SKIP, summary=f"blocked by {dep}")
+                    )
+                return fixed
+        if absent is not None and getattr(facts, absent[0]) is None:
+            fixed = self._fixed.get((spec.id, ""))
+            if fixed is None:
+                fixed = self._fixed[spec.id, ""] = _result(spec, skipped(absent[1]))
+            return fixed
+        if left_out:
+            unread = [s for s in READS[spec.id] if s in left_out]
+            if unread:
+                # Facts a --select run collected without a part this check reads: not
+                # judged, whatever its code would make of an unavailable value.
+                return _result(
+                    spec,
+                    not_evaluated(
+                        ", ".join(f"{s} not in these facts ({left_out[s]})" for s in sorted(unread))
+                    ),
+                )
+        return None
+
+    def _judge(self, spec: CheckSpec, facts: Facts) -> Result:
+        """The check's own verdict on ``facts`` (what a memo may remember)."""
         try:
-            outcome = self.checks[check_id](facts, self.rules)
+            outcome = self.checks[spec.id](facts, self.rules)
         except Exception as exc:  # a crashing check is a result, never a traceback
             where = traceback.extract_tb(exc.__traceback__)[-1]
             return _result(
@@ -236,12 +266,27 @@ class Engine:
                     evidence={"at": f"{where.filename}:{where.lineno}"},
                 ),
             )
-        try:
-            return _result(spec, outcome)
-        except KeyError as exc:
-            return _result(
-                spec, Outcome(status=Status.ERROR, summary=f"not evaluated: {exc.args[0]}")
-            )
+        return judged(spec, outcome)
+
+
+def judged(spec: CheckSpec, outcome: Outcome) -> Result:
+    """The result of ``spec``'s check that returned ``outcome``; an outcome naming words the
+    catalogue lacks is an error result (a bug, shown as one)."""
+    try:
+        return _result(spec, outcome)
+    except KeyError as exc:
+        return _result(spec, Outcome(status=Status.ERROR, summary=f"not evaluated: {exc.args[0]}"))
+
+
+class _Plan(NamedTuple):
+    """What :meth:`Engine._plan` works out for a selection."""
+
+    # Each check the run evaluates, in catalogue order: its id, its catalogue entry and,
+    # in an on-demand engine, the section whose absence skips it (absent.SECTIONS).
+    steps: list[tuple[str, CheckSpec, tuple[str, str] | None]]
+    chosen: list[str]  # the checks it reports
+    # An on-demand engine's steps whose family's code is not loaded yet.
+    unloaded: list[tuple[str, CheckSpec, tuple[str, str] | None]]
 
 
 def _left_out(facts: Facts) -> dict[str, str]:

@@ -23,6 +23,15 @@ def default_engine(select: Sequence[str] = (), ignore: Sequence[str] = ()) -> En
     return Engine(rules=rules, checks=registered_checks(families), families=families)
 
 
+def memo_engine() -> Engine:
+    """The engine of every check that remembers each check's results by the fields it read
+    (:mod:`blackwell_doctor.rules.memo`): for callers that judge many documents (``fleet``),
+    where most nodes share most checks' inputs even when no two are alike."""
+    from blackwell_doctor.rules.memo import MemoEngine
+
+    return MemoEngine(load_rule_data(), {})
+
+
 def evaluate(
     facts: Facts,
     *,

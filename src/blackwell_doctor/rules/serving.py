@@ -22,7 +22,7 @@ from blackwell_doctor.report.results import (
     skipped,
 )
 from blackwell_doctor.ruledata.rules import RuleData
-from blackwell_doctor.ruledata.serving import Expectation
+from blackwell_doctor.ruledata.serving import Expectation, ServingData
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.absent import NO_BENCH
 from blackwell_doctor.rules.registry import check
@@ -49,14 +49,14 @@ def _bench(facts: Facts) -> BenchFacts | Outcome:
     return facts.bench
 
 
-def _judgeable(facts: Facts, rules: RuleData) -> BenchFacts | Outcome:
+def _judgeable(facts: Facts, data: ServingData) -> BenchFacts | Outcome:
     """The bench run, when its figures describe a server that answered: not when
     serving.errors fails it (the server could not be asked, or a shape lost at least the
     fail fraction of its requests)."""
     bench = _bench(facts)
     if isinstance(bench, Outcome):
         return bench
-    limit = rules.serving.errors.fail_fraction
+    limit = data.errors.fail_fraction
     failing = bench.server_error is not None or any(
         s.requests and _failed(s) / s.requests >= limit for s in bench.shapes
     )
@@ -188,20 +188,23 @@ def _normal(text: str) -> str:
     return text.casefold().replace("_", "-")
 
 
-def _matches(e: Expectation, model: str, host: _Host, shape: BenchShapeFacts) -> bool:
-    served = _normal(model)
+def _serving_host(e: Expectation, served: str, gpus: list[str]) -> bool:
+    """``e`` is of the served model (its name normalised) on these GPUs (theirs)."""
     return (
         any(_normal(n) in served for n in e.model_names)
-        and len(host.names) == e.gpu_count
-        and all(_normal(e.gpu) in _normal(n) for n in host.names)
-        and shape.concurrency == e.concurrency
-        and shape.input_tokens <= e.max_input_tokens
+        and len(gpus) == e.gpu_count
+        and all(_normal(e.gpu) in n for n in gpus)
     )
 
 
-def _known(rules: RuleData) -> str:
+def _matches(e: Expectation, shape: BenchShapeFacts) -> bool:
+    """``e``, of the served model on these GPUs, is of ``shape``'s load."""
+    return shape.concurrency == e.concurrency and shape.input_tokens <= e.max_input_tokens
+
+
+def _known(data: ServingData) -> str:
     by_model: dict[tuple[str, str, int], list[int]] = {}
-    for e in rules.serving.expectation:
+    for e in data.expectation:
         by_model.setdefault((e.model, e.gpu, e.gpu_count), []).append(e.concurrency)
     return "; ".join(
         f"{model} on {count} x {gpu} at {', '.join(map(str, sorted(c)))} users"
@@ -211,7 +214,8 @@ def _known(rules: RuleData) -> str:
 
 @check("serving.throughput", reads=("nvml", "cuda", "bench"))
 def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
-    bench = _judgeable(facts, rules)
+    data = rules.serving
+    bench = _judgeable(facts, data)
     if isinstance(bench, Outcome):
         return bench
     evidence: Evidence = {"bench": bench.source, "model": bench.model}
@@ -229,18 +233,18 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
         "the GPUs of the facts; the bench result does not say how many the server uses"
     )
     shapes = [s for s in _measured(bench) if s.output_tokens_per_s is not None]
+    served, gpus = _normal(bench.model), [_normal(n) for n in host.names]
+    here = [e for e in data.expectation if _serving_host(e, served, gpus)] if shapes else []
     judged: list[tuple[BenchShapeFacts, Expectation, float]] = []
     for s in shapes:
-        found = next(
-            (e for e in rules.serving.expectation if _matches(e, bench.model, host, s)), None
-        )
+        found = next((e for e in here if _matches(e, s)), None)
         if found is not None and s.output_tokens_per_s is not None:
             judged.append((s, found, s.output_tokens_per_s))
     if not judged:
         asked = ", ".join(sorted({str(s.concurrency) for s in shapes}, key=int)) or "no"
         return skipped(
             f"no throughput expectation for model {bench.model!r} on {host.label} at {asked} "
-            f"users (checks/serving.toml knows: {_known(rules)})",
+            f"users (checks/serving.toml knows: {_known(data)})",
             **evidence,
         )
     slow: list[str] = []
@@ -277,10 +281,11 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
 
 @check("serving.latency_tail", reads=("bench",))
 def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
-    bench = _judgeable(facts, rules)
+    serving = rules.serving
+    bench = _judgeable(facts, serving)
     if isinstance(bench, Outcome):
         return bench
-    data = rules.serving.latency_tail
+    data = serving.latency_tail
     evidence: Evidence = {
         "bench": bench.source,
         "threshold_one_user": data.itl_p99_over_p50_one_user,
@@ -351,7 +356,7 @@ def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
 
 @check("serving.reasoning_accounting", reads=("bench",))
 def serving_reasoning_accounting(facts: Facts, rules: RuleData) -> Outcome:
-    bench = _judgeable(facts, rules)
+    bench = _judgeable(facts, rules.serving)
     if isinstance(bench, Outcome):
         return bench
     evidence: Evidence = {"bench": bench.source}
