@@ -72,6 +72,7 @@ def apply(
         float,
         typer.Option(
             "--health-timeout",
+            metavar="SECONDS",
             min=1.0,
             max=86400.0,
             help="Seconds the new container gets to answer its health check (the first "
@@ -82,6 +83,7 @@ def apply(
         int,
         typer.Option(
             "--stop-timeout",
+            metavar="SECONDS",
             min=0,
             max=3600,
             help="Seconds the running container gets to stop before it is killed.",
@@ -171,18 +173,22 @@ def apply(
         list[str] | None,
         typer.Option(
             "--shape",
+            metavar="SHAPE",
             help="Bench this shape (repeatable; default short, long, concurrent).",
             rich_help_panel=_VERIFY,
         ),
     ] = None,
     seed: Annotated[
         int,
-        typer.Option("--seed", help="Seed of the bench prompts.", rich_help_panel=_VERIFY),
+        typer.Option(
+            "--seed", metavar="N", help="Seed of the bench prompts.", rich_help_panel=_VERIFY
+        ),
     ] = 0,
     requests: Annotated[
         int | None,
         typer.Option(
             "--requests",
+            metavar="N",
             min=1,
             max=1_000_000,
             help="Measured requests per shape.",
@@ -193,6 +199,7 @@ def apply(
         float,
         typer.Option(
             "--request-timeout",
+            metavar="SECONDS",
             min=0.1,
             max=86400.0,
             help="Deadline of each bench request in seconds.",
@@ -319,5 +326,14 @@ def apply(
     raise typer.Exit(int(outcome.exit_code))
 
 
+# --help: the line in the command list, and the examples under the options.
+SUMMARY = "Run the recommended runtime via Docker, or plan it."
+EXAMPLES = """
+blackwell-doctor apply --model-dir /models/qwen
+blackwell-doctor apply --model-dir /models/qwen --yes --verify
+blackwell-doctor apply --example wsl2-rtxpro6000x4
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command()(apply)
+    app.command(short_help=SUMMARY, epilog=EXAMPLES)(apply)

@@ -99,5 +99,14 @@ def audit(
     raise typer.Exit(report.exit_code)
 
 
+# --help: the line in the command list, and the examples under the options.
+SUMMARY = "Audit the Python GPU stack's kernels for this GPU."
+EXAMPLES = """
+blackwell-doctor audit
+blackwell-doctor audit --python /opt/venv/bin/python
+blackwell-doctor audit --image vllm/vllm-openai:latest
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command()(audit)
+    app.command(short_help=SUMMARY, epilog=EXAMPLES)(audit)

@@ -49,19 +49,32 @@ soak: nothing grows); 1 some requests failed or the server answered with an erro
 a regression; soak: a growing trend); 2 bad input (a --url where nothing answers; compare:
 two runs with no shape in common); 130 interrupted (the partial result is written)."""
 
+# --help: the line in the command list, and the examples under the options.
+SUMMARY = "Measure a serving endpoint; compare runs."
+EXAMPLES = """
+blackwell-doctor bench --url http://127.0.0.1:8000 -o before.json
+blackwell-doctor bench --compare before.json after.json
+blackwell-doctor bench --url http://127.0.0.1:8000 --rate sweep
+blackwell-doctor bench --example max-num-seqs-1 -f html > compare.html
+"""
+
 
 def register(app: typer.Typer) -> None:
     """Add ``bench`` to ``app``."""
 
-    @app.command("bench", help=_HELP)
+    @app.command("bench", help=_HELP, short_help=SUMMARY, epilog=EXAMPLES)
     def bench(
         url: Annotated[
             str | None,
-            typer.Option("--url", help="The server's base URL, e.g. http://127.0.0.1:8000."),
+            typer.Option(
+                "--url", metavar="URL", help="The server's base URL, e.g. http://127.0.0.1:8000."
+            ),
         ] = None,
         model: Annotated[
             str | None,
-            typer.Option("--model", help="Model name (default: the one /v1/models lists)."),
+            typer.Option(
+                "--model", metavar="NAME", help="Model name (default: the one /v1/models lists)."
+            ),
         ] = None,
         output: Annotated[
             Path | None,
@@ -79,24 +92,34 @@ def register(app: typer.Typer) -> None:
         shape_names: Annotated[
             list[str] | None,
             typer.Option(
-                "--shape", help="Measure this shape (repeatable; default short, long, concurrent)."
+                "--shape",
+                metavar="SHAPE",
+                help="Measure this shape (repeatable; default short, long, concurrent).",
             ),
         ] = None,
-        seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic prompts.")] = 0,
+        seed: Annotated[
+            int, typer.Option("--seed", metavar="N", help="Seed of the synthetic prompts.")
+        ] = 0,
         requests: Annotated[
             int | None,
-            typer.Option("--requests", min=1, max=1_000_000, help="Measured requests per shape."),
+            typer.Option(
+                "--requests", metavar="N", min=1, max=1_000_000, help="Measured requests per shape."
+            ),
         ] = None,
         duration: Annotated[
             float | None,
             typer.Option(
-                "--duration", min=0.1, help="Per shape: send no new request after S seconds."
+                "--duration",
+                metavar="SECONDS",
+                min=0.1,
+                help="Per shape: send no new request after S seconds.",
             ),
         ] = None,
         request_timeout: Annotated[
             float,
             typer.Option(
                 "--request-timeout",
+                metavar="SECONDS",
                 min=0.1,
                 max=86400.0,
                 help="Deadline of each request in seconds; past it the request is 'stalled'.",
@@ -106,6 +129,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--api-key",
+                metavar="KEY",
                 envvar="OPENAI_API_KEY",
                 show_default=False,
                 show_envvar=True,
@@ -144,6 +168,7 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option(
                 "--fail-on-regression",
+                metavar="PCT",
                 min=0.0,
                 help="With --compare: exit 1 when a metric is significantly worse by more "
                 "than PCT percent, outputs drifted, or more requests failed.",
@@ -153,6 +178,7 @@ def register(app: typer.Typer) -> None:
             float,
             typer.Option(
                 "--threshold",
+                metavar="PCT",
                 min=0.0,
                 help="With --compare: smallest change in percent called better or worse.",
             ),
@@ -160,13 +186,18 @@ def register(app: typer.Typer) -> None:
         resamples: Annotated[
             int,
             typer.Option(
-                "--resamples", min=100, max=100_000, help="With --compare: bootstrap resamples."
+                "--resamples",
+                metavar="N",
+                min=100,
+                max=100_000,
+                help="With --compare: bootstrap resamples.",
             ),
         ] = 2000,
         repeat: Annotated[
             int,
             typer.Option(
                 "--repeat",
+                metavar="N",
                 min=1,
                 max=100,
                 help="Measure each server N times (taking turns with --compare-urls); the "
@@ -208,6 +239,7 @@ def register(app: typer.Typer) -> None:
             int | None,
             typer.Option(
                 "--sweep-points",
+                metavar="N",
                 min=1,
                 max=100,
                 help="With --rate sweep: the rates placed between one at a time and all at "
@@ -237,6 +269,7 @@ def register(app: typer.Typer) -> None:
             float,
             typer.Option(
                 "--time-scale",
+                metavar="FACTOR",
                 help="With --trace: send each request at its timestamp times this "
                 "(0.5: twice as fast).",
             ),
@@ -245,6 +278,7 @@ def register(app: typer.Typer) -> None:
             int,
             typer.Option(
                 "--trace-block-tokens",
+                metavar="N",
                 min=1,
                 max=1_000_000,
                 help="With --trace: the prompt tokens each Mooncake hash id stands for.",

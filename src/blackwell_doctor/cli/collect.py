@@ -65,5 +65,13 @@ def collect(
         sys.stderr.write(written_words(obtained.facts, str(output)) + "\n")
 
 
+# --help: the line in the command list, and the examples under the options.
+SUMMARY = "Write this host's facts document, to judge anywhere."
+EXAMPLES = """
+blackwell-doctor collect -o facts.json --redact
+blackwell-doctor check --facts facts.json
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command()(collect)
+    app.command(short_help=SUMMARY, epilog=EXAMPLES)(collect)

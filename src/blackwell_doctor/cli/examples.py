@@ -20,5 +20,13 @@ def examples(output: Output = None) -> None:
     write(render_examples(catalogue(), str(example_path("")), width=width), output)
 
 
+# --help: the line in the command list, and the examples under the options.
+SUMMARY = "List the shipped examples (no GPU needed)."
+EXAMPLES = """
+blackwell-doctor examples
+blackwell-doctor check --example h200x2
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command()(examples)
+    app.command(short_help=SUMMARY, epilog=EXAMPLES)(examples)

@@ -29,11 +29,19 @@ from blackwell_doctor.render.formats import FleetFormat
 if TYPE_CHECKING:
     from blackwell_doctor.facts.document import Facts
 
+# --help: the line in the command list, and the examples under the options.
+SUMMARY = "Judge many nodes' facts at once, grouped by finding."
+EXAMPLES = """
+blackwell-doctor fleet facts/*.json
+blackwell-doctor fleet facts/ -f markdown > fleet.md
+blackwell-doctor fleet --example lab
+"""
+
 
 def register(app: typer.Typer) -> None:
     """Add ``fleet`` to ``app``."""
 
-    @app.command("fleet")
+    @app.command("fleet", short_help=SUMMARY, epilog=EXAMPLES)
     def fleet(
         inputs: Annotated[
             list[str] | None,
@@ -61,6 +69,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--jobs",
                 "-j",
+                metavar="N",
                 min=0,
                 max=256,
                 help="Worker processes (0: one per CPU). Default 1: identical machines are "

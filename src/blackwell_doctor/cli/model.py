@@ -16,6 +16,7 @@ GpuMemoryUtilization = Annotated[
     float | None,
     typer.Option(
         "--gpu-memory-utilization",
+        metavar="FRACTION",
         help="Share of each GPU's memory the runtime may take (vLLM's option; default 0.9).",
     ),
 ]
@@ -82,5 +83,14 @@ def model(
     raise typer.Exit(report.exit_code)
 
 
+# --help: the line in the command list, and the examples under the options.
+SUMMARY = "What a model is and whether it fits these GPUs."
+EXAMPLES = """
+blackwell-doctor model /models/qwen
+blackwell-doctor model openai/gpt-oss-120b --hub
+blackwell-doctor model --example dgx-spark
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command("model")(model)
+    app.command("model", short_help=SUMMARY, epilog=EXAMPLES)(model)

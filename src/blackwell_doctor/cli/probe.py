@@ -36,6 +36,7 @@ def probe(
         int | None,
         typer.Option(
             "--smem-limit",
+            metavar="BYTES",
             help="Shared memory per block for --plan, in bytes: 101376 for SM 12.x, 232448 for "
             "SM 9.0/10.x.",
         ),
@@ -56,6 +57,7 @@ def probe(
         float,
         typer.Option(
             "--timeout",
+            metavar="SECONDS",
             min=1.0,
             max=3600.0,
             help="Seconds each probe child gets; a hang is a named failure.",
@@ -130,5 +132,13 @@ def _not_run(report: PresetReport) -> str | None:
     return "the probes could not run (exit 3)"
 
 
+# --help: the line in the command list, and the examples under the options.
+SUMMARY = "Measure the GPU's limits and run the tile probes."
+EXAMPLES = """
+blackwell-doctor probe
+blackwell-doctor probe --p2p -f json -o probe.json
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command()(probe)
+    app.command(short_help=SUMMARY, epilog=EXAMPLES)(probe)

@@ -105,5 +105,14 @@ def recommend(
     write(text, output)
 
 
+# --help: the line in the command list, and the examples under the options.
+SUMMARY = "Ordered fixes and a runtime launch for this host."
+EXAMPLES = """
+blackwell-doctor recommend --example wsl2-rtxpro6000x4
+blackwell-doctor recommend -f markdown > ticket.md
+blackwell-doctor recommend --model-dir /models/qwen -f compose
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command()(recommend)
+    app.command(short_help=SUMMARY, epilog=EXAMPLES)(recommend)

@@ -35,6 +35,7 @@ def scan_logs(
         list[str] | None,
         typer.Option(
             "--container",
+            metavar="NAME",
             help="Scan this container's logs through the Docker API "
             "(repeatable; DOCKER_HOST is honoured).",
         ),
@@ -102,5 +103,14 @@ def scan_logs(
     raise typer.Exit(report.exit_code)
 
 
+# --help: the line in the command list, and the examples under the options.
+SUMMARY = "Scan logs for fallback and failure signatures."
+EXAMPLES = """
+blackwell-doctor scan-logs vllm.log
+docker logs vllm 2>&1 | blackwell-doctor scan-logs -
+blackwell-doctor scan-logs --container vllm --fail-on warn
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command("scan-logs")(scan_logs)
+    app.command("scan-logs", short_help=SUMMARY, epilog=EXAMPLES)(scan_logs)

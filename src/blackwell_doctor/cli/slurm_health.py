@@ -24,16 +24,24 @@ from blackwell_doctor.cli.options import (
 )
 from blackwell_doctor.report import exitcodes
 
+# --help: the line in the command list, and the examples under the options.
+SUMMARY = "Drain or resume this Slurm node by its findings."
+EXAMPLES = """
+blackwell-doctor slurm-health --facts node7.json --fail-on warn
+blackwell-doctor slurm-health --no-probe --fail-on fail
+"""
+
 
 def register(app: typer.Typer) -> None:
     """Add ``slurm-health`` to ``app``."""
 
-    @app.command("slurm-health")
+    @app.command("slurm-health", short_help=SUMMARY, epilog=EXAMPLES)
     def slurm_health(
         node: Annotated[
             str | None,
             typer.Option(
                 "--node",
+                metavar="NAME",
                 help="This node's NodeName in Slurm (default: $SLURMD_NODENAME, else the "
                 "short hostname); one node, never a list or range.",
             ),
