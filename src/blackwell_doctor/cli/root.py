@@ -50,7 +50,10 @@ def new_app() -> typer.Typer:
 
 def _version(value: bool) -> None:
     if value:
-        sys.stdout.write(f"{TOOL_NAME} {__version__}\n")
+        from blackwell_doctor.collect.about import read_about
+        from blackwell_doctor.render.about import render_about
+
+        sys.stdout.write(render_about(read_about(__version__), TOOL_NAME))
         raise typer.Exit(0)
 
 
@@ -59,7 +62,10 @@ def _root(
     version: Annotated[
         bool,
         typer.Option(
-            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+            "--version",
+            callback=_version,
+            is_eager=True,
+            help="Print the version, commit, rule data, schemas, Python and GPU bindings.",
         ),
     ] = False,
 ) -> None:
