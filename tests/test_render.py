@@ -143,11 +143,11 @@ def test_plain_text_is_ascii_with_word_marks() -> None:
     assert out.isascii()
     # Marks are padded to one width so ids and titles line up.
     for mark in [
-        "  [FAIL]  driver.version  title",
-        "  [ok]    driver.module   title",
-        "  [warn]  pci.acs         title",
-        "  [skip]  pci.iommu       title",
-        "  [error] gpu.smem        title",
+        "  [FAIL]          driver.version  title",
+        "  [ok]            driver.module   title",
+        "  [warn]          pci.acs         title",
+        "  [skip]          pci.iommu       title",
+        "  [not evaluated] gpu.smem        title",
     ]:
         assert mark in out
 
@@ -443,7 +443,7 @@ def test_junit_maps_each_status_with_the_default_gate() -> None:
         "driver.module": [("system-out", None)],
         "pci.acs": [("system-out", None)],
         "pci.iommu": [("skipped", None)],
-        "gpu.smem": [("error", "error")],
+        "gpu.smem": [("error", "not evaluated")],
     }
     warn_out = root.find(".//testcase[@name='pci.acs']/system-out")
     assert warn_out is not None
@@ -513,8 +513,22 @@ def test_markdown_status_words_are_emoji_free() -> None:
         "pass",
         "**WARN**",
         "skip",
-        "error",
+        "not evaluated",
     ]
+
+
+def test_one_tag_for_not_evaluated_in_every_view() -> None:
+    """Issue 40: check's rows said [error] where its summary and fleet said "not
+    evaluated". The words of a status not evaluated are the same in each human view; its
+    JSON value stays "error" (the documents' field values are unchanged)."""
+    report = make_report(EVERY_STATUS)
+    plain = text(report)
+    assert "  [not evaluated] gpu.smem" in plain
+    assert "1 not evaluated" in plain.splitlines()[-1]
+    assert "[error]" not in plain
+    assert "| not evaluated | `gpu.smem` |" in markdown(report)
+    assert case_kinds(junit(report))["gpu.smem"] == [("error", "not evaluated")]
+    assert json.loads(render(report, Format.JSON, color=False))["summary"]["error"] == 1
 
 
 def test_markdown_what_to_fix_lists_failures_first_with_commands_in_sh_fences() -> None:

@@ -99,6 +99,12 @@ def evidence_text(value: EvidenceValue) -> str:
     return str(value)
 
 
+# The one name of Status.ERROR wherever a person reads it (issue 40: check's rows said
+# "[error]", its summary and fleet "not evaluated"): a check that could not be judged, with
+# the reason (DESIGN.md, "Result statuses"). JSON keeps the status's value, "error".
+NOT_EVALUATED = "not evaluated"
+
+
 def counts_phrase(summary: Summary) -> str:
     """ "2 failed, 1 warning, 7 passed, 1 skipped, 1 not evaluated" (zero counts left out)."""
     parts = [
@@ -106,7 +112,7 @@ def counts_phrase(summary: Summary) -> str:
         (summary.warn, "warning", "warnings"),
         (summary.pass_, "passed", "passed"),
         (summary.skip, "skipped", "skipped"),
-        (summary.error, "not evaluated", "not evaluated"),
+        (summary.error, NOT_EVALUATED, NOT_EVALUATED),
     ]
     words = [f"{n} {one if n == 1 else many}" for n, one, many in parts if n]
     return ", ".join(words) if words else "no checks ran"

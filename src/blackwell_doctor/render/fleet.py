@@ -9,7 +9,14 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, assert_never
 
-from blackwell_doctor.render.common import json_document, json_safe, sanitize, sanitize_line, scrub
+from blackwell_doctor.render.common import (
+    NOT_EVALUATED,
+    json_document,
+    json_safe,
+    sanitize,
+    sanitize_line,
+    scrub,
+)
 from blackwell_doctor.render.formats import FleetFormat
 from blackwell_doctor.report.fleet import FleetGroup, FleetReport
 from blackwell_doctor.report.results import Status
@@ -23,7 +30,7 @@ if TYPE_CHECKING:
 # How many node names the terminal view lists per group before "+N more" (all with -v).
 NODES_SHOWN = 20
 
-_WORD = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.ERROR: "NOT EVALUATED"}
+_WORD = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.ERROR: NOT_EVALUATED.upper()}
 _STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.ERROR: "magenta"}
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")

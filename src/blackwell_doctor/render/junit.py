@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import assert_never
 
-from blackwell_doctor.render.common import evidence_text, group_by_family, sanitize
+from blackwell_doctor.render.common import NOT_EVALUATED, evidence_text, group_by_family, sanitize
 from blackwell_doctor.report.check import Report
 from blackwell_doctor.report.results import Result, Status
 
@@ -68,7 +68,7 @@ def _testcase(suite: ET.Element, result: Result, *, warn_fails: bool) -> None:
         case Status.WARN:
             ET.SubElement(case, "system-out").text = f"WARN: {_details(result)}"
         case Status.ERROR:
-            error = ET.SubElement(case, "error", message=summary, type="error")
+            error = ET.SubElement(case, "error", message=summary, type=NOT_EVALUATED)
             error.text = _details(result)
         case Status.SKIP:
             ET.SubElement(case, "skipped", message=summary)

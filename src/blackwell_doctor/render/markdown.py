@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from blackwell_doctor.render.common import (
     FINDING_STATUSES,
+    NOT_EVALUATED,
     counts_phrase,
     evidence_text,
     gate_phrase,
@@ -29,7 +30,7 @@ _STATUS_WORD: dict[Status, str] = {
     Status.WARN: "**WARN**",
     Status.PASS: "pass",
     Status.SKIP: "skip",
-    Status.ERROR: "error",
+    Status.ERROR: NOT_EVALUATED,
 }
 
 

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from blackwell_doctor.render.common import (
     FINDING_STATUSES,
+    NOT_EVALUATED,
     counts_phrase,
     evidence_text,
     gate_phrase,
@@ -39,7 +40,7 @@ _PLAIN = _Glyphs(
         Status.WARN: "[warn]",
         Status.FAIL: "[FAIL]",
         Status.SKIP: "[skip]",
-        Status.ERROR: "[error]",
+        Status.ERROR: f"[{NOT_EVALUATED}]",
     },
     sep=" | ",
     dash="-",
@@ -97,7 +98,12 @@ def _layout(
     report: Report, glyphs: _Glyphs, *, verbose: bool, details: Sequence[Section]
 ) -> list[Item]:
     lines = _header(report, glyphs)
-    mark_width = max(len(m) for m in glyphs.marks.values())
+    # As wide as the marks of the statuses shown ("[not evaluated]" widens it only where
+    # a check was not evaluated).
+    mark_width = max(
+        (len(glyphs.marks[r.status]) for r in report.results),
+        default=max(len(m) for m in glyphs.marks.values()),
+    )
     id_width = max((len(sanitize_line(r.id)) for r in report.results), default=0)
     for family, results in group_by_family(report.results):
         lines += [Line(0, ()), Line(0, ((sanitize_line(family), "heading"),))]
