@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import (
     DEFAULT_BIND,
     DEFAULT_NAME,
@@ -326,14 +327,5 @@ def apply(
     raise typer.Exit(int(outcome.exit_code))
 
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "Run the recommended runtime via Docker, or plan it."
-EXAMPLES = """
-blackwell-doctor apply --model-dir /models/qwen
-blackwell-doctor apply --model-dir /models/qwen --yes --verify
-blackwell-doctor apply --example wsl2-rtxpro6000x4
-"""
-
-
 def register(app: typer.Typer) -> None:
-    app.command(short_help=SUMMARY, epilog=EXAMPLES)(apply)
+    app.command(short_help=SUMMARIES["apply"], epilog=EXAMPLES["apply"])(apply)

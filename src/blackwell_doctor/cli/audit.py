@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import (
     AuditModelDir,
     FailOnStatus,
@@ -99,14 +100,5 @@ def audit(
     raise typer.Exit(report.exit_code)
 
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "Audit the Python GPU stack's kernels for this GPU."
-EXAMPLES = """
-blackwell-doctor audit
-blackwell-doctor audit --python /opt/venv/bin/python
-blackwell-doctor audit --image vllm/vllm-openai:latest
-"""
-
-
 def register(app: typer.Typer) -> None:
-    app.command(short_help=SUMMARY, epilog=EXAMPLES)(audit)
+    app.command(short_help=SUMMARIES["audit"], epilog=EXAMPLES["audit"])(audit)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import Arrival, Burstiness, Rate, Slo, SloLevel
 from blackwell_doctor.render.formats import BenchFormat
 
@@ -49,20 +50,11 @@ soak: nothing grows); 1 some requests failed or the server answered with an erro
 a regression; soak: a growing trend); 2 bad input (a --url where nothing answers; compare:
 two runs with no shape in common); 130 interrupted (the partial result is written)."""
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "Measure a serving endpoint; compare runs."
-EXAMPLES = """
-blackwell-doctor bench --url http://127.0.0.1:8000 -o before.json
-blackwell-doctor bench --compare before.json after.json
-blackwell-doctor bench --url http://127.0.0.1:8000 --rate sweep
-blackwell-doctor bench --example max-num-seqs-1 -f html > compare.html
-"""
-
 
 def register(app: typer.Typer) -> None:
     """Add ``bench`` to ``app``."""
 
-    @app.command("bench", help=_HELP, short_help=SUMMARY, epilog=EXAMPLES)
+    @app.command("bench", help=_HELP, short_help=SUMMARIES["bench"], epilog=EXAMPLES["bench"])
     def bench(
         url: Annotated[
             str | None,

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import (
     BenchFile,
     CheckModelDir,
@@ -116,15 +117,5 @@ def check(
     raise typer.Exit(report.exit_code)
 
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "Judge this host (or a facts file) and report: the CI gate."
-EXAMPLES = """
-blackwell-doctor check
-blackwell-doctor check --fail-on warn -f junit -o report.xml
-blackwell-doctor check --facts node7.json --select driver,platform
-blackwell-doctor check --example wsl2-rtxpro6000x4
-"""
-
-
 def register(app: typer.Typer) -> None:
-    app.command(short_help=SUMMARY, epilog=EXAMPLES)(check)
+    app.command(short_help=SUMMARIES["check"], epilog=EXAMPLES["check"])(check)

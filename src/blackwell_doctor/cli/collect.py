@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import (
     BenchFile,
     CheckModelDir,
@@ -65,13 +66,5 @@ def collect(
         sys.stderr.write(written_words(obtained.facts, str(output)) + "\n")
 
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "Write this host's facts document, to judge anywhere."
-EXAMPLES = """
-blackwell-doctor collect -o facts.json --redact
-blackwell-doctor check --facts facts.json
-"""
-
-
 def register(app: typer.Typer) -> None:
-    app.command(short_help=SUMMARY, epilog=EXAMPLES)(collect)
+    app.command(short_help=SUMMARIES["collect"], epilog=EXAMPLES["collect"])(collect)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import Output
 from blackwell_doctor.cli.output import terminal_width, write
 
@@ -20,13 +21,5 @@ def examples(output: Output = None) -> None:
     write(render_examples(catalogue(), str(example_path("")), width=width), output)
 
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "List the shipped examples (no GPU needed)."
-EXAMPLES = """
-blackwell-doctor examples
-blackwell-doctor check --example h200x2
-"""
-
-
 def register(app: typer.Typer) -> None:
-    app.command(short_help=SUMMARY, epilog=EXAMPLES)(examples)
+    app.command(short_help=SUMMARIES["examples"], epilog=EXAMPLES["examples"])(examples)

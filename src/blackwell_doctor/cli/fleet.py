@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import (
     ExampleName,
     FailOnStatus,
@@ -29,19 +30,11 @@ from blackwell_doctor.render.formats import FleetFormat
 if TYPE_CHECKING:
     from blackwell_doctor.facts.document import Facts
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "Judge many nodes' facts at once, grouped by finding."
-EXAMPLES = """
-blackwell-doctor fleet facts/*.json
-blackwell-doctor fleet facts/ -f markdown > fleet.md
-blackwell-doctor fleet --example lab
-"""
-
 
 def register(app: typer.Typer) -> None:
     """Add ``fleet`` to ``app``."""
 
-    @app.command("fleet", short_help=SUMMARY, epilog=EXAMPLES)
+    @app.command("fleet", short_help=SUMMARIES["fleet"], epilog=EXAMPLES["fleet"])
     def fleet(
         inputs: Annotated[
             list[str] | None,

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import ExampleName, GpuTimeoutBrief, ModelHub, Output
 from blackwell_doctor.cli.output import terminal_width, write
 from blackwell_doctor.render.formats import ModelFormat
@@ -83,14 +84,5 @@ def model(
     raise typer.Exit(report.exit_code)
 
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "What a model is and whether it fits these GPUs."
-EXAMPLES = """
-blackwell-doctor model /models/qwen
-blackwell-doctor model openai/gpt-oss-120b --hub
-blackwell-doctor model --example dgx-spark
-"""
-
-
 def register(app: typer.Typer) -> None:
-    app.command("model", short_help=SUMMARY, epilog=EXAMPLES)(model)
+    app.command("model", short_help=SUMMARIES["model"], epilog=EXAMPLES["model"])(model)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import Output
 from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.render.formats import ProbeFormat
@@ -132,13 +133,5 @@ def _not_run(report: PresetReport) -> str | None:
     return "the probes could not run (exit 3)"
 
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "Measure the GPU's limits and run the tile probes."
-EXAMPLES = """
-blackwell-doctor probe
-blackwell-doctor probe --p2p -f json -o probe.json
-"""
-
-
 def register(app: typer.Typer) -> None:
-    app.command(short_help=SUMMARY, epilog=EXAMPLES)(probe)
+    app.command(short_help=SUMMARIES["probe"], epilog=EXAMPLES["probe"])(probe)

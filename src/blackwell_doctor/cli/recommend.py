@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import (
     DEFAULT_BIND,
     DEFAULT_NAME,
@@ -105,14 +106,5 @@ def recommend(
     write(text, output)
 
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "Ordered fixes and a runtime launch for this host."
-EXAMPLES = """
-blackwell-doctor recommend --example wsl2-rtxpro6000x4
-blackwell-doctor recommend -f markdown > ticket.md
-blackwell-doctor recommend --model-dir /models/qwen -f compose
-"""
-
-
 def register(app: typer.Typer) -> None:
-    app.command(short_help=SUMMARY, epilog=EXAMPLES)(recommend)
+    app.command(short_help=SUMMARIES["recommend"], epilog=EXAMPLES["recommend"])(recommend)

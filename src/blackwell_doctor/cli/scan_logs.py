@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import FailOn, Output
 from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.render.formats import ScanLogsFormat
@@ -103,14 +104,7 @@ def scan_logs(
     raise typer.Exit(report.exit_code)
 
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "Scan logs for fallback and failure signatures."
-EXAMPLES = """
-blackwell-doctor scan-logs vllm.log
-docker logs vllm 2>&1 | blackwell-doctor scan-logs -
-blackwell-doctor scan-logs --container vllm --fail-on warn
-"""
-
-
 def register(app: typer.Typer) -> None:
-    app.command("scan-logs", short_help=SUMMARY, epilog=EXAMPLES)(scan_logs)
+    app.command("scan-logs", short_help=SUMMARIES["scan-logs"], epilog=EXAMPLES["scan-logs"])(
+        scan_logs
+    )

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import (
     FailOn,
     GpuTimeout,
@@ -24,18 +25,13 @@ from blackwell_doctor.cli.options import (
 )
 from blackwell_doctor.report import exitcodes
 
-# --help: the line in the command list, and the examples under the options.
-SUMMARY = "Drain or resume this Slurm node by its findings."
-EXAMPLES = """
-blackwell-doctor slurm-health --facts node7.json --fail-on warn
-blackwell-doctor slurm-health --no-probe --fail-on fail
-"""
-
 
 def register(app: typer.Typer) -> None:
     """Add ``slurm-health`` to ``app``."""
 
-    @app.command("slurm-health", short_help=SUMMARY, epilog=EXAMPLES)
+    @app.command(
+        "slurm-health", short_help=SUMMARIES["slurm-health"], epilog=EXAMPLES["slurm-health"]
+    )
     def slurm_health(
         node: Annotated[
             str | None,
