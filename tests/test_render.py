@@ -143,9 +143,9 @@ def test_plain_text_is_ascii_with_word_marks() -> None:
     assert out.isascii()
     # Marks are padded to one width so ids and titles line up.
     for mark in [
-        "  [FAIL]          driver.version  title",
+        "  [FAIL]          driver.version  expected: title",
         "  [ok]            driver.module   title",
-        "  [warn]          pci.acs         title",
+        "  [warn]          pci.acs         expected: title",
         "  [skip]          pci.iommu       title",
         "  [not evaluated] gpu.smem        title",
     ]:
@@ -559,3 +559,25 @@ def test_markdown_never_renders_links_or_images_from_data() -> None:
     assert "[click me](https://evil.example)" not in out
     assert "\\[click me\\](https://evil.example)" in out
     assert "![i](x)" not in out
+
+
+def test_a_finding_row_labels_its_title_the_expectation() -> None:
+    """Issue 40: a title is the condition a check expects, so "[warn] platform.wsl  Native
+    Linux, not WSL" read as the finding. On a warning or a failure it is labelled
+    "expected:" (the summary under it is what was found); a passing row is unchanged."""
+    report = make_report(EVERY_STATUS)
+    rows = {
+        re.split(r"\] +", line, maxsplit=1)[1].split()[0]: line
+        for line in text(report).splitlines()
+        if line.startswith("  [")
+    }
+    assert "  expected: title" in rows["driver.version"]
+    assert "  expected: title" in rows["pci.acs"]
+    for passing in ("driver.module", "pci.iommu", "gpu.smem"):
+        assert "expected:" not in rows[passing]
+    md = markdown(report)
+    assert "| Status | Check | Expected | Found |" in md
+    assert "### **FAIL** `driver.version`: expected: title" in md
+    failure = junit(report).find(".//testcase[@name='driver.version']/failure")
+    assert failure is not None
+    assert (failure.text or "").startswith("expected: title of driver.version; found: Driver")

@@ -149,3 +149,13 @@ def longest_run(text: str, char: str) -> int:
 
 # Statuses that are findings: they show their remedy and land in "What to fix".
 FINDING_STATUSES = frozenset({Status.WARN, Status.FAIL})
+
+# A check's title is the condition it expects (checks/catalogue.toml: "Native Linux, not
+# WSL"); on a warning or a failure it is labelled so, and the summary beside it says what
+# was found (issue 40: "[warn] platform.wsl  Native Linux, not WSL" read as the finding).
+EXPECTED = "expected: "
+
+
+def title_as_shown(status: Status, title: str) -> str:
+    """``title`` as a row of ``status`` shows it: labelled the expectation on a finding."""
+    return f"{EXPECTED}{title}" if status in FINDING_STATUSES else title

@@ -10,12 +10,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, assert_never
 
 from blackwell_doctor.render.common import (
+    FINDING_STATUSES,
     NOT_EVALUATED,
     json_document,
     json_safe,
     sanitize,
     sanitize_line,
     scrub,
+    title_as_shown,
 )
 from blackwell_doctor.render.formats import FleetFormat
 from blackwell_doctor.report.fleet import FleetGroup, FleetReport
@@ -112,7 +114,7 @@ def render_rich(
     for g in report.groups:
         out.append(line())
         out.append(line(f"{_WORD[g.status]}  {_group_line(g)}", _STYLE[g.status]))
-        out.append(line(sanitize(g.title), indent=6))
+        out.append(line(sanitize(title_as_shown(g.status, g.title)), indent=6))
         if g.remedy is not None:
             if g.remedy.summary:
                 out.append(line(f"fix: {sanitize(g.remedy.summary)}", indent=6))
@@ -141,7 +143,12 @@ def render_markdown(report: FleetReport) -> str:
     for g in report.groups:
         out.append(f"## {_WORD[g.status]}: {code(g.id)} on {_nodes_phrase(len(g.nodes))}")
         out.append("")
-        out.append(f"{prose(g.title)} ({g.severity.value}): {prose(g.summary)}")
+        out.append(
+            f"{prose(title_as_shown(g.status, g.title))} ({g.severity.value}); "
+            f"found: {prose(g.summary)}"
+            if g.status in FINDING_STATUSES
+            else f"{prose(g.title)} ({g.severity.value}): {prose(g.summary)}"
+        )
         out.append("")
         if g.remedy is not None:
             if g.remedy.summary:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from blackwell_doctor.render.common import (
+    EXPECTED,
     FINDING_STATUSES,
     NOT_EVALUATED,
     counts_phrase,
@@ -213,7 +214,10 @@ def _check_lines(
     lines: list[Item] = [
         Line(
             2,
-            ((sanitize_line(result.title), "plain"),),
+            (
+                *(((EXPECTED, "dim"),) if status in FINDING_STATUSES else ()),
+                (sanitize_line(result.title), "plain"),
+            ),
             lead=(
                 (glyphs.marks[status].ljust(mark_width), status),
                 (" ", "plain"),
