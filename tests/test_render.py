@@ -236,13 +236,16 @@ def summary_line(out: str) -> str:
 
 def test_summary_line_counts_every_status_and_states_the_gate() -> None:
     assert summary_line(text(make_report(EVERY_STATUS))) == (
-        "Summary: 1 failed, 1 warning, 1 passed, 1 skipped, 1 not evaluated - exit 1 (gate: fail)"
+        "Summary: 1 failed, 1 warning, 1 passed, 1 skipped, 1 not evaluated - "
+        "exit 1 (non-zero on a failure)"
     )
     passing = [result("a.b", Status.PASS), result("a.c", Status.PASS)]
     assert summary_line(text(make_report(passing, strict=True))) == (
-        "Summary: 2 passed - exit 0 (gate: fail, strict)"
+        "Summary: 2 passed - exit 0 (non-zero on a failure, or a check not evaluated)"
     )
-    assert summary_line(text(make_report([]))) == "Summary: no checks ran - exit 0 (gate: fail)"
+    assert summary_line(text(make_report([]))) == (
+        "Summary: no checks ran - exit 0 (non-zero on a failure)"
+    )
 
 
 @pytest.mark.parametrize("color", [False, True])
@@ -586,3 +589,13 @@ def test_a_finding_row_labels_its_title_the_expectation() -> None:
     failure = junit(report).find(".//testcase[@name='driver.version']/failure")
     assert failure is not None
     assert (failure.text or "").startswith("expected: title of driver.version; found: Driver")
+
+
+def test_the_gate_is_said_as_its_threshold_in_every_view() -> None:
+    """Issue 40: "exit 0 (gate: fail)" read as "the gate failed". Each view says what makes
+    the exit code non-zero, in the same words."""
+    passing = make_report([result("a.b", Status.PASS)], fail_on="warn", strict=True)
+    words = "exit 0 (non-zero on a warning or a failure, or a check not evaluated)"
+    assert summary_line(text(passing)).endswith(words)
+    assert words in markdown(passing)
+    assert "gate:" not in text(passing) + markdown(passing)

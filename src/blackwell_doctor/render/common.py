@@ -119,7 +119,7 @@ def counts_phrase(summary: Summary) -> str:
 
 
 def gate_phrase(report: Report) -> str:
-    """ "exit 1 (gate: fail)": what a CI job will see and why."""
+    """ "exit 1 (non-zero on a failure)": what a CI job will see and why."""
     return f"exit {report.exit_code} ({gate_words(report)})"
 
 

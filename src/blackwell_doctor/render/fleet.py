@@ -20,6 +20,7 @@ from blackwell_doctor.render.common import (
     title_as_shown,
 )
 from blackwell_doctor.render.formats import FleetFormat
+from blackwell_doctor.report.check import gate_threshold
 from blackwell_doctor.report.fleet import FleetGroup, FleetReport
 from blackwell_doctor.report.results import Status
 
@@ -92,7 +93,7 @@ def headline(report: FleetReport) -> str:
     verdicts = [f"{s.findings} at or above the gate"]
     if s.not_evaluated:
         verdicts.append(f"{s.not_evaluated} not fully evaluated")
-    gate = f"gate: {report.fail_on}, strict" if report.strict else f"gate: {report.fail_on}"
+    gate = gate_threshold(report.fail_on, report.strict)
     return f"{', '.join(parts)}: {worst}; {', '.join(verdicts)} (exit {report.exit_code}, {gate})"
 
 
