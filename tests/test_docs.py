@@ -114,11 +114,21 @@ def test_license_is_the_one_pyproject_names() -> None:
     assert "END OF TERMS AND CONDITIONS" in text
 
 
-def test_docs_pages_are_all_markdown_under_docs() -> None:
-    """No nav in mkdocs.yml: every page under docs/ is on the site (a new page needs no
-    edit there), and every page a README link names exists."""
+def test_docs_nav_starts_at_the_start_page_and_lists_every_page_once() -> None:
+    """Issue 40: with no nav the site listed pages by file name (`apply --verify` first,
+    no start page). The nav begins at index.md, then install and the examples, and names
+    every page under docs/ exactly once (the strict build also fails on one left out)."""
     config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
-    assert "\nnav:" not in config
+    assert "strict: true" in config
+    nav = config.split("\nnav:\n", 1)[1].split("\nhooks:", 1)[0]
+    listed = re.findall(r": ([\w-]+\.md)$", nav, re.MULTILINE)
+    assert listed[:3] == ["index.md", "install.md", "examples.md"]
+    assert sorted(listed) == sorted(p.name for p in DOCS.glob("*.md"))
+
+
+def test_docs_pages_are_all_markdown_under_docs() -> None:
+    """Every command has its page, and every page a README link names exists."""
+    config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
     assert "strict: true" in config
     pages = {p.stem for p in DOCS.glob("*.md")}
     assert {c.replace("_", "-") for c in COMMANDS} <= pages
