@@ -326,6 +326,22 @@ def register(app: typer.Typer) -> None:
                 conflicting=("--trace", "--compare", "--compare-urls", "--soak"),
             )
             trace = ex.trace
+        elif example is not None and soak is None and _has_part(example, "soak"):
+            # An example that is one run (a soak): shown as bench showed it when it ran
+            # (issue 40: soak-60s could be shown by no command).
+            from blackwell_doctor.app.examples import replace_options
+
+            ex = replace_options(
+                example,
+                {"compare": compare, "url": url, "compare_urls": compare_urls},
+                part="soak",
+                command="bench",
+                conflicting=("--compare", "--url", "--compare-urls"),
+            )
+            assert ex.soak is not None
+            shown = flow.read_run(ex.soak, stdin=sys.stdin.buffer)
+            _write_document(shown, fmt, output)
+            raise typer.Exit(shown.exit_code)
         elif example is not None:
             from blackwell_doctor.app.examples import replace_options
 
@@ -391,9 +407,13 @@ def register(app: typer.Typer) -> None:
 
 
 def _has_trace(example: str) -> bool:
+    return _has_part(example, "trace")
+
+
+def _has_part(example: str, part: str) -> bool:
     from blackwell_doctor.app.examples import has_part
 
-    return has_part(example, "trace")
+    return has_part(example, part)
 
 
 def _compare_urls(request: BenchRequest, fmt: BenchFormat, output: Path | None) -> None:
