@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shlex
 import tomllib
 from types import ModuleType
 
@@ -185,3 +186,23 @@ def test_the_bench_page_shows_a_real_a_a_and_a_b_compare() -> None:
     shown = {argv for page, argv, _ in _example_blocks() if page == "bench.md"}
     assert any("--example same-server" in a for a in shown), shown
     assert any("--example max-num-seqs-1" in a for a in shown), shown
+
+
+def _readme_one_liners() -> list[str]:
+    block = README.split("Each of these is one command", 1)[1].split("```sh\n", 1)[1]
+    return [line for line in block.split("```", 1)[0].splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("line", _readme_one_liners())
+def test_readme_one_liners_run_pasted_after_the_install(
+    line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40: the one-liners said `blackwell-doctor ...`, which fails pasted unless the
+    venv is active. They call the install line's .venv/bin/ (no activation needed), and
+    each runs (the bootstrap at its smallest for bench: layout, not intervals)."""
+    command = shlex.split(line, comments=True)
+    assert command[0] == ".venv/bin/blackwell-doctor"
+    argv = command[1 : command.index(">")] if ">" in command else command[1:]
+    if argv[0] == "bench" and "soak-60s" not in argv:
+        argv += ["--resamples", "200"]
+    assert run(argv, capsys).code in (0, 1)
