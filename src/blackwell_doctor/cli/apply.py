@@ -10,11 +10,12 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import (
     DEFAULT_BIND,
     DEFAULT_NAME,
     DEFAULT_PORT,
+    EXAMPLES,
+    SUMMARIES,
     Bind,
     CatalogueFile,
     Containers,

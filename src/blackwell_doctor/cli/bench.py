@@ -12,8 +12,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
-from blackwell_doctor.cli.options import Arrival, Burstiness, Rate, Slo, SloLevel
+from blackwell_doctor.cli.options import (
+    EXAMPLES,
+    SUMMARIES,
+    Arrival,
+    Burstiness,
+    Rate,
+    Slo,
+    SloLevel,
+)
 from blackwell_doctor.render.formats import BenchFormat
 
 if TYPE_CHECKING:

@@ -11,8 +11,9 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import (
+    EXAMPLES,
+    SUMMARIES,
     BenchFile,
     CheckModelDir,
     Containers,

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import (
+    EXAMPLES,
+    SUMMARIES,
     ExampleName,
     FailOnStatus,
     Ignore,

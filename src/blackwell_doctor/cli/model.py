@@ -8,8 +8,14 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
-from blackwell_doctor.cli.options import ExampleName, GpuTimeoutBrief, ModelHub, Output
+from blackwell_doctor.cli.options import (
+    EXAMPLES,
+    SUMMARIES,
+    ExampleName,
+    GpuTimeoutBrief,
+    ModelHub,
+    Output,
+)
 from blackwell_doctor.cli.output import terminal_width, write
 from blackwell_doctor.render.formats import ModelFormat
 

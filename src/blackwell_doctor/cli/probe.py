@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
-from blackwell_doctor.cli.options import Output
+from blackwell_doctor.cli.options import EXAMPLES, SUMMARIES, Output
 from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.render.formats import ProbeFormat
 from blackwell_doctor.report.exitcodes import ExitCode

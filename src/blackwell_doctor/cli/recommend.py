@@ -9,11 +9,12 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
 from blackwell_doctor.cli.options import (
     DEFAULT_BIND,
     DEFAULT_NAME,
     DEFAULT_PORT,
+    EXAMPLES,
+    SUMMARIES,
     BenchFile,
     Bind,
     CatalogueFile,

@@ -9,8 +9,7 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.helptext import EXAMPLES, SUMMARIES
-from blackwell_doctor.cli.options import FailOn, Output
+from blackwell_doctor.cli.options import EXAMPLES, SUMMARIES, FailOn, Output
 from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.render.formats import ScanLogsFormat
 
