@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shlex
 import tomllib
 from types import ModuleType
 
@@ -114,11 +115,21 @@ def test_license_is_the_one_pyproject_names() -> None:
     assert "END OF TERMS AND CONDITIONS" in text
 
 
-def test_docs_pages_are_all_markdown_under_docs() -> None:
-    """No nav in mkdocs.yml: every page under docs/ is on the site (a new page needs no
-    edit there), and every page a README link names exists."""
+def test_docs_nav_starts_at_the_start_page_and_lists_every_page_once() -> None:
+    """Issue 40: with no nav the site listed pages by file name (`apply --verify` first,
+    no start page). The nav begins at index.md, then install and the examples, and names
+    every page under docs/ exactly once (the strict build also fails on one left out)."""
     config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
-    assert "\nnav:" not in config
+    assert "strict: true" in config
+    nav = config.split("\nnav:\n", 1)[1].split("\nhooks:", 1)[0]
+    listed = re.findall(r": ([\w-]+\.md)$", nav, re.MULTILINE)
+    assert listed[:3] == ["index.md", "install.md", "examples.md"]
+    assert sorted(listed) == sorted(p.name for p in DOCS.glob("*.md"))
+
+
+def test_docs_pages_are_all_markdown_under_docs() -> None:
+    """Every command has its page, and every page a README link names exists."""
+    config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
     assert "strict: true" in config
     pages = {p.stem for p in DOCS.glob("*.md")}
     assert {c.replace("_", "-") for c in COMMANDS} <= pages
@@ -175,3 +186,23 @@ def test_the_bench_page_shows_a_real_a_a_and_a_b_compare() -> None:
     shown = {argv for page, argv, _ in _example_blocks() if page == "bench.md"}
     assert any("--example same-server" in a for a in shown), shown
     assert any("--example max-num-seqs-1" in a for a in shown), shown
+
+
+def _readme_one_liners() -> list[str]:
+    block = README.split("Each of these is one command", 1)[1].split("```sh\n", 1)[1]
+    return [line for line in block.split("```", 1)[0].splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("line", _readme_one_liners())
+def test_readme_one_liners_run_pasted_after_the_install(
+    line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40: the one-liners said `blackwell-doctor ...`, which fails pasted unless the
+    venv is active. They call the install line's .venv/bin/ (no activation needed), and
+    each runs (the bootstrap at its smallest for bench: layout, not intervals)."""
+    command = shlex.split(line, comments=True)
+    assert command[0] == ".venv/bin/blackwell-doctor"
+    argv = command[1 : command.index(">")] if ">" in command else command[1:]
+    if argv[0] == "bench" and "soak-60s" not in argv:
+        argv += ["--resamples", "200"]
+    assert run(argv, capsys).code in (0, 1)

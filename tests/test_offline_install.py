@@ -9,6 +9,7 @@ made that cache with the same command against the index) and this checkout's own
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,12 +83,12 @@ def test_it_installs_with_the_index_unreachable_and_runs(
         check=False,
     )
     assert example.returncode == 1, example.stderr  # the example's findings, not a crash
-    assert "[FAIL]  driver.version" in example.stdout
+    assert re.search(r"\[FAIL\] +driver\.version", example.stdout)
     target = json.loads((offline_wheelhouse / wh.TARGET_FILE).read_text())
     version = subprocess.run(
         [str(command), "--version"], capture_output=True, text=True, timeout=60, check=True
     )
-    assert version.stdout == f"blackwell-doctor {target['version']}\n"
+    assert version.stdout.splitlines()[0] == f"blackwell-doctor {target['version']}"
 
 
 def test_a_wheelhouse_for_another_python_and_platform_is_refused(

@@ -139,15 +139,15 @@ def text(report: Report, *, color: bool = False, verbose: bool = False, width: i
 
 
 def test_plain_text_is_ascii_with_word_marks() -> None:
-    out = text(make_report(EVERY_STATUS))
+    out = text(make_report(EVERY_STATUS), verbose=True)  # verbose: the skipped row too
     assert out.isascii()
     # Marks are padded to one width so ids and titles line up.
     for mark in [
-        "  [FAIL]  driver.version  title",
-        "  [ok]    driver.module   title",
-        "  [warn]  pci.acs         title",
-        "  [skip]  pci.iommu       title",
-        "  [error] gpu.smem        title",
+        "  [FAIL]          driver.version  expected: title",
+        "  [ok]            driver.module   title",
+        "  [warn]          pci.acs         expected: title",
+        "  [skip]          pci.iommu       title",
+        "  [not evaluated] gpu.smem        title",
     ]:
         assert mark in out
 
@@ -156,7 +156,7 @@ def test_color_text_has_styles_and_unicode_marks(monkeypatch: pytest.MonkeyPatch
     # The caller decided on colour; NO_COLOR / TERM=dumb in the environment must not undo it.
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("TERM", "dumb")
-    out = text(make_report(EVERY_STATUS), color=True)
+    out = text(make_report(EVERY_STATUS), color=True, verbose=True)
     assert "\x1b[" in out
     stripped = ANSI.sub("", out)
     for mark in ["[✗] driver.version", "[✓] driver.module", "[!] pci.acs", "[–] pci.iommu"]:
@@ -229,15 +229,23 @@ def test_results_are_grouped_by_family_in_report_order() -> None:
     ]
 
 
+def summary_line(out: str) -> str:
+    """The report's summary line (the way forward may follow it: test_first_run.py)."""
+    return next(line for line in out.splitlines() if line.startswith("Summary: "))
+
+
 def test_summary_line_counts_every_status_and_states_the_gate() -> None:
-    assert text(make_report(EVERY_STATUS)).splitlines()[-1] == (
-        "Summary: 1 failed, 1 warning, 1 passed, 1 skipped, 1 not evaluated - exit 1 (gate: fail)"
+    assert summary_line(text(make_report(EVERY_STATUS))) == (
+        "Summary: 1 failed, 1 warning, 1 passed, 1 skipped, 1 not evaluated - "
+        "exit 1 (non-zero on a failure)"
     )
     passing = [result("a.b", Status.PASS), result("a.c", Status.PASS)]
-    assert text(make_report(passing, strict=True)).splitlines()[-1] == (
-        "Summary: 2 passed - exit 0 (gate: fail, strict)"
+    assert summary_line(text(make_report(passing, strict=True))) == (
+        "Summary: 2 passed - exit 0 (non-zero on a failure, or a check not evaluated)"
     )
-    assert text(make_report([])).splitlines()[-1] == "Summary: no checks ran - exit 0 (gate: fail)"
+    assert summary_line(text(make_report([]))) == (
+        "Summary: no checks ran - exit 0 (non-zero on a failure)"
+    )
 
 
 @pytest.mark.parametrize("color", [False, True])
@@ -443,7 +451,7 @@ def test_junit_maps_each_status_with_the_default_gate() -> None:
         "driver.module": [("system-out", None)],
         "pci.acs": [("system-out", None)],
         "pci.iommu": [("skipped", None)],
-        "gpu.smem": [("error", "error")],
+        "gpu.smem": [("error", "not evaluated")],
     }
     warn_out = root.find(".//testcase[@name='pci.acs']/system-out")
     assert warn_out is not None
@@ -513,8 +521,22 @@ def test_markdown_status_words_are_emoji_free() -> None:
         "pass",
         "**WARN**",
         "skip",
-        "error",
+        "not evaluated",
     ]
+
+
+def test_one_tag_for_not_evaluated_in_every_view() -> None:
+    """Issue 40: check's rows said [error] where its summary and fleet said "not
+    evaluated". The words of a status not evaluated are the same in each human view; its
+    JSON value stays "error" (the documents' field values are unchanged)."""
+    report = make_report(EVERY_STATUS)
+    plain = text(report)
+    assert "  [not evaluated] gpu.smem" in plain
+    assert "1 not evaluated" in summary_line(plain)
+    assert "[error]" not in plain
+    assert "| not evaluated | `gpu.smem` |" in markdown(report)
+    assert case_kinds(junit(report))["gpu.smem"] == [("error", "not evaluated")]
+    assert json.loads(render(report, Format.JSON, color=False))["summary"]["error"] == 1
 
 
 def test_markdown_what_to_fix_lists_failures_first_with_commands_in_sh_fences() -> None:
@@ -545,3 +567,35 @@ def test_markdown_never_renders_links_or_images_from_data() -> None:
     assert "[click me](https://evil.example)" not in out
     assert "\\[click me\\](https://evil.example)" in out
     assert "![i](x)" not in out
+
+
+def test_a_finding_row_labels_its_title_the_expectation() -> None:
+    """Issue 40: a title is the condition a check expects, so "[warn] platform.wsl  Native
+    Linux, not WSL" read as the finding. On a warning or a failure it is labelled
+    "expected:" (the summary under it is what was found); a passing row is unchanged."""
+    report = make_report(EVERY_STATUS)
+    rows = {
+        re.split(r"\] +", line, maxsplit=1)[1].split()[0]: line
+        for line in text(report, verbose=True).splitlines()
+        if line.startswith("  [")
+    }
+    assert "  expected: title" in rows["driver.version"]
+    assert "  expected: title" in rows["pci.acs"]
+    for passing in ("driver.module", "pci.iommu", "gpu.smem"):
+        assert "expected:" not in rows[passing]
+    md = markdown(report)
+    assert "| Status | Check | Expected | Found |" in md
+    assert "### **FAIL** `driver.version`: expected: title" in md
+    failure = junit(report).find(".//testcase[@name='driver.version']/failure")
+    assert failure is not None
+    assert (failure.text or "").startswith("expected: title of driver.version; found: Driver")
+
+
+def test_the_gate_is_said_as_its_threshold_in_every_view() -> None:
+    """Issue 40: "exit 0 (gate: fail)" read as "the gate failed". Each view says what makes
+    the exit code non-zero, in the same words."""
+    passing = make_report([result("a.b", Status.PASS)], fail_on="warn", strict=True)
+    words = "exit 0 (non-zero on a warning or a failure, or a check not evaluated)"
+    assert summary_line(text(passing)).endswith(words)
+    assert words in markdown(passing)
+    assert "gate:" not in text(passing) + markdown(passing)

@@ -54,7 +54,7 @@ def test_no_color_on_a_terminal_gives_plain_text() -> None:
     code, shown = _run_on_a_tty({"NO_COLOR": "1"})
     assert code == 1
     assert "\x1b[" not in shown
-    assert "[FAIL]  driver.version" in shown
+    assert "[FAIL]          driver.version" in shown
 
 
 def test_a_pipe_gets_plain_text() -> None:
@@ -66,4 +66,4 @@ def test_a_pipe_gets_plain_text() -> None:
     )
     assert proc.returncode == 1
     assert b"\x1b[" not in proc.stdout
-    assert b"[FAIL]  driver.version" in proc.stdout
+    assert b"[FAIL]          driver.version" in proc.stdout

@@ -48,7 +48,8 @@ ALLOWED = {
     ("apply/slurm.py", "node_name_problem"): "a usage error's words (the caller raises them, "
     "exit 2), as a raise's are",
     ("cli/bench.py", "*"): "typer help: the command's and its options' documentation",
-    ("cli/options.py", "*"): "typer help: the options' documentation",
+    ("cli/options.py", "*"): "typer help: the options' documentation, each command's summary "
+    "and examples",
 }
 
 

@@ -650,6 +650,12 @@ def _read_runs(paths: Sequence[Path], *, stdin: BinaryIO) -> list[BenchRun]:
     return runs
 
 
+def read_run(path: Path, *, stdin: BinaryIO) -> BenchRun:
+    """The run document at ``path``, read and decoded as --compare reads each (bench
+    --example of an example that is one run, its soak: soak-60s)."""
+    return _read_runs([path], stdin=stdin)[0]
+
+
 def _ladder(request: BenchRequest, *, stdin: BinaryIO) -> LadderDocument:
     """``bench --compare A B C ...``: each run against the one before it, and the first
     against the last (rules/ladder.py)."""

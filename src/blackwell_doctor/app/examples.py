@@ -38,6 +38,8 @@ class ExampleInputs:
     # fleet --example: the host examples judged as nodes (a host example: itself alone).
     nodes: tuple[ExampleInputs, ...]
     trace: Path | None = None
+    # bench --example: a run document shown as it is (a soak: soak-60s; issue 40).
+    soak: Path | None = None
 
 
 def find(name: str, *, part: str, command: str) -> ExampleInputs:
@@ -146,6 +148,7 @@ def _inputs(example: Example, catalogue: ExampleCatalogue | None = None) -> Exam
         compare=compare,
         nodes=(),
         trace=path(example.trace),
+        soak=path(example.soak),
     )
     if example.nodes:
         cat = catalogue or load_examples()

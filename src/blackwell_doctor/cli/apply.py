@@ -14,6 +14,8 @@ from blackwell_doctor.cli.options import (
     DEFAULT_BIND,
     DEFAULT_NAME,
     DEFAULT_PORT,
+    EXAMPLES,
+    SUMMARIES,
     Bind,
     CatalogueFile,
     Containers,
@@ -72,6 +74,7 @@ def apply(
         float,
         typer.Option(
             "--health-timeout",
+            metavar="SECONDS",
             min=1.0,
             max=86400.0,
             help="Seconds the new container gets to answer its health check (the first "
@@ -82,6 +85,7 @@ def apply(
         int,
         typer.Option(
             "--stop-timeout",
+            metavar="SECONDS",
             min=0,
             max=3600,
             help="Seconds the running container gets to stop before it is killed.",
@@ -171,18 +175,22 @@ def apply(
         list[str] | None,
         typer.Option(
             "--shape",
+            metavar="SHAPE",
             help="Bench this shape (repeatable; default short, long, concurrent).",
             rich_help_panel=_VERIFY,
         ),
     ] = None,
     seed: Annotated[
         int,
-        typer.Option("--seed", help="Seed of the bench prompts.", rich_help_panel=_VERIFY),
+        typer.Option(
+            "--seed", metavar="N", help="Seed of the bench prompts.", rich_help_panel=_VERIFY
+        ),
     ] = 0,
     requests: Annotated[
         int | None,
         typer.Option(
             "--requests",
+            metavar="N",
             min=1,
             max=1_000_000,
             help="Measured requests per shape.",
@@ -193,6 +201,7 @@ def apply(
         float,
         typer.Option(
             "--request-timeout",
+            metavar="SECONDS",
             min=0.1,
             max=86400.0,
             help="Deadline of each bench request in seconds.",
@@ -320,4 +329,4 @@ def apply(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(apply)
+    app.command(short_help=SUMMARIES["apply"], epilog=EXAMPLES["apply"])(apply)

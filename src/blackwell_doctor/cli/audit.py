@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
+    EXAMPLES,
+    SUMMARIES,
     AuditModelDir,
     FailOnStatus,
     GpuTimeout,
@@ -100,4 +102,4 @@ def audit(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(audit)
+    app.command(short_help=SUMMARIES["audit"], epilog=EXAMPLES["audit"])(audit)

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import Arrival, Burstiness, Rate, Slo, SloLevel
+from blackwell_doctor.cli.options import (
+    EXAMPLES,
+    SUMMARIES,
+    Arrival,
+    Burstiness,
+    Rate,
+    Slo,
+    SloLevel,
+)
 from blackwell_doctor.render.formats import BenchFormat
 
 if TYPE_CHECKING:
@@ -53,15 +61,19 @@ two runs with no shape in common); 130 interrupted (the partial result is writte
 def register(app: typer.Typer) -> None:
     """Add ``bench`` to ``app``."""
 
-    @app.command("bench", help=_HELP)
+    @app.command("bench", help=_HELP, short_help=SUMMARIES["bench"], epilog=EXAMPLES["bench"])
     def bench(
         url: Annotated[
             str | None,
-            typer.Option("--url", help="The server's base URL, e.g. http://127.0.0.1:8000."),
+            typer.Option(
+                "--url", metavar="URL", help="The server's base URL, e.g. http://127.0.0.1:8000."
+            ),
         ] = None,
         model: Annotated[
             str | None,
-            typer.Option("--model", help="Model name (default: the one /v1/models lists)."),
+            typer.Option(
+                "--model", metavar="NAME", help="Model name (default: the one /v1/models lists)."
+            ),
         ] = None,
         output: Annotated[
             Path | None,
@@ -79,24 +91,34 @@ def register(app: typer.Typer) -> None:
         shape_names: Annotated[
             list[str] | None,
             typer.Option(
-                "--shape", help="Measure this shape (repeatable; default short, long, concurrent)."
+                "--shape",
+                metavar="SHAPE",
+                help="Measure this shape (repeatable; default short, long, concurrent).",
             ),
         ] = None,
-        seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic prompts.")] = 0,
+        seed: Annotated[
+            int, typer.Option("--seed", metavar="N", help="Seed of the synthetic prompts.")
+        ] = 0,
         requests: Annotated[
             int | None,
-            typer.Option("--requests", min=1, max=1_000_000, help="Measured requests per shape."),
+            typer.Option(
+                "--requests", metavar="N", min=1, max=1_000_000, help="Measured requests per shape."
+            ),
         ] = None,
         duration: Annotated[
             float | None,
             typer.Option(
-                "--duration", min=0.1, help="Per shape: send no new request after S seconds."
+                "--duration",
+                metavar="SECONDS",
+                min=0.1,
+                help="Per shape: send no new request after S seconds.",
             ),
         ] = None,
         request_timeout: Annotated[
             float,
             typer.Option(
                 "--request-timeout",
+                metavar="SECONDS",
                 min=0.1,
                 max=86400.0,
                 help="Deadline of each request in seconds; past it the request is 'stalled'.",
@@ -106,6 +128,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--api-key",
+                metavar="KEY",
                 envvar="OPENAI_API_KEY",
                 show_default=False,
                 show_envvar=True,
@@ -144,6 +167,7 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option(
                 "--fail-on-regression",
+                metavar="PCT",
                 min=0.0,
                 help="With --compare: exit 1 when a metric is significantly worse by more "
                 "than PCT percent, outputs drifted, or more requests failed.",
@@ -153,6 +177,7 @@ def register(app: typer.Typer) -> None:
             float,
             typer.Option(
                 "--threshold",
+                metavar="PCT",
                 min=0.0,
                 help="With --compare: smallest change in percent called better or worse.",
             ),
@@ -160,13 +185,18 @@ def register(app: typer.Typer) -> None:
         resamples: Annotated[
             int,
             typer.Option(
-                "--resamples", min=100, max=100_000, help="With --compare: bootstrap resamples."
+                "--resamples",
+                metavar="N",
+                min=100,
+                max=100_000,
+                help="With --compare: bootstrap resamples.",
             ),
         ] = 2000,
         repeat: Annotated[
             int,
             typer.Option(
                 "--repeat",
+                metavar="N",
                 min=1,
                 max=100,
                 help="Measure each server N times (taking turns with --compare-urls); the "
@@ -208,6 +238,7 @@ def register(app: typer.Typer) -> None:
             int | None,
             typer.Option(
                 "--sweep-points",
+                metavar="N",
                 min=1,
                 max=100,
                 help="With --rate sweep: the rates placed between one at a time and all at "
@@ -237,6 +268,7 @@ def register(app: typer.Typer) -> None:
             float,
             typer.Option(
                 "--time-scale",
+                metavar="FACTOR",
                 help="With --trace: send each request at its timestamp times this "
                 "(0.5: twice as fast).",
             ),
@@ -245,6 +277,7 @@ def register(app: typer.Typer) -> None:
             int,
             typer.Option(
                 "--trace-block-tokens",
+                metavar="N",
                 min=1,
                 max=1_000_000,
                 help="With --trace: the prompt tokens each Mooncake hash id stands for.",
@@ -300,6 +333,22 @@ def register(app: typer.Typer) -> None:
                 conflicting=("--trace", "--compare", "--compare-urls", "--soak"),
             )
             trace = ex.trace
+        elif example is not None and soak is None and _has_part(example, "soak"):
+            # An example that is one run (a soak): shown as bench showed it when it ran
+            # (issue 40: soak-60s could be shown by no command).
+            from blackwell_doctor.app.examples import replace_options
+
+            ex = replace_options(
+                example,
+                {"compare": compare, "url": url, "compare_urls": compare_urls},
+                part="soak",
+                command="bench",
+                conflicting=("--compare", "--url", "--compare-urls"),
+            )
+            assert ex.soak is not None
+            shown = flow.read_run(ex.soak, stdin=sys.stdin.buffer)
+            _write_document(shown, fmt, output)
+            raise typer.Exit(shown.exit_code)
         elif example is not None:
             from blackwell_doctor.app.examples import replace_options
 
@@ -365,9 +414,13 @@ def register(app: typer.Typer) -> None:
 
 
 def _has_trace(example: str) -> bool:
+    return _has_part(example, "trace")
+
+
+def _has_part(example: str, part: str) -> bool:
     from blackwell_doctor.app.examples import has_part
 
-    return has_part(example, "trace")
+    return has_part(example, part)
 
 
 def _compare_urls(request: BenchRequest, fmt: BenchFormat, output: Path | None) -> None:

@@ -12,6 +12,8 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
+    EXAMPLES,
+    SUMMARIES,
     BenchFile,
     CheckModelDir,
     Containers,
@@ -117,4 +119,4 @@ def check(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(check)
+    app.command(short_help=SUMMARIES["check"], epilog=EXAMPLES["check"])(check)

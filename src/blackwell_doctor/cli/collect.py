@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
+    EXAMPLES,
+    SUMMARIES,
     BenchFile,
     CheckModelDir,
     Containers,
@@ -66,4 +68,4 @@ def collect(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(collect)
+    app.command(short_help=SUMMARIES["collect"], epilog=EXAMPLES["collect"])(collect)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
+    EXAMPLES,
+    SUMMARIES,
     ExampleName,
     FailOnStatus,
     Ignore,
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 def register(app: typer.Typer) -> None:
     """Add ``fleet`` to ``app``."""
 
-    @app.command("fleet")
+    @app.command("fleet", short_help=SUMMARIES["fleet"], epilog=EXAMPLES["fleet"])
     def fleet(
         inputs: Annotated[
             list[str] | None,
@@ -63,6 +65,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--jobs",
                 "-j",
+                metavar="N",
                 min=0,
                 max=256,
                 help="Worker processes (0: one per CPU). Default 1: identical machines are "

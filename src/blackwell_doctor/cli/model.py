@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import ExampleName, GpuTimeoutBrief, ModelHub, Output
+from blackwell_doctor.cli.options import (
+    EXAMPLES,
+    SUMMARIES,
+    ExampleName,
+    GpuTimeoutBrief,
+    ModelHub,
+    Output,
+)
 from blackwell_doctor.cli.output import terminal_width, write
 from blackwell_doctor.render.formats import ModelFormat
 
@@ -16,6 +23,7 @@ GpuMemoryUtilization = Annotated[
     float | None,
     typer.Option(
         "--gpu-memory-utilization",
+        metavar="FRACTION",
         help="Share of each GPU's memory the runtime may take (vLLM's option; default 0.9).",
     ),
 ]
@@ -83,4 +91,4 @@ def model(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("model")(model)
+    app.command("model", short_help=SUMMARIES["model"], epilog=EXAMPLES["model"])(model)

@@ -109,7 +109,7 @@ def burstiness_option(
     "Poisson, above 1 more even).",
     panel: str | None = None,
 ) -> Any:
-    return typer.Option("--burstiness", help=help, rich_help_panel=panel)
+    return typer.Option("--burstiness", metavar="SHAPE", help=help, rich_help_panel=panel)
 
 
 def slo_option(
@@ -137,11 +137,15 @@ Slo = Annotated[str | None, slo_option()]
 SloLevel = Annotated[float | None, slo_level_option()]
 Select = Annotated[
     list[str] | None,
-    typer.Option("--select", help="Only these check ids or families (prefixes, repeatable)."),
+    typer.Option(
+        "--select", metavar="ID", help="Only these check ids or families (prefixes, repeatable)."
+    ),
 ]
 Ignore = Annotated[
     list[str] | None,
-    typer.Option("--ignore", help="Skip these check ids or families (prefixes, repeatable)."),
+    typer.Option(
+        "--ignore", metavar="ID", help="Skip these check ids or families (prefixes, repeatable)."
+    ),
 ]
 
 Output = Annotated[
@@ -167,6 +171,7 @@ GpuTimeout = Annotated[
     float | None,
     typer.Option(
         "--gpu-timeout",
+        metavar="SECONDS",
         min=1.0,
         max=3600.0,
         help="Seconds NVML and the CUDA driver get to answer; a hung GPU becomes a finding "
@@ -175,7 +180,13 @@ GpuTimeout = Annotated[
 ]
 GpuTimeoutBrief = Annotated[
     float | None,
-    typer.Option("--gpu-timeout", min=1.0, max=3600.0, help="Seconds NVML/CUDA get to answer."),
+    typer.Option(
+        "--gpu-timeout",
+        metavar="SECONDS",
+        min=1.0,
+        max=3600.0,
+        help="Seconds NVML/CUDA get to answer.",
+    ),
 ]
 
 # The logs scanned into the facts (check, collect, recommend, apply).
@@ -183,13 +194,16 @@ Logs = Annotated[
     list[str] | None,
     typer.Option(
         "--logs",
+        metavar="PATH",
         help="Scan these runtime logs too (files, .gz, directories, globs; - for stdin). "
         "Repeatable.",
     ),
 ]
 Containers = Annotated[
     list[str] | None,
-    typer.Option("--container", help="Scan this container's logs (Docker API). Repeatable."),
+    typer.Option(
+        "--container", metavar="NAME", help="Scan this container's logs (Docker API). Repeatable."
+    ),
 ]
 Journal = Annotated[bool, typer.Option("--journal", help="Scan the systemd journal of this boot.")]
 KernelLog = Annotated[
@@ -343,6 +357,7 @@ StackImage = Annotated[
     str | None,
     typer.Option(
         "--image",
+        metavar="NAME[:TAG]",
         help="Audit the Python GPU stack of this container image instead (NAME[:TAG], already "
         "in the Docker engine of DOCKER_HOST): its files are read through the Docker API, "
         "nothing of it is run, nothing is pulled. Implies --stack where there is one.",
@@ -378,7 +393,11 @@ ModelDir = Annotated[
 ]
 RuntimeId = Annotated[
     str | None,
-    typer.Option("--runtime", help="A runtime id from the catalogue (default: the preferred one)."),
+    typer.Option(
+        "--runtime",
+        metavar="ID",
+        help="A runtime id from the catalogue (default: the preferred one).",
+    ),
 ]
 CatalogueFile = Annotated[
     Path | None,
@@ -386,20 +405,26 @@ CatalogueFile = Annotated[
         "--catalogue", help="Your own runtime catalogue (format of checks/runtimes.toml)."
     ),
 ]
-Name = Annotated[str, typer.Option("--name", help="The container's name.")]
+Name = Annotated[str, typer.Option("--name", metavar="NAME", help="The container's name.")]
 Bind = Annotated[
     str,
-    typer.Option("--bind", help="Address to publish the port on (0.0.0.0: every interface)."),
+    typer.Option(
+        "--bind",
+        metavar="ADDRESS",
+        help="Address to publish the port on (0.0.0.0: every interface).",
+    ),
 ]
-Port = Annotated[int, typer.Option("--port", help="Host port for the API.")]
+Port = Annotated[int, typer.Option("--port", metavar="PORT", help="Host port for the API.")]
 ShmSize = Annotated[
-    str | None, typer.Option("--shm-size", help="Shared memory (default: the catalogue's).")
+    str | None,
+    typer.Option("--shm-size", metavar="SIZE", help="Shared memory (default: the catalogue's)."),
 ]
 EnvVars = Annotated[
     list[str] | None,
     typer.Option(
         "--env",
         "-e",
+        metavar="NAME[=VALUE]",
         help="Extra environment NAME=VALUE, or NAME to take it from this environment "
         "(repeatable). Secret-looking values are never printed.",
     ),
@@ -407,3 +432,83 @@ EnvVars = Annotated[
 DEFAULT_NAME = "blackwell-doctor-vllm"
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 8000
+
+
+# --help's words that are not an option's (issue 40): each command's line in the command
+# list (a sentence that fits beside its name at 80 columns: click cuts a longer one
+# mid-sentence) and its examples, one command a line, shown under its options.
+SUMMARIES = {
+    "check": "Judge this host (or a facts file) and report: the CI gate.",
+    "collect": "Write this host's facts document, to judge anywhere.",
+    "probe": "Measure the GPU's limits and run the tile probes.",
+    "scan-logs": "Scan logs for fallback and failure signatures.",
+    "recommend": "Ordered fixes and a runtime launch for this host.",
+    "apply": "Run the recommended runtime via Docker, or plan it.",
+    "model": "What a model is and whether it fits these GPUs.",
+    "fleet": "Judge many nodes' facts at once, grouped by finding.",
+    "slurm-health": "Drain or resume this Slurm node by its findings.",
+    "bench": "Measure a serving endpoint; compare runs.",
+    "audit": "Audit the Python GPU stack's kernels for this GPU.",
+    "examples": "List the shipped examples (no GPU needed).",
+}
+
+EXAMPLES = {
+    "check": """
+blackwell-doctor check
+blackwell-doctor check --fail-on warn -f junit -o report.xml
+blackwell-doctor check --facts node7.json --select driver,platform
+blackwell-doctor check --example wsl2-rtxpro6000x4
+""",
+    "collect": """
+blackwell-doctor collect -o facts.json --redact
+blackwell-doctor check --facts facts.json
+""",
+    "probe": """
+blackwell-doctor probe
+blackwell-doctor probe --p2p -f json -o probe.json
+""",
+    "scan-logs": """
+blackwell-doctor scan-logs vllm.log
+docker logs vllm 2>&1 | blackwell-doctor scan-logs -
+blackwell-doctor scan-logs --container vllm --fail-on warn
+""",
+    "recommend": """
+blackwell-doctor recommend --example wsl2-rtxpro6000x4
+blackwell-doctor recommend -f markdown > ticket.md
+blackwell-doctor recommend --model-dir /models/qwen -f compose
+""",
+    "apply": """
+blackwell-doctor apply --model-dir /models/qwen
+blackwell-doctor apply --model-dir /models/qwen --yes --verify
+blackwell-doctor apply --example wsl2-rtxpro6000x4
+""",
+    "model": """
+blackwell-doctor model /models/qwen
+blackwell-doctor model openai/gpt-oss-120b --hub
+blackwell-doctor model --example dgx-spark
+""",
+    "fleet": """
+blackwell-doctor fleet facts/*.json
+blackwell-doctor fleet facts/ -f markdown > fleet.md
+blackwell-doctor fleet --example lab
+""",
+    "slurm-health": """
+blackwell-doctor slurm-health --facts node7.json --fail-on warn
+blackwell-doctor slurm-health --no-probe --fail-on fail
+""",
+    "bench": """
+blackwell-doctor bench --url http://127.0.0.1:8000 -o before.json
+blackwell-doctor bench --compare before.json after.json
+blackwell-doctor bench --url http://127.0.0.1:8000 --rate sweep
+blackwell-doctor bench --example max-num-seqs-1 -f html > compare.html
+""",
+    "audit": """
+blackwell-doctor audit
+blackwell-doctor audit --python /opt/venv/bin/python
+blackwell-doctor audit --image vllm/vllm-openai:latest
+""",
+    "examples": """
+blackwell-doctor examples
+blackwell-doctor check --example h200x2
+""",
+}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import Output
+from blackwell_doctor.cli.options import EXAMPLES, SUMMARIES, Output
 from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.render.formats import ProbeFormat
 from blackwell_doctor.report.exitcodes import ExitCode
@@ -36,6 +36,7 @@ def probe(
         int | None,
         typer.Option(
             "--smem-limit",
+            metavar="BYTES",
             help="Shared memory per block for --plan, in bytes: 101376 for SM 12.x, 232448 for "
             "SM 9.0/10.x.",
         ),
@@ -56,6 +57,7 @@ def probe(
         float,
         typer.Option(
             "--timeout",
+            metavar="SECONDS",
             min=1.0,
             max=3600.0,
             help="Seconds each probe child gets; a hang is a named failure.",
@@ -131,4 +133,4 @@ def _not_run(report: PresetReport) -> str | None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(probe)
+    app.command(short_help=SUMMARIES["probe"], epilog=EXAMPLES["probe"])(probe)

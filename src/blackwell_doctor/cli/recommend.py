@@ -13,6 +13,8 @@ from blackwell_doctor.cli.options import (
     DEFAULT_BIND,
     DEFAULT_NAME,
     DEFAULT_PORT,
+    EXAMPLES,
+    SUMMARIES,
     BenchFile,
     Bind,
     CatalogueFile,
@@ -106,4 +108,4 @@ def recommend(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(recommend)
+    app.command(short_help=SUMMARIES["recommend"], epilog=EXAMPLES["recommend"])(recommend)

@@ -9,10 +9,13 @@ command, for introspection."""
 # run, and string annotations are eval'd there (start-up: docs/performance.md).
 
 import sys
-from typing import Annotated
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
 
 import typer
+from typer import _click as click  # the click typer runs on (vendored in typer 0.28)
 from typer._completion_classes import completion_init  # typer's own module (typer<0.29)
+from typer.core import TyperCommand, TyperGroup
 
 from blackwell_doctor import TOOL_NAME, __version__
 
@@ -25,7 +28,7 @@ def new_app() -> typer.Typer:
     # (add_completion), which would also put two options on every run; registering them is
     # all completion needs (typer imports the module itself: nothing more is loaded).
     completion_init()
-    app = typer.Typer(
+    app = _App(
         name=TOOL_NAME,
         help=(
             "Is this GPU inference host on the fast path for NVFP4 mixture-of-experts serving "
@@ -39,6 +42,7 @@ def new_app() -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
+        cls=_Group,
     )
     app.callback()(_root)
     return app
@@ -46,7 +50,10 @@ def new_app() -> typer.Typer:
 
 def _version(value: bool) -> None:
     if value:
-        sys.stdout.write(f"{TOOL_NAME} {__version__}\n")
+        from blackwell_doctor.collect.about import read_about
+        from blackwell_doctor.render.about import render_about
+
+        sys.stdout.write(render_about(read_about(__version__), TOOL_NAME))
         raise typer.Exit(0)
 
 
@@ -55,7 +62,10 @@ def _root(
     version: Annotated[
         bool,
         typer.Option(
-            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+            "--version",
+            callback=_version,
+            is_eager=True,
+            help="Print the version, commit, rule data, schemas, Python and GPU bindings.",
         ),
     ] = False,
 ) -> None:
@@ -63,3 +73,64 @@ def _root(
     if ctx.invoked_subcommand is None:
         sys.stdout.write(ctx.get_help() + "\n")
         raise typer.Exit(0)
+
+
+# --help as a person reads it (issue 40). click wraps help with textwrap, which breaks a
+# line after any hyphen inside a word (TextWrapper.break_on_hyphens, left on by wrap_text in
+# typer/_click/formatting.py, typer 0.28): `--fail-on` became `--fail-`/`on`, and
+# `blackwell-doctor` likewise. Hyphens are held as U+2011 (a non-breaking hyphen, one
+# column too) while click lays the text out, and given back as they are written.
+_HELD_HYPHEN = "\u2011"
+
+
+def _hold(text: str) -> str:
+    return text.replace("-", _HELD_HYPHEN)
+
+
+class _HelpFormatter(click.HelpFormatter):
+    def write_text(self, text: str) -> None:
+        super().write_text(_hold(text))
+
+    def write_dl(
+        self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2
+    ) -> None:
+        super().write_dl([(_hold(a), _hold(b)) for a, b in rows], col_max, col_spacing)
+
+    def write(self, string: str) -> None:
+        super().write(string.replace(_HELD_HYPHEN, "-"))
+
+
+class _Context(typer.Context):
+    formatter_class = _HelpFormatter
+
+
+class _Command(TyperCommand):
+    """A command whose --help wraps without breaking words and whose ``epilog`` is its
+    examples: one command a line, never rewrapped (a command is copied whole). Each command
+    gives a ``short_help`` that fits the list beside its name at 80 columns: click cuts a
+    longer one mid-sentence with "..." (make_default_short_help, typer/_click/utils.py,
+    typer 0.28)."""
+
+    context_class = _Context
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if not self.epilog:
+            return
+        formatter.write_paragraph()
+        formatter.write_heading("Examples")
+        for line in self.epilog.strip().splitlines():
+            formatter.write(f"{' ' * (formatter.current_indent + 2)}{line.strip()}\n")
+
+
+class _Group(TyperGroup):
+    context_class = _Context
+
+
+class _App(typer.Typer):
+    """typer's application whose commands are :class:`_Command` (their help laid out as
+    above) unless a command asks for another class."""
+
+    def command(  # type: ignore[override]
+        self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **kwargs: Any
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        return super().command(name, cls=cls or _Command, **kwargs)

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import FailOn, Output
+from blackwell_doctor.cli.options import EXAMPLES, SUMMARIES, FailOn, Output
 from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.render.formats import ScanLogsFormat
 
@@ -35,6 +35,7 @@ def scan_logs(
         list[str] | None,
         typer.Option(
             "--container",
+            metavar="NAME",
             help="Scan this container's logs through the Docker API "
             "(repeatable; DOCKER_HOST is honoured).",
         ),
@@ -103,4 +104,6 @@ def scan_logs(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("scan-logs")(scan_logs)
+    app.command("scan-logs", short_help=SUMMARIES["scan-logs"], epilog=EXAMPLES["scan-logs"])(
+        scan_logs
+    )

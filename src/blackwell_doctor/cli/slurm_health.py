@@ -12,6 +12,8 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import (
+    EXAMPLES,
+    SUMMARIES,
     FailOn,
     GpuTimeout,
     HostRoot,
@@ -28,12 +30,15 @@ from blackwell_doctor.report import exitcodes
 def register(app: typer.Typer) -> None:
     """Add ``slurm-health`` to ``app``."""
 
-    @app.command("slurm-health")
+    @app.command(
+        "slurm-health", short_help=SUMMARIES["slurm-health"], epilog=EXAMPLES["slurm-health"]
+    )
     def slurm_health(
         node: Annotated[
             str | None,
             typer.Option(
                 "--node",
+                metavar="NAME",
                 help="This node's NodeName in Slurm (default: $SLURMD_NODENAME, else the "
                 "short hostname); one node, never a list or range.",
             ),

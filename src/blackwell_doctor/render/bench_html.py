@@ -728,6 +728,12 @@ def _plain_series(
 # --------------------------------------------------------------------------- a compare
 
 
+# A compare's axis runs no further than this either side of 0 (percent): a change past it
+# (a tail that grew tenfold) ends at the edge with its value, so that the other rows' -80%
+# stays readable; the table gives every value.
+FOREST_CLIP_PCT = 200.0
+
+
 def _colour(verdict: str) -> str:
     return GOOD if verdict == "better" else BAD if verdict == "worse" else NEUTRAL
 
@@ -739,7 +745,7 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
     subtitle = (
         f"{doc.tool.name} {doc.tool.version} · intervals hold together at {doc.confidence:.0%} "
         f"({doc.per_comparison_confidence:.2%} each) · {doc.resamples} bootstrap resamples, "
-        f"seed {doc.seed}" + (f" · {runs}" if runs else "") + f" · exit {doc.exit_code}"
+        f"seed {doc.seed}" + (f" · {runs}" if runs else "")
     )
     sc = doc.scorecard
     body = [
@@ -754,7 +760,11 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
                 ["overall", sc.overall],
             ],
             text_columns=frozenset({0, 1}),
+            verdict_columns=frozenset({1}),
         ).markup(),
+        # The exit code under the verdict it follows from (issue 40: "exit 0" stood in the
+        # subtitle, above "overall worse").
+        paragraph(f"exit {doc.exit_code}", "exit"),
     ]
     body += [paragraph(f"regression: {r}", "finding") for r in doc.regressions]
     body += [
@@ -798,6 +808,7 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
         ],
         rows,
         text_columns=frozenset({0, 1, 2, 7}),
+        verdict_columns=frozenset({7}),
     )
     if drawn:
         forest_rows = [
@@ -818,13 +829,17 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
             x_label="change after vs before (% of before)",
             band=doc.threshold_pct or None,
             title="compare intervals",
+            unit="%",
+            clip=FOREST_CLIP_PCT,
         )
         left_out = len(doc.comparisons) - len(drawn)
         caption = (
             f"Each change with its {doc.per_comparison_confidence:.2%} bootstrap interval: "
             "green better, vermillion worse, grey neither (latency: lower is better; throughput: "
             f"higher). Dashed: ±{doc.threshold_pct:g}%, the smallest change given a verdict; "
-            "shaded: the row's noise floor, inside which no change is called better or worse."
+            "shaded: the row's noise floor, inside which no change is called better or worse. "
+            f"The axis stops at ±{FOREST_CLIP_PCT:g}%: a change beyond it ends at the edge in "
+            "a triangle, with its value."
             + (f" {left_out} rows without a value are in the table only." if left_out else "")
         )
         body.append(figure("forest", svg, caption, "", table))
@@ -960,6 +975,8 @@ def render_ladder_html(
             x_label="change against the step's first run (% of it)",
             band=doc.cumulative.threshold_pct or None,
             title="ladder intervals",
+            unit="%",
+            clip=FOREST_CLIP_PCT,
         )
         caption = (
             "Each step's change (and first to last) with its interval: green better, "

@@ -99,6 +99,12 @@ def evidence_text(value: EvidenceValue) -> str:
     return str(value)
 
 
+# The one name of Status.ERROR wherever a person reads it (issue 40: check's rows said
+# "[error]", its summary and fleet "not evaluated"): a check that could not be judged, with
+# the reason (DESIGN.md, "Result statuses"). JSON keeps the status's value, "error".
+NOT_EVALUATED = "not evaluated"
+
+
 def counts_phrase(summary: Summary) -> str:
     """ "2 failed, 1 warning, 7 passed, 1 skipped, 1 not evaluated" (zero counts left out)."""
     parts = [
@@ -106,14 +112,14 @@ def counts_phrase(summary: Summary) -> str:
         (summary.warn, "warning", "warnings"),
         (summary.pass_, "passed", "passed"),
         (summary.skip, "skipped", "skipped"),
-        (summary.error, "not evaluated", "not evaluated"),
+        (summary.error, NOT_EVALUATED, NOT_EVALUATED),
     ]
     words = [f"{n} {one if n == 1 else many}" for n, one, many in parts if n]
     return ", ".join(words) if words else "no checks ran"
 
 
 def gate_phrase(report: Report) -> str:
-    """ "exit 1 (gate: fail)": what a CI job will see and why."""
+    """ "exit 1 (non-zero on a failure)": what a CI job will see and why."""
     return f"exit {report.exit_code} ({gate_words(report)})"
 
 
@@ -143,3 +149,13 @@ def longest_run(text: str, char: str) -> int:
 
 # Statuses that are findings: they show their remedy and land in "What to fix".
 FINDING_STATUSES = frozenset({Status.WARN, Status.FAIL})
+
+# A check's title is the condition it expects (checks/catalogue.toml: "Native Linux, not
+# WSL"); on a warning or a failure it is labelled so, and the summary beside it says what
+# was found (issue 40: "[warn] platform.wsl  Native Linux, not WSL" read as the finding).
+EXPECTED = "expected: "
+
+
+def title_as_shown(status: Status, title: str) -> str:
+    """``title`` as a row of ``status`` shows it: labelled the expectation on a finding."""
+    return f"{EXPECTED}{title}" if status in FINDING_STATUSES else title

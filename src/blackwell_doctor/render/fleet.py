@@ -12,8 +12,18 @@ from typing import TYPE_CHECKING, TypeVar, assert_never
 
 import msgspec
 
-from blackwell_doctor.render.common import json_document, json_safe, sanitize, sanitize_line, scrub
+from blackwell_doctor.render.common import (
+    FINDING_STATUSES,
+    NOT_EVALUATED,
+    json_document,
+    json_safe,
+    sanitize,
+    sanitize_line,
+    scrub,
+    title_as_shown,
+)
 from blackwell_doctor.render.formats import FleetFormat
+from blackwell_doctor.report.check import gate_threshold
 from blackwell_doctor.report.fleet import FleetGroup, FleetNode, FleetReport
 from blackwell_doctor.report.results import Status
 
@@ -26,7 +36,7 @@ if TYPE_CHECKING:
 # How many node names the terminal view lists per group before "+N more" (all with -v).
 NODES_SHOWN = 20
 
-_WORD = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.ERROR: "NOT EVALUATED"}
+_WORD = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.ERROR: NOT_EVALUATED.upper()}
 _STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.ERROR: "magenta"}
 
 _T = TypeVar("_T")
@@ -88,7 +98,7 @@ def headline(report: FleetReport) -> str:
     verdicts = [f"{s.findings} at or above the gate"]
     if s.not_evaluated:
         verdicts.append(f"{s.not_evaluated} not fully evaluated")
-    gate = f"gate: {report.fail_on}, strict" if report.strict else f"gate: {report.fail_on}"
+    gate = gate_threshold(report.fail_on, report.strict)
     return f"{', '.join(parts)}: {worst}; {', '.join(verdicts)} (exit {report.exit_code}, {gate})"
 
 
@@ -110,7 +120,7 @@ def render_rich(
     for g in report.groups:
         out.append(line())
         out.append(line(f"{_WORD[g.status]}  {_group_line(g)}", _STYLE[g.status]))
-        out.append(line(sanitize(g.title), indent=6))
+        out.append(line(sanitize(title_as_shown(g.status, g.title)), indent=6))
         if g.remedy is not None:
             if g.remedy.summary:
                 out.append(line(f"fix: {sanitize(g.remedy.summary)}", indent=6))
@@ -139,7 +149,12 @@ def render_markdown(report: FleetReport) -> str:
     for g in report.groups:
         out.append(f"## {_WORD[g.status]}: {code(g.id)} on {_nodes_phrase(len(g.nodes))}")
         out.append("")
-        out.append(f"{prose(g.title)} ({g.severity.value}): {prose(g.summary)}")
+        out.append(
+            f"{prose(title_as_shown(g.status, g.title))} ({g.severity.value}); "
+            f"found: {prose(g.summary)}"
+            if g.status in FINDING_STATUSES
+            else f"{prose(g.title)} ({g.severity.value}): {prose(g.summary)}"
+        )
         out.append("")
         if g.remedy is not None:
             if g.remedy.summary:

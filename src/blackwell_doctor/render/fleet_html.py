@@ -5,12 +5,13 @@ sanitising step (:func:`render.fleet.render_fleet`); every value is placed with 
 
 from __future__ import annotations
 
+from blackwell_doctor.render.common import NOT_EVALUATED
 from blackwell_doctor.render.html import Table, figure, heading, page, paragraph, text_report
 from blackwell_doctor.render.svg import BAD, GOOD, NEUTRAL, PALETTE, Bar, bars
 from blackwell_doctor.report.fleet import FleetReport
 from blackwell_doctor.report.results import Status
 
-_WORD = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.ERROR: "NOT EVALUATED"}
+_WORD = {Status.FAIL: "FAIL", Status.WARN: "WARN", Status.ERROR: NOT_EVALUATED.upper()}
 _COLOUR = {Status.FAIL: BAD, Status.WARN: PALETTE[4], Status.ERROR: PALETTE[3]}
 
 
@@ -85,8 +86,8 @@ def render_fleet_html(
                         "check",
                         "severity",
                         "nodes",
-                        "title",
-                        "summary",
+                        "expected",
+                        "found",
                         "fix",
                         "node names",
                     ],

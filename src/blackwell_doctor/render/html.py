@@ -42,6 +42,9 @@ svg .grid { stroke: #e6e6e6; } svg .axis { stroke: #777; }
 .swatch { display: inline-block; width: 1.6em; height: .5em; margin-right: .4em;
   vertical-align: middle; border-radius: 2px; }
 details { margin: 1em 0; } pre { white-space: pre-wrap; font-size: 12px; }
+.scroll { max-width: 100%; overflow-x: auto; }
+td.v-better { color: #009E73; } td.v-worse { color: #D55E00; font-weight: 600; }
+td.v-not-comparable, td.v-too-few-samples { color: #5a5a5a; font-style: italic; }
 code { font-size: 12px; }
 """
 
@@ -85,24 +88,31 @@ class Table:
     rows: Sequence[Sequence[str]]
     caption: str = ""
     text_columns: frozenset[int] = frozenset({0})
+    # Columns of verdicts ("better", "worse", ...): each cell gets the class v-<verdict>,
+    # coloured as the figures colour them (svg.py GOOD, BAD; issue 40: verdicts were black).
+    verdict_columns: frozenset[int] = frozenset()
 
     def markup(self, css_class: str = "") -> str:
         def cells(tag: str, row: Sequence[str]) -> str:
-            return "".join(
-                f'<{tag} class="text">{esc(c)}</{tag}>'
-                if i in self.text_columns
-                else f"<{tag}>{esc(c)}</{tag}>"
-                for i, c in enumerate(row)
-            )
+            out = []
+            for i, c in enumerate(row):
+                classes = ["text"] if i in self.text_columns else []
+                if tag == "td" and i in self.verdict_columns:
+                    classes.append("v-" + "-".join(c.split()))
+                klass = f' class="{esc(" ".join(classes))}"' if classes else ""
+                out.append(f"<{tag}{klass}>{esc(c)}</{tag}>")
+            return "".join(out)
 
         klass = f' class="{esc(css_class)}"' if css_class else ""
-        out = [f"<table{klass}>"]
+        # A table wider than the page scrolls inside it (issue 40: a compare's table ran
+        # past a 700 px window).
+        out = [f'<div class="scroll"><table{klass}>']
         if self.caption:
             out.append(f"<caption>{esc(self.caption)}</caption>")
         out.append(f"<thead><tr>{cells('th', self.head)}</tr></thead>")
         out.append("<tbody>")
         out += [f"<tr>{cells('td', r)}</tr>" for r in self.rows]
-        out.append("</tbody></table>")
+        out.append("</tbody></table></div>")
         return "\n".join(out)
 
 

@@ -16,7 +16,14 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import assert_never
 
-from blackwell_doctor.render.common import evidence_text, group_by_family, sanitize
+from blackwell_doctor.render.common import (
+    FINDING_STATUSES,
+    NOT_EVALUATED,
+    evidence_text,
+    group_by_family,
+    sanitize,
+    title_as_shown,
+)
 from blackwell_doctor.report.check import Report
 from blackwell_doctor.report.results import Result, Status
 
@@ -68,7 +75,7 @@ def _testcase(suite: ET.Element, result: Result, *, warn_fails: bool) -> None:
         case Status.WARN:
             ET.SubElement(case, "system-out").text = f"WARN: {_details(result)}"
         case Status.ERROR:
-            error = ET.SubElement(case, "error", message=summary, type="error")
+            error = ET.SubElement(case, "error", message=summary, type=NOT_EVALUATED)
             error.text = _details(result)
         case Status.SKIP:
             ET.SubElement(case, "skipped", message=summary)
@@ -80,7 +87,12 @@ def _testcase(suite: ET.Element, result: Result, *, warn_fails: bool) -> None:
 
 def _details(result: Result) -> str:
     """What a CI log needs to act without the terminal report: title, summary, evidence, fix."""
-    lines = [f"{result.title}: {result.summary}", f"severity: {result.severity}"]
+    lines = [
+        f"{title_as_shown(result.status, result.title)}; found: {result.summary}"
+        if result.status in FINDING_STATUSES
+        else f"{result.title}: {result.summary}",
+        f"severity: {result.severity}",
+    ]
     lines += [f"{key}: {evidence_text(value)}" for key, value in result.evidence.items()]
     if result.remedy is not None:
         lines.append(f"Fix: {result.remedy.summary}")

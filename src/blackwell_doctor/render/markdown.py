@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from blackwell_doctor.render.common import (
     FINDING_STATUSES,
+    NOT_EVALUATED,
     counts_phrase,
     evidence_text,
     gate_phrase,
@@ -20,6 +21,7 @@ from blackwell_doctor.render.common import (
     node_phrase,
     sanitize,
     sanitize_line,
+    title_as_shown,
 )
 from blackwell_doctor.report.check import PresetReport, Report, Section
 from blackwell_doctor.report.results import Result, Status
@@ -29,7 +31,7 @@ _STATUS_WORD: dict[Status, str] = {
     Status.WARN: "**WARN**",
     Status.PASS: "pass",
     Status.SKIP: "skip",
-    Status.ERROR: "error",
+    Status.ERROR: NOT_EVALUATED,
 }
 
 
@@ -204,7 +206,8 @@ def render_markdown(report: Report, details: Sequence[Section] = ()) -> str:
         "",
     ]
     if report.results:
-        out += ["| Status | Check | Title | Summary |", "|---|---|---|---|"]
+        # The title is what the check expects, the summary what it found (issue 40).
+        out += ["| Status | Check | Expected | Found |", "|---|---|---|---|"]
         out += [
             f"| {_STATUS_WORD[r.status]} | {cell(code(r.id))} | {cell(prose(r.title))} "
             f"| {cell(prose(r.summary))} |"
@@ -258,7 +261,8 @@ def _section(section: Section) -> list[str]:
 
 def _finding(result: Result) -> list[str]:
     out = [
-        f"### {_STATUS_WORD[result.status]} {code(result.id)}: {prose(result.title)}",
+        f"### {_STATUS_WORD[result.status]} {code(result.id)}: "
+        f"{prose(title_as_shown(result.status, result.title))}",
         "",
         prose(result.summary),
         "",

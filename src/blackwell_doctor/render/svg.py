@@ -276,7 +276,15 @@ class ForestRow:
     floor: float | None = None  # no verdict inside +-floor: a light band on the row
 
 
-def forest(rows: Sequence[ForestRow], *, x_label: str, band: float | None, title: str) -> str:
+def forest(
+    rows: Sequence[ForestRow],
+    *,
+    x_label: str,
+    band: float | None,
+    title: str,
+    unit: str = "",
+    clip: float | None = None,
+) -> str:
     """One row per interval: a whisker from ``low`` to ``high``, a dot at ``value``; a line
     at 0 and, when given, dashed lines at +-``band``. The axis spans the values and the band
     with room to spare (at most ``FOREST_SPAN`` times their reach): a wider interval (a few
@@ -289,6 +297,9 @@ def forest(rows: Sequence[ForestRow], *, x_label: str, band: float | None, title
     points = [r.value for r in rows if _finite(r.value)]
     reach = max([abs(v) for v in points] + [band or 0.0, 1.0]) * FOREST_SPAN
     ends = [v for r in rows for v in (r.low, r.high) if v is not None and _finite(v)]
+    if clip is not None:  # the axis never runs past +-clip (issue 40: a -1,000% outlier
+        # squashed a -80% drop against 0); a value beyond it ends at the edge, labelled.
+        reach = min(reach, max(clip, band or 0.0))
     lo = max(-reach, min([*points, *ends, -(band or 0.0), 0.0]))
     hi = min(reach, max([*points, *ends, band or 0.0, 0.0]))
     lo, hi, ticks = _range([lo, hi], Axis(x_label, low=lo, high=hi), 6)
@@ -299,7 +310,7 @@ def forest(rows: Sequence[ForestRow], *, x_label: str, band: float | None, title
         out.append(
             f'<line class="grid" x1="{px:.1f}" x2="{px:.1f}" y1="{top}" y2="{height - bottom}"/>'
             f'<text x="{px:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
-            f"{esc(tick_label(t))}</text>"
+            f"{esc(tick_label(t))}{esc(unit) if t else ''}</text>"
         )
     zero = sx(0.0)
     out.append(
@@ -349,6 +360,16 @@ def forest(rows: Sequence[ForestRow], *, x_label: str, band: float | None, title
                     )
         if lo <= r.value <= hi:
             parts.append(f'<circle cx="{sx(r.value):.1f}" cy="{cy:.1f}" r="4" fill="{colour}"/>')
+        elif _finite(r.value):  # off the axis: a marker at the edge, and the value beside it
+            d = 1 if r.value > hi else -1
+            x = sx(hi if d > 0 else lo)
+            parts.append(
+                f'<polygon class="clipped" points="{_xy(x + 7 * d, cy)} {_xy(x, cy - 6)} '
+                f'{_xy(x, cy + 6)}" fill="{colour}"/>'
+                f'<text x="{x - 10 * d:.1f}" y="{cy - 7:.1f}" '
+                f'text-anchor="{"end" if d > 0 else "start"}">'
+                f"{esc(f'{r.value:+,.0f}')}{esc(unit)}</text>"
+            )
         parts.append("</g>")
         out.append("".join(parts))
     out.append("</svg>")

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from blackwell_doctor.render.common import (
+    EXPECTED,
     FINDING_STATUSES,
+    NOT_EVALUATED,
     counts_phrase,
     evidence_text,
     gate_phrase,
@@ -39,7 +41,7 @@ _PLAIN = _Glyphs(
         Status.WARN: "[warn]",
         Status.FAIL: "[FAIL]",
         Status.SKIP: "[skip]",
-        Status.ERROR: "[error]",
+        Status.ERROR: f"[{NOT_EVALUATED}]",
     },
     sep=" | ",
     dash="-",
@@ -97,12 +99,23 @@ def _layout(
     report: Report, glyphs: _Glyphs, *, verbose: bool, details: Sequence[Section]
 ) -> list[Item]:
     lines = _header(report, glyphs)
-    mark_width = max(len(m) for m in glyphs.marks.values())
+    # As wide as the marks of the statuses shown ("[not evaluated]" widens it only where
+    # a check was not evaluated).
+    mark_width = max(
+        (len(glyphs.marks[r.status]) for r in report.results),
+        default=max(len(m) for m in glyphs.marks.values()),
+    )
     id_width = max((len(sanitize_line(r.id)) for r in report.results), default=0)
-    for family, results in group_by_family(report.results):
+    # Skipped checks are listed one by one only with --verbose; otherwise grouped by their
+    # reason after the others (issue 40: a first run with no GPU was 34 [skip] rows of ~110
+    # lines, 13 of them "blocked by gpu.present").
+    shown = [r for r in report.results if verbose or r.status is not Status.SKIP]
+    for family, results in group_by_family(shown):
         lines += [Line(0, ()), Line(0, ((sanitize_line(family), "heading"),))]
         for result in results:
             lines += _check_lines(result, glyphs, mark_width, id_width, verbose=verbose)
+    if not verbose:
+        lines += _skipped_lines([r for r in report.results if r.status is Status.SKIP])
     if not report.results and not details:
         lines += [Line(0, ()), Line(0, (("No checks ran.", "dim"),))]
     for section in details:
@@ -134,7 +147,52 @@ def _layout(
                 ),
             )
         )
+    lines += _next_lines(report)
     return lines
+
+
+# A reason shared by this many skipped checks is counted, not listed.
+_SKIP_COUNTED = 3
+
+
+def _skipped_lines(skipped: Sequence[Result]) -> list[Item]:
+    """The skipped checks grouped by reason, most first: "13 checks: blocked by
+    gpu.present" (or the ids, where fewer than :data:`_SKIP_COUNTED` share it)."""
+    if not skipped:
+        return []
+    by_reason: dict[str, list[str]] = {}
+    for r in skipped:
+        by_reason.setdefault(sanitize_line(r.summary), []).append(sanitize_line(r.id))
+    out: list[Item] = [
+        Line(0, ()),
+        Line(
+            0,
+            (
+                (f"skipped: {len(skipped)} check{'s' if len(skipped) != 1 else ''}", "heading"),
+                (" (--verbose lists each)", "dim"),
+            ),
+        ),
+    ]
+    for reason, ids in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        who = f"{len(ids)} checks" if len(ids) >= _SKIP_COUNTED else ", ".join(ids)
+        out.append(Line(2, ((f"{who}: ", "id"), (reason, "dim")), hang=6))
+    return out
+
+
+def _next_lines(report: Report) -> list[Item]:
+    """The way forward: the first command of the worst finding's remedy (failures first,
+    in report order), as its remedy gives it (checks/catalogue.toml)."""
+    findings = sorted(
+        (r for r in report.results if r.status in FINDING_STATUSES and r.remedy is not None),
+        key=lambda r: r.status is not Status.FAIL,
+    )
+    for r in findings:
+        if r.remedy is not None and r.remedy.commands:
+            return [
+                Line(0, (("Next", "label"), (f" ({sanitize_line(r.id)}):", "dim"))),
+                command(2, sanitize(r.remedy.commands[0]), style="command"),
+            ]
+    return []
 
 
 def _header(report: Report, glyphs: _Glyphs) -> list[Item]:
@@ -207,7 +265,10 @@ def _check_lines(
     lines: list[Item] = [
         Line(
             2,
-            ((sanitize_line(result.title), "plain"),),
+            (
+                *(((EXPECTED, "dim"),) if status in FINDING_STATUSES else ()),
+                (sanitize_line(result.title), "plain"),
+            ),
             lead=(
                 (glyphs.marks[status].ljust(mark_width), status),
                 (" ", "plain"),

@@ -105,12 +105,20 @@ class PresetDocument(msgspec.Struct, Generic[R_co], frozen=True, kw_only=True):
     sections: list[Section] = msgspec.field(default_factory=list)
 
 
+def gate_threshold(fail_on: FailOn, strict: bool) -> str:
+    """What makes the exit code non-zero, said plainly: "non-zero on a failure", "non-zero
+    on a warning or a failure, or a check not evaluated" (issue 40: "exit 0 (gate: fail)"
+    read as "the gate failed"). Every view of check, fleet and the presets says it so."""
+    found = "a warning or a failure" if fail_on == "warn" else "a failure"
+    return f"non-zero on {found}" + (", or a check not evaluated" if strict else "")
+
+
 def gate_words(report: Report) -> str:
-    """How ``report``'s exit code was decided: ``gate: fail``, ``gate: warn, strict``, or a
-    preset's own words."""
+    """How ``report``'s exit code was decided (:func:`gate_threshold`, or a preset's own
+    words in the same form)."""
     if isinstance(report, PresetReport):
         return report.gate
-    return f"gate: {report.fail_on}, strict" if report.strict else f"gate: {report.fail_on}"
+    return gate_threshold(report.fail_on, report.strict)
 
 
 def summarize(results: Sequence[Result]) -> Summary:

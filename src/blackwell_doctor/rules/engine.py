@@ -73,11 +73,23 @@ def _matches(check_id: str, pattern: str) -> bool:
     return check_id == pattern or check_id.startswith(pattern.rstrip(".") + ".")
 
 
+def _nearest(pattern: str, ids: list[str]) -> str:
+    """ "; did you mean 'x'?" for the check id or family nearest a misspelt pattern (difflib's
+    ratio, its default cutoff 0.6), else ""."""
+    import difflib
+
+    names = sorted({*ids, *(i.split(".", 1)[0] for i in ids)})
+    close = difflib.get_close_matches(pattern.rstrip("."), names, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def select_ids(all_ids: Iterable[str], select: Sequence[str], ignore: Sequence[str]) -> list[str]:
     ids = list(all_ids)
     for pattern in [*select, *ignore]:
         if not any(_matches(i, pattern) for i in ids):
-            raise SelectionError(f"no check id or family matches {pattern!r}")
+            raise SelectionError(
+                f"no check id or family matches {pattern!r}{_nearest(pattern, ids)}"
+            )
     chosen = [i for i in ids if not select or any(_matches(i, p) for p in select)]
     chosen = [i for i in chosen if not any(_matches(i, p) for p in ignore)]
     if not chosen:

@@ -51,6 +51,7 @@ from blackwell_doctor.report.check import (
     HostLine,
     PresetDocument,
     PresetReport,
+    gate_threshold,
     host_line,
     summarize,
 )
@@ -197,7 +198,7 @@ def judge_probe(host: Facts, probes: ProbeFacts | Unavailable) -> PresetDocument
         strict=True,
         preset="probe",
         subject=subject,
-        gate="gate: a measurement the driver or the arithmetic contradicts",
+        gate="non-zero on a measurement the driver or the arithmetic contradicts",
         mode="measured",
         probes=probes,
     )
@@ -228,7 +229,7 @@ def judge_p2p(host: Facts, transfers: P2PProbeFacts | Unavailable) -> PresetDocu
         strict=True,
         preset="probe --p2p",
         subject=subject,
-        gate="gate: warn, strict",
+        gate=gate_threshold("warn", strict=True),
         mode="p2p",
         p2p=transfers,
     )
@@ -280,7 +281,7 @@ def judge_logs(logs: LogFacts, *, fail_on: FailOn) -> PresetDocument[ScanReport]
         node=report.node,
         preset="scan-logs",
         subject=f"{n} log source{'s' if n != 1 else ''}, {lines:,} lines scanned",
-        gate=f"gate: {fail_on}",
+        gate=gate_threshold(fail_on, strict=False),
         sources=list(logs.sources),
         findings=findings,
         skipped=dict(logs.skipped),
