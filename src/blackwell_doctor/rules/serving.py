@@ -61,7 +61,7 @@ def _judgeable(facts: Facts, rules: RuleData) -> BenchFacts | Outcome:
         s.requests and _failed(s) / s.requests >= limit for s in bench.shapes
     )
     if failing:
-        return skipped("not judged: requests failed during the run (see serving.errors)")
+        return skipped(rules.word("reasons", "serving_requests_failed"))
     return bench
 
 
@@ -219,11 +219,7 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
         return skipped("the bench result names no model (the server could not be asked)")
     host = _host(facts)
     if host is None:
-        return skipped(
-            "the GPUs the server runs on are unknown: these facts have none (judge the bench "
-            "with the serving host's facts: check --facts HOST.json --bench run.json)",
-            **evidence,
-        )
+        return skipped(rules.word("reasons", "serving_no_host"), **evidence)
     evidence["gpus"] = host.label
     evidence["gpu_count_basis"] = (
         "the GPUs of the facts; the bench result does not say how many the server uses"
