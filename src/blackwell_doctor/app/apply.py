@@ -20,6 +20,7 @@ from blackwell_doctor.facts.errors import UserError
 from blackwell_doctor.facts.redact import REDACTED
 from blackwell_doctor.report import exitcodes
 from blackwell_doctor.report.exitcodes import ExitCode
+from blackwell_doctor.ruledata.rules import load_rule_data
 
 if TYPE_CHECKING:
     from blackwell_doctor.app.obtain import FactsRequest
@@ -240,7 +241,7 @@ def carry_out(
     try:
         client = run.connect()
     except run.EngineUnavailable as exc:
-        say(f"{TOOL_NAME}: apply failed: Docker engine not reachable ({exc}); nothing was changed")
+        say(load_rule_data().word("apply", "engine_unreachable", tool=TOOL_NAME, reason=str(exc)))
         return Outcome(Ending.FAILED)
     progress = nullcontext(None) if pull_progress is None else pull_progress()
     message = ""
@@ -315,7 +316,6 @@ def _verified(
 def rollback(name: str, *, yes: bool, stop_timeout_s: int, say: Say) -> Outcome:
     """``apply --rollback``: bring back ``<name>-previous``; without ``yes``, the plan."""
     from blackwell_doctor.apply import docker as run
-    from blackwell_doctor.ruledata.rules import load_rule_data
 
     if not yes:
         try:
@@ -324,7 +324,7 @@ def rollback(name: str, *, yes: bool, stop_timeout_s: int, say: Say) -> Outcome:
             # Without --yes this is a plan, as plain apply's is: exit 0 whatever the engine.
             return Outcome(
                 Ending.DONE,
-                f"rollback plan (Docker engine not reachable: {exc}; what would happen):\n"
+                load_rule_data().word("apply", "rollback_plan_unreachable", reason=str(exc)) + "\n"
                 f"  1. stop {name} (if running) and rename it to {name}{run.ROLLED_BACK_SUFFIX}\n"
                 f"  2. rename {name}{run.PREVIOUS_SUFFIX} to {name} and start it\n"
                 f"{load_rule_data().word('apply', 'nothing_changed')}\n",
@@ -341,7 +341,7 @@ def rollback(name: str, *, yes: bool, stop_timeout_s: int, say: Say) -> Outcome:
             )
         message = run.rollback(name, engine, say=say, stop_timeout_s=stop_timeout_s)
     except run.EngineUnavailable as exc:
-        say(f"{TOOL_NAME}: rollback failed: Docker engine not reachable ({exc})")
+        say(load_rule_data().word("apply", "rollback_unreachable", tool=TOOL_NAME, reason=str(exc)))
         return Outcome(Ending.FAILED)
     except run.ApplyFailed as exc:
         say(f"{TOOL_NAME}: {exc.message}")

@@ -33,7 +33,7 @@ from blackwell_doctor.facts.model import ModelFacts
 from blackwell_doctor.facts.redact import redact_text
 from blackwell_doctor.recommend.launch import LABEL_MANAGED, LaunchSpec, reachable_host
 from blackwell_doctor.ruledata import validate
-from blackwell_doctor.ruledata.rules import load_rule_data
+from blackwell_doctor.ruledata.rules import fill, load_rule_data
 from blackwell_doctor.rules.apply import LogVerdict, judge_container_log, start_finding
 
 if TYPE_CHECKING:
@@ -128,27 +128,34 @@ def make_plan(spec: LaunchSpec, client: Any | None, engine_error: str | None = N
             image.id if image is not None else None,
             image.attrs if image is not None else None,
         )
+    words = load_rule_data().words["apply_plan"]
+    values = {"name": name, "next": f"{name}{NEXT_SUFFIX}", "previous": previous}
+    values |= {"image": spec.image, "status": str(plan.current_status)}
+
+    def step(key: str, **more: str) -> str:
+        return fill(words[key], values | more)
+
     if plan.up_to_date:
-        plan.steps = [f"nothing: {name} is running and matches the spec (up to date)"]
+        plan.steps = [step("up_to_date")]
         return plan
     steps = []
     if image is None:
-        steps.append(f"pull {spec.image}")
+        steps.append(step("pull"))
     else:
-        steps.append(f"use local image {spec.image} ({str(image.id)[:19]}): not pulled")
-    steps.append(f"create {name}{NEXT_SUFFIX} from {spec.image} with all GPUs")
+        steps.append(step("use_local_image", image_id=str(image.id)[:19]))
+    steps.append(step("create"))
     if current is not None:
         if plan.current_status == "running":
-            steps.append(f"stop {name} ({plan.current_status})")
+            steps.append(step("stop"))
         if plan.previous_exists:
-            steps.append(f"remove the older {previous} (the last rollback point)")
-        steps.append(f"rename {name} to {previous} (kept, stopped, for rollback)")
-    steps.append(f"rename {name}{NEXT_SUFFIX} to {name} and start it")
+            steps.append(step("remove_older"))
+        steps.append(step("keep_previous"))
+    steps.append(step("rename_next"))
     where = f"http://{reachable_host(spec.bind)}:{spec.host_port}{spec.health_path}"
     ready = f" or the log line {spec.ready_log!r}" if spec.ready_log else ""
-    steps.append(f"wait for health: GET {where} answering 200{ready}")
-    steps.append("scan its log for fallback signatures")
-    steps.append(f"on any failure: remove the new container, restore {name} as it was")
+    steps.append(step("wait_health", url=where, ready=ready))
+    steps.append(step("scan_log"))
+    steps.append(step("on_failure"))
     plan.steps = steps
     return plan
 
@@ -161,10 +168,7 @@ def render_plan(plan: Plan, *, width: int | None = None) -> str:
     spec = plan.spec
     out: list[Item] = [f"apply plan for container {spec.name} (runtime {spec.runtime})"]
     if plan.engine_error is not None:
-        out.append(
-            f"  Docker engine: not reachable ({plan.engine_error}); the plan below is what "
-            "would happen, without the comparison with a running container"
-        )
+        out.append(load_rule_data().word("apply", "plan_unreachable", reason=plan.engine_error))
     out.append(f"  image: {spec.image}" + ("" if spec.pinned else " (unpinned)"))
     out.append(f"  publish: {spec.published}")
     if plan.engine_error is None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from blackwell_doctor.report.check import Report
 from blackwell_doctor.report.results import GATE_STATUSES, Status
+from blackwell_doctor.ruledata.rules import load_rule_data
 
 REASON_PREFIX = "blackwell-doctor:"
 # The node verdicts a reason may lead with (issue 39): the step the node needs, then the
@@ -62,7 +63,7 @@ def node_name_problem(name: str) -> str | None:
         return "an empty node name"
     for ch in name:
         if ch in _NODE_LIST_CHARS:
-            return f"{ch!r} makes it a node list: give one node's name"
+            return load_rule_data().word("slurm", "node_list", char=repr(ch))
         if ch.isspace() or not ch.isprintable():
             return f"{ch!r} is not allowed in a node name"
     return None

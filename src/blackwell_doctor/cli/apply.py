@@ -21,6 +21,7 @@ from blackwell_doctor.cli.options import (
     Containers,
     EnvVars,
     ExampleName,
+    FactsOptions,
     GpuTimeoutBrief,
     HostRootBrief,
     Journal,
@@ -35,12 +36,10 @@ from blackwell_doctor.cli.options import (
     ShmSize,
     arrival_option,
     burstiness_option,
-    facts_request,
     launch_request,
     rate_option,
     slo_level_option,
     slo_option,
-    with_example,
 )
 from blackwell_doctor.cli.output import say, terminal_width, write
 
@@ -273,20 +272,41 @@ def apply(
     from blackwell_doctor.app.verify import VerifyRequest
     from blackwell_doctor.cli.progress import pull_bar
 
-    params = locals()
+    # The model directory is the runtime's mount (as recommend's).
+    facts = FactsOptions(
+        facts_file=facts_file,
+        host_root=host_root,
+        gpu_timeout=gpu_timeout,
+        no_probe=no_probe,
+        logs=logs,
+        containers=containers,
+        journal=journal,
+        kernel_log=kernel_log,
+        model_dir=model_dir,
+        model_mount=True,
+    )
     if example is not None:
         from blackwell_doctor.app.examples import apply_plan_only
         from blackwell_doctor.facts.errors import UserError
 
         if yes or rollback:
             raise UserError(apply_plan_only())
-        params = with_example(params, command="apply", conflicting=("--facts", "--host-root"))
+        facts = facts.with_example(
+            example, command="apply", conflicting=("--facts", "--host-root"), reads_bench=False
+        )
         # An example is another host by definition: its launch is shown, never run here.
         facts_from_another_host = True
     request = flow.ApplyRequest(
-        launch=launch_request(params),
-        # The model directory is the runtime's mount (as recommend's).
-        facts=facts_request({**params, "model_mount": True}),
+        launch=launch_request(
+            model_dir=facts.model_dir,
+            runtime=runtime,
+            name=name,
+            bind=bind,
+            port=port,
+            shm_size=shm_size,
+            env=env,
+        ),
+        facts=facts.request(),
         catalogue=catalogue,
         facts_from_another_host=facts_from_another_host,
         yes=yes,

@@ -18,6 +18,7 @@ from blackwell_doctor.cli.options import (
     CheckModelDir,
     Containers,
     ExampleName,
+    FactsOptions,
     FailOnStatus,
     GpuTimeout,
     HostRoot,
@@ -33,9 +34,7 @@ from blackwell_doctor.cli.options import (
     StackImage,
     StackPython,
     Strict,
-    facts_request,
     judge,
-    with_example,
 )
 from blackwell_doctor.cli.output import text_style, write, writes_to_file
 from blackwell_doctor.render.formats import Format
@@ -81,8 +80,27 @@ def check(
     from blackwell_doctor.app.obtain import obtain_facts
     from blackwell_doctor.render import render
 
-    request = facts_request(
-        with_example(locals(), command="check", conflicting=("--facts", "--host-root"))
+    request = (
+        FactsOptions(
+            facts_file=facts_file,
+            host_root=host_root,
+            gpu_timeout=gpu_timeout,
+            no_probe=no_probe,
+            logs=logs,
+            containers=containers,
+            journal=journal,
+            kernel_log=kernel_log,
+            model_dir=model_dir,
+            hub=hub,
+            bench=bench,
+            stack=stack,
+            python=python,
+            image=image,
+            select=select,
+            ignore=ignore,
+        )
+        .with_example(example, command="check", conflicting=("--facts", "--host-root"))
+        .request()
     )
     if fmt is Format.NFD:
         # nfd labels the GPUs' compute capability from NVML, whatever checks are selected.

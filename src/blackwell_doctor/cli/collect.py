@@ -14,6 +14,7 @@ from blackwell_doctor.cli.options import (
     BenchFile,
     CheckModelDir,
     Containers,
+    FactsOptions,
     GpuTimeout,
     HostRoot,
     Journal,
@@ -25,7 +26,6 @@ from blackwell_doctor.cli.options import (
     Stack,
     StackImage,
     StackPython,
-    facts_request,
 )
 from blackwell_doctor.cli.output import write, writes_to_file
 
@@ -58,7 +58,22 @@ def collect(
     from blackwell_doctor.app.obtain import obtain_facts
     from blackwell_doctor.facts.document import encode_facts
 
-    request = facts_request(locals())
+    request = FactsOptions(
+        host_root=host_root,
+        gpu_timeout=gpu_timeout,
+        no_probe=no_probe,
+        logs=logs,
+        containers=containers,
+        journal=journal,
+        kernel_log=kernel_log,
+        redact=redact,
+        model_dir=model_dir,
+        hub=hub,
+        bench=bench,
+        stack=stack,
+        python=python,
+        image=image,
+    ).request()
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     write(encode_facts(obtained.facts).decode("utf-8"), output)
     if writes_to_file(output):

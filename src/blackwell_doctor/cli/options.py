@@ -7,8 +7,9 @@ more briefly (``...Brief``); the behaviour is the same.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -212,56 +213,113 @@ KernelLog = Annotated[
 ]
 
 
-def facts_request(params: Mapping[str, Any]) -> FactsRequest:
-    """A command's facts options as the request :func:`blackwell_doctor.app.obtain.obtain_facts`
-    takes. ``params``: the command's parameters by name (its ``locals()``), declared with the
-    aliases of this module under these names: ``host_root``, ``gpu_timeout``, ``no_probe``,
-    and where the command takes them ``facts_file``, ``logs``, ``containers``, ``journal``,
-    ``kernel_log``, ``redact``, ``model_dir``, ``model_mount`` (recommend, apply: the model
-    directory is the runtime's mount), ``hub``, ``bench``, ``select``, ``ignore`` (a live run
-    collects only what the checks they leave read). The one reader of those names for check,
-    collect, recommend, apply and slurm-health."""
-    from blackwell_doctor.app.obtain import FactsRequest, LogRequest
+@dataclass(frozen=True, kw_only=True)
+class FactsOptions:
+    """A command's facts options as it declared them (the aliases of this module, by the
+    same names), typed: check, collect, recommend, apply and slurm-health give the ones
+    they take; the rest keep their defaults. :meth:`request` is the one reader of them."""
 
-    return FactsRequest(
-        facts_file=params.get("facts_file"),
-        host_root=params["host_root"],
-        gpu_timeout_s=params["gpu_timeout"],
-        probes=not params["no_probe"],
-        redact=params.get("redact", False),
-        model_dir=params.get("model_dir"),
-        model_mount=params.get("model_mount", False),
-        model_hub=params.get("hub", False),
-        bench_file=params.get("bench"),
-        stack=params.get("stack", False) or params.get("image") is not None,
-        python=params.get("python"),
-        image=params.get("image"),
-        label=params.get("facts_label"),
-        select=tuple(split(params.get("select"))),
-        ignore=tuple(split(params.get("ignore"))),
-        logs=LogRequest(
-            paths=tuple(params.get("logs") or ()),
-            containers=tuple(params.get("containers") or ()),
-            journal=params.get("journal", False),
-            kernel_log=params.get("kernel_log", False),
-        ),
-    )
+    host_root: Path | None
+    gpu_timeout: float | None
+    no_probe: bool
+    facts_file: Path | None = None
+    # --example NAME: the example's name as the facts' source.
+    facts_label: str | None = None
+    logs: list[str] | None = None
+    containers: list[str] | None = None
+    journal: bool = False
+    kernel_log: bool = False
+    redact: bool = False
+    model_dir: Path | None = None
+    # recommend, apply: the model directory is the runtime's mount.
+    model_mount: bool = False
+    hub: bool = False
+    bench: Path | None = None
+    stack: bool = False
+    python: Path | None = None
+    image: str | None = None
+    # check: a live run collects only what the checks these leave read.
+    select: list[str] | None = None
+    ignore: list[str] | None = None
+
+    def request(self) -> FactsRequest:
+        """The request :func:`blackwell_doctor.app.obtain.obtain_facts` takes."""
+        from blackwell_doctor.app.obtain import FactsRequest, LogRequest
+
+        return FactsRequest(
+            facts_file=self.facts_file,
+            host_root=self.host_root,
+            gpu_timeout_s=self.gpu_timeout,
+            probes=not self.no_probe,
+            redact=self.redact,
+            model_dir=self.model_dir,
+            model_mount=self.model_mount,
+            model_hub=self.hub,
+            bench_file=self.bench,
+            stack=self.stack or self.image is not None,
+            python=self.python,
+            image=self.image,
+            label=self.facts_label,
+            select=tuple(split(self.select)),
+            ignore=tuple(split(self.ignore)),
+            logs=LogRequest(
+                paths=tuple(self.logs or ()),
+                containers=tuple(self.containers or ()),
+                journal=self.journal,
+                kernel_log=self.kernel_log,
+            ),
+        )
+
+    def with_example(
+        self,
+        name: str | None,
+        *,
+        command: str,
+        conflicting: tuple[str, ...],
+        reads_bench: bool = True,
+    ) -> FactsOptions:
+        """These options with ``--example``'s files in place of ``--facts``, ``--logs``,
+        ``--bench`` (where the command reads one: ``reads_bench``) and ``--model-dir``
+        (those the user gave win, bar ``conflicting``, which are refused beside it);
+        unchanged without ``--example``."""
+        if name is None:
+            return self
+        from blackwell_doctor.app.examples import replace_options
+
+        given = {f.name: getattr(self, f.name) for f in fields(self)}
+        ex = replace_options(name, given, part="facts", command=command, conflicting=conflicting)
+        return replace(
+            self,
+            facts_file=ex.facts,
+            facts_label=f"example {name}",
+            logs=self.logs or list(ex.logs),
+            bench=ex.bench if self.bench is None and reads_bench else self.bench,
+            model_dir=ex.model if self.model_dir is None else self.model_dir,
+        )
 
 
-def launch_request(params: Mapping[str, Any]) -> LaunchRequest:
-    """``recommend``'s and ``apply``'s launch options (``params``: the command's parameters
-    by name, as for :func:`facts_request`: ``model_dir``, ``runtime``, ``name``, ``bind``,
-    ``port``, ``shm_size``, ``env``) as one request, checked where it is used."""
+def launch_request(
+    *,
+    model_dir: Path | None,
+    runtime: str | None,
+    name: str,
+    bind: str,
+    port: int,
+    shm_size: str | None,
+    env: list[str] | None,
+) -> LaunchRequest:
+    """``recommend``'s and ``apply``'s launch options as one request, checked where it is
+    used."""
     from blackwell_doctor.recommend.options import LaunchRequest
 
     return LaunchRequest(
-        model_dir=params["model_dir"],
-        runtime=params["runtime"],
-        name=params["name"],
-        bind=params["bind"],
-        port=params["port"],
-        shm_size=params["shm_size"],
-        env=tuple(params["env"] or ()),
+        model_dir=model_dir,
+        runtime=runtime,
+        name=name,
+        bind=bind,
+        port=port,
+        shm_size=shm_size,
+        env=tuple(env or ()),
     )
 
 
@@ -276,30 +334,6 @@ ExampleName = Annotated[
         "lists them.",
     ),
 ]
-
-
-def with_example(
-    params: Mapping[str, Any], *, command: str, conflicting: tuple[str, ...]
-) -> dict[str, Any]:
-    """``params`` (a command's ``locals()``) with ``--example``'s files in place of
-    ``--facts``, ``--logs``, ``--bench`` and ``--model-dir`` (those the user gave win, bar
-    ``conflicting``, which are refused beside it); unchanged without ``--example``."""
-    name = params.get("example")
-    out = dict(params)
-    if name is None:
-        return out
-    from blackwell_doctor.app.examples import replace_options
-
-    ex = replace_options(name, params, part="facts", command=command, conflicting=conflicting)
-    out["facts_file"] = ex.facts
-    out["facts_label"] = f"example {name}"
-    if "logs" in out and not out.get("logs"):
-        out["logs"] = list(ex.logs)
-    if "bench" in out and out.get("bench") is None:
-        out["bench"] = ex.bench
-    if "model_dir" in out and out.get("model_dir") is None:
-        out["model_dir"] = ex.model
-    return out
 
 
 # check and collect: the model the host is meant to serve (model.* checks).

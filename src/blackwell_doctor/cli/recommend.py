@@ -21,6 +21,7 @@ from blackwell_doctor.cli.options import (
     Containers,
     EnvVars,
     ExampleName,
+    FactsOptions,
     GpuTimeoutBrief,
     HostRootBrief,
     Journal,
@@ -34,9 +35,7 @@ from blackwell_doctor.cli.options import (
     Port,
     RuntimeId,
     ShmSize,
-    facts_request,
     launch_request,
-    with_example,
 )
 from blackwell_doctor.cli.output import on_terminal, terminal_width, text_style, write
 from blackwell_doctor.render.formats import RecommendFormat
@@ -79,13 +78,32 @@ def recommend(
     from blackwell_doctor.recommend.options import launch_options
     from blackwell_doctor.render.recommend import NeedsLaunch, render_recommendation
 
-    params = with_example(locals(), command="recommend", conflicting=("--facts", "--host-root"))
-    options = launch_options(
-        launch_request(params), environ=os.environ, on_this_host=params["facts_file"] is None
-    )
     # The model directory is the runtime's mount: one not downloaded yet gives a launch
     # that is not sized (a note says so), not a usage error.
-    request = facts_request({**params, "model_mount": True})
+    facts = FactsOptions(
+        facts_file=facts_file,
+        host_root=host_root,
+        gpu_timeout=gpu_timeout,
+        no_probe=no_probe,
+        logs=logs,
+        containers=containers,
+        journal=journal,
+        kernel_log=kernel_log,
+        model_dir=model_dir,
+        model_mount=True,
+        bench=bench,
+    ).with_example(example, command="recommend", conflicting=("--facts", "--host-root"))
+    launch = launch_request(
+        model_dir=facts.model_dir,
+        runtime=runtime,
+        name=name,
+        bind=bind,
+        port=port,
+        shm_size=shm_size,
+        env=env,
+    )
+    options = launch_options(launch, environ=os.environ, on_this_host=facts.facts_file is None)
+    request = facts.request()
     advice = advise(
         request, options, catalogue=catalogue, environ=os.environ, stdin=sys.stdin.buffer
     )

@@ -14,12 +14,12 @@ import typer
 from blackwell_doctor.cli.options import (
     EXAMPLES,
     SUMMARIES,
+    FactsOptions,
     FailOn,
     GpuTimeout,
     HostRoot,
     Ignore,
     Select,
-    facts_request,
     fail_on_option,
     judge,
     strict_option,
@@ -93,7 +93,14 @@ def register(app: typer.Typer) -> None:
         problem = node_name_problem(name)
         if problem is not None:
             raise UserError(f"--node {name!r}: {problem}")
-        request = facts_request(locals())
+        request = FactsOptions(
+            facts_file=facts_file,
+            host_root=host_root,
+            gpu_timeout=gpu_timeout,
+            no_probe=no_probe,
+            select=select,
+            ignore=ignore,
+        ).request()
         obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
         report = judge(obtained, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
         try:

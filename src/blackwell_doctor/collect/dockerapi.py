@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from blackwell_doctor.facts.redact import redact_text
+from blackwell_doctor.ruledata.rules import load_rule_data
 
 DEFAULT_TIMEOUT_S = 15.0
 
@@ -45,9 +46,9 @@ def engine_reason(
     where = host.removeprefix("unix://")
     text = str(exc)
     if "FileNotFoundError" in text or "No such file" in text:
-        return f"no Docker engine socket at {where}"
+        return load_rule_data().word("docker", "no_socket", where=where)
     if "PermissionError" in text or "Permission denied" in text:
-        return f"permission denied on {where} (root, or a member of the docker group)"
+        return load_rule_data().word("docker", "permission_denied", where=where)
     if "ConnectionRefused" in text or "Connection refused" in text:
         return f"connection refused at {where}"
     if "timed out" in text.lower() or "Timeout" in text:

@@ -419,40 +419,31 @@ def _compare_shape(
             verdict = NOT_COMPARABLE
         else:
             verdict = ""
+        change: float | None = None
+        low: float | None = None
+        high: float | None = None
         if verdict:
-            shown_change = None
             if pb and pa is not None and not below:
-                shown_change = (pa / pb - 1.0) * 100.0
-            rows.append(
-                Comparison(
-                    shape=before.name,
-                    metric=name,
-                    better="lower" if lower else "higher",
-                    before=shown_b,
-                    after=shown_a,
-                    change_pct=shown_change,
-                    ci_low_pct=None,
-                    ci_high_pct=None,
-                    verdict=verdict,
-                    noise_floor_pct=floor,
+                change = (pa / pb - 1.0) * 100.0
+        else:
+            assert pb
+            assert pa is not None
+            change = (pa / pb - 1.0) * 100.0
+            low, high = percentile(changes, alpha), percentile(changes, 100.0 - alpha)
+            fewest = min(len(before_runs), len(after_runs))
+            if fewest > 1:
+                # Resampling n runs gives their mean a variance of (n-1)/n of the unbiased
+                # one (the plug-in variance divides by n): 2/3 with 3 runs. The interval is
+                # widened about the change by sqrt(n/(n-1)) to make up for it, on the scale
+                # of the ratio's logarithm: a change is a ratio, and widened in percent a
+                # change of +4,862% with a lower bound of +100% fell past -100% (issue 21's
+                # A/B test).
+                low, high = widen_ratio_interval(
+                    change, low, high, math.sqrt(fewest / (fewest - 1))
                 )
-            )
-            continue
-        assert pb
-        assert pa is not None
-        change = (pa / pb - 1.0) * 100.0
-        low, high = percentile(changes, alpha), percentile(changes, 100.0 - alpha)
-        fewest = min(len(before_runs), len(after_runs))
-        if fewest > 1:
-            # Resampling n runs gives their mean a variance of (n-1)/n of the unbiased
-            # one (the plug-in variance divides by n): 2/3 with 3 runs. The interval is
-            # widened about the change by sqrt(n/(n-1)) to make up for it, on the scale of
-            # the ratio's logarithm: a change is a ratio, and widened in percent a change
-            # of +4,862% with a lower bound of +100% fell past -100% (issue 21's A/B test).
-            low, high = widen_ratio_interval(change, low, high, math.sqrt(fewest / (fewest - 1)))
-        verdict = _verdict(lower, change, low, high, threshold, abs(pa - pb))
-        if verdict in (BETTER, WORSE) and floor is not None and fold_pct(change) < floor:
-            verdict = WITHIN_NOISE
+            verdict = _verdict(lower, change, low, high, threshold, abs(pa - pb))
+            if verdict in (BETTER, WORSE) and floor is not None and fold_pct(change) < floor:
+                verdict = WITHIN_NOISE
         rows.append(
             Comparison(
                 shape=before.name,

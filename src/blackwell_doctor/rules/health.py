@@ -115,8 +115,16 @@ class _PerGpu:
     judged_count: int = 0
 
 
-def _new(gpus: list[GpuHealth]) -> _PerGpu:
-    return _PerGpu(evidence={}, findings=[], unsupported=[], unreadable=[], judged_count=len(gpus))
+def _judging(facts: Facts) -> tuple[HealthFacts, _PerGpu, list[tuple[str, GpuHealth]]] | Outcome:
+    """What a per-GPU check starts from: the health section, an empty record of what it makes
+    of each GPU, and the GPUs with their labels; or the outcome of a check that has none."""
+    got = _gpus(facts)
+    if isinstance(got, Outcome):
+        return got
+    health, gpus = got
+    labels = _labels(facts)
+    per = _PerGpu(evidence={}, findings=[], unsupported=[], unreadable=[], judged_count=len(gpus))
+    return health, per, [(labels.get(g.index, f"GPU{g.index}"), g) for g in gpus]
 
 
 def _watts(mw: int) -> str:
@@ -243,18 +251,15 @@ def _or(samples: list[ClockSample]) -> int:
 
 @check("health.power", reads=("health", "nvml", "platform", "pci"))
 def health_power(facts: Facts, rules: RuleData) -> Outcome:
-    got = _gpus(facts)
+    got = _judging(facts)
     if isinstance(got, Outcome):
         return got
-    health, gpus = got
+    health, per, labelled = got
     data = load_health_data()
-    labels = _labels(facts)
     loaded = _loaded_by_index(facts, health)
-    per = _new(gpus)
     capped_indexes: list[str] = []
     defaults: list[str] = []
-    for g in gpus:
-        label = labels.get(g.index, f"GPU{g.index}")
+    for label, g in labelled:
         limit, default = g.power_limit_mw, g.power_default_mw
         if isinstance(limit, Unavailable):
             per.aside(label, "power limit", limit)
@@ -301,16 +306,13 @@ def health_power(facts: Facts, rules: RuleData) -> Outcome:
 
 @check("health.thermal", reads=("health", "nvml", "platform", "pci"))
 def health_thermal(facts: Facts, rules: RuleData) -> Outcome:
-    got = _gpus(facts)
+    got = _judging(facts)
     if isinstance(got, Outcome):
         return got
-    health, gpus = got
+    health, per, labelled = got
     data = load_health_data()
-    labels = _labels(facts)
     loaded = _loaded_by_index(facts, health)
-    per = _new(gpus)
-    for g in gpus:
-        label = labels.get(g.index, f"GPU{g.index}")
+    for label, g in labelled:
         temps = [g.temperature_c] if isinstance(g.temperature_c, int) else []
         if g.index in loaded:
             temps += [s.temperature_c for s in loaded[g.index].samples if s.temperature_c]
@@ -370,15 +372,12 @@ def _unavailable(value: object) -> Unavailable:
 
 @check("health.ecc", reads=("health", "nvml", "platform", "pci"))
 def health_ecc(facts: Facts, rules: RuleData) -> Outcome:
-    got = _gpus(facts)
+    got = _judging(facts)
     if isinstance(got, Outcome):
         return got
-    _health, gpus = got
-    labels = _labels(facts)
-    per = _new(gpus)
+    _health, per, labelled = got
     pending: list[str] = []
-    for g in gpus:
-        label = labels.get(g.index, f"GPU{g.index}")
+    for label, g in labelled:
         if isinstance(g.ecc_enabled, Unavailable):
             per.aside(label, "ECC", g.ecc_enabled)
             continue
@@ -426,14 +425,11 @@ def _memory(
     facts: Facts,
     judge: Callable[[str, RemappedRows | None, RetiredPages | None, _PerGpu], None],
 ) -> _PerGpu | Outcome:
-    got = _gpus(facts)
+    got = _judging(facts)
     if isinstance(got, Outcome):
         return got
-    _health, gpus = got
-    labels = _labels(facts)
-    per = _new(gpus)
-    for g in gpus:
-        label = labels.get(g.index, f"GPU{g.index}")
+    _health, per, labelled = got
+    for label, g in labelled:
         rows = g.remapped_rows if isinstance(g.remapped_rows, RemappedRows) else None
         pages = g.retired_pages if isinstance(g.retired_pages, RetiredPages) else None
         if rows is None and pages is None:
@@ -708,16 +704,13 @@ def _links_down(facts: Facts) -> list[str]:
 
 @check("health.recovery_action", reads=("health", "nvml", "platform", "pci"))
 def health_recovery_action(facts: Facts, rules: RuleData) -> Outcome:
-    got = _gpus(facts)
+    got = _judging(facts)
     if isinstance(got, Outcome):
         return got
-    _health, gpus = got
+    _health, per, labelled = got
     data = load_health_data()
-    labels = _labels(facts)
-    per = _new(gpus)
     steps: list[RemedyAction] = []
-    for g in gpus:
-        label = labels.get(g.index, f"GPU{g.index}")
+    for label, g in labelled:
         code = g.recovery_action
         if isinstance(code, Unavailable):
             if code.reason in ("nvml-function-not-found", "nvml-error-invalid-argument"):

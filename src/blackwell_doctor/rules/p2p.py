@@ -178,7 +178,7 @@ def judged_pairs(results: Sequence[Result]) -> list[tuple[str, P2PVerdict]]:
 def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
     t = view.probed(
         facts.p2p_transfers,
-        absent="peer transfers were not tested (run `blackwell-doctor probe --p2p`)",
+        absent=rules.word("reasons", "p2p_not_tested"),
         not_run="peer transfers not tested: {why}",
         failed="the peer-transfer test did not run: {reason}",
     )
@@ -233,11 +233,7 @@ def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
     works = by_verdict.get("works", [])
     unsupported = by_verdict.get("not-supported", [])
     if not works:
-        return skipped(
-            "the driver allows no peer access between these GPUs (see p2p.nvml_status); "
-            "runtimes copy through host memory",
-            **evidence,
-        )
+        return skipped(rules.word("reasons", "p2p_no_peer_access"), **evidence)
     summary = f"verified peer copies and writes for {view.plural(len(works), 'GPU pair')}"
     if unsupported:
         summary += f"; no peer access for {', '.join(unsupported)}"

@@ -31,7 +31,7 @@ _TRANSLATING = frozenset({"DMA", "DMA-FQ"})
 _REDIRECT_BITS = ("ReqRedir", "CmpltRedir")
 
 
-def _multi_gpu_pci(facts: Facts) -> PciFacts | Outcome:
+def _multi_gpu_pci(facts: Facts, rules: RuleData) -> PciFacts | Outcome:
     """The PCI facts when the family applies, else the skip/error outcome to return."""
     if view.is_wsl(facts):
         return skipped(
@@ -39,12 +39,7 @@ def _multi_gpu_pci(facts: Facts) -> PciFacts | Outcome:
         )
     virt = facts.platform.virtualization
     if virt.in_vm:
-        return skipped(
-            "in a virtual machine ("
-            + ", ".join(virt.signals)
-            + "): its PCI tree, IOMMU and ACS are the hypervisor's, not the host's; run "
-            "blackwell-doctor on the host to judge them"
-        )
+        return skipped(rules.word("reasons", "pci_in_vm", signals=", ".join(virt.signals)))
     if isinstance(facts.pci, Unavailable):
         return not_evaluated(f"PCI sysfs unreadable: {facts.pci.reason}")
     if len(facts.pci.gpus) < 2:
@@ -75,7 +70,7 @@ def iommu_passthrough_requested(options: dict[str, str]) -> bool:
 
 @check("pci.iommu", reads=("platform", "pci"))
 def pci_iommu(facts: Facts, rules: RuleData) -> Outcome:
-    pci = _multi_gpu_pci(facts)
+    pci = _multi_gpu_pci(facts, rules)
     if isinstance(pci, Outcome):
         return pci
     options = pci.iommu.cmdline_options
@@ -142,7 +137,7 @@ def bridges_between(a: PciGpu, b: PciGpu) -> list[str]:
 
 @check("pci.acs", reads=("platform", "pci"))
 def pci_acs(facts: Facts, rules: RuleData) -> Outcome:
-    pci = _multi_gpu_pci(facts)
+    pci = _multi_gpu_pci(facts, rules)
     if isinstance(pci, Outcome):
         return pci
     by_bdf = {b.bdf: b for b in pci.bridges}
@@ -195,7 +190,7 @@ def pci_acs(facts: Facts, rules: RuleData) -> Outcome:
         )
     if unreadable:
         root_hint = (
-            " (run as root: without it sysfs returns only the first 64 bytes of config space)"
+            rules.word("reasons", "pci_run_as_root")
             if any("truncated" in u for u in unreadable)
             else ""
         )

@@ -49,19 +49,19 @@ def _bench(facts: Facts) -> BenchFacts | Outcome:
     return facts.bench
 
 
-def _judgeable(facts: Facts, data: ServingData) -> BenchFacts | Outcome:
+def _judgeable(facts: Facts, rules: RuleData) -> BenchFacts | Outcome:
     """The bench run, when its figures describe a server that answered: not when
     serving.errors fails it (the server could not be asked, or a shape lost at least the
     fail fraction of its requests)."""
     bench = _bench(facts)
     if isinstance(bench, Outcome):
         return bench
-    limit = data.errors.fail_fraction
+    limit = rules.serving.errors.fail_fraction
     failing = bench.server_error is not None or any(
         s.requests and _failed(s) / s.requests >= limit for s in bench.shapes
     )
     if failing:
-        return skipped("not judged: requests failed during the run (see serving.errors)")
+        return skipped(rules.word("reasons", "serving_requests_failed"))
     return bench
 
 
@@ -215,7 +215,7 @@ def _known(data: ServingData) -> str:
 @check("serving.throughput", reads=("nvml", "cuda", "bench"))
 def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     data = rules.serving
-    bench = _judgeable(facts, data)
+    bench = _judgeable(facts, rules)
     if isinstance(bench, Outcome):
         return bench
     evidence: Evidence = {"bench": bench.source, "model": bench.model}
@@ -223,11 +223,7 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
         return skipped("the bench result names no model (the server could not be asked)")
     host = _host(facts)
     if host is None:
-        return skipped(
-            "the GPUs the server runs on are unknown: these facts have none (judge the bench "
-            "with the serving host's facts: check --facts HOST.json --bench run.json)",
-            **evidence,
-        )
+        return skipped(rules.word("reasons", "serving_no_host"), **evidence)
     evidence["gpus"] = host.label
     evidence["gpu_count_basis"] = (
         "the GPUs of the facts; the bench result does not say how many the server uses"
@@ -282,7 +278,7 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
 @check("serving.latency_tail", reads=("bench",))
 def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
     serving = rules.serving
-    bench = _judgeable(facts, serving)
+    bench = _judgeable(facts, rules)
     if isinstance(bench, Outcome):
         return bench
     data = serving.latency_tail
@@ -356,7 +352,7 @@ def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
 
 @check("serving.reasoning_accounting", reads=("bench",))
 def serving_reasoning_accounting(facts: Facts, rules: RuleData) -> Outcome:
-    bench = _judgeable(facts, rules.serving)
+    bench = _judgeable(facts, rules)
     if isinstance(bench, Outcome):
         return bench
     evidence: Evidence = {"bench": bench.source}
