@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from blackwell_doctor.cli import main
 from blackwell_doctor.report.bench import decode_run
@@ -65,6 +67,37 @@ def test_longest_repeat_finds_the_unit() -> None:
     assert degenerate.longest_repeat("xmanualmanualmanualy", 8) == ("manual", 3)
     assert degenerate.longest_repeat("!!!!!!", 8) == ("!", 6)
     assert degenerate.longest_repeat("", 8) == ("", 0)
+
+
+def walked_repeat(text: str, max_unit: int) -> tuple[str, int]:
+    """longest_repeat's definition, walked character by character (its first version)."""
+    best_unit, best_repeats, best_cover = "", 0, 0
+    n = len(text)
+    for u in range(1, min(max_unit, n) + 1):
+        start, j = 0, u
+        while j <= n:
+            if j < n and text[j] == text[j - u]:
+                j += 1
+                continue
+            repeats = (j - start) // u
+            if repeats >= 2 and repeats * u > best_cover:
+                best_unit, best_repeats, best_cover = text[start : start + u], repeats, repeats * u
+            start = max(j - u + 1, start + 1)
+            j = start + u
+    if not best_unit and text:
+        return text[0], 1
+    return best_unit, best_repeats
+
+
+@given(
+    st.lists(
+        st.one_of(st.text(alphabet="ab é", max_size=6), st.just("tok "), st.just("!")),
+        max_size=30,
+    ).map("".join),
+    st.integers(min_value=1, max_value=10),
+)
+def test_longest_repeat_is_the_walked_definition(text: str, max_unit: int) -> None:
+    assert degenerate.longest_repeat(text, max_unit) == walked_repeat(text, max_unit)
 
 
 def _bang_stream(request_count: list[int]) -> h.Handler:
