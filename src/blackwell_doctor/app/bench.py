@@ -271,6 +271,7 @@ class _Current:
     # --multi-turn: each outcome's turn in its conversation (1, 2, ...), and the turns asked.
     turns: list[int] | None = None
     multi_turn: int | None = None
+    resent: int = 0  # requests written again on a new connection (client.stream_chat)
 
 
 @dataclass
@@ -368,6 +369,8 @@ def _shape_result(
         server_generation_tokens=None if server is None else server.generation_tokens,
     )
     notes = list(cur.notes)
+    if cur.resent:
+        notes.append(resent_note(cur.resent))
     if metrics.token_source != USAGE:
         notes.append(
             "the server sent no usage for some requests: their output tokens are counted "
@@ -420,6 +423,15 @@ def _shape_result(
         quantiles=cur.shape.asked_quantiles(),
         requests_needed=sample_rules.needed(cur.shape.asked_quantiles())[1],
         turns=cur.multi_turn,
+    )
+
+
+def resent_note(count: int) -> str:
+    """The note of a shape whose ``count`` requests were written again (client.stream_chat)."""
+    return (
+        f"{count} requests were written again on a new connection: the server had closed the "
+        "pooled keep-alive connection they were first written to, before answering (timed "
+        "from the first attempt)"
     )
 
 
@@ -1129,6 +1141,7 @@ async def measure_shape(
 
     def record(outcome: client.Outcome) -> None:
         note_fingerprint(state, outcome)
+        cur.resent += outcome.resent
         cur.outcomes.append(outcome)
         live.done += 1
         if outcome.ok:
@@ -1267,16 +1280,11 @@ async def connect(
     endpoint = parse_url(config.url)
     state.started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     state.seed = config.seed
-    # A connection per request, as `vllm bench serve` opens a session per request: a POST on
-    # a pooled connection the server has just closed fails instead of being measured. Idle
-    # ones dropped after 3 s (vLLM's uvicorn keeps one 5 s) still met it: beside two busy
-    # loops (issue 32's loaded CI), 5 of 64 requests to the one-sequence server, each sent
-    # the moment another ended on its connection, got "Server disconnected". Opening one
-    # costs a loopback handshake (~0.1 ms); over a network, one round trip in TTFT, as vLLM's
-    # own benchmark counts it.
-    connector = aiohttp.TCPConnector(
-        limit=width, limit_per_host=width, ttl_dns_cache=300, force_close=True
-    )
+    # Keep-alive connections, as vLLM 0.32.0's benchmark keeps them (collect/bench/client.py:
+    # Pool; a request written on one the server had just closed is written again there).
+    # A connection per request (force_close) cost about a third of the client's tokens/s at
+    # 1,024 streams (benchmarks/evidence/2026-11-28/bench-client-vm/keepalive-ab.txt).
+    connector = client.Pool(width)
     async with aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None),

@@ -99,6 +99,7 @@ class ReplayState:
     reasoning_estimates: list[int | None] = field(default_factory=list)
     fired: int = 0
     peak_in_flight: int = 0
+    resent: int = 0  # requests written again on a new connection (client.stream_chat)
     prompt_tokens: int = 0
     reusable_prompt_tokens: int = 0
     capped: int = 0
@@ -180,8 +181,9 @@ class Share:
 
 
 # One measured request: (its index in the trace, its send lateness in seconds, its sample,
-# its client-side reasoning token estimate, the server's system_fingerprint).
-Result = tuple[int, float, RequestSample, int | None, str | None]
+# its client-side reasoning token estimate, the server's system_fingerprint, the times it
+# was written again on a new connection).
+Result = tuple[int, float, RequestSample, int | None, str | None, int]
 
 
 async def send_share(
@@ -250,7 +252,7 @@ async def send_share(
         )
         estimate = o.reasoning_chunks if o.reasoning_text and o.reasoning_tokens is None else None
         sample = runner._sample(o, t0, share.outputs[k])
-        report((share.indices[k], late, sample, estimate, o.system_fingerprint))
+        report((share.indices[k], late, sample, estimate, o.system_fingerprint, o.resent))
 
     builder_task = asyncio.create_task(prepare())
     while built < min(count, _AHEAD):  # the first bodies ready before the clock starts
@@ -328,7 +330,8 @@ async def run_replay(
         replay.lateness_s = array("d", bytes(8 * count))
 
         def report(result: Result) -> None:
-            index, late, sample, estimate, fingerprint = result
+            index, late, sample, estimate, fingerprint, resent = result
+            replay.resent += resent
             replay.lateness_s[index] = late
             replay.samples[index] = sample
             replay.reasoning_estimates[index] = estimate
@@ -527,7 +530,9 @@ def _settle(future: asyncio.Future[int], peak: int) -> None:
 # Between this process and a client process: one tag byte, then msgpack.
 _READY, _SENT, _RESULTS, _DONE = b"Y", b"S", b"R", b"D"
 _STOP = b"stop"
-_results = msgspec.msgpack.Decoder(list[tuple[int, float, RequestSample, int | None, str | None]])
+_results = msgspec.msgpack.Decoder(
+    list[tuple[int, float, RequestSample, int | None, str | None, int]]
+)
 _int = msgspec.msgpack.Decoder(int)
 
 
@@ -601,9 +606,7 @@ def worker_main(conn: Connection, share: Share) -> None:
                 flush()
 
         ticker = asyncio.create_task(tick())
-        connector = aiohttp.TCPConnector(
-            limit=MAX_IN_FLIGHT, limit_per_host=MAX_IN_FLIGHT, force_close=True
-        )
+        connector = client.Pool(MAX_IN_FLIGHT)
         peak = 0
         try:
             async with aiohttp.ClientSession(
@@ -700,6 +703,8 @@ def _shape_result(
         server_generation_tokens=None if server is None else server.generation_tokens,
     )
     notes = list(replay.sizing.notes) if replay.sizing else []
+    if replay.resent:
+        notes.append(runner.resent_note(replay.resent))
     if replay.capped:
         notes.append(
             f"{replay.capped} prompts were cut to fit the server's max_model_len with their "
