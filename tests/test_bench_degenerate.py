@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from blackwell_doctor.cli import main
@@ -98,6 +98,33 @@ def walked_repeat(text: str, max_unit: int) -> tuple[str, int]:
 )
 def test_longest_repeat_is_the_walked_definition(text: str, max_unit: int) -> None:
     assert degenerate.longest_repeat(text, max_unit) == walked_repeat(text, max_unit)
+
+
+def walked_judge(text: str) -> str | None:
+    """judge's verdict with the walked definition and no quick test."""
+    rules = degenerate.load_rules()
+    joined = "".join(text.split())
+    if not joined:
+        return "empty"
+    unit, repeats = walked_repeat(joined, rules.max_unit_chars)
+    share = len(unit) * repeats / len(joined)
+    return None if repeats < rules.min_repeats or share < rules.min_share else unit
+
+
+@given(
+    st.lists(
+        st.one_of(st.text(alphabet="ab é", max_size=4), st.just("tok "), st.just("!")),
+        max_size=60,
+    ).map("".join)
+)
+@example("!" * 20)
+@example("tok " * 40)
+@example("start " + "manual" * 20)
+@example("manual" * 20 + "x" * 31)  # a cover just under 80%
+@example("manual" * 20 + "x" * 30)  # exactly 80%
+def test_the_quick_test_never_spares_a_degenerate_answer(text: str) -> None:
+    verdict = degenerate.judge(text, "", tokens_asked=True)
+    assert (verdict is None) == (walked_judge(text) is None)
 
 
 def _bang_stream(request_count: list[int]) -> h.Handler:

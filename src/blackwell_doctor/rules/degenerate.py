@@ -13,6 +13,7 @@ Nothing here measures or prints.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import re
 from typing import Annotated
@@ -72,12 +73,35 @@ def _runs(unit: int) -> re.Pattern[bytes]:
     return re.compile(b"\x01{%d,}" % unit)
 
 
+def _may_repeat(text: str, rules: DegenerateRules) -> bool:
+    """False when no unit's run can cover min_share of ``text``: a quick test that spares
+    most answers :func:`longest_repeat`.
+
+    A run covering c >= min_share x n of the n characters, wherever it starts, contains the
+    stretch ``text[n - c : c]``, and a run of a unit of u characters repeats with period u
+    (``s[u:] == s[:-u]`` of any stretch inside it). With min_share above 1/2 that stretch
+    of the shortest such cover is not empty: when it has no period up to max_unit_chars,
+    no run covers enough."""
+    n = len(text)
+    least = math.ceil(rules.min_share * n)  # the shortest cover share() accepts
+    while least > 0 and (least - 1) / n >= rules.min_share:
+        least -= 1
+    while least / n < rules.min_share:
+        least += 1
+    middle = text[n - least : least]
+    if len(middle) <= rules.max_unit_chars:
+        return True
+    return any(middle[u:] == middle[:-u] for u in range(1, rules.max_unit_chars + 1))
+
+
 def judge(text: str, reasoning: str, *, tokens_asked: bool) -> str | None:
     """Why this answer is degenerate (one line), or None when it is not."""
     if not text.strip() and not reasoning.strip():
         return "empty answer (no text and no reasoning)" if tokens_asked else None
     rules = load_rules()
     joined = "".join(text.split()) + "".join(reasoning.split())
+    if not _may_repeat(joined, rules):
+        return None
     unit, repeats = longest_repeat(joined, rules.max_unit_chars)
     share = len(unit) * repeats / len(joined)
     if repeats < rules.min_repeats or share < rules.min_share:
