@@ -514,7 +514,8 @@ def test_client_processes_share_the_replay_and_every_request_is_measured_once(
 
 
 def test_the_busiest_second_sets_the_client_processes(tmp_path: Path) -> None:
-    from blackwell_doctor.app.replay import REQUESTS_PER_PROCESS, client_processes
+    from blackwell_doctor.app.clients import REQUESTS_PER_PROCESS
+    from blackwell_doctor.app.replay import client_processes
 
     rows = "".join(
         json.dumps({"timestamp": i, "input_length": 10, "output_length": 1}) + "\n"

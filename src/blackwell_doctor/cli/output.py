@@ -7,7 +7,7 @@ import io
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +22,13 @@ def writes_to_file(output: Path | None) -> bool:
 
 
 def write(text: str, output: Path | None = None) -> None:
-    """Standard output, or the file ``output``.
+    """:func:`write_parts` of one text."""
+    write_parts((text,), output)
+
+
+def write_parts(parts: Iterable[str], output: Path | None = None) -> None:
+    """Standard output, or the file ``output``: ``parts`` one after the other (a document
+    too large to hold whole is written as it is made: render/common.py's json_chunks).
 
     A regular file (or a new one) is written whole: a temporary file beside it, then a
     rename, so a reader never sees half a report; the old file's permissions are kept (and,
@@ -31,7 +37,8 @@ def write(text: str, output: Path | None = None) -> None:
     never replaced: renaming over /dev/null as root would destroy it.
     """
     if output is None or not writes_to_file(output):
-        _write_stdout(text)
+        for text in parts:
+            _write_stdout(text)
         return
     try:
         try:
@@ -40,7 +47,7 @@ def write(text: str, output: Path | None = None) -> None:
             st = None
         if st is not None and not stat.S_ISREG(st.st_mode):
             with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text)
+                fh.writelines(parts)
             return
         import tempfile
 
@@ -54,7 +61,7 @@ def write(text: str, output: Path | None = None) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
+                fh.writelines(parts)
             if st is not None and os.geteuid() == 0:
                 # root writing onto a user's report: it stays theirs, not root's.
                 os.chown(tmp, st.st_uid, st.st_gid)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from blackwell_doctor.facts.document import ToolInfo
@@ -157,7 +159,9 @@ class ShapeResult(msgspec.Struct, frozen=True, kw_only=True):
     metrics: ShapeMetrics
     server: ServerSide | None
     equivalence: list[EquivalenceOutput]
-    samples: list[RequestSample]
+    # Read from a run file: a list. Measured in this process: a report.sample_table
+    # SampleTable (the same samples, held as columns), written a batch at a time.
+    samples: Sequence[RequestSample]
     notes: list[str]
     # Enough samples by design (checks/bench_samples.toml): the requests this shape was to
     # send (its own count, --requests, or what its quantiles need), the percentiles it is

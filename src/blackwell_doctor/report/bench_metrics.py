@@ -18,17 +18,22 @@ per-user output tokens/s (each request's output tokens / its E2E latency).
 
 from __future__ import annotations
 
+import math
+import operator
+from array import array
 from collections.abc import Sequence
+from itertools import repeat
 
 from blackwell_doctor.report.bench import ESTIMATED, USAGE, RequestSample, ShapeMetrics, Stats
-from blackwell_doctor.report.stats import PERCENTILES, mean, percentile
+from blackwell_doctor.report.sample_table import SampleTable
+from blackwell_doctor.report.stats import PERCENTILES, ascending, mean, percentile
 
 
 def stats_ms(values_s: Sequence[float]) -> Stats:
     """Seconds in, milliseconds out; all null for no samples."""
     if not values_s:
         return Stats()
-    ordered = sorted(values_s)
+    ordered = ascending(values_s)
     p = {q: percentile(ordered, q) * 1000.0 for q in PERCENTILES}
     return Stats(mean=mean(values_s) * 1000.0, p50=p[50], p90=p[90], p95=p[95], p99=p[99])
 
@@ -36,7 +41,7 @@ def stats_ms(values_s: Sequence[float]) -> Stats:
 def _plain_stats(values: Sequence[float]) -> Stats:
     if not values:
         return Stats()
-    ordered = sorted(values)
+    ordered = ascending(values)
     p = {q: percentile(ordered, q) for q in PERCENTILES}
     return Stats(mean=mean(values), p50=p[50], p90=p[90], p95=p[95], p99=p[99])
 
@@ -68,8 +73,17 @@ def shape_metrics(
     """The metrics of one shape's measured requests.
 
     ``reasoning_estimates`` (one per sample) are client-side reasoning token counts used
-    when the server reports none (None: no reasoning text).
+    when the server reports none (None: no reasoning text). A :class:`SampleTable` is read
+    from its columns (:func:`_table_metrics`): the same figures, without an object per
+    request or per token gap.
     """
+    if isinstance(samples, SampleTable):
+        return _table_metrics(
+            samples,
+            duration_s=duration_s,
+            reasoning_estimates=reasoning_estimates,
+            server_generation_tokens=server_generation_tokens,
+        )
     ok = [s for s in samples if s.ok]
     ttfts = [s.ttft_ms / 1000.0 for s in ok if s.ttft_ms is not None]
     e2es = [s.e2e_ms / 1000.0 for s in ok if s.e2e_ms is not None]
@@ -110,5 +124,73 @@ def shape_metrics(
         token_source=USAGE if usage_everywhere else ESTIMATED,
         reasoning_source=reasoning_source,
         prompt_tokens_mean=mean([float(p) for p in prompts]) if prompts else None,
+        server_generation_tokens=server_generation_tokens,
+    )
+
+
+def _table_metrics(
+    table: SampleTable,
+    *,
+    duration_s: float,
+    reasoning_estimates: Sequence[int | None],
+    server_generation_tokens: float | None,
+) -> ShapeMetrics:
+    """:func:`shape_metrics` of a SampleTable, value for value: the same samples in the same
+    order through the same arithmetic (what tests/test_bench_memory.py checks)."""
+    if len(reasoning_estimates) != len(table):
+        raise ValueError("one reasoning estimate per sample")
+    ttfts, e2es, itls, tpots, per_user = (array("d") for _ in range(5))
+    output = reasoning = completed = 0
+    usage_everywhere = True
+    sources: set[str] = set()
+    prompts: list[float] = []
+    for k, row in enumerate(table.rows()):
+        if not table.ok[row]:
+            continue
+        completed += 1
+        ttft, e2e = table.ttft_ms[row], table.e2e_ms[row]
+        gaps = table.gaps_ms(row)
+        tokens = table.output_tokens[row]
+        if tokens < 0:
+            usage_everywhere = False
+            tokens = len(gaps) + 1
+        output += tokens
+        if not math.isnan(ttft):
+            ttfts.append(ttft / 1000.0)
+        if not math.isnan(e2e):
+            e2es.append(e2e / 1000.0)
+            if not math.isnan(ttft) and tokens > 1:
+                tpots.append((e2e - ttft) / 1000.0 / (tokens - 1))
+            if e2e > 0:
+                per_user.append(tokens / (e2e / 1000.0))
+        itls.extend(map(operator.truediv, gaps, repeat(1000.0)))
+        if table.reasoning_tokens[row] >= 0:
+            reasoning += table.reasoning_tokens[row]
+            sources.add(USAGE)
+        elif estimate := reasoning_estimates[k]:
+            reasoning += estimate
+            sources.add(ESTIMATED)
+        if table.prompt_tokens[row] >= 0:
+            prompts.append(float(table.prompt_tokens[row]))
+    reasoning_source = ESTIMATED if ESTIMATED in sources else (USAGE if sources else "none")
+
+    def rate(n: int) -> float | None:
+        return n / duration_s if duration_s > 0 and completed else None
+
+    return ShapeMetrics(
+        ttft_ms=stats_ms(ttfts),
+        tpot_ms=stats_ms(tpots),
+        itl_ms=stats_ms(itls),
+        e2e_ms=stats_ms(e2es),
+        output_tokens=output,
+        reasoning_tokens=reasoning,
+        answer_tokens=output - reasoning,
+        output_tokens_per_s=rate(output),
+        answer_tokens_per_s=rate(output - reasoning),
+        output_tokens_per_s_per_user=_plain_stats(per_user),
+        requests_per_s=rate(completed),
+        token_source=USAGE if usage_everywhere else ESTIMATED,
+        reasoning_source=reasoning_source,
+        prompt_tokens_mean=mean(prompts) if prompts else None,
         server_generation_tokens=server_generation_tokens,
     )
