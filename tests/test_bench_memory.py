@@ -24,7 +24,7 @@ from blackwell_doctor.render.common import json_chunks, json_document
 from blackwell_doctor.report.bench import BenchRun, RequestSample, ShapeResult, decode_run
 from blackwell_doctor.report.bench_metrics import shape_metrics, stats_ms
 from blackwell_doctor.report.sample_table import SampleTable
-from blackwell_doctor.report.stats import Ascending, percentile
+from blackwell_doctor.report.stats import Ascending, percentile, rank_points
 from tests.conftest import FIXTURES
 
 # Times as a clock gives them: 0, or at least a nanosecond (in milliseconds).
@@ -206,3 +206,13 @@ def test_ascending_reads_every_size(n: int) -> None:
         assert many[k] == ordered[k]
     with pytest.raises(IndexError):
         many[n]
+
+
+def test_rank_points_are_a_bounded_cdf_from_the_least_to_the_most() -> None:
+    values = [float((k * 7919) % 100_003) for k in range(100_003)]
+    points = rank_points(values, 201)
+    ordered = sorted(values)
+    assert len(points) == 201
+    assert (points[0], points[-1], points[100]) == (ordered[0], ordered[-1], ordered[50_001])
+    assert rank_points([3.0, 1.0], 201) == [1.0, 3.0]
+    assert rank_points([], 201) == []

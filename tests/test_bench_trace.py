@@ -329,6 +329,11 @@ def test_a_replay_sends_every_request_sized_in_server_tokens_with_shared_blocks(
     assert trace["size_source"] == "tokenize"
     assert trace["lateness_ms"]["p50"] >= 0
     assert trace["lateness_max_ms"] >= 0
+    # Every request's lateness kept as the distribution's order statistics (4 of them here).
+    cdf = trace["lateness_cdf_ms"]
+    assert len(cdf) == 4
+    assert cdf == sorted(cdf)
+    assert cdf[-1] == trace["lateness_max_ms"]
     (shape,) = doc["shapes"]
     assert shape["name"] == "trace"
     assert shape["completed"] == 4

@@ -35,6 +35,7 @@ from blackwell_doctor.collect.bench.server_metrics import Snapshot, delta
 from blackwell_doctor.collect.bench.trace import BURSTGPT, Trace
 from blackwell_doctor.report.bench import (
     ESTIMATED,
+    LATENESS_POINTS,
     USAGE,
     BenchRun,
     ShapeResult,
@@ -42,6 +43,7 @@ from blackwell_doctor.report.bench import (
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics, stats_ms
 from blackwell_doctor.report.sample_table import SampleTable
+from blackwell_doctor.report.stats import rank_points
 
 SHAPE = "trace"
 # Request bodies built ahead of the schedule (so that none is built at its due time).
@@ -464,6 +466,7 @@ def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: 
         sent=replay.fired,
         span_s=(trace.offsets_s[-1] * replay.time_scale) if len(trace) else 0.0,
         lateness_ms=stats_ms(due),
+        lateness_cdf_ms=[v * 1000.0 for v in rank_points(due, LATENESS_POINTS)],
         lateness_max_ms=max(due) * 1000.0 if due else None,
         late_over_1ms=sum(1 for v in due if v * 1000.0 > LATE_MS),
         peak_in_flight=replay.peak_in_flight,

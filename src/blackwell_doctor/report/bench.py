@@ -376,6 +376,10 @@ class Calibration(msgspec.Struct, frozen=True, kw_only=True):
     floors: list[NoiseFloor]
 
 
+# How many order statistics of the send lateness a replay keeps (TraceResult.lateness_cdf_ms).
+LATENESS_POINTS = 201
+
+
 class TraceResult(msgspec.Struct, frozen=True, kw_only=True):
     """A replayed request trace: what was read of it, and how closely each request left at
     its time. The requests' own measurements are the run's shape ``trace``."""
@@ -414,6 +418,11 @@ class TraceResult(msgspec.Struct, frozen=True, kw_only=True):
     size_source: str
     # Processes that sent the requests (each its share, round robin, its own event loop).
     client_processes: int = 1
+    # The lateness distribution (ms) at evenly spaced ranks, lowest to highest (at most
+    # LATENESS_POINTS order statistics of every sent request's lateness: the first is the
+    # least late, the last the latest): the HTML report's send-lateness CDF. Empty in
+    # documents written before it (schema_version 6 all the same: it only adds a figure).
+    lateness_cdf_ms: list[float] = msgspec.field(default_factory=list)
 
 
 class BenchRun(msgspec.Struct, frozen=True, kw_only=True):

@@ -109,3 +109,15 @@ def ascending(values: Sequence[float]) -> Sequence[float]:
     """``values`` in ascending order: ``sorted`` for a few, :class:`Ascending` (8 bytes a
     value) for many."""
     return sorted(values) if len(values) <= _CHUNK else Ascending(values)
+
+
+def rank_points(values: Sequence[float], points: int) -> list[float]:
+    """``values``' order statistics at ``points`` evenly spaced ranks (all of them when there
+    are fewer), lowest first: a bounded CDF."""
+    n = len(values)
+    if n == 0:
+        return []
+    ordered = ascending(values)
+    if n <= points:
+        return [ordered[k] for k in range(n)]
+    return [ordered[round(j * (n - 1) / (points - 1))] for j in range(points)]
