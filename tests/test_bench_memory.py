@@ -43,7 +43,8 @@ def samples(draw: st.DrawFn) -> RequestSample:
         start_ms=draw(times),
         ttft_ms=draw(times) if ok else draw(st.one_of(st.none(), times)),
         e2e_ms=draw(times) if ok else None,
-        itl_ms=draw(st.lists(times, max_size=6)) if ok else [],
+        # A failed request keeps no gaps when measured; a document may still carry some.
+        itl_ms=draw(st.lists(times, max_size=6)) if ok or draw(st.booleans()) else [],
         prompt_tokens=draw(counts),
         output_tokens=draw(counts),
         reasoning_tokens=draw(counts),

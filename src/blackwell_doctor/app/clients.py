@@ -147,6 +147,7 @@ class Run(Generic[S]):
             process.start()
             there.close()
             workers.append((process, here))
+        self.shares = []  # each process has its own copy now: none is kept here
         ended: list[asyncio.Future[int]] = [loop.create_future() for _ in workers]
 
         def read(k: int) -> None:

@@ -21,9 +21,10 @@ import asyncio
 import contextlib
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import overload
 
 import aiohttp
 import msgspec
@@ -295,6 +296,7 @@ async def run_replay(
             )
             for part in range(processes)
         ]
+        del n_words  # in the shares now
         live = runner.Live(shape=SHAPE, phase="replaying", total=count)
         replay.lateness_s = array("d", bytes(8 * count))
 
@@ -336,6 +338,7 @@ async def run_replay(
                 )
             else:
                 run = clients.Run(shares, send_share)
+                shares.clear()  # the processes' own copies are what they send
                 try:
                     await run.send(report, sent_batch)
                 finally:
@@ -445,8 +448,9 @@ def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: 
     for row, index in enumerate(replay.indices):
         row_of[index] = row
     order = array("q", (row for row in row_of if row >= 0))
+    del row_of
     samples = replay.samples.ordered(order)
-    estimates = [e if (e := replay.reasoning_estimates[row]) >= 0 else None for row in order]
+    estimates = _Estimates(replay.reasoning_estimates, order)
     if len(samples) or replay.done:
         state.shapes.append(_shape_result(replay, samples, estimates))
     if not replay.done and not interrupted and state.server and state.server.error is None:
@@ -479,8 +483,30 @@ def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: 
     return msgspec.structs.replace(doc, trace=result)
 
 
+class _Estimates(Sequence[int | None]):
+    """Each row's reasoning estimate (-1: none) read in ``order``, without a list of them."""
+
+    def __init__(self, estimates: array[int], order: array[int]) -> None:
+        self.estimates, self.order = estimates, order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    @overload
+    def __getitem__(self, index: int) -> int | None: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int | None]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int | None] | None:
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self)))]
+        value = self.estimates[self.order[index]]
+        return None if value < 0 else value
+
+
 def _shape_result(
-    replay: ReplayState, samples: SampleTable, estimates: list[int | None]
+    replay: ReplayState, samples: SampleTable, estimates: Sequence[int | None]
 ) -> ShapeResult:
     trace = replay.trace
     server = None

@@ -21,8 +21,9 @@ from __future__ import annotations
 import math
 import operator
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import repeat
+from typing import overload
 
 from blackwell_doctor.report.bench import ESTIMATED, USAGE, RequestSample, ShapeMetrics, Stats
 from blackwell_doctor.report.sample_table import SampleTable
@@ -135,62 +136,109 @@ def _table_metrics(
     reasoning_estimates: Sequence[int | None],
     server_generation_tokens: float | None,
 ) -> ShapeMetrics:
-    """:func:`shape_metrics` of a SampleTable, value for value: the same samples in the same
-    order through the same arithmetic (what tests/test_bench_memory.py checks)."""
+    """:func:`shape_metrics` of a SampleTable, value for value: the same samples through the
+    same arithmetic (tests/test_bench_memory.py checks it to the bit). One series at a time,
+    8 bytes a value: the pooled token gaps are sorted from a copy of the table's own (in
+    milliseconds; dividing by 1000 keeps their order, so each order statistic is divided
+    after), the others from an array made and dropped in turn."""
     if len(reasoning_estimates) != len(table):
         raise ValueError("one reasoning estimate per sample")
-    ttfts, e2es, itls, tpots, per_user = (array("d") for _ in range(5))
-    output = reasoning = completed = 0
-    usage_everywhere = True
+    ok = array("q", (row for row in table.rows() if table.ok[row]))
+
+    def tokens(row: int) -> int:
+        counted = table.output_tokens[row]
+        return counted if counted >= 0 else len(table.gaps_ms(row)) + 1
+
+    def seconds(column: array[float]) -> array[float]:
+        return array("d", (v / 1000.0 for row in ok if not math.isnan(v := column[row])))
+
+    def tpots() -> Iterator[float]:
+        for row in ok:
+            ttft, e2e, n = table.ttft_ms[row], table.e2e_ms[row], tokens(row)
+            if not (math.isnan(ttft) or math.isnan(e2e)) and n > 1:
+                yield (e2e - ttft) / 1000.0 / (n - 1)
+
+    def per_user() -> Iterator[float]:
+        for row in ok:
+            e2e = table.e2e_ms[row]
+            if not math.isnan(e2e) and e2e > 0:
+                yield tokens(row) / (e2e / 1000.0)
+
+    output = sum(tokens(row) for row in ok)
+    reasoning = 0
     sources: set[str] = set()
-    prompts: list[float] = []
     for k, row in enumerate(table.rows()):
         if not table.ok[row]:
             continue
-        completed += 1
-        ttft, e2e = table.ttft_ms[row], table.e2e_ms[row]
-        gaps = table.gaps_ms(row)
-        tokens = table.output_tokens[row]
-        if tokens < 0:
-            usage_everywhere = False
-            tokens = len(gaps) + 1
-        output += tokens
-        if not math.isnan(ttft):
-            ttfts.append(ttft / 1000.0)
-        if not math.isnan(e2e):
-            e2es.append(e2e / 1000.0)
-            if not math.isnan(ttft) and tokens > 1:
-                tpots.append((e2e - ttft) / 1000.0 / (tokens - 1))
-            if e2e > 0:
-                per_user.append(tokens / (e2e / 1000.0))
-        itls.extend(map(operator.truediv, gaps, repeat(1000.0)))
         if table.reasoning_tokens[row] >= 0:
             reasoning += table.reasoning_tokens[row]
             sources.add(USAGE)
         elif estimate := reasoning_estimates[k]:
             reasoning += estimate
             sources.add(ESTIMATED)
-        if table.prompt_tokens[row] >= 0:
-            prompts.append(float(table.prompt_tokens[row]))
     reasoning_source = ESTIMATED if ESTIMATED in sources else (USAGE if sources else "none")
+    prompts = array("d", (float(p) for row in ok if (p := table.prompt_tokens[row]) >= 0))
 
     def rate(n: int) -> float | None:
-        return n / duration_s if duration_s > 0 and completed else None
+        return n / duration_s if duration_s > 0 and ok else None
 
     return ShapeMetrics(
-        ttft_ms=stats_ms(ttfts),
-        tpot_ms=stats_ms(tpots),
-        itl_ms=stats_ms(itls),
-        e2e_ms=stats_ms(e2es),
+        ttft_ms=stats_ms(seconds(table.ttft_ms)),
+        tpot_ms=stats_ms(array("d", tpots())),
+        itl_ms=_gap_stats(table, ok),
+        e2e_ms=stats_ms(seconds(table.e2e_ms)),
         output_tokens=output,
         reasoning_tokens=reasoning,
         answer_tokens=output - reasoning,
         output_tokens_per_s=rate(output),
         answer_tokens_per_s=rate(output - reasoning),
-        output_tokens_per_s_per_user=_plain_stats(per_user),
-        requests_per_s=rate(completed),
-        token_source=USAGE if usage_everywhere else ESTIMATED,
+        output_tokens_per_s_per_user=_plain_stats(array("d", per_user())),
+        requests_per_s=rate(len(ok)),
+        token_source=USAGE if all(table.output_tokens[row] >= 0 for row in ok) else ESTIMATED,
         reasoning_source=reasoning_source,
         prompt_tokens_mean=mean(prompts) if prompts else None,
         server_generation_tokens=server_generation_tokens,
     )
+
+
+class _Thousandths(Sequence[float]):
+    """``ordered`` (milliseconds) read in seconds, value by value."""
+
+    def __init__(self, ordered: Sequence[float]) -> None:
+        self.ordered = ordered
+
+    def __len__(self) -> int:
+        return len(self.ordered)
+
+    @overload
+    def __getitem__(self, index: int) -> float: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[float]: ...
+
+    def __getitem__(self, index: int | slice) -> float | list[float]:
+        if isinstance(index, slice):
+            return [v / 1000.0 for v in self.ordered[index]]
+        return self.ordered[index] / 1000.0
+
+
+def _gap_stats(table: SampleTable, ok: array[int]) -> Stats:
+    """stats_ms of the successful requests' token gaps pooled (each v / 1000.0 s), from the
+    table's own gaps: all of them when no failed request has any (a failed request keeps
+    none), else those of ``ok``."""
+    failed_gaps = any(
+        not table.ok[row] and table.gaps_end[row] > (table.gaps_end[row - 1] if row else 0)
+        for row in range(len(table.ok))
+    )
+    if failed_gaps:
+        gaps = array("d")
+        for row in ok:
+            gaps.extend(table.gaps_ms(row))
+    else:
+        gaps = table.gaps
+    if not gaps:
+        return Stats()
+    ordered = _Thousandths(ascending(gaps))
+    p = {q: percentile(ordered, q) * 1000.0 for q in PERCENTILES}
+    seconds = math.fsum(map(operator.truediv, gaps, repeat(1000.0))) / len(gaps)
+    return Stats(mean=seconds * 1000.0, p50=p[50], p90=p[90], p95=p[95], p99=p[99])
