@@ -428,9 +428,11 @@ def test_compare_takes_a_version_1_run(capsys: pytest.CaptureFixture[str]) -> No
     assert json.loads(capsys.readouterr().out)["scorecard"]["overall"] == "no significant change"
 
 
-def test_a_soak_of_a_server_that_is_not_there_is_exit_1_with_no_interval(
+def test_a_soak_of_a_server_that_is_not_there_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Issue 40: nothing answers at the URL: one line, exit 2, nothing written (it was a
+    document of no interval and exit 1, the code of failed requests)."""
     import socket
 
     s = socket.socket()
@@ -438,12 +440,12 @@ def test_a_soak_of_a_server_that_is_not_there_is_exit_1_with_no_interval(
     port = s.getsockname()[1]
     s.close()  # nothing listens there now
     out = tmp_path / "down.json"
-    assert main(["bench", "--url", f"http://127.0.0.1:{port}", "--soak", "1h", "-o", str(out)]) == 1
-    doc = json.loads(out.read_text())
-    assert doc["server"]["error"].startswith("unreachable")
-    assert doc["soak"]["intervals"] == []
-    assert doc["soak"]["complete"] is False
-    assert "unreachable" in capsys.readouterr().out
+    assert main(["bench", "--url", f"http://127.0.0.1:{port}", "--soak", "1h", "-o", str(out)]) == 2
+    assert not out.exists()
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert f"Try: curl -sS http://127.0.0.1:{port}/v1/models" in captured.err
 
 
 # --- NVML ---------------------------------------------------------------------------------------

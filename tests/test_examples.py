@@ -6,13 +6,18 @@ no-GPU action is titled as an action)."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from blackwell_doctor.ruledata.examples import example_path, load_examples
+from blackwell_doctor.collect.model.scan import read_model_dir
+from blackwell_doctor.ruledata.examples import Example, example_path, load_examples
 from blackwell_doctor.ruledata.rules import load_rule_data
+from blackwell_doctor.ruledata.serving import load_serving_data
 from tests.cli import run
 from tests.conftest import FACTS_FIXTURES, FIXTURES, REPO
 
@@ -86,6 +91,8 @@ def test_examples_lists_every_example_with_its_origin(capsys: pytest.CaptureFixt
         assert f"\n{e.name}: " in r.out
     assert "blackwell-doctor check --example wsl2-rtxpro6000x4" in r.out
     assert "captured on a real 2x H200 machine" in r.out
+    # A fleet's nodes are host examples, named (their files are theirs).
+    assert "  nodes: wsl2-rtxpro6000x4, fixed-rtxpro6000x4, dgx-spark, h200x2\n" in r.out
 
 
 def test_check_on_the_wsl2_example(capsys: pytest.CaptureFixture[str]) -> None:
@@ -173,7 +180,8 @@ def test_model_example_sizes_on_the_example_gpus(capsys: pytest.CaptureFixture[s
 
 
 def test_fleet_counts_nodes_by_worst_status(capsys: pytest.CaptureFixture[str]) -> None:
-    """The fixed host has a probe.tiles warning: it is not "ok" (issue 23)."""
+    """The fixed host has a warning (model.kernel_path: its NVFP4 MoE model on SM 12.x): it
+    is not "ok" (issue 23)."""
     r = run(["fleet", "--example", "lab", "--format", "json"], capsys)
     import json
 
@@ -248,3 +256,87 @@ def test_every_finding_becomes_an_action_titled_as_one(
         assert action["title"] not in titles, action["id"]
     fallback = {a["id"]: a["title"] for a in actions}
     assert fallback["logs.platform"] == "Clear the logs.platform finding"
+
+
+def _findings(doc: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {
+        (r["id"], r["status"], r["summary"])
+        for r in doc["results"]
+        if r["status"] in ("fail", "warn", "error")
+    }
+
+
+def test_one_host_gets_one_verdict_from_check_and_from_fleet(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 40: probe.tiles was [ok] for `check --example wsl2-rtxpro6000x4` (its logs show
+    no MoE fallback) and WARN for the same host in `fleet --example lab` (its facts file
+    alone). Each node of the fleet example is judged as `check --example NAME` judges it:
+    the same findings, word for word."""
+    r = run(["fleet", "--example", "lab", "--format", "json"], capsys)
+    fleet = json.loads(r.out)
+    lab = load_examples().named("lab")
+    assert lab is not None
+    assert [n["name"] for n in fleet["nodes"]] == [f"example {n}" for n in lab.nodes]
+    for name in lab.nodes:
+        node = f"example {name}"
+        in_fleet = {
+            (g["id"], g["status"], g["summary"]) for g in fleet["groups"] if node in g["nodes"]
+        }
+        r = run(["check", "--example", name, "--format", "json"], capsys)
+        assert in_fleet == _findings(json.loads(r.out)), name
+
+
+def test_probe_tiles_says_which_way_the_logs_went(capsys: pytest.CaptureFixture[str]) -> None:
+    """The one check whose verdict turns on the runtime's logs says so both ways."""
+    with_logs = run(["check", "--example", "wsl2-rtxpro6000x4", "-f", "json"], capsys)
+    tiles = next(x for x in json.loads(with_logs.out)["results"] if x["id"] == "probe.tiles")
+    assert tiles["status"] == "pass"
+    assert "the runtime logs scanned show no MoE kernel fallback" in tiles["summary"]
+    facts = str(example_path("hosts/rtxpro6000x4-wsl2-driver580.json"))
+    alone = run(["check", "--facts", facts, "-f", "json"], capsys)
+    tiles = next(x for x in json.loads(alone.out)["results"] if x["id"] == "probe.tiles")
+    assert tiles["status"] == "warn"
+    assert "no runtime log was scanned (--logs)" in tiles["summary"]
+
+
+def _params_in_name(name: str) -> float:
+    """``397e9`` for "Qwen3.5-397B-A17B (NVFP4)": the total a model's name states."""
+    found = re.search(r"(\d+(?:\.\d+)?)B\b", name)
+    assert found is not None, name
+    return float(found.group(1)) * 1e9
+
+
+@pytest.mark.parametrize(
+    "example", [e for e in load_examples().example if e.bench], ids=lambda e: e.name
+)
+def test_every_example_is_one_coherent_host(
+    example: Example, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40: the WSL example's model directory was Qwen3-235B while its bench run, of
+    Qwen3.5-397B, was judged against the Qwen3.5-397B floor. An example's bench run is judged
+    against floors (serving.throughput is not skipped), those floors are for the model the
+    run served on the example's GPUs, and the example's model directory is that model: its
+    name and its parameter count (within 5% of the size the floors' model name states)."""
+    r = run(["check", "--example", example.name, "-f", "json"], capsys)
+    results = {x["id"]: x for x in json.loads(r.out)["results"]}
+    throughput = results["serving.throughput"]
+    assert throughput["status"] in ("pass", "warn", "fail"), throughput["summary"]
+    judged_as = str(throughput["evidence"]["expectation"]).split(" on ")[0]
+    [floors] = {e.model for e in load_serving_data().expectation if e.model == judged_as}
+    names = {
+        n.casefold()
+        for e in load_serving_data().expectation
+        if e.model == floors
+        for n in e.model_names
+    }
+    assert example.bench is not None
+    served = json.loads(example_path(example.bench).read_text())["server"]["model"]
+    assert any(n in served.casefold() for n in names), (served, names)
+    assert example.model is not None, f"{example.name}: a bench run and no model"
+    model_dir = example_path(example.model)
+    assert any(n in model_dir.name.casefold() for n in names), (model_dir.name, names)
+    params = read_model_dir(model_dir).parameters
+    assert params is not None
+    assert params.total == pytest.approx(_params_in_name(floors), rel=0.05)
+    assert results["model.fit"]["status"] in ("pass", "warn", "fail")

@@ -134,7 +134,10 @@ def test_bytes_that_are_not_utf8_are_named(tmp_path: Path, data: bytes, offset: 
 ENTRY_POINTS = [
     pytest.param(lambda p: ["check", "--facts", p], id="check --facts"),
     pytest.param(lambda p: ["check", "--facts", B200, "--bench", p], id="check --bench"),
-    pytest.param(lambda p: ["model", str(REPO), "--facts", p], id="model --facts"),
+    pytest.param(
+        lambda p: ["model", str(FIXTURES / "models" / "gpt-oss-120b"), "--facts", p],
+        id="model --facts",
+    ),
     pytest.param(lambda p: ["recommend", "--facts", p], id="recommend --facts"),
     pytest.param(lambda p: ["recommend", "--facts", B200, "--catalogue", p], id="recommend --cat"),
     pytest.param(lambda p: ["recommend", "--facts", B200, "--bench", p], id="recommend --bench"),

@@ -15,6 +15,7 @@ LOGS = FIXTURES / "logs"
 ESCAPED = LOGS / "flashinfer-2077-tma-escaped.log"
 HEALTHY = LOGS / "vllm-31085-healthy-sm120-startup.log"
 MARLIN = LOGS / "composed-vllm-marlin-auto.log"
+B200 = FIXTURES / "facts" / "b200-x8.json"
 
 
 def test_json_document(capsys: pytest.CaptureFixture[str]) -> None:
@@ -85,13 +86,19 @@ def test_unreadable_among_readable_is_shown_not_fatal(
     assert json.loads(out)["sources"][1]["error"] == f"not-found:{missing}"
 
 
-def test_nothing_readable_exits_2_with_the_document(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("fmt", ["rich", "json"])
+def test_nothing_readable_is_one_line_as_check_logs_says_it(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run(["scan-logs", "-f", "json", str(tmp_path / "gone.log")], capsys)
-    assert code == 2
-    assert json.loads(out)["exit_code"] == 2
-    assert "no log input could be read: not-found:" in err
+    """Issue 40: scan-logs printed its error and a 37-line report; `check --logs` one line.
+    One behaviour: the same line (bar the option's name), exit 2, nothing on stdout."""
+    gone = tmp_path / "gone.log"
+    code, out, err = run(["scan-logs", "-f", fmt, str(gone)], capsys)
+    assert (code, out) == (2, "")
+    assert err == f"blackwell-doctor: error: no log could be read (not-found:{gone})\n"
+    code, out, check_err = run(["check", "--facts", str(B200), "--logs", str(gone)], capsys)
+    assert (code, out) == (2, "")
+    assert check_err == err.replace("error: ", "error: --logs: ")
 
 
 def test_no_input_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -344,28 +344,32 @@ def test_docker_json_kind_is_reported(tmp_path: Path) -> None:
 
 
 def test_directory_walk_reports_what_it_cannot_read(tmp_path: Path) -> None:
+    """A log-named entry that cannot be read is a source with its reason; one not named
+    like a log is skipped and counted, whatever it is (issue 40)."""
     import socket
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "one.log").write_bytes(ESCAPED)
+    os.mkfifo(tmp_path / "a" / "fifo.log")
     os.mkfifo(tmp_path / "a" / "fifo")
-    (tmp_path / "dangling").symlink_to(tmp_path / "gone.log")
+    (tmp_path / "dangling.log").symlink_to(tmp_path / "gone.log")
     (tmp_path / "loop").symlink_to(tmp_path)  # followed once, not forever
     sock = socket.socket(socket.AF_UNIX)
     try:
-        sock.bind(str(tmp_path / "s.sock"))
+        sock.bind(str(tmp_path / "s.out"))
         got = facts([str(tmp_path)])
     finally:
         sock.close()
     errors = {Path(s.name).name: s.error for s in got.sources}
     assert errors == {
         "one.log": None,
-        "fifo": f"not-a-regular-file:{tmp_path / 'a' / 'fifo'}",
-        "dangling": f"broken-symlink:{tmp_path / 'dangling'}",
-        "s.sock": f"not-a-regular-file:{tmp_path / 's.sock'}",
+        "fifo.log": f"not-a-regular-file:{tmp_path / 'a' / 'fifo.log'}",
+        "dangling.log": f"broken-symlink:{tmp_path / 'dangling.log'}",
+        "s.out": f"not-a-regular-file:{tmp_path / 's.out'}",
     }
     unreadable = {Path(f.path).name for f in got.findings if f.signature == "input.unreadable"}
-    assert unreadable == {"fifo", "dangling", "s.sock"}
+    assert unreadable == {"fifo.log", "dangling.log", "s.out"}
+    assert got.skipped == {"not-log-named": 1}  # a/fifo
 
 
 def test_unreadable_subdirectory_is_a_source_error(

@@ -48,6 +48,11 @@ PUBLISHED = [
     # Nemotron-H-8B-Base-8K (model card and the Nemotron-H paper, arXiv 2504.03624: 8B);
     # dense: 24 Mamba-2, 4 attention and 24 MLP layers, the "-" of the pattern.
     ("nemotron-h-8b-base-8k", 8e9, 8e9, "with-embedding"),
+    # Qwen3.5-397B-A17B (NVFP4: the model of the examples' 4x RTX PRO 6000 bench runs, issue
+    # 40): 397B total, 17B active (model card; Qwen counts the embedding in, as Qwen3). Its
+    # config.json is assembled from the card and a public script's copy of the values
+    # (tests/fixtures/models/README.md): these figures are what hold it to the card.
+    ("qwen3.5-397b-a17b-nvfp4", 397e9, 17e9, "with-embedding"),
 ]
 
 

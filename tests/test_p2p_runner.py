@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import textwrap
 import time
+from typing import TypedDict
 
 import pytest
 
@@ -18,10 +19,25 @@ from tests.factsutil import Judged, judged
 from tests.test_p2p_fakecuda import child_argv
 
 SIZE = 64 << 10
-# Deadlines of the hang tests. The fake child's healthy pairs must finish well inside the
-# pair deadline even on a loaded 2-core CI VM: 2 s timed a healthy pair out there once.
-PAIR_S = 5
-OVERALL_S = 8
+# The pair deadline of the hang tests. It is every pair's, the healthy ones' too, and it
+# counts from the child's start: a fake child's interpreter start, imports and pair took
+# 0.4 s idle and up to 5.3 s with the 2-core VM at load 74 (5 s timed a healthy pair out
+# at load ~15). A hang test waits it out once; the hung child sleeps HANG_S, so the
+# deadline is still what ends it.
+PAIR_S = 30
+# The overall deadline of the test that every pair hangs in: the first pair's deadline,
+# then 10 s for the second pair (any part of it ends that pair as an overall timeout).
+OVERALL_S = PAIR_S + 10
+HANG_S = 3600  # how long the seam's "sleep" sleeps (_p2p_child._misbehave)
+
+
+class _Deadlines(TypedDict):
+    timeout_s: float
+    pair_timeout_s: float
+
+
+# The deadlines of the tests in which nothing hangs: never reached, so they cost nothing.
+ROOMY: _Deadlines = {"timeout_s": 600.0, "pair_timeout_s": 120.0}
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +55,7 @@ def _by_pair(facts: P2PProbeFacts) -> dict[tuple[int, int], Judged]:
 
 
 def test_every_unordered_pair_is_tested_once_in_order() -> None:
-    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=3)))
+    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=3), **ROOMY))
     assert [(p.gpu_a, p.gpu_b) for p in facts.pairs] == [(0, 1), (0, 2), (1, 2)]
     for pair in judged(facts):
         assert pair.verdict == "works", pair
@@ -60,7 +76,7 @@ def test_a_pair_that_hangs_is_named_within_its_deadline_and_the_others_still_run
     started = time.monotonic()
     facts = _facts(
         run_p2p_probes(
-            timeout_s=60, pair_timeout_s=PAIR_S, size_bytes=SIZE, child_argv=child_argv(gpus=3)
+            timeout_s=600, pair_timeout_s=PAIR_S, size_bytes=SIZE, child_argv=child_argv(gpus=3)
         )
     )
     elapsed = time.monotonic() - started
@@ -72,8 +88,9 @@ def test_a_pair_that_hangs_is_named_within_its_deadline_and_the_others_still_run
     assert hung.peer_copy_verified is None
     assert pairs[(0, 1)].verdict == "works"
     assert pairs[(1, 2)].verdict == "works"
-    # The hang cost its pair deadline, not the 3600 s the child sleeps (nor the 60 s overall).
-    assert elapsed < PAIR_S + 10
+    # The hang cost its pair deadline (30 s, ~35 s with the healthy pairs), not the 3600 s
+    # the child sleeps nor the 600 s overall.
+    assert elapsed < HANG_S / 10
 
 
 def test_a_hang_in_the_host_staged_control_is_an_error_not_a_broken_pair(
@@ -92,7 +109,7 @@ def test_a_child_killed_mid_pair_is_a_crash_and_the_rest_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(TEST_HANG_ENV, "crash:bandwidth@0-1")
-    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=3)))
+    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=3), **ROOMY))
     pairs = _by_pair(facts)
     assert pairs[(0, 1)].verdict == "granted-but-broken"
     assert pairs[(0, 1)].detail == "p2p-crashed:signal-9 at bandwidth"
@@ -113,7 +130,8 @@ def test_the_overall_deadline_bounds_the_whole_run(monkeypatch: pytest.MonkeyPat
         )
     )
     elapsed = time.monotonic() - started
-    assert elapsed < OVERALL_S + 5
+    # ~40 s: the overall deadline, not six pair deadlines (180 s) nor the hangs (3600 s).
+    assert elapsed < 3 * PAIR_S
     assert len(facts.pairs) == 6  # every pair is reported, run or not
     first, second, *rest = judged(facts)
     assert (first.verdict, first.detail) == ("granted-but-broken", f"p2p-timeout:{PAIR_S}s at copy")
@@ -125,9 +143,8 @@ def test_the_overall_deadline_bounds_the_whole_run(monkeypatch: pytest.MonkeyPat
 
 
 def test_refused_and_slow_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
-    facts = _facts(
-        run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=3, deny=[(1, 2)], peer_gbps=5.0))
-    )
+    argv = child_argv(gpus=3, deny=[(1, 2)], peer_gbps=5.0)
+    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=argv, **ROOMY))
     pairs = _by_pair(facts)
     assert pairs[(1, 2)].verdict == "not-supported"
     assert pairs[(1, 2)].can_access_peer is False
@@ -138,7 +155,8 @@ def test_refused_and_slow_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_corrupting_pair_is_broken() -> None:
-    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(corrupt_peer_copy=True)))
+    argv = child_argv(corrupt_peer_copy=True)
+    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=argv, **ROOMY))
     [pair] = judged(facts)
     assert pair.verdict == "granted-but-broken"
     assert pair.peer_copy_verified is False
@@ -147,11 +165,12 @@ def test_a_corrupting_pair_is_broken() -> None:
 
 
 def test_one_gpu_is_not_applicable() -> None:
-    assert run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=1)) == Unavailable(SINGLE_GPU)
+    result = run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(gpus=1), **ROOMY)
+    assert result == Unavailable(SINGLE_GPU)
 
 
 def test_no_device_is_unavailable_with_the_drivers_reason() -> None:
-    result = run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(no_device=True))
+    result = run_p2p_probes(size_bytes=SIZE, child_argv=child_argv(no_device=True), **ROOMY)
     assert result == Unavailable("cuda-error-no-device")
 
 
@@ -170,10 +189,12 @@ def _script(code: str) -> list[str]:
 
 
 def test_a_first_child_that_hangs_before_counting_is_unavailable() -> None:
+    # A start slower than the 1 s deadline ends the same way: nothing was counted.
     started = time.monotonic()
-    result = run_p2p_probes(pair_timeout_s=1, child_argv=_script("import time; time.sleep(600)"))
+    code = f"import time; time.sleep({HANG_S})"
+    result = run_p2p_probes(pair_timeout_s=1, child_argv=_script(code))
     assert result == Unavailable("p2p-timeout:1s")
-    assert time.monotonic() - started < 1 + 5
+    assert time.monotonic() - started < HANG_S / 10  # the deadline, not the sleep
 
 
 def test_garbage_output_is_ignored_and_a_child_saying_nothing_is_unavailable() -> None:
@@ -184,7 +205,9 @@ def test_garbage_output_is_ignored_and_a_child_saying_nothing_is_unavailable() -
         print('{"event": "nonsense"}')
         sys.stdout.write("\\x00\\xff not json")
     """
-    assert run_p2p_probes(child_argv=_script(code)) == Unavailable("p2p-child-exited-early")
+    assert run_p2p_probes(child_argv=_script(code), **ROOMY) == Unavailable(
+        "p2p-child-exited-early"
+    )
 
 
 def test_garbage_between_valid_lines_does_not_disturb_the_result() -> None:
@@ -206,15 +229,15 @@ def test_garbage_between_valid_lines_does_not_disturb_the_result() -> None:
     """
     from tests.test_p2p_fakecuda import REPO
 
-    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=_script(code.format(repo=str(REPO)))))
+    argv = _script(code.format(repo=str(REPO)))
+    facts = _facts(run_p2p_probes(size_bytes=SIZE, child_argv=argv, **ROOMY))
     [pair] = judged(facts)
     assert pair.verdict == "works"
 
 
 def test_a_child_that_exits_with_an_error_code_before_counting() -> None:
-    assert run_p2p_probes(child_argv=_script("import sys; sys.exit(3)")) == Unavailable(
-        "p2p-crashed:rc=3"
-    )
+    result = run_p2p_probes(child_argv=_script("import sys; sys.exit(3)"), **ROOMY)
+    assert result == Unavailable("p2p-crashed:rc=3")
 
 
 def test_a_child_that_cannot_start() -> None:
@@ -223,7 +246,7 @@ def test_a_child_that_cannot_start() -> None:
 
 
 def test_measure_keeps_each_directions_numbers() -> None:
-    run = measure_p2p(size_bytes=SIZE, child_argv=child_argv(), iterations=2)
+    run = measure_p2p(size_bytes=SIZE, child_argv=child_argv(), iterations=2, **ROOMY)
     assert not isinstance(run, Unavailable)
     [pair] = run.runs
     assert set(pair.bandwidth) == {

@@ -159,7 +159,8 @@ def _facts(*pairs: P2PTransfer) -> P2PProbeFacts:
 def render_p2p_text(facts: P2PProbeFacts | Unavailable) -> str:
     """``probe --p2p`` as text: p2p.transfer judged on a two-GPU host's facts with these
     measurements, through the shared renderer."""
-    return render(judge_p2p(load("h200x2-captured"), facts), Format.RICH, color=False)
+    # Wide enough for the pair table in one piece (a narrower terminal splits its columns).
+    return render(judge_p2p(load("h200x2-captured"), facts), Format.RICH, color=False, width=200)
 
 
 def remedy(verdict: P2PVerdict) -> str | None:

@@ -248,3 +248,20 @@ def test_a_forced_symmetric_memory_hang_is_killed_at_its_deadline() -> None:
     run, elapsed = _symm((0, 1), "symm-hang", 8.0)
     assert run.failure == "collective-timeout:8s at symm-write", run
     assert elapsed < 8.0 + 30.0
+
+
+def test_a_symmetric_memory_hang_past_the_gate_is_killed_at_the_runs_deadline() -> None:
+    # The first pair starts beside the all-reduce and waits at its gate (issue 36): its
+    # deadline is the run's from the gate, not the overall one from its start.
+    _need_two()
+    started = time.monotonic()
+    facts = run_collective(
+        2, run_timeout_s=8, timeout_s=120, env={TEST_FAULT_ENV: "symm-hang"}, symm=True
+    )
+    elapsed = time.monotonic() - started
+    assert isinstance(facts, CollectiveFacts), facts
+    nccl, ipc, symm = facts.runs
+    assert nccl.correct is True, nccl
+    assert ipc.correct is True, ipc
+    assert symm.failure == "collective-timeout:8s at symm-write", symm
+    assert elapsed < 8.0 + 30.0

@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from blackwell_doctor.collect.gpu import CHILD_MODULE as GPU_CHILD
-from blackwell_doctor.collect.gpu import collect_gpu, skipped_for
+from blackwell_doctor.collect.gpu import GpuRun, collect_gpu, skipped_for
 from blackwell_doctor.collect.probe.protocol import LIMIT_STEP
 from blackwell_doctor.collect.probe.runner import (
     CHILD_MODULE,
@@ -33,6 +33,16 @@ TILES = [
     Tile(m=128, n=256, k=256, epilogue_bytes=11264),
 ]
 SM120_OPTIN = 101376
+# A deadline that a healthy fake child never reaches, however loaded the machine. A step
+# deadline counts from the child's start too (its first line must come within it), and the
+# fake's interpreter start and imports took 0.3 s idle, 2-3 s on the 2-core VM beside six
+# busy loops and once 9.5 s under load (2 s per step timed a healthy child out). A hang
+# test waits it out once: the fake hangs for HANG_S, so the deadline is still what ends it.
+ROOM_S = 30.0
+# The overall deadline of the runs in which nothing hangs: its default step deadline (a
+# third of it) is ROOM_S. Never reached, so it costs nothing.
+ROOMY_S = 3 * ROOM_S
+HANG_S = 3600  # how long the fake hangs (and sleeps after its garbage)
 
 # A fake child. Each invocation appends its job to JOBS, then runs the job's steps, doing
 # what BEHAVIOUR says at the step named (first invocation only, unless ALWAYS).
@@ -57,7 +67,7 @@ _FAKE = textwrap.dedent(
         if not act or where != AT:
             return
         if BEHAVIOUR == "hang":
-            time.sleep(600)
+            time.sleep({hang})
         if BEHAVIOUR == "segfault":
             os.kill(os.getpid(), signal.SIGSEGV)
         if BEHAVIOUR == "exit3":
@@ -73,7 +83,7 @@ _FAKE = textwrap.dedent(
         from blackwell_doctor.facts.document import CudaDevice, CudaFacts
         if BEHAVIOUR == "garbage-facts":
             print("Segmentation fault (core dumped)", flush=True)
-            time.sleep(600)
+            time.sleep({hang})
         na = Unavailable("not-read")
         devices = [] if BEHAVIOUR == "no-device" else [CudaDevice(
             ordinal=0, name="NVIDIA RTX PRO 6000", pci_bus_id=na, compute_capability=(12, 0),
@@ -133,6 +143,7 @@ def _fake(
         at=at,
         always=always,
         optin=SM120_OPTIN,
+        hang=HANG_S,
     )
     return [sys.executable, "-c", code]
 
@@ -152,7 +163,7 @@ def _probe(tmp_path: Path, behaviour: str = "none", at: object = None, **kw: obj
 
 
 def test_a_clean_child_fills_the_facts_exactly(tmp_path: Path) -> None:
-    facts = _probe(tmp_path, timeout_s=30)
+    facts = _probe(tmp_path, timeout_s=ROOMY_S)
 
     assert isinstance(facts, ProbeFacts)
     assert facts.cache == "miss"
@@ -181,8 +192,8 @@ def test_a_clean_child_fills_the_facts_exactly(tmp_path: Path) -> None:
 
 def test_a_child_that_hangs_mid_stream_loses_one_step_and_the_rest_rerun(tmp_path: Path) -> None:
     started = time.monotonic()
-    # 2 s per step: 0.5 s failed once on the 2-core CI VM at load ~19 (a healthy step late).
-    facts = _probe(tmp_path, "hang", 1, timeout_s=30, step_timeout_s=2.0)
+    # ROOM_S per step: 0.5 s, then 2 s, timed a healthy start or step out on the loaded VM.
+    facts = _probe(tmp_path, "hang", 1, timeout_s=600, step_timeout_s=ROOM_S)
     elapsed = time.monotonic() - started
 
     assert isinstance(facts, ProbeFacts)
@@ -190,18 +201,18 @@ def test_a_child_that_hangs_mid_stream_loses_one_step_and_the_rest_rerun(tmp_pat
     assert device.smem_launch_limit == SM120_OPTIN  # finished before the hang: kept
     assert device.tiles[0].launched is True
     assert device.tiles[1].launched is False
-    assert device.tiles[1].launch_error == "probe-timeout:2s"
+    assert device.tiles[1].launch_error == f"probe-timeout:{ROOM_S:g}s"
     assert device.tiles[2].launched is True  # run by a fresh child
     jobs = _jobs(tmp_path)
     assert len(jobs) == 2
     assert jobs[0]["steps"] is None
     assert jobs[1]["steps"] == [[0, 2]]
     assert jobs[1]["devices"] == [0]
-    assert elapsed < 15.0  # the step deadline, not the 30 s total
+    assert elapsed < 600 / 2  # the step deadline (~30 s), not the 600 s total
 
 
 def test_a_child_that_crashes_after_two_lines_names_the_signal(tmp_path: Path) -> None:
-    facts = _probe(tmp_path, "segfault", LIMIT_STEP, timeout_s=30)
+    facts = _probe(tmp_path, "segfault", LIMIT_STEP, timeout_s=ROOMY_S)
 
     assert isinstance(facts, ProbeFacts)
     [device] = facts.devices
@@ -212,7 +223,7 @@ def test_a_child_that_crashes_after_two_lines_names_the_signal(tmp_path: Path) -
 
 
 def test_a_crash_while_setting_the_device_up_fails_that_device(tmp_path: Path) -> None:
-    facts = _probe(tmp_path, "exit3", "setup", always=True, timeout_s=30)
+    facts = _probe(tmp_path, "exit3", "setup", always=True, timeout_s=ROOMY_S)
 
     assert isinstance(facts, ProbeFacts)
     [device] = facts.devices
@@ -224,7 +235,7 @@ def test_a_crash_while_setting_the_device_up_fails_that_device(tmp_path: Path) -
 
 
 def test_a_sticky_error_restarts_the_child_without_blaming_the_next_step(tmp_path: Path) -> None:
-    facts = _probe(tmp_path, "sticky", 0, timeout_s=30)
+    facts = _probe(tmp_path, "sticky", 0, timeout_s=ROOMY_S)
 
     assert isinstance(facts, ProbeFacts)
     tiles = facts.devices[0].tiles
@@ -237,32 +248,35 @@ def test_a_sticky_error_restarts_the_child_without_blaming_the_next_step(tmp_pat
 
 def test_garbage_lines_are_ignored(tmp_path: Path) -> None:
     # The fake prints a garbage line before DevicesLine and before every tile line.
-    facts = _probe(tmp_path, timeout_s=30)
+    facts = _probe(tmp_path, timeout_s=ROOMY_S)
     assert isinstance(facts, ProbeFacts)
     assert all(t.launched for t in facts.devices[0].tiles)
 
 
 def test_the_overall_deadline_is_honoured_quickly(tmp_path: Path) -> None:
     started = time.monotonic()
-    facts = _probe(tmp_path, "hang", 0, always=True, timeout_s=1.5, step_timeout_s=10)
+    # ROOM_S overall: the limit step comes before it however slow the start (1.5 s did not).
+    facts = _probe(tmp_path, "hang", 0, always=True, timeout_s=ROOM_S, step_timeout_s=600)
     elapsed = time.monotonic() - started
 
     assert isinstance(facts, ProbeFacts)
     tiles = facts.devices[0].tiles
     assert facts.devices[0].smem_launch_limit == SM120_OPTIN
-    assert [t.launch_error for t in tiles] == ["probe-timeout:1.5s"] * 3
-    assert elapsed < 4.0
+    assert [t.launch_error for t in tiles] == [f"probe-timeout:{ROOM_S:g}s"] * 3
+    assert elapsed < 600 / 2  # the overall deadline (30 s), not the 600 s step deadline
 
 
 def test_a_child_that_hangs_before_listing_devices_is_unavailable(tmp_path: Path) -> None:
+    # A start slower than the 1 s deadline ends the same way: no device was listed.
     started = time.monotonic()
     facts = _probe(tmp_path, "hang", "start", timeout_s=1.0)
     assert facts == Unavailable("probe-timeout:1s")
-    assert time.monotonic() - started < 4.0
+    assert time.monotonic() - started < HANG_S / 10  # the deadline, not the hang
 
 
 def test_a_fatal_line_makes_the_whole_result_unavailable(tmp_path: Path) -> None:
-    assert _probe(tmp_path, "fatal", "start", timeout_s=30) == Unavailable("cuda-error-no-device")
+    facts = _probe(tmp_path, "fatal", "start", timeout_s=ROOMY_S)
+    assert facts == Unavailable("cuda-error-no-device")
 
 
 def test_a_child_that_cannot_start_is_a_reason(tmp_path: Path) -> None:
@@ -271,7 +285,8 @@ def test_a_child_that_cannot_start_is_a_reason(tmp_path: Path) -> None:
 
 
 def test_explicit_devices_are_passed_to_the_child(tmp_path: Path) -> None:
-    facts = run_probes(tiles=TILES[:1], devices=[3], child_argv=_fake(tmp_path), timeout_s=30)
+    argv = _fake(tmp_path)
+    facts = run_probes(tiles=TILES[:1], devices=[3], child_argv=argv, timeout_s=ROOMY_S)
     assert isinstance(facts, ProbeFacts)
     assert [d.ordinal for d in facts.devices] == [3]
     assert _jobs(tmp_path)[0]["devices"] == [3]
@@ -285,17 +300,19 @@ def test_explicit_devices_are_passed_to_the_child(tmp_path: Path) -> None:
 def _check(
     tmp_path: Path, behaviour: str = "none", at: object = None, **kw: float
 ) -> tuple[NvmlFacts | Unavailable, CudaFacts | Unavailable, ProbeFacts | Unavailable]:
-    return collect_gpu_and_probes(tiles=TILES, child_argv=_fake(tmp_path, behaviour, at), **kw)
+    deadlines = {"gpu_timeout_s": ROOM_S, "probe_timeout_s": ROOMY_S, **kw}
+    argv = _fake(tmp_path, behaviour, at)
+    return collect_gpu_and_probes(tiles=TILES, child_argv=argv, **deadlines)
 
 
 def test_one_child_gives_the_gpu_facts_and_every_probe(tmp_path: Path) -> None:
-    nvml, cuda, probes = _check(tmp_path, probe_timeout_s=30)
+    nvml, cuda, probes = _check(tmp_path)
 
     assert nvml == Unavailable("nvml-library-not-found")
     assert isinstance(cuda, CudaFacts)
     assert [d.name for d in cuda.devices] == ["NVIDIA RTX PRO 6000"]
     (tmp_path / "alone").mkdir()
-    alone = run_probes(tiles=TILES, child_argv=_fake(tmp_path / "alone"), timeout_s=30)
+    alone = run_probes(tiles=TILES, child_argv=_fake(tmp_path / "alone"), timeout_s=ROOMY_S)
     assert isinstance(probes, ProbeFacts)
     assert isinstance(alone, ProbeFacts)
     assert msgspec.structs.replace(probes, wall_s=0.0) == msgspec.structs.replace(alone, wall_s=0.0)
@@ -315,7 +332,7 @@ def test_without_a_device_the_child_stops_after_the_facts(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("behaviour", "reason"),
     [
-        ("hang", "gpu-collector-timeout:1.5s"),
+        ("hang", f"gpu-collector-timeout:{ROOM_S:g}s"),
         ("segfault", "gpu-collector-crashed:signal-11"),
         ("exit3", "gpu-collector-crashed:rc=3"),
     ],
@@ -324,37 +341,42 @@ def test_a_child_that_fails_before_the_facts_gives_collect_gpus_reasons(
     tmp_path: Path, behaviour: str, reason: str
 ) -> None:
     started = time.monotonic()
-    # 1.5 s for the hang; a crash gets 30 s, so that a slow start on a loaded machine is
-    # never mistaken for it.
-    gpu_timeout_s = 1.5 if behaviour == "hang" else 30.0
-    nvml, cuda, probes = _check(tmp_path, behaviour, "facts", gpu_timeout_s=gpu_timeout_s)
+    # ROOM_S: the child gets to its hang or crash (and says it started) however slow its
+    # start; 1.5 s for the hang killed it before it had written its job, under load.
+    nvml, cuda, probes = _check(tmp_path, behaviour, "facts", gpu_timeout_s=ROOM_S)
 
     assert nvml == cuda == Unavailable(reason)
     assert probes == Unavailable(f"skipped:no CUDA device ({reason})")
     assert len(_jobs(tmp_path)) == 1  # no probe child after it
-    assert time.monotonic() - started < 15.0
+    assert time.monotonic() - started < HANG_S / 10  # the deadline, not the hang
 
 
 def test_garbage_instead_of_the_facts_ends_the_child_at_once(tmp_path: Path) -> None:
     started = time.monotonic()
-    # The fake sleeps 600 s after the garbage: only the parent's decision ends it early.
-    nvml, cuda, probes = _check(tmp_path, "garbage-facts", gpu_timeout_s=60)
+    # The fake sleeps HANG_S after the garbage: only the parent's decision ends it before
+    # the 600 s deadline.
+    nvml, cuda, probes = _check(tmp_path, "garbage-facts", gpu_timeout_s=600)
 
     assert nvml == cuda == Unavailable("gpu-collector-bad-output")
     assert probes == Unavailable("skipped:no CUDA device (gpu-collector-bad-output)")
-    assert time.monotonic() - started < 10.0
+    assert time.monotonic() - started < 600 / 10  # at once, not at the deadline
 
 
 def test_after_the_facts_a_hang_is_the_steps_deadline_not_the_facts_one(tmp_path: Path) -> None:
-    # The hung step outlasts the facts' deadline (5 s): it is named by the step deadline
-    # (6 s), the facts are kept, and a fresh probe child (without gpu_facts) runs the rest.
-    _nvml, cuda, probes = _check(tmp_path, "hang", 1, gpu_timeout_s=5, probe_timeout_s=18)
+    # The hung step outlasts the facts' deadline (ROOM_S from the start): it is named by the
+    # step deadline (40 s from its last line), the facts are kept, and a fresh probe child
+    # (without gpu_facts) runs the rest. Both deadlines leave room for a slow start.
+    probe_timeout_s = 4 * ROOM_S
+    step = f"probe-timeout:{probe_timeout_s / 3:g}s"
+    _nvml, cuda, probes = _check(
+        tmp_path, "hang", 1, gpu_timeout_s=ROOM_S, probe_timeout_s=probe_timeout_s
+    )
 
     assert isinstance(cuda, CudaFacts)
     assert isinstance(probes, ProbeFacts)
     [device] = probes.devices
     assert device.smem_launch_limit == SM120_OPTIN
-    assert [t.launch_error for t in device.tiles] == [None, "probe-timeout:6s", None]
+    assert [t.launch_error for t in device.tiles] == [None, step, None]
     assert [t.launched for t in device.tiles] == [True, False, True]
     jobs = _jobs(tmp_path)
     assert [j["gpu_facts"] for j in jobs] == [True, False]
@@ -362,7 +384,7 @@ def test_after_the_facts_a_hang_is_the_steps_deadline_not_the_facts_one(tmp_path
 
 
 def test_a_crash_after_the_facts_keeps_them_and_names_the_signal(tmp_path: Path) -> None:
-    _nvml, cuda, probes = _check(tmp_path, "segfault", LIMIT_STEP, probe_timeout_s=30)
+    _nvml, cuda, probes = _check(tmp_path, "segfault", LIMIT_STEP)
 
     assert isinstance(cuda, CudaFacts)
     assert isinstance(probes, ProbeFacts)
@@ -373,7 +395,7 @@ def test_a_crash_after_the_facts_keeps_them_and_names_the_signal(tmp_path: Path)
 
 
 def test_a_fatal_line_after_the_facts_makes_the_probes_unavailable(tmp_path: Path) -> None:
-    _nvml, cuda, probes = _check(tmp_path, "fatal", "start", probe_timeout_s=30)
+    _nvml, cuda, probes = _check(tmp_path, "fatal", "start")
 
     assert isinstance(cuda, CudaFacts)
     assert probes == Unavailable("cuda-error-no-device")
@@ -415,14 +437,17 @@ def _driver_present() -> bool:
 
 @pytest.mark.skipif(_driver_present(), reason="a CUDA driver is present on this machine")
 def test_without_libcuda_the_answer_is_immediate_and_imports_no_binding() -> None:
+    # Immediate: no child process is started (any would fail the script). A time bound
+    # (0.5 s) said it before, and a loaded machine can stall any process that long.
     code = (
-        "import sys, time\n"
+        "import subprocess, sys\n"
+        "def no_child(*args, **kwargs):\n"
+        "    raise AssertionError('a child process was started')\n"
+        "subprocess.Popen = no_child\n"
         "from blackwell_doctor.ruledata.tileplan import Tile\n"
         "from blackwell_doctor.collect.probe.runner import run_probes\n"
-        "t = time.monotonic()\n"
         "r = run_probes(tiles=[Tile(m=128, n=128, k=64, epilogue_bytes=0)])\n"
-        "print(repr(r), time.monotonic() - t < 0.5,\n"
-        "      any(m == 'cuda' or m.startswith('cuda.') for m in sys.modules))\n"
+        "print(repr(r), any(m == 'cuda' or m.startswith('cuda.') for m in sys.modules))\n"
     )
     src = str(Path(__file__).resolve().parents[1] / "src")
     out = subprocess.run(
@@ -433,16 +458,26 @@ def test_without_libcuda_the_answer_is_immediate_and_imports_no_binding() -> Non
         check=True,
         env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
     ).stdout
-    assert out.strip() == "Unavailable(reason='libcuda-not-found') True False"
+    assert out.strip() == "Unavailable(reason='libcuda-not-found') False"
 
 
 # --------------------------------------------------------------------------- issue 39: clocks
 
 
+def _gpu_run(child_argv: list[str], *, health: bool = False) -> GpuRun:
+    return collect_gpu_run(
+        tiles=TILES,
+        child_argv=child_argv,
+        health=health,
+        gpu_timeout_s=ROOM_S,
+        probe_timeout_s=ROOMY_S,
+    )
+
+
 def test_clock_readings_under_load_come_back_by_bus_id_with_the_health_asked_for(
     tmp_path: Path,
 ) -> None:
-    run = collect_gpu_run(tiles=TILES, child_argv=_fake(tmp_path), health=True)
+    run = _gpu_run(_fake(tmp_path), health=True)
     [job] = _jobs(tmp_path)
     assert (job["gpu_facts"], job["health"], job["sample_clocks"]) == (True, True, True)
     assert run.health == []  # the GPU facts child's answer, passed through
@@ -455,7 +490,7 @@ def test_clock_readings_under_load_come_back_by_bus_id_with_the_health_asked_for
 
 
 def test_no_reading_is_asked_for_without_health(tmp_path: Path) -> None:
-    run = collect_gpu_run(tiles=TILES, child_argv=_fake(tmp_path))
+    run = _gpu_run(_fake(tmp_path))
     [job] = _jobs(tmp_path)
     assert (job["health"], job["sample_clocks"]) == (False, False)
     assert run.health is None
@@ -463,7 +498,7 @@ def test_no_reading_is_asked_for_without_health(tmp_path: Path) -> None:
 
 
 def test_readings_of_finished_steps_survive_a_child_that_dies(tmp_path: Path) -> None:
-    run = collect_gpu_run(tiles=TILES, child_argv=_fake(tmp_path, "segfault", 1), health=True)
+    run = _gpu_run(_fake(tmp_path, "segfault", 1), health=True)
     assert isinstance(run.samples, dict)
     taken = run.samples["0000:01:00.0"]
     # Step 1 killed the first child; the second ran step 2: steps 0 and 2 were read.
@@ -472,6 +507,6 @@ def test_readings_of_finished_steps_survive_a_child_that_dies(tmp_path: Path) ->
 
 
 def test_a_health_run_without_a_device_says_why_for_the_readings(tmp_path: Path) -> None:
-    run = collect_gpu_run(tiles=TILES, child_argv=_fake(tmp_path, "no-device"), health=True)
+    run = _gpu_run(_fake(tmp_path, "no-device"), health=True)
     assert isinstance(run.samples, Unavailable)
     assert run.samples.reason.startswith("skipped:no CUDA device")

@@ -37,6 +37,7 @@ from blackwell_doctor.collect.probe.collective_protocol import (
 from blackwell_doctor.facts.document import (
     CollectiveFacts,
     CollectiveRun,
+    Unavailable,
     decode_facts,
 )
 from blackwell_doctor.ruledata.rules import load_rule_data
@@ -254,6 +255,14 @@ class _VmmDriver:
         memory, at = self._resolve(pointer, size)
         return bytes(memory[at : at + size])
 
+    def download_into(self, pointer: int, buffer: bytearray) -> None:
+        buffer[:] = self.download(pointer, len(buffer))
+
+
+# How long _pair's owner waits for the writer's reports: never reached, so it costs nothing
+# (the two sides are threads of this process, which a loaded machine can stall).
+PAIR_WAIT_S = 60.0
+
 
 def _pair(
     owner: _VmmDriver,
@@ -263,12 +272,14 @@ def _pair(
     ipc: bool = True,
     symm: bool = True,
 ) -> tuple[list[object], list[object]]:
-    """Both sides as the parent runs them: started together, joined by a socket pair."""
+    """Both sides as the parent runs them: started together, joined by a socket pair. The
+    owner waits up to PAIR_WAIT_S for each report (one comes at once unless a test says
+    otherwise)."""
     import socket
 
     owner_end, writer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     owner_lines: list[object] = []
-    sizes = {"size_bytes": size, "wait_s": 5.0, "ipc": ipc, "symm": symm}
+    sizes = {"size_bytes": size, "wait_s": PAIR_WAIT_S, "ipc": ipc, "symm": symm}
     job = PairJob(role="owner", gpu=0, peer=1, channel=owner_end.detach(), **sizes)  # type: ignore[arg-type]
     thread = threading.Thread(
         target=child.run_pair, args=(job, owner_lines.append, owner), daemon=True
@@ -280,7 +291,7 @@ def _pair(
         writer_lines.append,
         writer,  # type: ignore[arg-type]
     )
-    thread.join(10)
+    thread.join(2 * PAIR_WAIT_S)
     assert not thread.is_alive()
     return owner_lines, writer_lines
 
@@ -395,10 +406,10 @@ def test_an_import_the_driver_refuses_ends_the_owners_wait_at_once() -> None:
 
     assert ErrorLine(stage="symm-import", reason="cuda-error-not-supported") in writer_lines
     # The writer reported its failure: the owner judged nothing it knew never came, and did
-    # not wait out its 5 s for it.
+    # not wait out its PAIR_WAIT_S for it.
     assert set(_checks(owner_lines)) == {"cuda-ipc"}
     assert not [line for line in owner_lines if isinstance(line, ErrorLine)]
-    assert time.monotonic() - started < 5.0
+    assert time.monotonic() - started < PAIR_WAIT_S / 10
 
 
 def test_a_writer_whose_owner_is_gone_says_so() -> None:
@@ -466,10 +477,16 @@ _PAIR_CHILD = textwrap.dedent(
         say(event="done")
     """
 )
+# A run's deadline that the two sides' interpreter starts and their protocol never reach,
+# however loaded the machine: the deadline counts from the children's start (from the gate
+# for a held pair, where the all-reduce's start comes first). A hang test waits it out once;
+# the writer hangs for 600 s, so the deadline is still what ends it.
+ROOM_S = 30.0
+ROOMY_S = 120.0  # the deadline of runs in which nothing hangs: never reached, costs nothing
 
 
 def test_pair_starts_both_children_together_and_reads_each_check() -> None:
-    ipc, symm = run_pair(0, 1, timeout_s=20, argv=[sys.executable, "-c", _PAIR_CHILD])
+    ipc, symm = run_pair(0, 1, timeout_s=ROOMY_S, argv=[sys.executable, "-c", _PAIR_CHILD])
 
     assert (ipc.path, symm.path) == ("cuda-ipc", "symm-mem")
     assert ipc.gpus == symm.gpus == [0, 1]
@@ -483,7 +500,7 @@ def test_pair_starts_both_children_together_and_reads_each_check() -> None:
 
 def test_an_ipc_only_pair_lists_one_run() -> None:
     (ipc,) = run_pair(
-        0, 1, timeout_s=20, argv=[sys.executable, "-c", _PAIR_CHILD], ipc=True, symm=False
+        0, 1, timeout_s=ROOMY_S, argv=[sys.executable, "-c", _PAIR_CHILD], ipc=True, symm=False
     )
 
     assert (ipc.path, ipc.failure, ipc.correct, ipc.atomic) == ("cuda-ipc", None, True, None)
@@ -493,11 +510,11 @@ def test_symm_writer_that_hangs_is_killed_and_named(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("WRITER_HANGS", "1")
     started = time.monotonic()
 
-    # 8 s: room for two interpreter starts on a loaded machine before the writer hangs.
-    ipc, symm = run_pair(0, 1, timeout_s=8, argv=[sys.executable, "-c", _PAIR_CHILD])
+    # ROOM_S: two interpreter starts come before the writer hangs, however loaded the machine.
+    ipc, symm = run_pair(0, 1, timeout_s=ROOM_S, argv=[sys.executable, "-c", _PAIR_CHILD])
 
     assert (ipc.failure, ipc.correct) == (None, True), ipc  # written before the hang
-    assert symm.failure == "collective-timeout:8s at symm-write"
+    assert symm.failure == f"collective-timeout:{ROOM_S:g}s at symm-write"
     assert symm.correct is None
     assert time.monotonic() - started < 60  # the writer sleeps 600 s: it was killed
 
@@ -506,17 +523,17 @@ def test_an_owner_that_dies_ends_the_pair_at_once(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("OWNER_DIES", "1")
     started = time.monotonic()
 
-    runs = run_pair(0, 1, timeout_s=30, argv=[sys.executable, "-c", _PAIR_CHILD])
+    runs = run_pair(0, 1, timeout_s=600, argv=[sys.executable, "-c", _PAIR_CHILD])
 
     assert [r.failure for r in runs] == ["collective-child-exited-early:rc=3 at ipc-export"] * 2
     assert all(r.correct is None for r in runs)
-    # Not the 30 s deadline: the writer saw the owner's end close with it.
-    assert time.monotonic() - started < 25
+    # Not the 600 s deadline: the writer saw the owner's end close with it.
+    assert time.monotonic() - started < 600 / 10
 
 
 def test_run_collective_tests_symmetric_memory_per_pair_only_when_asked() -> None:
     facts = run_collective(
-        3, timeout_s=60, run_timeout_s=10, child_argv=[sys.executable, "-c", _PAIR_CHILD],
+        3, timeout_s=600, run_timeout_s=ROOMY_S, child_argv=[sys.executable, "-c", _PAIR_CHILD],
         ipc=False, symm=True,
     )  # fmt: skip
 
@@ -525,6 +542,105 @@ def test_run_collective_tests_symmetric_memory_per_pair_only_when_asked() -> Non
     assert [r.gpus for r in symm] == [[0, 1], [0, 2], [1, 2]]
     assert all(r.correct is True and r.atomic is True for r in symm)
     assert not [r for r in facts.runs if r.path == "cuda-ipc"]
+
+
+# All three children of a 2-GPU run_collective in one script. The pair's sides mark that
+# they started, read their gate (PairJob.gate) to its end, mark that they went on, then
+# speak the pair protocol as _PAIR_CHILD does. The all-reduce waits (60 s at most) to see
+# both sides started, and sums right only if neither went on yet: the pair started beside
+# it and was held at its gate while it ran. COLLECTIVE_FATAL makes it a fatal line instead.
+_GATED_CHILDREN = (
+    textwrap.dedent(
+        """
+    import json, os, socket, struct, sys, time
+    job = json.loads(sys.argv[-1])
+    marks = os.environ["MARKS"]
+    def say(**line):
+        sys.stdout.write(json.dumps(line) + "\\n"); sys.stdout.flush()
+    def seen(name):
+        return os.path.exists(os.path.join(marks, name))
+    def mark(name):
+        open(os.path.join(marks, name), "w").close()
+    if job["job"] == "allreduce":
+        if os.environ.get("COLLECTIVE_FATAL"):
+            say(event="fatal", reason="nccl-library-not-found")
+            sys.exit(0)
+        say(event="stage", stage="allreduce")
+        deadline = time.monotonic() + 60
+        while not (seen("owner.started") and seen("writer.started")):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        both = seen("owner.started") and seen("writer.started")
+        held = both and not (seen("owner.go") or seen("writer.go"))
+        say(event="version", nccl="2.27.3", library="x")
+        say(event="result", correct=held, iterations=5, time_s=0.001,
+            detail=None if held else f"started: {both}, held: {held}")
+        say(event="done")
+        sys.exit(0)
+    mark(job["role"] + ".started")
+    if job.get("gate") is not None:
+        while os.read(job["gate"], 64):
+            pass
+    mark(job["role"] + ".go")
+    """
+    )
+    + _PAIR_CHILD.split("\n", 2)[2]
+)  # the pair protocol, after its own json/sys imports
+
+
+def _gated_run(marks: Path, **options: Any) -> CollectiveFacts:
+    options = {"timeout_s": 120, "run_timeout_s": 30, **options}
+    facts = run_collective(2, child_argv=[sys.executable, "-c", _GATED_CHILDREN], **options)
+    assert isinstance(facts, CollectiveFacts), facts
+    return facts
+
+
+def test_the_first_pair_starts_beside_the_all_reduce_and_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MARKS", str(tmp_path))
+
+    facts = _gated_run(tmp_path)
+
+    nccl = [r for r in facts.runs if r.path == "nccl"]
+    assert [(r.env, r.correct, r.failure) for r in nccl] == [({}, True, None)], nccl
+    pairs = [(r.path, r.correct, r.failure) for r in facts.runs if r.path != "nccl"]
+    assert pairs == [("cuda-ipc", True, None), ("symm-mem", True, None)]
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "owner.started", "writer.started", "owner.go", "writer.go",
+    }  # fmt: skip
+
+
+def test_a_held_pair_that_hangs_after_its_gate_is_killed_at_the_runs_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MARKS", str(tmp_path))
+    monkeypatch.setenv("WRITER_HANGS", "1")
+    started = time.monotonic()
+
+    # ROOM_S a run (the all-reduce's start, then the pair's protocol); 600 s overall.
+    facts = _gated_run(tmp_path, run_timeout_s=ROOM_S, timeout_s=600)
+
+    symm = next(r for r in facts.runs if r.path == "symm-mem")
+    assert symm.failure == f"collective-timeout:{ROOM_S:g}s at symm-write"
+    assert time.monotonic() - started < 120  # the writer sleeps 600 s: killed at the run's
+
+
+def test_a_held_pair_is_ended_at_once_when_nothing_can_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MARKS", str(tmp_path))
+    monkeypatch.setenv("COLLECTIVE_FATAL", "1")
+    monkeypatch.setenv("WRITER_HANGS", "1")
+    started = time.monotonic()
+
+    facts = run_collective(
+        2, timeout_s=600, run_timeout_s=300, child_argv=[sys.executable, "-c", _GATED_CHILDREN]
+    )
+
+    assert facts == Unavailable("nccl-library-not-found")
+    assert time.monotonic() - started < 120  # not the pair's 300 s, nor the 600 s cap
 
 
 def test_the_symm_test_runs_only_where_vllm_sets_symmetric_memory_up() -> None:

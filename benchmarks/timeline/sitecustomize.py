@@ -1,10 +1,10 @@
 """A process timeline for profiling whole commands (issue 36): every Python process that
 imports this (put this folder first on PYTHONPATH, set BD_TIMELINE to a log file) appends
 one line per event to that file: its start, each child it spawns, each wait on a child
-and its exit, with wall-clock time (time.time(), shared across processes) and its pid.
-With BD_CPROFILE_DIR set, every such process also
-profiles itself into DIR/PID.prof. Read the log with ``benchmarks/timeline/show.py LOG``.
-Never imported by the package."""
+and its exit (``os._exit`` included), with wall-clock time (time.time(), shared across
+processes) and its pid. With BD_CPROFILE_DIR set, every such process also profiles itself
+into DIR/PID.prof. Read the log with ``benchmarks/timeline/show.py LOG``. Never imported by
+the package."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import atexit
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import NoReturn
 
 _LOG = os.environ.get("BD_TIMELINE")
 
@@ -53,7 +55,22 @@ if _LOG:
         pass
     _write("site", " ".join(sys.argv)[:200] or sys.executable)
     sys.addaudithook(_hook)
-    atexit.register(lambda: _write("exit", ""))
+    # Run at exit, and also before os._exit, which skips atexit: the GPU children end so
+    # (collect/childexit.py). Once each.
+    _at_exit: list[Callable[[], None]] = [lambda: _write("exit", "")]
+
+    def _run_at_exit() -> None:
+        while _at_exit:
+            _at_exit.pop()()
+
+    atexit.register(_run_at_exit)
+    _real_exit = os._exit
+
+    def _exit(status: int) -> NoReturn:
+        _run_at_exit()
+        _real_exit(status)
+
+    os._exit = _exit
     _PROF = os.environ.get("BD_CPROFILE_DIR")
     if _PROF:
         # Every process profiles itself; the file is written at exit (pid in its name).
@@ -65,5 +82,5 @@ if _LOG:
             _profile.disable()
             _profile.dump_stats(os.path.join(folder, f"{os.getpid()}.prof"))
 
-        atexit.register(_dump)
+        _at_exit.append(_dump)  # before the exit line (popped last-in first)
         _profile.enable()

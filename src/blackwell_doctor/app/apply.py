@@ -70,6 +70,8 @@ class ApplyRequest:
     health_timeout_s: float = 1800.0
     stop_timeout_s: int = 30
     verify: VerifyRequest
+    # The terminal's width the plan and the verification are fitted to (None: not fitted).
+    width: int | None = None
 
 
 def apply(
@@ -121,8 +123,9 @@ def apply(
             write=write,
             pull_progress=pull_progress,
             model=model,
+            width=request.width,
         )
-    return plan(spec)
+    return plan(spec, width=request.width)
 
 
 def check_name(name: str) -> None:
@@ -198,7 +201,7 @@ def launch_spec(
     return spec, advice.facts.model
 
 
-def plan(spec: LaunchSpec) -> Outcome:
+def plan(spec: LaunchSpec, *, width: int | None = None) -> Outcome:
     """What ``apply --yes`` would do, compared with the running container when the Docker
     engine answers (without the comparison when it does not). Changes nothing."""
     from blackwell_doctor.apply import docker as run
@@ -208,7 +211,8 @@ def plan(spec: LaunchSpec) -> Outcome:
         engine_error: str | None = None
     except run.EngineUnavailable as exc:
         client, engine_error = None, str(exc)
-    return Outcome(Ending.DONE, run.render_plan(run.make_plan(spec, client, engine_error)))
+    plan = run.make_plan(spec, client, engine_error)
+    return Outcome(Ending.DONE, run.render_plan(plan, width=width))
 
 
 def carry_out(
@@ -221,6 +225,7 @@ def carry_out(
     write: WriteFile,
     pull_progress: Callable[[], AbstractContextManager[PullEvent]] | None = None,
     model: ModelFacts | Unavailable | None = None,
+    width: int | None = None,
 ) -> Outcome:
     """``apply --yes``: pull, create, swap, start, wait for health, scan the log; on any
     failure or Ctrl-C the previous container is restored. ``pull_progress`` makes the
@@ -275,7 +280,7 @@ def carry_out(
         return Outcome(Ending.INTERRUPTED)
     if settings is None or verified is None:
         return Outcome(Ending.DONE, message + "\n")
-    return _verified(settings, *verified, say=say, write=write)
+    return _verified(settings, *verified, say=say, write=write, width=width)
 
 
 def _verified(
@@ -287,14 +292,16 @@ def _verified(
     *,
     say: Say,
     write: WriteFile,
+    width: int | None = None,
 ) -> Outcome:
-    """A verified change's outcome: the comparison for standard output (and --report-md as
-    Markdown); both runs and the record stay in the record directory."""
+    """A verified change's outcome: the comparison for standard output (fitted to
+    ``width``; and --report-md as Markdown); both runs and the record stay in the record
+    directory."""
     from blackwell_doctor.app import verify
 
     if settings.report_md is not None:
         write(verify.render(record, doc, where, markdown=True), settings.report_md)
-    text = verify.render(record, doc, where, markdown=False)
+    text = verify.render(record, doc, where, markdown=False, width=width)
     if ending == "interrupted":
         say(f"{TOOL_NAME}: {record.message}; rolled back: {_rolled(record.rolled_back)}")
         return Outcome(Ending.INTERRUPTED, text)

@@ -493,8 +493,28 @@ def run(plan: Plan, display: Display) -> BenchRun:
             f"~{shape.input_tokens} tokens in flight: the soak stopped"
         )
     if soak is None:
-        return runner.build_document(state, interrupted=interrupted)
-    return soaking.build_document(state, soak.state, soak.rules, interrupted=interrupted)
+        return refuse_unreachable(runner.build_document(state, interrupted=interrupted))
+    return refuse_unreachable(
+        soaking.build_document(state, soak.state, soak.rules, interrupted=interrupted)
+    )
+
+
+def refuse_unreachable(run: BenchRun) -> BenchRun:
+    """``run``, unless nothing answered at its URL (no TCP connection: refused, no such
+    host) and so nothing was measured: then the usage error every command gives for an
+    input that cannot be used (issue 40: this was a report on stdout and exit 1, the code
+    of failed requests), one line on stderr, exit 2, with the URL to try."""
+    from blackwell_doctor.collect.bench import client
+
+    error = run.server.error or ""
+    if not error.startswith(f"{client.UNREACHABLE}:") or any(s.requests for s in run.shapes):
+        return run
+    url = run.server.url or ""
+    raise UserError(
+        f"--url {url}: nothing answers there ({error.removeprefix(client.UNREACHABLE + ': ')})"
+        f"; is the server up? Try: curl -sS {url}/v1/models (vLLM and SGLang also "
+        f"answer {url}/health)"
+    )
 
 
 def _run_replay(plan: Plan, replay: ReplayState, display: Display) -> BenchRun:
@@ -546,7 +566,9 @@ def run_repeated(plan: Plan, display: Display) -> list[BenchRun]:
         runs = [r or [runner.build_document(runner.RunState(), interrupted=True)] for r in runs]
     others = [c.url for c in configs]
     return [
-        repeating.combine(r, interleaved_with=others[1 - k] if len(configs) > 1 else None)
+        refuse_unreachable(
+            repeating.combine(r, interleaved_with=others[1 - k] if len(configs) > 1 else None)
+        )
         for k, r in enumerate(runs)
     ]
 

@@ -5,9 +5,9 @@ and the ``examples`` listing. A name or a part that does not exist is a UserErro
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blackwell_doctor.facts.errors import UserError
 from blackwell_doctor.ruledata.examples import (
@@ -16,6 +16,9 @@ from blackwell_doctor.ruledata.examples import (
     example_path,
     load_examples,
 )
+
+if TYPE_CHECKING:
+    from blackwell_doctor.facts.document import Facts
 
 # Each part an example can have, and the command option or argument it stands in for.
 PARTS = ("facts", "logs", "bench", "model", "compare", "soak", "fleet", "trace")
@@ -32,7 +35,8 @@ class ExampleInputs:
     bench: Path | None
     model: Path | None
     compare: tuple[Path, Path] | None
-    fleet: tuple[str, ...]
+    # fleet --example: the host examples judged as nodes (a host example: itself alone).
+    nodes: tuple[ExampleInputs, ...]
     trace: Path | None = None
 
 
@@ -76,6 +80,24 @@ def has_part(name: str, part: str) -> bool:
     return example is not None and _has(example, part)
 
 
+def node_facts(node: ExampleInputs) -> Facts:
+    """A host example's facts as ``check --example NAME`` obtains them: its facts file with
+    its logs scanned in, its bench run and its model (``fleet --example``)."""
+    import os
+    import sys
+
+    from blackwell_doctor.app.obtain import FactsRequest, LogRequest, obtain_facts
+
+    request = FactsRequest(
+        facts_file=node.facts,
+        logs=LogRequest(paths=node.logs),
+        bench_file=node.bench,
+        model_dir=node.model,
+        label=f"example {node.name}",
+    )
+    return obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer).facts
+
+
 def no_gpu_hint(command: str) -> str:
     """The sentence that points a host without a GPU to an example of ``command``."""
     catalogue = load_examples()
@@ -103,11 +125,11 @@ def _param(option: str) -> str:
 
 def _has(example: Example, part: str) -> bool:
     if part == "fleet":  # a host example is a fleet of one node
-        return bool(example.fleet or example.facts)
+        return bool(example.nodes or example.facts)
     return bool(getattr(example, part))
 
 
-def _inputs(example: Example) -> ExampleInputs:
+def _inputs(example: Example, catalogue: ExampleCatalogue | None = None) -> ExampleInputs:
     def path(name: str | None) -> Path | None:
         return None if name is None else example_path(name)
 
@@ -115,14 +137,18 @@ def _inputs(example: Example) -> ExampleInputs:
     if example.compare is not None:
         before, after = example.compare
         compare = (example_path(before), example_path(after))
-    return ExampleInputs(
+    host = ExampleInputs(
         name=example.name,
         facts=path(example.facts),
         logs=tuple(str(example_path(f)) for f in example.logs),
         bench=path(example.bench),
         model=path(example.model),
         compare=compare,
-        fleet=tuple(str(example_path(f)) for f in example.fleet)
-        or ((str(example_path(example.facts)),) if example.facts else ()),
+        nodes=(),
         trace=path(example.trace),
     )
+    if example.nodes:
+        cat = catalogue or load_examples()
+        nodes = [cat.named(n) for n in example.nodes]
+        return replace(host, nodes=tuple(_inputs(n, cat) for n in nodes if n is not None))
+    return replace(host, nodes=(host,) if example.facts else ())

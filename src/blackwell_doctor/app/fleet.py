@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import glob
 import hashlib
+import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -357,21 +358,48 @@ def judge_node(
     key = b"" if memo is None else seen.key if seen is not None else judgment_key(facts)
     verdict = memo.get(key) if memo is not None and seen is None else None
     if verdict is None:
-        report = evaluate(
-            facts,
-            select=select,
-            ignore=ignore,
-            fail_on=fail_on,
-            strict=strict,
-            source=source,
-            engine=_engine(),
-        )
-        s = report.summary
-        findings = [r for r in report.results if r.status in _STATUS_RANK]
-        verdict = (report.exit_code, s.fail, s.warn, s.error, findings, node_bench(facts))
+        verdict = _verdict(facts, source, select, ignore, fail_on, strict)
         if memo is not None:
             memo.put(key, verdict)
     return _judged(source, node_name(facts, source), verdict)
+
+
+def judge_facts(
+    facts: Facts,
+    source: str,
+    *,
+    select: Sequence[str],
+    ignore: Sequence[str],
+    fail_on: FailOn,
+    strict: bool,
+) -> Judged:
+    """One node whose facts were obtained already (``fleet --example``: a host example's
+    facts with its logs, bench run and model, as ``check --example`` obtains them), judged
+    as :func:`judge_node` judges a file."""
+    verdict = _verdict(facts, source, select, ignore, fail_on, strict)
+    return _judged(source, node_name(facts, source), verdict)
+
+
+def _verdict(
+    facts: Facts,
+    source: str,
+    select: Sequence[str],
+    ignore: Sequence[str],
+    fail_on: FailOn,
+    strict: bool,
+) -> _Verdict:
+    report = evaluate(
+        facts,
+        select=select,
+        ignore=ignore,
+        fail_on=fail_on,
+        strict=strict,
+        source=source,
+        engine=_engine(),
+    )
+    s = report.summary
+    findings = [r for r in report.results if r.status in _STATUS_RANK]
+    return (report.exit_code, s.fail, s.warn, s.error, findings, node_bench(facts))
 
 
 def _judged(source: str, name: str, verdict: _Verdict) -> Judged:
@@ -447,11 +475,13 @@ def judge_fleet(
     fail_on: FailOn = "fail",
     strict: bool = False,
     jobs: int = 1,
+    obtained: Sequence[tuple[str, Facts]] = (),
 ) -> FleetReport:
     """Judge every file in ``paths``: in this process, or in ``jobs`` worker processes
     (0: :func:`default_jobs`). Serial is the default: with identical machines judged once,
     reading and decoding dominate and a pool's transfers cost about what it saves on two
-    cores; it pays off on many cores with many distinct configurations.
+    cores; it pays off on many cores with many distinct configurations. ``obtained``:
+    nodes whose facts are read already, (source, facts), judged first (:func:`judge_facts`).
     Raises SelectionError for a --select/--ignore pattern that names no check, before
     reading anything."""
     select_ids(_engine().rules.checks, select, ignore)
@@ -461,7 +491,12 @@ def judge_fleet(
     nodes: list[tuple[str, int, int, int, int]] = []  # source, exit, fail, warn, error
     benches: list[FleetBench | None] = []
     groups: dict[_GroupKey, tuple[Result, list[int]]] = {}
-    for outcome in _judge_all(paths, tuple(select), tuple(ignore), fail_on, strict, workers):
+    given: Iterator[Judged | Unjudged] = (
+        judge_facts(f, src, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
+        for src, f in obtained
+    )
+    judged = _judge_all(paths, tuple(select), tuple(ignore), fail_on, strict, workers)
+    for outcome in itertools.chain(given, judged):
         if isinstance(outcome, Unjudged):
             bad.append(outcome)
             continue

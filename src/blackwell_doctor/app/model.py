@@ -35,7 +35,7 @@ class ModelRequest:
 
 def model(request: ModelRequest) -> ModelReport:
     """The ``model`` document; UserError for bad options or a directory with neither a
-    usable config.json nor safetensors weights."""
+    usable config.json nor safetensors weights (:func:`read_model_arg`)."""
     util = request.utilization
     if util is not None and (not math.isfinite(util) or not 0.0 < util <= 1.0):
         raise UserError(f"--gpu-memory-utilization must be above 0 and at most 1, got {util}")
@@ -53,14 +53,9 @@ def model(request: ModelRequest) -> ModelReport:
         stdin=sys.stdin.buffer,
     ).facts
     facts = msgspec.structs.replace(facts, model=model_facts)
-    report = judge_model(facts, utilization=util)
-    modelled = any(p.kind == "not-modelled" for p in report.problems)
-    if report.model.architecture is None and report.shards == 0 and not modelled:
-        detail = next((p.detail for p in report.problems if p.kind == "config"), "missing")
-        raise UserError(
-            f"{request.model_dir}: no usable config.json ({detail}) and no safetensors weights"
-        )
-    return report
+    # A directory with neither a usable config.json nor weights was refused by
+    # read_model_arg, as `check --model-dir` refuses it.
+    return judge_model(facts, utilization=util)
 
 
 def judge_model(facts: Facts, *, utilization: float | None = None) -> ModelReport:

@@ -10,9 +10,12 @@ decoding, the log scanner) are imported only when they are needed.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -21,8 +24,10 @@ import msgspec
 from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
-    from blackwell_doctor.facts.document import Facts, LogFacts, Section
+    from blackwell_doctor.collect.logs.scan import Progress
+    from blackwell_doctor.facts.document import Facts, LogFacts, Section, Unavailable
     from blackwell_doctor.facts.model import ModelFacts
+    from blackwell_doctor.facts.stack import StackFacts
 
 DEFAULT_GPU_TIMEOUT_S = 20.0
 STDIN = "-"
@@ -60,6 +65,10 @@ class FactsRequest(msgspec.Struct, frozen=True, kw_only=True):
     # --facts the directory is usually on that node: read when it exists here, otherwise the
     # file's own model section (collect --model-dir on that node) stands.
     model_dir: Path | None = None
+    # recommend, apply: model_dir is what the runtime will mount and serve. One with nothing
+    # to read yet (not downloaded) is a launch that is not sized (a note says so); the
+    # commands that judge the model (check, collect, audit, model) refuse it (exit 2).
+    model_mount: bool = False
     # --hub: model_dir is ORG/NAME[@REVISION], read from the Hub (or HF_ENDPOINT) over HTTP:
     # config, index and safetensors headers by range requests, never a weight.
     model_hub: bool = False
@@ -97,6 +106,7 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
     is not a number are UserErrors raised before anything is read; so is a facts file that
     cannot be read or decoded."""
     _check_request(request)
+    stack: StackFacts | Unavailable | None = None
     if request.facts_file is not None:
         facts = read_facts_file(request.facts_file, stdin=stdin)
         source = request.label or str(request.facts_file)
@@ -104,7 +114,8 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
         from blackwell_doctor.collect.host import collect_facts
 
         sections, left_out = collected_sections(request)
-        facts = collect_facts(
+        collect = functools.partial(
+            collect_facts,
             host_root=checked_host_root(request.host_root),
             environ=environ,
             gpu_timeout_s=finite_seconds(
@@ -115,13 +126,23 @@ def obtain_facts(request: FactsRequest, *, environ: Mapping[str, str], stdin: Bi
             sections=sections,
             left_out=left_out,
         )
+        if request.stack and request.image is None:
+            facts, stack = _collect_beside_stack(collect, request, environ=environ)
+        else:
+            facts = collect()
         source = "live"
     facts = with_logs(facts, request.logs, host_root=request.host_root, stdin=stdin)
     facts = with_model(
-        facts, request.model_dir, required=request.facts_file is None, hub=request.model_hub
+        facts,
+        request.model_dir,
+        required=request.facts_file is None,
+        hub=request.model_hub,
+        usable=not request.model_mount,
     )
     facts = with_bench(facts, request.bench_file, stdin=stdin)
-    if request.stack:
+    if stack is not None:
+        facts = msgspec.structs.replace(facts, stack=stack)
+    elif request.stack:
         facts = with_stack(facts, request, environ=environ)
     if request.redact:
         from blackwell_doctor.facts.redact import redact_identity
@@ -156,12 +177,79 @@ def collected_sections(request: FactsRequest) -> tuple[frozenset[Section] | None
     return needed | HEADER_READS | request.output_reads, f"{NOT_COLLECTED}:{option}"
 
 
+def _collect_beside_stack(
+    collect: Callable[[], Facts], request: FactsRequest, *, environ: Mapping[str, str]
+) -> tuple[Facts, StackFacts | Unavailable]:
+    """``collect()`` (this host's facts: mostly waiting on the GPU child, ~0.5 s) on a
+    thread of its own while this one reads the stack (the interpreter asked, the scan,
+    ptxas for the catalogue's targets), then ptxas for the GPUs' own targets once their
+    facts are in: ``audit`` costs the longer of the two, not their sum (issue 36). An
+    interpreter that does not answer is said once the facts are in, as before; the thread
+    is a daemon: Ctrl-C leaves a GPU child to its deadline, as it did before."""
+    facts = _Beside(collect)
+    try:
+        stack = _read_stack_of(request, environ=environ, gpu_facts=facts.result)
+    except Exception:
+        with contextlib.suppress(Exception):
+            facts.result()  # no GPU child left running behind a usage error
+        raise
+    return facts.result(), stack
+
+
+class _Beside:
+    """``work()`` on a daemon thread; :meth:`result` waits for its value or raises what it
+    raised."""
+
+    def __init__(self, work: Callable[[], Facts]) -> None:
+        self._value: list[Facts] = []
+        self._error: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(work,), daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], Facts]) -> None:
+        try:
+            self._value.append(work())
+        except BaseException as exc:  # raised where the value is asked for
+            self._error.append(exc)
+
+    def result(self) -> Facts:
+        self._thread.join()
+        if self._error:
+            raise self._error[0]
+        return self._value[0]
+
+
 def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str]) -> Facts:
     """``facts`` with the Python GPU stack of ``request.python`` (None: this interpreter)
     read into ``facts.stack``; ptxas is asked for the facts' GPUs' targets too. An
     interpreter that does not answer is a UserError (the user named it)."""
     import msgspec
 
+    stack = _read_stack_of(request, environ=environ, gpu_facts=lambda: facts)
+    return msgspec.structs.replace(facts, stack=stack)
+
+
+def _gpu_targets(probe: Sequence[str], facts: Facts) -> list[str]:
+    """The ``sm_XYa`` ptxas targets of the facts' GPUs, in order, that ``probe`` (the
+    catalogue's) leaves out."""
+    from blackwell_doctor.facts.document import NvmlFacts
+
+    targets: list[str] = []
+    if isinstance(facts.nvml, NvmlFacts):
+        for g in facts.nvml.gpus:
+            if isinstance(g.compute_capability, tuple):
+                t = f"sm_{g.compute_capability[0]}{g.compute_capability[1]}a"
+                if t not in probe and t not in targets:
+                    targets.append(t)
+    return targets
+
+
+def _read_stack_of(
+    request: FactsRequest, *, environ: Mapping[str, str], gpu_facts: Callable[[], Facts]
+) -> StackFacts | Unavailable:
+    """The Python GPU stack ``request`` names (see :func:`with_stack`); ``gpu_facts``
+    gives the facts whose GPUs' targets ptxas is asked for after the catalogue's, and is
+    called only when they are needed."""
     from blackwell_doctor.collect.stack.cache import default_cache_path
     from blackwell_doctor.collect.stack.interpreter import (
         InterpreterError,
@@ -169,29 +257,21 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
         this_interpreter,
     )
     from blackwell_doctor.collect.stack.inventory import read_stack
-    from blackwell_doctor.facts.document import NvmlFacts
     from blackwell_doctor.ruledata.stack import load_stack_data
 
     data = load_stack_data()
-    targets = list(data.ptxas.probe)
-    if isinstance(facts.nvml, NvmlFacts):
-        for g in facts.nvml.gpus:
-            if isinstance(g.compute_capability, tuple):
-                t = f"sm_{g.compute_capability[0]}{g.compute_capability[1]}a"
-                if t not in targets:
-                    targets.append(t)
+    probe = list(data.ptxas.probe)
     if request.image is not None:
         from blackwell_doctor.collect.stack.cache import default_image_cache_path
         from blackwell_doctor.collect.stack.image import read_image_stack
 
-        read = read_image_stack(
+        return read_image_stack(
             request.image,
             data,
-            ptxas_targets=targets,
+            ptxas_targets=probe + _gpu_targets(probe, gpu_facts()),
             environ=environ,
             cache_path=default_image_cache_path(environ) if request.stack_cache else None,
         )
-        return msgspec.structs.replace(facts, stack=read)
     if request.python is None:
         interpreter = this_interpreter()
     else:
@@ -199,14 +279,34 @@ def with_stack(facts: Facts, request: FactsRequest, *, environ: Mapping[str, str
             interpreter = ask_interpreter(request.python, environ=environ)
         except InterpreterError as exc:
             raise UserError(str(exc)) from None
-    stack = read_stack(
+    return read_stack(
         interpreter,
         data,
-        ptxas_targets=targets,
+        ptxas_targets=probe,
+        more_targets=lambda: _gpu_targets(probe, gpu_facts()),
         environ=environ,
         cache_path=default_cache_path(environ) if request.stack_cache else None,
     )
-    return msgspec.structs.replace(facts, stack=stack)
+
+
+def require_something_to_audit(facts: Facts) -> None:
+    """``audit`` with nothing to audit is a usage error (issue 40: an input the user named,
+    or the interpreter it defaults to, that cannot be used is exit 2 on every command):
+    an environment (an interpreter, an image's) with none of the GPU packages audit reads
+    (checks/stack.toml [inventory]). A stack that could not be read (a Docker engine that is
+    down) is the host's state, said in the report as before (``stack.kernels`` not
+    evaluated, exit 3 under --strict)."""
+    from blackwell_doctor.facts.stack import StackFacts
+
+    stack = facts.stack
+    if not isinstance(stack, StackFacts) or stack.packages:
+        return
+    where = f"image {stack.image.ref}'s {stack.python}" if stack.image else stack.python
+    raise UserError(
+        f"nothing to audit: {where} (Python {stack.python_version}) has none of the GPU "
+        "packages audit reads (torch, vllm, sglang, flashinfer, triton, nvidia-*, ...: "
+        "checks/stack.toml [inventory]); give --python the runtime's interpreter, or --image"
+    )
 
 
 def written_words(facts: Facts, path: str) -> str:
@@ -251,10 +351,10 @@ def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: 
         return facts
     import msgspec
 
-    from blackwell_doctor.collect.logs.scan import collect_logs
+    from blackwell_doctor.collect.logs.scan import readable, scan_sources
     from blackwell_doctor.facts.document import Unavailable
 
-    scanned = collect_logs(
+    scanned = scan_sources(
         paths=logs.paths,
         containers=logs.containers,
         journal=logs.journal,
@@ -262,24 +362,52 @@ def with_logs(facts: Facts, logs: LogRequest, *, host_root: Path | None, stdin: 
         host_root=host_root or Path("/"),
         stdin=stdin if logs.reads_stdin else None,
     )
-    if isinstance(scanned, Unavailable) and not (
-        logs.containers or logs.journal or logs.kernel_log
-    ):
+    if scanned.sources and not any(readable(s) for s in scanned.sources):
         # The user named files and none could be read: a usage error (README: exit 2), not
         # a report whose log checks all say "not evaluated".
-        reason = scanned.reason.removeprefix("no-log-readable:")
-        raise UserError(f"--logs: no log could be read ({reason})")
+        _refuse_unreadable(scanned, logs, option="--logs: ")
+        first = scanned.sources[0].error or "unreadable"
+        return msgspec.structs.replace(facts, logs=Unavailable(f"no-log-readable:{first}"))
     return msgspec.structs.replace(facts, logs=scanned)
 
 
-def with_model(facts: Facts, model_dir: Path | None, *, required: bool, hub: bool = False) -> Facts:
+def _refuse_unreadable(scanned: LogFacts, logs: LogRequest, *, option: str = "") -> None:
+    """The UserError of ``check --logs`` and ``scan-logs`` alike (issue 40: one behaviour)
+    when only files (directories, globs) were named and not one could be read: the first
+    source's reason token, and what a directory scan skipped. A container, the journal or
+    the kernel log among them: not a usage error (the host's state, said in the report)."""
+    from blackwell_doctor.collect.logs.scan import readable
+    from blackwell_doctor.rules.logs import skipped_words
+
+    if logs.containers or logs.journal or logs.kernel_log:
+        return
+    if not scanned.sources or any(readable(s) for s in scanned.sources):
+        return
+    reason = scanned.sources[0].error or "unreadable"
+    skipped = skipped_words(scanned.skipped)
+    raise UserError(
+        f"{option}no log could be read ({reason}{'; skipped: ' + skipped if skipped else ''})"
+    )
+
+
+def with_model(
+    facts: Facts,
+    model_dir: Path | None,
+    *,
+    required: bool,
+    hub: bool = False,
+    usable: bool = True,
+) -> Facts:
     """``facts`` with the model read into ``facts.model``: a directory, or ORG/NAME[@REVISION]
     from the local Hugging Face cache (``hub``: from the Hub over HTTP). ``required``: the
     model must be found here (a live run); otherwise one that is not here leaves the facts
-    as they are (it is on the node the facts come from)."""
+    as they are (it is on the node the facts come from). ``usable``: one found with neither
+    a usable config.json nor weights is a UserError (:func:`read_model_arg`)."""
     if model_dir is None:
         return facts
-    model = read_model_arg(model_dir, hub=hub, required=required, option="--model-dir ")
+    model = read_model_arg(
+        model_dir, hub=hub, required=required, option="--model-dir ", usable=usable
+    )
     if model is None:
         return facts
     import msgspec
@@ -288,18 +416,19 @@ def with_model(facts: Facts, model_dir: Path | None, *, required: bool, hub: boo
 
 
 def read_model_arg(
-    model_dir: Path, *, hub: bool, required: bool, option: str = ""
+    model_dir: Path, *, hub: bool, required: bool, option: str = "", usable: bool = True
 ) -> ModelFacts | None:
     """The model a ``DIR`` / ``ORG/NAME[@REVISION]`` argument names (docs/model.md): an
     existing directory first; else a repo id, from the Hugging Face cache, or with ``hub``
     from the Hub. None when it is not here and not ``required``; UserError (one line, exit
-    2) for anything that cannot be read (a hostile cache included); ``option`` (e.g.
+    2) for anything that cannot be read (a hostile cache included), and (``usable``) for a
+    model with neither a usable config.json nor safetensors weights; ``option`` (e.g.
     ``"--model-dir "``) leads the message where the argument came from an option."""
     text = str(model_dir)
     if not hub and model_dir.is_dir():
         from blackwell_doctor.collect.model.scan import read_model_dir
 
-        return read_model_dir(model_dir)
+        return _usable(read_model_dir(model_dir), f"{option}{text}", usable)
     from blackwell_doctor.collect.model.hfcache import (
         CacheError,
         NotCached,
@@ -321,7 +450,7 @@ def read_model_arg(
         if hub:
             from blackwell_doctor.collect.model.hub import read_hub_model
 
-            return read_hub_model(spec)
+            return _usable(read_hub_model(spec), f"{option}{text}", usable)
         cached = resolve_cached(spec)
     except NotCached as exc:
         if not required:
@@ -331,27 +460,58 @@ def read_model_arg(
         raise UserError(str(exc)) from None
     from blackwell_doctor.collect.model.scan import DirectoryFiles, read_model
 
-    return read_model(
+    model = read_model(
         DirectoryFiles(cached.folder, confine=cached.repo_folder),
         label=f"{spec.repo}@{spec.revision}",
         source=cached.source,
     )
+    return _usable(model, f"{option}{text}", usable)
 
 
-def obtain_logs(logs: LogRequest, *, host_root: Path | None, stdin: BinaryIO) -> LogFacts:
-    """The logs alone (``scan-logs``): every source, an unreadable one with its error."""
+def _usable(model: ModelFacts, named: str, usable: bool) -> ModelFacts:
+    """``model``, unless it has neither a usable config.json nor safetensors weights: then
+    the UserError ``model DIR`` and ``check --model-dir DIR`` alike give (issue 40: check
+    showed three ``[error]`` rows and exit 0). A config of a family not modelled is usable
+    (the model checks say so)."""
+    if (
+        not usable
+        or model.arch is not None
+        or model.shards
+        or any(p.kind == "not-modelled" for p in model.problems)
+    ):
+        return model
+    detail = next((p.detail for p in model.problems if p.kind == "config"), "missing")
+    raise UserError(f"{named}: no usable config.json ({detail}) and no safetensors weights")
+
+
+def obtain_logs(
+    logs: LogRequest,
+    *,
+    host_root: Path | None,
+    stdin: BinaryIO,
+    progress: Progress | None = None,
+) -> LogFacts:
+    """The logs alone (``scan-logs``): every source, an unreadable one with its error.
+    Files (and directories, globs) named and none readable is a UserError in
+    ``check --logs``'s words (issue 40: one behaviour); a container, the journal or the
+    kernel log that could not be read is said in the document (exit 2 by
+    :func:`~blackwell_doctor.rules.presets.judge_logs`). ``progress``: called as the scan
+    goes (collect/logs/scan.py)."""
     _check_logs(logs)
     root = checked_host_root(host_root)
     from blackwell_doctor.collect.logs.scan import scan_sources
 
-    return scan_sources(
+    scanned = scan_sources(
         paths=logs.paths,
         containers=logs.containers,
         journal=logs.journal,
         kernel_log=logs.kernel_log,
         host_root=root,
         stdin=stdin if logs.reads_stdin else None,
+        progress=progress,
     )
+    _refuse_unreadable(scanned, logs)
+    return scanned
 
 
 def checked_host_root(host_root: Path | None) -> Path:

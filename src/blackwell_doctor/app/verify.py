@@ -39,6 +39,7 @@ from blackwell_doctor.rules.compare import CAPACITY
 if TYPE_CHECKING:
     from blackwell_doctor.app.bench import RateLoad
     from blackwell_doctor.app.sweep import Plan
+    from blackwell_doctor.render.terminal import Item
 
 # The shape apply --verify --rate benches when no --shape is given (bench --rate's).
 RATE_SHAPE = "short"
@@ -734,11 +735,14 @@ def render(
     where: Path,
     *,
     markdown: bool,
+    width: int | None = None,
 ) -> str:
-    """The verification for a terminal or an ops ticket (Markdown), through the sanitising
-    step: every string of the record and the comparison is made safe to show first."""
+    """The verification for a terminal (fitted to ``width``: None, not fitted) or an ops
+    ticket (Markdown), through the sanitising step: every string of the record and the
+    comparison is made safe to show first."""
     from blackwell_doctor.render.bench import render_compare
     from blackwell_doctor.render.common import sanitize, scrub
+    from blackwell_doctor.render.terminal import write_plain
 
     record = scrub(record, sanitize)
     doc = scrub(doc, sanitize) if doc is not None else None
@@ -750,7 +754,7 @@ def render(
         "interrupted": "INTERRUPTED: rolled back",
         "up to date": "UP TO DATE: nothing changed",
     }.get(record.outcome, record.outcome)
-    out: list[str] = []
+    out: list[Item] = []
     if markdown:
         out += [f"# {TOOL_NAME} apply --verify: {record.container}", ""]
         out += [f"**Verdict: {verdict}**", ""]
@@ -820,22 +824,21 @@ def render(
             out.append(f"{bullet}warm start: {w.error}")
         out.append("")
     if doc is not None:
-        text = render_compare(doc, markdown=markdown)
+        text = render_compare(doc, markdown=markdown, width=None if markdown else width)
         if markdown:
             text = text.replace("## compare", "## compare (every metric)", 1)
         out.append(text.rstrip("\n"))
         out.append("")
     files = [f for f in (record.baseline, record.after, record.compare) if f]
     out.append(f"{bullet}records: {shown_where}/ ({', '.join([*files, 'verify.json'])})")
-    return "\n".join(out) + "\n"
+    return write_plain(out, None if markdown else width)
 
 
-def _table(rows: list[list[str]], *, markdown: bool) -> list[str]:
+def _table(rows: list[list[str]], *, markdown: bool) -> list[Item]:
+    from blackwell_doctor.render.terminal import Table
+
     if markdown:
         cells = [[c.replace("|", "\\|") for c in row] for row in rows]
-        out = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
+        out: list[Item] = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
         return out + ["| " + " | ".join(r) + " |" for r in cells[1:]]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    ]
+    return [Table(rows, indent=2, keys=2)]

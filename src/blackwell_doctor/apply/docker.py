@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blackwell_doctor.apply.state import Change, diff, spec_mounts, spec_ports
 
@@ -35,6 +35,9 @@ from blackwell_doctor.recommend.launch import LABEL_MANAGED, LaunchSpec, reachab
 from blackwell_doctor.ruledata import validate
 from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.rules.apply import LogVerdict, judge_container_log, start_finding
+
+if TYPE_CHECKING:
+    from blackwell_doctor.render.terminal import Item
 
 Say = Callable[[str], None]
 StepHook = Callable[[str], None]
@@ -150,12 +153,18 @@ def make_plan(spec: LaunchSpec, client: Any | None, engine_error: str | None = N
     return plan
 
 
-def render_plan(plan: Plan) -> str:
+def render_plan(plan: Plan, *, width: int | None = None) -> str:
+    """The plan for a terminal, fitted to ``width`` (None: not fitted): the container's
+    command and entrypoint are never broken, however narrow the terminal."""
+    from blackwell_doctor.render.terminal import Line, write_plain
+
     spec = plan.spec
-    out = [f"apply plan for container {spec.name} (runtime {spec.runtime})"]
+    out: list[Item] = [f"apply plan for container {spec.name} (runtime {spec.runtime})"]
     if plan.engine_error is not None:
-        out.append(f"  Docker engine: not reachable ({plan.engine_error}); the plan below is")
-        out.append("  what would happen, without the comparison with a running container")
+        out.append(
+            f"  Docker engine: not reachable ({plan.engine_error}); the plan below is what "
+            "would happen, without the comparison with a running container"
+        )
     out.append(f"  image: {spec.image}" + ("" if spec.pinned else " (unpinned)"))
     out.append(f"  publish: {spec.published}")
     if plan.engine_error is None:
@@ -169,20 +178,23 @@ def render_plan(plan: Plan) -> str:
     if not plan.up_to_date:
         out += _container_lines(spec)
     out.append("  steps:")
-    out += [f"    {n}. {s}" for n, s in enumerate(plan.steps, 1)]
+    out += [Line(4, ((s, ""),), lead=((f"{n}. ", ""),)) for n, s in enumerate(plan.steps, 1)]
     if not plan.up_to_date:
         out.append(load_rule_data().word("apply", "nothing_changed"))
-    return "\n".join(out) + "\n"
+    return write_plain(out, width)
 
 
-def _container_lines(spec: LaunchSpec) -> list[str]:
+def _container_lines(spec: LaunchSpec) -> list[Item]:
     """The container apply would create, as the engine will get it (secrets redacted)."""
-    out = ["  container to create:"]
+    from blackwell_doctor.render.terminal import whole
+
+    out: list[Item] = ["  container to create:"]
     if spec.entrypoint:
-        out.append(f"    entrypoint: {shlex.join(spec.entrypoint)}")
-    out.append(
-        f"    command: {shlex.join(spec.command) if spec.command else '(the image default)'}"
-    )
+        out.append(whole(4, shlex.join(spec.entrypoint), lead=(("entrypoint: ", ""),)))
+    if spec.command:
+        out.append(whole(4, shlex.join(spec.command), lead=(("command: ", ""),)))
+    else:
+        out.append("    command: (the image default)")
     out.append("    env:" if spec.env else "    env: (none)")
     out += [f"      {k}={v}" for k, v in spec.shown_env().items()]
     out.append(f"    ports: {', '.join(spec_ports(spec))}")

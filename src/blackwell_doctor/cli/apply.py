@@ -40,7 +40,7 @@ from blackwell_doctor.cli.options import (
     slo_option,
     with_example,
 )
-from blackwell_doctor.cli.output import say, write
+from blackwell_doctor.cli.output import say, terminal_width, write
 
 FactsFromAnotherHost = Annotated[
     bool,
@@ -276,7 +276,8 @@ def apply(
         facts_from_another_host = True
     request = flow.ApplyRequest(
         launch=launch_request(params),
-        facts=facts_request(params),
+        # The model directory is the runtime's mount (as recommend's).
+        facts=facts_request({**params, "model_mount": True}),
         catalogue=catalogue,
         facts_from_another_host=facts_from_another_host,
         yes=yes,
@@ -303,6 +304,7 @@ def apply(
             slo=slo,
             slo_level_pct=slo_level,
         ),
+        width=terminal_width(None),
     )
     outcome = flow.apply(
         request,

@@ -23,6 +23,9 @@ from blackwell_doctor.cli.options import (
 from blackwell_doctor.cli.output import text_style, write
 from blackwell_doctor.render.formats import Format
 
+# The checks audit runs.
+_JUDGED = ("stack",)
+
 
 def audit(
     python: StackPython = None,
@@ -56,10 +59,16 @@ def audit(
     """Audit the Python GPU stack: the kernels each package carries for this GPU (native, JIT
     at start, none), Triton's ptxas, FlashInfer's precompiled kernels (--image: of an image's
     files, without running it); with --model-dir, the
-    MoE and attention backend the runtime will select for that checkpoint (checks/backends.toml)."""
-    from blackwell_doctor.app.obtain import FactsRequest, obtain_facts
+    MoE and attention backend the runtime will select for that checkpoint (checks/backends.toml).
+    An environment with no GPU package to audit is a usage error (exit 2)."""
+    from blackwell_doctor.app.obtain import (
+        FactsRequest,
+        obtain_facts,
+        require_something_to_audit,
+    )
     from blackwell_doctor.render import render
 
+    embed = embed_facts or fmt is Format.NFD
     request = FactsRequest(
         facts_file=facts_file,
         host_root=host_root,
@@ -70,15 +79,19 @@ def audit(
         image=image,
         stack_cache=not no_cache,
         model_dir=model_dir,
+        # A live audit reads what the stack checks and the report's header read (no GPU
+        # health, no AER counters: issue 36); all of it when the facts go into the output.
+        select=() if embed else _JUDGED,
     )
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
+    require_something_to_audit(obtained.facts)
     report = judge(
         obtained,
-        select=["stack"],
+        select=list(_JUDGED),
         ignore=None,
         fail_on=fail_on,
         strict=strict,
-        embed_facts=embed_facts or fmt is Format.NFD,
+        embed_facts=embed,
     )
     color, width = text_style(output)
     text = render(report, fmt, color=color and fmt is Format.RICH, verbose=verbose, width=width)

@@ -45,9 +45,9 @@ per interval latency, throughput, the server's KV-cache use and each GPU's used 
 then whether any of them grows (Theil-Sen slope per hour, thresholds in checks/soak.toml).
 
 Exit codes: 0 every request succeeded (compare: no regression past --fail-on-regression;
-soak: nothing grows); 1 some requests failed or the server could not be reached (compare:
-a regression; soak: a growing trend); 2 bad input (compare: two runs with no shape in
-common); 130 interrupted (the partial result is written)."""
+soak: nothing grows); 1 some requests failed or the server answered with an error (compare:
+a regression; soak: a growing trend); 2 bad input (a --url where nothing answers; compare:
+two runs with no shape in common); 130 interrupted (the partial result is written)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -397,7 +397,7 @@ def _write_document(
 ) -> None:
     """The JSON document to ``output`` when given; on standard output, the document in
     ``fmt`` (through its one dispatcher), except JSON already written to ``output``."""
-    from blackwell_doctor.cli.output import write, write_parts
+    from blackwell_doctor.cli.output import terminal_width, write, write_parts
     from blackwell_doctor.render.bench import encode_parts, render_bench
 
     if output is not None:
@@ -407,4 +407,4 @@ def _write_document(
     if fmt is BenchFormat.JSON:
         write_parts(encode_parts(doc), None)
         return
-    write(render_bench(doc, fmt), None)
+    write(render_bench(doc, fmt, width=terminal_width(None)), None)

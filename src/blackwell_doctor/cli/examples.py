@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from blackwell_doctor.cli.options import Output
-from blackwell_doctor.cli.output import write
+from blackwell_doctor.cli.output import terminal_width, write
 
 
 def examples(output: Output = None) -> None:
@@ -16,7 +16,8 @@ def examples(output: Output = None) -> None:
     from blackwell_doctor.render.examples import render_examples
     from blackwell_doctor.ruledata.examples import example_path
 
-    write(render_examples(catalogue(), str(example_path(""))), output)
+    width = terminal_width(output) or 100  # its listing always wrapped at 100
+    write(render_examples(catalogue(), str(example_path("")), width=width), output)
 
 
 def register(app: typer.Typer) -> None:

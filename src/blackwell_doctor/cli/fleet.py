@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,8 +18,16 @@ from blackwell_doctor.cli.options import (
     split,
     strict_option,
 )
-from blackwell_doctor.cli.output import write_outcome, writes_to_file
+from blackwell_doctor.cli.output import (
+    terminal_width,
+    text_style,
+    write_outcome,
+    writes_to_file,
+)
 from blackwell_doctor.render.formats import FleetFormat
+
+if TYPE_CHECKING:
+    from blackwell_doctor.facts.document import Facts
 
 
 def register(app: typer.Typer) -> None:
@@ -71,8 +78,9 @@ def register(app: typer.Typer) -> None:
         from blackwell_doctor.render.fleet import render_fleet
 
         started_at, clock = time.time(), time.monotonic()
+        obtained: list[tuple[str, Facts]] = []
         if example is not None:
-            from blackwell_doctor.app.examples import replace_options
+            from blackwell_doctor.app.examples import node_facts, replace_options
 
             ex = replace_options(
                 example,
@@ -81,12 +89,13 @@ def register(app: typer.Typer) -> None:
                 command="fleet",
                 conflicting=("INPUTS",),
             )
-            inputs = list(ex.fleet)
-        if not inputs:
+            # Each node as `check --example NAME` obtains it: one host, one verdict.
+            obtained = [(f"example {n.name}", node_facts(n)) for n in ex.nodes]
+        elif not inputs:
             from blackwell_doctor.facts.errors import UserError
 
             raise UserError("fleet needs facts files (INPUTS...) or --example NAME")
-        paths, missing = expand_inputs(inputs)
+        paths, missing = expand_inputs(inputs or [])
         with selection_errors():
             report = judge_fleet(
                 paths,
@@ -96,19 +105,29 @@ def register(app: typer.Typer) -> None:
                 fail_on=fail_on,
                 strict=strict,
                 jobs=jobs,
+                obtained=obtained,
             )
         timing = None
         if fmt is FleetFormat.PROMETHEUS:  # the only format with timing: import it only then
             from blackwell_doctor.render.timing import RunTiming
 
             timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
-        to_terminal = not writes_to_file(output) and sys.stdout.isatty()
-        color = to_terminal and fmt is FleetFormat.RICH and not os.environ.get("NO_COLOR")
-        text = render_fleet(report, fmt, color=color, verbose=verbose, timing=timing)
+        color = text_style(output)[0] and fmt is FleetFormat.RICH
+        width = terminal_width(output)
+        text = render_fleet(report, fmt, color=color, verbose=verbose, timing=timing, width=width)
         # Not one node judged (exit 2, like an unreadable --facts): a report of nothing must
         # not replace the last good one at --output.
         failed = "not one node could be judged" if report.summary.nodes == 0 else None
         write_outcome(text, output, failed=failed)
+        if failed is not None and not writes_to_file(output):
+            # The document lists each file with its reason; standard error says it in one
+            # line, as every command says an input it cannot use (docs/exit-codes.md).
+            from blackwell_doctor import TOOL_NAME
+
+            first = report.unjudged[0] if report.unjudged else None
+            why = f": {first.source}: {first.reason}" if first is not None else ""
+            more = f" (and {len(report.unjudged) - 1} more)" if len(report.unjudged) > 1 else ""
+            sys.stderr.write(f"{TOOL_NAME}: error: {failed}{why}{more}\n")
         if writes_to_file(output) and failed is None:
             s = report.summary
             sys.stderr.write(

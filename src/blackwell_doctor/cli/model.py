@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from blackwell_doctor.cli.options import ExampleName, GpuTimeoutBrief, ModelHub, Output
-from blackwell_doctor.cli.output import write
+from blackwell_doctor.cli.output import terminal_width, write
 from blackwell_doctor.render.formats import ModelFormat
 
 GpuMemoryUtilization = Annotated[
@@ -78,7 +78,7 @@ def model(
             utilization=utilization,
         )
     )
-    write(render_model(report, fmt), output)
+    write(render_model(report, fmt, width=terminal_width(output)), output)
     raise typer.Exit(report.exit_code)
 
 

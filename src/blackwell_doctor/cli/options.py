@@ -203,9 +203,10 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
     takes. ``params``: the command's parameters by name (its ``locals()``), declared with the
     aliases of this module under these names: ``host_root``, ``gpu_timeout``, ``no_probe``,
     and where the command takes them ``facts_file``, ``logs``, ``containers``, ``journal``,
-    ``kernel_log``, ``redact``, ``model_dir``, ``hub``, ``bench``, ``select``, ``ignore`` (a
-    live run collects only what the checks they leave read). The one reader of those names for
-    check, collect, recommend, apply and slurm-health."""
+    ``kernel_log``, ``redact``, ``model_dir``, ``model_mount`` (recommend, apply: the model
+    directory is the runtime's mount), ``hub``, ``bench``, ``select``, ``ignore`` (a live run
+    collects only what the checks they leave read). The one reader of those names for check,
+    collect, recommend, apply and slurm-health."""
     from blackwell_doctor.app.obtain import FactsRequest, LogRequest
 
     return FactsRequest(
@@ -215,6 +216,7 @@ def facts_request(params: Mapping[str, Any]) -> FactsRequest:
         probes=not params["no_probe"],
         redact=params.get("redact", False),
         model_dir=params.get("model_dir"),
+        model_mount=params.get("model_mount", False),
         model_hub=params.get("hub", False),
         bench_file=params.get("bench"),
         stack=params.get("stack", False) or params.get("image") is not None,

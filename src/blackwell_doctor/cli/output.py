@@ -87,6 +87,23 @@ def text_style(output: Path | None) -> tuple[bool, int]:
     return color, max(40, shutil.get_terminal_size((100, 24)).columns)
 
 
+def on_terminal(output: Path | None) -> bool:
+    """Whether a command's document goes to a terminal (not to a pipe nor a file)."""
+    return not writes_to_file(output) and sys.stdout.isatty()
+
+
+def terminal_width(output: Path | None) -> int | None:
+    """The width a command's terminal view is fitted to (issue 40): the terminal's
+    (``COLUMNS``, else the terminal's size, never under 40) when standard output is a
+    terminal or ``COLUMNS`` is set; ``None``, not fitted, in pipes and files, whose text
+    stays as it was before views were fitted (``check`` keeps its 100: :func:`text_style`)."""
+    import shutil
+
+    if writes_to_file(output) or not (on_terminal(output) or os.environ.get("COLUMNS")):
+        return None
+    return max(40, shutil.get_terminal_size((100, 24)).columns)
+
+
 def write_outcome(text: str, output: Path | None, *, failed: str | None) -> None:
     """:func:`write`, except that a command that failed (``failed``: why) leaves an existing
     ``--output`` file as it was: a report of nothing must not replace a good one. Standard

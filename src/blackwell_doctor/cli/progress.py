@@ -1,6 +1,6 @@
 """The live progress shown on standard error while a command runs: ``bench``'s (a shape's
-requests, a soak's intervals) and ``apply``'s image pull. Only drawing: what is shown comes
-from the app's state and events."""
+requests, a soak's intervals), ``scan-logs``'s (files read and skipped) and ``apply``'s
+image pull. Only drawing: what is shown comes from the app's state and events."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from blackwell_doctor.app.bench import Live
     from blackwell_doctor.apply.docker import PullEvent
+    from blackwell_doctor.collect.logs.scan import ScanProgress
 
 
 class BenchDisplay:
@@ -116,3 +117,49 @@ def pull_bar() -> Iterator[PullEvent]:
 
     with progress:
         yield on_event
+
+
+class ScanDisplay:
+    """``scan-logs``'s live count on standard error, on a terminal only (a pipe or a file
+    gets nothing: the report is what is read there): sources read, bytes, what was
+    skipped, the file being read; redrawn 4 times a second from the scan's state, so the
+    scan pays one assignment per file. Gone when the scan ends (transient)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+        self._state: ScanProgress | None = None
+        self._live: RichLive | None = None
+
+    def __call__(self, state: ScanProgress) -> None:
+        first = self._state is None
+        self._state = state
+        if first and self._live is not None:
+            self._live.refresh()  # drawn at the first file, not only at the next tick
+
+    def line(self) -> str:
+        s = self._state
+        if s is None:
+            return "scanning..."
+        return (
+            f"scanning: {s.sources:,} log(s) read ({s.bytes / 1e6:,.1f} MB), "
+            f"{s.skipped:,} skipped; {s.current}"
+        )
+
+    def __enter__(self) -> ScanDisplay:
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live as RichLive
+            from rich.text import Text
+
+            self._live = RichLive(
+                console=Console(stderr=True),
+                refresh_per_second=4,
+                transient=True,
+                get_renderable=lambda: Text(self.line(), no_wrap=True, overflow="ellipsis"),
+            )
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.stop()

@@ -36,15 +36,21 @@ from blackwell_doctor.cli.options import (
     launch_request,
     with_example,
 )
-from blackwell_doctor.cli.output import write
+from blackwell_doctor.cli.output import on_terminal, terminal_width, text_style, write
 from blackwell_doctor.render.formats import RecommendFormat
 
 
 def recommend(
     facts_file: LaunchFactsFile = None,
     fmt: Annotated[
-        RecommendFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = RecommendFormat.MARKDOWN,
+        RecommendFormat | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="Output format (default: rich on a terminal, markdown in a pipe or a file).",
+            show_default=False,
+        ),
+    ] = None,
     output: Output = None,
     model_dir: ModelDir = None,
     runtime: RuntimeId = None,
@@ -65,7 +71,7 @@ def recommend(
     example: ExampleName = None,
 ) -> None:
     """Turn the findings into ordered actions and a runtime launch derived from this host
-    (markdown, json, shell, compose). Never promises a speed-up: measure after."""
+    (rich, markdown, json, shell, compose). Never promises a speed-up: measure after."""
     from blackwell_doctor.app.advise import advise
     from blackwell_doctor.facts.errors import UserError
     from blackwell_doctor.recommend.options import launch_options
@@ -75,12 +81,20 @@ def recommend(
     options = launch_options(
         launch_request(params), environ=os.environ, on_this_host=params["facts_file"] is None
     )
-    request = facts_request(params)
+    # The model directory is the runtime's mount: one not downloaded yet gives a launch
+    # that is not sized (a note says so), not a usage error.
+    request = facts_request({**params, "model_mount": True})
     advice = advise(
         request, options, catalogue=catalogue, environ=os.environ, stdin=sys.stdin.buffer
     )
+    color, _ = text_style(output)
+    width = terminal_width(output)
+    if fmt is None:  # the terminal's view on a terminal; Markdown for a pipe or a ticket
+        fmt = RecommendFormat.RICH if on_terminal(output) else RecommendFormat.MARKDOWN
     try:
-        text = render_recommendation(advice.recommendation, fmt, advice.spec)
+        text = render_recommendation(
+            advice.recommendation, fmt, advice.spec, color=color, width=width
+        )
     except NeedsLaunch as exc:
         hint = ""
         if advice.recommendation.launch is None:  # no GPU in the facts

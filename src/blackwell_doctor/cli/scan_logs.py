@@ -57,9 +57,11 @@ def scan_logs(
     """Scan runtime and kernel logs for fallback and failure signatures.
 
     The logs checks (logs.moe_kernels, logs.arch_support, ...) judge the scan, as `check
-    --logs` judges it. Exit 0: nothing at or above --fail-on; 1: findings at or above it;
-    2: no input could be read (an unreadable input among readable ones is reported, not
-    fatal).
+    --logs` judges it. A directory is searched for log files (*.log, *.txt, *.out, *.err,
+    syslog, rotated and .gz; journal and Docker JSON exports), past VCS, virtual
+    environments, caches and binary files; what was skipped is counted in the report.
+    Exit 0: nothing at or above --fail-on; 1: findings at or above it; 2: no input could
+    be read (an unreadable input among readable ones is reported, not fatal).
     """
     from blackwell_doctor import TOOL_NAME
     from blackwell_doctor.app.obtain import LogRequest, obtain_logs
@@ -75,7 +77,15 @@ def scan_logs(
     )
     if not request.requested:
         raise UserError("scan-logs needs a PATH, - (stdin), --container, --journal or --kernel-log")
-    facts = obtain_logs(request, host_root=host_root, stdin=sys.stdin.buffer)
+    from blackwell_doctor.cli.progress import ScanDisplay
+
+    with ScanDisplay() as display:
+        facts = obtain_logs(
+            request,
+            host_root=host_root,
+            stdin=sys.stdin.buffer,
+            progress=display if display.tty else None,
+        )
     # The logs checks judge the scan, through the same report and renderers as `check`.
     document = judge_logs(facts, fail_on=fail_on)
     report = document.report

@@ -8,16 +8,22 @@ the other.
 from __future__ import annotations
 
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import TypeVar
 
 import msgspec
 
-from blackwell_doctor.collect.cuda import RealCuda, collect_cuda
+from blackwell_doctor.collect.cuda import CudaApi, RealCuda, collect_cuda
 from blackwell_doctor.collect.gpu import GpuDocument
-from blackwell_doctor.collect.nvml import RealNvml, collect_nvml, collect_nvml_and_health
-from blackwell_doctor.facts.document import Unavailable
+from blackwell_doctor.collect.nvml import (
+    NvmlHealthApi,
+    RealNvml,
+    collect_nvml,
+    collect_nvml_and_health,
+)
+from blackwell_doctor.facts.document import GpuHealth, NvmlFacts, Unavailable
 
 _T = TypeVar("_T")
 
@@ -30,20 +36,56 @@ def _guarded(collect: Callable[[], _T]) -> _T | Unavailable:
         return Unavailable(f"internal-error:{type(exc).__name__}")
 
 
-def gpu_document(*, health: bool = False) -> GpuDocument:
+NvmlHalf = tuple[NvmlFacts | Unavailable, list[GpuHealth] | Unavailable | None]
+
+
+def gpu_document(
+    *,
+    health: bool = False,
+    nvml: NvmlHealthApi | None = None,
+    cuda: CudaApi | None = None,
+    first_on_nvml: Callable[[], None] | None = None,
+) -> GpuDocument:
     """Both halves, read here (the probe child reads them too when it is the first GPU
     child of a ``check``: :func:`blackwell_doctor.collect.probe.runner.collect_gpu_and_probes`);
-    with ``health``, every GPU's health too, in the same NVML session (issue 39)."""
+    with ``health``, every GPU's health too, in the same NVML session (issue 39).
+
+    NVML is read on a thread of its own while this one initialises CUDA: cuInit (~200 ms on
+    an H200) and NVML's init and reads (40-130 ms) both wait in native code that lets go of
+    the interpreter (ctypes for NVML, cuda-bindings' ``nogil`` calls), so the document costs
+    the longer of the two, not their sum (issue 36). ``first_on_nvml`` runs first on that
+    thread (the probe child opens its clock sampler there); what it raises is raised here,
+    once both halves are read. ``nvml``/``cuda``: the APIs (default: the real ones)."""
+    nvml_api = nvml if nvml is not None else RealNvml()
+    read: list[NvmlHalf] = []
+    failed: list[BaseException] = []
+
+    def read_nvml() -> None:
+        try:
+            if first_on_nvml is not None:
+                first_on_nvml()
+        except BaseException as exc:  # re-raised on the main thread, after the halves
+            failed.append(exc)
+        read.append(_nvml_half(nvml_api, health))
+
+    thread = threading.Thread(target=read_nvml, name="nvml", daemon=True)
+    thread.start()
+    cuda_half = _guarded(lambda: collect_cuda(cuda if cuda is not None else RealCuda()))
+    thread.join()
+    if failed:
+        raise failed[0]
+    nvml_facts, gpu_health = read[0]
+    return GpuDocument(nvml=nvml_facts, cuda=cuda_half, health=gpu_health)
+
+
+def _nvml_half(api: NvmlHealthApi, health: bool) -> NvmlHalf:
+    """The NVML facts, and with ``health`` every GPU's health (None without)."""
     if not health:
-        return GpuDocument(
-            nvml=_guarded(lambda: collect_nvml(RealNvml())),
-            cuda=_guarded(lambda: collect_cuda(RealCuda())),
-        )
-    both = _guarded(lambda: collect_nvml_and_health(RealNvml()))
-    cuda = _guarded(lambda: collect_cuda(RealCuda()))
+        return _guarded(lambda: collect_nvml(api)), None
+    both = _guarded(lambda: collect_nvml_and_health(api))
     if isinstance(both, Unavailable):
-        return GpuDocument(nvml=both, cuda=cuda, health=both)
-    return GpuDocument(nvml=both[0], cuda=cuda, health=both[1])
+        return both, both
+    return both
 
 
 def write_document(document: GpuDocument) -> None:
@@ -58,4 +100,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from blackwell_doctor.collect.childexit import leave
+
+    # Its answer written, it ends at once: no CUDA/NVML/NCCL teardown (childexit).
+    leave(main(sys.argv[1:]))

@@ -13,7 +13,13 @@ GPU facts, then the probes) gets each phase's deadlines: the callback returns a
 :class:`Rearm` when a line ends a phase. What it keeps of standard output can be capped
 (``max_stdout_bytes``): past the cap the child is killed, and the result says so. Standard
 error is read from its pipe alongside, its last 4 kB kept: nothing the child writes goes
-to disk.
+to disk. After its output ends, the child's exit is awaited as an event (a pidfd, Linux
+5.3+), not polled: a GPU child's exit is on the critical path of ``check`` (issue 36).
+
+Children started ahead of their turn (the collective's pair, beside the all-reduce) wait at
+a :class:`Gate`: a pipe whose read end they inherit, and whose end (the parent closes its
+write end) tells them to go on. Their deadlines start there: until the gate opens a child
+lives under ``timeout_s`` alone, from then under the deadlines the gate was opened with.
 
 A binary that is not ours (an audited environment's interpreter, its Triton's ptxas, an
 nvcc) runs through :func:`run_isolated`: in a fresh temporary directory (its working
@@ -41,7 +47,8 @@ from typing import Literal
 REAP_GRACE_S = 2.0
 # What is kept of the child's stderr (for diagnostics; never parsed).
 _STDERR_TAIL_BYTES = 4096
-# After stdout's end, while stderr stays open: how often to ask whether the child exited.
+# After stdout's end, while stderr stays open: how often to ask whether the child exited
+# (where no pidfd can be had: before Linux 5.3, or elsewhere).
 _EXIT_POLL_S = 0.05
 # After the end: the most reads of what is left in the stderr pipe.
 _DRAIN_READS = 64
@@ -71,15 +78,40 @@ class ChildResult:
 
     ``ending``: "exited" (``returncode`` is set: negative for a signal, as Popen gives it),
     "timeout" (the overall deadline passed), "idle-timeout" (no line for ``idle_timeout_s``),
-    "start-failed" (``start_error`` names the exception type).
+    "start-failed" (``start_error`` names the exception type, ``start_errno`` its errno).
     """
 
     ending: Ending
     stdout: bytes
     returncode: int | None = None
     start_error: str | None = None
+    start_errno: int | None = None  # the OSError's errno when it could not be started
     stderr_tail: bytes = b""
     elapsed_s: float = 0.0
+
+
+class Gate:
+    """A start signal for children started ahead of their turn: the read end of a pipe
+    (``fd``) that each inherits (:func:`run_child`'s ``gate``) and reads until its end,
+    which comes when :meth:`open` closes the write end here. The deadlines the gate was
+    opened with (:class:`Rearm`) then start in :func:`run_child`; a gate opened with
+    ``Rearm(0.0)`` ends the children at once (their turn did not come)."""
+
+    def __init__(self) -> None:
+        self.fd, self._write = os.pipe()
+        self.rearm: Rearm | None = None
+
+    def open(self, rearm: Rearm) -> None:
+        """Let the children go on, under ``rearm``'s deadlines from now."""
+        if self.rearm is None:
+            self.rearm = rearm
+            os.close(self._write)
+
+    def close(self) -> None:
+        """Both ends closed here (open first: a child still waiting goes on)."""
+        self.open(Rearm(0.0))
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
 
 def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -108,15 +140,20 @@ def run_child(
     cwd: str | Path | None = None,
     max_stdout_bytes: int | None = None,
     end_group: bool = False,
+    gate: Gate | None = None,
 ) -> ChildResult:
     """Run ``argv`` (no shell) with stdin closed; never raises for the child's behaviour.
 
     ``on_line`` gets each complete stdout line (without its newline) as it arrives; what it
     returns, a :class:`Rearm` or None, replaces the deadlines or keeps them. Past
-    ``max_stdout_bytes`` of standard output the child is killed ("output-limit").
+    ``max_stdout_bytes`` of standard output the child is killed ("output-limit"). With
+    ``gate``, the child inherits its ``fd`` (it waits there), and when the gate opens the
+    deadlines become those it was opened with.
     """
     started = time.monotonic()
     deadline = started + timeout_s
+    if gate is not None:
+        pass_fds = (*pass_fds, gate.fd)
     # Popen rather than subprocess.run: run() waits without limit for a killed child to
     # exit, and one stuck in the driver never does.
     try:
@@ -131,23 +168,26 @@ def run_child(
             pass_fds=tuple(pass_fds),  # what the child inherits: a socket pair's end
         )
     except OSError as exc:
-        return ChildResult(ending="start-failed", stdout=b"", start_error=type(exc).__name__)
+        return ChildResult(
+            ending="start-failed",
+            stdout=b"",
+            start_error=type(exc).__name__,
+            start_errno=exc.errno,
+        )
     assert child.stderr is not None
     tail = _Tail(child.stderr.fileno())
+    exits = _exit_watch(child.pid)
     try:
         ending, stdout, deadline = _read_until_eof(
-            child, deadline, idle_timeout_s, on_line, max_stdout_bytes, tail
+            child, deadline, idle_timeout_s, on_line, max_stdout_bytes, tail, gate
         )
         returncode: int | None = None
-        if ending == "exited" and not tail.until_exit(child, deadline):
-            ending = "timeout"  # closed its stdout but did not exit in time
         if ending == "exited":
-            try:
-                returncode = child.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                ending = "timeout"
+            returncode = _await_exit(child, exits, tail, deadline)
+            if returncode is None:
+                ending = "timeout"  # closed its stdout but did not exit in time
         if ending != "exited":
-            kill_group(child)
+            kill_group(child, exits)
         elif end_group:
             # What it left running in its process group (a daemonised helper) goes too.
             with contextlib.suppress(OSError):
@@ -155,6 +195,8 @@ def run_child(
         tail.drain()
     finally:
         child.stderr.close()
+        if exits is not None:
+            os.close(exits)
     return ChildResult(
         ending=ending,
         stdout=stdout,
@@ -162,6 +204,63 @@ def run_child(
         stderr_tail=tail.kept(),
         elapsed_s=time.monotonic() - started,
     )
+
+
+def _exit_watch(pid: int) -> int | None:
+    """A pidfd of the child ``pid``: readable once it has exited (Linux 5.3+, Python 3.9+);
+    None where there is none (the exit is then polled)."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        fd: int = opener(pid)
+    except OSError:
+        return None
+    return fd
+
+
+def _await_exit(
+    child: subprocess.Popen[bytes], exits: int | None, tail: _Tail, deadline: float
+) -> int | None:
+    """After stdout's end: the child's exit status once it has exited, reading its stderr
+    meanwhile; None when the deadline passed first. Waits on the pidfd ``exits`` (no
+    polling); without one, as before pidfds: stderr to its end, then polls."""
+    if exits is None:
+        if not tail.until_exit(child, deadline):
+            return None
+        try:
+            return child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return None
+    with selectors.DefaultSelector() as selector:
+        selector.register(exits, selectors.EVENT_READ)
+        if tail.open:
+            selector.register(tail.fd, selectors.EVENT_READ)
+        while True:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return None
+            ready = {key.fd for key, _ in selector.select(wait)}
+            if tail.fd in ready:
+                tail.read()
+                if not tail.open:
+                    selector.unregister(tail.fd)
+            if exits in ready:
+                return child.wait()  # exited: waitpid returns at once
+
+
+def _exited_within(child: subprocess.Popen[bytes], exits: int | None, timeout_s: float) -> bool:
+    """Whether the child exits (and is reaped) within ``timeout_s``."""
+    if exits is not None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(exits, selectors.EVENT_READ)
+            if not selector.select(timeout_s):
+                return False
+    try:
+        child.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 class _Tail:
@@ -222,9 +321,11 @@ def _read_until_eof(
     on_line: Callable[[bytes], Rearm | None] | None,
     max_stdout_bytes: int | None,
     tail: _Tail,
+    gate: Gate | None = None,
 ) -> tuple[Ending, bytes, float]:
     """How the child's stdout ended, all of it (up to ``max_stdout_bytes``), and the overall
-    deadline then in force; its stderr read into ``tail`` meanwhile."""
+    deadline then in force; its stderr read into ``tail`` meanwhile, and the deadlines
+    rearmed when ``gate`` opens."""
     assert child.stdout is not None
     fd = child.stdout.fileno()
     chunks: list[bytes] = []
@@ -234,6 +335,8 @@ def _read_until_eof(
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
         selector.register(tail.fd, selectors.EVENT_READ)
+        if gate is not None:
+            selector.register(gate.fd, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
             wait = deadline - now
@@ -248,6 +351,13 @@ def _read_until_eof(
                 tail.read()
                 if not tail.open:
                     selector.unregister(tail.fd)
+            if gate is not None and gate.fd in ready:
+                # Opened (its write end closed): the child goes on, its deadlines start.
+                selector.unregister(gate.fd)
+                assert gate.rearm is not None  # set before the write end is closed
+                last_line = time.monotonic()
+                deadline = last_line + gate.rearm.timeout_s
+                idle_timeout_s = gate.rearm.idle_timeout_s
             if fd not in ready:
                 continue  # the loop re-evaluates which deadline passed
             data = os.read(fd, 65536)
@@ -302,17 +412,17 @@ def run_isolated(
         )
 
 
-def kill_group(child: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the child's process group, then reap it if it goes within the grace."""
+def kill_group(child: subprocess.Popen[bytes], exits: int | None = None) -> None:
+    """SIGKILL the child's process group, then reap it if it goes within the grace (seen
+    on the pidfd ``exits`` where there is one)."""
     try:
         os.killpg(child.pid, signal.SIGKILL)
     except OSError:
         child.kill()
     if child.stdout is not None:
         child.stdout.close()
-    # Unkillable (uninterruptible sleep in the driver): leave it behind.
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(timeout=REAP_GRACE_S)
+    # Unkillable (uninterruptible sleep in the driver): left behind.
+    _exited_within(child, exits, REAP_GRACE_S)
 
 
 def can_dlopen(name: str) -> bool:

@@ -108,7 +108,3 @@ class Nccl:
                 )
         finally:
             self._check(self._lib.ncclGroupEnd())
-
-    def destroy(self, comms: list[int]) -> None:
-        for comm in comms:
-            self._lib.ncclCommDestroy(ctypes.c_void_p(comm))

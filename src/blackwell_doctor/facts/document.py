@@ -665,9 +665,22 @@ class LogFinding(msgspec.Struct, frozen=True, kw_only=True):
     context: list[str] = msgspec.field(default_factory=list)
 
 
+# What a directory scan passed over without reading (collect/logs/walk.py, issue 40): whole
+# directories (a VCS's, a virtual environment, a cache, a pseudo filesystem, the tool's own
+# data) and files (not named like a log, or binary by their first bytes).
+SkipReason = Literal[
+    "vcs", "virtualenv", "cache", "pseudo-filesystem", "tool-data", "not-log-named", "binary"
+]
+
+
 class LogFacts(Available, frozen=True):
     sources: list[LogSource] = msgspec.field(default_factory=list)
     findings: list[LogFinding] = msgspec.field(default_factory=list)
+    # Directories and files a directory scan skipped, counted by reason (the directories
+    # are counted, not what is in them). Empty: nothing skipped, or no directory given.
+    skipped: dict[SkipReason, Annotated[int, msgspec.Meta(ge=1)]] = msgspec.field(
+        default_factory=dict
+    )
 
 
 # --------------------------------------------------------------------------- the document

@@ -21,6 +21,7 @@ import msgspec
 from blackwell_doctor.render.common import json_chunks, json_document
 from blackwell_doctor.render.formats import BenchFormat
 from blackwell_doctor.render.markdown import cell, prose
+from blackwell_doctor.render.terminal import Item, Table, write_plain
 from blackwell_doctor.report.bench import (
     ESTIMATED,
     SYNCHRONOUS,
@@ -44,14 +45,17 @@ from blackwell_doctor.report.bench_ladder import LadderDocument
 from blackwell_doctor.report.sanitize import json_safe, sanitize_line, scrub
 
 
-def render_bench(doc: BenchRun | CompareDocument | LadderDocument, fmt: BenchFormat) -> str:
+def render_bench(
+    doc: BenchRun | CompareDocument | LadderDocument, fmt: BenchFormat, *, width: int | None = None
+) -> str:
     """A bench or soak run, or a compare document, in ``fmt``, through the one sanitising
-    step first."""
+    step first. ``width``: the terminal's, which the rich text is fitted to (None: not
+    fitted; the HTML page's text never is, a browser wraps it)."""
     match fmt:
         case BenchFormat.JSON:
             return json_document(scrub(doc, json_safe))
         case BenchFormat.RICH:
-            return _text(scrub(doc, sanitize_line), markdown=False)
+            return _text(scrub(doc, sanitize_line), markdown=False, width=width)
         case BenchFormat.MARKDOWN:
             return _text(scrub(doc, sanitize_line), markdown=True)
         case BenchFormat.HTML:
@@ -90,17 +94,24 @@ def render_run(doc: BenchRun, *, markdown: bool = False) -> str:
     return render_bench(doc, BenchFormat.MARKDOWN if markdown else BenchFormat.RICH)
 
 
-def render_compare(doc: CompareDocument, *, markdown: bool = False) -> str:
-    """A compare document as text (the terminal's) or Markdown."""
-    return render_bench(doc, BenchFormat.MARKDOWN if markdown else BenchFormat.RICH)
+def render_compare(
+    doc: CompareDocument, *, markdown: bool = False, width: int | None = None
+) -> str:
+    """A compare document as text (the terminal's, fitted to ``width``) or Markdown."""
+    return render_bench(doc, BenchFormat.MARKDOWN if markdown else BenchFormat.RICH, width=width)
 
 
-def _text(doc: BenchRun | CompareDocument | LadderDocument, *, markdown: bool) -> str:
+def _text(
+    doc: BenchRun | CompareDocument | LadderDocument, *, markdown: bool, width: int | None = None
+) -> str:
     if isinstance(doc, BenchRun):
-        return _run(doc, markdown=markdown)
-    if isinstance(doc, LadderDocument):
-        return _ladder(doc, markdown=markdown)
-    return _compare(doc, markdown=markdown)
+        out = _run(doc, markdown=markdown)
+    elif isinstance(doc, LadderDocument):
+        out = _ladder(doc, markdown=markdown)
+    else:
+        out = _compare(doc, markdown=markdown)
+    # Markdown is all lines of text, never fitted (a ticket wraps it).
+    return write_plain(out, None if markdown else width)
 
 
 def _plain(text: str) -> str:
@@ -125,25 +136,22 @@ def _stats_row(label: str, s: Stats) -> list[str]:
     return [label, _f(s.mean, 2), _f(s.p50, 2), _f(s.p90, 2), _f(s.p95, 2), _f(s.p99, 2)]
 
 
-def _table(rows: list[list[str]], *, markdown: bool, left: int = 1) -> list[str]:
+def _table(
+    rows: list[list[str]], *, markdown: bool, left: int = 1, keys: int | None = None
+) -> list[Item]:
     """``rows`` (the first the header) as a Markdown table, or as text: the first ``left``
-    columns aligned left, the others right (numbers)."""
+    columns aligned left, the others right (numbers). A text table wider than the terminal
+    is split into parts, each led by the first ``keys`` columns (default ``left``)."""
     if markdown:
         head = "| " + " | ".join(map(cell, rows[0])) + " |"
-        out = [head, "|" + "|".join("---" for _ in rows[0]) + "|"]
+        out: list[Item] = [head, "|" + "|".join("---" for _ in rows[0]) + "|"]
         out += ["| " + " | ".join(map(cell, r)) + " |" for r in rows[1:]]
         return out
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(
-            c.ljust(w) if i < left else c.rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-        for r in rows
-    ]
+    right = frozenset(range(left, len(rows[0])))
+    return [Table(rows, right=right, keys=left if keys is None else keys)]
 
 
-def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
+def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[Item]:
     w = _words(markdown)
     m = shape.metrics
     head = f"{w(shape.name)}: {shape.completed}/{shape.requests} requests ok"
@@ -151,7 +159,7 @@ def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
         head += " — errors: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(shape.errors.items()))
     if not shape.complete:
         head += " (partial)"
-    out = [f"### {head}" if markdown else head]
+    out: list[Item] = [f"### {head}" if markdown else head]
     size = "" if shape.input_size_source == "tokenize" else " (estimated)"
     out.append(
         f"{shape.concurrency} concurrent, ~{shape.input_tokens} tokens in{size}, up to "
@@ -211,11 +219,11 @@ def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[str]:
     return out
 
 
-def _run(doc: BenchRun, *, markdown: bool) -> str:
+def _run(doc: BenchRun, *, markdown: bool) -> list[Item]:
     w = _words(markdown)
     server = doc.server
     title = f"bench {w(server.url)} model {w(server.model or '-')}"
-    out = [f"## {title}" if markdown else title]
+    out: list[Item] = [f"## {title}" if markdown else title]
     if server.error:
         out.append(f"error: {w(server.error)}")
     if doc.interrupted:
@@ -242,7 +250,7 @@ def _run(doc: BenchRun, *, markdown: bool) -> str:
     if doc.soak is not None:
         out.append("")
         out += _soak_lines(doc.soak, markdown=markdown)
-    return "\n".join(out) + "\n"
+    return out
 
 
 def slo_text(slo: dict[str, float], level: float) -> str:
@@ -279,7 +287,7 @@ def capacity_text(c: Capacity) -> str:
     return "not measured"
 
 
-def sweep_lines(sweep: SweepResult, *, markdown: bool) -> list[str]:
+def sweep_lines(sweep: SweepResult, *, markdown: bool) -> list[Item]:
     """A rate run: its points, the knee and the capacity at SLO."""
     w = _words(markdown)
     arrival = sweep.arrival + (
@@ -289,7 +297,7 @@ def sweep_lines(sweep: SweepResult, *, markdown: bool) -> list[str]:
         f"{'sweep' if sweep.mode == 'sweep' else 'rates'} of {w(sweep.shape)}: "
         f"{len(sweep.points)} loads, {w(arrival)} arrivals"
     )
-    out = [f"### {head}" if markdown else head]
+    out: list[Item] = [f"### {head}" if markdown else head]
     if sweep.slo:
         out.append(f"SLO: {w(slo_text(sweep.slo, sweep.slo_level))}")
     if markdown:
@@ -339,11 +347,11 @@ def sweep_lines(sweep: SweepResult, *, markdown: bool) -> list[str]:
     return out
 
 
-def sweep_compare_lines(sw: SweepComparison, *, markdown: bool) -> list[str]:
+def sweep_compare_lines(sw: SweepComparison, *, markdown: bool) -> list[Item]:
     """Two sweeps' curves side by side, load by load, and their knees and capacities."""
     w = _words(markdown)
     head = f"sweeps of {w(sw.before.shape)}, before -> after"
-    out = [f"### {head}" if markdown else head]
+    out: list[Item] = [f"### {head}" if markdown else head]
     if sw.slo:
         out.append(f"SLO: {w(slo_text(sw.slo, sw.slo_level))}")
     if markdown:
@@ -390,11 +398,11 @@ def sweep_compare_lines(sw: SweepComparison, *, markdown: bool) -> list[str]:
     return out
 
 
-def _trace_lines(trace: TraceResult, *, markdown: bool) -> list[str]:
+def _trace_lines(trace: TraceResult, *, markdown: bool) -> list[Item]:
     w = _words(markdown)
     blocks = "" if trace.block_tokens is None else f", blocks of {trace.block_tokens} tokens"
     head = f"trace {w(trace.file)} ({w(trace.format)}{blocks})"
-    out = [f"### {head}" if markdown else head]
+    out: list[Item] = [f"### {head}" if markdown else head]
     left = trace.skipped + trace.not_replayed
     out.append(
         f"{trace.sent}/{trace.requests} requests sent over {trace.span_s:.1f} s at time scale "
@@ -428,13 +436,13 @@ def _trace_lines(trace: TraceResult, *, markdown: bool) -> list[str]:
     return out
 
 
-def _calibration_lines(cal: Calibration, *, markdown: bool) -> list[str]:
+def _calibration_lines(cal: Calibration, *, markdown: bool) -> list[Item]:
     """The noise floor of ``bench --repeat N``: each metric's figure in every run."""
     w = _words(markdown)
     head = f"noise floor: {cal.runs} runs of one configuration (the shapes above are run 1)"
     if cal.interleaved_with:
         head += f", taking turns with {w(cal.interleaved_with)}"
-    out = [f"### {head}" if markdown else head]
+    out: list[Item] = [f"### {head}" if markdown else head]
     if markdown:
         out.append("")
     rows = [["shape", "metric", "runs", "spread", "CV", "floor"]]
@@ -449,12 +457,12 @@ def _calibration_lines(cal: Calibration, *, markdown: bool) -> list[str]:
                 "-" if f.floor_pct is None else f"{f.floor_pct:.1f}%",
             ]
         )
-    out += _table(rows, markdown=markdown)
+    out += _table(rows, markdown=markdown, keys=2)
     out.append(f"floor: {w(cal.method)}")
     return out
 
 
-def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
+def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[Item]:
     w = _words(markdown)
     head = (
         f"soak {w(soak.shape)}: {soak.duration_s:,.0f} of {soak.duration_s_requested:,.0f} s, "
@@ -462,7 +470,7 @@ def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
     )
     if not soak.complete:
         head += " (partial)"
-    out = [f"### {head}" if markdown else head]
+    out: list[Item] = [f"### {head}" if markdown else head]
     size = "" if soak.input_size_source == "tokenize" else " (estimated)"
     errors = (
         " — errors: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(soak.errors.items()))
@@ -518,7 +526,7 @@ def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
                 gpu,
             ]
         )
-    out += _table(rows, markdown=markdown)
+    out += _table(rows, markdown=markdown, keys=2)
     if any(iv.partial for iv in soak.intervals):
         out.append("* partial interval: shown, not fitted")
     if markdown:
@@ -546,7 +554,7 @@ def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[str]:
     return out
 
 
-def _drift_lines(doc: CompareDocument, *, markdown: bool) -> list[str]:
+def _drift_lines(doc: CompareDocument, *, markdown: bool) -> list[Item]:
     """The greedy prompts' log-probabilities compared (rules/drift.py), where measured."""
     w = _words(markdown)
     rows = [
@@ -585,8 +593,8 @@ def _drift_lines(doc: CompareDocument, *, markdown: bool) -> list[str]:
             )
     if len(rows) == 1:
         return []
-    out = ["", "greedy log-probabilities (nats; tolerance: checks/drift.toml):"]
-    out += _table(rows, markdown=markdown)
+    out: list[Item] = ["", "greedy log-probabilities (nats; tolerance: checks/drift.toml):"]
+    out += _table(rows, markdown=markdown, keys=2)
     out += [
         f"numerics {w(e.shape)} {w(d.prompt_id)}: {w(d.why)}"
         for e in doc.equivalence
@@ -597,10 +605,10 @@ def _drift_lines(doc: CompareDocument, *, markdown: bool) -> list[str]:
     return out
 
 
-def _compare(doc: CompareDocument, *, markdown: bool) -> str:
+def _compare(doc: CompareDocument, *, markdown: bool) -> list[Item]:
     w = _words(markdown)
     title = f"compare {w(doc.before)} -> {w(doc.after)}"
-    out = [f"## {title}" if markdown else title]
+    out: list[Item] = [f"## {title}" if markdown else title]
     sc = doc.scorecard
     out.append("")
     card = [
@@ -636,7 +644,7 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> str:
         if r.verdict == "within the noise floor" and r.noise_floor_pct is not None:
             verdict += f" ({r.noise_floor_pct:.1f}%)"
         rows.append([w(r.shape), w(r.metric), _f(r.before, 2), _f(r.after, 2), change, ci, verdict])
-    out += _table(rows, markdown=markdown)
+    out += _table(rows, markdown=markdown, keys=2)
     out.append("")
     if not isinstance(doc.sweep, msgspec.UnsetType):
         out += sweep_compare_lines(doc.sweep, markdown=markdown)
@@ -677,10 +685,10 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> str:
         out.append(f"regression: {w(regression)}")
     if not isinstance(doc.environment, msgspec.UnsetType):
         out += env_compare_lines(doc.environment, markdown=markdown)
-    return "\n".join(out) + "\n"
+    return out
 
 
-def _environment_lines(env: Environment, *, markdown: bool) -> list[str]:
+def _environment_lines(env: Environment, *, markdown: bool) -> list[Item]:
     """A run's pinned environment, in a few lines (the document holds all of it)."""
     w = _words(markdown)
     server = [f"version {w(env.server_version or '-')}"]
@@ -690,7 +698,7 @@ def _environment_lines(env: Environment, *, markdown: bool) -> list[str]:
         server.append(f"model root {w(env.model.root)}")
     if env.server_config:
         server.append(f"{len(env.server_config)} configuration values")
-    out = ["environment: server " + ", ".join(server)]
+    out: list[Item] = ["environment: server " + ", ".join(server)]
     if env.server_unavailable:
         out.append("environment: not answered: " + "; ".join(w(u) for u in env.server_unavailable))
     host = env.host
@@ -707,10 +715,10 @@ def _environment_lines(env: Environment, *, markdown: bool) -> list[str]:
     return out
 
 
-def env_compare_lines(env: EnvironmentComparison, *, markdown: bool) -> list[str]:
+def env_compare_lines(env: EnvironmentComparison, *, markdown: bool) -> list[Item]:
     """What differs between two runs' environments, and the verdict's sentences."""
     w = _words(markdown)
-    out = [f"environment: {w(env.verdict)}"]
+    out: list[Item] = [f"environment: {w(env.verdict)}"]
     bullet = "- " if markdown else "  "
     for change in env.differences:
         out.append(f"{bullet}{w(change.key)}: {w(change.before)} -> {w(change.after)}")
@@ -744,13 +752,13 @@ def _what_changed(doc: CompareDocument, markdown: bool) -> str:
     return ("CONFOUNDED: " if env.verdict == "confounded" else "") + text
 
 
-def _ladder(doc: LadderDocument, *, markdown: bool) -> str:
+def _ladder(doc: LadderDocument, *, markdown: bool) -> list[Item]:
     """A ladder: its steps with what changed at each, then one table of every metric's
     change at each step and first to last, with intervals and verdicts."""
     w = _words(markdown)
     n = len(doc.runs)
     title = "ladder " + " -> ".join(w(r) for r in doc.runs)
-    out = [f"## {title}" if markdown else title, ""]
+    out: list[Item] = [f"## {title}" if markdown else title, ""]
     labelled = [(str(k), step) for k, step in enumerate(doc.steps, start=1)]
     labelled.append((f"1-{n}", doc.cumulative))
     rows = [["step", "from", "to", "overall", "what changed"]]
@@ -764,7 +772,7 @@ def _ladder(doc: LadderDocument, *, markdown: bool) -> str:
                 _what_changed(step, markdown),
             ]
         )
-    out += _table(rows, markdown=markdown, left=len(rows[0]))
+    out += _table(rows, markdown=markdown, left=len(rows[0]), keys=1)
     out.append("")
     rows = [["shape", "metric", "step", "before", "after", "change", "CI", "verdict"]]
     order: list[tuple[str, str]] = []
@@ -782,7 +790,7 @@ def _ladder(doc: LadderDocument, *, markdown: bool) -> str:
                 rows.append([w(key[0]), w(key[1]), label, "-", "-", "-", "-", "not compared"])
                 continue
             rows.append(_comparison_cells(r, label, w))
-    out += _table(rows, markdown=markdown)
+    out += _table(rows, markdown=markdown, keys=3)
     out.append("")
     for label, step in labelled:
         env = step.environment
@@ -802,7 +810,7 @@ def _ladder(doc: LadderDocument, *, markdown: bool) -> str:
             out.append(f"between-run noise, step {label}: {w(step.between_run_noise)}")
     for regression in doc.regressions:
         out.append(f"regression: {w(regression)}")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _comparison_cells(r: Comparison, label: str, w: Callable[[str], str]) -> list[str]:

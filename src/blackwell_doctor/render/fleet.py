@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from io import StringIO
 from typing import TYPE_CHECKING, assert_never
 
 from blackwell_doctor.render.common import json_document, json_safe, sanitize, sanitize_line, scrub
@@ -92,48 +91,40 @@ def _group_line(g: FleetGroup) -> str:
     return f"{_nodes_phrase(len(g.nodes))}: {g.id} ({g.severity.value}) - {sanitize(g.summary)}"
 
 
-def render_rich(report: FleetReport, *, color: bool, verbose: bool, width: int = 100) -> str:
-    from rich.console import Console
-    from rich.text import Text
+def render_rich(
+    report: FleetReport, *, color: bool, verbose: bool, width: int | None = None
+) -> str:
+    """The terminal's view, fitted to ``width`` (None: one line per line, as the HTML page
+    shows it)."""
+    from blackwell_doctor.render.terminal import Item, Line, command, write_plain, write_styled
 
-    buf = StringIO()
-    console = Console(
-        file=buf,
-        width=width,
-        force_terminal=color,
-        no_color=not color,
-        color_system="standard" if color else None,
-        highlight=False,
-        soft_wrap=True,
-    )
+    def line(text: str = "", style: str = "", indent: int = 0) -> Line:
+        return Line(indent, ((text, style),), hang=indent + 4 if indent else 6)
 
-    def line(text: str = "", style: str = "") -> None:
-        console.print(Text(text, style=style))
-
-    line(f"blackwell-doctor fleet: {headline(report)}", "bold")
+    out: list[Item] = [line(f"blackwell-doctor fleet: {headline(report)}", "bold")]
     for g in report.groups:
-        line()
-        line(f"{_WORD[g.status]}  {_group_line(g)}", _STYLE[g.status])
-        line(f"      {sanitize(g.title)}")
+        out.append(line())
+        out.append(line(f"{_WORD[g.status]}  {_group_line(g)}", _STYLE[g.status]))
+        out.append(line(sanitize(g.title), indent=6))
         if g.remedy is not None:
             if g.remedy.summary:
-                line(f"      fix: {sanitize(g.remedy.summary)}")
-            for cmd in g.remedy.commands:
-                line(f"        $ {sanitize(cmd)}")
+                out.append(line(f"fix: {sanitize(g.remedy.summary)}", indent=6))
+            out += [command(8, sanitize(cmd)) for cmd in g.remedy.commands]
         names = hostlist(g.nodes)
         shown = names if verbose else names[:NODES_SHOWN]
         more = len(names) - len(shown)
         tail = f" (+{more} more; all with --verbose or --format json)" if more else ""
-        line(f"      nodes: {sanitize(', '.join(shown))}{tail}")
+        out.append(line(f"nodes: {sanitize(', '.join(shown))}{tail}", indent=6))
     if report.unjudged:
-        line()
-        line(f"Not judged ({len(report.unjudged)}):", "bold")
-        for u in report.unjudged:
-            line(f"  {sanitize(u.source)}: {sanitize(u.reason)}")
+        out.append(line())
+        out.append(line(f"Not judged ({len(report.unjudged)}):", "bold"))
+        out += [
+            line(f"{sanitize(u.source)}: {sanitize(u.reason)}", indent=2) for u in report.unjudged
+        ]
     if not report.groups and report.summary.nodes:
-        line()
-        line("No findings on any node.", "green")
-    return buf.getvalue()
+        out.append(line())
+        out.append(line("No findings on any node.", "green"))
+    return write_styled(out, width) if color else write_plain(out, width)
 
 
 def render_markdown(report: FleetReport) -> str:
@@ -307,15 +298,17 @@ def render_fleet(
     color: bool = False,
     verbose: bool = False,
     timing: RunTiming | None = None,
+    width: int | None = None,
 ) -> str:
     """``report`` in ``fmt``, through the one sanitising step first: file names and every
     string of the facts files come from other hosts (a newline in a file name must not
     forge a line; bytes that are not UTF-8, kept by surrogateescape, are shown ``\\xff`` in
-    every format, JSON included)."""
+    every format, JSON included). ``width``: the terminal's, which the rich view is fitted
+    to (None: not fitted)."""
     report = scrub(report, json_safe if fmt is FleetFormat.JSON else sanitize_line)
     match fmt:
         case FleetFormat.RICH:
-            return render_rich(report, color=color, verbose=verbose)
+            return render_rich(report, color=color, verbose=verbose, width=width)
         case FleetFormat.MARKDOWN:
             return render_markdown(report)
         case FleetFormat.JSON:

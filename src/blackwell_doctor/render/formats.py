@@ -69,6 +69,9 @@ class ProbeFormat(enum.StrEnum):
 
 
 class RecommendFormat(enum.StrEnum):
+    """``recommend --format``; without it, rich on a terminal and Markdown otherwise."""
+
+    RICH = "rich"
     MARKDOWN = "markdown"
     JSON = "json"
     SHELL = "shell"

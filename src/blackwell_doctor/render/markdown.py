@@ -33,24 +33,98 @@ _STATUS_WORD: dict[Status, str] = {
 }
 
 
-# Inline syntax that text from a facts file could use to forge links, images or emphasis in
-# a ticket (CommonMark 2.4: any ASCII punctuation may be backslash-escaped).
-_INLINE = str.maketrans({c: "\\" + c for c in "\\`*_[]!~"})
-
-
 # What starts a block when it begins a line (CommonMark 4-5): a heading, a quote, a list
 # item, a thematic break or setext underline, a table row.
 _BLOCK_START = re.compile(r"^(?:>|[#+=-]+(?=[ \t]|$)|\d{1,9}[.)](?=[ \t]|$))")
 
+# A character reference (CommonMark 2.5): `&amp;`, `&#35;`, `&#x22;` would show as the
+# character it names, not as typed.
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{0,31});")
+_BACKTICKS = re.compile(r"`+")
+# What a `<` begins that Markdown would not show as typed: raw HTML (CommonMark 6.6: an
+# open or closing tag, a comment, a processing instruction, a declaration, CDATA) or an
+# autolink (6.5: a URI or an e-mail address). `< 5`, `a<b` or `<the runtime's log>` are
+# none of them, and print as they are.
+_ATTRIBUTE = r"""\s+[A-Za-z_:][\w.:-]*(?:\s*=\s*(?:[^\s"'=<>`]+|'[^']*'|"[^"]*"))?"""
+_HTML_OR_AUTOLINK = re.compile(
+    rf"<(?:[A-Za-z][A-Za-z0-9-]*(?:{_ATTRIBUTE})*\s*/?>"
+    r"|/[A-Za-z][A-Za-z0-9-]*\s*>"
+    r"|[!?]"
+    r"|[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*>"
+    r"|[\w.!#$%&'*+/=?^`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*>)"
+)
+_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
 
 def prose(text: str) -> str:
-    """Data as Markdown text: no control characters, no raw HTML (a ``<tag>`` in a log line
-    would vanish or render in the ticket instead of being shown), no inline syntax (a GPU
-    name like ``[click](https://x)`` must print as text, not become a link), and one line
-    that starts no block: a hostname ``a\\n# Heading`` must not add a heading."""
+    """Data as Markdown text that renders as the text itself (CommonMark 0.31, GFM 0.29),
+    escaping only what Markdown would act on, so the source reads as plainly as it renders
+    (issue 40: no ``&lt;redacted>``, no ``NOT\\_SUPPORTED``):
+
+    - no raw HTML or autolink (6.6, 6.5): a ``<`` that would begin one is escaped (a
+      ``<tag>`` in a log line would vanish in the ticket); ``a < b`` stays as it is;
+    - no link, image or link reference definition: ``[`` at the start and ``]`` before
+      ``(``, ``[`` or ``:`` (6.3, 4.7): a GPU name like ``[click](https://x)`` prints as text;
+    - no emphasis nor strikethrough: every ``*`` and ``~``, and a ``_`` that is not inside a
+      word (6.2: an intraword ``_`` as in ``NOT_SUPPORTED`` opens and closes nothing);
+    - no character reference (``&amp;``), no backslash escape or hard break of our own
+      (``\\`` before punctuation or at the end);
+    - no block: one line, and what would start a heading, a quote or a list is escaped;
+    - code stays code: text between matching backtick runs (6.1, as the catalogue writes
+      commands, ``blackwell-doctor probe --p2p``) is kept as a code span, untouched; a
+      backtick with no match is escaped.
+    """
     text = " ".join(sanitize(text).split("\n")).strip(" \t")
-    text = text.translate(_INLINE).replace("<", "&lt;")
-    return _BLOCK_START.sub(_escape_block_start, text)
+    out: list[str] = []
+    at = 0
+    for start, end in _code_spans(text):
+        out.append(_escape_text(text, at, start))
+        out.append(text[start:end])
+        at = end
+    out.append(_escape_text(text, at, len(text)))
+    return _BLOCK_START.sub(_escape_block_start, "".join(out))
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """The code spans of ``text`` as CommonMark finds them (6.1): a backtick run opens
+    one, the next run of the same length closes it; a run with no such match is text."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text)]
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(runs):
+        start, end = runs[i]
+        close = next(
+            (j for j in range(i + 1, len(runs)) if runs[j][1] - runs[j][0] == end - start), None
+        )
+        if close is None:
+            i += 1
+            continue
+        spans.append((start, runs[close][1]))
+        i = close + 1
+    return spans
+
+
+def _escape_text(text: str, start: int, end: int) -> str:
+    """``text[start:end]``, text outside code spans, with what Markdown acts on escaped
+    (see :func:`prose`); its neighbours in ``text`` decide what a ``_`` or ``\\`` is."""
+    out: list[str] = []
+    for i in range(start, end):
+        c = text[i]
+        after = text[i + 1] if i + 1 < len(text) else ""
+        before = text[i - 1] if i else ""
+        if (
+            c in "*~`"
+            or (c == "_" and not (before.isalnum() and after.isalnum()))
+            or (c == "\\" and (not after or after in _PUNCTUATION))
+            or (c == "<" and _HTML_OR_AUTOLINK.match(text, i))
+            or (c == "[" and i == 0)
+            or (c == "]" and after in ("(", "[", ":"))
+            or (c == "&" and _ENTITY.match(text, i))
+        ):
+            out.append("\\")
+        out.append(c)
+    return "".join(out)
 
 
 def _escape_block_start(match: re.Match[str]) -> str:
@@ -71,6 +145,12 @@ def link(url: str) -> str:
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]")
 _URL_SAFE = "/:?#@!$&'*+,;=%~-._"
+
+
+def hostname(name: str | None, unknown: str) -> str:
+    """A host's name as code: a name (or ``collect --redact``'s ``<redacted>``) shows as
+    typed, with nothing escaped; ``unknown`` when there is none."""
+    return code(name) if name else unknown
 
 
 def cell(text: str) -> str:
@@ -98,7 +178,7 @@ def render_markdown(report: Report, details: Sequence[Section] = ()) -> str:
     host = report.host
     title = report.preset if isinstance(report, PresetReport) else "report"
     out = [
-        f"# {prose(report.tool.name)} {prose(title)}: {prose(host.hostname or 'unknown host')}",
+        f"# {prose(report.tool.name)} {prose(title)}: {hostname(host.hostname, 'unknown host')}",
         "",
         f"**{counts_phrase(report.summary)}** — {prose(gate_phrase(report))}",
         "",
@@ -109,7 +189,7 @@ def render_markdown(report: Report, details: Sequence[Section] = ()) -> str:
         ),
         "| Host | |",
         "|---|---|",
-        f"| Hostname | {cell(prose(host.hostname or 'unknown'))} |",
+        f"| Hostname | {cell(hostname(host.hostname, 'unknown'))} |",
         f"| GPUs | {cell(prose(gpus_phrase(host)))} |",
         f"| Driver | {cell(prose(host.driver_version or 'unknown'))} |",
         f"| Source | {cell(code(host.source))} |",

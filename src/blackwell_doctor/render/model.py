@@ -13,18 +13,21 @@ from blackwell_doctor.report.sanitize import json_safe, sanitize_line, scrub
 from blackwell_doctor.ruledata.fit import GIB
 
 
-def render_model(report: ModelReport, fmt: ModelFormat) -> str:
+def render_model(report: ModelReport, fmt: ModelFormat, *, width: int | None = None) -> str:
     """``report`` in ``fmt``, through the one sanitising step first: names from config.json,
     tensor names and paths come from whoever made the checkpoint, so controls, bidi
     overrides and newlines are shown escaped, never sent to the terminal (JSON: lone
-    surrogates shown escaped, the rest escaped by JSON itself)."""
+    surrogates shown escaped, the rest escaped by JSON itself). ``width``: the terminal's,
+    which the rich text is fitted to (None: not fitted)."""
     match fmt:
         case ModelFormat.JSON:
             return _json(scrub(report, json_safe))
         case ModelFormat.RICH:
-            return _text(scrub(report, sanitize_line))
+            from blackwell_doctor.render.terminal import write_plain
+
+            return write_plain(_text(scrub(report, sanitize_line)), width)
         case ModelFormat.MARKDOWN:
-            return _text(scrub(report, sanitize_line), markdown=True)
+            return "\n".join(_text(scrub(report, sanitize_line), markdown=True)) + "\n"
         case _:
             assert_never(fmt)
 
@@ -70,7 +73,7 @@ def _params(p: ParamFacts, estimated: str | None) -> list[str]:
     return lines
 
 
-def _text(report: ModelReport, *, markdown: bool = False) -> str:
+def _text(report: ModelReport, *, markdown: bool = False) -> list[str]:
     m = report.model
     out: list[str] = []
     h = "## " if markdown else ""
@@ -207,4 +210,4 @@ def _text(report: ModelReport, *, markdown: bool = False) -> str:
             bullet = "- " if markdown else "  "
             out.append(f"{bullet}TP {e.tensor_parallel}: {verdict}{ep}")
             out.append(f"{'  ' if markdown else '    '}{e.reason}")
-    return "\n".join(out) + "\n"
+    return out

@@ -1,4 +1,4 @@
-"""Recommendation → text: markdown (for a ticket), json, shell, compose.
+"""Recommendation → text: rich (a terminal), markdown (for a ticket), json, shell, compose.
 
 The compose file is written by a small emitter rather than a YAML library: PyYAML is not a
 dependency of the package, and the document is a fixed shape. Every scalar is written as a
@@ -31,7 +31,7 @@ from blackwell_doctor.render.common import (
     scrub,
 )
 from blackwell_doctor.render.formats import RecommendFormat
-from blackwell_doctor.render.markdown import cell, code, fence, prose
+from blackwell_doctor.render.markdown import cell, code, fence, hostname, prose
 
 __all__ = ["NeedsLaunch", "RecommendFormat", "render_recommendation"]
 
@@ -41,14 +41,22 @@ class NeedsLaunch(Exception):
 
 
 def render_recommendation(
-    rec: Recommendation, fmt: RecommendFormat, spec: LaunchSpec | None
+    rec: Recommendation,
+    fmt: RecommendFormat,
+    spec: LaunchSpec | None,
+    *,
+    color: bool = False,
+    width: int | None = None,
 ) -> str:
     """``spec`` is the container as apply would create it (secrets are never rendered).
+    ``color`` and ``width`` (the terminal's; None: not fitted) matter to "rich" only.
 
     The recommendation quotes facts from other hosts (hostname, GPU names, findings): each
     format gets one sanitising step over the whole of it first (see render.render); the
     shell script's comments are one line each, so no value can start a command."""
     match fmt:
+        case RecommendFormat.RICH:
+            return render_terminal(scrub(rec, sanitize_line), color=color, width=width)
         case RecommendFormat.MARKDOWN:
             return render_markdown(scrub(rec, sanitize))
         case RecommendFormat.JSON:
@@ -101,6 +109,106 @@ def _host_steps(rec: Recommendation) -> list[str]:
     return out
 
 
+# --------------------------------------------------------------------------- rich
+
+
+# The terminal view's styles (rich); the plain writer ignores them.
+_STYLES = {
+    "heading": "bold underline",
+    "label": "bold",
+    "command": "cyan",
+    "dim": "dim",
+    "fail": "bold red",
+    "warn": "bold yellow",
+}
+
+
+def render_terminal(rec: Recommendation, *, color: bool, width: int | None) -> str:
+    """The recommendation for a person at a terminal: the actions in order, each with why,
+    the commands to run (each whole, however narrow the terminal), what to expect and how to
+    verify; then the launch settings. Prose wraps to ``width``; Markdown is for tickets."""
+    from blackwell_doctor.render.terminal import Item, Line, command, write_plain, write_styled
+
+    def label(indent: int, name: str, text: str) -> Line:
+        return Line(indent, ((text, ""),), lead=((f"{name}: ", "label"),), hang=indent + 4)
+
+    h = rec.host
+    out: list[Item] = [
+        Line(0, ((f"{TOOL_NAME} recommendation", "heading"),)),
+        Line(
+            0,
+            (
+                (
+                    f"host {h.hostname or 'unknown'} · GPUs {gpus_phrase(h) or 'none'} · "
+                    f"driver {h.driver_version or 'unknown'} · source {h.source}",
+                    "",
+                ),
+            ),
+            hang=4,
+        ),
+    ]
+    if not rec.actions:
+        out += [Line(0, ()), Line(0, (("Nothing to do: no finding.", ""),))]
+    else:
+        out += [Line(0, ()), Line(0, (("Actions, in this order", "heading"),))]
+        for n, a in enumerate(rec.actions, 1):
+            why = f" ({', '.join(a.why)})" if a.why else ""
+            out.append(Line(2, ((f"{a.title}{why}", ""),), lead=((f"{n}. ", "label"),)))
+    for n, a in enumerate(rec.actions, 1):
+        out += [Line(0, ()), Line(0, ((f"{n}. {a.title}", "heading"),), hang=4)]
+        if a.findings:
+            for f in a.findings:
+                out.append(
+                    Line(
+                        2,
+                        ((f.summary, ""),),
+                        lead=((f"[{f.status}] ", f.status), (f"{f.id}: ", "label")),
+                        hang=6,
+                    )
+                )
+        else:
+            out.append(Line(2, (("no finding; settings for this host", "dim"),)))
+        if a.commands:
+            out.append(Line(2, (("Commands:", "label"),)))
+            out += [command(4, c, style="command") for c in a.commands]
+        out.append(label(2, "Expected effect", a.effect.summary))
+        out.append(label(2, "Source", a.effect.source))
+        out.append(label(2, "Confidence", a.effect.confidence))
+        out.append(Line(2, (("Verify afterwards:", "label"),)))
+        out += [command(4, c, style="command") for c in a.verify]
+        out += [label(2, "Note", note) for note in a.notes]
+    if rec.launch is not None:
+        la = rec.launch
+        r = la.runtime
+        pin = "pinned " + r.digest if r.pinned else "unpinned"
+        out += [Line(0, ()), Line(0, (("Launch settings", "heading"),))]
+        out.append(
+            Line(
+                2,
+                (
+                    (
+                        f"{r.image} ({pin}, {'verified' if r.verified else 'unverified'}); "
+                        f"needs driver {r.min_driver or '?'} (CUDA {r.cuda or '?'}), "
+                        f"FlashInfer {r.flashinfer or '?'}",
+                        "",
+                    ),
+                ),
+                lead=((f"runtime {r.id}: ", "label"),),
+                hang=6,
+            )
+        )
+        for s in la.settings:
+            out.append(Line(2, ((f"{s.name} = {s.value}", "command"),), hang=6))
+            out.append(Line(6, ((s.why, "dim"),), hang=8))
+        if la.docker_run is not None:
+            out.append(Line(2, (("Run command (environment values exported as above):", "label"),)))
+            out.append(command(4, shlex.join(la.docker_run), style="command"))
+    if rec.notes:
+        out.append(Line(0, ()))
+        out += [label(0, "Note", note) for note in rec.notes]
+    return write_styled(out, width, _STYLES) if color else write_plain(out, width)
+
+
 # --------------------------------------------------------------------------- json
 
 
@@ -148,7 +256,7 @@ def render_markdown(rec: Recommendation) -> str:
     h = rec.host
     out = [f"## {TOOL_NAME} recommendation", ""]
     out.append(
-        f"Host: {prose(h.hostname or 'unknown')} · GPUs: {prose(gpus_phrase(h) or 'none')} · "
+        f"Host: {hostname(h.hostname, 'unknown')} · GPUs: {prose(gpus_phrase(h) or 'none')} · "
         f"driver: {prose(h.driver_version or 'unknown')} · source: {code(h.source)}"
     )
     out.append("")

@@ -8,10 +8,8 @@ data, never markup: the rich writer builds ``Text`` objects, which rich does not
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
-from io import StringIO
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from blackwell_doctor.render.common import (
     FINDING_STATUSES,
@@ -24,11 +22,9 @@ from blackwell_doctor.render.common import (
     sanitize,
     sanitize_line,
 )
+from blackwell_doctor.render.terminal import Item, Line, Table, command, write_plain, write_styled
 from blackwell_doctor.report.check import PresetReport, Report, Section
 from blackwell_doctor.report.results import Result, Status
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 
 class _Glyphs(NamedTuple):
@@ -79,18 +75,6 @@ _RICH_STYLES: dict[str, str] = {
 }
 
 
-class _Line(NamedTuple):
-    """One logical line: styled spans at an indent. ``wrap=False`` for commands and links,
-    which must survive copy and paste whole however narrow the terminal. (Named tuples,
-    not dataclasses: ``dataclasses`` is not imported on the way to a report.)"""
-
-    indent: int
-    spans: tuple[tuple[str, str], ...]
-    wrap: bool = True
-    # Printed before the spans on the first line only; wrapped lines hang under the spans.
-    lead: tuple[tuple[str, str], ...] = ()
-
-
 def render_text(
     report: Report,
     *,
@@ -102,8 +86,8 @@ def render_text(
     """``details``: the preset's detail sections, shown under the results."""
     lines = _layout(report, _UNICODE if color else _PLAIN, verbose=verbose, details=details)
     if color:
-        return _write_rich(lines, width)
-    return _write_plain(lines, width)
+        return write_styled(lines, width, _RICH_STYLES)
+    return write_plain(lines, width)
 
 
 # --------------------------------------------------------------------------- layout
@@ -111,22 +95,22 @@ def render_text(
 
 def _layout(
     report: Report, glyphs: _Glyphs, *, verbose: bool, details: Sequence[Section]
-) -> list[_Line]:
+) -> list[Item]:
     lines = _header(report, glyphs)
     mark_width = max(len(m) for m in glyphs.marks.values())
     id_width = max((len(sanitize_line(r.id)) for r in report.results), default=0)
     for family, results in group_by_family(report.results):
-        lines += [_Line(0, ()), _Line(0, ((sanitize_line(family), "heading"),))]
+        lines += [Line(0, ()), Line(0, ((sanitize_line(family), "heading"),))]
         for result in results:
             lines += _check_lines(result, glyphs, mark_width, id_width, verbose=verbose)
     if not report.results and not details:
-        lines += [_Line(0, ()), _Line(0, (("No checks ran.", "dim"),))]
+        lines += [Line(0, ()), Line(0, (("No checks ran.", "dim"),))]
     for section in details:
         lines += _section_lines(section)
     verdict = "bad" if report.exit_code else "ok"
     lines += [
-        _Line(0, ()),
-        _Line(
+        Line(0, ()),
+        Line(
             0,
             (
                 ("Summary: ", "label"),
@@ -140,7 +124,7 @@ def _layout(
         node = report.node
         style = "ok" if node.verdict == "healthy" else "bad"
         lines.append(
-            _Line(
+            Line(
                 0,
                 (
                     ("Node: ", "label"),
@@ -153,7 +137,7 @@ def _layout(
     return lines
 
 
-def _header(report: Report, glyphs: _Glyphs) -> list[_Line]:
+def _header(report: Report, glyphs: _Glyphs) -> list[Item]:
     host = report.host
     tool = (sanitize_line(f"{report.tool.name} {report.tool.version}"), "id")
     if isinstance(report, PresetReport):
@@ -163,15 +147,15 @@ def _header(report: Report, glyphs: _Glyphs) -> list[_Line]:
             first.append((f"{glyphs.sep}host {sanitize_line(host.hostname)}", "plain"))
         if host.driver_version:
             first.append((f"{glyphs.sep}driver {sanitize_line(host.driver_version)}", "plain"))
-        lines = [_Line(0, tuple(first))]
+        lines = [Line(0, tuple(first))]
         if host.gpus:
             lines.append(
-                _Line(0, (("GPUs: ", "label"), (sanitize_line(gpus_phrase(host)), "plain")))
+                Line(0, (("GPUs: ", "label"), (sanitize_line(gpus_phrase(host)), "plain")))
             )
-        return [*lines, _Line(0, (("Judged: ", "label"), (sanitize_line(report.subject), "plain")))]
+        return [*lines, Line(0, (("Judged: ", "label"), (sanitize_line(report.subject), "plain")))]
     source = "collected live on this host" if host.source == "live" else host.source
     return [
-        _Line(
+        Line(
             0,
             (
                 tool,
@@ -179,39 +163,49 @@ def _header(report: Report, glyphs: _Glyphs) -> list[_Line]:
                 (f"{glyphs.sep}driver {sanitize_line(host.driver_version or 'unknown')}", "plain"),
             ),
         ),
-        _Line(0, (("GPUs: ", "label"), (sanitize_line(gpus_phrase(host)), "plain"))),
+        Line(0, (("GPUs: ", "label"), (sanitize_line(gpus_phrase(host)), "plain"))),
         # A path is one unbreakable token: on its own line it wraps as a whole, if at all.
-        _Line(0, (("Facts: ", "label"), (sanitize_line(source), "plain"))),
+        Line(0, (("Facts: ", "label"), (sanitize_line(source), "plain"))),
     ]
 
 
-def _section_lines(section: Section) -> list[_Line]:
-    """A detail section: its title as a heading, lines and table as they are (one line each,
-    never wrapped: a table row or a log line must stay whole), notes wrapped."""
-    out = [_Line(0, ()), _Line(0, ((sanitize_line(section.title), "heading"),), wrap=False)]
-    out += [_Line(2, ((sanitize_line(text), "plain"),), wrap=False) for text in section.head]
+def _section_lines(section: Section) -> list[Item]:
+    """A detail section: its title as a heading, its head and lines (log lines, limits:
+    their leading spaces kept as indent) and notes wrapped at spaces, its table whole
+    (split into parts of whole columns where it is wider than the terminal)."""
+    out: list[Item] = [Line(0, ()), Line(0, ((sanitize_line(section.title), "heading"),))]
+    out += [_indented(2, sanitize_line(text)) for text in section.head]
     if section.columns:
-        table = [[sanitize_line(c) for c in row] for row in [section.columns, *section.rows]]
-        widths = [max(len(row[i]) for row in table) for i in range(len(section.columns))]
-        for index, row in enumerate(table):
-            cells = [
-                c.rjust(widths[i]) if i in section.numeric and index else c.ljust(widths[i])
-                for i, c in enumerate(row)
-            ]
-            style = "label" if index == 0 else "plain"
-            out.append(_Line(2, (("  ".join(cells).rstrip(), style),), wrap=False))
-    out += [_Line(2, ((sanitize_line(text), "plain"),), wrap=False) for text in section.lines]
-    out += [_Line(2, ((sanitize_line(text), "dim"),)) for text in section.notes]
+        out.append(
+            Table(
+                [[sanitize_line(c) for c in row] for row in [section.columns, *section.rows]],
+                indent=2,
+                right=section.numeric,
+                header_left=True,
+                style="plain",
+                header_style="label",
+            )
+        )
+    out += [_indented(2, sanitize_line(text)) for text in section.lines]
+    out += [Line(2, ((sanitize_line(text), "dim"),)) for text in section.notes]
     return out
+
+
+def _indented(indent: int, text: str) -> Line:
+    """A line of a section at ``indent`` plus its own leading spaces; wrapped lines hang 4
+    deeper (a log line's excerpt under its marker, a limit under its label)."""
+    body = text.lstrip(" ")
+    at = indent + len(text) - len(body)
+    return Line(at, ((body, "plain"),), hang=at + 4)
 
 
 def _check_lines(
     result: Result, glyphs: _Glyphs, mark_width: int, id_width: int, *, verbose: bool
-) -> list[_Line]:
+) -> list[Item]:
     status = result.status
     check_id = sanitize_line(result.id)
-    lines = [
-        _Line(
+    lines: list[Item] = [
+        Line(
             2,
             ((sanitize_line(result.title), "plain"),),
             lead=(
@@ -225,103 +219,24 @@ def _check_lines(
     # Details line up under the check id.
     at = 2 + mark_width + 1
     lines.append(
-        _Line(at, ((sanitize(result.summary), "dim" if status is Status.SKIP else "plain"),))
+        Line(at, ((sanitize(result.summary), "dim" if status is Status.SKIP else "plain"),))
     )
     finding = status in FINDING_STATUSES
     if verbose:
-        lines.append(_Line(at, ((f"severity: {result.severity}", "dim"),)))
+        lines.append(Line(at, ((f"severity: {result.severity}", "dim"),)))
     if finding or verbose:
         lines += [
-            _Line(at, ((f"{sanitize_line(key)}: {sanitize_line(evidence_text(value))}", "dim"),))
+            Line(at, ((f"{sanitize_line(key)}: {sanitize_line(evidence_text(value))}", "dim"),))
             for key, value in result.evidence.items()
         ]
     # A "not evaluated" has a remedy only where it names what is missing (a container's
     # host mount: rules/mounts.py).
     if (finding or status is Status.ERROR) and result.remedy is not None:
         remedy = result.remedy
-        lines.append(_Line(at, (("Fix: ", "label"), (sanitize(remedy.summary), "plain"))))
+        lines.append(Line(at, (("Fix: ", "label"), (sanitize(remedy.summary), "plain"))))
+        lines += [command(at + 2, sanitize(text), style="command") for text in remedy.commands]
         lines += [
-            _Line(at + 2, ((f"$ {sanitize(command)}", "command"),), wrap=False)
-            for command in remedy.commands
-        ]
-        lines += [
-            _Line(at, (("See: ", "label"), (sanitize_line(link), "link")), wrap=False)
+            Line(at, ((sanitize_line(link), "link"),), wrap=False, lead=(("See: ", "label"),))
             for link in remedy.links
         ]
     return lines
-
-
-# --------------------------------------------------------------------------- writers
-
-
-_HANG = 4
-
-
-def _write_plain(lines: list[_Line], width: int) -> str:
-    out: list[str] = []
-    for line in lines:
-        text = "".join(t for t, _ in line.spans)
-        lead = "".join(t for t, _ in line.lead)
-        pad = " " * line.indent
-        # Wrapped lines hang under the text, never at the margin where a heading or a
-        # check's mark starts: a long value cannot pass for a line of the report.
-        hang = " " * max(line.indent + len(lead), _HANG)
-        for i, para in enumerate(text.split("\n")):
-            first = pad + lead if i == 0 else hang
-            if line.wrap and para:
-                out += textwrap.wrap(
-                    para,
-                    width=width,
-                    initial_indent=first,
-                    subsequent_indent=hang,
-                    # Paths, versions and tokens stay whole: a broken path cannot be pasted.
-                    break_long_words=False,
-                    break_on_hyphens=False,
-                )
-            else:
-                # Continuation lines of a multi-line command sit under its first word.
-                extra = "  " if i and not line.wrap else ""
-                out.append((first + extra + para).rstrip())
-    return "\n".join(out) + "\n"
-
-
-def _write_rich(lines: list[_Line], width: int) -> str:
-    from rich.text import Text
-
-    buffer = StringIO()
-    console = _console(buffer, width)
-    for line in lines:
-        text = Text.assemble(*[(t, _RICH_STYLES[s]) for t, s in line.spans])
-        lead = Text.assemble(*[(t, _RICH_STYLES[s]) for t, s in line.lead])
-        hang = " " * max(line.indent + lead.cell_len, _HANG)
-        if line.wrap:
-            parts = list(text.wrap(console, max(width - len(hang), 20)))
-        else:
-            parts = list(text.split("\n"))
-            parts[1:] = [Text("  ") + p for p in parts[1:]]
-        for i, part in enumerate(parts or [Text()]):
-            part.rstrip()
-            first = Text(" " * line.indent) + lead if i == 0 else Text(hang)
-            # soft_wrap: rich inserts no line breaks of its own, so a command stays one line.
-            console.print(first + part, soft_wrap=True)
-    return buffer.getvalue()
-
-
-def _console(file: StringIO, width: int) -> Console:
-    from rich.console import Console
-
-    # The caller decided on colour (TTY, NO_COLOR, --color); the environment must not
-    # overrule it here, so rich gets an empty one (no NO_COLOR, TERM=dumb or COLUMNS).
-    # "standard" colours are enough for these styles and make the output reproducible.
-    return Console(
-        file=file,
-        force_terminal=True,
-        color_system="standard",
-        no_color=False,
-        width=width,
-        highlight=False,
-        markup=False,
-        emoji=False,
-        legacy_windows=False,
-        _environ={},
-    )

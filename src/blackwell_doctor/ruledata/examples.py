@@ -26,13 +26,17 @@ class Example(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     model: str | None = None
     compare: list[str] | None = None
     soak: str | None = None
-    fleet: list[str] = []
+    # A fleet of host examples, by name: each node is judged as `check --example NAME`
+    # judges it (its facts with its logs, bench run and model), so that one host gets one
+    # verdict whichever command shows it (issue 40).
+    nodes: list[str] = []
     trace: str | None = None  # a request trace, for bench --url URL --example NAME
 
     def files(self) -> list[str]:
-        """Every file or directory the example names, in its parts' order."""
+        """Every file or directory the example names, in its parts' order (a fleet's nodes
+        are other examples: their files are theirs)."""
         named = [self.facts, *self.logs, self.bench, self.model, self.soak, self.trace]
-        return [f for f in named if f is not None] + [*(self.compare or []), *self.fleet]
+        return [f for f in named if f is not None] + [*(self.compare or [])]
 
 
 class ExampleWords(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -40,6 +44,7 @@ class ExampleWords(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     origin: str
     commands: str
     files: str
+    nodes: str
     unknown: str
     missing_part: str
     conflicts: str
@@ -57,15 +62,21 @@ class ExampleCatalogue(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 @cache
 def load_examples() -> ExampleCatalogue:
-    """``checks/examples.toml``, validated: unique names, two runs per compare, paths inside
-    ``examples/``."""
+    """``checks/examples.toml``, validated: unique names, two runs per compare, a fleet's
+    nodes host examples, paths inside ``examples/``."""
     catalogue = load_shipped("examples.toml", ExampleCatalogue)
     names = [e.name for e in catalogue.example]
     if len(set(names)) != len(names):
         raise CatalogueError("checks/examples.toml: an example name appears twice")
+    hosts = {e.name for e in catalogue.example if e.facts is not None}
     for e in catalogue.example:
         if e.compare is not None and len(e.compare) != 2:
             raise CatalogueError(f"checks/examples.toml: {e.name}: compare needs two runs")
+        for node in e.nodes:
+            if node not in hosts:
+                raise CatalogueError(
+                    f"checks/examples.toml: {e.name}: node {node!r} is no host example"
+                )
         for f in e.files():
             if f.startswith("/") or ".." in Path(f).parts:
                 raise CatalogueError(f"checks/examples.toml: {e.name}: {f!r} leaves examples/")

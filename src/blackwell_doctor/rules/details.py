@@ -21,6 +21,7 @@ from blackwell_doctor.facts.document import (
     P2PProbeFacts,
     P2PTransfer,
     ProbeFacts,
+    SkipReason,
     TileProbe,
     Unavailable,
 )
@@ -28,7 +29,7 @@ from blackwell_doctor.report.check import Section
 from blackwell_doctor.ruledata.logs import SEVERITY_RANK, load_catalogue
 from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.ruledata.tilelimits import MIN_STAGES
-from blackwell_doctor.rules.logs import JudgedFinding
+from blackwell_doctor.rules.logs import JudgedFinding, skipped_words
 
 UNITS = (
     "NVFP4 block-scaled grouped GEMM tiles (E2M1 A/B, one E4M3 scale per 16 elements). "
@@ -41,8 +42,10 @@ DISCLAIMER = (
     "CUDA cores. It measures this GPU's limits and how a tile shape behaves, not the "
     "production MoE kernel; it promises no speed-up for a runtime."
 )
-# Sources listed one by one up to this many (per signature, and in "Sources").
+# Sources listed one by one up to this many in "Sources", and per signature (the rest are
+# counted: a scan of a whole tree keeps each signature's section short, issue 40).
 LISTED = 20
+LISTED_PER_SIGNATURE = 5
 
 
 # --------------------------------------------------------------------------- probe
@@ -241,9 +244,14 @@ def _gbps(value: float | None) -> str:
 # --------------------------------------------------------------------------- scan-logs
 
 
-def log_sections(sources: list[LogSource], findings: list[JudgedFinding]) -> list[Section]:
-    """One section per signature found (worst first): where, how often, the first line seen,
-    what it means; then the sources read."""
+def log_sections(
+    sources: list[LogSource],
+    findings: list[JudgedFinding],
+    skipped: dict[SkipReason, int] | None = None,
+) -> list[Section]:
+    """One section per signature found (worst first): where, how often, the first line seen
+    (at most :data:`LISTED_PER_SIGNATURE` sources, the rest counted), what it means; then
+    the sources read and what a directory scan skipped."""
     catalogue = load_catalogue()
     groups: dict[str, list[JudgedFinding]] = {}
     for finding in findings:
@@ -256,7 +264,7 @@ def log_sections(sources: list[LogSource], findings: list[JudgedFinding]) -> lis
         worst = max((f.severity for f in hits), key=SEVERITY_RANK.__getitem__)
         total = sum(f.count for f in hits)
         lines: list[str] = []
-        for f in hits[:LISTED]:
+        for f in hits[:LISTED_PER_SIGNATURE]:
             if f.line == 0:  # input.unreadable: nothing was read
                 where = "not read"
             elif f.line == f.last_line:
@@ -264,10 +272,11 @@ def log_sections(sources: list[LogSource], findings: list[JudgedFinding]) -> lis
             else:
                 where = f"lines {f.line}-{f.last_line}"
             lines += [f"{f.path}: {where}, {f.count}x, {f.severity}", f"  | {f.excerpt}"]
-        if len(hits) > LISTED:
-            rest = hits[LISTED:]
+        if len(hits) > LISTED_PER_SIGNATURE:
+            rest = hits[LISTED_PER_SIGNATURE:]
             lines.append(
-                f"... and {len(rest)} more sources ({sum(f.count for f in rest)} "
+                f"... and {len(rest):,} more not listed here, in "
+                f"{len({f.path for f in rest}):,} source(s) ({sum(f.count for f in rest):,} "
                 "occurrences; --format json lists them all)"
             )
         sig = catalogue.entry(sig_id)
@@ -279,12 +288,15 @@ def log_sections(sources: list[LogSource], findings: list[JudgedFinding]) -> lis
                 notes=notes,
             )
         )
-    out.append(_sources_section(sources, findings, len(groups)))
+    out.append(_sources_section(sources, findings, len(groups), skipped or {}))
     return out
 
 
 def _sources_section(
-    sources: list[LogSource], findings: list[JudgedFinding], signatures: int
+    sources: list[LogSource],
+    findings: list[JudgedFinding],
+    signatures: int,
+    skipped: dict[SkipReason, int],
 ) -> Section:
     failed = [s for s in sources if s.error]
     fine = [s for s in sources if not s.error]
@@ -307,6 +319,8 @@ def _sources_section(
     for f in findings:
         worst[f.signature] = max(worst.get(f.signature, 0), SEVERITY_RANK[f.severity])
     counts = {sev: list(worst.values()).count(rank) for sev, rank in SEVERITY_RANK.items()}
+    if skipped:
+        lines.append(f"Skipped in directories: {skipped_words(skipped)}.")
     if not findings:
         lines.append("No signatures found.")
     else:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, get_args
 import msgspec
 
 from blackwell_doctor.facts import regexcache
-from blackwell_doctor.facts.document import Facts, LogFacts, LogFinding, Unavailable
+from blackwell_doctor.facts.document import Facts, LogFacts, LogFinding, SkipReason, Unavailable
 from blackwell_doctor.report.results import (
     Evidence,
     Outcome,
@@ -73,6 +73,20 @@ _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
 # that Xid too and takes its verdict.
 _CAUSED_BY = regexcache.lazy(r"\bcaused by previous Xid (\d+)\b")
 _UNREAD_NAMED = 3
+# A check's summary names each signature's first finding and counts the rest; its evidence
+# keeps this many findings of a signature, then counts (issue 40: a scan of thousands of
+# files keeps a check's result readable; the scan's own findings list keeps them all).
+EVIDENCE_PER_SIGNATURE = 5
+# How a report names what a directory scan skipped (collect/logs/walk.py), one and many.
+SKIPPED_WORDS: dict[SkipReason, tuple[str, str]] = {
+    "vcs": ("VCS directory", "VCS directories"),
+    "virtualenv": ("virtual environment", "virtual environments"),
+    "cache": ("cache directory", "cache directories"),
+    "pseudo-filesystem": ("pseudo filesystem", "pseudo filesystems"),
+    "tool-data": ("folder of this tool's own data", "folders of this tool's own data"),
+    "not-log-named": ("file not named like a log", "files not named like a log"),
+    "binary": ("binary file", "binary files"),
+}
 # Markers (checks/log_signatures.toml [[marker]]) that make a Marlin choice deliberate.
 MARLIN_MARKERS = frozenset({"marlin-requested", "w4a16-checkpoint"})
 # A hit's context markers (logs/context.py) that put it inside an autotuner record.
@@ -348,13 +362,9 @@ def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[s
     # A W4A16 checkpoint (model.w4a16): Marlin is its kernel, not a fallback.
     judged = judge_findings(logs, w4a16_checkpoint=view.marlin_expected(facts))
     mine = [f for f in judged if f.check == check_id]
-    evidence: Evidence = {}
-    for f in mine:
-        # Two findings of one signature and count (two Xid numbers, a file given twice)
-        # each keep their line.
-        key = f"{f.signature} x{f.count}"
-        key = f"{key} at {f.path}:{f.line}" if key in evidence else key
-        evidence[key] = f"{f.path}:{f.line}: {f.excerpt}"
+    evidence = _evidence(mine)
+    if check_id == "logs.inputs" and logs.skipped:
+        evidence["skipped in directories"] = skipped_words(logs.skipped)
     unread = [f"{s.name} ({s.error})" for s in logs.sources if s.error and not s.lines]
     worst = _worst(mine)
     if worst is not None:
@@ -368,9 +378,7 @@ def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[s
             commands += [c for c in cmds if c not in commands]
         return Outcome(
             status=worst,
-            summary="; ".join(
-                f"{f.signature} ({f.count}x, first at {f.path}:{f.line})" for f in bad
-            ),
+            summary=_summary(bad),
             evidence=evidence,
             remedy_vars={"how": " ".join(texts)},
             commands=commands,
@@ -387,7 +395,60 @@ def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[s
         # of files keeps one line per check.
         more = f" and {len(unread) - _UNREAD_NAMED} more" if len(unread) > _UNREAD_NAMED else ""
         summary += "; unreadable: " + ", ".join(unread[:_UNREAD_NAMED]) + more
+    if check_id == "logs.inputs" and logs.skipped:
+        summary += "; skipped in directories: " + skipped_words(logs.skipped)
     return passed(summary, **evidence)
+
+
+def skipped_words(skipped: dict[SkipReason, int]) -> str:
+    """``"1 virtual environment, 2 VCS directories, 310 files not named like a log"``."""
+    parts = []
+    for reason, (one, many) in SKIPPED_WORDS.items():
+        n = skipped.get(reason, 0)
+        if n:
+            parts.append(f"{n:,} {one if n == 1 else many}")
+    return ", ".join(parts)
+
+
+def _by_signature(findings: list[JudgedFinding]) -> dict[str, list[JudgedFinding]]:
+    groups: dict[str, list[JudgedFinding]] = {}
+    for f in findings:
+        groups.setdefault(f.signature, []).append(f)
+    return groups
+
+
+def _more(rest: list[JudgedFinding]) -> str:
+    """``"9 more finding(s), 14x in 9 source(s)"``: findings of one signature left unnamed."""
+    sources = len({f.path for f in rest})
+    occurrences = sum(f.count for f in rest)
+    return f"{len(rest):,} more finding(s), {occurrences:,}x in {sources:,} source(s)"
+
+
+def _summary(bad: list[JudgedFinding]) -> str:
+    """One item per signature, its first finding: ``sig (Nx, first at PATH:LINE)``, and the
+    rest of its findings counted (``; 9 more finding(s), 14x in 9 source(s)``)."""
+    parts: list[str] = []
+    for hits in _by_signature(bad).values():
+        f = hits[0]
+        more = f"; {_more(hits[1:])}" if len(hits) > 1 else ""
+        parts.append(f"{f.signature} ({f.count}x, first at {f.path}:{f.line}{more})")
+    return "; ".join(parts)
+
+
+def _evidence(mine: list[JudgedFinding]) -> Evidence:
+    """Each finding's first line, at most :data:`EVIDENCE_PER_SIGNATURE` per signature,
+    the rest of a signature counted under ``SIG: more``."""
+    evidence: Evidence = {}
+    for sig, hits in _by_signature(mine).items():
+        for f in hits[:EVIDENCE_PER_SIGNATURE]:
+            # Two findings of one signature and count (two Xid numbers, a file given twice)
+            # each keep their line.
+            key = f"{f.signature} x{f.count}"
+            key = f"{key} at {f.path}:{f.line}" if key in evidence else key
+            evidence[key] = f"{f.path}:{f.line}: {f.excerpt}"
+        if len(hits) > EVIDENCE_PER_SIGNATURE:
+            evidence[f"{sig}: more"] = _more(hits[EVIDENCE_PER_SIGNATURE:])
+    return evidence
 
 
 def _worst(findings: list[JudgedFinding]) -> Status | None:

@@ -40,6 +40,7 @@ from blackwell_doctor.facts.document import (
     P2PProbeFacts,
     PlatformFacts,
     ProbeFacts,
+    SkipReason,
     TileProbe,
     ToolInfo,
     Unavailable,
@@ -94,6 +95,10 @@ class ScanReport(PresetReport, frozen=True, kw_only=True):
 
     sources: list[LogSource]
     findings: list[JudgedFinding]
+    # What a directory scan skipped, by reason (collect/logs/walk.py): directories (VCS,
+    # virtual environments, caches, pseudo filesystems, the tool's own data) and files
+    # (not named like a log, binary).
+    skipped: dict[SkipReason, int] = msgspec.field(default_factory=dict)
 
 
 def logs_only_facts(logs: LogFacts) -> Facts:
@@ -278,9 +283,11 @@ def judge_logs(logs: LogFacts, *, fail_on: FailOn) -> PresetDocument[ScanReport]
         gate=f"gate: {fail_on}",
         sources=list(logs.sources),
         findings=findings,
+        skipped=dict(logs.skipped),
     )
     return PresetDocument(
-        report=scan_report, sections=details.log_sections(scan_report.sources, findings)
+        report=scan_report,
+        sections=details.log_sections(scan_report.sources, findings, logs.skipped),
     )
 
 

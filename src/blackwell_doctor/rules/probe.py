@@ -172,15 +172,25 @@ def probe_tiles(facts: Facts, rules: RuleData) -> Outcome:
             f"{view.plural(len(sm12x_problems), 'NVFP4 tile')} of the catalogue cannot run in "
             "SM 12.x's 99 KB: " + "; ".join(sm12x_problems)
         )
-        if _runtime_logs_clean(facts):
+        # The verdict turns on the runtime's logs: each says which way they went, so that
+        # one host judged with its logs (check --example) and without (a facts file alone)
+        # reads as what it is, not as two verdicts of one thing (issue 40).
+        clean = _runtime_logs_clean(facts)
+        if clean:
             return passed(
                 summary + " — but the runtime logs scanned show no MoE kernel fallback, so the "
                 "runtime is not relying on them",
                 **evidence,
             )
+        why = (
+            "no runtime log was scanned (--logs), so whether the runtime falls back to them "
+            "is not known"
+            if clean is None
+            else "the runtime logs scanned show a MoE kernel fallback (logs.moe_kernels)"
+        )
         return Outcome(
             status=Status.WARN,
-            summary=summary,
+            summary=f"{summary}; {why}",
             evidence=evidence,
             case="sm12x_tiles_do_not_fit",
         )

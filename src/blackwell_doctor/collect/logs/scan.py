@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple, get_args
 
-from blackwell_doctor.collect.logs import sources
+from blackwell_doctor.collect.logs import sources, walk
 from blackwell_doctor.collect.logs.matcher import SourceScanner
-from blackwell_doctor.collect.logs.sources import Opened, SourceError
+from blackwell_doctor.collect.logs.sources import HeadFormat, Opened, Skipped, SourceError
 from blackwell_doctor.facts.document import (
     LogFacts,
     LogFinding,
     LogSource,
     LogSourceKind,
+    SkipReason,
     Unavailable,
 )
 from blackwell_doctor.ruledata.logs import Catalogue, load_catalogue
@@ -24,6 +26,36 @@ from blackwell_doctor.ruledata.logs import Catalogue, load_catalogue
 _GLOB_CHARS = frozenset("*?[")
 
 _Input = tuple[str, LogSourceKind, Callable[[], Opened]]
+
+
+class _Skip(NamedTuple):
+    """A directory or file a walk passed over (collect/logs/walk.py), counted."""
+
+    reason: SkipReason
+
+
+class _Directory(NamedTuple):
+    """The start and the end of a directory given: said when nothing in it was read."""
+
+    path: str
+    done: bool
+
+
+_Item = _Input | _Skip | _Directory
+
+
+@dataclass
+class ScanProgress:
+    """How far a scan is (``scan-logs`` shows it live on a terminal): sources read, their
+    bytes, what was skipped, and the path being read."""
+
+    sources: int = 0
+    bytes: int = 0
+    skipped: int = 0
+    current: str = ""
+
+
+Progress = Callable[[ScanProgress], None]
 
 
 def collect_logs(
@@ -35,6 +67,7 @@ def collect_logs(
     host_root: Path,
     docker_host: str | None = None,
     stdin: BinaryIO | None = None,
+    progress: Progress | None = None,
 ) -> LogFacts | Unavailable:
     """Scan every input. Unavailable when inputs were named but none could be read (its
     reason is the first source's); otherwise the facts, unreadable sources included with
@@ -47,6 +80,7 @@ def collect_logs(
         host_root=host_root,
         docker_host=docker_host,
         stdin=stdin,
+        progress=progress,
     )
     if facts.sources and not any(readable(s) for s in facts.sources):
         first = facts.sources[0].error or "unreadable"
@@ -70,20 +104,48 @@ def scan_sources(
     stdin: BinaryIO | None = None,
     engine: str = "auto",
     container_deadline_s: float | None = None,
+    progress: Progress | None = None,
 ) -> LogFacts:
     """Scan every input; ``container_deadline_s``: the whole of one container's log must
-    arrive within it (default :data:`sources.DOCKER_DEADLINE_S`; tests give a short one)."""
+    arrive within it (default :data:`sources.DOCKER_DEADLINE_S`; tests give a short one).
+    ``progress`` is called with the counts after each source and each thing skipped."""
     catalogue = load_catalogue()
     found: list[LogFinding] = []
     read: list[LogSource] = []
-    for name, kind, opener in _inputs(paths, containers, journal, kernel_log, host_root,
-                                      docker_host, stdin, container_deadline_s):  # fmt: skip
+    skipped: dict[SkipReason, int] = {}
+    state = ScanProgress()
+    read_in_directory = 0  # sources read since the directory being walked began
+    for item in _inputs(paths, containers, journal, kernel_log, host_root,
+                        docker_host, stdin, container_deadline_s):  # fmt: skip
+        if isinstance(item, _Skip):
+            skipped[item.reason] = skipped.get(item.reason, 0) + 1
+            state.skipped += 1
+            if progress is not None:
+                progress(state)
+            continue
+        if isinstance(item, _Directory):
+            if item.done and not read_in_directory:
+                item_source = LogSource(
+                    name=item.path, kind="file", error=f"no-log-file:{item.path}"
+                )
+                read.append(item_source)
+                found.append(input_finding(item_source, catalogue))
+            read_in_directory = 0
+            continue
+        name, kind, opener = item
+        state.current = name
         scanner = SourceScanner(catalogue, name, engine=engine)
         error: str | None = None
         try:
             kind, chunks = opener()
             for chunk in chunks:
                 scanner.feed(chunk)
+        except Skipped as exc:
+            skipped[exc.reason] = skipped.get(exc.reason, 0) + 1
+            state.skipped += 1
+            if progress is not None:
+                progress(state)
+            continue
         except SourceError as exc:
             error = exc.reason
         except OSError as exc:
@@ -98,10 +160,16 @@ def scan_sources(
             markers=sorted(scanner.markers),
         )
         read.append(source)
+        read_in_directory += 1
+        state.sources += 1
+        state.bytes += scanner.size
+        if progress is not None:
+            progress(state)
         if error is not None:
             found.append(input_finding(source, catalogue))
     found.sort(key=lambda f: (f.signature, f.path, f.line))
-    return LogFacts(sources=read, findings=found)
+    ordered = {r: skipped[r] for r in get_args(SkipReason) if r in skipped}
+    return LogFacts(sources=read, findings=found, skipped=ordered)
 
 
 def input_finding(source: LogSource, catalogue: Catalogue) -> LogFinding:
@@ -131,7 +199,7 @@ def _inputs(
     docker_host: str | None,
     stdin: BinaryIO | None,
     container_deadline_s: float | None = None,
-) -> Iterator[_Input]:
+) -> Iterator[_Item]:
     for given in paths:
         if given == "-":
             stream = stdin
@@ -156,15 +224,15 @@ def _inputs(
         yield "kernel", "kernel", lambda: sources.kernel_chunks(host_root)
 
 
-def _path_inputs(given: str) -> Iterator[_Input]:
-    """A file, a directory (everything below it, sorted) or a glob. What cannot be read is
-    an input with its reason, never dropped: an unreadable subdirectory, a FIFO, a socket,
-    a device, a dangling symbolic link (open_file refuses the non-regular ones)."""
+def _path_inputs(given: str) -> Iterator[_Item]:
+    """A file, a directory (its log files, sorted: collect/logs/walk.py) or a glob. What
+    cannot be read is an input with its reason, never dropped: an unreadable subdirectory,
+    a FIFO, a socket, a device, a dangling symbolic link (open_file refuses the non-regular
+    ones); what a directory's walk passes over is counted."""
     if os.path.isdir(given):
-        found = list(_walk(given))
-        if not found:
-            yield given, "file", _fails(f"empty-directory:{given}")
-        yield from found
+        yield _Directory(given, done=False)
+        yield from _walk(given)
+        yield _Directory(given, done=True)
         return
     if not os.path.lexists(given) and _GLOB_CHARS & set(given):
         import glob  # only for a pattern (~1 ms of start-up with fnmatch)
@@ -179,11 +247,27 @@ def _path_inputs(given: str) -> Iterator[_Input]:
     yield given, "file", _opens(given)
 
 
-def _walk(top_dir: str) -> Iterator[_Input]:
-    """Every entry below ``top_dir`` that is not a directory, in sorted order. Symbolic links
-    to directories are followed once each (a link back up is not walked again)."""
+def _own_data() -> frozenset[tuple[int, int]]:
+    """The tool's own folders: its package and its shipped data (``checks/`` holds every
+    signature's example text, ``examples/`` its example logs)."""
+    from blackwell_doctor.ruledata.resources import data_dir
+
+    folders = [str(Path(__file__).resolve().parents[2])]
+    for name in ("checks", "examples", "kernels_probe"):
+        try:
+            folders.append(str(data_dir(name)))
+        except FileNotFoundError:
+            continue
+    return walk.identities(folders)
+
+
+def _walk(top_dir: str) -> Iterator[_Item]:
+    """The log files below ``top_dir`` in sorted order, what is passed over as skips
+    (collect/logs/walk.py). Symbolic links to directories are followed once each (a link
+    back up is not walked again)."""
     errors: list[OSError] = []
     seen: set[tuple[int, int]] = set()
+    own = _own_data()
     for top, dirs, names in os.walk(top_dir, onerror=errors.append, followlinks=True):
         while errors:
             exc = errors.pop(0)
@@ -197,13 +281,39 @@ def _walk(top_dir: str) -> Iterator[_Input]:
             dirs.clear()
             continue
         seen.add((st.st_dev, st.st_ino))
-        dirs.sort()
+        kept: list[str] = []
+        for d in sorted(dirs):
+            reason = walk.skipped_directory(os.path.join(top, d), d, own)
+            if reason is None:
+                kept.append(d)
+            else:
+                yield _Skip(reason)
+        dirs[:] = kept
         for name in sorted(names):
             path = os.path.join(top, name)
-            yield path, "file", _opens(path)
+            if walk.log_named(name):
+                yield path, "file", _opens_walked(path, structured=False)
+            elif walk.structured_named(name):
+                yield path, "file", _opens_walked(path, structured=True)
+            else:
+                yield _Skip("not-log-named")
     for exc in errors:  # the top directory itself, or the last subdirectory
         name = str(exc.filename or top_dir)
         yield name, "file", _fails(sources.os_reason(exc, name))
+
+
+def _opens_walked(name: str, *, structured: bool) -> Callable[[], Opened]:
+    """A walked file's opener: binary files, and a ``.json`` that holds no journal or
+    Docker records, are passed over (:class:`~blackwell_doctor.collect.logs.sources.Skipped`)."""
+
+    def check(fmt: HeadFormat, head: bytes) -> SkipReason | None:
+        if fmt != "text":
+            return None
+        if structured:
+            return "not-log-named"
+        return "binary" if walk.binary_head(head) else None
+
+    return lambda: sources.open_file(Path(name), head_check=check)
 
 
 def _opens(name: str) -> Callable[[], Opened]:

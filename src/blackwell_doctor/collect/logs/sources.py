@@ -16,12 +16,12 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Literal
 
 import msgspec
 
 from blackwell_doctor.collect.logs.matcher import CHUNK_BYTES
-from blackwell_doctor.facts.document import LogSourceKind
+from blackwell_doctor.facts.document import LogSourceKind, SkipReason
 
 # socket (Docker), tempfile (commands) and queue (gzip) are imported where a source of that
 # kind is read: a plain file's scan does not need them (start-up: docs/performance.md).
@@ -47,6 +47,21 @@ class SourceError(Exception):
         self.reason = reason
 
 
+class Skipped(Exception):
+    """A file a directory walk passed over once its first bytes were seen (binary, or a
+    ``.json`` that holds no log records): counted, not a source (collect/logs/walk.py)."""
+
+    def __init__(self, reason: SkipReason) -> None:
+        super().__init__(reason)
+        self.reason: SkipReason = reason
+
+
+# What the first bytes of a file say it holds (after gunzip): its format's name and the
+# bytes. A HeadCheck returns why the file is not read, or None to read it.
+HeadFormat = Literal["text", "docker-json", "journal-json", "journal-export"]
+HeadCheck = Callable[[HeadFormat, bytes], "SkipReason | None"]
+
+
 def os_reason(exc: OSError, name: str) -> str:
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
         return f"not-found:{name}"
@@ -66,10 +81,11 @@ Opened = tuple[LogSourceKind, Iterator[bytes]]
 DOCKER_JSON_KIND: LogSourceKind = "docker-json"
 
 
-def open_file(path: Path) -> Opened:
+def open_file(path: Path, head_check: HeadCheck | None = None) -> Opened:
     """A regular file; gzip by its magic bytes (rotated ``.gz`` or not), docker json-file
     by its first bytes. FIFOs, sockets and devices are refused (a scan must not block); a
-    dangling symbolic link says so."""
+    dangling symbolic link says so. ``head_check`` (a directory walk's): :class:`Skipped`
+    when it refuses what the first bytes hold."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
@@ -79,12 +95,15 @@ def open_file(path: Path) -> Opened:
         if exc.errno == errno.ENOENT and os.path.islink(path):
             raise SourceError(f"broken-symlink:{path}") from None
         raise SourceError(os_reason(exc, str(path))) from None
-    return _sniff(_file_chunks(fh, str(path)), str(path), plain="file")
+    return _sniff(_file_chunks(fh, str(path)), str(path), plain="file", head_check=head_check)
 
 
-def _sniff(raw: Iterator[bytes], name: str, *, plain: LogSourceKind) -> Opened:
+def _sniff(
+    raw: Iterator[bytes], name: str, *, plain: LogSourceKind, head_check: HeadCheck | None = None
+) -> Opened:
     """Read the first chunk now and tell the format by it: gzip (its magic bytes, then the
-    same test on what it holds), docker json-file, or plain text of kind ``plain``."""
+    same test on what it holds), docker json-file, or plain text of kind ``plain``.
+    ``head_check`` sees the format and the first bytes (decompressed) first."""
     kind = plain
     first = next(raw, b"")
     if first[:2] == _GZIP_MAGIC:
@@ -92,13 +111,27 @@ def _sniff(raw: Iterator[bytes], name: str, *, plain: LogSourceKind) -> Opened:
         first = next(raw, b"")
         kind = "gzip" if plain == "file" else plain
     head = first.lstrip()
+    fmt: HeadFormat = "text"
     if head[: len(_DOCKER_JSON_HEAD)] == _DOCKER_JSON_HEAD:
+        fmt = "docker-json"
+    elif _is_journal_json(head):
+        fmt = "journal-json"
+    elif head[: len(_JOURNAL_EXPORT_HEAD)] == _JOURNAL_EXPORT_HEAD:
+        fmt = "journal-export"
+    if head_check is not None:
+        refused = head_check(fmt, first)
+        if refused is not None:
+            close = getattr(raw, "close", None)
+            if close is not None:
+                close()  # the file, and a decompression thread
+            raise Skipped(refused)
+    if fmt == "docker-json":
         if kind == "file":
             kind = DOCKER_JSON_KIND
         return kind, _json_lines(_again(first, raw), _docker_value)
-    if _is_journal_json(head):
+    if fmt == "journal-json":
         return kind, _json_lines(_again(first, raw), _journal_value)
-    if head[: len(_JOURNAL_EXPORT_HEAD)] == _JOURNAL_EXPORT_HEAD:
+    if fmt == "journal-export":
         return kind, _journal_export(_again(first, raw))
     return kind, _again(first, raw)
 

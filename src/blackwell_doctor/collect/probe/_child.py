@@ -84,14 +84,34 @@ class MainloopData:
     sfb: bytes
 
 
+# The operands must be varied, not random: a block of random bytes of a prime length (no
+# tile row, k slice or stage of any tile lines up with it), repeated, costs one short draw
+# and copies. Drawing every buffer (random.randbytes, ~9 MB for the catalogue's tiles) was
+# 31 ms of a probe child on an H200 (issue 36).
+_POOL_BYTES = 65521  # the largest prime below 2**16
+_PART_SHIFT = 16381  # a prime: where each operand starts in the pool
+
+
+@functools.cache
+def _pool(seed: int) -> bytes:
+    return random.Random(seed).randbytes(_POOL_BYTES)  # noqa: S311 -- test data, not secrets
+
+
+def _varied(seed: int, part: int, size: int) -> bytes:
+    """``size`` bytes of ``seed``'s pool, repeated from operand ``part``'s own start."""
+    pool = _pool(seed)
+    start = part * _PART_SHIFT % _POOL_BYTES
+    turned = pool[start:] + pool[:start]
+    return (turned * (size // _POOL_BYTES + 1))[:size]
+
+
 def make_data(tile: Tile, k_iterations: int, seed: int) -> MainloopData:
-    rng = random.Random(seed)  # noqa: S311 -- test data, not secrets
     buffers = stage_buffers(tile)
     return MainloopData(
-        a=rng.randbytes(buffers.a * k_iterations),
-        b=rng.randbytes(buffers.b * k_iterations),
-        sfa=rng.randbytes(buffers.sfa * k_iterations).translate(_SCALES),
-        sfb=rng.randbytes(buffers.sfb * k_iterations).translate(_SCALES),
+        a=_varied(seed, 0, buffers.a * k_iterations),
+        b=_varied(seed, 1, buffers.b * k_iterations),
+        sfa=_varied(seed, 2, buffers.sfa * k_iterations).translate(_SCALES),
+        sfb=_varied(seed, 3, buffers.sfb * k_iterations).translate(_SCALES),
     )
 
 
@@ -482,23 +502,32 @@ def main(argv: Sequence[str]) -> int:
         print("usage: python -m blackwell_doctor.collect.probe._child JOB_JSON", file=sys.stderr)
         return 2
     job = msgspec.json.decode(argv[0], type=Job)
-    # NVML is reference counted: opened here first for the readings under load, it stays
-    # loaded through the GPU facts' own session (one nvmlInit's cost, not two).
-    sampler = _sampler() if job.sample_clocks else None
-    if job.gpu_facts:
-        from blackwell_doctor.collect._gpu_child import gpu_document, write_document
-        from blackwell_doctor.collect.gpu import skipped_for
+    if not job.gpu_facts:
+        return run_job(job, _emit, sampler=_sampler() if job.sample_clocks else None)
+    from blackwell_doctor.collect._gpu_child import gpu_document, write_document
+    from blackwell_doctor.collect.gpu import skipped_for
 
-        document = gpu_document(health=job.health)
-        write_document(document)
-        if skipped_for(document.cuda) is not None:
-            if sampler is not None:
-                sampler.close()
-            return 0
+    # NVML is reference counted: opened first for the readings under load, it stays loaded
+    # through the GPU facts' own session (one nvmlInit's cost, not two), on the thread that
+    # reads NVML while this one initialises CUDA.
+    opened: list[ClockSampler] = []
+    document = gpu_document(
+        health=job.health,
+        first_on_nvml=(lambda: opened.append(_sampler())) if job.sample_clocks else None,
+    )
+    sampler = opened[0] if opened else None
+    write_document(document)
+    if skipped_for(document.cuda) is not None:
+        if sampler is not None:
+            sampler.close()
+        return 0
     return run_job(job, _emit, sampler=sampler)
 
 
 __all__ = ["DeviceSession", "Driver", "MainloopData", "TileSpec", "make_data", "run_job"]
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from blackwell_doctor.collect.childexit import leave
+
+    # Its answer written, it ends at once: no CUDA/NVML/NCCL teardown (childexit).
+    leave(main(sys.argv[1:]))

@@ -81,7 +81,7 @@ def _float_bits(value: float) -> int:
     return bits
 
 
-def _first_difference(data: bytes, expected: bytes) -> int:
+def _first_difference(data: bytes | bytearray, expected: bytes) -> int:
     """Index (in floats) of the first float that differs; the data are known to differ."""
     for start in range(0, len(data), _CHUNK):
         if data[start : start + _CHUNK] != expected[start : start + _CHUNK]:
@@ -176,7 +176,8 @@ def run_allreduce(
         ranks.wait()
         stage = "verify"
         emit(StageLine(stage=stage))
-        detail = _compare(ranks, expected)
+        landed = bytearray(len(expected))  # every rank's result read into it, in turn
+        detail = _compare(ranks, expected, landed)
         if detail is not None:
             emit(ResultLine(correct=False, detail=detail))
             return 0
@@ -190,7 +191,7 @@ def run_allreduce(
             times.append(time.perf_counter() - started)
         stage = "verify-after"
         emit(StageLine(stage=stage))
-        detail = _compare(ranks, expected)
+        detail = _compare(ranks, expected, landed)
         emit(
             ResultLine(
                 correct=detail is None,
@@ -199,7 +200,8 @@ def run_allreduce(
                 time_s=round(statistics.median(times), 7) if times else None,
             )
         )
-        nccl.destroy(comms)
+        # No ncclCommDestroy (121 ms on an H200 pair): the process ends next, without exit
+        # handlers (collect/childexit.py), and the communicators go with it.
     except NcclFailure as exc:
         emit(ErrorLine(stage=stage, reason=exc.reason))
         return 0
@@ -210,12 +212,15 @@ def run_allreduce(
     return 0
 
 
-def _compare(ranks: _Ranks, expected: bytes) -> str | None:
+def _compare(ranks: _Ranks, expected: bytes, landed: bytearray) -> str | None:
+    """Every rank's result, read into ``landed`` (one buffer for all: a fresh one per read
+    cost its pages' first touch, ~30 ms per 64 MB), against ``expected``, whole: a
+    bytearray compares as memcmp does."""
     for rank in range(len(ranks.recvs)):
         ranks.use(rank)
-        data = ranks.driver.download(ranks.recvs[rank], len(expected))
-        if data != expected:
-            first = _first_difference(data, expected)
+        ranks.driver.download_into(ranks.recvs[rank], landed)
+        if landed != expected:
+            first = _first_difference(landed, expected)
             return f"rank{rank}: differs from the sum, first at float {first}"
     return None
 
@@ -492,9 +497,20 @@ _FIRST: dict[tuple[str, bool], Stage] = {
 }
 
 
+def _wait_at(gate: int | None) -> None:
+    """Read the gate (PairJob.gate) to its end: the parent's go."""
+    if gate is None:
+        return
+    with contextlib.suppress(OSError):
+        while os.read(gate, 64):
+            pass
+        os.close(gate)
+
+
 def run_pair(job: PairJob, emit: Emit, driver: Driver | None = None) -> int:
     """Either side of a pair's peer-write tests: the channel taken over, the driver
-    started, then the side's own part; its done line only when that part got through."""
+    started, then the side's own part (past the job's gate); its done line only when that
+    part got through."""
     first = _FIRST[job.role, job.ipc]
     emit(StageLine(stage=first))
     with socket.socket(fileno=job.channel) as conn:
@@ -534,6 +550,8 @@ def _pair_owner(
             checks["symm-atomic"] = (pointer + job.size_bytes, _words(atomics, 1))
         except CudaFailure as exc:
             emit(ErrorLine(stage="symm-export", reason=exc.reason))
+    landed = bytearray(job.size_bytes)  # what the writer wrote is read into it, in turn
+    _wait_at(job.gate)
     try:
         socket.send_fds(conn, [_HEADER.pack(size) + handle], [] if fd is None else [fd])
     except OSError as exc:
@@ -543,7 +561,7 @@ def _pair_owner(
         if fd is not None:
             os.close(fd)  # the writer's copy (and the allocation) stay
     emit(HandleLine(multicast=multicast))
-    _judge(driver, conn, checks, job.wait_s, emit)
+    _judge(driver, conn, checks, job.wait_s, emit, landed)
     if symm is not None:
         _unmap(driver, symm[1], symm[2], symm[0])
     return True
@@ -555,11 +573,13 @@ def _judge(
     checks: dict[PairCheck, tuple[int, bytes]],
     wait_s: float,
     emit: Emit,
+    landed: bytearray,
 ) -> None:
     """The owner's side: wait (within ``wait_s`` in all) for the writer's report of each
     check, compare what landed once it says its write finished; a write it never reported
     is compared at the end (not seen, or the first word that differs); a write it reported
-    failed is left to its own error line, and so are atomics it never reported."""
+    failed is left to its own error line, and so are atomics it never reported. A buffer's
+    words are read into ``landed``."""
     pending = dict(checks)
     if pending:
         emit(StageLine(stage=_WAITS[next(iter(pending))]))
@@ -581,21 +601,33 @@ def _judge(
             continue
         pointer, expected = pending.pop(found)
         if verdict == "written":
-            _compare_written(driver, found, pointer, expected, wait_s, emit)
+            _compare_written(driver, found, pointer, expected, wait_s, emit, landed)
         if found == "cuda-ipc" and "symm-mem" in pending:
             emit(StageLine(stage="symm-wait"))
     for name, (pointer, expected) in pending.items():
         if name != "symm-atomic":
-            _compare_written(driver, name, pointer, expected, wait_s, emit)
+            _compare_written(driver, name, pointer, expected, wait_s, emit, landed)
 
 
 def _compare_written(
-    driver: Driver, check: PairCheck, pointer: int, expected: bytes, wait_s: float, emit: Emit
+    driver: Driver,
+    check: PairCheck,
+    pointer: int,
+    expected: bytes,
+    wait_s: float,
+    emit: Emit,
+    landed: bytearray,
 ) -> None:
     """Every word of one check: correct, not seen, or the first word that differs (for
-    the atomics' counter, how many adds landed)."""
+    the atomics' counter, how many adds landed). A buffer the size of ``landed`` is read
+    into it (and compared as memcmp compares), the counter on its own."""
     label = _LABELS[check]
-    data = driver.download(pointer, len(expected))
+    data: bytes | bytearray
+    if len(expected) == len(landed):
+        driver.download_into(pointer, landed)
+        data = landed
+    else:
+        data = driver.download(pointer, len(expected))
     if data == expected:
         emit(ResultLine(correct=True, check=check))
     elif check == "symm-atomic":
@@ -618,6 +650,7 @@ def _report(conn: socket.socket, check: PairCheck, written: bool) -> None:
 def _pair_writer(
     job: PairJob, driver: Driver, conn: socket.socket, first: Stage, emit: Emit
 ) -> bool:
+    _wait_at(job.gate)
     conn.settimeout(job.wait_s)
     try:
         message, fds, _, _ = socket.recv_fds(conn, _HEADER.size + _IPC_HANDLE_BYTES, 1)
@@ -738,4 +771,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from blackwell_doctor.collect.childexit import leave
+
+    # Its answer written, it ends at once: no CUDA/NVML/NCCL teardown (childexit).
+    leave(main(sys.argv[1:]))

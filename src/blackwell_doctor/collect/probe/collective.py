@@ -15,16 +15,18 @@ idles at a lower generation), for the link.* rules.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import msgspec
 
-from blackwell_doctor.collect.childproc import ChildResult, child_env, run_child
+from blackwell_doctor.collect.childproc import ChildResult, Gate, Rearm, child_env, run_child
 from blackwell_doctor.collect.childproc import can_dlopen as _can_dlopen
 from blackwell_doctor.collect.nccl import find_nccl_library
 from blackwell_doctor.collect.probe.collective_protocol import (
@@ -120,11 +122,12 @@ def _child(
     extra: dict[str, str],
     run: ChildRun | None = None,
     pass_fds: Sequence[int] = (),
+    gate: Gate | None = None,
 ) -> tuple[ChildRun, ChildResult]:
     run = run or ChildRun()
     env = child_env({**_ORDER_ENV, **extra})
     argv = [*argv, msgspec.json.encode(job).decode()]
-    result = run_child(argv, limit, on_line=run.feed, env=env, pass_fds=pass_fds)
+    result = run_child(argv, limit, on_line=run.feed, env=env, pass_fds=pass_fds, gate=gate)
     return run, result
 
 
@@ -188,7 +191,12 @@ def run_collective(
     within ``timeout_s``; a failed run is retried with NCCL_P2P_DISABLE=1. Then, per pair,
     a peer write through CUDA IPC (``ipc``) and through symmetric memory's fd-shared VMM
     allocation (``symm``; None: as ``ipc``). ``env`` is added to every child's environment
-    (the device script's test seam)."""
+    (the device script's test seam).
+
+    The first pair's two children start with the all-reduce, so that their CUDA start-up
+    (~0.5 s on an H200) overlaps it, and wait at a gate until the all-reduce runs are over:
+    nothing crosses between the GPUs for them while NCCL is measured (issue 36). Their
+    deadlines start at the gate, as a pair's run later would."""
     if gpu_count < 2:
         return Unavailable("skipped:one GPU: no collective")
     if child_argv is None:
@@ -198,20 +206,90 @@ def run_collective(
     library = library or find_nccl_library()
     started = time.monotonic()
     deadline = started + timeout_s
+    symm = ipc if symm is None else symm
+    pairs = [(p[0], p[1]) for p in gpu_sets(gpu_count) if len(p) == 2] if ipc or symm else []
+    early: _GatedPair | None = None
+    if pairs:
+        pair = functools.partial(
+            run_pair, argv=child_argv, env=env, ipc=ipc, symm=symm, timeout_s=run_timeout_s
+        )
+        early = _GatedPair(pair, pairs[0], cap_s=timeout_s)
+    try:
+        found = _all_reduce_runs(
+            gpu_count,
+            child_argv,
+            AllReduceJob(gpus=[], size_bytes=size_bytes, iterations=iterations, library=library),
+            run_timeout_s,
+            timeout_s,
+            deadline,
+            env,
+        )
+    except BaseException:
+        if early is not None:
+            early.cancel()
+        raise
+    if isinstance(found, Unavailable):
+        if early is not None:
+            early.cancel()
+        return found
+    runs, version = found
+    by_path: dict[PairPath, list[CollectiveRun]] = {"cuda-ipc": [], "symm-mem": []}
+    for a, b in pairs:
+        remaining = deadline - time.monotonic()
+        if remaining <= 1.0:
+            if early is not None:
+                early.cancel()
+                early = None
+            for path in pair_paths(ipc, symm):
+                by_path[path].append(
+                    CollectiveRun(
+                        gpus=[a, b],
+                        path=path,
+                        failure=f"collective-not-run:overall-timeout:{timeout_s:g}s",
+                    )
+                )
+            continue
+        limit = min(run_timeout_s, remaining)
+        if early is not None:
+            pair_runs, early = early.go(limit), None
+        else:
+            pair_runs = run_pair(
+                a, b, timeout_s=limit, argv=child_argv, env=env, ipc=ipc, symm=symm
+            )
+        for path, run in zip(pair_paths(ipc, symm), pair_runs, strict=True):
+            by_path[path].append(run)
+    runs += by_path["cuda-ipc"] + by_path["symm-mem"]
+    return CollectiveFacts(
+        library=library_label(library),
+        nccl_version=version,
+        wall_s=round(time.monotonic() - started, 3),
+        runs=runs,
+    )
+
+
+def _all_reduce_runs(
+    gpu_count: int,
+    child_argv: Sequence[str],
+    each: AllReduceJob,
+    run_timeout_s: float,
+    timeout_s: float,
+    deadline: float,
+    env: dict[str, str] | None,
+) -> tuple[list[CollectiveRun], str | Unavailable] | Unavailable:
+    """The all-reduce (``each`` over each GPU set; the fallback's too where the first
+    fails) and the NCCL version; Unavailable when nothing could run (a fatal line)."""
     runs: list[CollectiveRun] = []
     version: str | Unavailable = Unavailable("not-reached")
     for gpus in gpu_sets(gpu_count):
         for extra in ({}, FALLBACK_ENV):
             remaining = deadline - time.monotonic()
-            job = AllReduceJob(
-                gpus=gpus, size_bytes=size_bytes, iterations=iterations, library=library
-            )
+            job = msgspec.structs.replace(each, gpus=gpus)
             if remaining <= 1.0:
                 runs.append(
                     CollectiveRun(
                         gpus=gpus,
                         env=dict(extra),
-                        size_bytes=size_bytes,
+                        size_bytes=job.size_bytes,
                         failure=f"collective-not-run:overall-timeout:{timeout_s:g}s",
                     )
                 )
@@ -231,31 +309,37 @@ def run_collective(
             runs.append(collective)
             if collective.failure is None and collective.correct:
                 break  # works as the runtime gets it: no fallback to try
-    symm = ipc if symm is None else symm
-    by_path: dict[PairPath, list[CollectiveRun]] = {"cuda-ipc": [], "symm-mem": []}
-    for a, b in (pair for pair in gpu_sets(gpu_count) if len(pair) == 2) if ipc or symm else ():
-        remaining = deadline - time.monotonic()
-        if remaining <= 1.0:
-            for path in pair_paths(ipc, symm):
-                by_path[path].append(
-                    CollectiveRun(
-                        gpus=[a, b],
-                        path=path,
-                        failure=f"collective-not-run:overall-timeout:{timeout_s:g}s",
-                    )
-                )
-            continue
-        limit = min(run_timeout_s, remaining)
-        found = run_pair(a, b, timeout_s=limit, argv=child_argv, env=env, ipc=ipc, symm=symm)
-        for path, run in zip(pair_paths(ipc, symm), found, strict=True):
-            by_path[path].append(run)
-    runs += by_path["cuda-ipc"] + by_path["symm-mem"]
-    return CollectiveFacts(
-        library=library_label(library),
-        nccl_version=version,
-        wall_s=round(time.monotonic() - started, 3),
-        runs=runs,
-    )
+    return runs, version
+
+
+class _GatedPair:
+    """A pair's :func:`run_pair` started ahead of its turn, on a thread of its own, its
+    children waiting at a gate: :meth:`go` opens it and gives the runs, :meth:`cancel`
+    ends the children unheard (their turn did not come)."""
+
+    def __init__(
+        self, pair: Callable[..., list[CollectiveRun]], gpus: tuple[int, int], *, cap_s: float
+    ) -> None:
+        self.gate = Gate()
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.future = self.pool.submit(pair, *gpus, gate=self.gate, cap_s=cap_s)
+
+    def go(self, limit: float) -> list[CollectiveRun]:
+        self.gate.open(Rearm(limit))
+        try:
+            return self.future.result()
+        finally:
+            self._close()
+
+    def cancel(self) -> None:
+        self.gate.open(Rearm(0.0))
+        with contextlib.suppress(Exception):
+            self.future.result()
+        self._close()
+
+    def _close(self) -> None:
+        self.pool.shutdown()
+        self.gate.close()
 
 
 def pair_paths(ipc: bool, symm: bool) -> list[PairPath]:
@@ -277,6 +361,8 @@ def run_pair(
     env: dict[str, str] | None = None,
     ipc: bool = True,
     symm: bool = True,
+    gate: Gate | None = None,
+    cap_s: float | None = None,
 ) -> list[CollectiveRun]:
     """One pair's peer writes, as the runtimes take the path: a process on ``writer``
     writes buffers of ``owner``'s that another process shares with it, through CUDA IPC
@@ -287,7 +373,11 @@ def run_pair(
     (the writer's start-up overlaps the owner's) and joined by a socket pair made here:
     the owner sends the IPC handle and the fd (SCM_RIGHTS) over it, the writer reports
     each write back. Both live under ``timeout_s``; one that ends closes its end here, so
-    the other sees it gone at once. One run per path tested, IPC first."""
+    the other sees it gone at once. One run per path tested, IPC first.
+
+    With ``gate``, both start now and wait at it (PairJob.gate) under ``cap_s`` alone; their
+    deadlines are those the gate opens with, and ``timeout_s`` is what the writer's and the
+    owner's own waits are sized by."""
     paths = pair_paths(ipc, symm)
     if not paths:
         return []
@@ -304,6 +394,7 @@ def run_pair(
             wait_s=wait,
             ipc=ipc,
             symm=symm,
+            gate=gate.fd if gate is not None else None,
         )
 
     sides = {
@@ -311,19 +402,24 @@ def run_pair(
         "writer": (job("writer", writer, owner, writer_end), writer_end, ChildRun()),
     }
     ended: dict[str, ChildResult] = {}
+    first_limit = timeout_s if gate is None or cap_s is None else cap_s
 
     def side(name: str) -> None:
         job, end, run = sides[name]
         try:
-            _, ended[name] = _child(argv, job, timeout_s, env or {}, run, (end.fileno(),))
+            _, ended[name] = _child(
+                argv, job, first_limit, env or {}, run, (end.fileno(),), gate=gate
+            )
         finally:
             end.close()  # this side's only other copy went with its child
 
     with owner_end, writer_end, ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(side, sides))
     owner_run, writer_run = sides["owner"][2], sides["writer"][2]
+    # The deadline the children ran under: the gate's, once it opened.
+    limit = gate.rearm.timeout_s if gate is not None and gate.rearm is not None else timeout_s
     return [
-        _pair_run(path, [owner, writer], owner_run, writer_run, ended, timeout_s, size_bytes)
+        _pair_run(path, [owner, writer], owner_run, writer_run, ended, limit, size_bytes)
         for path in paths
     ]
 

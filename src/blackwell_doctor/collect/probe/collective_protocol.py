@@ -77,7 +77,12 @@ class PairJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="p
     (SCM_RIGHTS). The writer (``role="writer"``, on ``gpu``; ``peer`` is the owner's GPU)
     writes through each mapping, adds to a counter after the symmetric buffer's pattern
     with system-scope atomics, and reports each back over the channel; the owner then
-    checks every word that landed, and the count."""
+    checks every word that landed, and the count.
+
+    ``gate``: an inherited fd (a pipe's read end: collect.childproc.Gate) to read to its end
+    before anything crosses between the GPUs: the parent starts the pair beside the
+    all-reduce, so that CUDA starts in both while NCCL runs, and opens the gate when the
+    all-reduce is done. The owner prepares its buffers first, the writer nothing."""
 
     role: PairRole
     gpu: int
@@ -87,6 +92,7 @@ class PairJob(msgspec.Struct, frozen=True, kw_only=True, tag_field="job", tag="p
     wait_s: float = 10.0
     ipc: bool = True
     symm: bool = True
+    gate: int | None = None
 
 
 Job = AllReduceJob | LinkLoadJob | PairJob

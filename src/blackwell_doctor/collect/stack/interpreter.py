@@ -134,6 +134,8 @@ def ask_interpreter(
             f"--python {python}: printed more than {MAX_OUTPUT_BYTES >> 20} MiB "
             "(not the answer of a Python interpreter): stopped"
         )
+    if result.ending == "start-failed":
+        raise InterpreterError(f"--python {python}: {_not_started(python, result.start_errno)}")
     if result.ending != "exited":
         raise InterpreterError(f"--python {python}: {result.ending} after {timeout_s:g} s")
     if result.returncode != 0:
@@ -147,3 +149,25 @@ def ask_interpreter(
         return Interpreter(str(doc["executable"]), str(doc["version"]), paths)
     except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise InterpreterError(f"--python {python}: not a Python interpreter") from None
+
+
+def _not_started(python: Path, errno_: int | None) -> str:
+    """Why ``python`` could not be started, in words (issue 40: a missing path read as
+    "start-failed after 10 s"), from the exec's errno (execve(2))."""
+    import errno
+    import os
+
+    if errno_ == errno.ENOENT:
+        if os.path.islink(python):
+            return "a dangling symbolic link (no such file)"
+        if os.sep not in str(python):
+            return "no such file (not found on PATH)"
+        return "no such file"
+    if errno_ in (errno.EACCES, errno.EPERM):
+        if python.is_dir():
+            return "a directory, not a Python interpreter"
+        return "not executable (permission denied)"
+    if errno_ == errno.ENOEXEC:
+        return "not a program this machine can run (exec format error)"
+    name = errno.errorcode.get(errno_ or 0, "unknown error")
+    return f"could not be started ({name})"

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import csv
 import errno
+import operator
 import os
 import re
 import stat
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from email.message import Message
@@ -36,7 +36,13 @@ from blackwell_doctor.collect.stack.fatbin import Malformed, NotElf, Target, sca
 from blackwell_doctor.collect.stack.interpreter import Interpreter
 from blackwell_doctor.collect.stack.ptxas import compile_probe
 from blackwell_doctor.collect.stack.toolchain import find_nvcc, host_memory_bytes
-from blackwell_doctor.facts.stack import GpuPackage, KernelFile, KernelUnit, StackFacts
+from blackwell_doctor.facts.stack import (
+    GpuPackage,
+    KernelFile,
+    KernelUnit,
+    PtxasTarget,
+    StackFacts,
+)
 from blackwell_doctor.ruledata.stack import StackData, normalise
 
 # Shared objects, and standalone cubins (flashinfer-cubin ships its kernels as .cubin files).
@@ -58,37 +64,59 @@ def _arch_key(name: str) -> tuple[int, str]:
 
 
 Triples = list[list[tuple[str, str, int]]]
+# A kind of container: its SASS, PTX and LTO-IR targets, each sorted by architecture.
+_Key = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+_name = operator.itemgetter(0)
 
 
 def _kind(names: set[str], prefix: str) -> tuple[str, ...]:
     return tuple(sorted((n for n in names if n.startswith(prefix)), key=_arch_key))
 
 
+def _shape(names: tuple[str, ...]) -> tuple[_Key, tuple[int, ...], tuple[int, ...]]:
+    """What a container's target names alone decide: its key, and where its PTX and its
+    LTO-IR entries are."""
+    distinct = set(names)
+    key = (_kind(distinct, "sm_"), _kind(distinct, "compute_"), _kind(distinct, "lto_"))
+    ptx = tuple(i for i, n in enumerate(names) if n.startswith("compute_"))
+    lto = tuple(i for i, n in enumerate(names) if n.startswith("lto_"))
+    return key, ptx, lto
+
+
 def _units(scan: Triples) -> tuple[list[KernelUnit], tuple[int, int] | None]:
-    counts: Counter[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = Counter()
-    ptx_bytes: Counter[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = Counter()
-    lto_bytes: Counter[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = Counter()
-    isa: tuple[int, int] | None = None
+    """The kinds of container in ``scan`` with their counts and bytes, and the newest PTX
+    ISA of any. What depends on a container's names alone is worked out once per list of
+    names: a library's containers repeat a few (24,014 in the GPU wheels of
+    ci/gpu-wheels.sh, 19 lists of names), and sorting the names of each again was ~490 ms of
+    a warm audit on an H200 host (issue 36)."""
+    # names -> (its key's totals [count, PTX bytes, LTO-IR bytes], PTX and LTO-IR indices)
+    shapes: dict[tuple[str, ...], tuple[list[int], tuple[int, ...], tuple[int, ...]]] = {}
+    totals: dict[_Key, list[int]] = {}
+    versions: set[str] = set()  # of the PTX entries
     for unit in scan:
-        names = {n for n, _, _ in unit}
-        key = (_kind(names, "sm_"), _kind(names, "compute_"), _kind(names, "lto_"))
-        for n, v, _ in unit:
-            if n.startswith("compute_"):
-                major, minor = (int(x) for x in v.split("."))
-                isa = max(isa or (major, minor), (major, minor))
-        counts[key] += 1
-        ptx_bytes[key] += max((b for n, _, b in unit if n.startswith("compute_")), default=0)
-        lto_bytes[key] += max((b for n, _, b in unit if n.startswith("lto_")), default=0)
+        names = tuple(map(_name, unit))
+        shape = shapes.get(names)
+        if shape is None:
+            key, ptx_at, lto_at = _shape(names)
+            shape = shapes[names] = (totals.setdefault(key, [0, 0, 0]), ptx_at, lto_at)
+        total, ptx, lto = shape
+        total[0] += 1
+        if len(ptx) == 1:  # the common case, without a generator
+            _, version, size = unit[ptx[0]]
+            total[1] += size
+            versions.add(version)
+        elif ptx:
+            total[1] += max(unit[i][2] for i in ptx)
+            versions.update(unit[i][1] for i in ptx)
+        if lto:
+            total[2] += max(unit[i][2] for i in lto)
+    isa: tuple[int, int] | None = None
+    for version in versions:
+        major, minor = (int(x) for x in version.split("."))
+        isa = max(isa or (major, minor), (major, minor))
     units = [
-        KernelUnit(
-            sass=list(s),
-            ptx=list(p),
-            lto=list(lt),
-            count=c,
-            ptx_bytes=ptx_bytes[(s, p, lt)],
-            lto_bytes=lto_bytes[(s, p, lt)],
-        )
-        for (s, p, lt), c in sorted(counts.items())
+        KernelUnit(sass=list(s), ptx=list(p), lto=list(lt), count=c, ptx_bytes=pb, lto_bytes=lb)
+        for (s, p, lt), (c, pb, lb) in sorted(totals.items())
     ]
     return units, isa
 
@@ -402,8 +430,12 @@ def read_stack(
     ptxas_targets: Sequence[str],
     environ: Mapping[str, str],
     cache_path: Path | None,
+    more_targets: Callable[[], Sequence[str]] | None = None,
 ) -> StackFacts:
-    """The GPU stack of ``interpreter``'s environment (see the module's docstring)."""
+    """The GPU stack of ``interpreter``'s environment (see the module's docstring).
+    ``more_targets``: asked once ptxas has compiled for ``ptxas_targets``, for the targets
+    to compile for after them (the GPUs' own, known when their facts are in: ``audit``
+    reads the stack while the GPU child runs)."""
     paths = [p for p in interpreter.paths if os.path.isdir(p)]
     scanner = _Scanner(cache_path)
     seen, packages = inventory(paths, data, scanner)
@@ -412,8 +444,15 @@ def read_stack(
     triton = seen.get("triton")
     if triton is not None:
         bin_dir = Path(str(triton.locate_file("triton/backends/nvidia/bin")))
-        wanted = [(t, data.ptxas.isa[t]) for t in ptxas_targets if t in data.ptxas.isa]
-        ptxas = compile_probe(bin_dir, wanted, environ)
+        versions: dict[Path, str | None] = {}
+
+        def compiled(targets: Sequence[str]) -> list[PtxasTarget]:
+            wanted = [(t, data.ptxas.isa[t]) for t in targets if t in data.ptxas.isa]
+            return compile_probe(bin_dir, wanted, environ, versions=versions) if wanted else []
+
+        ptxas = compiled(ptxas_targets)
+        if more_targets is not None:
+            ptxas += compiled([t for t in more_targets() if t not in ptxas_targets])
     return StackFacts(
         python=interpreter.executable,
         python_version=interpreter.version,

@@ -83,11 +83,15 @@ def compile_probe(
     targets: Sequence[tuple[str, str]],
     environ: Mapping[str, str],
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    versions: dict[Path, str | None] | None = None,
 ) -> list[PtxasTarget]:
     """For each (target, PTX ISA) pair: Triton's ptxas compiling a trivial kernel for it.
-    ``environ`` chooses the binary (TRITON_*_PATH) and gives it PATH and LD_LIBRARY_PATH."""
+    ``environ`` chooses the binary (TRITON_*_PATH) and gives it PATH and LD_LIBRARY_PATH.
+    ``versions``: what each binary's ``--version`` answered, kept across calls (a binary is
+    asked once)."""
     results: list[PtxasTarget] = []
-    versions: dict[Path, str | None] = {}
+    if versions is None:
+        versions = {}
     with tempfile.TemporaryDirectory(prefix="bd-ptxas-", ignore_cleanup_errors=True) as tmp:
         for target, isa in targets:
             ptxas, source = triton_ptxas(bin_dir, target, environ)
