@@ -13,6 +13,7 @@ import math
 import random
 import tracemalloc
 from collections.abc import Sequence
+from typing import IO
 
 import msgspec
 import pytest
@@ -114,6 +115,48 @@ def test_percentiles_of_many_values_are_read_in_eight_bytes_a_value_and_equal_so
     few = stats_ms(values[:1000])
     assert few.p99 == percentile(sorted(values[:1000]), 99) * 1000.0
     assert stats_ms(values).p50 == percentile(ordered, 50) * 1000.0
+
+
+def test_a_long_series_is_sorted_on_disk_not_copied_in_memory() -> None:
+    """Inside spilling (a bench run's, app/bench.py's spill_sorted) the sorted chunks live
+    in a temporary file: what the process keeps of 300,000 values is their positions, not
+    8 bytes a value (2.4 MB); outside it, a pure caller's, they are kept in memory."""
+    import tempfile
+    from array import array
+
+    from blackwell_doctor.report.stats import spilling
+
+    values = array("d", (float((k * 7919) % 300_007) for k in range(300_000)))
+    ordered = sorted(values)
+    for spill, bound in ((True, 100_000), (False, 10_000_000)):
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        if spill:
+            with spilling(tempfile.TemporaryFile):
+                many = Ascending(values)
+        else:
+            many = Ascending(values)
+        held = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        assert held < bound, (spill, held)
+        if not spill:
+            assert held > 2_000_000  # the 8-byte copy
+        for q in (50, 90, 95, 99):
+            assert percentile(many, q) == percentile(ordered, q)
+
+
+def test_a_file_that_cannot_be_written_leaves_the_series_sorted_in_memory() -> None:
+    from blackwell_doctor.report.stats import spilling
+
+    def refused() -> IO[bytes]:
+        raise OSError(28, "No space left on device")
+
+    values = [float((k * 7919) % 1009) for k in range(140_000)]
+    with spilling(refused):
+        many = Ascending(values)
+    ordered = sorted(values)
+    for k in (0, 65_536, 99_999, 139_999):
+        assert many[k] == ordered[k]
 
 
 # A real run (the vLLM CPU server's fixture): its first shape carries the samples tried.

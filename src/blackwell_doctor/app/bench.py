@@ -368,12 +368,13 @@ def _shape_result(
     if cur.before is not None and after is not None:
         server = delta(cur.before, after, cur.peaks)
     estimates = reasoning_estimates or chunk_estimates(cur)
-    metrics = shape_metrics(
-        samples,
-        duration_s=max(0.0, end - cur.t0) if cur.t0 else 0.0,
-        reasoning_estimates=estimates,
-        server_generation_tokens=None if server is None else server.generation_tokens,
-    )
+    with spill_sorted():
+        metrics = shape_metrics(
+            samples,
+            duration_s=max(0.0, end - cur.t0) if cur.t0 else 0.0,
+            reasoning_estimates=estimates,
+            server_generation_tokens=None if server is None else server.generation_tokens,
+        )
     notes = list(cur.notes)
     if cur.resent:
         notes.append(resent_note(cur.resent))
@@ -430,6 +431,16 @@ def _shape_result(
         requests_needed=sample_rules.needed(cur.shape.asked_quantiles())[1],
         turns=cur.multi_turn,
     )
+
+
+def spill_sorted() -> contextlib.AbstractContextManager[None]:
+    """A run's long series sorted on disk while its percentiles are taken (report/stats.py's
+    Ascending: an unnamed temporary file, not a second 8-byte copy of the token gaps)."""
+    import tempfile
+
+    from blackwell_doctor.report.stats import spilling
+
+    return spilling(tempfile.TemporaryFile)
 
 
 def chunk_estimates(cur: _Current) -> list[int | None]:

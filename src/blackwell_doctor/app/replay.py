@@ -458,6 +458,9 @@ def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: 
     doc = runner.build_document(state, interrupted=interrupted)
     trace = replay.trace
     due = array("d", (replay.lateness_s[replay.indices[row]] for row in order))
+    with runner.spill_sorted():
+        lateness_ms = stats_ms(due)
+        lateness_cdf_ms = [v * 1000.0 for v in rank_points(due, LATENESS_POINTS)]
     result = TraceResult(
         file=trace.path,
         format=trace.format,
@@ -469,8 +472,8 @@ def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: 
         requests=len(trace),
         sent=replay.fired,
         span_s=(trace.offsets_s[-1] * replay.time_scale) if len(trace) else 0.0,
-        lateness_ms=stats_ms(due),
-        lateness_cdf_ms=[v * 1000.0 for v in rank_points(due, LATENESS_POINTS)],
+        lateness_ms=lateness_ms,
+        lateness_cdf_ms=lateness_cdf_ms,
         lateness_max_ms=max(due) * 1000.0 if due else None,
         late_over_1ms=sum(1 for v in due if v * 1000.0 > LATE_MS),
         peak_in_flight=replay.peak_in_flight,
@@ -513,12 +516,13 @@ def _shape_result(
     if replay.before is not None and replay.after is not None:
         server = delta(replay.before, replay.after, replay.peaks)
     duration = max(0.0, replay.end - replay.t0) if replay.end else 0.0
-    metrics = shape_metrics(
-        samples,
-        duration_s=duration,
-        reasoning_estimates=estimates,
-        server_generation_tokens=None if server is None else server.generation_tokens,
-    )
+    with runner.spill_sorted():
+        metrics = shape_metrics(
+            samples,
+            duration_s=duration,
+            reasoning_estimates=estimates,
+            server_generation_tokens=None if server is None else server.generation_tokens,
+        )
     notes = list(replay.sizing.notes) if replay.sizing else []
     if replay.resent:
         notes.append(runner.resent_note(replay.resent))
