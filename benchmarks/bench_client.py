@@ -26,7 +26,11 @@ ratios ours/vLLM for tokens/s (higher is better) and vLLM/ours for ITL p99.
 --cpu: each client's request path alone (benchmarks/client_cpu.py: bench's stream_chat,
 vLLM's async_request_openai_chat_completions), CPU microseconds per output token measured
 in its own process: what decides how many tokens/s one core keeps up with, whatever else the
-machine runs. Without the vLLM install (another machine) --streams and --cpu run ours only.
+machine runs. Without the vLLM install (another machine) --streams and --cpu run ours only,
+but for --cpu --vllm-src DIR: vLLM's request function as source files (DIR/vllm/benchmarks/
+lib/endpoint_request_func.py, verbatim, under empty package files: it imports aiohttp, tqdm
+and regex, not vLLM's compiled parts), run by this Python (benchmarks/device/bench_client.sh
+prepare makes DIR from the vLLM install).
 
     python benchmarks/bench_client.py --lateness 1000 [--seconds 10] [--memory 10000 ...]
 
@@ -270,6 +274,9 @@ def main() -> int:
     parser.add_argument("--vllm-home", type=Path, default=DEFAULT_HOME)
     parser.add_argument("--cpu", action="store_true", help="client CPU per token (--streams)")
     parser.add_argument(
+        "--vllm-src", help="with --cpu: PYTHONPATH of vLLM's request function as source files"
+    )
+    parser.add_argument(
         "--lateness", type=float, metavar="RATE", help="open-loop send lateness at RATE req/s"
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="with --lateness")
@@ -308,7 +315,7 @@ def main() -> int:
         if args.lateness is not None:
             lateness_main(args, url, home if has_vllm else None)
         elif args.cpu:
-            cpu_main(args, url, home if has_vllm else None)
+            cpu_main(args, url, home if has_vllm or args.vllm_src else None)
         else:
             streams_main(args, url, home if has_vllm else None)
     finally:
@@ -362,13 +369,21 @@ def cpu_main(args: argparse.Namespace, url: str, home: Path | None) -> None:
             for which, python in (("ours", sys.executable), ("vllm", home)):
                 if python is None:
                     continue
-                exe = python if isinstance(python, str) else str(python / "venv/bin/python")
+                env = dict(os.environ)
+                if isinstance(python, str):
+                    exe = python
+                elif args.vllm_src is not None:  # vLLM's sources, run by this Python
+                    exe = sys.executable
+                    env["PYTHONPATH"] = args.vllm_src
+                else:
+                    exe = str(python / "venv/bin/python")
                 run = subprocess.run(
                     [exe, script, which, url, str(streams), str(requests), str(args.output)],
                     check=True,
                     capture_output=True,
                     text=True,
                     timeout=900,
+                    env=env,
                 )
                 figures[which].append(json.loads(run.stdout.splitlines()[-1])["cpu_us_per_token"])
         for which, name in (("ours", "blackwell-doctor"), ("vllm", "vllm (request path)")):
