@@ -8,9 +8,10 @@
 # bench's, CPU microseconds per output token at 1,024 and 4,096 streams.
 #
 #   sh benchmarks/device/bench_client.sh prepare   # HERE, beside the vLLM CPU install:
-#       # build/vllm-client/ (~0.7 MB): that file verbatim under empty package files, and
+#       # build/vllm-client/ (~0.3 MB): that file verbatim under empty package files, and
 #       # tqdm (pure Python); carry "build/vllm-client"
-#   OUT=/tmp/out sh benchmarks/device/bench_client.sh      # ~6 minutes on 16 cores
+#   OUT=/tmp/out sh benchmarks/device/bench_client.sh      # ~9 minutes on 16 cores: or in two
+#   PARTS="lateness memory build" ... and PARTS="streams cpu" ... (each under 10 minutes)
 #   PARTS="memory" OUT=/tmp/out sh benchmarks/device/bench_client.sh   # one part of them
 #
 # Writes under $OUT (PARTS: lateness memory build streams cpu, default all):
@@ -76,7 +77,7 @@ case " $PARTS " in *" cpu "*)
     if [ -f "$VSRC/vllm/benchmarks/lib/endpoint_request_func.py" ]; then
         SRC=$(cd "$VSRC" && pwd)
         $PY -c 'import regex' 2>/dev/null || SRC="$SRC:$SRC/shim"
-        $B --cpu --streams 1024 4096 --repeat 3 --requests-per-stream 4 --server-processes 4 \
+        $B --cpu --streams 1024 4096 --repeat 3 --requests-per-stream 2 --server-processes 4 \
             --vllm-src "$SRC" >"$OUT/cpu.txt" 2>&1
     else
         echo "no $VSRC (sh benchmarks/device/bench_client.sh prepare, then carry it)" >"$OUT/cpu.txt"
