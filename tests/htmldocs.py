@@ -32,6 +32,9 @@ CAPTURED = FIXTURES / "bench" / "tiny-moe-vllm-cpu.json"
 # the same loads.
 SWEEP = FIXTURES / "bench" / "tiny-moe-vllm-cpu-sweep.json"
 SWEEP_SEQS1 = FIXTURES / "bench" / "tiny-moe-vllm-cpu-sweep-seqs1.json"
+# bench --trace of a Poisson trace of 150 requests against the real vLLM CPU server: its send
+# lateness (tests/fixtures/bench/README.md).
+REPLAY = FIXTURES / "bench" / "tiny-moe-vllm-cpu-replay.json"
 
 # What a model id, a shape or file name, or a node name could carry into a page.
 IMG = "<img src=x onerror=window.__pwned=1>"
@@ -148,6 +151,8 @@ def _cdf_plots(run: BenchRun) -> list[tuple[str, int]]:
     plots = []
     if not isinstance(run.sweep, msgspec.UnsetType):
         plots += _sweep_plots([run.sweep])
+    if not isinstance(run.trace, msgspec.UnsetType) and run.trace.lateness_cdf_ms:
+        plots.append(("send-lateness", 2))  # the CDF and the 1 ms bar
     for shape in run.shapes:
         ok = [s for s in shape.samples if s.ok]
         if ok:
@@ -202,6 +207,10 @@ def _sweep_plots(sweeps: list[SweepResult]) -> list[tuple[str, int]]:
     return plots + ([("goodput-rate", curves + marks)] if curves else [])
 
 
+def replayed() -> BenchRun:
+    return decode_run(REPLAY.read_bytes(), source=str(REPLAY))
+
+
 def swept() -> BenchRun:
     return decode_run(SWEEP.read_bytes(), source=str(SWEEP))
 
@@ -226,9 +235,10 @@ def _fleet_plots(report: FleetReport) -> list[tuple[str, int]]:
 def pages() -> list[Page]:
     """The four reports, each clean and with hostile strings."""
     run, soak, doc, fleet = captured(), soaked(), compared(), fleet_report()
-    rated, rated_doc = swept(), swept_compared()
+    rated, rated_doc, replay = swept(), swept_compared(), replayed()
     out = [
         Page("run", render_bench(run, BenchFormat.HTML), tuple(_cdf_plots(run))),
+        Page("replay", render_bench(replay, BenchFormat.HTML), tuple(_cdf_plots(replay))),
         Page("sweep", render_bench(rated, BenchFormat.HTML), tuple(_cdf_plots(rated))),
         Page(
             "sweep-compare",
@@ -251,6 +261,12 @@ def pages() -> list[Page]:
             rated,
             server=msgspec.structs.replace(rated.server, model=evil),
             sweep=msgspec.structs.replace(rated.sweep, shape=evil, notes=[evil]),
+        )
+        assert not isinstance(replay.trace, msgspec.UnsetType)
+        bad_replay = msgspec.structs.replace(
+            replay,
+            server=msgspec.structs.replace(replay.server, model=evil),
+            trace=msgspec.structs.replace(replay.trace, file=f"traces/{evil}", format=evil),
         )
         bad_doc = compared(evil, evil)
         bad_doc = msgspec.structs.replace(
@@ -279,6 +295,12 @@ def pages() -> list[Page]:
                 f"run-hostile-{i}",
                 render_bench(bad_run, BenchFormat.HTML),
                 tuple(_cdf_plots(bad_run)),
+                (sanitize_line(evil),),
+            ),
+            Page(
+                f"replay-hostile-{i}",
+                render_bench(bad_replay, BenchFormat.HTML),
+                tuple(_cdf_plots(bad_replay)),
                 (sanitize_line(evil),),
             ),
             Page(

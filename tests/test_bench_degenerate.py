@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from blackwell_doctor.cli import main
 from blackwell_doctor.report.bench import decode_run
@@ -65,6 +67,66 @@ def test_longest_repeat_finds_the_unit() -> None:
     assert degenerate.longest_repeat("xmanualmanualmanualy", 8) == ("manual", 3)
     assert degenerate.longest_repeat("!!!!!!", 8) == ("!", 6)
     assert degenerate.longest_repeat("", 8) == ("", 0)
+
+
+def walked_repeat(text: str, max_unit: int) -> tuple[str, int]:
+    """longest_repeat's definition, walked character by character (its first version)."""
+    best_unit, best_repeats, best_cover = "", 0, 0
+    n = len(text)
+    for u in range(1, min(max_unit, n) + 1):
+        start, j = 0, u
+        while j <= n:
+            if j < n and text[j] == text[j - u]:
+                j += 1
+                continue
+            repeats = (j - start) // u
+            if repeats >= 2 and repeats * u > best_cover:
+                best_unit, best_repeats, best_cover = text[start : start + u], repeats, repeats * u
+            start = max(j - u + 1, start + 1)
+            j = start + u
+    if not best_unit and text:
+        return text[0], 1
+    return best_unit, best_repeats
+
+
+@settings(deadline=None)  # the shared CI machine is slow at times: no time is asserted
+@given(
+    st.lists(
+        st.one_of(st.text(alphabet="ab é", max_size=6), st.just("tok "), st.just("!")),
+        max_size=30,
+    ).map("".join),
+    st.integers(min_value=1, max_value=10),
+)
+def test_longest_repeat_is_the_walked_definition(text: str, max_unit: int) -> None:
+    assert degenerate.longest_repeat(text, max_unit) == walked_repeat(text, max_unit)
+
+
+def walked_judge(text: str) -> str | None:
+    """judge's verdict with the walked definition and no quick test."""
+    rules = degenerate.load_rules()
+    joined = "".join(text.split())
+    if not joined:
+        return "empty"
+    unit, repeats = walked_repeat(joined, rules.max_unit_chars)
+    share = len(unit) * repeats / len(joined)
+    return None if repeats < rules.min_repeats or share < rules.min_share else unit
+
+
+@settings(deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.text(alphabet="ab é", max_size=4), st.just("tok "), st.just("!")),
+        max_size=60,
+    ).map("".join)
+)
+@example("!" * 20)
+@example("tok " * 40)
+@example("start " + "manual" * 20)
+@example("manual" * 20 + "x" * 31)  # a cover just under 80%
+@example("manual" * 20 + "x" * 30)  # exactly 80%
+def test_the_quick_test_never_spares_a_degenerate_answer(text: str) -> None:
+    verdict = degenerate.judge(text, "", tokens_asked=True)
+    assert (verdict is None) == (walked_judge(text) is None)
 
 
 def _bang_stream(request_count: list[int]) -> h.Handler:

@@ -329,6 +329,11 @@ def test_a_replay_sends_every_request_sized_in_server_tokens_with_shared_blocks(
     assert trace["size_source"] == "tokenize"
     assert trace["lateness_ms"]["p50"] >= 0
     assert trace["lateness_max_ms"] >= 0
+    # Every request's lateness kept as the distribution's order statistics (4 of them here).
+    cdf = trace["lateness_cdf_ms"]
+    assert len(cdf) == 4
+    assert cdf == sorted(cdf)
+    assert cdf[-1] == trace["lateness_max_ms"]
     (shape,) = doc["shapes"]
     assert shape["name"] == "trace"
     assert shape["completed"] == 4
@@ -336,9 +341,12 @@ def test_a_replay_sends_every_request_sized_in_server_tokens_with_shared_blocks(
     assert [s["prompt_tokens"] for s in shape["samples"]] == [40, 20, 45, 12]
     assert [s["output_tokens"] for s in shape["samples"]] == [3, 2, 4, 1]
     assert shape["metrics"]["server_generation_tokens"] == shape["metrics"]["output_tokens"] == 10
-    # Sent in the trace's order, each prompt made of its blocks.
-    texts = [c["messages"][0]["content"].split() for c in fake.chats]
-    assert [len(t) for t in texts] == [40 - 7, 20 - 7, 45 - 7, 12 - 7]
+    # Sent in the trace's order (the first two, both due at 0, leave together and reach the
+    # server in either order), each prompt made of its blocks.
+    sent = [c["messages"][0]["content"].split() for c in fake.chats]
+    assert sorted(len(t) for t in sent[:2]) == [20 - 7, 40 - 7]
+    assert [len(t) for t in sent[2:]] == [45 - 7, 12 - 7]
+    texts = sorted(sent[:2], key=len, reverse=True) + sent[2:]
     assert texts[0][:13] == texts[1]  # hash ids 1, 2 (the second's prompt ends inside 2)
     assert texts[0][:32] == texts[2][:32]  # hash ids 1, 2 and most of 3
     assert texts[3][0:5] != texts[0][0:5]
@@ -511,7 +519,8 @@ def test_client_processes_share_the_replay_and_every_request_is_measured_once(
 
 
 def test_the_busiest_second_sets_the_client_processes(tmp_path: Path) -> None:
-    from blackwell_doctor.app.replay import REQUESTS_PER_PROCESS, client_processes
+    from blackwell_doctor.app.clients import REQUESTS_PER_PROCESS
+    from blackwell_doctor.app.replay import client_processes
 
     rows = "".join(
         json.dumps({"timestamp": i, "input_length": 10, "output_length": 1}) + "\n"

@@ -256,6 +256,106 @@ def test_a_stream_that_stalls_hits_the_deadline(serve: Callable[[Handler], str])
     assert "0.5 s deadline" in (out.detail or "")
 
 
+class OneAnswerPerConnection:
+    """A raw HTTP/1.1 server (asyncio streams, in a thread) that answers the first request of
+    each connection with a complete SSE stream and keeps the connection open; a later request
+    on it (``close_reused``), or every request (``close_all``), is read and the connection
+    closed without an answer: what a client that reuses connections meets when the server
+    closes one as the request is written (uvicorn's keep-alive timeout)."""
+
+    def __init__(self, *, close_all: bool = False) -> None:
+        self.close_all = close_all
+        self.connections = 0
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self.handle, "127.0.0.1", 0), self.loop
+        ).result(10)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        answered = 0
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            length = 0
+            for line in head.split(b"\r\n"):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+            if self.close_all or answered:
+                break  # read whole, then closed: a FIN, no answer
+            body = b"data: " + chunk(content="ok") + b"\n\n" + b"data: " + USAGE + b"\n\n"
+            body += b"data: [DONE]\n\n"
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+                + f"{len(body):x}\r\n".encode()
+                + body
+                + b"\r\n0\r\n\r\n"
+            )
+            await writer.drain()
+            answered += 1
+        writer.close()
+
+    def close(self) -> None:
+        self.server.close()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def fetch_in_turn(url: str, count: int) -> list[client.Outcome]:
+    """``count`` requests one after the other through one session of bench's pool."""
+
+    async def go() -> list[client.Outcome]:
+        async with aiohttp.ClientSession(connector=client.Pool(4)) as session:
+            body = client.request_body(model="fake", prompt="hi", max_tokens=7, ignore_eos=True)
+            return [
+                await client.stream_chat(
+                    session, url + "/v1/chat/completions", body, {}, deadline_s=5.0
+                )
+                for _ in range(count)
+            ]
+
+    return asyncio.run(go())
+
+
+def test_a_reused_connection_closed_before_an_answer_is_written_again_on_a_new_one() -> None:
+    # The failure of CI on eb7fa0e (ecd6614): a request written on a pooled keep-alive
+    # connection that the server closed got "Server disconnected" and was counted failed.
+    server = OneAnswerPerConnection()
+    try:
+        first, second, third = fetch_in_turn(server.url, 3)
+    finally:
+        server.close()
+    assert (first.ok, first.resent) == (True, 0)
+    # Each later request met the connection its predecessor left, closed unanswered, and
+    # was answered on a new one, timed from its first attempt.
+    for later in (second, third):
+        assert (later.ok, later.resent, later.text) == (True, 1, "ok"), later
+        assert later.ttft_s is not None
+        assert later.latency_s is not None
+    assert server.connections == 3
+
+
+def test_a_new_connection_closed_before_an_answer_is_the_requests_failure() -> None:
+    # What vLLM's benchmark counts failed is counted failed: a server that closes a fresh
+    # connection unanswered is not asked again.
+    server = OneAnswerPerConnection(close_all=True)
+    try:
+        (only,) = fetch_in_turn(server.url, 1)
+    finally:
+        server.close()
+    assert (only.ok, only.error, only.resent) == (False, client.EARLY_CLOSE, 0)
+    assert "before answering" in (only.detail or "")
+    assert server.connections == 1
+
+
 # --- the command line --------------------------------------------------------------------
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import datetime as dt
 import ipaddress
 import math
 import re
 import time
 import urllib.parse
+from array import array
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +27,7 @@ import msgspec
 import yarl
 
 from blackwell_doctor import TOOL_NAME, __version__
+from blackwell_doctor.app import clients
 from blackwell_doctor.collect.bench import client, prompts, schedule
 from blackwell_doctor.collect.bench.server_env import (
     NotPrometheus,
@@ -56,6 +60,7 @@ from blackwell_doctor.report.bench_env import (
     host_from_facts,
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics
+from blackwell_doctor.report.sample_table import SampleTable
 from blackwell_doctor.ruledata import samples as sample_rules
 from blackwell_doctor.ruledata.rules import load_rule_data
 from blackwell_doctor.ruledata.shapes import Shape
@@ -212,6 +217,9 @@ class BenchConfig:
     load: RateLoad | None = None
     # bench --multi-turn N: each user's requests are conversations of N turns (app.multiturn).
     multi_turn: int = 1
+    # --client-processes N: the client processes that send each shape (None: app/clients.py's
+    # auto count; a conversation of --multi-turn is always sent from this process).
+    client_processes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -240,8 +248,12 @@ class SweepState:
     load: RateLoad
     shape: str
     loads: list[tuple[sweeps.Load, str]] = field(default_factory=list)
-    extras: dict[str, tuple[int | None, list[float] | None]] = field(default_factory=dict)
+    extras: dict[str, tuple[int | None, Sequence[float] | None]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+
+# How many of the latest requests the live display's running p50 is over.
+LIVE_RECENT = 1000
 
 
 @dataclass
@@ -253,8 +265,10 @@ class Live:
     total: int = 0
     done: int = 0
     errors: int = 0
-    ttft_s: list[float] = field(default_factory=list)
-    e2e_s: list[float] = field(default_factory=list)
+    # The last LIVE_RECENT requests' TTFT and E2E (the display's running p50: bounded, so
+    # that neither memory nor the display's sort grows with the run).
+    ttft_s: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_RECENT))
+    e2e_s: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_RECENT))
 
 
 @dataclass
@@ -265,12 +279,15 @@ class _Current:
     notes: list[str]
     total: int
     t0: float = 0.0
-    outcomes: list[client.Outcome] = field(default_factory=list)
+    # Each request as it ended (its answer judged then, and not kept), held as columns.
+    samples: SampleTable = field(default_factory=SampleTable)
+    # Answers with reasoning text the server did not count: (their place in samples, the
+    # text, its chunks), counted with the server's /tokenize once the shape is measured.
+    uncounted: list[tuple[int, str, int]] = field(default_factory=list)
     before: Snapshot | None = None
     peaks: list[Snapshot] = field(default_factory=list)
-    # --multi-turn: each outcome's turn in its conversation (1, 2, ...), and the turns asked.
-    turns: list[int] | None = None
-    multi_turn: int | None = None
+    multi_turn: int | None = None  # --multi-turn: the turns asked
+    resent: int = 0  # requests written again on a new connection (client.stream_chat)
 
 
 @dataclass
@@ -287,9 +304,8 @@ class RunState:
     sweep: SweepState | None = None  # bench --rate
 
 
-def note_fingerprint(state: RunState, outcome: client.Outcome) -> None:
-    """Keep ``outcome``'s system_fingerprint (the first MAX_FINGERPRINTS distinct ones)."""
-    fp = outcome.system_fingerprint
+def note_fingerprint(state: RunState, fp: str | None) -> None:
+    """Keep an answer's system_fingerprint (the first MAX_FINGERPRINTS distinct ones)."""
     if fp and fp not in state.fingerprints and len(state.fingerprints) < MAX_FINGERPRINTS:
         state.fingerprints.append(fp)
 
@@ -346,28 +362,22 @@ def _shape_result(
     equivalence: list[EquivalenceOutput],
     reasoning_estimates: list[int | None] | None = None,
 ) -> ShapeResult:
-    turns: list[int | None] = [*cur.turns] if cur.turns else [None] * len(cur.outcomes)
-    samples = [
-        _sample(o, cur.t0, cur.shape.output_tokens, turn)
-        for o, turn in zip(cur.outcomes, turns, strict=True)
-    ]
-    errors: dict[str, int] = {}
-    for s in samples:
-        if s.error:
-            errors[s.error] = errors.get(s.error, 0) + 1
+    samples = cur.samples
+    errors = samples.error_counts()
     server = None
     if cur.before is not None and after is not None:
         server = delta(cur.before, after, cur.peaks)
-    estimates = reasoning_estimates or [
-        o.reasoning_chunks if o.reasoning_text else None for o in cur.outcomes
-    ]
-    metrics = shape_metrics(
-        samples,
-        duration_s=max(0.0, end - cur.t0) if cur.t0 else 0.0,
-        reasoning_estimates=estimates,
-        server_generation_tokens=None if server is None else server.generation_tokens,
-    )
+    estimates = reasoning_estimates or chunk_estimates(cur)
+    with spill_sorted():
+        metrics = shape_metrics(
+            samples,
+            duration_s=max(0.0, end - cur.t0) if cur.t0 else 0.0,
+            reasoning_estimates=estimates,
+            server_generation_tokens=None if server is None else server.generation_tokens,
+        )
     notes = list(cur.notes)
+    if cur.resent:
+        notes.append(resent_note(cur.resent))
     if metrics.token_source != USAGE:
         notes.append(
             "the server sent no usage for some requests: their output tokens are counted "
@@ -407,7 +417,7 @@ def _shape_result(
         input_size_source=cur.size_source,
         output_tokens_max=cur.shape.output_tokens,
         requests=len(samples),
-        completed=sum(1 for s in samples if s.ok),
+        completed=samples.completed(),
         errors=errors,
         duration_s=max(0.0, end - cur.t0) if cur.t0 else 0.0,
         complete=complete,
@@ -420,6 +430,34 @@ def _shape_result(
         quantiles=cur.shape.asked_quantiles(),
         requests_needed=sample_rules.needed(cur.shape.asked_quantiles())[1],
         turns=cur.multi_turn,
+    )
+
+
+def spill_sorted() -> contextlib.AbstractContextManager[None]:
+    """A run's long series sorted on disk while its percentiles are taken (report/stats.py's
+    Ascending: an unnamed temporary file, not a second 8-byte copy of the token gaps)."""
+    import tempfile
+
+    from blackwell_doctor.report.stats import spilling
+
+    return spilling(tempfile.TemporaryFile)
+
+
+def chunk_estimates(cur: _Current) -> list[int | None]:
+    """Each sample's reasoning tokens as its reasoning chunks, where the server counted none
+    (None elsewhere): the estimate of a shape whose texts were not counted."""
+    estimates: list[int | None] = [None] * len(cur.samples)
+    for place, _, chunks in cur.uncounted:
+        estimates[place] = chunks
+    return estimates
+
+
+def resent_note(count: int) -> str:
+    """The note of a shape whose ``count`` requests were written again (client.stream_chat)."""
+    return (
+        f"{count} requests were written again on a new connection: the server had closed the "
+        "pooled keep-alive connection they were first written to, before answering (timed "
+        "from the first attempt)"
     )
 
 
@@ -444,7 +482,7 @@ def _sample_notes(shape: Shape, planned: int, completed: int) -> list[str]:
 def build_document(state: RunState, *, interrupted: bool) -> BenchRun:
     """The run document from whatever ``state`` holds (a shape in progress included)."""
     shapes = list(state.shapes)
-    if state.current is not None and state.current.outcomes:
+    if state.current is not None and state.current.samples:
         shapes.append(
             _shape_result(
                 state.current, end=time.perf_counter(), complete=False, after=None, equivalence=[]
@@ -1009,6 +1047,95 @@ async def send_each(count: int, width: int, send: Callable[[int], Awaitable[bool
         await asyncio.gather(*workers, return_exceptions=True)
 
 
+@dataclass(frozen=True)
+class ShapeShare:
+    """The requests of a shape one client process sends (app/clients.py): their indices,
+    and what builds and sends each (its prompt is prompts.words of the shape's name and its
+    index, as in this process). ``users`` of them at once (a closed loop), or each at its
+    send offset after the start (``offsets``, an open loop); none started ``stop_after_s``
+    after the start (--duration)."""
+
+    chat_url: str
+    headers: dict[str, str]
+    model: str
+    deadline_s: float
+    seed: int
+    name: str
+    n_words: int
+    max_tokens: int
+    ignore_eos: bool
+    extra_body: dict[str, Any] | None
+    usage_limit: int | None
+    indices: array[int]
+    users: int
+    offsets: array[float] | None = None
+    stop_after_s: float | None = None
+
+    def body(self, index: int) -> bytes:
+        return client.request_body(
+            model=self.model,
+            prompt=prompts.words(self.seed, self.name, index, self.n_words),
+            max_tokens=self.max_tokens,
+            ignore_eos=self.ignore_eos,
+            extra=self.extra_body,
+        )
+
+
+async def send_shape_share(
+    share: ShapeShare,
+    t0: float,
+    session: aiohttp.ClientSession,
+    report: clients.Report,
+    sent: Callable[[], None],
+) -> int:
+    """Send ``share`` from ``t0`` (a clients.Sender): each request measured into ``report``
+    as it ends (its answer judged there); the most requests in flight at once."""
+    count = len(share.indices)
+    few = count * share.n_words <= _PREBUILT_WORDS
+    bodies = [share.body(i) for i in share.indices] if few else None
+    stop_at = None if share.stop_after_s is None else t0 + share.stop_after_s
+    done = schedule.Sent()
+
+    async def one(k: int) -> bool:
+        if stop_at is not None and time.perf_counter() >= stop_at:
+            return False
+        data = bodies[k] if bodies is not None else share.body(share.indices[k])
+        sent()
+        late = done.lateness_s[k] if share.offsets is not None else 0.0
+        o = await client.stream_chat(
+            session,
+            share.chat_url,
+            data,
+            share.headers,
+            deadline_s=share.deadline_s,
+            max_tokens=share.usage_limit,
+        )
+        report(clients.result(share.indices[k], late, o, _sample(o, t0, share.max_tokens)))
+        return True
+
+    if share.offsets is None:
+        # A closed loop starts at t0 (the processes' common start, just ahead).
+        await asyncio.sleep(max(0.0, t0 - time.perf_counter()))
+        await send_each(count, share.users, one)
+        return min(share.users, count)
+    await schedule.send_on_schedule(
+        share.offsets,
+        one,
+        start=t0,
+        stop=lambda: stop_at is not None and time.perf_counter() >= stop_at,
+        sent=done,
+    )
+    return done.peak_in_flight
+
+
+def client_processes(config: BenchConfig, users: int, offsets: Sequence[float] | None) -> int:
+    """How many client processes send a shape's requests: --client-processes, else (auto)
+    app/clients.py's count for its open loop or its users."""
+    if config.client_processes is not None:
+        return config.client_processes
+    return clients.for_users(users) if offsets is None else clients.for_rate(offsets)
+
+
 async def measure_shape(
     srv: _Server,
     config: BenchConfig,
@@ -1026,8 +1153,9 @@ async def measure_shape(
     """Measure ``shape`` into ``state.shapes``: its users in a closed loop (each sends its
     next request when its last one ended), or, with ``offsets``, each request at its send
     offset (collect/bench/schedule.py, an open loop; ``sent`` gets each one's lateness and
-    the peak in flight). ``size`` (the prompt size, when already known), ``warmup`` and
-    ``equivalence`` (the greedy prompts) let a sweep do those once for all its points."""
+    the peak in flight), from this process or from client processes (app/clients.py).
+    ``size`` (the prompt size, when already known), ``warmup`` and ``equivalence`` (the
+    greedy prompts) let a sweep do those once for all its points."""
     server = state.server
     assert server is not None
     assert server.model is not None
@@ -1045,20 +1173,30 @@ async def measure_shape(
     if turns_note:
         notes.append(turns_note)
     total = config.requests or shape.planned_requests()
+    if offsets is not None:
+        offsets = offsets[:total]
     chat_url = srv.endpoint.url("/v1/chat/completions")
-
-    def body(index: int, *, salt: str = "") -> bytes:
-        return client.request_body(
-            model=model,
-            prompt=prompts.words(config.seed, shape.name + salt, index, n_words),
-            max_tokens=shape.output_tokens,
-            ignore_eos=shape.ignore_eos,
-            extra=shape.extra_body,
-        )
-
     most = usage_limit(shape.output_tokens, shape.extra_body)
+    share = ShapeShare(
+        chat_url=chat_url,
+        headers=dict(srv.headers),
+        model=model,
+        deadline_s=config.deadline_s,
+        seed=config.seed,
+        name=shape.name,
+        n_words=n_words,
+        max_tokens=shape.output_tokens,
+        ignore_eos=shape.ignore_eos,
+        extra_body=shape.extra_body,
+        usage_limit=most,
+        indices=array("q", range(total)),
+        users=shape.concurrency,
+        offsets=None if offsets is None else array("d", offsets),
+        stop_after_s=config.duration_s,
+    )
     live.shape, live.total, live.done, live.errors = shape.name, total, 0, 0
-    live.ttft_s, live.e2e_s = [], []
+    live.ttft_s.clear()
+    live.e2e_s.clear()
 
     async def send(data: bytes) -> client.Outcome:
         return await client.stream_chat(
@@ -1070,7 +1208,15 @@ async def measure_shape(
         progress(live)
 
         async def warm(index: int) -> bool:
-            await send(body(index, salt="/warmup"))
+            await send(
+                client.request_body(
+                    model=model,
+                    prompt=prompts.words(config.seed, shape.name + "/warmup", index, n_words),
+                    max_tokens=shape.output_tokens,
+                    ignore_eos=shape.ignore_eos,
+                    extra=shape.extra_body,
+                )
+            )
             return True
 
         await send_each(shape.warmup, min(shape.warmup, shape.concurrency), warm)
@@ -1078,39 +1224,49 @@ async def measure_shape(
         shape=shape, input_tokens=target, size_source=size_source, notes=notes, total=total
     )
     state.current = cur
+    processes = 1
     if config.multi_turn > 1:
-        cur.turns, cur.multi_turn = [], config.multi_turn
-    if server.metrics_endpoint:
-        cur.before = await _settled_metrics(srv, model)
-    # Built before the clock starts when they are few; else each as it is sent (below).
-    # A conversation's turns carry its answers: each is built when its turn comes.
-    few = total * n_words <= _PREBUILT_WORDS
-    bodies = [body(i) for i in range(total)] if few and cur.turns is None else None
-    if bodies is None and not few:
+        cur.multi_turn = config.multi_turn
+    else:
+        users = total if offsets is not None else shape.concurrency
+        processes = max(1, min(client_processes(config, shape.concurrency, offsets), users))
+    if processes > 1:
+        notes.append(f"sent by {processes} client processes")
+    if total * n_words > _PREBUILT_WORDS:
         notes.append(
             f"each request's prompt was built just before it was sent ({total} prompts of "
             f"{n_words} words are too many to hold at once)"
         )
-    live.phase = "measuring"
-    progress(live)
-    cur.t0 = time.perf_counter()
-    stop_at = cur.t0 + config.duration_s if config.duration_s else None
-    stopped = False
+    if server.metrics_endpoint:
+        cur.before = await _settled_metrics(srv, model)
+    # Each request's send lateness, by index (an open loop; NaN: not sent).
+    lateness = array("d", [math.nan]) * (total if offsets is not None else 0)
 
-    def due() -> bool:
-        nonlocal stopped
-        if stop_at is not None and time.perf_counter() >= stop_at:
-            stopped = True
-        return not stopped
+    def take(result: clients.Result) -> None:
+        index, late, sample, estimate, fingerprint, resent, reasoning = result
+        note_fingerprint(state, fingerprint)
+        cur.resent += resent
+        if reasoning:
+            cur.uncounted.append((len(cur.samples), reasoning, estimate or 0))
+        cur.samples.append(sample)
+        if offsets is not None:
+            lateness[index] = late
+        live.done += 1
+        if sample.ok:
+            assert sample.ttft_ms is not None
+            assert sample.e2e_ms is not None
+            live.ttft_s.append(sample.ttft_ms / 1000.0)
+            live.e2e_s.append(sample.e2e_ms / 1000.0)
+        else:
+            live.errors += 1
+        progress(live)
 
-    async def one(index: int) -> bool:
-        if not due():
-            return False
-        record(await send(body(index) if bodies is None else bodies[index]))
-        return True
+    def record(outcome: client.Outcome, turn: int | None = None) -> None:
+        sample = _sample(outcome, cur.t0, shape.output_tokens, turn)
+        take(clients.result(0, 0.0, outcome, sample))
 
     async def turn(messages: list[dict[str, str]], number: int) -> client.Outcome | None:
-        if not due():
+        if stop_at is not None and time.perf_counter() >= stop_at:
             return None
         outcome = await send(
             client.request_body(
@@ -1122,29 +1278,33 @@ async def measure_shape(
                 extra=shape.extra_body,
             )
         )
-        if cur.turns is not None:
-            cur.turns.append(number)
-        record(outcome)
+        record(outcome, number)
         return outcome
 
-    def record(outcome: client.Outcome) -> None:
-        note_fingerprint(state, outcome)
-        cur.outcomes.append(outcome)
-        live.done += 1
-        if outcome.ok:
-            assert outcome.ttft_s is not None
-            assert outcome.latency_s is not None
-            live.ttft_s.append(outcome.ttft_s)
-            live.e2e_s.append(outcome.latency_s)
-        else:
-            live.errors += 1
-        progress(live)
+    def report(result: clients.Result) -> None:
+        take(result)
 
+    live.phase = "measuring"
+    progress(live)
     lost = 0
-    async with polled_metrics(srv, model, cur.peaks, poll=server.metrics_endpoint):
-        if cur.turns is not None:
+    stop_at: float | None = None
+    peak = 0
+
+    def keep_lateness() -> None:  # into ``sent`` (each request's, in order), whatever ended it
+        if sent is not None:
+            sent.peak_in_flight = peak
+            sent.lateness_s[:] = array("d", (v for v in lateness if not math.isnan(v)))
+
+    async with contextlib.AsyncExitStack() as ends:
+        ends.callback(keep_lateness)
+        await ends.enter_async_context(
+            polled_metrics(srv, model, cur.peaks, poll=server.metrics_endpoint)
+        )
+        if cur.multi_turn is not None:
             from blackwell_doctor.app import multiturn
 
+            cur.t0 = time.perf_counter()
+            stop_at = cur.t0 + config.duration_s if config.duration_s else None
             lost = await multiturn.run_conversations(
                 total,
                 config.multi_turn,
@@ -1153,46 +1313,51 @@ async def measure_shape(
                 ask=turn,
                 each=send_each,
             )
-        elif offsets is None:
-            await send_each(total, shape.concurrency, one)
+        elif processes == 1:
+            cur.t0 = time.perf_counter()
+            peak = await send_shape_share(share, cur.t0, srv.session, report, lambda: None)
         else:
-            done = await schedule.send_on_schedule(
-                offsets[:total],
-                one,
-                start=cur.t0,
-                stop=lambda: stop_at is not None and time.perf_counter() >= stop_at,
-                sent=sent,
-            )
-            stopped = stopped or done.stopped
+            shares = [
+                dataclasses.replace(
+                    share,
+                    indices=share.indices[k::processes],
+                    users=len(range(k, shape.concurrency, processes)) or 1,
+                    offsets=None if share.offsets is None else share.offsets[k::processes],
+                )
+                for k in range(processes)
+            ]
+            run = clients.Run(shares, send_shape_share)
+            try:
+                await run.send(report, lambda _: None)
+            finally:
+                cur.t0 = run.t0 or time.perf_counter()
+                peak = run.peak_in_flight
         # vLLM's benchmark_duration: from before the first request to after the last.
         end = time.perf_counter()
     after = await _settled_metrics(srv, model) if server.metrics_endpoint else None
+    stopped = bool(config.duration_s) and len(cur.samples) + lost < total
     if stopped:
         notes.append(
-            f"--duration {config.duration_s:g} s reached: {len(cur.outcomes)} of "
+            f"--duration {config.duration_s:g} s reached: {len(cur.samples)} of "
             f"{total} requests sent"
         )
-    if cur.turns is not None:
+    if cur.multi_turn is not None:
         from blackwell_doctor.app import multiturn
 
         pairs = [
-            (t, o.ttft_s)
-            for t, o in zip(cur.turns, cur.outcomes, strict=True)
-            if o.ok and o.ttft_s is not None
+            (s.turn or 0, s.ttft_ms / 1000.0) for s in cur.samples if s.ok and s.ttft_ms is not None
         ]
         notes.append(multiturn.ttft_by_turn(pairs, config.multi_turn))
         if lost:
             notes.append(f"{lost} turns not sent: an earlier turn of their conversation failed")
-    notes += _sample_notes(shape, total, sum(1 for o in cur.outcomes if o.ok))
-    estimates: list[int | None] = []
-    for o in cur.outcomes:
-        if not o.reasoning_text or o.reasoning_tokens is not None:
-            estimates.append(None)
-            continue
-        counted = None
-        if server.tokenize_endpoint:
-            counted = await srv.count_tokens(model, o.reasoning_text, chat=False)
-        estimates.append(counted if counted is not None else o.reasoning_chunks)
+    notes += _sample_notes(shape, total, cur.samples.completed())
+    estimates = chunk_estimates(cur)
+    if server.tokenize_endpoint:
+        for place, text, _ in cur.uncounted:
+            counted = await srv.count_tokens(model, text, chat=False)
+            if counted is not None:
+                estimates[place] = counted
+    cur.uncounted = []
     greedy_outputs: list[EquivalenceOutput] = []
     if config.equivalence and equivalence:
         live.phase = "equivalence"
@@ -1229,7 +1394,7 @@ async def measure_shape(
                 )
                 top = None
                 o = await greedy(text, top)
-            note_fingerprint(state, o)
+            note_fingerprint(state, o.system_fingerprint)
             greedy_outputs.append(
                 EquivalenceOutput(
                     prompt_id=prompt_id,
@@ -1267,16 +1432,11 @@ async def connect(
     endpoint = parse_url(config.url)
     state.started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     state.seed = config.seed
-    # A connection per request, as `vllm bench serve` opens a session per request: a POST on
-    # a pooled connection the server has just closed fails instead of being measured. Idle
-    # ones dropped after 3 s (vLLM's uvicorn keeps one 5 s) still met it: beside two busy
-    # loops (issue 32's loaded CI), 5 of 64 requests to the one-sequence server, each sent
-    # the moment another ended on its connection, got "Server disconnected". Opening one
-    # costs a loopback handshake (~0.1 ms); over a network, one round trip in TTFT, as vLLM's
-    # own benchmark counts it.
-    connector = aiohttp.TCPConnector(
-        limit=width, limit_per_host=width, ttl_dns_cache=300, force_close=True
-    )
+    # Keep-alive connections, as vLLM 0.32.0's benchmark keeps them (collect/bench/client.py:
+    # Pool; a request written on one the server had just closed is written again there).
+    # A connection per request (force_close) cost about a third of the client's tokens/s at
+    # 1,024 streams (benchmarks/evidence/2026-11-28/bench-client-vm/keepalive-ab.txt).
+    connector = client.Pool(width)
     async with aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None),

@@ -266,7 +266,6 @@ def _check_trace_options(request: BenchRequest) -> None:
             ("--trace-format", request.trace_format != "auto"),
             ("--time-scale", request.time_scale != 1.0),
             ("--trace-block-tokens", request.trace_block_tokens != 512),
-            ("--client-processes", request.client_processes is not None),
         ):
             if given:
                 raise UserError(f"{name} applies to --trace FILE")
@@ -289,6 +288,17 @@ def _check_trace_options(request: BenchRequest) -> None:
         ):
             if given:
                 raise UserError(f"--trace replays a trace's requests; it does not take {name}")
+    if request.client_processes is not None:
+        for name, given in (
+            ("--soak", request.soak is not None),
+            ("--multi-turn", request.multi_turn != 1),
+            ("--compare", request.compare is not None),
+        ):
+            if given:
+                raise UserError(
+                    f"--client-processes sends a measured load from several processes; it "
+                    f"does not go with {name}"
+                )
     if request.multi_turn != 1 and request.soak is not None:
         raise UserError("--multi-turn applies to shapes; --soak does not take it")
     if request.multi_turn != 1 and request.rate is not None:
@@ -356,6 +366,7 @@ def plan(request: BenchRequest) -> Plan:
         deadline_s=request.request_timeout_s,
         equivalence=request.equivalence and request.soak is None,
         multi_turn=request.multi_turn,
+        client_processes=request.client_processes,
     )
     if request.rate is not None:
         from blackwell_doctor.ruledata.shapes import MAX_PROMPT_TOKENS_IN_FLIGHT

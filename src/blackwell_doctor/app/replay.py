@@ -19,53 +19,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
-import os
-import signal
-import threading
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import overload
 
 import aiohttp
 import msgspec
 
 from blackwell_doctor.app import bench as runner
+from blackwell_doctor.app import clients
 from blackwell_doctor.collect.bench import blocks, client, prompts, schedule
 from blackwell_doctor.collect.bench.server_metrics import Snapshot, delta
 from blackwell_doctor.collect.bench.trace import BURSTGPT, Trace
 from blackwell_doctor.report.bench import (
     ESTIMATED,
+    LATENESS_POINTS,
     USAGE,
     BenchRun,
-    RequestSample,
     ShapeResult,
     TraceResult,
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics, stats_ms
+from blackwell_doctor.report.sample_table import SampleTable
+from blackwell_doctor.report.stats import rank_points
 
 SHAPE = "trace"
-# Requests in flight at once, at most (as a shape's concurrency): more wait for a
-# connection, and that wait counts in their TTFT, as in vllm bench serve.
-MAX_IN_FLIGHT = 10_000
 # Request bodies built ahead of the schedule (so that none is built at its due time).
 _AHEAD = 64
-# Before the first due time: room for the pacer's thread (and the client processes) to
-# start and the loop to settle.
-_LEAD_S = 0.05
-# Client processes: one per this many requests in the schedule's busiest second (auto), at
-# most MAX_PROCESSES; how long one may take to start, to stop; results sent back in batches
-# of at most _BATCH, at least every _FLUSH_S.
-REQUESTS_PER_PROCESS = 200
-MAX_PROCESSES = 16
-_START_S = 60.0
-_STOP_S = 5.0
-_BATCH = 256
-_FLUSH_S = 0.05
 # A request later than this is counted apart (the bar the client is held to).
 LATE_MS = 1.0
 # How many words a block check builds: one of Mooncake's blocks.
@@ -94,11 +77,15 @@ class ReplayState:
     sizing: Sizing | None = None
     t0: float = 0.0
     end: float = 0.0
-    samples: list[RequestSample | None] = field(default_factory=list)
+    # The requests measured, as they ended (columns: report/sample_table.py), each row's
+    # index in the trace, and its client-side reasoning estimate (-1: none).
+    samples: SampleTable = field(default_factory=SampleTable)
+    indices: array[int] = field(default_factory=lambda: array("q"))
     lateness_s: array[float] = field(default_factory=lambda: array("d"))
-    reasoning_estimates: list[int | None] = field(default_factory=list)
+    reasoning_estimates: array[int] = field(default_factory=lambda: array("q"))
     fired: int = 0
     peak_in_flight: int = 0
+    resent: int = 0  # requests written again on a new connection (client.stream_chat)
     prompt_tokens: int = 0
     reusable_prompt_tokens: int = 0
     capped: int = 0
@@ -179,22 +166,17 @@ class Share:
     hash_ids: array[int]
 
 
-# One measured request: (its index in the trace, its send lateness in seconds, its sample,
-# its client-side reasoning token estimate, the server's system_fingerprint).
-Result = tuple[int, float, RequestSample, int | None, str | None]
-
-
 async def send_share(
     share: Share,
     t0: float,
     session: aiohttp.ClientSession,
-    report: Callable[[Result], None],
-    sent: Callable[[int], None],
+    report: clients.Report,
+    sent: Callable[[], None],
 ) -> int:
     """Send ``share``'s requests at t0 + their due times (collect/bench/schedule.py's
     send_on_schedule, the one open-loop sender), each measured into ``report`` as it ends
-    with its send lateness; ``sent(k)`` as request k of the share leaves. Returns the most
-    requests in flight at once."""
+    with its send lateness; ``sent()`` as each leaves. Returns the most requests in flight
+    at once (a clients.Sender)."""
     count = len(share.indices)
     builder = blocks.BlockPrompts(
         share.words, seed=share.seed, words_per_block=share.words_per_block
@@ -238,7 +220,7 @@ async def send_share(
             data = bodies.pop(k)
         started = k + 1
         wake.set()
-        sent(k)
+        sent()
         late = done.lateness_s[k]  # send_on_schedule's, taken as this task began
         o = await client.stream_chat(
             session,
@@ -248,9 +230,7 @@ async def send_share(
             deadline_s=share.deadline_s,
             max_tokens=share.outputs[k],
         )
-        estimate = o.reasoning_chunks if o.reasoning_text and o.reasoning_tokens is None else None
-        sample = runner._sample(o, t0, share.outputs[k])
-        report((share.indices[k], late, sample, estimate, o.system_fingerprint))
+        report(clients.result(share.indices[k], late, o, runner._sample(o, t0, share.outputs[k])))
 
     builder_task = asyncio.create_task(prepare())
     while built < min(count, _AHEAD):  # the first bodies ready before the clock starts
@@ -267,17 +247,11 @@ async def send_share(
 
 def client_processes(trace: Trace, time_scale: float, asked: int | None) -> int:
     """How many client processes send the replay: ``asked``, else (auto) one per
-    REQUESTS_PER_PROCESS requests in the schedule's busiest second, at most one per CPU but
-    one, at least one."""
+    clients.REQUESTS_PER_PROCESS requests in the schedule's busiest second, at most one per
+    CPU but one, at least one."""
     if asked is not None:
         return asked
-    offsets, busiest, low = trace.offsets_s, 0, 0
-    for high in range(len(offsets)):
-        while (offsets[high] - offsets[low]) * time_scale >= 1.0:
-            low += 1
-        busiest = max(busiest, high - low + 1)
-    cpus = max(1, (os.cpu_count() or 1) - 1)
-    return max(1, min(cpus, MAX_PROCESSES, math.ceil(busiest / REQUESTS_PER_PROCESS)))
+    return clients.for_rate(trace.offsets_s, time_scale)
 
 
 async def run_replay(
@@ -289,7 +263,7 @@ async def run_replay(
     """Replay ``replay.trace`` against ``config``'s server into ``replay`` and ``state``."""
     trace = replay.trace
     count = len(trace)
-    async with runner.connect(config, state, width=min(MAX_IN_FLIGHT, count) + 4) as srv:
+    async with runner.connect(config, state, width=min(clients.MAX_IN_FLIGHT, count) + 4) as srv:
         if srv is None:
             return
         server = state.server
@@ -322,18 +296,19 @@ async def run_replay(
             )
             for part in range(processes)
         ]
+        del n_words  # in the shares now
         live = runner.Live(shape=SHAPE, phase="replaying", total=count)
-        replay.samples = [None] * count
-        replay.reasoning_estimates = [None] * count
         replay.lateness_s = array("d", bytes(8 * count))
 
-        def report(result: Result) -> None:
-            index, late, sample, estimate, fingerprint = result
+        def report(result: clients.Result) -> None:
+            index, late, sample, estimate, fingerprint, resent, _ = result
+            replay.resent += resent
             replay.lateness_s[index] = late
-            replay.samples[index] = sample
-            replay.reasoning_estimates[index] = estimate
+            replay.samples.append(sample)
+            replay.indices.append(index)
+            replay.reasoning_estimates.append(-1 if estimate is None else estimate)
             if fingerprint:
-                runner.note_fingerprint(state, client.Outcome(system_fingerprint=fingerprint))
+                runner.note_fingerprint(state, fingerprint)
             replay.end = time.perf_counter()
             live.done += 1
             if sample.ok:
@@ -345,8 +320,11 @@ async def run_replay(
                 live.errors += 1
             progress(live)
 
-        def sent(_: int) -> None:
+        def sent() -> None:
             replay.fired += 1
+
+        def sent_batch(count: int) -> None:
+            replay.fired += count
 
         if server.metrics_endpoint:
             replay.before = await runner._settled_metrics(srv, model)
@@ -354,12 +332,17 @@ async def run_replay(
 
         async with runner.polled_metrics(srv, model, replay.peaks, poll=server.metrics_endpoint):
             if processes == 1:
-                replay.t0 = time.perf_counter() + _LEAD_S
+                replay.t0 = time.perf_counter() + clients.LEAD_S
                 replay.peak_in_flight = await send_share(
                     shares[0], replay.t0, srv.session, report, sent
                 )
             else:
-                await _send_in_processes(replay, shares, report, sent)
+                run = clients.Run(shares, send_share)
+                shares.clear()  # the processes' own copies are what they send
+                try:
+                    await run.send(report, sent_batch)
+                finally:
+                    replay.t0, replay.peak_in_flight = run.t0, run.peak_in_flight
         replay.done = True
         if server.metrics_endpoint:
             replay.after = await runner._settled_metrics(srv, model)
@@ -433,198 +416,6 @@ def _share(
     )
 
 
-async def _send_in_processes(
-    replay: ReplayState,
-    shares: list[Share],
-    report: Callable[[Result], None],
-    sent: Callable[[int], None],
-) -> None:
-    """Each share sent by a client process of its own (spawned: a fresh interpreter, no
-    inherited threads or sockets), all from one start; their results read by a thread per
-    process and handed to this loop. Cancelling tells them to stop and keeps what they had
-    measured."""
-    import multiprocessing
-
-    loop = asyncio.get_running_loop()
-    context = multiprocessing.get_context("spawn")
-    workers = []
-    for share in shares:
-        here, there = context.Pipe()
-        process = context.Process(
-            target=worker_main, args=(there, share), name="blackwell-doctor-client", daemon=True
-        )
-        process.start()
-        there.close()
-        workers.append((process, here))
-    ended: list[asyncio.Future[int]] = [loop.create_future() for _ in workers]
-
-    def read(k: int) -> None:
-        conn = workers[k][1]
-        peak = 0
-        try:
-            while True:
-                message = conn.recv_bytes()
-                kind, payload = _decode_message(message)
-                if kind == _RESULTS:
-                    loop.call_soon_threadsafe(_each, payload, report)
-                elif kind == _SENT:
-                    loop.call_soon_threadsafe(_times, payload, sent)
-                elif kind == _DONE:
-                    peak = payload
-                    break
-        except (EOFError, OSError):
-            pass
-        except RuntimeError:  # the loop closed: the run was abandoned
-            return
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_settle, ended[k], peak)
-
-    try:
-        for _, conn in workers:  # each one started, its imports done
-            ready = await asyncio.wait_for(asyncio.to_thread(conn.recv_bytes), _START_S)
-            if _decode_message(ready)[0] != _READY:
-                raise RuntimeError("a client process did not start")
-        replay.t0 = time.perf_counter() + _LEAD_S
-        for _, conn in workers:
-            conn.send_bytes(msgspec.msgpack.encode(replay.t0))
-        readers = [
-            threading.Thread(target=read, args=(k,), name="blackwell-doctor-results", daemon=True)
-            for k in range(len(workers))
-        ]
-        for thread in readers:
-            thread.start()
-        peaks = await asyncio.gather(*ended)
-        replay.peak_in_flight = sum(peaks)
-    finally:
-        for _, conn in workers:
-            with contextlib.suppress(OSError):
-                conn.send_bytes(_STOP)
-        if not all(f.done() for f in ended):  # stopped early: what they measured comes back
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.gather(*ended), _STOP_S)
-        for process, conn in workers:
-            process.join(timeout=_STOP_S)
-            if process.is_alive():
-                process.terminate()
-            conn.close()
-
-
-def _each(results: list[Result], report: Callable[[Result], None]) -> None:
-    for result in results:
-        report(result)
-
-
-def _times(count: int, sent: Callable[[int], None]) -> None:
-    for _ in range(count):
-        sent(0)
-
-
-def _settle(future: asyncio.Future[int], peak: int) -> None:
-    if not future.done():
-        future.set_result(peak)
-
-
-# Between this process and a client process: one tag byte, then msgpack.
-_READY, _SENT, _RESULTS, _DONE = b"Y", b"S", b"R", b"D"
-_STOP = b"stop"
-_results = msgspec.msgpack.Decoder(list[tuple[int, float, RequestSample, int | None, str | None]])
-_int = msgspec.msgpack.Decoder(int)
-
-
-def _decode_message(data: bytes) -> tuple[bytes, Any]:
-    tag, body = data[:1], data[1:]
-    if tag == _RESULTS:
-        return tag, _results.decode(body)
-    if tag in (_SENT, _DONE):
-        return tag, _int.decode(body)
-    return tag, None
-
-
-def worker_main(conn: Connection, share: Share) -> None:
-    """A client process: send ``share`` from the start the parent gives, results back in
-    batches as they end (from a thread: a full pipe never holds up the loop), until done or
-    told to stop. Ctrl-C is the parent's to handle: ignored here."""
-    import queue
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    conn.send_bytes(_READY)
-    try:
-        t0 = msgspec.msgpack.decode(conn.recv_bytes(), type=float)
-    except (EOFError, OSError, msgspec.DecodeError):
-        return
-    outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-
-    def post() -> None:
-        while (data := outbox.get()) is not None:
-            with contextlib.suppress(OSError):
-                conn.send_bytes(data)
-
-    poster = threading.Thread(target=post, name="blackwell-doctor-post", daemon=True)
-    poster.start()
-
-    async def main() -> int:
-        loop = asyncio.get_running_loop()
-        me = asyncio.current_task()
-        assert me is not None
-
-        def listen() -> None:  # the parent's stop (or its end) cancels the sending
-            with contextlib.suppress(EOFError, OSError):
-                conn.recv_bytes()
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(me.cancel)
-
-        threading.Thread(target=listen, name="blackwell-doctor-stop", daemon=True).start()
-        batch: list[Result] = []
-        sent_count = 0
-
-        def flush() -> None:
-            nonlocal sent_count
-            if sent_count:
-                outbox.put(_SENT + msgspec.msgpack.encode(sent_count))
-                sent_count = 0
-            if batch:
-                outbox.put(_RESULTS + msgspec.msgpack.encode(batch))
-                batch.clear()
-
-        def report(result: Result) -> None:
-            batch.append(result)
-            if len(batch) >= _BATCH:
-                flush()
-
-        def sent(_: int) -> None:
-            nonlocal sent_count
-            sent_count += 1
-
-        async def tick() -> None:
-            while True:
-                await asyncio.sleep(_FLUSH_S)
-                flush()
-
-        ticker = asyncio.create_task(tick())
-        connector = aiohttp.TCPConnector(
-            limit=MAX_IN_FLIGHT, limit_per_host=MAX_IN_FLIGHT, force_close=True
-        )
-        peak = 0
-        try:
-            async with aiohttp.ClientSession(
-                connector=connector,
-                timeout=aiohttp.ClientTimeout(total=None),
-                read_bufsize=1 << 20,
-            ) as session:
-                peak = await send_share(share, t0, session, report, sent)
-        except asyncio.CancelledError:
-            pass
-        finally:
-            ticker.cancel()
-            flush()
-        return peak
-
-    peak = asyncio.run(main())
-    outbox.put(_DONE + msgspec.msgpack.encode(peak))
-    outbox.put(None)
-    poster.join(timeout=_STOP_S)
-
-
 def _reusable(
     hashes: array[int], content: int, block_tokens: int | None, seen: dict[int, int], template: int
 ) -> int:
@@ -652,15 +443,24 @@ def _reusable(
 
 def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: bool) -> BenchRun:
     """The run document of a replay: the shape ``trace`` with its requests, and ``trace``."""
-    samples = [s for s in replay.samples if s is not None]
-    estimates = [e for s, e in zip(replay.samples, replay.reasoning_estimates, strict=True) if s]
-    if samples or replay.done:
+    # The rows in trace order (each trace index is measured at most once).
+    row_of = array("q", [-1]) * len(replay.trace)
+    for row, index in enumerate(replay.indices):
+        row_of[index] = row
+    order = array("q", (row for row in row_of if row >= 0))
+    del row_of
+    samples = replay.samples.ordered(order)
+    estimates = _Estimates(replay.reasoning_estimates, order)
+    if len(samples) or replay.done:
         state.shapes.append(_shape_result(replay, samples, estimates))
     if not replay.done and not interrupted and state.server and state.server.error is None:
         state.stopped = True
     doc = runner.build_document(state, interrupted=interrupted)
     trace = replay.trace
-    due = [replay.lateness_s[i] for i, s in enumerate(replay.samples) if s is not None]
+    due = array("d", (replay.lateness_s[replay.indices[row]] for row in order))
+    with runner.spill_sorted():
+        lateness_ms = stats_ms(due)
+        lateness_cdf_ms = [v * 1000.0 for v in rank_points(due, LATENESS_POINTS)]
     result = TraceResult(
         file=trace.path,
         format=trace.format,
@@ -672,7 +472,8 @@ def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: 
         requests=len(trace),
         sent=replay.fired,
         span_s=(trace.offsets_s[-1] * replay.time_scale) if len(trace) else 0.0,
-        lateness_ms=stats_ms(due),
+        lateness_ms=lateness_ms,
+        lateness_cdf_ms=lateness_cdf_ms,
         lateness_max_ms=max(due) * 1000.0 if due else None,
         late_over_1ms=sum(1 for v in due if v * 1000.0 > LATE_MS),
         peak_in_flight=replay.peak_in_flight,
@@ -685,21 +486,46 @@ def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: 
     return msgspec.structs.replace(doc, trace=result)
 
 
+class _Estimates(Sequence[int | None]):
+    """Each row's reasoning estimate (-1: none) read in ``order``, without a list of them."""
+
+    def __init__(self, estimates: array[int], order: array[int]) -> None:
+        self.estimates, self.order = estimates, order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    @overload
+    def __getitem__(self, index: int) -> int | None: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int | None]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int | None] | None:
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self)))]
+        value = self.estimates[self.order[index]]
+        return None if value < 0 else value
+
+
 def _shape_result(
-    replay: ReplayState, samples: list[RequestSample], estimates: list[int | None]
+    replay: ReplayState, samples: SampleTable, estimates: Sequence[int | None]
 ) -> ShapeResult:
     trace = replay.trace
     server = None
     if replay.before is not None and replay.after is not None:
         server = delta(replay.before, replay.after, replay.peaks)
     duration = max(0.0, replay.end - replay.t0) if replay.end else 0.0
-    metrics = shape_metrics(
-        samples,
-        duration_s=duration,
-        reasoning_estimates=estimates,
-        server_generation_tokens=None if server is None else server.generation_tokens,
-    )
+    with runner.spill_sorted():
+        metrics = shape_metrics(
+            samples,
+            duration_s=duration,
+            reasoning_estimates=estimates,
+            server_generation_tokens=None if server is None else server.generation_tokens,
+        )
     notes = list(replay.sizing.notes) if replay.sizing else []
+    if replay.resent:
+        notes.append(runner.resent_note(replay.resent))
     if replay.capped:
         notes.append(
             f"{replay.capped} prompts were cut to fit the server's max_model_len with their "
@@ -745,8 +571,8 @@ def _shape_result(
         input_size_source=replay.sizing.source if replay.sizing else ESTIMATED,
         output_tokens_max=max(trace.output_tokens) if len(trace) else 0,
         requests=len(samples),
-        completed=sum(1 for s in samples if s.ok),
-        errors=_errors(samples),
+        completed=samples.completed(),
+        errors=samples.error_counts(),
         duration_s=duration,
         complete=replay.done and len(samples) == len(trace),
         metrics=metrics,
@@ -756,11 +582,3 @@ def _shape_result(
         notes=notes,
         requests_planned=len(trace),
     )
-
-
-def _errors(samples: list[RequestSample]) -> dict[str, int]:
-    errors: dict[str, int] = {}
-    for s in samples:
-        if s.error:
-            errors[s.error] = errors.get(s.error, 0) + 1
-    return errors

@@ -290,8 +290,9 @@ def register(app: typer.Typer) -> None:
                 min=1,
                 max=64,
                 metavar="N",
-                help="With --trace: client processes that send the requests (default: one "
-                "per 200 requests in the busiest second, at most one per CPU but one).",
+                help="Client processes that send the requests, each with its own event loop "
+                "(default: one per 256 users of a shape, one per 200 requests in the busiest "
+                "second of a --rate point or a --trace, at most one per CPU but one).",
                 show_default=False,
             ),
         ] = None,
@@ -429,14 +430,14 @@ def _compare_urls(request: BenchRequest, fmt: BenchFormat, output: Path | None) 
     from blackwell_doctor.app import bench_flow as flow
     from blackwell_doctor.cli.output import write
     from blackwell_doctor.cli.progress import BenchDisplay
-    from blackwell_doctor.render.bench import encode
+    from blackwell_doctor.render.bench import encode_parts
     from blackwell_doctor.report.exitcodes import ExitCode
 
     before, after, doc = flow.compare_urls(request, BenchDisplay())
     if output is not None:
         for run, side in ((before, "before"), (after, "after")):
             path = output.with_name(f"{output.stem}.{side}.json")
-            write(encode(run), path)
+            write(encode_parts(run), path)
             sys.stderr.write(f"wrote {path}\n")
     _write_document(doc, fmt, output)
     if before.interrupted or after.interrupted:
@@ -450,10 +451,13 @@ def _write_document(
     """The JSON document to ``output`` when given; on standard output, the document in
     ``fmt`` (through its one dispatcher), except JSON already written to ``output``."""
     from blackwell_doctor.cli.output import terminal_width, write
-    from blackwell_doctor.render.bench import encode, render_bench
+    from blackwell_doctor.render.bench import encode_parts, render_bench
 
     if output is not None:
-        write(encode(doc), output)
+        write(encode_parts(doc), output)
         if fmt is BenchFormat.JSON:
             return
+    if fmt is BenchFormat.JSON:
+        write(encode_parts(doc), None)
+        return
     write(render_bench(doc, fmt, width=terminal_width(None)), None)

@@ -13,12 +13,12 @@ escapes each such value's Markdown syntax where it is placed (``render.markdown.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import assert_never
 
 import msgspec
 
-from blackwell_doctor.render.common import json_document
+from blackwell_doctor.render.common import json_chunks, json_document
 from blackwell_doctor.render.formats import BenchFormat
 from blackwell_doctor.render.markdown import cell, prose
 from blackwell_doctor.render.terminal import Item, Table, write_plain
@@ -81,6 +81,12 @@ def encode(doc: BenchRun | CompareDocument | LadderDocument) -> str:
     decodes to the same strings, but a lone surrogate, which UTF-8 cannot carry, is shown
     escaped as every renderer shows it), and safe to print to a terminal."""
     return render_bench(doc, BenchFormat.JSON)
+
+
+def encode_parts(doc: BenchRun | CompareDocument | LadderDocument) -> Iterator[str]:
+    """:func:`encode` in pieces (render/common.py's json_chunks): a run's measured samples
+    are written a batch at a time, never held as one text."""
+    return json_chunks(scrub(doc, json_safe))
 
 
 def render_run(doc: BenchRun, *, markdown: bool = False) -> str:

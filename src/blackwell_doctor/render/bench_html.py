@@ -45,6 +45,7 @@ from blackwell_doctor.report.bench import (
     SoakResult,
     SweepPoint,
     SweepResult,
+    TraceResult,
     Trend,
 )
 from blackwell_doctor.report.bench_ladder import LadderDocument
@@ -85,6 +86,8 @@ def render_run_html(doc: BenchRun, text: str) -> str:
     body += [paragraph(f"finding: {f}", "finding") for f in doc.findings]
     if not isinstance(doc.sweep, msgspec.UnsetType):
         body += sweep_section([("", doc.sweep)])
+    if not isinstance(doc.trace, msgspec.UnsetType):
+        body += _trace_section(doc.trace)
     if doc.shapes:
         body.append(heading(2, "Latency distributions"))
         for n, shape in enumerate(doc.shapes):
@@ -98,6 +101,82 @@ def render_run_html(doc: BenchRun, text: str) -> str:
 
 
 # --------------------------------------------------------------------------- a run
+
+
+# Send lateness is drawn on a log axis from this floor up (a request sent within a
+# microsecond of its time is drawn at it); the bar the client is held to is 1 ms.
+LATENESS_FLOOR_MS = 0.001
+LATE_MS = 1.0
+
+
+def _trace_section(trace: TraceResult) -> list[str]:
+    """A replay's send lateness: its CDF (the document's order statistics) against the 1 ms
+    bar, and the figures under it."""
+    name = trace.file.rsplit("/", 1)[-1]
+    out = [
+        heading(2, "Send lateness"),
+        paragraph(
+            f"{trace.format} trace {name}: {trace.sent:,}/{trace.requests:,} requests sent over "
+            f"{trace.span_s:,.1f} s at time scale {trace.time_scale:g} by "
+            f"{trace.client_processes} client process(es); peak {trace.peak_in_flight:,} in "
+            "flight. A request's lateness: the moment its POST began less its due time."
+        ),
+    ]
+    s = trace.lateness_ms
+    over = trace.late_over_1ms / trace.sent if trace.sent else 0.0
+    table = Table(
+        ["sent", "mean ms", "p50", "p90", "p95", "p99", "max", f"over {LATE_MS:g} ms"],
+        [
+            [
+                f"{trace.sent:,}",
+                _f(s.mean, 3),
+                _f(s.p50, 3),
+                _f(s.p90, 3),
+                _f(s.p95, 3),
+                _f(s.p99, 3),
+                _f(trace.lateness_max_ms, 3),
+                f"{trace.late_over_1ms:,} ({over:.2%})",
+            ]
+        ],
+    )
+    points = trace.lateness_cdf_ms
+    if not points:
+        out += [
+            paragraph(
+                "This document keeps the lateness percentiles only (written before the "
+                "distribution was kept): no curve to draw.",
+                "note",
+            ),
+            table.markup(),
+        ]
+        return out
+    n = len(points)
+    below = sum(1 for v in points if v < LATENESS_FLOOR_MS)
+    cdf = Series(
+        "send lateness",
+        [(max(points[0], LATENESS_FLOOR_MS), 0.0)]
+        + [(max(v, LATENESS_FLOOR_MS), (j + 1) / n) for j, v in enumerate(points)],
+        "step",
+        PALETTE[0],
+    )
+    bar = Series(
+        f"{LATE_MS:g} ms", [(LATE_MS, 0.0), (LATE_MS, 1.0)], "dashed", BAD, [f"{LATE_MS:g} ms"] * 2
+    )
+    svg = xy_plot(
+        [cdf, bar],
+        Axis("milliseconds late (log scale)", log=True),
+        Axis("fraction of requests sent at most that late", low=0.0, high=1.0),
+        title=f"send lateness of {name}",
+    )
+    caption = (
+        f"Send lateness of the {trace.sent:,} requests replayed: its distribution through "
+        f"{n} order statistics kept by the run (evenly spaced in rank, the least and the most "
+        f"late included), and the {LATE_MS:g} ms bar."
+    )
+    if below:
+        caption += f" {below} of them below {LATENESS_FLOOR_MS} ms are drawn at it."
+    out.append(figure("send-lateness", svg, caption, legend([cdf, bar]), table))
+    return out
 
 
 def _cdf_series(name: str, values_ms: list[float], colour: str) -> tuple[Series, int]:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from blackwell_doctor.report.check import HostLine, NodeVerdict, Report, Summary, gate_words
 from blackwell_doctor.report.results import EvidenceValue, Result, Status
+
+if TYPE_CHECKING:
+    from blackwell_doctor.report.sample_table import SampleTable
 
 # The sanitising primitives live with the documents (a verdict's one-line message needs
 # them too); the renderers take them from here.
@@ -31,10 +35,69 @@ def json_document(document: object) -> str:
     :func:`json_safe`): fields in declaration order (schema_version first, so diffs of saved
     documents are stable), indented, a trailing newline; exact (it decodes to the same
     strings) and safe to print to a terminal."""
-    data = msgspec.json.format(msgspec.json.encode(document), indent=2).decode("utf-8")
+    return "".join(json_chunks(document))
+
+
+# A SampleTable's samples encoded this many at a time (report/sample_table.py).
+_SAMPLE_BATCH = 1024
+
+
+def json_chunks(document: object) -> Iterator[str]:
+    """:func:`json_document` in pieces, written one after the other: the same text, but a
+    SampleTable (a measured shape's samples) is encoded a batch of samples at a time, so a
+    document of a million requests is never held whole, as objects or as text. While the
+    rest is encoded, each table stands as a string no document holds: a NUL (msgspec
+    writes \\u0000), a nonce of this call (a server's text cannot forge it), its number."""
+    tables: list[SampleTable] = []
+    nonce: list[str] = []  # made at the first table (a run's; check's documents have none)
+
+    def stand_in(value: object) -> str:
+        from blackwell_doctor.report.sample_table import SampleTable
+
+        if not isinstance(value, SampleTable):
+            raise TypeError(f"cannot encode {type(value).__name__}")
+        if not nonce:
+            import secrets
+
+            nonce.append(secrets.token_hex(8))
+        tables.append(value)
+        return f"\x00sample-table:{nonce[0]}:{len(tables) - 1}\x00"
+
+    data = msgspec.json.format(msgspec.json.encode(document, enc_hook=stand_in), indent=2)
+    text = data.decode("utf-8") + "\n"
+    done = 0
+    marks = re.finditer(rf'"\\u0000sample-table:{nonce[0]}:(\d+)\\u0000"', text) if tables else ()
+    for mark in marks:
+        indent = line = text.rfind("\n", 0, mark.start()) + 1
+        while text[indent] == " ":
+            indent += 1
+        yield _terminal_safe(text[done : mark.start()])
+        yield from _table_json(tables[int(mark.group(1))], indent - line)
+        done = mark.end()
+    yield _terminal_safe(text[done:])
+
+
+def _table_json(table: SampleTable, indent: int) -> Iterator[str]:
+    """``table``'s samples as msgspec.json.format writes a list nested ``indent`` spaces deep."""
+    if not len(table):
+        yield "[]"
+        return
+    yield "["
+    pad = " " * indent
+    for start in range(0, len(table), _SAMPLE_BATCH):
+        batch = table[start : start + _SAMPLE_BATCH]
+        inner = msgspec.json.format(msgspec.json.encode(batch), indent=2).decode("utf-8")
+        lines = inner.split("\n")[1:-1]  # without the list's own brackets
+        yield ("\n" if start == 0 else ",\n") + _terminal_safe(
+            "\n".join(pad + line for line in lines)
+        )
+    yield "\n" + pad + "]"
+
+
+def _terminal_safe(data: str) -> str:
     if data.isascii() and "\x7f" not in data:
-        return data + "\n"
-    return re.sub(_RAW_IN_JSON, _escaped, data + "\n")
+        return data
+    return re.sub(_RAW_IN_JSON, _escaped, data)
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from blackwell_doctor.facts.document import ToolInfo
@@ -157,7 +159,9 @@ class ShapeResult(msgspec.Struct, frozen=True, kw_only=True):
     metrics: ShapeMetrics
     server: ServerSide | None
     equivalence: list[EquivalenceOutput]
-    samples: list[RequestSample]
+    # Read from a run file: a list. Measured in this process: a report.sample_table
+    # SampleTable (the same samples, held as columns), written a batch at a time.
+    samples: Sequence[RequestSample]
     notes: list[str]
     # Enough samples by design (checks/bench_samples.toml): the requests this shape was to
     # send (its own count, --requests, or what its quantiles need), the percentiles it is
@@ -372,6 +376,10 @@ class Calibration(msgspec.Struct, frozen=True, kw_only=True):
     floors: list[NoiseFloor]
 
 
+# How many order statistics of the send lateness a replay keeps (TraceResult.lateness_cdf_ms).
+LATENESS_POINTS = 201
+
+
 class TraceResult(msgspec.Struct, frozen=True, kw_only=True):
     """A replayed request trace: what was read of it, and how closely each request left at
     its time. The requests' own measurements are the run's shape ``trace``."""
@@ -410,6 +418,11 @@ class TraceResult(msgspec.Struct, frozen=True, kw_only=True):
     size_source: str
     # Processes that sent the requests (each its share, round robin, its own event loop).
     client_processes: int = 1
+    # The lateness distribution (ms) at evenly spaced ranks, lowest to highest (at most
+    # LATENESS_POINTS order statistics of every sent request's lateness: the first is the
+    # least late, the last the latest): the HTML report's send-lateness CDF. Empty in
+    # documents written before it (schema_version 6 all the same: it only adds a figure).
+    lateness_cdf_ms: list[float] = msgspec.field(default_factory=list)
 
 
 class BenchRun(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,6 +13,9 @@ Nothing here measures or prints.
 from __future__ import annotations
 
 import functools
+import math
+import operator
+import re
 from typing import Annotated
 
 import msgspec
@@ -42,26 +45,53 @@ def load_rules() -> DegenerateRules:
 
 def longest_repeat(text: str, max_unit: int) -> tuple[str, int]:
     """The unit of 1..``max_unit`` characters whose back-to-back repetition covers the most
-    of ``text``, and how many times it is repeated there ("", 0 for an empty text)."""
+    of ``text``, and how many times it is repeated there ("", 0 for an empty text).
+
+    For each unit length u, ``same[i]`` says whether ``text[i + u] == text[i]`` (one pass in
+    C: ``map(operator.eq)`` into bytes); a run of L such positions from i makes
+    ``text[i : i + u + L]`` the unit ``text[i : i + u]`` said again, ``(u + L) // u`` times.
+    The first longest cover wins (shortest unit, then earliest). Every answer of every shape
+    is judged: a character-by-character walk took ~1.2 ms of CPU per 128-token answer, this
+    ~0.2 ms (benchmarks/bench_client.py's answers)."""
     best_unit, best_repeats, best_cover = "", 0, 0
-    n = len(text)
-    for u in range(1, min(max_unit, n) + 1):
-        start = 0
-        j = u
-        while j <= n:
-            # text[start:j] is a run of text[start:start+u] repeated; extend while it holds.
-            if j < n and text[j] == text[j - u]:
-                j += 1
-                continue
-            cover = j - start
-            repeats = cover // u
-            if repeats >= 2 and repeats * u > best_cover:
+    for u in range(1, min(max_unit, len(text)) + 1):
+        same = bytes(map(operator.eq, text[u:], text))
+        for run in _runs(u).finditer(same):
+            repeats = (run.end() - run.start() + u) // u
+            if repeats * u > best_cover:
+                start = run.start()
                 best_unit, best_repeats, best_cover = text[start : start + u], repeats, repeats * u
-            start = max(j - u + 1, start + 1)
-            j = start + u
     if not best_unit and text:
         return text[0], 1
     return best_unit, best_repeats
+
+
+@functools.cache
+def _runs(unit: int) -> re.Pattern[bytes]:
+    """At least ``unit`` positions in a row whose character equals the one ``unit`` before:
+    the unit said at least twice."""
+    return re.compile(b"\x01{%d,}" % unit)
+
+
+def _may_repeat(text: str, rules: DegenerateRules) -> bool:
+    """False when no unit's run can cover min_share of ``text``: a quick test that spares
+    most answers :func:`longest_repeat`.
+
+    A run covering c >= min_share x n of the n characters, wherever it starts, contains the
+    stretch ``text[n - c : c]``, and a run of a unit of u characters repeats with period u
+    (``s[u:] == s[:-u]`` of any stretch inside it). With min_share above 1/2 that stretch
+    of the shortest such cover is not empty: when it has no period up to max_unit_chars,
+    no run covers enough."""
+    n = len(text)
+    least = math.ceil(rules.min_share * n)  # the shortest cover share() accepts
+    while least > 0 and (least - 1) / n >= rules.min_share:
+        least -= 1
+    while least / n < rules.min_share:
+        least += 1
+    middle = text[n - least : least]
+    if len(middle) <= rules.max_unit_chars:
+        return True
+    return any(middle[u:] == middle[:-u] for u in range(1, rules.max_unit_chars + 1))
 
 
 def judge(text: str, reasoning: str, *, tokens_asked: bool) -> str | None:
@@ -70,6 +100,8 @@ def judge(text: str, reasoning: str, *, tokens_asked: bool) -> str | None:
         return "empty answer (no text and no reasoning)" if tokens_asked else None
     rules = load_rules()
     joined = "".join(text.split()) + "".join(reasoning.split())
+    if not _may_repeat(joined, rules):
+        return None
     unit, repeats = longest_repeat(joined, rules.max_unit_chars)
     share = len(unit) * repeats / len(joined)
     if repeats < rules.min_repeats or share < rules.min_share:

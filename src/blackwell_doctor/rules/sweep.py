@@ -238,7 +238,7 @@ def summarise(
     level: float,
     loads: Sequence[tuple[Load, str]],
     runs: Sequence[Mapping[str, ShapeResult]],
-    extras: Mapping[str, tuple[int | None, list[float] | None]],
+    extras: Mapping[str, tuple[int | None, Sequence[float] | None]],
     rise_pct: float,
     seed: int,
     notes: Sequence[str] = (),

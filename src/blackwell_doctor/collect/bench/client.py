@@ -18,8 +18,10 @@ Beyond vLLM: reasoning deltas (``reasoning``, or the older ``reasoning_content``
 apart from answer text, and ``usage.completion_tokens_details.reasoning_tokens`` is read
 when the server reports it; every failure is a named error kind, never an exception.
 
-Client: aiohttp, as vLLM's own benchmark uses, one session per shape with a connection
-pool as large as the shape's concurrency. SSE framing is parsed here (events end at a blank
+Client: aiohttp, as vLLM's own benchmark uses, one session per shape with a pool of
+keep-alive connections as large as the shape's concurrency (:class:`Pool`), as vLLM 0.32.0's
+``benchmark()`` keeps one (vllm/benchmarks/serve.py: ``TCPConnector(limit=max_concurrency,
+keepalive_timeout=60, force_close=False)``). SSE framing is parsed here (events end at a blank
 line; ``data:`` lines joined; ``:`` comments skipped) because the per-event cost is what this
 client must keep below vLLM's; each payload is decoded by msgspec into typed structs, which
 also rejects a malformed chunk.
@@ -30,17 +32,25 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import functools
 import math
 import time
+import weakref
 from collections.abc import Mapping
-from typing import Any
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import msgspec
 
 from blackwell_doctor.facts.redact import Scrubber, redact_url
 from blackwell_doctor.report.bench import TokenLogprob, TopLogprob
+
+if TYPE_CHECKING:
+    from aiohttp.client_reqrep import ClientRequest
+    from aiohttp.connector import Connection
+    from aiohttp.tracing import Trace
 
 # Named error kinds (a contract: they appear in the JSON and the README).
 UNREACHABLE = "unreachable"  # no TCP connection (refused, DNS, connect timeout)
@@ -143,6 +153,8 @@ class _Chunk(msgspec.Struct):
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
+_decode_chunks = msgspec.json.Decoder(list[_Chunk]).decode
+_TOO_MUCH_TEXT = f"more than {MAX_TEXT_CHARS >> 20} Mi characters of text in one answer"
 
 
 class Outcome(msgspec.Struct, kw_only=True):
@@ -165,6 +177,10 @@ class Outcome(msgspec.Struct, kw_only=True):
     # Per token, when the request asked for logprobs and the server sent them: else None.
     logprobs: list[TokenLogprob] | None = None
     system_fingerprint: str | None = None  # the server's, when it sent one (a str)
+    # Times the request was written again on another connection: the pooled keep-alive
+    # connection it was written to had been closed by the server before answering
+    # (:func:`stream_chat`).
+    resent: int = 0
 
 
 def _fail(out: Outcome, kind: str, detail: str) -> Outcome:
@@ -234,9 +250,42 @@ def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n:,} bytes"
 
 
-# aiohttp's message when a pooled keep-alive connection turns out to be closed by the
-# server as the request is written: the request never reached the server.
-_STALE_CONNECTION = "Can not write request body"
+# A pooled connection idle this long is closed rather than reused: below the idle limit of
+# the servers bench meets, so that the server seldom closes one as a request is written on
+# it (uvicorn's --timeout-keep-alive, 5 s by default and as vLLM 0.32.0 sets it through
+# VLLM_HTTP_TIMEOUT_KEEP_ALIVE; aiohttp's server and nginx: 75 s). vLLM's own benchmark
+# keeps them 60 s, past uvicorn's 5, and counts such a request failed.
+KEEPALIVE_S = 2.0
+# How many times one request may be written again after a pooled connection turned out to
+# be closed (each time on another connection; the pool holds a bounded number of them).
+MAX_RESENDS = 3
+
+# Whether the connection the running request took had carried an earlier request (set by
+# Pool.connect in the request's own task, read by stream_chat in the same task).
+_reused: ContextVar[bool] = ContextVar("blackwell_doctor_reused", default=False)
+
+
+class Pool(aiohttp.TCPConnector):
+    """aiohttp's connection pool (keep-alive, at most ``limit`` connections, idle ones
+    closed after KEEPALIVE_S) that tells the request taking a connection whether that
+    connection had carried an earlier request: only then can a close before any answer be
+    the server's idle close rather than the request's failure (:func:`stream_chat`)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            limit=limit, limit_per_host=limit, ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_S
+        )
+        self._used: weakref.WeakSet[object] = weakref.WeakSet()
+
+    async def connect(
+        self, req: ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout
+    ) -> Connection:
+        conn = await super().connect(req, traces, timeout)
+        protocol = conn.protocol
+        _reused.set(protocol in self._used)
+        if protocol is not None:
+            self._used.add(protocol)
+        return conn
 
 
 async def stream_chat(
@@ -251,9 +300,19 @@ async def stream_chat(
     """POST ``body`` to ``url`` (a chat-completions endpoint) and time the streamed answer.
 
     Never raises for a server or network failure: the outcome names it. ``deadline_s``
-    bounds the whole request, connection included. A request that could not even be
-    written on a pooled connection the server had just closed is sent once more on a new
-    one, timed from the new attempt (what browsers and urllib3 do: nothing was sent).
+    bounds each attempt, connection included.
+
+    A request written on a pooled keep-alive connection that the server closed before
+    sending a single byte of an answer (a clean close: aiohttp's ServerDisconnectedError;
+    or a reset as it was written) is written again on another connection, up to
+    MAX_RESENDS times, still timed from the first attempt (``resent`` counts them). Such a
+    request never reached the server's application: a server that had read it would have
+    answered, or closed with it unread, which is a reset of the next write, not a clean
+    close. A server that drops connections races a client that reuses them; this is how
+    browsers, urllib3 and aiohttp (for idempotent methods, RFC 9112 section 9.3.1) resend.
+    The same close on a new connection is the request's failure (``early_close``), as vLLM
+    counts it.
+
     A redirect is never followed (``http_3xx``). ``max_tokens`` (the request's) bounds the
     usage counts the server may claim (``malformed_usage`` beyond). What the server sent
     is kept without the credentials of ``headers``' Authorization (an echo of them in an
@@ -263,9 +322,17 @@ async def stream_chat(
         _MAX_COUNT if max_tokens is None else max_tokens,
         len(body) + _TEMPLATE_TOKENS,
     )
-    out = await _stream_once(session, url, body, headers, deadline_s=deadline_s, limits=limits)
-    if out.error == EARLY_CLOSE and _STALE_CONNECTION in (out.detail or ""):
-        out = await _stream_once(session, url, body, headers, deadline_s=deadline_s, limits=limits)
+    st = time.perf_counter()
+    resent = 0
+    while True:
+        _reused.set(False)
+        out, unanswered = await _stream_once(
+            session, url, body, headers, deadline_s=deadline_s, limits=limits, st=st
+        )
+        if not (unanswered and _reused.get() and resent < MAX_RESENDS):
+            break
+        resent += 1
+    out.resent = resent
     scrub = scrubber(headers.get("Authorization"))
     if out.detail is not None:
         out.detail = kept(out.detail, scrub)
@@ -339,9 +406,11 @@ async def _stream_once(
     *,
     deadline_s: float,
     limits: tuple[int, int],
-) -> Outcome:
+    st: float,
+) -> tuple[Outcome, bool]:
+    """One attempt of :func:`stream_chat`, timed from ``st``: its outcome, and whether it
+    failed on a connection closed or reset before the answer's status line arrived."""
     out = Outcome()
-    st = time.perf_counter()
     out.start_s = st
     most_recent = st
     first = False
@@ -352,6 +421,52 @@ async def _stream_once(
     itl = out.itl_s
     began = False
     clock = time.perf_counter
+
+    def take(chunk: _Chunk, timestamp: float) -> tuple[str, str] | None:
+        """One chunk, parsed at ``timestamp``, into ``out``: None, or why it fails."""
+        nonlocal first, most_recent, text_chars
+        if chunk.error is not None:
+            message = msgspec.json.encode(chunk.error)[:ERROR_BODY_BYTES]
+            return STREAM_ERROR, f"the server reported: {message.decode('utf-8', 'replace')}"
+        if chunk.choices:
+            if not first:
+                first = True
+                out.ttft_s = timestamp - st
+            else:
+                itl.append(timestamp - most_recent)
+            most_recent = timestamp
+            choice = chunk.choices[0]
+            delta = choice.delta
+            if delta is not None:
+                content = delta.content
+                if content:
+                    text_parts.append(content)
+                    text_chars += len(content)
+                thought = delta.reasoning or delta.reasoning_content
+                if thought:
+                    reasoning_parts.append(thought)
+                    text_chars += len(thought)
+                    out.reasoning_chunks += 1
+                if text_chars > MAX_TEXT_CHARS:
+                    return MALFORMED_SSE, _TOO_MUCH_TEXT
+            if choice.finish_reason is not None:
+                out.finish_reason = choice.finish_reason[:MAX_DETAIL_CHARS]
+            if choice.logprobs is not None:
+                _keep_logprobs(out, choice.logprobs)
+        fingerprint = chunk.system_fingerprint
+        if fingerprint is not None and isinstance(fingerprint, str):
+            out.system_fingerprint = fingerprint[:MAX_DETAIL_CHARS]
+        if chunk.usage is not None:
+            usage = chunk.usage
+            problem = _usage_problem(usage, limits)
+            if problem is not None:
+                return MALFORMED_USAGE, problem
+            out.prompt_tokens = usage.prompt_tokens
+            out.completion_tokens = usage.completion_tokens
+            if usage.completion_tokens_details is not None:
+                out.reasoning_tokens = usage.completion_tokens_details.reasoning_tokens
+        return None
+
     try:
         async with asyncio.timeout(deadline_s):
             async with session.post(
@@ -363,11 +478,11 @@ async def _stream_once(
                     where = redact_url(response.headers.get("Location", ""))[:200]
                     return _fail(
                         out, HTTP_3XX, f"HTTP {status} redirect to {where!r} (not followed)"
-                    )
+                    ), False
                 if status >= 400:
                     raw = await response.content.read(ERROR_BODY_BYTES)
                     msg = raw.decode("utf-8", "replace").strip()
-                    return _fail(out, http_kind(status), f"HTTP {status}: {msg}")
+                    return _fail(out, http_kind(status), f"HTTP {status}: {msg}"), False
                 # The unfinished tail of the stream: appended to in place, searched only
                 # where a new event end can be, emptied up to the last complete event, so
                 # each byte is copied and scanned a bounded number of times.
@@ -381,6 +496,59 @@ async def _stream_once(
                         piece = piece[:-1]
                     if b"\r" in piece:  # CRLF or CR line ends
                         piece = piece.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+                    if not buf and piece.startswith(b"data: {"):
+                        # The common piece: whole events of one "data: {...}" line each (a
+                        # JSON text holds no raw newline), decoded in one call as one JSON
+                        # array; each event is still timestamped in turn as it is taken.
+                        cut = piece.rfind(b"\n\n") + 2
+                        events = piece[:cut]
+                        if events.endswith(b"\ndata: [DONE]\n\n"):
+                            events, ended = events[:-14], True
+                        else:
+                            ended = False
+                        joined = events[6:-2].replace(b"\n\ndata: ", b",")
+                        chunks = None
+                        if cut > 1 and events.endswith(b"}\n\n") and b"\n" not in joined:
+                            # A bad one is read again event by event below, which names it.
+                            with contextlib.suppress(msgspec.DecodeError):
+                                chunks = _decode_chunks(b"[" + joined + b"]")
+                        if chunks is not None:
+                            for chunk in chunks:
+                                timestamp = clock()
+                                choices = chunk.choices
+                                if (
+                                    first
+                                    and choices
+                                    and chunk.usage is None
+                                    and chunk.error is None
+                                    and chunk.system_fingerprint is None
+                                ):
+                                    choice = choices[0]
+                                    delta = choice.delta
+                                    if (
+                                        delta is not None
+                                        and choice.finish_reason is None
+                                        and choice.logprobs is None
+                                        and delta.reasoning is None
+                                        and delta.reasoning_content is None
+                                    ):
+                                        # A token of answer text, the first one past.
+                                        itl.append(timestamp - most_recent)
+                                        most_recent = timestamp
+                                        content = delta.content
+                                        if content:
+                                            text_parts.append(content)
+                                            text_chars += len(content)
+                                        continue
+                                failure = take(chunk, timestamp)
+                                if failure is not None:
+                                    return _fail(out, *failure), False
+                            if text_chars > MAX_TEXT_CHARS:
+                                return _fail(out, MALFORMED_SSE, _TOO_MUCH_TEXT), False
+                            done = done or ended
+                            piece = piece[cut:]
+                            if not piece:
+                                continue
                     scan = max(0, len(buf) - 1)
                     buf += piece
                     start = 0
@@ -409,57 +577,10 @@ async def _stream_once(
                                 out,
                                 MALFORMED_SSE,
                                 f"not a chat-completion chunk ({exc}): {bytes(payload[:120])!r}",
-                            )
-                        if chunk.error is not None:
-                            message = msgspec.json.encode(chunk.error)[:ERROR_BODY_BYTES]
-                            return _fail(
-                                out,
-                                STREAM_ERROR,
-                                f"the server reported: {message.decode('utf-8', 'replace')}",
-                            )
-                        if chunk.choices:
-                            if not first:
-                                first = True
-                                out.ttft_s = timestamp - st
-                            else:
-                                itl.append(timestamp - most_recent)
-                            most_recent = timestamp
-                            choice = chunk.choices[0]
-                            delta = choice.delta
-                            if delta is not None:
-                                content = delta.content
-                                if content:
-                                    text_parts.append(content)
-                                    text_chars += len(content)
-                                thought = delta.reasoning or delta.reasoning_content
-                                if thought:
-                                    reasoning_parts.append(thought)
-                                    text_chars += len(thought)
-                                    out.reasoning_chunks += 1
-                                if text_chars > MAX_TEXT_CHARS:
-                                    return _fail(
-                                        out,
-                                        MALFORMED_SSE,
-                                        f"more than {MAX_TEXT_CHARS >> 20} Mi characters of "
-                                        "text in one answer",
-                                    )
-                            if choice.finish_reason is not None:
-                                out.finish_reason = choice.finish_reason[:MAX_DETAIL_CHARS]
-                            if choice.logprobs is not None:
-                                _keep_logprobs(out, choice.logprobs)
-                        fingerprint = chunk.system_fingerprint
-                        if fingerprint is not None and isinstance(fingerprint, str):
-                            out.system_fingerprint = fingerprint[:MAX_DETAIL_CHARS]
-                        if chunk.usage is not None:
-                            usage = chunk.usage
-                            problem = _usage_problem(usage, limits)
-                            if problem is not None:
-                                return _fail(out, MALFORMED_USAGE, problem)
-                            out.prompt_tokens = usage.prompt_tokens
-                            out.completion_tokens = usage.completion_tokens
-                            if usage.completion_tokens_details is not None:
-                                details = usage.completion_tokens_details
-                                out.reasoning_tokens = details.reasoning_tokens
+                            ), False
+                        failure = take(chunk, timestamp)
+                        if failure is not None:
+                            return _fail(out, *failure), False
                     if start:
                         del buf[:start]
                     if len(buf) > MAX_EVENT_BYTES:
@@ -468,7 +589,7 @@ async def _stream_once(
                             MALFORMED_SSE,
                             f"an SSE event longer than {_size(MAX_EVENT_BYTES)}: "
                             f"{bytes(buf[:80])!r}",
-                        )
+                        ), False
                 if buf.strip():
                     # The last event may lack its blank line when the server closes.
                     payload = _sse_data(buf)
@@ -481,26 +602,32 @@ async def _stream_once(
             STALLED,
             f"no complete response within the {deadline_s:g} s deadline "
             f"(nothing new for the last {waited:.1f} s)",
-        )
+        ), False
     except aiohttp.ClientConnectorError as exc:
-        return _fail(out, UNREACHABLE, f"cannot connect to {exc.host}:{exc.port}: {exc.os_error}")
+        return _fail(
+            out, UNREACHABLE, f"cannot connect to {exc.host}:{exc.port}: {exc.os_error}"
+        ), False
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
-        return _fail(out, EARLY_CLOSE, f"the server closed the stream: {exc}")
+        if not began:  # closed before the status line: aiohttp's "Server disconnected"
+            detail = f"the server closed the connection before answering: {exc}"
+            return _fail(out, EARLY_CLOSE, detail), True
+        return _fail(out, EARLY_CLOSE, f"the server closed the stream: {exc}"), False
     except (aiohttp.ClientOSError, aiohttp.ClientConnectionError, ConnectionError) as exc:
         # Connected, then reset: the server went away during the request.
         when = "the stream" if began else "the request, before answering"
-        return _fail(out, EARLY_CLOSE, f"the server closed the connection during {when}: {exc}")
+        detail = f"the server closed the connection during {when}: {exc}"
+        return _fail(out, EARLY_CLOSE, detail), not began
     except aiohttp.ClientResponseError as exc:
-        return _fail(out, MALFORMED_SSE, f"not a valid HTTP response: {exc.message}")
+        return _fail(out, MALFORMED_SSE, f"not a valid HTTP response: {exc.message}"), False
     out.text = "".join(text_parts)
     out.reasoning_text = "".join(reasoning_parts)
     if not done:
-        return _fail(out, EARLY_CLOSE, "the stream ended without data: [DONE]")
+        return _fail(out, EARLY_CLOSE, "the stream ended without data: [DONE]"), False
     if not first:
-        return _fail(out, NO_TOKENS, "the stream finished without a single token chunk")
+        return _fail(out, NO_TOKENS, "the stream finished without a single token chunk"), False
     out.latency_s = most_recent - st
     out.ok = True
-    return out
+    return out, False
 
 
 def _sse_data(event: bytes | bytearray) -> bytes | bytearray | None:

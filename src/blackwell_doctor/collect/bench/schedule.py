@@ -31,6 +31,7 @@ import contextlib
 import math
 import random
 import time
+from array import array
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -77,7 +78,7 @@ class Sent:
     order), the most requests in flight at once, and whether ``stop`` cut the schedule
     short."""
 
-    lateness_s: list[float] = field(default_factory=list)
+    lateness_s: array[float] = field(default_factory=lambda: array("d"))
     peak_in_flight: int = 0
     stopped: bool = False
 
