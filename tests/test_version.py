@@ -78,7 +78,30 @@ def test_version_of_a_built_install_gives_the_build_commit(
     # A `from blackwell_doctor import _version` reads the package's attribute first, set
     # once the real module (a build's, or a stale one in a checkout) has been imported.
     monkeypatch.setattr(blackwell_doctor, "_version", built, raising=False)
+    monkeypatch.setattr(about, "_checkout_commit", lambda: None)  # installed: no checkout
     assert about.read_about("0.2.1").commit == "1a2b3c4d"
+
+
+@pytest.mark.parametrize(
+    ("version", "commit"),
+    [
+        ("0.1.dev659+gbfb2f62f2", "bfb2f62f2"),
+        ("0.1.dev659+gbfb2f62f2.d20261128", "bfb2f62f2"),
+        ("0.2.1", None),  # a tagged build: no local part
+    ],
+)
+def test_a_build_without_a_commit_id_takes_it_from_the_versions_local_part(
+    monkeypatch: pytest.MonkeyPatch, version: str, commit: str | None
+) -> None:
+    # hatch-vcs wrote __commit_id__ = None in CI's wheel; its version still said +g<hash>.
+    built = types.ModuleType("blackwell_doctor._version")
+    built.__commit_id__ = None  # type: ignore[attr-defined]
+    built.__version__ = version  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "blackwell_doctor._version", built)
+    monkeypatch.setattr(blackwell_doctor, "_version", built, raising=False)
+    monkeypatch.setattr(about, "_checkout_commit", lambda: None)
+    expected = commit if commit is not None else "unknown (not built from git)"
+    assert about.read_about(version).commit == expected
 
 
 def test_version_says_a_missing_binding_is_not_installed(
