@@ -39,6 +39,7 @@ from blackwell_doctor.report.bench import (
     SweepPoint,
     SweepResult,
     TraceResult,
+    group_reasons,
 )
 from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison
 from blackwell_doctor.report.bench_ladder import LadderDocument
@@ -829,16 +830,6 @@ def _reason_lines(rows: Sequence[Comparison], where: str, *, markdown: bool) -> 
         for (shape, verdict, reason), metrics in group_reasons(rows).items()
     ]
     return ([""] if markdown and lines else []) + lines
-
-
-def group_reasons(rows: Sequence[Comparison]) -> dict[tuple[str, str, str], list[str]]:
-    """(shape, verdict, reason) -> the metrics of the rows with that reason, in order: one
-    line for the eight rows of a shape whose runs hold no per-request samples."""
-    out: dict[tuple[str, str, str], list[str]] = {}
-    for r in rows:
-        if not isinstance(r.reason, msgspec.UnsetType):
-            out.setdefault((r.shape, r.verdict, r.reason), []).append(r.metric)
-    return out
 
 
 def _comparison_cells(r: Comparison, label: str, w: Callable[[str], str]) -> list[str]:

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from blackwell_doctor.render.bench import group_reasons
 from blackwell_doctor.render.html import (
     Table,
     figure,
@@ -49,6 +48,7 @@ from blackwell_doctor.report.bench import (
     SweepResult,
     TraceResult,
     Trend,
+    group_reasons,
 )
 from blackwell_doctor.report.bench_ladder import LadderDocument
 from blackwell_doctor.report.bench_metrics import tpot_s

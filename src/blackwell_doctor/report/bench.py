@@ -468,6 +468,16 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     reason: str | msgspec.UnsetType = msgspec.UNSET
 
 
+def group_reasons(rows: Sequence[Comparison]) -> dict[tuple[str, str, str], list[str]]:
+    """(shape, verdict, reason) -> the metrics of the rows with that reason, in order: one
+    line for the eight rows of a shape whose runs hold no per-request samples."""
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for r in rows:
+        if not isinstance(r.reason, msgspec.UnsetType):
+            out.setdefault((r.shape, r.verdict, r.reason), []).append(r.metric)
+    return out
+
+
 class EquivalenceComparison(msgspec.Struct, frozen=True, kw_only=True):
     shape: str
     prompts: int
