@@ -13,7 +13,7 @@ escapes each such value's Markdown syntax where it is placed (``render.markdown.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import assert_never
 
 import msgspec
@@ -39,6 +39,7 @@ from blackwell_doctor.report.bench import (
     SweepPoint,
     SweepResult,
     TraceResult,
+    group_reasons,
 )
 from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison
 from blackwell_doctor.report.bench_ladder import LadderDocument
@@ -645,6 +646,7 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> list[Item]:
             verdict += f" ({r.noise_floor_pct:.1f}%)"
         rows.append([w(r.shape), w(r.metric), _f(r.before, 2), _f(r.after, 2), change, ci, verdict])
     out += _table(rows, markdown=markdown, keys=2)
+    out += _reason_lines(doc.comparisons, "", markdown=markdown)
     out.append("")
     if not isinstance(doc.sweep, msgspec.UnsetType):
         out += sweep_compare_lines(doc.sweep, markdown=markdown)
@@ -658,6 +660,8 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> list[Item]:
                 + ", ".join(f"{w(k)} at char {v}" for k, v in sorted(e.first_divergence.items()))
                 + ")"
             )
+        if not isinstance(e.reason, msgspec.UnsetType):
+            line += f": {w(e.verdict)}: {w(e.reason)}"
         out.append(line)
     out += _drift_lines(doc, markdown=markdown)
     for phase, errors in doc.errors.items():
@@ -791,6 +795,8 @@ def _ladder(doc: LadderDocument, *, markdown: bool) -> list[Item]:
                 continue
             rows.append(_comparison_cells(r, label, w))
     out += _table(rows, markdown=markdown, keys=3)
+    for label, step in labelled:
+        out += _reason_lines(step.comparisons, f", step {label}", markdown=markdown)
     out.append("")
     for label, step in labelled:
         env = step.environment
@@ -811,6 +817,19 @@ def _ladder(doc: LadderDocument, *, markdown: bool) -> list[Item]:
     for regression in doc.regressions:
         out.append(f"regression: {w(regression)}")
     return out
+
+
+def _reason_lines(rows: Sequence[Comparison], where: str, *, markdown: bool) -> list[Item]:
+    """A line under the table for each reason of a shape (a "not comparable" row's): what
+    was found, with the metrics it holds for (issue 40: such rows gave none). In Markdown a
+    list after a blank line: a line right under a GFM table is one more row of it."""
+    w = _words(markdown)
+    lines: list[Item] = [
+        f"{'- ' if markdown else ''}{w(verdict)}{where}: {w(shape)} "
+        f"{', '.join(w(m) for m in metrics)}: {w(reason)}"
+        for (shape, verdict, reason), metrics in group_reasons(rows).items()
+    ]
+    return ([""] if markdown and lines else []) + lines
 
 
 def _comparison_cells(r: Comparison, label: str, w: Callable[[str], str]) -> list[str]:

@@ -39,6 +39,7 @@ from blackwell_doctor.report.bench import (
     BenchRun,
     Capacity,
     CompareDocument,
+    Comparison,
     RequestSample,
     ShapeResult,
     SoakInterval,
@@ -47,6 +48,7 @@ from blackwell_doctor.report.bench import (
     SweepResult,
     TraceResult,
     Trend,
+    group_reasons,
 )
 from blackwell_doctor.report.bench_ladder import LadderDocument
 from blackwell_doctor.report.bench_metrics import tpot_s
@@ -925,6 +927,7 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
     else:
         body.append(paragraph("No change could be computed: nothing to draw.", "note"))
         body.append(table.markup())
+    body += _reason_paragraphs(doc.comparisons, "")
     if doc.equivalence:
         body.append(heading(2, "Equivalence"))
         body.append(
@@ -945,6 +948,11 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
                 text_columns=frozenset({0, 3, 4}),
             ).markup()
         )
+        body += [
+            paragraph(f"{e.verdict}: {e.shape}: {e.reason}", "note")
+            for e in doc.equivalence
+            if not isinstance(e.reason, msgspec.UnsetType)
+        ]
     if doc.between_run_noise:
         body.append(paragraph(f"between-run noise: {doc.between_run_noise}", "note"))
     if not isinstance(doc.sweep, msgspec.UnsetType):
@@ -953,6 +961,15 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
     body += _environment_section(doc)
     body.append(text_report(text, "The terminal report of this compare"))
     return page(title, body, subtitle=subtitle)
+
+
+def _reason_paragraphs(rows: Sequence[Comparison], where: str) -> list[str]:
+    """A line under the table for each reason of a shape (a "not comparable" row's): what
+    was found, the terminal's words (issue 40)."""
+    return [
+        paragraph(f"{verdict}{where}: {shape} {', '.join(metrics)}: {reason}", "note")
+        for (shape, verdict, reason), metrics in group_reasons(rows).items()
+    ]
 
 
 def _environment_section(doc: CompareDocument) -> list[str]:
@@ -1065,5 +1082,7 @@ def render_ladder_html(
     else:
         body.append(paragraph("No change could be computed: nothing to draw.", "note"))
         body.append(table.markup())
+    for label, step in labelled:
+        body += _reason_paragraphs(step.comparisons, f", step {label}")
     body.append(text_report(text, "The terminal report of this ladder"))
     return page(title, body, subtitle=subtitle)

@@ -26,7 +26,7 @@ ESTIMATED = "estimated"
 # and the verdict "within the noise floor". Since, without a new version (each absent where
 # it does not apply, so a compare of runs without them is byte for byte what it was):
 # ``environment``, and ``sweep`` (two rate runs' curves; their capacity at SLO is a row of
-# ``comparisons``).
+# ``comparisons``), and a "not comparable" row's or equivalence's ``reason`` (issue 40).
 COMPARE_SCHEMA_VERSION = 2
 
 
@@ -462,6 +462,20 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     # ``bench --repeat`` (the larger of the two sides'), or, with one run on a side and no
     # measurement, the default of checks/bench_noise.toml. None: no floor applies.
     noise_floor_pct: float | None = None
+    # Why the verdict is "not comparable", with the figures found (e.g. "after has no
+    # ttft_ms.p99: no request of the shape completed"); absent from every other row (issue
+    # 40), so a compare without such a row is byte for byte what it was.
+    reason: str | msgspec.UnsetType = msgspec.UNSET
+
+
+def group_reasons(rows: Sequence[Comparison]) -> dict[tuple[str, str, str], list[str]]:
+    """(shape, verdict, reason) -> the metrics of the rows with that reason, in order: one
+    line for the eight rows of a shape whose runs hold no per-request samples."""
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for r in rows:
+        if not isinstance(r.reason, msgspec.UnsetType):
+            out.setdefault((r.shape, r.verdict, r.reason), []).append(r.metric)
+    return out
 
 
 class EquivalenceComparison(msgspec.Struct, frozen=True, kw_only=True):
@@ -476,6 +490,9 @@ class EquivalenceComparison(msgspec.Struct, frozen=True, kw_only=True):
     # "not measured" (checks/drift.toml).
     logprobs: list[LogprobDrift] = msgspec.field(default_factory=list)
     numerics: str = "not measured"
+    # Why the verdict is "not comparable" (e.g. "no greedy prompt answered on both sides:
+    # before 0 of 4, after 4 of 4"); absent otherwise (issue 40).
+    reason: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class LogprobDrift(msgspec.Struct, frozen=True, kw_only=True):

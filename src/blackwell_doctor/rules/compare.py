@@ -401,10 +401,15 @@ def _compare_shape(
             k = 1 if count is _tokens else 0
             n_b, n_a = (drawn[x][k] for x in ("before", "after")) if drawn else (0, 0)
             tail = min(n_b, n_a) * (1.0 - q / 100.0)
+        needed = max(10, resamples // 2)
+        reason: str | msgspec.UnsetType = msgspec.UNSET
         if tail is not None and not tail_samples_enough(tail) and pb and pa is not None:
             verdict = TOO_FEW
-        elif not pb or pa is None or len(changes) < max(10, resamples // 2):
+        elif not pb or pa is None or len(changes) < needed:
             verdict = NOT_COMPARABLE
+            reason = _missing_reason(
+                name, (pb, pa), (before_runs, after_runs), len(changes), resamples, needed
+            )
         elif below or unresolved[name] > resamples * alpha / 100.0:
             # Below the timing's resolution the ratio means nothing: a TPOT or ITL of 0.00
             # ms is a server that delivered its tokens in bursts (a starved front end seen
@@ -417,6 +422,14 @@ def _compare_shape(
             # more resamples than one tail of the interval holds fell below it on a side:
             # the interval itself then reaches below the resolution.
             verdict = NOT_COMPARABLE
+            reason = _resolution_reason(
+                name,
+                (pb, pa),
+                [[own(r.metrics) for r in runs] for runs in (before_runs, after_runs)],
+                unresolved[name],
+                resamples,
+                resamples * alpha / 100.0,
+            )
         else:
             verdict = ""
         change: float | None = None
@@ -456,9 +469,93 @@ def _compare_shape(
                 ci_high_pct=high,
                 verdict=verdict,
                 noise_floor_pct=floor,
+                reason=reason,
             )
         )
     return rows
+
+
+_SIDES = ("before", "after")
+
+
+def _missing_reason(
+    name: str,
+    points: tuple[float | None, float | None],
+    runs: tuple[Sequence[ShapeResult], Sequence[ShapeResult]],
+    usable: int,
+    resamples: int,
+    needed: int,
+) -> str:
+    """Why a row has no value on a side, or too few usable resamples: what was found."""
+    found = []
+    figures_only = []
+    for side, value, side_runs in zip(_SIDES, points, runs, strict=True):
+        if value is not None and (side == "after" or value):
+            continue
+        requests = sum(r.requests for r in side_runs)
+        recorded = sum(len(r.samples) for r in side_runs)
+        ok = sum(1 for r in side_runs for s in r.samples if s.ok)
+        if value is not None:
+            found.append(f"{side}'s {name} is {value:g}: a change from it has no ratio")
+        elif not recorded and requests:
+            figures_only.append(requests)
+            found.append(
+                f"{side}'s {requests:,} requests are in its figures only, with no per-request "
+                "samples to resample"
+            )
+        elif not ok:
+            found.append(f"none of {side}'s {recorded:,} requests completed")
+        else:
+            found.append(f"{side}'s {ok:,} completed requests gave no {name}")
+    if len(figures_only) == 2:
+        return (
+            f"neither side has per-request samples to resample: their {figures_only[0]:,} and "
+            f"{figures_only[1]:,} requests are in their figures only"
+        )
+    if found:
+        return "; ".join(found)
+    empty = [
+        f"{side}'s run {k + 1}" if len(side_runs) > 1 else side
+        for side, side_runs in zip(_SIDES, runs, strict=True)
+        for k, r in enumerate(side_runs)
+        if not any(s.ok for s in r.samples)
+    ]
+    if empty:
+        return f"{' and '.join(empty)} completed no request: no resample can be drawn"
+    return (
+        f"{usable:,} of {resamples:,} resamples usable, {needed:,} needed "
+        f"(a resample whose before {name} is 0 or absent has no ratio)"
+    )
+
+
+def _resolution_reason(
+    name: str,
+    points: tuple[float | None, float | None],
+    runs: list[list[float | None]],
+    unresolved: int,
+    resamples: int,
+    tail: float,
+) -> str:
+    """Why a latency row is below the timing's resolution: the figures that fell below."""
+    limit = f"below the timing resolution ({MIN_LATENCY_CHANGE_MS:g} ms)"
+    pb, pa = points
+    if any(v is not None and v < MIN_LATENCY_CHANGE_MS for v in points):
+        return f"{limit}: {_f_ms(pb)} vs {_f_ms(pa)}"
+    for side, figures in zip(_SIDES, runs, strict=True):
+        for k, v in enumerate(figures):
+            if v is not None and v < MIN_LATENCY_CHANGE_MS:
+                return (
+                    f"{limit} in {side}'s run {k + 1} of {len(figures)}: {_f_ms(v)} "
+                    f"(the sides' {name}: {_f_ms(pb)} vs {_f_ms(pa)})"
+                )
+    return (
+        f"{unresolved:,} of {resamples:,} resamples fell {limit} on a side, more than the "
+        f"{tail:,.1f} a tail of the interval holds: {_f_ms(pb)} vs {_f_ms(pa)}"
+    )
+
+
+def _f_ms(value: float | None) -> str:
+    return "none" if value is None else f"{value:,.2f} ms"
 
 
 def widen_ratio_interval(
@@ -509,12 +606,19 @@ def _equivalence(before: ShapeResult, after: ShapeResult) -> EquivalenceComparis
     common = sorted(set(b) & set(a))
     logprobs, numerics = drift.shape_drift(before, after)
     if not common:
+        counts = [
+            f"{side} {len(answered)} of {len(shape.equivalence)} answered"
+            if shape.equivalence
+            else f"{side} has none"
+            for side, answered, shape in (("before", b, before), ("after", a, after))
+        ]
         return EquivalenceComparison(
             shape=before.name,
             prompts=0,
             exact_match_rate=None,
             first_divergence={},
             verdict=NOT_COMPARABLE,
+            reason=f"no greedy prompt answered on both sides ({', '.join(counts)})",
         )
     divergence: dict[str, int] = {}
     for pid in common:
@@ -956,18 +1060,25 @@ def _compare_sweeps(
         noise_floor_pct=floor,
     )
     if cb.bound != goodputs.CROSSING or ca.bound != goodputs.CROSSING:
+        found = []
         for c, tag in ((cb, "before"), (ca, "after")):
             if c.bound != goodputs.CROSSING:
                 notes.append(f"capacity {tag}: {c.reason}: no change can be put on it")
-        return doc, row
+                found.append(f"{tag}: {c.reason}")
+        return doc, msgspec.structs.replace(row, reason="; ".join(found))
     assert cb.rate
     assert ca.rate is not None
     change = (ca.rate / cb.rate - 1.0) * 100.0
     ratios = sorted(
         (va / vb - 1.0) * 100.0 for vb, va in zip(draws_b, draws_a, strict=True) if vb > 0
     )
-    if len(ratios) < max(10, resamples // 2):
-        return doc, msgspec.structs.replace(row, change_pct=change)
+    needed = max(10, resamples // 2)
+    if len(ratios) < needed:
+        reason = (
+            f"{len(ratios):,} of {resamples:,} resamples usable, {needed:,} needed (a "
+            "resample whose before capacity is 0 has no ratio)"
+        )
+        return doc, msgspec.structs.replace(row, change_pct=change, reason=reason)
     alpha = (1.0 - confidence) / 2.0 * 100.0
     low, high = percentile(ratios, alpha), percentile(ratios, 100.0 - alpha)
     fewest = min(len(runs_b), len(runs_a))
