@@ -9,14 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 from blackwell_doctor.cli import main
 from blackwell_doctor.report.bench import decode_run
 from blackwell_doctor.ruledata.resources import schema_text
 from blackwell_doctor.rules import degenerate, gate
 from tests.conftest import skip_without
+
+try:
+    from hypothesis import example, given, settings
+    from hypothesis import strategies as st
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 try:
     import jsonschema

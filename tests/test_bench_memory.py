@@ -17,8 +17,6 @@ from typing import IO
 
 import msgspec
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from blackwell_doctor.render.bench import encode, encode_parts
 from blackwell_doctor.render.common import json_chunks, json_document
@@ -26,7 +24,13 @@ from blackwell_doctor.report.bench import BenchRun, RequestSample, ShapeResult, 
 from blackwell_doctor.report.bench_metrics import shape_metrics, stats_ms
 from blackwell_doctor.report.sample_table import SampleTable
 from blackwell_doctor.report.stats import Ascending, percentile, rank_points
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, skip_without
+
+try:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 
 # Times as a clock gives them: 0, or at least a nanosecond (in milliseconds).
 times = st.one_of(st.just(0.0), st.floats(min_value=1e-6, max_value=1e6))
