@@ -263,8 +263,9 @@ class OneAnswerPerConnection:
     closed without an answer: what a client that reuses connections meets when the server
     closes one as the request is written (uvicorn's keep-alive timeout)."""
 
-    def __init__(self, *, close_all: bool = False) -> None:
+    def __init__(self, *, close_all: bool = False, dies: bool = False) -> None:
         self.close_all = close_all
+        self.dies = dies  # stops listening as it closes the first connection unanswered
         self.connections = 0
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -289,6 +290,8 @@ class OneAnswerPerConnection:
                     length = int(value)
             await reader.readexactly(length)
             if self.close_all or answered:
+                if self.dies:
+                    self.server.close()  # a server killed with the request read: refused next
                 break  # read whole, then closed: a FIN, no answer
             body = b"data: " + chunk(content="ok") + b"\n\n" + b"data: " + USAGE + b"\n\n"
             body += b"data: [DONE]\n\n"
@@ -353,6 +356,20 @@ def test_a_new_connection_closed_before_an_answer_is_the_requests_failure() -> N
         server.close()
     assert (only.ok, only.error, only.resent) == (False, client.EARLY_CLOSE, 0)
     assert "before answering" in (only.detail or "")
+    assert server.connections == 1
+
+
+def test_a_resend_that_finds_no_server_keeps_the_close_it_met() -> None:
+    # CI at bfb2f62: a vLLM server killed mid-run had read its two in-flight requests and
+    # closed their reused connections unanswered; each was written again, refused, and
+    # counted "unreachable" instead of the early close it met.
+    server = OneAnswerPerConnection(dies=True)
+    try:
+        first, second = fetch_in_turn(server.url, 2)
+    finally:
+        server.close()
+    assert (first.ok, first.resent) == (True, 0)
+    assert (second.ok, second.error, second.resent) == (False, client.EARLY_CLOSE, 1), second
     assert server.connections == 1
 
 

@@ -324,13 +324,22 @@ async def stream_chat(
     )
     st = time.perf_counter()
     resent = 0
+    first: Outcome | None = None
     while True:
         _reused.set(False)
         out, unanswered = await _stream_once(
             session, url, body, headers, deadline_s=deadline_s, limits=limits, st=st
         )
+        if first is not None and out.error == UNREACHABLE:
+            # The resend found no server: it had died with the request read and unanswered
+            # (queued behind others), not dropped an idle connection. The request's failure
+            # is the close it met (CI at bfb2f62: a server killed mid-run counted its two
+            # in-flight requests unreachable).
+            out = first
+            break
         if not (unanswered and _reused.get() and resent < MAX_RESENDS):
             break
+        first = first or out
         resent += 1
     out.resent = resent
     scrub = scrubber(headers.get("Authorization"))
