@@ -100,7 +100,6 @@ def test_a_build_without_a_commit_id_takes_it_from_the_versions_local_part(
     # hatch-vcs wrote __commit_id__ = None in CI's wheel; its version still said +g<hash>.
     built = types.ModuleType("blackwell_doctor._version")
     built.__commit_id__ = None  # type: ignore[attr-defined]
-    built.__version__ = version  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "blackwell_doctor._version", built)
     monkeypatch.setattr(blackwell_doctor, "_version", built, raising=False)
     monkeypatch.setattr(about, "_checkout_commit", lambda: None)

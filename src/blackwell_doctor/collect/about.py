@@ -27,12 +27,16 @@ _CHECKOUT = Path(__file__).resolve().parents[3]
 _SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
 
+# setuptools-scm's local part of a version built between tags: "+g<hash>" ("0.1.dev659+
+# gbfb2f62f2", "+gbfb2f62f2.d20261128" when the tree was dirty).
 _LOCAL_NODE = re.compile(r"\+g([0-9a-f]{7,40})(?:\.|$)")
 
 
-def _built_commit() -> str | None:
+def _built_commit(version: str) -> str | None:
     """The commit hatch-vcs wrote beside the version at build time (``__commit_id__``:
-    setuptools-scm's version-file template, "g" and the short hash), if it did."""
+    setuptools-scm's version-file template, "g" and the short hash), else the one the
+    built ``version`` names in its local part (hatch-vcs may leave ``__commit_id__`` None:
+    CI's wheel of bfb2f62 did)."""
     try:
         from blackwell_doctor import _version  # type: ignore[attr-defined, unused-ignore]
     except ImportError:
@@ -40,10 +44,7 @@ def _built_commit() -> str | None:
     node = getattr(_version, "__commit_id__", None)
     if isinstance(node, str) and node:
         return node.removeprefix("g")
-    # hatch-vcs may leave __commit_id__ None (CI's wheel of bfb2f62 did) while the version
-    # carries the commit in its local part: setuptools-scm's "+g<hash>" ("0.1.dev659+
-    # gbfb2f62f2", "+gbfb2f62f2.d20261128" when the tree was dirty).
-    local = _LOCAL_NODE.search(str(getattr(_version, "__version__", "")))
+    local = _LOCAL_NODE.search(version)
     return local.group(1) if local else None
 
 
@@ -111,7 +112,7 @@ def read_about(version: str) -> About:
     sha, files = _catalogue()
     return About(
         version=version,
-        commit=_checkout_commit() or _built_commit() or "unknown (not built from git)",
+        commit=_checkout_commit() or _built_commit(version) or "unknown (not built from git)",
         catalogue_sha256=sha,
         catalogue_files=files,
         schemas=_schemas(),
