@@ -17,14 +17,10 @@ from blackwell_doctor.rules import degenerate, gate
 from tests.conftest import skip_without
 
 try:
-    from hypothesis import example, given, settings
-    from hypothesis import strategies as st
-except ModuleNotFoundError as exc:
-    skip_without(exc)
-
-try:
     import jsonschema
     from aiohttp import web
+    from hypothesis import example, given, settings
+    from hypothesis import strategies as st
 
     from tests import hostile_http as h
 except ModuleNotFoundError as exc:
