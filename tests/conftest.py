@@ -71,6 +71,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # A test that kills a shared server runs after all the others (stable sort).
     items.sort(key=lambda item: "kills_server" in item.keywords)
+    # Under pytest-xdist's --dist loadgroup (.ci/run), what shares a state runs in one
+    # worker, in this order: every test that talks to the real vLLM servers (they measure
+    # them, and one kills one: another worker's requests would be the noise they judge),
+    # and otherwise each file's tests together (its module fixtures set up once).
+    for item in items:
+        group = "vllm" if "vllm" in item.keywords else item.nodeid.partition("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
     reason = gpu_unusable_reason()
     if reason is None:
         return

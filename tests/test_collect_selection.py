@@ -246,7 +246,7 @@ def children(monkeypatch: pytest.MonkeyPatch) -> set[str]:
     return started
 
 
-@pytest.mark.parametrize(("options", "expected"), COLLECTS, ids=lambda v: " ".join(v) or "all")
+@pytest.mark.parametrize(("options", "expected"), COLLECTS, ids=lambda v: " ".join(sorted(v) if isinstance(v, set) else v) or "all")
 def test_a_live_check_starts_only_the_collectors_its_checks_read(
     options: list[str],
     expected: set[str],
