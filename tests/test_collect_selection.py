@@ -246,7 +246,12 @@ def children(monkeypatch: pytest.MonkeyPatch) -> set[str]:
     return started
 
 
-@pytest.mark.parametrize(("options", "expected"), COLLECTS, ids=lambda v: " ".join(sorted(v) if isinstance(v, set) else v) or "all")
+def _collect_id(value: list[str] | set[str]) -> str:
+    """A case's id: the same in every process (a set's order is not)."""
+    return " ".join(sorted(value) if isinstance(value, set) else value) or "all"
+
+
+@pytest.mark.parametrize(("options", "expected"), COLLECTS, ids=_collect_id)
 def test_a_live_check_starts_only_the_collectors_its_checks_read(
     options: list[str],
     expected: set[str],
