@@ -499,7 +499,9 @@ def measure(args: argparse.Namespace) -> int:
         for r in range(rounds):
             order = list(trees) if r % 2 == 0 else list(reversed(trees))
             for label in order:
-                env = {**os.environ, "PYTHONPATH": str(Path(trees[label]).resolve())}
+                # The tree first; what PYTHONPATH held after it (a wheels' site, say).
+                path = [str(Path(trees[label]).resolve()), os.environ.get("PYTHONPATH", "")]
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
                 # In-process, then the whole command, then the floor command.
                 argv = [sys.executable, __file__, "child", str(directory), str(n)]
                 if r % 2:
