@@ -75,9 +75,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # worker, in this order: every test that talks to the real vLLM servers (they measure
     # them, and one kills one: another worker's requests would be the noise they judge),
     # and otherwise each file's tests together (its module fixtures set up once).
-    for item in items:
-        group = "vllm" if "vllm" in item.keywords else item.nodeid.partition("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    # Without pytest-xdist (the other Pythons' venvs, the GPU machine) there is no such mark.
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            group = "vllm" if "vllm" in item.keywords else item.nodeid.partition("::")[0]
+            item.add_marker(pytest.mark.xdist_group(group))
     reason = gpu_unusable_reason()
     if reason is None:
         return
