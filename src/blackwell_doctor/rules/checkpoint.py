@@ -16,7 +16,6 @@ from blackwell_doctor.report.results import (
     Status,
     not_evaluated,
     passed,
-    skipped,
 )
 from blackwell_doctor.ruledata.fit import load_fit_data
 from blackwell_doctor.ruledata.rules import RuleData
@@ -31,11 +30,9 @@ _SERIOUS = ("header", "missing-shard", "index", "symlink")
 
 
 def _model(facts: Facts) -> ModelFacts | Outcome:
-    m = facts.model
-    if m is None:
-        return skipped(NO_MODEL)
-    if isinstance(m, Unavailable):
-        return not_evaluated(f"the model directory could not be read: {m.reason}")
+    m = view.section(facts.model, NO_MODEL, "the model directory could not be read: {reason}")
+    if isinstance(m, Outcome):
+        return m
     if m.arch is None:
         modelled = next((p.detail for p in m.problems if p.kind == "not-modelled"), None)
         if modelled is not None:

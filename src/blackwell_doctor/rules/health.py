@@ -51,12 +51,7 @@ NOT_SUPPORTED = "not-supported"
 
 
 def _section(facts: Facts) -> HealthFacts | Outcome:
-    health = facts.health
-    if health is None:
-        return skipped(NO_HEALTH)
-    if isinstance(health, Unavailable):
-        return not_evaluated(f"health facts unavailable: {health.reason}")
-    return health
+    return view.section(facts.health, NO_HEALTH, "health facts unavailable: {reason}")
 
 
 def _labels(facts: Facts) -> dict[int, str]:

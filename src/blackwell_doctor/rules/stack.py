@@ -280,12 +280,9 @@ def judge_package(
 
 
 def _stack(facts: Facts) -> StackFacts | Outcome:
-    s = facts.stack
-    if s is None:
-        return skipped(NOT_AUDITED)
-    if isinstance(s, Unavailable):
-        return not_evaluated(f"the Python GPU stack could not be read: {s.reason}")
-    return s
+    return view.section(
+        facts.stack, NOT_AUDITED, "the Python GPU stack could not be read: {reason}"
+    )
 
 
 def driver_isa(facts: Facts, data: StackData) -> tuple[int, int] | None:

@@ -46,20 +46,24 @@ def reason(value: object) -> str:
     return value.reason if isinstance(value, Unavailable) else "unknown"
 
 
-def probed(
-    section: T | Unavailable | None, *, absent: str, not_run: str, failed: str
-) -> T | Outcome:
-    """A probe's section of the facts, or the outcome of a check that has none to judge:
-    ``absent`` (facts without the section) skipped; a probe skipped on purpose (reason
-    "skipped:WHY") skipped with ``not_run`` (``{why}`` filled in); a probe that did not run
-    not evaluated with ``failed`` (``{reason}`` filled in)."""
-    if section is None:
+def section(value: T | Unavailable | None, absent: str, unreadable: str) -> T | Outcome:
+    """A section of the facts, or the outcome of a check that has none to judge: ``absent``
+    (facts without the section) skipped; a section that could not be read not evaluated
+    with ``unreadable`` (``{reason}`` filled in)."""
+    if value is None:
         return skipped(absent)
-    if isinstance(section, Unavailable):
-        if section.reason.startswith("skipped:"):
-            return skipped(not_run.format(why=section.reason.removeprefix("skipped:")))
-        return not_evaluated(failed.format(reason=section.reason))
-    return section
+    if isinstance(value, Unavailable):
+        return not_evaluated(unreadable.format(reason=value.reason))
+    return value
+
+
+def probed(value: T | Unavailable | None, *, absent: str, not_run: str, failed: str) -> T | Outcome:
+    """A probe's section of the facts, or the outcome of a check that has none to judge:
+    :func:`section`'s, but a probe skipped on purpose (reason "skipped:WHY") skipped with
+    ``not_run`` (``{why}`` filled in)."""
+    if isinstance(value, Unavailable) and value.reason.startswith("skipped:"):
+        return skipped(not_run.format(why=value.reason.removeprefix("skipped:")))
+    return section(value, absent, failed)
 
 
 def gpus(facts: Facts) -> list[GpuView]:
