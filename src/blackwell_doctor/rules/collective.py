@@ -63,17 +63,14 @@ def _grouped(runs: list[CollectiveRun]) -> str:
 
 
 def _collective(facts: Facts) -> CollectiveFacts | Outcome:
-    section = view.probed(
+    return view.probed(
         facts.collective,
         absent=NO_COLLECTIVE,
         not_run="the collective test did not run: {why}",
         failed="the collective test could not run: {reason}",
+        measured=lambda c: c.runs,
+        nothing="the collective test ran nothing",
     )
-    if isinstance(section, Outcome):
-        return section
-    if not section.runs:
-        return not_evaluated("the collective test ran nothing")
-    return section
 
 
 def default_runs(c: CollectiveFacts) -> list[CollectiveRun]:

@@ -181,11 +181,11 @@ def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
         absent=rules.word("reasons", "p2p_not_tested"),
         not_run="peer transfers not tested: {why}",
         failed="the peer-transfer test did not run: {reason}",
+        measured=lambda t: t.pairs,
+        nothing="the peer-transfer test measured no pair",
     )
     if isinstance(t, Outcome):
         return t
-    if not t.pairs:
-        return not_evaluated("the peer-transfer test measured no pair")
     evidence: Evidence = {}
     n = view.nvml(facts)
     gpu_count = len(n.gpus) if n is not None else None

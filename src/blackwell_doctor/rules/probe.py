@@ -24,17 +24,14 @@ from blackwell_doctor.rules.registry import check
 
 
 def _probes(facts: Facts) -> ProbeFacts | Outcome:
-    p = view.probed(
+    return view.probed(
         facts.probes,
         absent="these facts predate the probes",
         not_run="probes not run ({why})",
         failed="probes did not run: {reason}",
+        measured=lambda p: p.devices,
+        nothing="the probes measured no device",
     )
-    if isinstance(p, Outcome):
-        return p
-    if not p.devices:
-        return not_evaluated("the probes measured no device")
-    return p
 
 
 def _limit(d: DeviceProbe) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
@@ -57,13 +58,25 @@ def section(value: T | Unavailable | None, absent: str, unreadable: str) -> T | 
     return value
 
 
-def probed(value: T | Unavailable | None, *, absent: str, not_run: str, failed: str) -> T | Outcome:
+def probed(
+    value: T | Unavailable | None,
+    *,
+    absent: str,
+    not_run: str,
+    failed: str,
+    measured: Callable[[T], Sized],
+    nothing: str,
+) -> T | Outcome:
     """A probe's section of the facts, or the outcome of a check that has none to judge:
-    :func:`section`'s, but a probe skipped on purpose (reason "skipped:WHY") skipped with
-    ``not_run`` (``{why}`` filled in)."""
+    :func:`section`'s; a probe skipped on purpose (reason "skipped:WHY") skipped with
+    ``not_run`` (``{why}`` filled in); a probe that ran but ``measured`` nothing not
+    evaluated with ``nothing``."""
     if isinstance(value, Unavailable) and value.reason.startswith("skipped:"):
         return skipped(not_run.format(why=value.reason.removeprefix("skipped:")))
-    return section(value, absent, failed)
+    got = section(value, absent, failed)
+    if not isinstance(got, Outcome) and not measured(got):
+        return not_evaluated(nothing)
+    return got
 
 
 def gpus(facts: Facts) -> list[GpuView]:
