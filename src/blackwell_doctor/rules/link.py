@@ -34,6 +34,9 @@ from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.registry import check
 
+_PREDATES = "PCIe link not in these facts (collected before link facts existed)"
+_UNSUPPORTED = "NVML has no PCIe link for these GPUs (integrated, as GB10)"
+
 
 class LinkReading(msgspec.Struct, frozen=True):
     """One GPU's link as the checks judge it."""
@@ -147,15 +150,9 @@ def link_pcie(facts: Facts, rules: RuleData) -> Outcome:
         return skipped(
             f"{facts.platform.wsl.kind}: the GPU is paravirtualised, no PCIe link to read"
         )
-    n = view.nvml(facts)
-    if n is None:
-        return not_evaluated(f"NVML unavailable: {view.reason(facts.nvml)}")
-    if not n.gpus:
-        return skipped("no GPU")
-    if all(g.pcie is None for g in n.gpus):
-        return skipped("PCIe link not in these facts (collected before link facts existed)")
-    if all(isinstance(g.pcie, Unavailable) and g.pcie.reason == "not-supported" for g in n.gpus):
-        return skipped("NVML has no PCIe link for these GPUs (integrated, as GB10)")
+    n = view.nvml_reporting(facts, lambda g: g.pcie, _PREDATES, _UNSUPPORTED)
+    if isinstance(n, Outcome):
+        return n
     got = readings(facts)
     evidence: Evidence = {}
     down: list[str] = []

@@ -11,6 +11,7 @@ from blackwell_doctor.facts.document import (
     CudaFacts,
     Facts,
     NvmlFacts,
+    NvmlGpu,
     PciFacts,
     PciGpu,
     Unavailable,
@@ -37,6 +38,26 @@ def nvml(facts: Facts) -> NvmlFacts | None:
 
 def cuda(facts: Facts) -> CudaFacts | None:
     return facts.cuda if isinstance(facts.cuda, CudaFacts) else None
+
+
+def nvml_reporting(
+    facts: Facts, field: Callable[[NvmlGpu], object], predates: str, unsupported: str
+) -> NvmlFacts | Outcome:
+    """NVML's GPUs for a check of one per-GPU ``field``, or the outcome of a check that has
+    none to judge: NVML unavailable, no GPU, facts collected before the field existed
+    (``predates``: None on every GPU), or NVML not supporting it on any GPU
+    (``unsupported``)."""
+    n = nvml(facts)
+    if n is None:
+        return not_evaluated(f"NVML unavailable: {reason(facts.nvml)}")
+    if not n.gpus:
+        return skipped("no GPU")
+    values = [field(g) for g in n.gpus]
+    if all(v is None for v in values):
+        return skipped(predates)
+    if all(isinstance(v, Unavailable) and v.reason == "not-supported" for v in values):
+        return skipped(unsupported)
+    return n
 
 
 def pci(facts: Facts) -> PciFacts | None:
