@@ -23,7 +23,7 @@ from blackwell_doctor.rules import view
 from blackwell_doctor.rules.absent import NO_MODEL
 from blackwell_doctor.rules.fit import GIB, FitResult, PoolError, fit, gpu_pool
 from blackwell_doctor.rules.memory import UnifiedBudget, unified_budget
-from blackwell_doctor.rules.registry import check
+from blackwell_doctor.rules.registry import check, requires
 
 # Problems that make the reading incomplete or break a container launch.
 _SERIOUS = ("header", "missing-shard", "index", "symlink")
@@ -80,10 +80,8 @@ def _gb(n: int) -> str:
 
 
 @check("model.fit", reads=("platform", "nvml", "cuda", "model"))
-def model_fit(facts: Facts, rules: RuleData) -> Outcome:
-    m = _model(facts)
-    if isinstance(m, Outcome):
-        return m
+@requires(_model)
+def model_fit(facts: Facts, rules: RuleData, m: ModelFacts) -> Outcome:
     result = model_fit_result(facts)
     if isinstance(result, str):
         return not_evaluated(result, path=m.path)
@@ -138,10 +136,8 @@ def _is_moe_nvfp4(m: ModelFacts) -> bool:
 
 
 @check("model.kernel_path", reads=("nvml", "cuda", "model"))
-def model_kernel_path(facts: Facts, rules: RuleData) -> Outcome:
-    m = _model(facts)
-    if isinstance(m, Outcome):
-        return m
+@requires(_model)
+def model_kernel_path(facts: Facts, rules: RuleData, m: ModelFacts) -> Outcome:
     arch = m.arch
     assert arch is not None
     gpus = view.gpus(facts)
@@ -183,10 +179,8 @@ def model_kernel_path(facts: Facts, rules: RuleData) -> Outcome:
 
 
 @check("model.w4a16", reads=("model",))
-def model_w4a16(facts: Facts, rules: RuleData) -> Outcome:
-    m = _model(facts)
-    if isinstance(m, Outcome):
-        return m
+@requires(_model)
+def model_w4a16(facts: Facts, rules: RuleData, m: ModelFacts) -> Outcome:
     q = m.quantization
     evidence: Evidence = {"quantization": f"{q.method} ({q.format})", "evidence": q.evidence}
     if q.method == "w4a16":

@@ -45,7 +45,7 @@ from blackwell_doctor.ruledata.health import HealthData, load_health_data, worst
 from blackwell_doctor.ruledata.rules import RuleData, fill
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.absent import NO_HEALTH
-from blackwell_doctor.rules.registry import check
+from blackwell_doctor.rules.registry import check, requires
 
 NOT_SUPPORTED = "not-supported"
 
@@ -195,11 +195,11 @@ def _counts(samples: list[ClockSample], data: HealthData) -> dict[str, int]:
 # The readings under load ride on the tile probes' timed launches: selecting this check
 # runs the probes (what it reads), unless --no-probe.
 @check("health.clocks", reads=("health", "nvml", "platform", "pci", "probes"))
-def health_clocks(facts: Facts, rules: RuleData) -> Outcome:
-    got = _gpus(facts)
-    if isinstance(got, Outcome):
-        return got
-    health, _gpu_list = got
+@requires(_gpus)
+def health_clocks(
+    facts: Facts, rules: RuleData, judged: tuple[HealthFacts, list[GpuHealth]]
+) -> Outcome:
+    health, _gpu_list = judged
     if isinstance(health.under_load, Unavailable):
         why = health.under_load.reason.removeprefix("skipped:")
         return skipped(
@@ -552,10 +552,8 @@ def _aer_changes(device: DeviceAer, label: str) -> list[_AerChange] | Unavailabl
 
 
 @check("health.pcie_errors", reads=("health", "nvml", "pci", "platform", "link_load"))
-def health_pcie_errors(facts: Facts, rules: RuleData) -> Outcome:
-    health = _section(facts)
-    if isinstance(health, Outcome):
-        return health
+@requires(_section)
+def health_pcie_errors(facts: Facts, rules: RuleData, health: HealthFacts) -> Outcome:
     if view.is_wsl(facts):
         return skipped(f"{facts.platform.wsl.kind}: the GPU is paravirtualised, no PCIe link")
     labels = _labels(facts)
