@@ -73,26 +73,19 @@ def readings(facts: Facts) -> dict[int, LinkReading]:
     for g in n.gpus if n is not None else []:
         idle = g.pcie if isinstance(g.pcie, NvmlPcieLink) else None
         busy = loaded.get(g.index)
-        if busy is not None:
-            out[g.index] = LinkReading(
-                gpu=g.index,
-                current_gen=busy.current_gen,
-                current_width=busy.current_width,
-                max_gen=busy.max_gen or (idle.max_gen if idle else None),
-                max_width=busy.max_width or (idle.max_width if idle else None),
-                gpu_max_gen=idle.gpu_max_gen if idle else None,
-                loaded=True,
-            )
-        elif idle is not None:
-            out[g.index] = LinkReading(
-                gpu=g.index,
-                current_gen=idle.current_gen,
-                current_width=idle.current_width,
-                max_gen=idle.max_gen,
-                max_width=idle.max_width,
-                gpu_max_gen=idle.gpu_max_gen,
-                loaded=False,
-            )
+        now = busy if busy is not None else idle
+        if now is None:
+            continue
+        # The maxima of the reading under load, where it has them; else NVML's.
+        out[g.index] = LinkReading(
+            gpu=g.index,
+            current_gen=now.current_gen,
+            current_width=now.current_width,
+            max_gen=(busy.max_gen if busy else None) or (idle.max_gen if idle else None),
+            max_width=(busy.max_width if busy else None) or (idle.max_width if idle else None),
+            gpu_max_gen=idle.gpu_max_gen if idle else None,
+            loaded=busy is not None,
+        )
     return out
 
 
