@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
@@ -23,6 +24,21 @@ DEFAULT_NAME = "blackwell-doctor-vllm"
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 8000
 MODEL_TARGET = "/model"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerChoices:
+    """The container's name, address, port and shared memory as the user chose them, with
+    :func:`build_launch`'s defaults: the part of ``recommend``'s and ``apply``'s launch
+    options that is the same as given (:class:`~blackwell_doctor.recommend.options.
+    LaunchRequest`) and as checked (:class:`~blackwell_doctor.recommend.plan.LaunchOptions`)."""
+
+    name: str = DEFAULT_NAME
+    bind: str = DEFAULT_BIND
+    port: int = DEFAULT_PORT
+    shm_size: str | None = None
+
+
 # Without --model-dir, shell and compose are written with a placeholder for the model
 # directory (MODEL_DIR) and the served name (MODEL_NAME). The spec carries this sentinel path;
 # only those renderers turn it into ${MODEL_DIR}, and apply refuses it (it needs a real

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from blackwell_doctor.facts.errors import UserError
+from blackwell_doctor.recommend.launch import ContainerChoices
 
 if TYPE_CHECKING:
     from blackwell_doctor.recommend.plan import LaunchOptions
@@ -55,16 +56,12 @@ def env_pairs(values: Sequence[str], environ: Mapping[str, str]) -> tuple[tuple[
 
 
 @dataclass(frozen=True, kw_only=True)
-class LaunchRequest:
+class LaunchRequest(ContainerChoices):
     """``recommend``'s and ``apply``'s launch options as given: checked, and the environment
     read, by :func:`launch_options`."""
 
     model_dir: Path | None = None
     runtime: str | None = None
-    name: str = "blackwell-doctor-vllm"
-    bind: str = "127.0.0.1"
-    port: int = 8000
-    shm_size: str | None = None
     env: Sequence[str] = ()
 
 

@@ -19,6 +19,7 @@ from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.facts.document import Facts, ToolInfo
 from blackwell_doctor.recommend.launch import (
     MODEL_DIR_PLACEHOLDER,
+    ContainerChoices,
     LaunchSpec,
     build_launch,
     docker_run_argv,
@@ -101,16 +102,12 @@ class Recommendation(msgspec.Struct, frozen=True, kw_only=True):
     notes: list[str]
 
 
-@dataclass(frozen=True)
-class LaunchOptions:
+@dataclass(frozen=True, kw_only=True)
+class LaunchOptions(ContainerChoices):
     """What the user chose for the container (the rest is derived)."""
 
     model_dir: str | None = None
     runtime_id: str | None = None
-    name: str = "blackwell-doctor-vllm"
-    bind: str = "127.0.0.1"
-    port: int = 8000
-    shm_size: str | None = None
     extra_env: tuple[tuple[str, str], ...] = ()
 
 

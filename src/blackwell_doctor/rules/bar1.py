@@ -21,6 +21,8 @@ from blackwell_doctor.rules import view
 from blackwell_doctor.rules.registry import check
 
 _MIB = 1 << 20
+_PREDATES = "BAR1 size not in these facts (collected before BAR1 facts existed)"
+_UNSUPPORTED = "NVML has no BAR1 for these GPUs (integrated, as GB10: unified memory)"
 
 
 def _mib(n: int) -> str:
@@ -31,18 +33,9 @@ def _mib(n: int) -> str:
 def bar1_size(facts: Facts, rules: RuleData) -> Outcome:
     if view.is_wsl(facts):
         return skipped(f"{facts.platform.wsl.kind}: BAR1 is the Windows host's, not visible here")
-    n = view.nvml(facts)
-    if n is None:
-        return not_evaluated(f"NVML unavailable: {view.reason(facts.nvml)}")
-    if not n.gpus:
-        return skipped("no GPU")
-    if all(g.bar1_total_bytes is None for g in n.gpus):
-        return skipped("BAR1 size not in these facts (collected before BAR1 facts existed)")
-    if all(
-        isinstance(g.bar1_total_bytes, Unavailable) and g.bar1_total_bytes.reason == "not-supported"
-        for g in n.gpus
-    ):
-        return skipped("NVML has no BAR1 for these GPUs (integrated, as GB10: unified memory)")
+    n = view.nvml_reporting(facts, lambda g: g.bar1_total_bytes, _PREDATES, _UNSUPPORTED)
+    if isinstance(n, Outcome):
+        return n
     legacy = rules.preflight.bar1.legacy_bytes
     multi = len(n.gpus) > 1
     evidence: Evidence = {}

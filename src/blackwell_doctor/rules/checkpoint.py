@@ -16,7 +16,6 @@ from blackwell_doctor.report.results import (
     Status,
     not_evaluated,
     passed,
-    skipped,
 )
 from blackwell_doctor.ruledata.fit import load_fit_data
 from blackwell_doctor.ruledata.rules import RuleData
@@ -24,18 +23,16 @@ from blackwell_doctor.rules import view
 from blackwell_doctor.rules.absent import NO_MODEL
 from blackwell_doctor.rules.fit import GIB, FitResult, PoolError, fit, gpu_pool
 from blackwell_doctor.rules.memory import UnifiedBudget, unified_budget
-from blackwell_doctor.rules.registry import check
+from blackwell_doctor.rules.registry import check, requires
 
 # Problems that make the reading incomplete or break a container launch.
 _SERIOUS = ("header", "missing-shard", "index", "symlink")
 
 
 def _model(facts: Facts) -> ModelFacts | Outcome:
-    m = facts.model
-    if m is None:
-        return skipped(NO_MODEL)
-    if isinstance(m, Unavailable):
-        return not_evaluated(f"the model directory could not be read: {m.reason}")
+    m = view.section(facts.model, NO_MODEL, "the model directory could not be read: {reason}")
+    if isinstance(m, Outcome):
+        return m
     if m.arch is None:
         modelled = next((p.detail for p in m.problems if p.kind == "not-modelled"), None)
         if modelled is not None:
@@ -83,10 +80,8 @@ def _gb(n: int) -> str:
 
 
 @check("model.fit", reads=("platform", "nvml", "cuda", "model"))
-def model_fit(facts: Facts, rules: RuleData) -> Outcome:
-    m = _model(facts)
-    if isinstance(m, Outcome):
-        return m
+@requires(_model)
+def model_fit(facts: Facts, rules: RuleData, m: ModelFacts) -> Outcome:
     result = model_fit_result(facts)
     if isinstance(result, str):
         return not_evaluated(result, path=m.path)
@@ -141,10 +136,8 @@ def _is_moe_nvfp4(m: ModelFacts) -> bool:
 
 
 @check("model.kernel_path", reads=("nvml", "cuda", "model"))
-def model_kernel_path(facts: Facts, rules: RuleData) -> Outcome:
-    m = _model(facts)
-    if isinstance(m, Outcome):
-        return m
+@requires(_model)
+def model_kernel_path(facts: Facts, rules: RuleData, m: ModelFacts) -> Outcome:
     arch = m.arch
     assert arch is not None
     gpus = view.gpus(facts)
@@ -186,10 +179,8 @@ def model_kernel_path(facts: Facts, rules: RuleData) -> Outcome:
 
 
 @check("model.w4a16", reads=("model",))
-def model_w4a16(facts: Facts, rules: RuleData) -> Outcome:
-    m = _model(facts)
-    if isinstance(m, Outcome):
-        return m
+@requires(_model)
+def model_w4a16(facts: Facts, rules: RuleData, m: ModelFacts) -> Outcome:
     q = m.quantization
     evidence: Evidence = {"quantization": f"{q.method} ({q.format})", "evidence": q.evidence}
     if q.method == "w4a16":

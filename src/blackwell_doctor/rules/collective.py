@@ -33,7 +33,7 @@ from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules import link, view
 from blackwell_doctor.rules.absent import NO_COLLECTIVE
 from blackwell_doctor.rules.pci import bridges_between
-from blackwell_doctor.rules.registry import check
+from blackwell_doctor.rules.registry import check, requires
 
 P2P_DISABLE = "NCCL_P2P_DISABLE"
 
@@ -63,17 +63,14 @@ def _grouped(runs: list[CollectiveRun]) -> str:
 
 
 def _collective(facts: Facts) -> CollectiveFacts | Outcome:
-    section = view.probed(
+    return view.probed(
         facts.collective,
         absent=NO_COLLECTIVE,
         not_run="the collective test did not run: {why}",
         failed="the collective test could not run: {reason}",
+        measured=lambda c: c.runs,
+        nothing="the collective test ran nothing",
     )
-    if isinstance(section, Outcome):
-        return section
-    if not section.runs:
-        return not_evaluated("the collective test ran nothing")
-    return section
 
 
 def default_runs(c: CollectiveFacts) -> list[CollectiveRun]:
@@ -133,10 +130,8 @@ def _crosses_root(facts: Facts, gpus: list[int]) -> bool | None:
 
 
 @check("collective.allreduce", reads=("pci", "nvml", "collective"))
-def collective_allreduce(facts: Facts, rules: RuleData) -> Outcome:
-    c = _collective(facts)
-    if isinstance(c, Outcome):
-        return c
+@requires(_collective)
+def collective_allreduce(facts: Facts, rules: RuleData, c: CollectiveFacts) -> Outcome:
     runs = default_runs(c)
     if not runs:
         return not_evaluated("no all-reduce ran with the runtime's own settings")
@@ -241,10 +236,8 @@ def _nvlink_pair(facts: Facts, gpus: list[int]) -> bool:
 
 
 @check("collective.bandwidth", reads=("nvml", "link_load", "collective"))
-def collective_bandwidth(facts: Facts, rules: RuleData) -> Outcome:
-    c = _collective(facts)
-    if isinstance(c, Outcome):
-        return c
+@requires(_collective)
+def collective_bandwidth(facts: Facts, rules: RuleData, c: CollectiveFacts) -> Outcome:
     links = link.readings(facts)
     fraction = rules.preflight.collective.min_busbw_vs_link
     evidence: Evidence = {}

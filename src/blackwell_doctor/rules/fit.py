@@ -332,20 +332,27 @@ def _entry(
         + f" = {_gib(budget)} for the KV cache"
     )
     limit = arch.max_position_embeddings
-    if budget <= 0:
+
+    def entry(
+        fits: bool, max_context: int | None, reason: str, sequences: int | None = None
+    ) -> FitEntry:
         return FitEntry(
             tensor_parallel=t,
             expert_parallel=ep,
-            fits=False,
-            max_context=None,
-            reason=head + ": the weights do not fit",
+            fits=fits,
+            max_context=max_context,
+            reason=reason,
             usable_bytes=usable,
             weights_per_gpu_bytes=per_gpu,
             overhead_bytes=overhead,
             kv_budget_bytes=budget,
             kv_bytes_per_token=full + sliding,
             state_bytes_per_sequence=state,
+            sequences_at_max_context=sequences,
         )
+
+    if budget <= 0:
+        return entry(False, None, head + ": the weights do not fit")
     window = arch.sliding_window or 0
     if full == 0:
         unbounded = limit if limit is not None else 1 << 40
@@ -395,17 +402,4 @@ def _entry(
                 f"; {sequences:,} sequence(s) of {ctx:,} tokens fit at once "
                 f"({per_seq:,} B each: KV + state)"
             )
-    return FitEntry(
-        tensor_parallel=t,
-        expert_parallel=ep,
-        fits=fits,
-        max_context=ctx if fits else None,
-        reason=reason,
-        usable_bytes=usable,
-        weights_per_gpu_bytes=per_gpu,
-        overhead_bytes=overhead,
-        kv_budget_bytes=budget,
-        kv_bytes_per_token=full + sliding,
-        state_bytes_per_sequence=state,
-        sequences_at_max_context=sequences,
-    )
+    return entry(fits, ctx if fits else None, reason, sequences)

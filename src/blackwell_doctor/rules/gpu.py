@@ -47,29 +47,19 @@ def gpu_present(facts: Facts, rules: RuleData) -> Outcome:
         case = "driver_not_usable"
         if nvml_reason == "nvml-driver-library-mismatch":
             case = "library_mismatch"
-        return Outcome(
-            status=Status.FAIL,
-            summary=f"GPU(s) on PCI but the driver is not usable: {nvml_reason}",
-            evidence=evidence,
-            case=case,
-            remedy_vars={
-                **values,
-                "gpus": view.plural(len(on_pci), "NVIDIA GPU"),
-                "bdfs": ", ".join(on_pci),
-            },
-        )
-    if facts.platform.wsl.kind in ("wsl1", "wsl2"):  # not "unknown": /proc/version unread
-        case = "wsl"
-    elif pci is None:
-        case = "pci_unreadable"
+        summary = f"GPU(s) on PCI but the driver is not usable: {nvml_reason}"
+        values |= {"gpus": view.plural(len(on_pci), "NVIDIA GPU"), "bdfs": ", ".join(on_pci)}
     else:
-        case = "none_found"
+        if facts.platform.wsl.kind in ("wsl1", "wsl2"):  # not "unknown": /proc/version unread
+            case = "wsl"
+        elif pci is None:
+            case = "pci_unreadable"
+        else:
+            case = "none_found"
+        summary = f"no NVIDIA GPU found (NVML: {nvml_reason}; {pci_note})"
+        values["pci_reason"] = view.reason(facts.pci)
     return Outcome(
-        status=Status.FAIL,
-        summary=f"no NVIDIA GPU found (NVML: {nvml_reason}; {pci_note})",
-        evidence=evidence,
-        case=case,
-        remedy_vars={**values, "pci_reason": view.reason(facts.pci)},
+        status=Status.FAIL, summary=summary, evidence=evidence, case=case, remedy_vars=values
     )
 
 

@@ -45,18 +45,13 @@ from blackwell_doctor.ruledata.health import HealthData, load_health_data, worst
 from blackwell_doctor.ruledata.rules import RuleData, fill
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.absent import NO_HEALTH
-from blackwell_doctor.rules.registry import check
+from blackwell_doctor.rules.registry import check, requires
 
 NOT_SUPPORTED = "not-supported"
 
 
 def _section(facts: Facts) -> HealthFacts | Outcome:
-    health = facts.health
-    if health is None:
-        return skipped(NO_HEALTH)
-    if isinstance(health, Unavailable):
-        return not_evaluated(f"health facts unavailable: {health.reason}")
-    return health
+    return view.section(facts.health, NO_HEALTH, "health facts unavailable: {reason}")
 
 
 def _labels(facts: Facts) -> dict[int, str]:
@@ -96,6 +91,9 @@ class _PerGpu:
     findings: list[str]
     unsupported: list[str]
     unreadable: list[str]
+    judged_count: int
+    # The probed GPUs' readings under load, by NVML index (:func:`_loaded_by_index`).
+    loaded: dict[int, LoadedGpu]
 
     def aside(self, label: str, what: str, value: Unavailable) -> None:
         """A value NVML did not give: unsupported (a skip for that GPU) or unreadable."""
@@ -112,19 +110,51 @@ class _PerGpu:
             return skipped("; ".join(self.unsupported), **self.evidence)
         return passed(passed_summary, **self.evidence)
 
-    judged_count: int = 0
+    def outcome(
+        self,
+        passed_summary: str,
+        *,
+        status: Status = Status.WARN,
+        prefix: str = "",
+        case: str | None = None,
+        remedy_vars: dict[str, str] | None = None,
+        commands: list[str] | None = None,
+        action: RemedyAction | None = None,
+    ) -> Outcome:
+        """The findings, joined after ``prefix``, with the check's remedy fields; with none,
+        :meth:`unjudged`."""
+        if not self.findings:
+            return self.unjudged(passed_summary)
+        return Outcome(
+            status=status,
+            summary=prefix + "; ".join(self.findings),
+            evidence=self.evidence,
+            case=case,
+            remedy_vars=remedy_vars or {},
+            commands=commands or [],
+            action=action,
+        )
 
 
-def _judging(facts: Facts) -> tuple[HealthFacts, _PerGpu, list[tuple[str, GpuHealth]]] | Outcome:
-    """What a per-GPU check starts from: the health section, an empty record of what it makes
-    of each GPU, and the GPUs with their labels; or the outcome of a check that has none."""
+def _each_gpu(facts: Facts, judge: Callable[[_PerGpu, str, GpuHealth], None]) -> _PerGpu | Outcome:
+    """``judge`` run on each GPU's NVML health with its label, into one record of what it
+    made of them; or the outcome of a check that has none to judge."""
     got = _gpus(facts)
     if isinstance(got, Outcome):
         return got
     health, gpus = got
     labels = _labels(facts)
-    per = _PerGpu(evidence={}, findings=[], unsupported=[], unreadable=[], judged_count=len(gpus))
-    return health, per, [(labels.get(g.index, f"GPU{g.index}"), g) for g in gpus]
+    per = _PerGpu(
+        evidence={},
+        findings=[],
+        unsupported=[],
+        unreadable=[],
+        judged_count=len(gpus),
+        loaded=_loaded_by_index(facts, health),
+    )
+    for g in gpus:
+        judge(per, labels.get(g.index, f"GPU{g.index}"), g)
+    return per
 
 
 def _watts(mw: int) -> str:
@@ -165,11 +195,11 @@ def _counts(samples: list[ClockSample], data: HealthData) -> dict[str, int]:
 # The readings under load ride on the tile probes' timed launches: selecting this check
 # runs the probes (what it reads), unless --no-probe.
 @check("health.clocks", reads=("health", "nvml", "platform", "pci", "probes"))
-def health_clocks(facts: Facts, rules: RuleData) -> Outcome:
-    got = _gpus(facts)
-    if isinstance(got, Outcome):
-        return got
-    health, _gpu_list = got
+@requires(_gpus)
+def health_clocks(
+    facts: Facts, rules: RuleData, judged: tuple[HealthFacts, list[GpuHealth]]
+) -> Outcome:
+    health, _gpu_list = judged
     if isinstance(health.under_load, Unavailable):
         why = health.under_load.reason.removeprefix("skipped:")
         return skipped(
@@ -251,29 +281,25 @@ def _or(samples: list[ClockSample]) -> int:
 
 @check("health.power", reads=("health", "nvml", "platform", "pci"))
 def health_power(facts: Facts, rules: RuleData) -> Outcome:
-    got = _judging(facts)
-    if isinstance(got, Outcome):
-        return got
-    health, per, labelled = got
     data = load_health_data()
-    loaded = _loaded_by_index(facts, health)
     capped_indexes: list[str] = []
     defaults: list[str] = []
-    for label, g in labelled:
+
+    def judge(per: _PerGpu, label: str, g: GpuHealth) -> None:
         limit, default = g.power_limit_mw, g.power_default_mw
         if isinstance(limit, Unavailable):
             per.aside(label, "power limit", limit)
-            continue
+            return
         if isinstance(default, Unavailable):
             per.aside(label, "default power limit", default)
-            continue
+            return
         top = g.power_max_mw if isinstance(g.power_max_mw, int) else None
         text = f"limit {_watts(limit)}, default {_watts(default)}"
         if top is not None:
             text += f", max {_watts(top)}"
         capping = (
-            _counts(loaded[g.index].samples, data).get("SwPowerCap", 0)
-            if (g.index in loaded)
+            _counts(per.loaded[g.index].samples, data).get("SwPowerCap", 0)
+            if (g.index in per.loaded)
             else 0
         )
         if capping:
@@ -286,19 +312,20 @@ def health_power(facts: Facts, rules: RuleData) -> Outcome:
             )
             capped_indexes.append(str(g.index))
             defaults.append(f"{g.index}:{default // 1000}")
-    if per.findings:
-        return Outcome(
-            status=Status.WARN,
-            summary="power limit below the default: " + "; ".join(per.findings),
-            evidence=per.evidence,
-            remedy_vars={"indexes": ",".join(capped_indexes)},
-            commands=[
-                fill(line, {"index": index, "watts": watts})
-                for index, watts in (d.split(":") for d in defaults)
-                for line in rules.checks["health.power"].command_sets["per_gpu"]
-            ],
-        )
-    return per.unjudged("every GPU's power limit is its default")
+
+    per = _each_gpu(facts, judge)
+    if isinstance(per, Outcome):
+        return per
+    return per.outcome(
+        "every GPU's power limit is its default",
+        prefix="power limit below the default: ",
+        remedy_vars={"indexes": ",".join(capped_indexes)},
+        commands=[
+            fill(line, {"index": index, "watts": watts})
+            for index, watts in (d.split(":") for d in defaults)
+            for line in rules.checks["health.power"].command_sets["per_gpu"]
+        ],
+    )
 
 
 # --------------------------------------------------------------------------- thermal
@@ -306,19 +333,15 @@ def health_power(facts: Facts, rules: RuleData) -> Outcome:
 
 @check("health.thermal", reads=("health", "nvml", "platform", "pci"))
 def health_thermal(facts: Facts, rules: RuleData) -> Outcome:
-    got = _judging(facts)
-    if isinstance(got, Outcome):
-        return got
-    health, per, labelled = got
     data = load_health_data()
-    loaded = _loaded_by_index(facts, health)
-    for label, g in labelled:
+
+    def judge(per: _PerGpu, label: str, g: GpuHealth) -> None:
         temps = [g.temperature_c] if isinstance(g.temperature_c, int) else []
-        if g.index in loaded:
-            temps += [s.temperature_c for s in loaded[g.index].samples if s.temperature_c]
+        if g.index in per.loaded:
+            temps += [s.temperature_c for s in per.loaded[g.index].samples if s.temperature_c]
         if not temps:
             per.aside(label, "temperature", _unavailable(g.temperature_c))
-            continue
+            return
         hottest = max(temps)
         slowdown = g.slowdown_c if isinstance(g.slowdown_c, int) else None
         shutdown = g.shutdown_c if isinstance(g.shutdown_c, int) else None
@@ -338,7 +361,7 @@ def health_thermal(facts: Facts, rules: RuleData) -> Outcome:
         per.evidence[label] = ", ".join(parts)
         if slowdown is None and margin is None:
             per.aside(label, "slowdown threshold", _unavailable(g.slowdown_c))
-            continue
+            return
         left = margin if margin is not None else None
         if slowdown is not None:
             from_slowdown = slowdown - hottest
@@ -351,15 +374,13 @@ def health_thermal(facts: Facts, rules: RuleData) -> Outcome:
         hot = per.findings and per.findings[-1].startswith(label)
         if fans is not None and hot and any(f == 0 for f in fans):
             per.findings[-1] += " with a fan at 0 %"
-    if per.findings:
-        return Outcome(
-            status=Status.WARN,
-            summary="; ".join(per.findings),
-            evidence=per.evidence,
-            remedy_vars={"gpus": ", ".join(f.split(" at ", 1)[0] for f in per.findings)},
-        )
-    return per.unjudged(
-        f"every GPU more than {data.thermal.warn_margin_c} °C below its slowdown threshold"
+
+    per = _each_gpu(facts, judge)
+    if isinstance(per, Outcome):
+        return per
+    return per.outcome(
+        f"every GPU more than {data.thermal.warn_margin_c} °C below its slowdown threshold",
+        remedy_vars={"gpus": ", ".join(f.split(" at ", 1)[0] for f in per.findings)},
     )
 
 
@@ -372,15 +393,12 @@ def _unavailable(value: object) -> Unavailable:
 
 @check("health.ecc", reads=("health", "nvml", "platform", "pci"))
 def health_ecc(facts: Facts, rules: RuleData) -> Outcome:
-    got = _judging(facts)
-    if isinstance(got, Outcome):
-        return got
-    _health, per, labelled = got
     pending: list[str] = []
-    for label, g in labelled:
+
+    def judge(per: _PerGpu, label: str, g: GpuHealth) -> None:
         if isinstance(g.ecc_enabled, Unavailable):
             per.aside(label, "ECC", g.ecc_enabled)
-            continue
+            return
         counts = g.ecc_errors if isinstance(g.ecc_errors, EccCounts) else None
         text = "ECC on" if g.ecc_enabled else "ECC off"
         if isinstance(g.ecc_pending_enabled, bool) and g.ecc_pending_enabled != g.ecc_enabled:
@@ -401,21 +419,18 @@ def health_ecc(facts: Facts, rules: RuleData) -> Outcome:
                 f"{label}: {counts.volatile_uncorrected} uncorrected ECC errors since the "
                 "driver loaded"
             )
-    if per.findings:
-        return Outcome(
-            status=Status.WARN,
-            summary="; ".join(per.findings),
-            evidence=per.evidence,
-            case="uncorrected",
-        )
-    if pending:
+
+    per = _each_gpu(facts, judge)
+    if isinstance(per, Outcome):
+        return per
+    if pending and not per.findings:
         return Outcome(
             status=Status.WARN,
             summary=f"an ECC mode change waits for a reboot: {', '.join(pending)}",
             evidence=per.evidence,
             case="mode_pending",
         )
-    return per.unjudged("no uncorrected ECC error since the driver loaded")
+    return per.outcome("no uncorrected ECC error since the driver loaded", case="uncorrected")
 
 
 # --------------------------------------------------------------------------- memory repair
@@ -425,11 +440,7 @@ def _memory(
     facts: Facts,
     judge: Callable[[str, RemappedRows | None, RetiredPages | None, _PerGpu], None],
 ) -> _PerGpu | Outcome:
-    got = _judging(facts)
-    if isinstance(got, Outcome):
-        return got
-    _health, per, labelled = got
-    for label, g in labelled:
+    def each(per: _PerGpu, label: str, g: GpuHealth) -> None:
         rows = g.remapped_rows if isinstance(g.remapped_rows, RemappedRows) else None
         pages = g.retired_pages if isinstance(g.retired_pages, RetiredPages) else None
         if rows is None and pages is None:
@@ -439,7 +450,7 @@ def _memory(
             if why.reason == NOT_SUPPORTED and isinstance(g.retired_pages, Unavailable):
                 why = g.retired_pages if g.retired_pages.reason != NOT_SUPPORTED else why
             per.aside(label, "row remapper and page retirement", why)
-            continue
+            return
         parts: list[str] = []
         if rows is not None:
             parts.append(
@@ -455,7 +466,8 @@ def _memory(
             )
         per.evidence[label] = "; ".join(parts)
         judge(label, rows, pages, per)
-    return per
+
+    return _each_gpu(facts, each)
 
 
 @check("health.memory_reset_needed", reads=("health", "nvml", "platform", "pci"))
@@ -471,15 +483,11 @@ def health_memory_reset_needed(facts: Facts, rules: RuleData) -> Outcome:
     per = _memory(facts, judge)
     if isinstance(per, Outcome):
         return per
-    if per.findings:
-        indexes = [f.split(" ", 1)[0].removeprefix("GPU").rstrip(":") for f in per.findings]
-        return Outcome(
-            status=Status.WARN,
-            summary="; ".join(per.findings),
-            evidence=per.evidence,
-            remedy_vars={"indexes": ",".join(dict.fromkeys(indexes))},
-        )
-    return per.unjudged("no row remap or page retirement waits for a reset")
+    indexes = [f.split(" ", 1)[0].removeprefix("GPU").rstrip(":") for f in per.findings]
+    return per.outcome(
+        "no row remap or page retirement waits for a reset",
+        remedy_vars={"indexes": ",".join(dict.fromkeys(indexes))},
+    )
 
 
 @check("health.memory_replace", reads=("health", "nvml", "platform", "pci"))
@@ -500,9 +508,7 @@ def health_memory_replace(facts: Facts, rules: RuleData) -> Outcome:
     per = _memory(facts, judge)
     if isinstance(per, Outcome):
         return per
-    if per.findings:
-        return Outcome(status=Status.FAIL, summary="; ".join(per.findings), evidence=per.evidence)
-    return per.unjudged("no failed row remapping; retired pages below the limit")
+    return per.outcome("no failed row remapping; retired pages below the limit", status=Status.FAIL)
 
 
 # --------------------------------------------------------------------------- PCIe errors
@@ -546,10 +552,8 @@ def _aer_changes(device: DeviceAer, label: str) -> list[_AerChange] | Unavailabl
 
 
 @check("health.pcie_errors", reads=("health", "nvml", "pci", "platform", "link_load"))
-def health_pcie_errors(facts: Facts, rules: RuleData) -> Outcome:
-    health = _section(facts)
-    if isinstance(health, Outcome):
-        return health
+@requires(_section)
+def health_pcie_errors(facts: Facts, rules: RuleData, health: HealthFacts) -> Outcome:
     if view.is_wsl(facts):
         return skipped(f"{facts.platform.wsl.kind}: the GPU is paravirtualised, no PCIe link")
     labels = _labels(facts)
@@ -704,19 +708,16 @@ def _links_down(facts: Facts) -> list[str]:
 
 @check("health.recovery_action", reads=("health", "nvml", "platform", "pci"))
 def health_recovery_action(facts: Facts, rules: RuleData) -> Outcome:
-    got = _judging(facts)
-    if isinstance(got, Outcome):
-        return got
-    _health, per, labelled = got
     data = load_health_data()
     steps: list[RemedyAction] = []
-    for label, g in labelled:
+
+    def judge(per: _PerGpu, label: str, g: GpuHealth) -> None:
         code = g.recovery_action
         if isinstance(code, Unavailable):
             if code.reason in ("nvml-function-not-found", "nvml-error-invalid-argument"):
                 code = Unavailable(NOT_SUPPORTED)  # a driver before the field existed
             per.aside(label, "the driver's recovery action", code)
-            continue
+            return
         known = data.recovery.find(code)
         name = known.name if known is not None else f"unknown ({code})"
         per.evidence[label] = name
@@ -726,11 +727,12 @@ def health_recovery_action(facts: Facts, rules: RuleData) -> Outcome:
             )
             steps.append(action)
             per.findings.append(f"{label}: the driver asks for {name}")
-    if per.findings:
-        return Outcome(
-            status=Status.FAIL,
-            summary="; ".join(per.findings),
-            evidence=per.evidence,
-            action=worst_action(steps),
-        )
-    return per.unjudged("the driver asks no recovery action of any GPU")
+
+    per = _each_gpu(facts, judge)
+    if isinstance(per, Outcome):
+        return per
+    return per.outcome(
+        "the driver asks no recovery action of any GPU",
+        status=Status.FAIL,
+        action=worst_action(steps),
+    )

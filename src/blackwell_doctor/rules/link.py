@@ -34,6 +34,9 @@ from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.registry import check
 
+_PREDATES = "PCIe link not in these facts (collected before link facts existed)"
+_UNSUPPORTED = "NVML has no PCIe link for these GPUs (integrated, as GB10)"
+
 
 class LinkReading(msgspec.Struct, frozen=True):
     """One GPU's link as the checks judge it."""
@@ -70,26 +73,19 @@ def readings(facts: Facts) -> dict[int, LinkReading]:
     for g in n.gpus if n is not None else []:
         idle = g.pcie if isinstance(g.pcie, NvmlPcieLink) else None
         busy = loaded.get(g.index)
-        if busy is not None:
-            out[g.index] = LinkReading(
-                gpu=g.index,
-                current_gen=busy.current_gen,
-                current_width=busy.current_width,
-                max_gen=busy.max_gen or (idle.max_gen if idle else None),
-                max_width=busy.max_width or (idle.max_width if idle else None),
-                gpu_max_gen=idle.gpu_max_gen if idle else None,
-                loaded=True,
-            )
-        elif idle is not None:
-            out[g.index] = LinkReading(
-                gpu=g.index,
-                current_gen=idle.current_gen,
-                current_width=idle.current_width,
-                max_gen=idle.max_gen,
-                max_width=idle.max_width,
-                gpu_max_gen=idle.gpu_max_gen,
-                loaded=False,
-            )
+        now = busy if busy is not None else idle
+        if now is None:
+            continue
+        # The maxima of the reading under load, where it has them; else NVML's.
+        out[g.index] = LinkReading(
+            gpu=g.index,
+            current_gen=now.current_gen,
+            current_width=now.current_width,
+            max_gen=(busy.max_gen if busy else None) or (idle.max_gen if idle else None),
+            max_width=(busy.max_width if busy else None) or (idle.max_width if idle else None),
+            gpu_max_gen=idle.gpu_max_gen if idle else None,
+            loaded=busy is not None,
+        )
     return out
 
 
@@ -147,15 +143,9 @@ def link_pcie(facts: Facts, rules: RuleData) -> Outcome:
         return skipped(
             f"{facts.platform.wsl.kind}: the GPU is paravirtualised, no PCIe link to read"
         )
-    n = view.nvml(facts)
-    if n is None:
-        return not_evaluated(f"NVML unavailable: {view.reason(facts.nvml)}")
-    if not n.gpus:
-        return skipped("no GPU")
-    if all(g.pcie is None for g in n.gpus):
-        return skipped("PCIe link not in these facts (collected before link facts existed)")
-    if all(isinstance(g.pcie, Unavailable) and g.pcie.reason == "not-supported" for g in n.gpus):
-        return skipped("NVML has no PCIe link for these GPUs (integrated, as GB10)")
+    n = view.nvml_reporting(facts, lambda g: g.pcie, _PREDATES, _UNSUPPORTED)
+    if isinstance(n, Outcome):
+        return n
     got = readings(facts)
     evidence: Evidence = {}
     down: list[str] = []

@@ -36,14 +36,13 @@ from typing import TYPE_CHECKING, get_args
 import msgspec
 
 from blackwell_doctor.facts import regexcache
-from blackwell_doctor.facts.document import Facts, LogFacts, LogFinding, SkipReason, Unavailable
+from blackwell_doctor.facts.document import Facts, LogFacts, LogFinding, SkipReason
 from blackwell_doctor.report.results import (
     Evidence,
     Outcome,
     Status,
     not_evaluated,
     passed,
-    skipped,
 )
 from blackwell_doctor.report.results import RemedyAction as Action
 from blackwell_doctor.ruledata.health import worst_action
@@ -354,11 +353,9 @@ def _signature_advice(signature: str) -> tuple[str, list[str]]:
 
 
 def judge(check_id: str, facts: Facts, advice: Callable[[str], tuple[str, list[str]]]) -> Outcome:
-    logs = facts.logs
-    if logs is None:
-        return skipped(NO_LOGS)
-    if isinstance(logs, Unavailable):
-        return not_evaluated(f"logs could not be read: {logs.reason}")
+    logs = view.section(facts.logs, NO_LOGS, "logs could not be read: {reason}")
+    if isinstance(logs, Outcome):
+        return logs
     # A W4A16 checkpoint (model.w4a16): Marlin is its kernel, not a fallback.
     judged = judge_findings(logs, w4a16_checkpoint=view.marlin_expected(facts))
     mine = [f for f in judged if f.check == check_id]

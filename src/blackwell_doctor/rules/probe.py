@@ -20,21 +20,18 @@ from blackwell_doctor.report.results import (
 from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.ruledata.tilelimits import MIN_STAGES
 from blackwell_doctor.rules import view
-from blackwell_doctor.rules.registry import check
+from blackwell_doctor.rules.registry import check, requires
 
 
 def _probes(facts: Facts) -> ProbeFacts | Outcome:
-    p = view.probed(
+    return view.probed(
         facts.probes,
         absent="these facts predate the probes",
         not_run="probes not run ({why})",
         failed="probes did not run: {reason}",
+        measured=lambda p: p.devices,
+        nothing="the probes measured no device",
     )
-    if isinstance(p, Outcome):
-        return p
-    if not p.devices:
-        return not_evaluated("the probes measured no device")
-    return p
 
 
 def _limit(d: DeviceProbe) -> int:
@@ -67,10 +64,8 @@ def probe_findings(device: DeviceProbe) -> list[str]:
 
 
 @check("probe.smem_limit", reads=("probes",))
-def probe_smem_limit(facts: Facts, rules: RuleData) -> Outcome:
-    p = _probes(facts)
-    if isinstance(p, Outcome):
-        return p
+@requires(_probes)
+def probe_smem_limit(facts: Facts, rules: RuleData, p: ProbeFacts) -> Outcome:
     evidence: Evidence = {}
     wrong: list[str] = []
     unmeasured: list[str] = []
@@ -119,10 +114,8 @@ def _runtime_logs_clean(facts: Facts) -> bool | None:
 
 
 @check("probe.tiles", reads=("probes", "logs"))
-def probe_tiles(facts: Facts, rules: RuleData) -> Outcome:
-    p = _probes(facts)
-    if isinstance(p, Outcome):
-        return p
+@requires(_probes)
+def probe_tiles(facts: Facts, rules: RuleData, p: ProbeFacts) -> Outcome:
     evidence: Evidence = {}
     sm12x_problems: list[str] = []
     other_problems: list[str] = []

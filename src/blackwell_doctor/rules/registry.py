@@ -7,14 +7,16 @@ was an import cycle).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import get_args
+from typing import TypeVar, get_args
 
 from blackwell_doctor.facts.document import Facts, Section
 from blackwell_doctor.report.results import Outcome
 from blackwell_doctor.ruledata.rules import RuleData
 
 CheckFn = Callable[[Facts, RuleData], Outcome]
+T = TypeVar("T")
 
 REGISTRY: dict[str, CheckFn] = {}
 # check id -> the sections of the facts its logic reads (prerequisites read their own).
@@ -39,3 +41,25 @@ def check(check_id: str, *, reads: tuple[Section, ...]) -> Callable[[CheckFn], C
         return fn
 
     return register
+
+
+def requires(
+    prerequisite: Callable[[Facts], T | Outcome],
+) -> Callable[[Callable[[Facts, RuleData, T], Outcome]], CheckFn]:
+    """Run the check on what ``prerequisite`` reads from the facts (its section, its
+    GPUs); when that is an outcome instead (a skip, "not evaluated": nothing to judge), it is
+    the check's outcome and the check's own logic does not run. As scientific-python/
+    repo-review's fixtures: the prerequisite is read in one place, and a check it blocks is
+    a skip or "not evaluated", never a failure."""
+
+    def wrap(fn: Callable[[Facts, RuleData, T], Outcome]) -> CheckFn:
+        @functools.wraps(fn)
+        def run(facts: Facts, rules: RuleData) -> Outcome:
+            got = prerequisite(facts)
+            if isinstance(got, Outcome):
+                return got
+            return fn(facts, rules, got)
+
+        return run
+
+    return wrap

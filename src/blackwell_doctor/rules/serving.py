@@ -25,7 +25,7 @@ from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.ruledata.serving import Expectation, ServingData
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.absent import NO_BENCH
-from blackwell_doctor.rules.registry import check
+from blackwell_doctor.rules.registry import check, requires
 
 USAGE = "usage"  # token counts from the server's usage (bench's token_source)
 # Error kinds in words (bench/client.py's names).
@@ -90,10 +90,8 @@ def _kinds(errors: dict[str, int]) -> str:
 
 
 @check("serving.errors", reads=("bench",))
-def serving_errors(facts: Facts, rules: RuleData) -> Outcome:
-    bench = _bench(facts)
-    if isinstance(bench, Outcome):
-        return bench
+@requires(_bench)
+def serving_errors(facts: Facts, rules: RuleData, bench: BenchFacts) -> Outcome:
     evidence: Evidence = {"bench": bench.source, "model": bench.model, "tool": bench.tool}
     if bench.server_error is not None:
         return Outcome(

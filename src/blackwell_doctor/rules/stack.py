@@ -49,7 +49,7 @@ from blackwell_doctor.ruledata.rules import RuleData
 from blackwell_doctor.ruledata.stack import ForecastRow, StackData, version_pair
 from blackwell_doctor.rules import view
 from blackwell_doctor.rules.absent import NOT_AUDITED
-from blackwell_doctor.rules.registry import check
+from blackwell_doctor.rules.registry import check, requires
 
 _TARGET = re.compile(r"^(sm|compute|lto)_(\d+?)(\d)([af]?)$")
 
@@ -280,12 +280,9 @@ def judge_package(
 
 
 def _stack(facts: Facts) -> StackFacts | Outcome:
-    s = facts.stack
-    if s is None:
-        return skipped(NOT_AUDITED)
-    if isinstance(s, Unavailable):
-        return not_evaluated(f"the Python GPU stack could not be read: {s.reason}")
-    return s
+    return view.section(
+        facts.stack, NOT_AUDITED, "the Python GPU stack could not be read: {reason}"
+    )
 
 
 def driver_isa(facts: Facts, data: StackData) -> tuple[int, int] | None:
@@ -308,10 +305,8 @@ def _sm(cc: tuple[int, int]) -> str:
 
 
 @check("stack.kernels", reads=("nvml", "cuda", "stack"))
-def stack_kernels(facts: Facts, rules: RuleData) -> Outcome:
-    s = _stack(facts)
-    if isinstance(s, Outcome):
-        return s
+@requires(_stack)
+def stack_kernels(facts: Facts, rules: RuleData, s: StackFacts) -> Outcome:
     ccs = _ccs(facts)
     if not ccs:
         return not_evaluated("no GPU compute capability in the facts to judge the stack against")
@@ -413,10 +408,8 @@ _PTXAS_OK = {
 
 
 @check("stack.triton_ptxas", reads=("nvml", "cuda", "stack"))
-def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
-    s = _stack(facts)
-    if isinstance(s, Outcome):
-        return s
+@requires(_stack)
+def stack_triton_ptxas(facts: Facts, rules: RuleData, s: StackFacts) -> Outcome:
     if s.ptxas_not_run is not None:
         return not_evaluated(f"Triton's ptxas was {s.ptxas_not_run}")
     if not s.ptxas:
@@ -452,10 +445,8 @@ def stack_triton_ptxas(facts: Facts, rules: RuleData) -> Outcome:
 
 
 @check("stack.flashinfer_cache", reads=("nvml", "cuda", "stack"))
-def stack_flashinfer_cache(facts: Facts, rules: RuleData) -> Outcome:
-    s = _stack(facts)
-    if isinstance(s, Outcome):
-        return s
+@requires(_stack)
+def stack_flashinfer_cache(facts: Facts, rules: RuleData, s: StackFacts) -> Outcome:
     by_name = {p.name: p for p in s.packages}
     fi = by_name.get("flashinfer-python")
     if fi is None:
@@ -641,10 +632,8 @@ def _row_releases(data: StackData) -> str:
 
 
 @check("stack.backends", reads=("nvml", "cuda", "model", "stack"))
-def stack_backends(facts: Facts, rules: RuleData) -> Outcome:
-    s = _stack(facts)
-    if isinstance(s, Outcome):
-        return s
+@requires(_stack)
+def stack_backends(facts: Facts, rules: RuleData, s: StackFacts) -> Outcome:
     m = facts.model
     if m is None:
         return skipped(

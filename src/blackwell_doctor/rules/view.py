@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
@@ -10,6 +11,7 @@ from blackwell_doctor.facts.document import (
     CudaFacts,
     Facts,
     NvmlFacts,
+    NvmlGpu,
     PciFacts,
     PciGpu,
     Unavailable,
@@ -38,6 +40,26 @@ def cuda(facts: Facts) -> CudaFacts | None:
     return facts.cuda if isinstance(facts.cuda, CudaFacts) else None
 
 
+def nvml_reporting(
+    facts: Facts, field: Callable[[NvmlGpu], object], predates: str, unsupported: str
+) -> NvmlFacts | Outcome:
+    """NVML's GPUs for a check of one per-GPU ``field``, or the outcome of a check that has
+    none to judge: NVML unavailable, no GPU, facts collected before the field existed
+    (``predates``: None on every GPU), or NVML not supporting it on any GPU
+    (``unsupported``)."""
+    n = nvml(facts)
+    if n is None:
+        return not_evaluated(f"NVML unavailable: {reason(facts.nvml)}")
+    if not n.gpus:
+        return skipped("no GPU")
+    values = [field(g) for g in n.gpus]
+    if all(v is None for v in values):
+        return skipped(predates)
+    if all(isinstance(v, Unavailable) and v.reason == "not-supported" for v in values):
+        return skipped(unsupported)
+    return n
+
+
 def pci(facts: Facts) -> PciFacts | None:
     return facts.pci if isinstance(facts.pci, PciFacts) else None
 
@@ -46,20 +68,36 @@ def reason(value: object) -> str:
     return value.reason if isinstance(value, Unavailable) else "unknown"
 
 
+def section(value: T | Unavailable | None, absent: str, unreadable: str) -> T | Outcome:
+    """A section of the facts, or the outcome of a check that has none to judge: ``absent``
+    (facts without the section) skipped; a section that could not be read not evaluated
+    with ``unreadable`` (``{reason}`` filled in)."""
+    if value is None:
+        return skipped(absent)
+    if isinstance(value, Unavailable):
+        return not_evaluated(unreadable.format(reason=value.reason))
+    return value
+
+
 def probed(
-    section: T | Unavailable | None, *, absent: str, not_run: str, failed: str
+    value: T | Unavailable | None,
+    *,
+    absent: str,
+    not_run: str,
+    failed: str,
+    measured: Callable[[T], Sized],
+    nothing: str,
 ) -> T | Outcome:
     """A probe's section of the facts, or the outcome of a check that has none to judge:
-    ``absent`` (facts without the section) skipped; a probe skipped on purpose (reason
-    "skipped:WHY") skipped with ``not_run`` (``{why}`` filled in); a probe that did not run
-    not evaluated with ``failed`` (``{reason}`` filled in)."""
-    if section is None:
-        return skipped(absent)
-    if isinstance(section, Unavailable):
-        if section.reason.startswith("skipped:"):
-            return skipped(not_run.format(why=section.reason.removeprefix("skipped:")))
-        return not_evaluated(failed.format(reason=section.reason))
-    return section
+    :func:`section`'s; a probe skipped on purpose (reason "skipped:WHY") skipped with
+    ``not_run`` (``{why}`` filled in); a probe that ran but ``measured`` nothing not
+    evaluated with ``nothing``."""
+    if isinstance(value, Unavailable) and value.reason.startswith("skipped:"):
+        return skipped(not_run.format(why=value.reason.removeprefix("skipped:")))
+    got = section(value, absent, failed)
+    if not isinstance(got, Outcome) and not measured(got):
+        return not_evaluated(nothing)
+    return got
 
 
 def gpus(facts: Facts) -> list[GpuView]:
