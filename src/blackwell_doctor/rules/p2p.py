@@ -174,19 +174,6 @@ def judged_pairs(results: Sequence[Result]) -> list[tuple[str, P2PVerdict]]:
     return out
 
 
-# The pair verdicts that are findings, the worst first: (verdict and remedy case, status,
-# the summary's lead, how the pairs are joined).
-_FINDINGS: tuple[tuple[str, Status, str, str], ...] = (
-    ("granted-but-broken", Status.FAIL, "peer access is granted but transfers fail for ", "; "),
-    (
-        "slower-than-host",
-        Status.WARN,
-        "peer transfers are slower than staging through host memory for ",
-        ", ",
-    ),
-)
-
-
 @check("p2p.transfer", reads=("nvml", "p2p_transfers"))
 def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
     t = view.probed(
@@ -220,14 +207,22 @@ def p2p_transfer(facts: Facts, rules: RuleData) -> Outcome:
         detail = f" ({judged.detail})" if judged.detail else ""
         evidence[name] = f"{judged.verdict}: {bw}{detail}"
         by_verdict.setdefault(judged.verdict, []).append(name + detail)
-    for verdict, status, lead, sep in _FINDINGS:
-        if verdict in by_verdict:
-            return Outcome(
-                status=status,
-                summary=lead + sep.join(by_verdict[verdict]),
-                evidence=evidence,
-                case=verdict,
-            )
+    if "granted-but-broken" in by_verdict:
+        return Outcome(
+            status=Status.FAIL,
+            summary="peer access is granted but transfers fail for "
+            + "; ".join(by_verdict["granted-but-broken"]),
+            evidence=evidence,
+            case="granted-but-broken",
+        )
+    if "slower-than-host" in by_verdict:
+        return Outcome(
+            status=Status.WARN,
+            summary="peer transfers are slower than staging through host memory for "
+            + ", ".join(by_verdict["slower-than-host"]),
+            evidence=evidence,
+            case="slower-than-host",
+        )
     if "error" in by_verdict:
         return not_evaluated("the test failed for " + "; ".join(by_verdict["error"]), **evidence)
     if "pairs measured" in evidence:
