@@ -5,38 +5,23 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from blackwell_doctor.cli.options import (
-    DEFAULT_BIND,
-    DEFAULT_NAME,
-    DEFAULT_PORT,
     EXAMPLES,
     SUMMARIES,
-    Bind,
-    CatalogueFile,
-    Containers,
-    EnvVars,
     ExampleName,
-    FactsOptions,
-    GpuTimeoutBrief,
-    HostRootBrief,
-    Journal,
-    KernelLog,
+    Launch,
+    LaunchFacts,
     LaunchFactsFile,
-    Logs,
     ModelDir,
-    Name,
-    NoProbe,
-    Port,
-    RuntimeId,
-    ShmSize,
     arrival_option,
     burstiness_option,
-    launch_request,
+    grouped,
     rate_option,
     slo_level_option,
     slo_option,
@@ -57,7 +42,9 @@ FactsFromAnotherHost = Annotated[
 _VERIFY = "Verification (--verify)"
 
 
+@grouped
 def apply(
+    *,
     model_dir: ModelDir = None,
     yes: Annotated[
         bool, typer.Option("--yes", help="Carry out the plan (without it: print the plan).")
@@ -91,20 +78,8 @@ def apply(
         ),
     ] = 30,
     facts_file: LaunchFactsFile = None,
-    runtime: RuntimeId = None,
-    catalogue: CatalogueFile = None,
-    name: Name = DEFAULT_NAME,
-    bind: Bind = DEFAULT_BIND,
-    port: Port = DEFAULT_PORT,
-    shm_size: ShmSize = None,
-    env: EnvVars = None,
-    no_probe: NoProbe = False,
-    host_root: HostRootBrief = None,
-    gpu_timeout: GpuTimeoutBrief = None,
-    logs: Logs = None,
-    containers: Containers = None,
-    journal: Journal = False,
-    kernel_log: KernelLog = False,
+    launch: Launch,
+    facts: LaunchFacts,
     facts_from_another_host: FactsFromAnotherHost = False,
     verify: Annotated[
         bool,
@@ -273,18 +248,7 @@ def apply(
     from blackwell_doctor.cli.progress import pull_bar
 
     # The model directory is the runtime's mount (as recommend's).
-    facts = FactsOptions(
-        facts_file=facts_file,
-        host_root=host_root,
-        gpu_timeout=gpu_timeout,
-        no_probe=no_probe,
-        logs=logs,
-        containers=containers,
-        journal=journal,
-        kernel_log=kernel_log,
-        model_dir=model_dir,
-        model_mount=True,
-    )
+    facts = replace(facts, facts_file=facts_file, model_dir=model_dir, model_mount=True)
     if example is not None:
         from blackwell_doctor.app.examples import apply_plan_only
         from blackwell_doctor.facts.errors import UserError
@@ -297,17 +261,9 @@ def apply(
         # An example is another host by definition: its launch is shown, never run here.
         facts_from_another_host = True
     request = flow.ApplyRequest(
-        launch=launch_request(
-            model_dir=facts.model_dir,
-            runtime=runtime,
-            name=name,
-            bind=bind,
-            port=port,
-            shm_size=shm_size,
-            env=env,
-        ),
+        launch=launch.request(facts.model_dir),
         facts=facts.request(),
-        catalogue=catalogue,
+        catalogue=launch.catalogue,
         facts_from_another_host=facts_from_another_host,
         yes=yes,
         rollback=rollback,

@@ -7,11 +7,13 @@ more briefly (``...Brief``); the behaviour is the same.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import inspect
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -298,29 +300,31 @@ class FactsOptions:
         )
 
 
-def launch_request(
-    *,
-    model_dir: Path | None,
-    runtime: str | None,
-    name: str,
-    bind: str,
-    port: int,
-    shm_size: str | None,
-    env: list[str] | None,
-) -> LaunchRequest:
-    """``recommend``'s and ``apply``'s launch options as one request, checked where it is
-    used."""
-    from blackwell_doctor.recommend.options import LaunchRequest
+@dataclass(frozen=True, kw_only=True)
+class LaunchOptions:
+    """``recommend``'s and ``apply``'s launch options (:data:`Launch`), typed."""
 
-    return LaunchRequest(
-        model_dir=model_dir,
-        runtime=runtime,
-        name=name,
-        bind=bind,
-        port=port,
-        shm_size=shm_size,
-        env=tuple(env or ()),
-    )
+    runtime: str | None
+    catalogue: Path | None
+    name: str
+    bind: str
+    port: int
+    shm_size: str | None
+    env: list[str] | None
+
+    def request(self, model_dir: Path | None) -> LaunchRequest:
+        """The launch as one request, checked where it is used."""
+        from blackwell_doctor.recommend.options import LaunchRequest
+
+        return LaunchRequest(
+            model_dir=model_dir,
+            runtime=self.runtime,
+            name=self.name,
+            bind=self.bind,
+            port=self.port,
+            shm_size=self.shm_size,
+            env=tuple(self.env or ()),
+        )
 
 
 # check, recommend, apply, model, fleet, bench: a shipped example instead of this host.
@@ -466,6 +470,108 @@ EnvVars = Annotated[
 DEFAULT_NAME = "blackwell-doctor-vllm"
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 8000
+
+
+# Options several commands declare alike, in the same order: declared once here and read
+# into one typed value. A command names the group by a keyword-only parameter annotated
+# with one of the aliases below (``facts: HostFacts``); :func:`grouped` puts the group's
+# options in that parameter's place (so --help lists them there) and hands the command
+# the value built from them.
+_R = TypeVar("_R")
+
+
+@dataclass(frozen=True)
+class OptionGroup:
+    """``build`` called with ``options``: (parameter, its ``Annotated`` alias, default)."""
+
+    build: Callable[..., object]
+    options: tuple[tuple[str, Any, object], ...]
+
+
+def grouped(command: Callable[..., _R]) -> Callable[..., _R]:
+    """``command`` as typer reads it: each parameter annotated ``Annotated[T, OptionGroup]``
+    becomes the group's options, and the command gets the group's ``T``."""
+    signature = inspect.signature(command, eval_str=True)
+    params: list[inspect.Parameter] = []
+    groups: dict[str, OptionGroup] = {}
+    for param in signature.parameters.values():
+        metadata = getattr(param.annotation, "__metadata__", ())
+        group = next((m for m in metadata if isinstance(m, OptionGroup)), None)
+        if group is None:
+            params.append(param)
+            continue
+        groups[param.name] = group
+        params.extend(
+            inspect.Parameter(name, param.kind, default=default, annotation=alias)
+            for name, alias, default in group.options
+        )
+
+    @functools.wraps(command)
+    def read_groups(**kwargs: Any) -> _R:
+        for name, group in groups.items():
+            kwargs[name] = group.build(**{opt: kwargs.pop(opt) for opt, _, _ in group.options})
+        return command(**kwargs)
+
+    read_groups.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    read_groups.__annotations__ = {p.name: p.annotation for p in params}
+    read_groups.__annotations__["return"] = signature.return_annotation
+    return read_groups
+
+
+# How a live run reads this host, as check and collect word it.
+_LIVE: tuple[tuple[str, Any, object], ...] = (
+    ("no_probe", NoProbe, False),
+    ("host_root", HostRoot, None),
+    ("gpu_timeout", GpuTimeout, None),
+    ("logs", Logs, None),
+    ("containers", Containers, None),
+    ("journal", Journal, False),
+    ("kernel_log", KernelLog, False),
+)
+# check and collect: the host, and the model, stack and bench run read beside it.
+HostFacts = Annotated[
+    FactsOptions,
+    OptionGroup(
+        FactsOptions,
+        (
+            *_LIVE,
+            ("model_dir", CheckModelDir, None),
+            ("hub", ModelHub, False),
+            ("stack", Stack, False),
+            ("python", StackPython, None),
+            ("image", StackImage, None),
+            ("bench", BenchFile, None),
+        ),
+    ),
+]
+# recommend and apply: the host the launch is derived from, worded briefly.
+LaunchFacts = Annotated[
+    FactsOptions,
+    OptionGroup(
+        FactsOptions,
+        (
+            ("no_probe", NoProbe, False),
+            ("host_root", HostRootBrief, None),
+            ("gpu_timeout", GpuTimeoutBrief, None),
+            *_LIVE[3:],
+        ),
+    ),
+]
+Launch = Annotated[
+    LaunchOptions,
+    OptionGroup(
+        LaunchOptions,
+        (
+            ("runtime", RuntimeId, None),
+            ("catalogue", CatalogueFile, None),
+            ("name", Name, DEFAULT_NAME),
+            ("bind", Bind, DEFAULT_BIND),
+            ("port", Port, DEFAULT_PORT),
+            ("shm_size", ShmSize, None),
+            ("env", EnvVars, None),
+        ),
+    ),
+]
 
 
 # --help's words that are not an option's (issue 40): each command's line in the command
