@@ -518,11 +518,14 @@ def grouped(command: Callable[..., _R]) -> Callable[..., _R]:
     return read_groups
 
 
-# How a live run reads this host, as check and collect word it.
-_LIVE: tuple[tuple[str, Any, object], ...] = (
-    ("no_probe", NoProbe, False),
+# How a live run reads this host, as check, collect and slurm-health word it, and the logs
+# it scans (check, collect, recommend, apply).
+PROBES: tuple[str, Any, object] = ("no_probe", NoProbe, False)
+HOST: tuple[tuple[str, Any, object], ...] = (
     ("host_root", HostRoot, None),
     ("gpu_timeout", GpuTimeout, None),
+)
+_LOGS: tuple[tuple[str, Any, object], ...] = (
     ("logs", Logs, None),
     ("containers", Containers, None),
     ("journal", Journal, False),
@@ -534,7 +537,9 @@ HostFacts = Annotated[
     OptionGroup(
         FactsOptions,
         (
-            *_LIVE,
+            PROBES,
+            *HOST,
+            *_LOGS,
             ("model_dir", CheckModelDir, None),
             ("hub", ModelHub, False),
             ("stack", Stack, False),
@@ -550,10 +555,10 @@ LaunchFacts = Annotated[
     OptionGroup(
         FactsOptions,
         (
-            ("no_probe", NoProbe, False),
+            PROBES,
             ("host_root", HostRootBrief, None),
             ("gpu_timeout", GpuTimeoutBrief, None),
-            *_LIVE[3:],
+            *_LOGS,
         ),
     ),
 ]
