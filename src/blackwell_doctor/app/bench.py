@@ -270,6 +270,18 @@ class Live:
     ttft_s: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_RECENT))
     e2e_s: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_RECENT))
 
+    def count(self, sample: RequestSample) -> None:
+        """One request ended (a shape's or a trace replay's): done, and its TTFT and E2E in
+        the running p50, or an error."""
+        self.done += 1
+        if sample.ok:
+            assert sample.ttft_ms is not None
+            assert sample.e2e_ms is not None
+            self.ttft_s.append(sample.ttft_ms / 1000.0)
+            self.e2e_s.append(sample.e2e_ms / 1000.0)
+        else:
+            self.errors += 1
+
 
 @dataclass
 class _Current:
@@ -1251,14 +1263,7 @@ async def measure_shape(
         cur.samples.append(sample)
         if offsets is not None:
             lateness[index] = late
-        live.done += 1
-        if sample.ok:
-            assert sample.ttft_ms is not None
-            assert sample.e2e_ms is not None
-            live.ttft_s.append(sample.ttft_ms / 1000.0)
-            live.e2e_s.append(sample.e2e_ms / 1000.0)
-        else:
-            live.errors += 1
+        live.count(sample)
         progress(live)
 
     def record(outcome: client.Outcome, turn: int | None = None) -> None:

@@ -310,14 +310,7 @@ async def run_replay(
             if fingerprint:
                 runner.note_fingerprint(state, fingerprint)
             replay.end = time.perf_counter()
-            live.done += 1
-            if sample.ok:
-                assert sample.ttft_ms is not None
-                assert sample.e2e_ms is not None
-                live.ttft_s.append(sample.ttft_ms / 1000.0)
-                live.e2e_s.append(sample.e2e_ms / 1000.0)
-            else:
-                live.errors += 1
+            live.count(sample)
             progress(live)
 
         def sent() -> None:
