@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
 from blackwell_doctor.facts.errors import UserError
 
@@ -578,25 +578,19 @@ def compare_urls(
 ) -> tuple[BenchRun, BenchRun, CompareDocument]:
     """``bench --compare-urls A B [--repeat N]``: both measured in turns, then compared
     as ``--compare`` compares two files (A before, B after)."""
-    from blackwell_doctor.rules.compare import NotComparable
     from blackwell_doctor.rules.compare import compare as compare_runs
 
     assert request.compare_urls is not None
     before, after = run_repeated(plan(request), display)
-    try:
-        doc = compare_runs(
-            before,
-            after,
-            # The URLs as the run documents keep them (without credentials).
-            before_name=before.server.url or "A",
-            after_name=after.server.url or "B",
-            resamples=request.resamples,
-            seed=request.seed,
-            threshold_pct=request.threshold_pct,
-            fail_on_regression_pct=request.fail_on_regression_pct,
-        )
-    except NotComparable as exc:
-        raise UserError(str(exc)) from None
+    doc = _judged(
+        compare_runs,
+        request,
+        before,
+        after,
+        # The URLs as the run documents keep them (without credentials).
+        before_name=before.server.url or "A",
+        after_name=after.server.url or "B",
+    )
     return before, after, doc
 
 
@@ -604,7 +598,6 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument | Ladd
     """``bench --compare BEFORE AFTER [MORE...]``: the run documents read (``-``:
     ``stdin``) and compared, two as a compare, three or more as a ladder; UserError for a
     file that is not a run, or two runs (of a step) with no shape in common."""
-    from blackwell_doctor.rules.compare import NotComparable
     from blackwell_doctor.rules.compare import compare as compare_runs
 
     check_options(request)
@@ -614,18 +607,36 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument | Ladd
     before, after = request.compare
     runs = _read_runs((before, after), stdin=stdin)
     slo, level = _compare_slo(request)
+    return _judged(
+        compare_runs,
+        request,
+        runs[0],
+        runs[1],
+        before_name=request.compare_labels[0] if request.compare_labels else str(before),
+        after_name=request.compare_labels[1] if request.compare_labels else str(after),
+        slo=slo,
+        slo_level=level,
+    )
+
+
+_Judged = TypeVar("_Judged")
+
+
+def _judged(
+    judge: Callable[..., _Judged], request: BenchRequest, *runs: object, **named: object
+) -> _Judged:
+    """``judge`` (a compare, a ladder) of ``runs`` with --compare's statistics options as
+    ``request`` gives them; runs it cannot compare are a usage error."""
+    from blackwell_doctor.rules.compare import NotComparable
+
     try:
-        return compare_runs(
-            runs[0],
-            runs[1],
-            before_name=request.compare_labels[0] if request.compare_labels else str(before),
-            after_name=request.compare_labels[1] if request.compare_labels else str(after),
+        return judge(
+            *runs,
             resamples=request.resamples,
             seed=request.seed,
             threshold_pct=request.threshold_pct,
             fail_on_regression_pct=request.fail_on_regression_pct,
-            slo=slo,
-            slo_level=level,
+            **named,
         )
     except NotComparable as exc:
         raise UserError(str(exc)) from None
@@ -670,21 +681,10 @@ def read_run(path: Path, *, stdin: BinaryIO) -> BenchRun:
 def _ladder(request: BenchRequest, *, stdin: BinaryIO) -> LadderDocument:
     """``bench --compare A B C ...``: each run against the one before it, and the first
     against the last (rules/ladder.py)."""
-    from blackwell_doctor.rules.compare import NotComparable
     from blackwell_doctor.rules.ladder import ladder
 
     assert request.compare is not None
     if sum(1 for p in request.compare if str(p) == "-") > 1:
         raise UserError("--compare reads standard input (-) once")
     runs = _read_runs(request.compare, stdin=stdin)
-    try:
-        return ladder(
-            runs,
-            [str(p) for p in request.compare],
-            resamples=request.resamples,
-            seed=request.seed,
-            threshold_pct=request.threshold_pct,
-            fail_on_regression_pct=request.fail_on_regression_pct,
-        )
-    except NotComparable as exc:
-        raise UserError(str(exc)) from None
+    return _judged(ladder, request, runs, [str(p) for p in request.compare])
