@@ -716,6 +716,16 @@ def _context_length(value: object, state: RunState) -> int | None:
     return None
 
 
+def _unused(srv: _Server, path: str, name: str, consequence: str) -> str:
+    """The finding for the endpoint ``path`` the bench cannot use: why it failed, or, when
+    it answered 404/405 or was not asked, that the server has no ``name``; then what that
+    costs."""
+    why = srv.failed.get(path, "")
+    if why and not why.startswith(("HTTP 404", "HTTP 405")):
+        return f"{path} could not be used ({why}): {consequence}"
+    return f"the server has no {name}: {consequence}"
+
+
 async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
     endpoint = srv.endpoint
     models: list[str] = []
@@ -774,22 +784,18 @@ async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
         tokenize = await srv.count_tokens(model, "hello", chat=True) is not None
         metrics = await srv.metrics(model) is not None
         if not tokenize:
-            why = srv.failed.get("/tokenize", "")
             state.findings.append(
-                (
-                    f"/tokenize could not be used ({why})"
-                    if why and not why.startswith(("HTTP 404", "HTTP 405"))
-                    else "the server has no /tokenize"
+                _unused(
+                    srv,
+                    "/tokenize",
+                    "/tokenize",
+                    f"prompt sizes are estimated (~{prompts.TOKENS_PER_WORD_ESTIMATE} tokens "
+                    "per word)",
                 )
-                + f": prompt sizes are estimated (~{prompts.TOKENS_PER_WORD_ESTIMATE} tokens "
-                "per word)"
             )
         if not metrics:
-            why = srv.failed.get("/metrics", "")
             state.findings.append(
-                f"/metrics could not be used ({why}): no server-side cross-check"
-                if why and not why.startswith(("HTTP 404", "HTTP 405"))
-                else "the server has no Prometheus /metrics: no server-side cross-check"
+                _unused(srv, "/metrics", "Prometheus /metrics", "no server-side cross-check")
             )
     state.server = ServerInfo(
         url=endpoint.display,
@@ -1005,6 +1011,15 @@ class PromptSize:
     notes: list[str]
 
 
+def served(state: RunState) -> tuple[ServerInfo, str]:
+    """The server :func:`connect` asked, and the model it serves (both set whenever connect
+    yields a server)."""
+    server = state.server
+    assert server is not None
+    assert server.model is not None
+    return server, server.model
+
+
 async def prompt_size(
     srv: _Server, config: BenchConfig, server: ServerInfo, shape: Shape
 ) -> PromptSize:
@@ -1168,10 +1183,7 @@ async def measure_shape(
     the peak in flight), from this process or from client processes (app/clients.py).
     ``size`` (the prompt size, when already known), ``warmup`` and ``equivalence`` (the
     greedy prompts) let a sweep do those once for all its points."""
-    server = state.server
-    assert server is not None
-    assert server.model is not None
-    model = server.model
+    server, model = served(state)
     turns_note = None
     if config.multi_turn > 1:
         from blackwell_doctor.app import multiturn

@@ -266,10 +266,7 @@ async def run_replay(
     async with runner.connect(config, state, width=min(clients.MAX_IN_FLIGHT, count) + 4) as srv:
         if srv is None:
             return
-        server = state.server
-        assert server is not None
-        assert server.model is not None
-        model = server.model
+        server, model = runner.served(state)
         sizing = await _sizing(srv, model)
         replay.sizing = sizing
         n_words = _plan_sizes(replay, server.max_model_len, sizing)

@@ -248,10 +248,7 @@ async def run_soak(
     async with runner.connect(config, state, width=shape.concurrency + 4) as srv:
         if srv is None:
             return
-        server = state.server
-        assert server is not None
-        assert server.model is not None
-        model = server.model
+        server, model = runner.served(state)
         size = await runner.prompt_size(srv, config, server, shape)
         soak.size = size
         soak.notes.extend(size.notes)
