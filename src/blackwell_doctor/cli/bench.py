@@ -20,6 +20,7 @@ from blackwell_doctor.cli.options import (
     Rate,
     Slo,
     SloLevel,
+    format_option,
 )
 from blackwell_doctor.render.formats import BenchFormat
 
@@ -81,9 +82,7 @@ def register(app: typer.Typer) -> None:
                 "--output", "-o", help="Write the JSON run document (for --compare) here."
             ),
         ] = None,
-        fmt: Annotated[
-            BenchFormat, typer.Option("--format", "-f", help="Output format on stdout.")
-        ] = BenchFormat.RICH,
+        fmt: Annotated[BenchFormat, format_option("Output format on stdout.")] = BenchFormat.RICH,
         shapes_file: Annotated[
             Path | None,
             typer.Option("--shapes", help="A TOML file of extra shapes ([shape.NAME] tables)."),

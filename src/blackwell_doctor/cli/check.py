@@ -22,6 +22,7 @@ from blackwell_doctor.cli.options import (
     Output,
     Select,
     Strict,
+    format_option,
     grouped,
     judge,
 )
@@ -39,7 +40,7 @@ def check(
             help="Judge a facts file written by `collect` (or - for stdin) instead of this host.",
         ),
     ] = None,
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.RICH,
+    fmt: Annotated[Format, format_option()] = Format.RICH,
     output: Output = None,
     fail_on: FailOnStatus = "fail",
     strict: Strict = False,

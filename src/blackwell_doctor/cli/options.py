@@ -79,6 +79,11 @@ def strict_option(help: str = "Exit 3 when a check could not be evaluated.") -> 
     return typer.Option("--strict", help=help)
 
 
+# Every command's --format, over the command's own format enum (render/formats.py).
+def format_option(help: str = "Output format.", *, show_default: bool = True) -> Any:
+    return typer.Option("--format", "-f", help=help, show_default=show_default)
+
+
 FailOnStatus = Annotated[FailOn, fail_on_option()]
 Strict = Annotated[bool, strict_option()]
 

@@ -20,6 +20,7 @@ from blackwell_doctor.cli.options import (
     LaunchFactsFile,
     ModelDir,
     Output,
+    format_option,
     grouped,
 )
 from blackwell_doctor.cli.output import on_terminal, terminal_width, text_style, write
@@ -32,10 +33,8 @@ def recommend(
     facts_file: LaunchFactsFile = None,
     fmt: Annotated[
         RecommendFormat | None,
-        typer.Option(
-            "--format",
-            "-f",
-            help="Output format (default: rich on a terminal, markdown in a pipe or a file).",
+        format_option(
+            "Output format (default: rich on a terminal, markdown in a pipe or a file).",
             show_default=False,
         ),
     ] = None,
