@@ -20,6 +20,7 @@ from blackwell_doctor.cli.options import (
     LaunchFactsFile,
     ModelDir,
     arrival_option,
+    bench_option,
     burstiness_option,
     grouped,
     rate_option,
@@ -105,14 +106,11 @@ def apply(
     ] = 10.0,
     repeat: Annotated[
         int,
-        typer.Option(
+        bench_option(
             "--repeat",
-            min=1,
-            max=100,
-            metavar="N",
-            help="Bench the baseline and the new container N times each; the gate then "
+            "Bench the baseline and the new container N times each; the gate then "
             "allows at least the noise floor those runs measure.",
-            rich_help_panel=_VERIFY,
+            _VERIFY,
         ),
     ] = 1,
     gate_metrics: Annotated[
@@ -139,48 +137,21 @@ def apply(
     ] = None,
     shapes_file: Annotated[
         Path | None,
-        typer.Option(
-            "--shapes",
-            help="Bench shapes file ([shape.NAME] tables, as for bench).",
-            rich_help_panel=_VERIFY,
-        ),
+        bench_option("--shapes", "Bench shapes file ([shape.NAME] tables, as for bench).", _VERIFY),
     ] = None,
     shape_names: Annotated[
         list[str] | None,
-        typer.Option(
-            "--shape",
-            metavar="SHAPE",
-            help="Bench this shape (repeatable; default short, long, concurrent).",
-            rich_help_panel=_VERIFY,
+        bench_option(
+            "--shape", "Bench this shape (repeatable; default short, long, concurrent).", _VERIFY
         ),
     ] = None,
-    seed: Annotated[
-        int,
-        typer.Option(
-            "--seed", metavar="N", help="Seed of the bench prompts.", rich_help_panel=_VERIFY
-        ),
-    ] = 0,
+    seed: Annotated[int, bench_option("--seed", "Seed of the bench prompts.", _VERIFY)] = 0,
     requests: Annotated[
-        int | None,
-        typer.Option(
-            "--requests",
-            metavar="N",
-            min=1,
-            max=1_000_000,
-            help="Measured requests per shape.",
-            rich_help_panel=_VERIFY,
-        ),
+        int | None, bench_option("--requests", "Measured requests per shape.", _VERIFY)
     ] = None,
     request_timeout: Annotated[
         float,
-        typer.Option(
-            "--request-timeout",
-            metavar="SECONDS",
-            min=0.1,
-            max=86400.0,
-            help="Deadline of each bench request in seconds.",
-            rich_help_panel=_VERIFY,
-        ),
+        bench_option("--request-timeout", "Deadline of each bench request in seconds.", _VERIFY),
     ] = 300.0,
     no_warm_start: Annotated[
         bool,

@@ -20,6 +20,7 @@ from blackwell_doctor.cli.options import (
     Rate,
     Slo,
     SloLevel,
+    bench_option,
     format_option,
 )
 from blackwell_doctor.render.formats import BenchFormat
@@ -85,24 +86,17 @@ def register(app: typer.Typer) -> None:
         fmt: Annotated[BenchFormat, format_option("Output format on stdout.")] = BenchFormat.RICH,
         shapes_file: Annotated[
             Path | None,
-            typer.Option("--shapes", help="A TOML file of extra shapes ([shape.NAME] tables)."),
+            bench_option("--shapes", "A TOML file of extra shapes ([shape.NAME] tables)."),
         ] = None,
         shape_names: Annotated[
             list[str] | None,
-            typer.Option(
-                "--shape",
-                metavar="SHAPE",
-                help="Measure this shape (repeatable; default short, long, concurrent).",
+            bench_option(
+                "--shape", "Measure this shape (repeatable; default short, long, concurrent)."
             ),
         ] = None,
-        seed: Annotated[
-            int, typer.Option("--seed", metavar="N", help="Seed of the synthetic prompts.")
-        ] = 0,
+        seed: Annotated[int, bench_option("--seed", "Seed of the synthetic prompts.")] = 0,
         requests: Annotated[
-            int | None,
-            typer.Option(
-                "--requests", metavar="N", min=1, max=1_000_000, help="Measured requests per shape."
-            ),
+            int | None, bench_option("--requests", "Measured requests per shape.")
         ] = None,
         duration: Annotated[
             float | None,
@@ -115,12 +109,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         request_timeout: Annotated[
             float,
-            typer.Option(
+            bench_option(
                 "--request-timeout",
-                metavar="SECONDS",
-                min=0.1,
-                max=86400.0,
-                help="Deadline of each request in seconds; past it the request is 'stalled'.",
+                "Deadline of each request in seconds; past it the request is 'stalled'.",
             ),
         ] = 300.0,
         api_key: Annotated[
@@ -193,12 +184,9 @@ def register(app: typer.Typer) -> None:
         ] = 2000,
         repeat: Annotated[
             int,
-            typer.Option(
+            bench_option(
                 "--repeat",
-                metavar="N",
-                min=1,
-                max=100,
-                help="Measure each server N times (taking turns with --compare-urls); the "
+                "Measure each server N times (taking turns with --compare-urls); the "
                 "document keeps every run and their noise floor (A/A calibration).",
             ),
         ] = 1,

@@ -138,6 +138,23 @@ def slo_level_option(
     )
 
 
+# bench and apply --verify (which benches): the shapes, their prompts and requests, and
+# the runs' repetition, declared once (name, metavar, bounds: the same bench under both);
+# each command words the help, apply in its verification panel.
+_BENCH_OPTIONS: dict[str, dict[str, Any]] = {
+    "--shapes": {},
+    "--shape": {"metavar": "SHAPE"},
+    "--seed": {"metavar": "N"},
+    "--requests": {"metavar": "N", "min": 1, "max": 1_000_000},
+    "--request-timeout": {"metavar": "SECONDS", "min": 0.1, "max": 86400.0},
+    "--repeat": {"metavar": "N", "min": 1, "max": 100},
+}
+
+
+def bench_option(name: str, help: str, panel: str | None = None) -> Any:
+    return typer.Option(name, help=help, rich_help_panel=panel, **_BENCH_OPTIONS[name])
+
+
 Rate = Annotated[str | None, rate_option()]
 Arrival = Annotated[str | None, arrival_option()]
 Burstiness = Annotated[float | None, burstiness_option()]
