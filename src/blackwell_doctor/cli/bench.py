@@ -309,46 +309,36 @@ def register(app: typer.Typer) -> None:
         from blackwell_doctor.facts.errors import UserError
 
         labels: tuple[str, str] | None = None
-        if example is not None and url is not None and _has_trace(example):
-            # --example NAME --url URL: replay the example's request trace against URL.
+        if example is not None:
             from blackwell_doctor.app.examples import replace_options
 
-            ex = replace_options(
-                example,
-                {"trace": trace, "compare": compare, "compare_urls": compare_urls, "soak": soak},
-                part="trace",
-                command="bench --url",
-                conflicting=("--trace", "--compare", "--compare-urls", "--soak"),
-            )
-            trace = ex.trace
-        elif example is not None and soak is None and _has_part(example, "soak"):
-            # An example that is one run (a soak): shown as bench showed it when it ran
-            # (issue 40: soak-60s could be shown by no command).
-            from blackwell_doctor.app.examples import replace_options
-
-            ex = replace_options(
-                example,
-                {"compare": compare, "url": url, "compare_urls": compare_urls},
-                part="soak",
-                command="bench",
-                conflicting=("--compare", "--url", "--compare-urls"),
-            )
-            assert ex.soak is not None
-            shown = flow.read_run(ex.soak, stdin=sys.stdin.buffer)
-            _write_document(shown, fmt, output)
-            raise typer.Exit(shown.exit_code)
-        elif example is not None:
-            from blackwell_doctor.app.examples import replace_options
-
-            ex = replace_options(
-                example,
-                {"compare": compare, "url": url, "compare_urls": compare_urls, "soak": soak},
-                part="compare",
-                command="bench",
-                conflicting=("--compare", "--url", "--compare-urls", "--soak"),
-            )
-            compare = ex.compare
-            labels = (f"example {ex.name} (before)", f"example {ex.name} (after)")
+            if url is not None and _has_trace(example):
+                part = "trace"  # --example NAME --url URL: replay its trace against URL
+            elif soak is None and _has_part(example, "soak"):
+                # An example that is one run (a soak): shown as bench showed it when it ran
+                # (issue 40: soak-60s could be shown by no command).
+                part = "soak"
+            else:
+                part = "compare"
+            command, refused = _EXAMPLE_PARTS[part]
+            given = {
+                "trace": trace,
+                "compare": compare,
+                "url": url,
+                "compare_urls": compare_urls,
+                "soak": soak,
+            }
+            ex = replace_options(example, given, part=part, command=command, conflicting=refused)
+            if part == "trace":
+                trace = ex.trace
+            elif part == "soak":
+                assert ex.soak is not None
+                shown = flow.read_run(ex.soak, stdin=sys.stdin.buffer)
+                _write_document(shown, fmt, output)
+                raise typer.Exit(shown.exit_code)
+            else:
+                compare = ex.compare
+                labels = (f"example {ex.name} (before)", f"example {ex.name} (after)")
 
         if more_runs and compare is None:
             raise UserError("the run files after the options are --compare's: give --compare")
@@ -399,6 +389,16 @@ def register(app: typer.Typer) -> None:
         if output is not None:
             sys.stderr.write(f"wrote {output} (exit {run.exit_code})\n")
         raise typer.Exit(run.exit_code)
+
+
+# bench --example NAME uses one part of the example (its trace, its one run, or its two
+# runs to compare): the command that part is for, and the options it replaces, which are
+# refused beside it.
+_EXAMPLE_PARTS = {
+    "trace": ("bench --url", ("--trace", "--compare", "--compare-urls", "--soak")),
+    "soak": ("bench", ("--compare", "--url", "--compare-urls")),
+    "compare": ("bench", ("--compare", "--url", "--compare-urls", "--soak")),
+}
 
 
 def _has_trace(example: str) -> bool:
