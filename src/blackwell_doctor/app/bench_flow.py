@@ -10,7 +10,7 @@ only: ``--compare`` never imports the HTTP client.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
@@ -117,35 +117,54 @@ class Plan:
 
 def check_options(request: BenchRequest) -> None:
     """The options that do not go together, as UserErrors, before anything is read."""
-    for name, value in (
-        ("--duration", request.duration_s),
-        ("--request-timeout", request.request_timeout_s),
-        ("--fail-on-regression", request.fail_on_regression_pct),
-        ("--threshold", request.threshold_pct),
-        ("--burstiness", request.burstiness),
-        ("--slo-level", request.slo_level_pct),
-    ):
-        if value is not None and not math.isfinite(value):
-            raise UserError(f"{name} must be a finite number, got {value}")
+    require_finite(
+        (
+            ("--duration", request.duration_s),
+            ("--request-timeout", request.request_timeout_s),
+            ("--fail-on-regression", request.fail_on_regression_pct),
+            ("--threshold", request.threshold_pct),
+            ("--burstiness", request.burstiness),
+            ("--slo-level", request.slo_level_pct),
+        )
+    )
     _check_rate_options(request)
     _check_trace_options(request)
     if request.compare is not None:
-        if len(request.compare) < 2:
-            raise UserError("--compare needs two run files or more: BEFORE AFTER [MORE...]")
-        if request.facts_file is not None:
-            raise UserError("--facts pins a measured run; --compare reads run files")
-        if request.url is not None:
-            raise UserError("--compare reads two run files; it does not take --url")
-        if request.compare_urls is not None:
-            raise UserError("--compare reads two run files; --compare-urls measures two servers")
-        if request.repeat != 1:
-            raise UserError("--repeat measures; --compare reads run files (give --repeat to bench)")
+        refuse_first(
+            (
+                (
+                    len(request.compare) < 2,
+                    "--compare needs two run files or more: BEFORE AFTER [MORE...]",
+                ),
+                (
+                    request.facts_file is not None,
+                    "--facts pins a measured run; --compare reads run files",
+                ),
+                (request.url is not None, "--compare reads two run files; it does not take --url"),
+                (
+                    request.compare_urls is not None,
+                    "--compare reads two run files; --compare-urls measures two servers",
+                ),
+                (
+                    request.repeat != 1,
+                    "--repeat measures; --compare reads run files (give --repeat to bench)",
+                ),
+            )
+        )
         return
     if request.compare_urls is not None:
-        if request.url is not None:
-            raise UserError("--compare-urls measures its two URLs; it does not take --url")
-        if request.soak is not None:
-            raise UserError("--soak holds one server's load; it does not take --compare-urls")
+        refuse_first(
+            (
+                (
+                    request.url is not None,
+                    "--compare-urls measures its two URLs; it does not take --url",
+                ),
+                (
+                    request.soak is not None,
+                    "--soak holds one server's load; it does not take --compare-urls",
+                ),
+            )
+        )
     elif request.fail_on_regression_pct is not None:
         raise UserError("--fail-on-regression applies to --compare and --compare-urls")
     elif request.url is None:
@@ -158,6 +177,21 @@ def check_options(request: BenchRequest) -> None:
                 raise UserError(f"--soak runs until its DURATION; it does not take {name}")
     elif request.soak_interval is not None:
         raise UserError("--soak-interval applies to --soak")
+
+
+def require_finite(options: Iterable[tuple[str, float | None]]) -> None:
+    """Each given (option, value) a finite number (a UserError for the first that is not);
+    None: not given."""
+    for name, value in options:
+        if value is not None and not math.isfinite(value):
+            raise UserError(f"{name} must be a finite number, got {value}")
+
+
+def refuse_first(conflicts: Iterable[tuple[bool, str]]) -> None:
+    """A UserError with the reason of the first (given together, reason) that holds."""
+    for given, why in conflicts:
+        if given:
+            raise UserError(why)
 
 
 def _check_rate_options(request: BenchRequest) -> None:
@@ -175,14 +209,26 @@ def _check_rate_options(request: BenchRequest) -> None:
                 "--slo judges the requests of a rate run: give --rate (or --compare two of them)"
             )
         return
-    if request.compare is not None:
-        raise UserError("--rate measures; --compare reads run files (give --rate to bench)")
-    if request.soak is not None:
-        raise UserError("--soak holds one shape's closed-loop load; it does not take --rate")
-    if len(request.shape_names) > 1:
-        raise UserError("--rate measures one shape at several loads: give at most one --shape")
-    if request.slo_level_pct is not None and not request.slo:
-        raise UserError("--slo-level is the share of requests meeting --slo: give --slo")
+    refuse_first(
+        (
+            (
+                request.compare is not None,
+                "--rate measures; --compare reads run files (give --rate to bench)",
+            ),
+            (
+                request.soak is not None,
+                "--soak holds one shape's closed-loop load; it does not take --rate",
+            ),
+            (
+                len(request.shape_names) > 1,
+                "--rate measures one shape at several loads: give at most one --shape",
+            ),
+            (
+                request.slo_level_pct is not None and not request.slo,
+                "--slo-level is the share of requests meeting --slo: give --slo",
+            ),
+        )
+    )
     rates_from(request)  # each rate, the arrival and the SLOs checked now
     if request.sweep_points is not None and request.rate.strip() != SWEEP_WORD:
         raise UserError("--sweep-points applies to --rate sweep")

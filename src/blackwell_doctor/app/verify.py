@@ -101,9 +101,7 @@ def verify_settings(
     request: VerifyRequest, *, yes: bool, rollback: bool, first_token_timeout_s: float
 ) -> VerifySettings:
     """--verify's options, checked before anything is touched (UserError, exit 2)."""
-    import math
-
-    from blackwell_doctor.app.bench_flow import load_shapes
+    from blackwell_doctor.app.bench_flow import load_shapes, require_finite
     from blackwell_doctor.facts.errors import UserError
     from blackwell_doctor.ruledata.shapes import ShapeError, select_shapes
     from blackwell_doctor.rules.compare import LATENCY_METRICS
@@ -132,12 +130,12 @@ def verify_settings(
         ]
         if used:
             raise UserError(f"{', '.join(used)} appl{'ies' if len(used) == 1 else 'y'} to --verify")
-    for label, value in (
-        ("--max-regression", request.max_regression_pct),
-        ("--request-timeout", request.request_timeout_s),
-    ):
-        if not math.isfinite(value):
-            raise UserError(f"{label} must be a finite number, got {value}")
+    require_finite(
+        (
+            ("--max-regression", request.max_regression_pct),
+            ("--request-timeout", request.request_timeout_s),
+        )
+    )
     known = frozenset({*LATENCY_METRICS, "output_tokens_per_s", CAPACITY})
     load = _rate_load(request)
     names_given = list(request.shape_names)
