@@ -192,27 +192,21 @@ HostRootBrief = Annotated[
     Path | None,
     typer.Option("--host-root", help="Read /proc, /sys, ... under this directory. Default: /."),
 ]
+
+
+# --gpu-timeout's bounds, once: check, collect, audit and slurm-health word it in full;
+# recommend, apply and model briefly.
+def _gpu_timeout(help: str) -> Any:
+    return typer.Option("--gpu-timeout", metavar="SECONDS", min=1.0, max=3600.0, help=help)
+
+
 GpuTimeout = Annotated[
     float | None,
-    typer.Option(
-        "--gpu-timeout",
-        metavar="SECONDS",
-        min=1.0,
-        max=3600.0,
-        help="Seconds NVML and the CUDA driver get to answer; a hung GPU becomes a finding "
-        "(default 20).",
+    _gpu_timeout(
+        "Seconds NVML and the CUDA driver get to answer; a hung GPU becomes a finding (default 20)."
     ),
 ]
-GpuTimeoutBrief = Annotated[
-    float | None,
-    typer.Option(
-        "--gpu-timeout",
-        metavar="SECONDS",
-        min=1.0,
-        max=3600.0,
-        help="Seconds NVML/CUDA get to answer.",
-    ),
-]
+GpuTimeoutBrief = Annotated[float | None, _gpu_timeout("Seconds NVML/CUDA get to answer.")]
 
 # The logs scanned into the facts (check, collect, recommend, apply).
 Logs = Annotated[
