@@ -1075,6 +1075,36 @@ async def send_each(count: int, width: int, send: Callable[[int], Awaitable[bool
 
 
 @dataclass(frozen=True)
+class ChatTarget:
+    """Where a bench's requests go: the server's chat-completions URL, the headers (its API
+    key), the model asked, and each request's deadline (--request-timeout)."""
+
+    chat_url: str
+    headers: dict[str, str]
+    model: str
+    deadline_s: float
+
+    async def stream(
+        self, session: aiohttp.ClientSession, data: bytes, max_tokens: int | None
+    ) -> client.Outcome:
+        """The request ``data`` sent and its streamed answer timed (client.stream_chat)."""
+        return await client.stream_chat(
+            session,
+            self.chat_url,
+            data,
+            self.headers,
+            deadline_s=self.deadline_s,
+            max_tokens=max_tokens,
+        )
+
+
+def chat_target(srv: _Server, model: str, config: BenchConfig) -> ChatTarget:
+    """``config``'s requests to ``model`` on the server ``srv`` connected to."""
+    url = srv.endpoint.url("/v1/chat/completions")
+    return ChatTarget(url, dict(srv.headers), model, config.deadline_s)
+
+
+@dataclass(frozen=True)
 class ShapeShare:
     """The requests of a shape one client process sends (app/clients.py): their indices,
     and what builds and sends each (its prompt is prompts.words of the shape's name and its
@@ -1082,10 +1112,7 @@ class ShapeShare:
     send offset after the start (``offsets``, an open loop); none started ``stop_after_s``
     after the start (--duration)."""
 
-    chat_url: str
-    headers: dict[str, str]
-    model: str
-    deadline_s: float
+    target: ChatTarget
     seed: int
     name: str
     n_words: int
@@ -1100,7 +1127,7 @@ class ShapeShare:
 
     def body(self, index: int) -> bytes:
         return client.request_body(
-            model=self.model,
+            model=self.target.model,
             prompt=prompts.words(self.seed, self.name, index, self.n_words),
             max_tokens=self.max_tokens,
             ignore_eos=self.ignore_eos,
@@ -1129,14 +1156,7 @@ async def send_shape_share(
         data = bodies[k] if bodies is not None else share.body(share.indices[k])
         sent()
         late = done.lateness_s[k] if share.offsets is not None else 0.0
-        o = await client.stream_chat(
-            session,
-            share.chat_url,
-            data,
-            share.headers,
-            deadline_s=share.deadline_s,
-            max_tokens=share.usage_limit,
-        )
+        o = await share.target.stream(session, data, share.usage_limit)
         report(clients.result(share.indices[k], late, o, _sample(o, t0, share.max_tokens)))
         return True
 
@@ -1199,13 +1219,10 @@ async def measure_shape(
     total = config.requests or shape.planned_requests()
     if offsets is not None:
         offsets = offsets[:total]
-    chat_url = srv.endpoint.url("/v1/chat/completions")
+    chat = chat_target(srv, model, config)
     most = usage_limit(shape.output_tokens, shape.extra_body)
     share = ShapeShare(
-        chat_url=chat_url,
-        headers=dict(srv.headers),
-        model=model,
-        deadline_s=config.deadline_s,
+        target=chat,
         seed=config.seed,
         name=shape.name,
         n_words=n_words,
@@ -1223,9 +1240,7 @@ async def measure_shape(
     live.e2e_s.clear()
 
     async def send(data: bytes) -> client.Outcome:
-        return await client.stream_chat(
-            srv.session, chat_url, data, srv.headers, deadline_s=config.deadline_s, max_tokens=most
-        )
+        return await chat.stream(srv.session, data, most)
 
     if shape.warmup and warmup:
         live.phase = "warm-up"
@@ -1385,22 +1400,16 @@ async def measure_shape(
         top: int | None = drift.load_rules().top_logprobs
 
         async def greedy(text: str, top: int | None) -> client.Outcome:
-            return await client.stream_chat(
-                srv.session,
-                chat_url,
-                client.request_body(
-                    model=model,
-                    prompt=text,
-                    max_tokens=asked,
-                    ignore_eos=shape.ignore_eos,
-                    extra=shape.extra_body,
-                    greedy=True,
-                    top_logprobs=top,
-                ),
-                srv.headers,
-                deadline_s=config.deadline_s,
-                max_tokens=usage_limit(asked, shape.extra_body),
+            body = client.request_body(
+                model=model,
+                prompt=text,
+                max_tokens=asked,
+                ignore_eos=shape.ignore_eos,
+                extra=shape.extra_body,
+                greedy=True,
+                top_logprobs=top,
             )
+            return await chat.stream(srv.session, body, usage_limit(asked, shape.extra_body))
 
         for prompt_id, text in prompts.EQUIVALENCE_PROMPTS:
             o = await greedy(text, top)

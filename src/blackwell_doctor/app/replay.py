@@ -151,10 +151,7 @@ class Share:
     prompt words, answer tokens and prompt blocks (``hash_ids[hash_starts[k] :
     hash_starts[k + 1]]``), and what it needs to build and send them."""
 
-    chat_url: str
-    headers: dict[str, str]
-    model: str
-    deadline_s: float
+    target: runner.ChatTarget
     seed: int
     words: list[str]
     words_per_block: int | None
@@ -186,7 +183,7 @@ async def send_share(
         index = share.indices[k]
         hashes = share.hash_ids[share.hash_starts[k] : share.hash_starts[k + 1]]
         return client.request_body(
-            model=share.model,
+            model=share.target.model,
             prompt=builder.text(hashes, share.n_words[k], request=index),
             max_tokens=share.outputs[k],
             ignore_eos=True,
@@ -222,14 +219,7 @@ async def send_share(
         wake.set()
         sent()
         late = done.lateness_s[k]  # send_on_schedule's, taken as this task began
-        o = await client.stream_chat(
-            session,
-            share.chat_url,
-            data,
-            share.headers,
-            deadline_s=share.deadline_s,
-            max_tokens=share.outputs[k],
-        )
+        o = await share.target.stream(session, data, share.outputs[k])
         report(clients.result(share.indices[k], late, o, runner._sample(o, t0, share.outputs[k])))
 
     builder_task = asyncio.create_task(prepare())
@@ -283,10 +273,7 @@ async def run_replay(
                 part,
                 processes,
                 n_words,
-                chat_url=srv.endpoint.url("/v1/chat/completions"),
-                headers=dict(srv.headers),
-                model=model,
-                deadline_s=config.deadline_s,
+                target=runner.chat_target(srv, model, config),
                 seed=config.seed,
                 words=sizing.words,
                 words_per_block=words_per_block,
@@ -372,10 +359,7 @@ def _share(
     parts: int,
     n_words: array[int],
     *,
-    chat_url: str,
-    headers: dict[str, str],
-    model: str,
-    deadline_s: float,
+    target: runner.ChatTarget,
     seed: int,
     words: list[str],
     words_per_block: int | None,
@@ -390,10 +374,7 @@ def _share(
         ids.extend(trace.hashes(index))
         starts.append(len(ids))
     return Share(
-        chat_url=chat_url,
-        headers=headers,
-        model=model,
-        deadline_s=deadline_s,
+        target=target,
         seed=seed,
         words=words,
         words_per_block=words_per_block,
