@@ -114,3 +114,16 @@ def test_a_grouped_command_gets_the_group_typed() -> None:
         None,
     )
     assert verbose is True
+
+
+def test_a_group_whose_option_is_no_field_of_its_class_fails_where_declared() -> None:
+    import pytest
+
+    from blackwell_doctor.cli.options import NoProbe, OptionGroup
+
+    wrong = OptionGroup(LaunchOptions, (("no_probe", NoProbe, False),))
+    with pytest.raises(TypeError, match="LaunchOptions has no field no_probe"):
+        wrong.check_fields()
+    mistyped = OptionGroup(FactsOptions, (("host_root", NoProbe, False),))  # bool, not a Path
+    with pytest.raises(TypeError, match="FactsOptions has no field host_root"):
+        mistyped.check_fields()

@@ -498,10 +498,22 @@ _R = TypeVar("_R")
 
 @dataclass(frozen=True)
 class OptionGroup:
-    """``build`` called with ``options``: (parameter, its ``Annotated`` alias, default)."""
+    """The class ``build`` made from ``options``: (its field, the field's ``Annotated``
+    option alias, default)."""
 
-    build: Callable[..., object]
+    build: type
     options: tuple[tuple[str, Any, object], ...]
+
+    def check_fields(self) -> None:
+        """Each option is a field of ``build`` of the option's type: a row and a field that
+        disagree fail where the command is declared, not when a user gives the option."""
+        import typing
+
+        fields = typing.get_type_hints(self.build)
+        for name, alias, _ in self.options:
+            wanted = typing.get_args(alias)[0]
+            if fields.get(name) != wanted:
+                raise TypeError(f"{self.build.__name__} has no field {name} of type {wanted}")
 
 
 def grouped(command: Callable[..., _R]) -> Callable[..., _R]:
@@ -516,6 +528,7 @@ def grouped(command: Callable[..., _R]) -> Callable[..., _R]:
         if group is None:
             params.append(param)
             continue
+        group.check_fields()
         groups[param.name] = group
         params.extend(
             inspect.Parameter(name, param.kind, default=default, annotation=alias)
