@@ -11,7 +11,7 @@ from typer.core import TyperGroup, TyperOption
 from typer.testing import CliRunner
 
 from blackwell_doctor.cli import app
-from blackwell_doctor.cli.options import FactsOptions, HostFacts, Launch, LaunchOptions, grouped
+from blackwell_doctor.cli.options import FactsOptions, HostFacts, Launch, LaunchFlags, grouped
 
 _JUDGING = ("check", "fleet", "slurm-health")
 
@@ -104,7 +104,7 @@ def test_a_grouped_command_gets_the_group_typed() -> None:
     result = CliRunner().invoke(toy, [*args, "--verbose"])
     assert result.exit_code == 0, result.output
     launch, facts, verbose = got
-    assert isinstance(launch, LaunchOptions)
+    assert isinstance(launch, LaunchFlags)
     assert isinstance(facts, FactsOptions)
     assert (launch.port, launch.name, launch.env) == (9000, "blackwell-doctor-vllm", ["A=1"])
     assert (facts.host_root, facts.journal, facts.no_probe, facts.logs) == (
@@ -121,8 +121,8 @@ def test_a_group_whose_option_is_no_field_of_its_class_fails_where_declared() ->
 
     from blackwell_doctor.cli.options import NoProbe, OptionGroup
 
-    wrong = OptionGroup(LaunchOptions, (("no_probe", NoProbe, False),))
-    with pytest.raises(TypeError, match="LaunchOptions has no field no_probe"):
+    wrong = OptionGroup(LaunchFlags, (("no_probe", NoProbe, False),))
+    with pytest.raises(TypeError, match="LaunchFlags has no field no_probe"):
         wrong.check_fields()
     mistyped = OptionGroup(FactsOptions, (("host_root", NoProbe, False),))  # bool, not a Path
     with pytest.raises(TypeError, match="FactsOptions has no field host_root"):

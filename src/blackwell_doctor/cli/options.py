@@ -317,8 +317,10 @@ class FactsOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
-class LaunchOptions:
-    """``recommend``'s and ``apply``'s launch options (:data:`Launch`), typed."""
+class LaunchFlags:
+    """``recommend``'s and ``apply``'s launch options as given (:data:`Launch`), typed;
+    :meth:`request` makes them recommend/options.py's LaunchRequest (checked there, then
+    recommend/plan.py's LaunchOptions)."""
 
     runtime: str | None
     catalogue: Path | None
@@ -592,9 +594,9 @@ LaunchFacts = Annotated[
     ),
 ]
 Launch = Annotated[
-    LaunchOptions,
+    LaunchFlags,
     OptionGroup(
-        LaunchOptions,
+        LaunchFlags,
         (
             ("runtime", RuntimeId, None),
             ("catalogue", CatalogueFile, None),
