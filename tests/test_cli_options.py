@@ -4,10 +4,14 @@ command's words differ, they say what the option does there."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from typer.core import TyperGroup, TyperOption
+from typer.testing import CliRunner
 
 from blackwell_doctor.cli import app
+from blackwell_doctor.cli.options import FactsOptions, HostFacts, Launch, LaunchFlags, grouped
 
 _JUDGING = ("check", "fleet", "slurm-health")
 
@@ -53,3 +57,73 @@ def test_recommend_and_apply_take_the_same_launch_options() -> None:
     assert {"--facts", "--runtime", "--catalogue", "--name", "--bind", "--port"} <= shared
     for flag in shared:
         assert _help("recommend", flag) == _help("apply", flag), flag
+
+
+def test_an_option_group_stands_where_the_command_names_it() -> None:
+    # check names its facts group between --ignore and --embed-facts (cli/check.py):
+    # --help lists the group's options there, in the group's order (issue 38).
+    assert list(_options("check")) == [
+        "--facts",
+        "--format",
+        "--output",
+        "--fail-on",
+        "--strict",
+        "--select",
+        "--ignore",
+        "--no-probe",
+        "--host-root",
+        "--gpu-timeout",
+        "--logs",
+        "--container",
+        "--journal",
+        "--kernel-log",
+        "--model-dir",
+        "--hub",
+        "--stack",
+        "--python",
+        "--image",
+        "--bench",
+        "--embed-facts",
+        "--verbose",
+        "--example",
+    ]
+
+
+def test_a_grouped_command_gets_the_group_typed() -> None:
+    # The annotations are read as typer reads them: names of this module.
+    got: list[object] = []
+
+    @grouped
+    def command(*, launch: Launch, facts: HostFacts, verbose: bool = False) -> None:
+        got.extend((launch, facts, verbose))
+
+    toy = typer.Typer()
+    toy.command()(command)
+    toy.command("other")(lambda: None)  # two commands: typer keeps the name in the args
+    args = ["command", "--port", "9000", "--host-root", "/host", "--journal", "-e", "A=1"]
+    result = CliRunner().invoke(toy, [*args, "--verbose"])
+    assert result.exit_code == 0, result.output
+    launch, facts, verbose = got
+    assert isinstance(launch, LaunchFlags)
+    assert isinstance(facts, FactsOptions)
+    assert (launch.port, launch.name, launch.env) == (9000, "blackwell-doctor-vllm", ["A=1"])
+    assert (facts.host_root, facts.journal, facts.no_probe, facts.logs) == (
+        Path("/host"),
+        True,
+        False,
+        None,
+    )
+    assert verbose is True
+
+
+def test_a_group_whose_option_is_no_field_of_its_class_fails_where_declared() -> None:
+    import pytest
+
+    from blackwell_doctor.cli.options import NoProbe, OptionGroup
+
+    wrong = OptionGroup(LaunchFlags, (("no_probe", NoProbe, False),))
+    with pytest.raises(TypeError, match="LaunchFlags has no field no_probe"):
+        wrong.check_fields()
+    mistyped = OptionGroup(FactsOptions, (("host_root", NoProbe, False),))  # bool, not a Path
+    with pytest.raises(TypeError, match="FactsOptions has no field host_root"):
+        mistyped.check_fields()

@@ -8,6 +8,7 @@ writes them to standard error), what belongs on standard output is ``Outcome.out
 from __future__ import annotations
 
 import enum
+import functools
 import socket
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -248,27 +249,28 @@ def carry_out(
     verified: tuple[str, VerifyRecord, Path, CompareDocument | None] | None = None
     try:
         with progress as on_pull_event:
+            # The change itself, with or without --verify's hook.
+            change = functools.partial(
+                run.apply,
+                spec,
+                client,
+                health_timeout_s=health_timeout_s,
+                stop_timeout_s=stop_timeout_s,
+                say=say,
+                on_pull_event=on_pull_event,
+                model=model,
+            )
             if settings is None:
-                message = run.apply(
-                    spec,
-                    client,
-                    health_timeout_s=health_timeout_s,
-                    stop_timeout_s=stop_timeout_s,
-                    say=say,
-                    on_pull_event=on_pull_event,
-                    model=model,
-                )
+                message = change()
             else:
                 verified = verify.run_verified(
                     spec,
                     client,
                     settings,
-                    health_timeout_s=health_timeout_s,
+                    change,
                     stop_timeout_s=stop_timeout_s,
                     say=say,
                     write=write,
-                    on_pull_event=on_pull_event,
-                    model=model,
                 )
     except run.ApplyFailed as exc:
         say(f"{TOOL_NAME}: {exc.message}")

@@ -270,6 +270,18 @@ class Live:
     ttft_s: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_RECENT))
     e2e_s: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_RECENT))
 
+    def count(self, sample: RequestSample) -> None:
+        """One request ended (a shape's or a trace replay's): done, and its TTFT and E2E in
+        the running p50, or an error."""
+        self.done += 1
+        if sample.ok:
+            assert sample.ttft_ms is not None
+            assert sample.e2e_ms is not None
+            self.ttft_s.append(sample.ttft_ms / 1000.0)
+            self.e2e_s.append(sample.e2e_ms / 1000.0)
+        else:
+            self.errors += 1
+
 
 @dataclass
 class _Current:
@@ -704,6 +716,16 @@ def _context_length(value: object, state: RunState) -> int | None:
     return None
 
 
+def _unused(srv: _Server, path: str, name: str, consequence: str) -> str:
+    """The finding for the endpoint ``path`` the bench cannot use: why it failed, or, when
+    it answered 404/405 or was not asked, that the server has no ``name``; then what that
+    costs."""
+    why = srv.failed.get(path, "")
+    if why and not why.startswith(("HTTP 404", "HTTP 405")):
+        return f"{path} could not be used ({why}): {consequence}"
+    return f"the server has no {name}: {consequence}"
+
+
 async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
     endpoint = srv.endpoint
     models: list[str] = []
@@ -762,22 +784,18 @@ async def _discover(srv: _Server, config: BenchConfig, state: RunState) -> bool:
         tokenize = await srv.count_tokens(model, "hello", chat=True) is not None
         metrics = await srv.metrics(model) is not None
         if not tokenize:
-            why = srv.failed.get("/tokenize", "")
             state.findings.append(
-                (
-                    f"/tokenize could not be used ({why})"
-                    if why and not why.startswith(("HTTP 404", "HTTP 405"))
-                    else "the server has no /tokenize"
+                _unused(
+                    srv,
+                    "/tokenize",
+                    "/tokenize",
+                    f"prompt sizes are estimated (~{prompts.TOKENS_PER_WORD_ESTIMATE} tokens "
+                    "per word)",
                 )
-                + f": prompt sizes are estimated (~{prompts.TOKENS_PER_WORD_ESTIMATE} tokens "
-                "per word)"
             )
         if not metrics:
-            why = srv.failed.get("/metrics", "")
             state.findings.append(
-                f"/metrics could not be used ({why}): no server-side cross-check"
-                if why and not why.startswith(("HTTP 404", "HTTP 405"))
-                else "the server has no Prometheus /metrics: no server-side cross-check"
+                _unused(srv, "/metrics", "Prometheus /metrics", "no server-side cross-check")
             )
     state.server = ServerInfo(
         url=endpoint.display,
@@ -993,6 +1011,15 @@ class PromptSize:
     notes: list[str]
 
 
+def served(state: RunState) -> tuple[ServerInfo, str]:
+    """The server :func:`connect` asked, and the model it serves (both set whenever connect
+    yields a server)."""
+    server = state.server
+    assert server is not None
+    assert server.model is not None
+    return server, server.model
+
+
 async def prompt_size(
     srv: _Server, config: BenchConfig, server: ServerInfo, shape: Shape
 ) -> PromptSize:
@@ -1048,6 +1075,36 @@ async def send_each(count: int, width: int, send: Callable[[int], Awaitable[bool
 
 
 @dataclass(frozen=True)
+class ChatTarget:
+    """Where a bench's requests go: the server's chat-completions URL, the headers (its API
+    key), the model asked, and each request's deadline (--request-timeout)."""
+
+    chat_url: str
+    headers: dict[str, str]
+    model: str
+    deadline_s: float
+
+    async def stream(
+        self, session: aiohttp.ClientSession, data: bytes, max_tokens: int | None
+    ) -> client.Outcome:
+        """The request ``data`` sent and its streamed answer timed (client.stream_chat)."""
+        return await client.stream_chat(
+            session,
+            self.chat_url,
+            data,
+            self.headers,
+            deadline_s=self.deadline_s,
+            max_tokens=max_tokens,
+        )
+
+
+def chat_target(srv: _Server, model: str, config: BenchConfig) -> ChatTarget:
+    """``config``'s requests to ``model`` on the server ``srv`` connected to."""
+    url = srv.endpoint.url("/v1/chat/completions")
+    return ChatTarget(url, dict(srv.headers), model, config.deadline_s)
+
+
+@dataclass(frozen=True)
 class ShapeShare:
     """The requests of a shape one client process sends (app/clients.py): their indices,
     and what builds and sends each (its prompt is prompts.words of the shape's name and its
@@ -1055,10 +1112,7 @@ class ShapeShare:
     send offset after the start (``offsets``, an open loop); none started ``stop_after_s``
     after the start (--duration)."""
 
-    chat_url: str
-    headers: dict[str, str]
-    model: str
-    deadline_s: float
+    target: ChatTarget
     seed: int
     name: str
     n_words: int
@@ -1073,7 +1127,7 @@ class ShapeShare:
 
     def body(self, index: int) -> bytes:
         return client.request_body(
-            model=self.model,
+            model=self.target.model,
             prompt=prompts.words(self.seed, self.name, index, self.n_words),
             max_tokens=self.max_tokens,
             ignore_eos=self.ignore_eos,
@@ -1102,14 +1156,7 @@ async def send_shape_share(
         data = bodies[k] if bodies is not None else share.body(share.indices[k])
         sent()
         late = done.lateness_s[k] if share.offsets is not None else 0.0
-        o = await client.stream_chat(
-            session,
-            share.chat_url,
-            data,
-            share.headers,
-            deadline_s=share.deadline_s,
-            max_tokens=share.usage_limit,
-        )
+        o = await share.target.stream(session, data, share.usage_limit)
         report(clients.result(share.indices[k], late, o, _sample(o, t0, share.max_tokens)))
         return True
 
@@ -1156,10 +1203,7 @@ async def measure_shape(
     the peak in flight), from this process or from client processes (app/clients.py).
     ``size`` (the prompt size, when already known), ``warmup`` and ``equivalence`` (the
     greedy prompts) let a sweep do those once for all its points."""
-    server = state.server
-    assert server is not None
-    assert server.model is not None
-    model = server.model
+    server, model = served(state)
     turns_note = None
     if config.multi_turn > 1:
         from blackwell_doctor.app import multiturn
@@ -1175,13 +1219,10 @@ async def measure_shape(
     total = config.requests or shape.planned_requests()
     if offsets is not None:
         offsets = offsets[:total]
-    chat_url = srv.endpoint.url("/v1/chat/completions")
+    chat = chat_target(srv, model, config)
     most = usage_limit(shape.output_tokens, shape.extra_body)
     share = ShapeShare(
-        chat_url=chat_url,
-        headers=dict(srv.headers),
-        model=model,
-        deadline_s=config.deadline_s,
+        target=chat,
         seed=config.seed,
         name=shape.name,
         n_words=n_words,
@@ -1199,9 +1240,7 @@ async def measure_shape(
     live.e2e_s.clear()
 
     async def send(data: bytes) -> client.Outcome:
-        return await client.stream_chat(
-            srv.session, chat_url, data, srv.headers, deadline_s=config.deadline_s, max_tokens=most
-        )
+        return await chat.stream(srv.session, data, most)
 
     if shape.warmup and warmup:
         live.phase = "warm-up"
@@ -1251,14 +1290,7 @@ async def measure_shape(
         cur.samples.append(sample)
         if offsets is not None:
             lateness[index] = late
-        live.done += 1
-        if sample.ok:
-            assert sample.ttft_ms is not None
-            assert sample.e2e_ms is not None
-            live.ttft_s.append(sample.ttft_ms / 1000.0)
-            live.e2e_s.append(sample.e2e_ms / 1000.0)
-        else:
-            live.errors += 1
+        live.count(sample)
         progress(live)
 
     def record(outcome: client.Outcome, turn: int | None = None) -> None:
@@ -1368,22 +1400,16 @@ async def measure_shape(
         top: int | None = drift.load_rules().top_logprobs
 
         async def greedy(text: str, top: int | None) -> client.Outcome:
-            return await client.stream_chat(
-                srv.session,
-                chat_url,
-                client.request_body(
-                    model=model,
-                    prompt=text,
-                    max_tokens=asked,
-                    ignore_eos=shape.ignore_eos,
-                    extra=shape.extra_body,
-                    greedy=True,
-                    top_logprobs=top,
-                ),
-                srv.headers,
-                deadline_s=config.deadline_s,
-                max_tokens=usage_limit(asked, shape.extra_body),
+            body = client.request_body(
+                model=model,
+                prompt=text,
+                max_tokens=asked,
+                ignore_eos=shape.ignore_eos,
+                extra=shape.extra_body,
+                greedy=True,
+                top_logprobs=top,
             )
+            return await chat.stream(srv.session, body, usage_limit(asked, shape.extra_body))
 
         for prompt_id, text in prompts.EQUIVALENCE_PROMPTS:
             o = await greedy(text, top)

@@ -10,10 +10,10 @@ only: ``--compare`` never imports the HTTP client.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
 from blackwell_doctor.facts.errors import UserError
 
@@ -117,35 +117,54 @@ class Plan:
 
 def check_options(request: BenchRequest) -> None:
     """The options that do not go together, as UserErrors, before anything is read."""
-    for name, value in (
-        ("--duration", request.duration_s),
-        ("--request-timeout", request.request_timeout_s),
-        ("--fail-on-regression", request.fail_on_regression_pct),
-        ("--threshold", request.threshold_pct),
-        ("--burstiness", request.burstiness),
-        ("--slo-level", request.slo_level_pct),
-    ):
-        if value is not None and not math.isfinite(value):
-            raise UserError(f"{name} must be a finite number, got {value}")
+    require_finite(
+        (
+            ("--duration", request.duration_s),
+            ("--request-timeout", request.request_timeout_s),
+            ("--fail-on-regression", request.fail_on_regression_pct),
+            ("--threshold", request.threshold_pct),
+            ("--burstiness", request.burstiness),
+            ("--slo-level", request.slo_level_pct),
+        )
+    )
     _check_rate_options(request)
     _check_trace_options(request)
     if request.compare is not None:
-        if len(request.compare) < 2:
-            raise UserError("--compare needs two run files or more: BEFORE AFTER [MORE...]")
-        if request.facts_file is not None:
-            raise UserError("--facts pins a measured run; --compare reads run files")
-        if request.url is not None:
-            raise UserError("--compare reads two run files; it does not take --url")
-        if request.compare_urls is not None:
-            raise UserError("--compare reads two run files; --compare-urls measures two servers")
-        if request.repeat != 1:
-            raise UserError("--repeat measures; --compare reads run files (give --repeat to bench)")
+        refuse_first(
+            (
+                (
+                    len(request.compare) < 2,
+                    "--compare needs two run files or more: BEFORE AFTER [MORE...]",
+                ),
+                (
+                    request.facts_file is not None,
+                    "--facts pins a measured run; --compare reads run files",
+                ),
+                (request.url is not None, "--compare reads two run files; it does not take --url"),
+                (
+                    request.compare_urls is not None,
+                    "--compare reads two run files; --compare-urls measures two servers",
+                ),
+                (
+                    request.repeat != 1,
+                    "--repeat measures; --compare reads run files (give --repeat to bench)",
+                ),
+            )
+        )
         return
     if request.compare_urls is not None:
-        if request.url is not None:
-            raise UserError("--compare-urls measures its two URLs; it does not take --url")
-        if request.soak is not None:
-            raise UserError("--soak holds one server's load; it does not take --compare-urls")
+        refuse_first(
+            (
+                (
+                    request.url is not None,
+                    "--compare-urls measures its two URLs; it does not take --url",
+                ),
+                (
+                    request.soak is not None,
+                    "--soak holds one server's load; it does not take --compare-urls",
+                ),
+            )
+        )
     elif request.fail_on_regression_pct is not None:
         raise UserError("--fail-on-regression applies to --compare and --compare-urls")
     elif request.url is None:
@@ -158,6 +177,21 @@ def check_options(request: BenchRequest) -> None:
                 raise UserError(f"--soak runs until its DURATION; it does not take {name}")
     elif request.soak_interval is not None:
         raise UserError("--soak-interval applies to --soak")
+
+
+def require_finite(options: Iterable[tuple[str, float | None]]) -> None:
+    """Each given (option, value) a finite number (a UserError for the first that is not);
+    None: not given."""
+    for name, value in options:
+        if value is not None and not math.isfinite(value):
+            raise UserError(f"{name} must be a finite number, got {value}")
+
+
+def refuse_first(conflicts: Iterable[tuple[bool, str]]) -> None:
+    """A UserError with the reason of the first (given together, reason) that holds."""
+    for given, why in conflicts:
+        if given:
+            raise UserError(why)
 
 
 def _check_rate_options(request: BenchRequest) -> None:
@@ -175,14 +209,26 @@ def _check_rate_options(request: BenchRequest) -> None:
                 "--slo judges the requests of a rate run: give --rate (or --compare two of them)"
             )
         return
-    if request.compare is not None:
-        raise UserError("--rate measures; --compare reads run files (give --rate to bench)")
-    if request.soak is not None:
-        raise UserError("--soak holds one shape's closed-loop load; it does not take --rate")
-    if len(request.shape_names) > 1:
-        raise UserError("--rate measures one shape at several loads: give at most one --shape")
-    if request.slo_level_pct is not None and not request.slo:
-        raise UserError("--slo-level is the share of requests meeting --slo: give --slo")
+    refuse_first(
+        (
+            (
+                request.compare is not None,
+                "--rate measures; --compare reads run files (give --rate to bench)",
+            ),
+            (
+                request.soak is not None,
+                "--soak holds one shape's closed-loop load; it does not take --rate",
+            ),
+            (
+                len(request.shape_names) > 1,
+                "--rate measures one shape at several loads: give at most one --shape",
+            ),
+            (
+                request.slo_level_pct is not None and not request.slo,
+                "--slo-level is the share of requests meeting --slo: give --slo",
+            ),
+        )
+    )
     rates_from(request)  # each rate, the arrival and the SLOs checked now
     if request.sweep_points is not None and request.rate.strip() != SWEEP_WORD:
         raise UserError("--sweep-points applies to --rate sweep")
@@ -578,25 +624,19 @@ def compare_urls(
 ) -> tuple[BenchRun, BenchRun, CompareDocument]:
     """``bench --compare-urls A B [--repeat N]``: both measured in turns, then compared
     as ``--compare`` compares two files (A before, B after)."""
-    from blackwell_doctor.rules.compare import NotComparable
     from blackwell_doctor.rules.compare import compare as compare_runs
 
     assert request.compare_urls is not None
     before, after = run_repeated(plan(request), display)
-    try:
-        doc = compare_runs(
-            before,
-            after,
-            # The URLs as the run documents keep them (without credentials).
-            before_name=before.server.url or "A",
-            after_name=after.server.url or "B",
-            resamples=request.resamples,
-            seed=request.seed,
-            threshold_pct=request.threshold_pct,
-            fail_on_regression_pct=request.fail_on_regression_pct,
-        )
-    except NotComparable as exc:
-        raise UserError(str(exc)) from None
+    doc = _judged(
+        compare_runs,
+        request,
+        before,
+        after,
+        # The URLs as the run documents keep them (without credentials).
+        before_name=before.server.url or "A",
+        after_name=after.server.url or "B",
+    )
     return before, after, doc
 
 
@@ -604,7 +644,6 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument | Ladd
     """``bench --compare BEFORE AFTER [MORE...]``: the run documents read (``-``:
     ``stdin``) and compared, two as a compare, three or more as a ladder; UserError for a
     file that is not a run, or two runs (of a step) with no shape in common."""
-    from blackwell_doctor.rules.compare import NotComparable
     from blackwell_doctor.rules.compare import compare as compare_runs
 
     check_options(request)
@@ -614,18 +653,36 @@ def compare(request: BenchRequest, *, stdin: BinaryIO) -> CompareDocument | Ladd
     before, after = request.compare
     runs = _read_runs((before, after), stdin=stdin)
     slo, level = _compare_slo(request)
+    return _judged(
+        compare_runs,
+        request,
+        runs[0],
+        runs[1],
+        before_name=request.compare_labels[0] if request.compare_labels else str(before),
+        after_name=request.compare_labels[1] if request.compare_labels else str(after),
+        slo=slo,
+        slo_level=level,
+    )
+
+
+_Judged = TypeVar("_Judged")
+
+
+def _judged(
+    judge: Callable[..., _Judged], request: BenchRequest, *runs: object, **named: object
+) -> _Judged:
+    """``judge`` (a compare, a ladder) of ``runs`` with --compare's statistics options as
+    ``request`` gives them; runs it cannot compare are a usage error."""
+    from blackwell_doctor.rules.compare import NotComparable
+
     try:
-        return compare_runs(
-            runs[0],
-            runs[1],
-            before_name=request.compare_labels[0] if request.compare_labels else str(before),
-            after_name=request.compare_labels[1] if request.compare_labels else str(after),
+        return judge(
+            *runs,
             resamples=request.resamples,
             seed=request.seed,
             threshold_pct=request.threshold_pct,
             fail_on_regression_pct=request.fail_on_regression_pct,
-            slo=slo,
-            slo_level=level,
+            **named,
         )
     except NotComparable as exc:
         raise UserError(str(exc)) from None
@@ -670,21 +727,10 @@ def read_run(path: Path, *, stdin: BinaryIO) -> BenchRun:
 def _ladder(request: BenchRequest, *, stdin: BinaryIO) -> LadderDocument:
     """``bench --compare A B C ...``: each run against the one before it, and the first
     against the last (rules/ladder.py)."""
-    from blackwell_doctor.rules.compare import NotComparable
     from blackwell_doctor.rules.ladder import ladder
 
     assert request.compare is not None
     if sum(1 for p in request.compare if str(p) == "-") > 1:
         raise UserError("--compare reads standard input (-) once")
     runs = _read_runs(request.compare, stdin=stdin)
-    try:
-        return ladder(
-            runs,
-            [str(p) for p in request.compare],
-            resamples=request.resamples,
-            seed=request.seed,
-            threshold_pct=request.threshold_pct,
-            fail_on_regression_pct=request.fail_on_regression_pct,
-        )
-    except NotComparable as exc:
-        raise UserError(str(exc)) from None
+    return _judged(ladder, request, runs, [str(p) for p in request.compare])

@@ -16,9 +16,9 @@ import hashlib
 import itertools
 import os
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, NamedTuple, ParamSpec
 
 import msgspec
 
@@ -53,6 +53,7 @@ from blackwell_doctor.rules.evaluate import memo_engine
 _STATUS_RANK = {Status.FAIL: 0, Status.WARN: 1, Status.ERROR: 2}
 _SEVERITY_RANK = {s: i for i, s in enumerate(reversed(Severity))}
 
+_P = ParamSpec("_P")
 _GroupKey = tuple[str, Status, str, tuple[str, tuple[str, ...], tuple[str, ...]] | None]
 
 
@@ -442,23 +443,25 @@ def _judged(source: str, name: str, verdict: _Verdict) -> Judged:
     )
 
 
-def _judge_chunk(
-    args: tuple[list[str | Path], tuple[str, ...], tuple[str, ...], FailOn, bool],
-) -> list[Judged | Unjudged]:
+class _Judging(NamedTuple):
+    """How each node is judged: the fleet's --select, --ignore, --fail-on and --strict."""
+
+    select: tuple[str, ...]
+    ignore: tuple[str, ...]
+    fail_on: FailOn
+    strict: bool
+
+
+def _judge_chunk(args: tuple[list[str | Path], _Judging]) -> list[Judged | Unjudged]:
     return list(_judge_each(*args))
 
 
-def _judge_each(
-    paths: Iterable[str | Path],
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    fail_on: FailOn,
-    strict: bool,
-) -> Iterator[Judged | Unjudged]:
+def _judge_each(paths: Iterable[str | Path], how: _Judging) -> Iterator[Judged | Unjudged]:
     """Each node judged as it is asked for: in this process nothing but the caller keeps a
     node (a list of every node's findings and bench figures was ~5 KB a node, 150 MB at
     30,000)."""
     memo = Memo()
+    select, ignore, fail_on, strict = how
     for p in paths:
         yield judge_node(p, select=select, ignore=ignore, fail_on=fail_on, strict=strict, memo=memo)
 
@@ -473,15 +476,10 @@ def default_jobs() -> int:
 
 
 def _judge_all(
-    paths: Sequence[str | Path],
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    fail_on: FailOn,
-    strict: bool,
-    jobs: int,
+    paths: Sequence[str | Path], how: _Judging, jobs: int
 ) -> Iterator[Judged | Unjudged]:
     if jobs <= 1 or len(paths) < 2:
-        yield from _judge_each(paths, select, ignore, fail_on, strict)
+        yield from _judge_each(paths, how)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -489,10 +487,7 @@ def _judge_all(
     # Chunks of files, not single files: a result crosses the pipe once per chunk, and only
     # findings travel (a healthy node is five numbers). Input order is kept.
     size = max(16, len(paths) // (jobs * 8))
-    chunks = [
-        (list(paths[i : i + size]), select, ignore, fail_on, strict)
-        for i in range(0, len(paths), size)
-    ]
+    chunks = [(list(paths[i : i + size]), how) for i in range(0, len(paths), size)]
     methods = multiprocessing.get_all_start_methods()
     # fork: the workers inherit the imported rules and loaded rule data instead of paying
     # the start-up again (this process runs no threads of its own).
@@ -576,40 +571,6 @@ class NodeSpool:
             self._file.close()
 
 
-def judge_fleet(
-    paths: Sequence[str | Path],
-    unjudged: Sequence[Unjudged] = (),
-    *,
-    select: Sequence[str] = (),
-    ignore: Sequence[str] = (),
-    fail_on: FailOn = "fail",
-    strict: bool = False,
-    jobs: int = 1,
-    obtained: Sequence[tuple[str, Facts]] = (),
-) -> FleetReport:
-    """Judge every file in ``paths``: in this process, or in ``jobs`` worker processes
-    (0: :func:`default_jobs`). Serial is the default: with identical machines judged once,
-    reading and decoding dominate and a pool's transfers cost about what it saves on two
-    cores; it pays off on many cores with many distinct configurations. ``obtained``:
-    nodes whose facts are read already, (source, facts), judged first (:func:`judge_facts`).
-    Raises SelectionError for a --select/--ignore pattern that names no check, before
-    reading anything. The report holds every node (:func:`judge_fleet_spooled` does not)."""
-    report, spool = judge_fleet_spooled(
-        paths,
-        unjudged,
-        select=select,
-        ignore=ignore,
-        fail_on=fail_on,
-        strict=strict,
-        jobs=jobs,
-        obtained=obtained,
-    )
-    try:
-        return msgspec.structs.replace(report, nodes=list(spool))
-    finally:
-        spool.close()
-
-
 def judge_fleet_spooled(
     paths: Sequence[str | Path],
     unjudged: Sequence[Unjudged] = (),
@@ -621,10 +582,11 @@ def judge_fleet_spooled(
     jobs: int = 1,
     obtained: Sequence[tuple[str, Facts]] = (),
 ) -> tuple[FleetReport, NodeSpool]:
-    """:func:`judge_fleet`'s report without its nodes (``nodes`` is empty), and the nodes
-    in a :class:`NodeSpool` (the caller closes it): each node is judged, folded into the
-    summary and the groups, written to the spool and dropped, so that memory does not grow
-    with the fleet but for the groups (one per distinct finding) and each node's name."""
+    """:func:`judge_fleet`'s report (the options are its) without its nodes (``nodes`` is
+    empty), and the nodes in a :class:`NodeSpool` (the caller closes it): each node is
+    judged, folded into the summary and the groups, written to the spool and dropped, so
+    that memory does not grow with the fleet but for the groups (one per distinct finding)
+    and each node's name."""
     select_ids(_engine().rules.checks, select, ignore)
     workers = default_jobs() if jobs == 0 else jobs
     bad = list(unjudged)
@@ -638,7 +600,7 @@ def judge_fleet_spooled(
         judge_facts(f, src, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
         for src, f in obtained
     )
-    judged = _judge_all(paths, tuple(select), tuple(ignore), fail_on, strict, workers)
+    judged = _judge_all(paths, _Judging(tuple(select), tuple(ignore), fail_on, strict), workers)
     for outcome in itertools.chain(given, judged):
         if isinstance(outcome, Unjudged):
             bad.append(outcome)
@@ -726,3 +688,29 @@ def judge_fleet_spooled(
         ),
     )
     return report, spool
+
+
+def _with_nodes(
+    spooled: Callable[_P, tuple[FleetReport, NodeSpool]],
+) -> Callable[_P, FleetReport]:
+    """``spooled``'s report with its spool read back into ``nodes`` (and closed)."""
+
+    @functools.wraps(spooled)
+    def whole(*args: _P.args, **kwargs: _P.kwargs) -> FleetReport:
+        report, spool = spooled(*args, **kwargs)
+        try:
+            return msgspec.structs.replace(report, nodes=list(spool))
+        finally:
+            spool.close()
+
+    return whole
+
+
+judge_fleet = _with_nodes(judge_fleet_spooled)
+judge_fleet.__doc__ = """Judge every file in ``paths``: in this process, or in ``jobs`` worker
+processes (0: :func:`default_jobs`). Serial is the default: with identical machines judged
+once, reading and decoding dominate and a pool's transfers cost about what it saves on two
+cores; it pays off on many cores with many distinct configurations. ``obtained``: nodes
+whose facts are read already, (source, facts), judged first (:func:`judge_facts`). Raises
+SelectionError for a --select/--ignore pattern that names no check, before reading
+anything. The report holds every node (:func:`judge_fleet_spooled` does not)."""

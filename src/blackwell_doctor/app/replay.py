@@ -151,10 +151,7 @@ class Share:
     prompt words, answer tokens and prompt blocks (``hash_ids[hash_starts[k] :
     hash_starts[k + 1]]``), and what it needs to build and send them."""
 
-    chat_url: str
-    headers: dict[str, str]
-    model: str
-    deadline_s: float
+    target: runner.ChatTarget
     seed: int
     words: list[str]
     words_per_block: int | None
@@ -186,7 +183,7 @@ async def send_share(
         index = share.indices[k]
         hashes = share.hash_ids[share.hash_starts[k] : share.hash_starts[k + 1]]
         return client.request_body(
-            model=share.model,
+            model=share.target.model,
             prompt=builder.text(hashes, share.n_words[k], request=index),
             max_tokens=share.outputs[k],
             ignore_eos=True,
@@ -222,14 +219,7 @@ async def send_share(
         wake.set()
         sent()
         late = done.lateness_s[k]  # send_on_schedule's, taken as this task began
-        o = await client.stream_chat(
-            session,
-            share.chat_url,
-            data,
-            share.headers,
-            deadline_s=share.deadline_s,
-            max_tokens=share.outputs[k],
-        )
+        o = await share.target.stream(session, data, share.outputs[k])
         report(clients.result(share.indices[k], late, o, runner._sample(o, t0, share.outputs[k])))
 
     builder_task = asyncio.create_task(prepare())
@@ -266,10 +256,7 @@ async def run_replay(
     async with runner.connect(config, state, width=min(clients.MAX_IN_FLIGHT, count) + 4) as srv:
         if srv is None:
             return
-        server = state.server
-        assert server is not None
-        assert server.model is not None
-        model = server.model
+        server, model = runner.served(state)
         sizing = await _sizing(srv, model)
         replay.sizing = sizing
         n_words = _plan_sizes(replay, server.max_model_len, sizing)
@@ -286,10 +273,7 @@ async def run_replay(
                 part,
                 processes,
                 n_words,
-                chat_url=srv.endpoint.url("/v1/chat/completions"),
-                headers=dict(srv.headers),
-                model=model,
-                deadline_s=config.deadline_s,
+                target=runner.chat_target(srv, model, config),
                 seed=config.seed,
                 words=sizing.words,
                 words_per_block=words_per_block,
@@ -310,14 +294,7 @@ async def run_replay(
             if fingerprint:
                 runner.note_fingerprint(state, fingerprint)
             replay.end = time.perf_counter()
-            live.done += 1
-            if sample.ok:
-                assert sample.ttft_ms is not None
-                assert sample.e2e_ms is not None
-                live.ttft_s.append(sample.ttft_ms / 1000.0)
-                live.e2e_s.append(sample.e2e_ms / 1000.0)
-            else:
-                live.errors += 1
+            live.count(sample)
             progress(live)
 
         def sent() -> None:
@@ -382,10 +359,7 @@ def _share(
     parts: int,
     n_words: array[int],
     *,
-    chat_url: str,
-    headers: dict[str, str],
-    model: str,
-    deadline_s: float,
+    target: runner.ChatTarget,
     seed: int,
     words: list[str],
     words_per_block: int | None,
@@ -400,10 +374,7 @@ def _share(
         ids.extend(trace.hashes(index))
         starts.append(len(ids))
     return Share(
-        chat_url=chat_url,
-        headers=headers,
-        model=model,
-        deadline_s=deadline_s,
+        target=target,
         seed=seed,
         words=words,
         words_per_block=words_per_block,

@@ -248,14 +248,11 @@ async def run_soak(
     async with runner.connect(config, state, width=shape.concurrency + 4) as srv:
         if srv is None:
             return
-        server = state.server
-        assert server is not None
-        assert server.model is not None
-        model = server.model
+        server, model = runner.served(state)
         size = await runner.prompt_size(srv, config, server, shape)
         soak.size = size
         soak.notes.extend(size.notes)
-        chat_url = srv.endpoint.url("/v1/chat/completions")
+        target = runner.chat_target(srv, model, config)
 
         def body(index: int, salt: str = "") -> bytes:
             return client.request_body(
@@ -267,14 +264,8 @@ async def run_soak(
             )
 
         async def send(data: bytes) -> client.Outcome:
-            return await client.stream_chat(
-                srv.session,
-                chat_url,
-                data,
-                srv.headers,
-                deadline_s=config.deadline_s,
-                max_tokens=runner.usage_limit(shape.output_tokens, shape.extra_body),
-            )
+            most = runner.usage_limit(shape.output_tokens, shape.extra_body)
+            return await target.stream(srv.session, data, most)
 
         if shape.warmup:
             message(f"soak {shape.name}: warm-up ({shape.warmup} requests)")

@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from blackwell_doctor import TOOL_NAME
-from blackwell_doctor.facts.document import Unavailable
-from blackwell_doctor.facts.model import ModelFacts
 from blackwell_doctor.recommend.launch import LaunchSpec, reachable_host
 from blackwell_doctor.report.bench import BenchRun, CompareDocument
 from blackwell_doctor.ruledata.shapes import Shape
@@ -101,9 +99,7 @@ def verify_settings(
     request: VerifyRequest, *, yes: bool, rollback: bool, first_token_timeout_s: float
 ) -> VerifySettings:
     """--verify's options, checked before anything is touched (UserError, exit 2)."""
-    import math
-
-    from blackwell_doctor.app.bench_flow import load_shapes
+    from blackwell_doctor.app.bench_flow import load_shapes, require_finite
     from blackwell_doctor.facts.errors import UserError
     from blackwell_doctor.ruledata.shapes import ShapeError, select_shapes
     from blackwell_doctor.rules.compare import LATENCY_METRICS
@@ -132,12 +128,12 @@ def verify_settings(
         ]
         if used:
             raise UserError(f"{', '.join(used)} appl{'ies' if len(used) == 1 else 'y'} to --verify")
-    for label, value in (
-        ("--max-regression", request.max_regression_pct),
-        ("--request-timeout", request.request_timeout_s),
-    ):
-        if not math.isfinite(value):
-            raise UserError(f"{label} must be a finite number, got {value}")
+    require_finite(
+        (
+            ("--max-regression", request.max_regression_pct),
+            ("--request-timeout", request.request_timeout_s),
+        )
+    )
     known = frozenset({*LATENCY_METRICS, "output_tokens_per_s", CAPACITY})
     load = _rate_load(request)
     names_given = list(request.shape_names)
@@ -480,15 +476,14 @@ def run_verified(
     spec: LaunchSpec,
     client: Any,
     settings: VerifySettings,
+    change: Callable[..., str],
     *,
-    health_timeout_s: float,
     stop_timeout_s: int,
     say: Callable[[str], None],
     write: WriteFile,
-    on_pull_event: Any = None,
-    model: ModelFacts | Unavailable | None = None,
 ) -> tuple[str, VerifyRecord, Path, CompareDocument | None]:
-    """Baseline, apply, warm start, after-bench, gate; roll back when it fails.
+    """Baseline, apply, warm start, after-bench, gate; roll back when it fails. ``change``:
+    apply/docker.py's apply of ``spec`` through ``client``, given the verification hook.
 
     Returns (ending: "kept" / "rolled back" / "interrupted" / "failed" / "up to date", the
     record, its directory, the comparison when there was one)."""
@@ -674,16 +669,7 @@ def run_verified(
             raise GateRejected("the gate failed: " + "; ".join(progress.gate.failures))
 
     try:
-        message = run.apply(
-            spec,
-            client,
-            health_timeout_s=health_timeout_s,
-            stop_timeout_s=stop_timeout_s,
-            say=say,
-            on_pull_event=on_pull_event,
-            verify=verify,
-            model=model,
-        )
+        message = change(verify=verify)
         ending = "kept"
     except run.ApplyFailed as exc:
         rolled = exc.rolled_back

@@ -5,38 +5,24 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from blackwell_doctor.cli.options import (
-    DEFAULT_BIND,
-    DEFAULT_NAME,
-    DEFAULT_PORT,
     EXAMPLES,
     SUMMARIES,
-    Bind,
-    CatalogueFile,
-    Containers,
-    EnvVars,
     ExampleName,
-    FactsOptions,
-    GpuTimeoutBrief,
-    HostRootBrief,
-    Journal,
-    KernelLog,
+    Launch,
+    LaunchFacts,
     LaunchFactsFile,
-    Logs,
     ModelDir,
-    Name,
-    NoProbe,
-    Port,
-    RuntimeId,
-    ShmSize,
     arrival_option,
+    bench_option,
     burstiness_option,
-    launch_request,
+    grouped,
     rate_option,
     slo_level_option,
     slo_option,
@@ -57,7 +43,9 @@ FactsFromAnotherHost = Annotated[
 _VERIFY = "Verification (--verify)"
 
 
+@grouped
 def apply(
+    *,
     model_dir: ModelDir = None,
     yes: Annotated[
         bool, typer.Option("--yes", help="Carry out the plan (without it: print the plan).")
@@ -91,20 +79,8 @@ def apply(
         ),
     ] = 30,
     facts_file: LaunchFactsFile = None,
-    runtime: RuntimeId = None,
-    catalogue: CatalogueFile = None,
-    name: Name = DEFAULT_NAME,
-    bind: Bind = DEFAULT_BIND,
-    port: Port = DEFAULT_PORT,
-    shm_size: ShmSize = None,
-    env: EnvVars = None,
-    no_probe: NoProbe = False,
-    host_root: HostRootBrief = None,
-    gpu_timeout: GpuTimeoutBrief = None,
-    logs: Logs = None,
-    containers: Containers = None,
-    journal: Journal = False,
-    kernel_log: KernelLog = False,
+    launch: Launch,
+    facts: LaunchFacts,
     facts_from_another_host: FactsFromAnotherHost = False,
     verify: Annotated[
         bool,
@@ -130,14 +106,11 @@ def apply(
     ] = 10.0,
     repeat: Annotated[
         int,
-        typer.Option(
+        bench_option(
             "--repeat",
-            min=1,
-            max=100,
-            metavar="N",
-            help="Bench the baseline and the new container N times each; the gate then "
+            "Bench the baseline and the new container N times each; the gate then "
             "allows at least the noise floor those runs measure.",
-            rich_help_panel=_VERIFY,
+            _VERIFY,
         ),
     ] = 1,
     gate_metrics: Annotated[
@@ -164,48 +137,21 @@ def apply(
     ] = None,
     shapes_file: Annotated[
         Path | None,
-        typer.Option(
-            "--shapes",
-            help="Bench shapes file ([shape.NAME] tables, as for bench).",
-            rich_help_panel=_VERIFY,
-        ),
+        bench_option("--shapes", "Bench shapes file ([shape.NAME] tables, as for bench).", _VERIFY),
     ] = None,
     shape_names: Annotated[
         list[str] | None,
-        typer.Option(
-            "--shape",
-            metavar="SHAPE",
-            help="Bench this shape (repeatable; default short, long, concurrent).",
-            rich_help_panel=_VERIFY,
+        bench_option(
+            "--shape", "Bench this shape (repeatable; default short, long, concurrent).", _VERIFY
         ),
     ] = None,
-    seed: Annotated[
-        int,
-        typer.Option(
-            "--seed", metavar="N", help="Seed of the bench prompts.", rich_help_panel=_VERIFY
-        ),
-    ] = 0,
+    seed: Annotated[int, bench_option("--seed", "Seed of the bench prompts.", _VERIFY)] = 0,
     requests: Annotated[
-        int | None,
-        typer.Option(
-            "--requests",
-            metavar="N",
-            min=1,
-            max=1_000_000,
-            help="Measured requests per shape.",
-            rich_help_panel=_VERIFY,
-        ),
+        int | None, bench_option("--requests", "Measured requests per shape.", _VERIFY)
     ] = None,
     request_timeout: Annotated[
         float,
-        typer.Option(
-            "--request-timeout",
-            metavar="SECONDS",
-            min=0.1,
-            max=86400.0,
-            help="Deadline of each bench request in seconds.",
-            rich_help_panel=_VERIFY,
-        ),
+        bench_option("--request-timeout", "Deadline of each bench request in seconds.", _VERIFY),
     ] = 300.0,
     no_warm_start: Annotated[
         bool,
@@ -273,18 +219,7 @@ def apply(
     from blackwell_doctor.cli.progress import pull_bar
 
     # The model directory is the runtime's mount (as recommend's).
-    facts = FactsOptions(
-        facts_file=facts_file,
-        host_root=host_root,
-        gpu_timeout=gpu_timeout,
-        no_probe=no_probe,
-        logs=logs,
-        containers=containers,
-        journal=journal,
-        kernel_log=kernel_log,
-        model_dir=model_dir,
-        model_mount=True,
-    )
+    facts = replace(facts, facts_file=facts_file, model_dir=model_dir, model_mount=True)
     if example is not None:
         from blackwell_doctor.app.examples import apply_plan_only
         from blackwell_doctor.facts.errors import UserError
@@ -297,17 +232,9 @@ def apply(
         # An example is another host by definition: its launch is shown, never run here.
         facts_from_another_host = True
     request = flow.ApplyRequest(
-        launch=launch_request(
-            model_dir=facts.model_dir,
-            runtime=runtime,
-            name=name,
-            bind=bind,
-            port=port,
-            shm_size=shm_size,
-            env=env,
-        ),
+        launch=launch.request(facts.model_dir),
         facts=facts.request(),
-        catalogue=catalogue,
+        catalogue=launch.catalogue,
         facts_from_another_host=facts_from_another_host,
         yes=yes,
         rollback=rollback,

@@ -20,6 +20,7 @@ from blackwell_doctor.cli.options import (
     StackImage,
     StackPython,
     Strict,
+    format_option,
     judge,
 )
 from blackwell_doctor.cli.output import text_style, write
@@ -41,7 +42,7 @@ def audit(
             "stdin) instead of this host's.",
         ),
     ] = None,
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.RICH,
+    fmt: Annotated[Format, format_option()] = Format.RICH,
     output: Output = None,
     fail_on: FailOnStatus = "fail",
     strict: Strict = False,

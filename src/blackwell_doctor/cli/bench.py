@@ -20,6 +20,8 @@ from blackwell_doctor.cli.options import (
     Rate,
     Slo,
     SloLevel,
+    bench_option,
+    format_option,
 )
 from blackwell_doctor.render.formats import BenchFormat
 
@@ -81,29 +83,20 @@ def register(app: typer.Typer) -> None:
                 "--output", "-o", help="Write the JSON run document (for --compare) here."
             ),
         ] = None,
-        fmt: Annotated[
-            BenchFormat, typer.Option("--format", "-f", help="Output format on stdout.")
-        ] = BenchFormat.RICH,
+        fmt: Annotated[BenchFormat, format_option("Output format on stdout.")] = BenchFormat.RICH,
         shapes_file: Annotated[
             Path | None,
-            typer.Option("--shapes", help="A TOML file of extra shapes ([shape.NAME] tables)."),
+            bench_option("--shapes", "A TOML file of extra shapes ([shape.NAME] tables)."),
         ] = None,
         shape_names: Annotated[
             list[str] | None,
-            typer.Option(
-                "--shape",
-                metavar="SHAPE",
-                help="Measure this shape (repeatable; default short, long, concurrent).",
+            bench_option(
+                "--shape", "Measure this shape (repeatable; default short, long, concurrent)."
             ),
         ] = None,
-        seed: Annotated[
-            int, typer.Option("--seed", metavar="N", help="Seed of the synthetic prompts.")
-        ] = 0,
+        seed: Annotated[int, bench_option("--seed", "Seed of the synthetic prompts.")] = 0,
         requests: Annotated[
-            int | None,
-            typer.Option(
-                "--requests", metavar="N", min=1, max=1_000_000, help="Measured requests per shape."
-            ),
+            int | None, bench_option("--requests", "Measured requests per shape.")
         ] = None,
         duration: Annotated[
             float | None,
@@ -116,12 +109,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         request_timeout: Annotated[
             float,
-            typer.Option(
+            bench_option(
                 "--request-timeout",
-                metavar="SECONDS",
-                min=0.1,
-                max=86400.0,
-                help="Deadline of each request in seconds; past it the request is 'stalled'.",
+                "Deadline of each request in seconds; past it the request is 'stalled'.",
             ),
         ] = 300.0,
         api_key: Annotated[
@@ -194,12 +184,9 @@ def register(app: typer.Typer) -> None:
         ] = 2000,
         repeat: Annotated[
             int,
-            typer.Option(
+            bench_option(
                 "--repeat",
-                metavar="N",
-                min=1,
-                max=100,
-                help="Measure each server N times (taking turns with --compare-urls); the "
+                "Measure each server N times (taking turns with --compare-urls); the "
                 "document keeps every run and their noise floor (A/A calibration).",
             ),
         ] = 1,
@@ -322,46 +309,36 @@ def register(app: typer.Typer) -> None:
         from blackwell_doctor.facts.errors import UserError
 
         labels: tuple[str, str] | None = None
-        if example is not None and url is not None and _has_trace(example):
-            # --example NAME --url URL: replay the example's request trace against URL.
+        if example is not None:
             from blackwell_doctor.app.examples import replace_options
 
-            ex = replace_options(
-                example,
-                {"trace": trace, "compare": compare, "compare_urls": compare_urls, "soak": soak},
-                part="trace",
-                command="bench --url",
-                conflicting=("--trace", "--compare", "--compare-urls", "--soak"),
-            )
-            trace = ex.trace
-        elif example is not None and soak is None and _has_part(example, "soak"):
-            # An example that is one run (a soak): shown as bench showed it when it ran
-            # (issue 40: soak-60s could be shown by no command).
-            from blackwell_doctor.app.examples import replace_options
-
-            ex = replace_options(
-                example,
-                {"compare": compare, "url": url, "compare_urls": compare_urls},
-                part="soak",
-                command="bench",
-                conflicting=("--compare", "--url", "--compare-urls"),
-            )
-            assert ex.soak is not None
-            shown = flow.read_run(ex.soak, stdin=sys.stdin.buffer)
-            _write_document(shown, fmt, output)
-            raise typer.Exit(shown.exit_code)
-        elif example is not None:
-            from blackwell_doctor.app.examples import replace_options
-
-            ex = replace_options(
-                example,
-                {"compare": compare, "url": url, "compare_urls": compare_urls, "soak": soak},
-                part="compare",
-                command="bench",
-                conflicting=("--compare", "--url", "--compare-urls", "--soak"),
-            )
-            compare = ex.compare
-            labels = (f"example {ex.name} (before)", f"example {ex.name} (after)")
+            if url is not None and _has_trace(example):
+                part = "trace"  # --example NAME --url URL: replay its trace against URL
+            elif soak is None and _has_part(example, "soak"):
+                # An example that is one run (a soak): shown as bench showed it when it ran
+                # (issue 40: soak-60s could be shown by no command).
+                part = "soak"
+            else:
+                part = "compare"
+            command, refused = _EXAMPLE_PARTS[part]
+            given = {
+                "trace": trace,
+                "compare": compare,
+                "url": url,
+                "compare_urls": compare_urls,
+                "soak": soak,
+            }
+            ex = replace_options(example, given, part=part, command=command, conflicting=refused)
+            if part == "trace":
+                trace = ex.trace
+            elif part == "soak":
+                assert ex.soak is not None
+                shown = flow.read_run(ex.soak, stdin=sys.stdin.buffer)
+                _write_document(shown, fmt, output)
+                raise typer.Exit(shown.exit_code)
+            else:
+                compare = ex.compare
+                labels = (f"example {ex.name} (before)", f"example {ex.name} (after)")
 
         if more_runs and compare is None:
             raise UserError("the run files after the options are --compare's: give --compare")
@@ -412,6 +389,16 @@ def register(app: typer.Typer) -> None:
         if output is not None:
             sys.stderr.write(f"wrote {output} (exit {run.exit_code})\n")
         raise typer.Exit(run.exit_code)
+
+
+# bench --example NAME uses one part of the example (its trace, its one run, or its two
+# runs to compare): the command that part is for, and the options it replaces, which are
+# refused beside it.
+_EXAMPLE_PARTS = {
+    "trace": ("bench --url", ("--trace", "--compare", "--compare-urls", "--soak")),
+    "soak": ("bench", ("--compare", "--url", "--compare-urls")),
+    "compare": ("bench", ("--compare", "--url", "--compare-urls", "--soak")),
+}
 
 
 def _has_trace(example: str) -> bool:

@@ -6,6 +6,7 @@
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -14,33 +15,24 @@ import typer
 from blackwell_doctor.cli.options import (
     EXAMPLES,
     SUMMARIES,
-    BenchFile,
-    CheckModelDir,
-    Containers,
     ExampleName,
-    FactsOptions,
     FailOnStatus,
-    GpuTimeout,
-    HostRoot,
+    HostFacts,
     Ignore,
-    Journal,
-    KernelLog,
-    Logs,
-    ModelHub,
-    NoProbe,
     Output,
     Select,
-    Stack,
-    StackImage,
-    StackPython,
     Strict,
+    format_option,
+    grouped,
     judge,
 )
 from blackwell_doctor.cli.output import text_style, write, writes_to_file
 from blackwell_doctor.render.formats import Format
 
 
+@grouped
 def check(
+    *,
     facts_file: Annotated[
         Path | None,
         typer.Option(
@@ -48,25 +40,13 @@ def check(
             help="Judge a facts file written by `collect` (or - for stdin) instead of this host.",
         ),
     ] = None,
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.RICH,
+    fmt: Annotated[Format, format_option()] = Format.RICH,
     output: Output = None,
     fail_on: FailOnStatus = "fail",
     strict: Strict = False,
     select: Select = None,
     ignore: Ignore = None,
-    no_probe: NoProbe = False,
-    host_root: HostRoot = None,
-    gpu_timeout: GpuTimeout = None,
-    logs: Logs = None,
-    containers: Containers = None,
-    journal: Journal = False,
-    kernel_log: KernelLog = False,
-    model_dir: CheckModelDir = None,
-    hub: ModelHub = False,
-    stack: Stack = False,
-    python: StackPython = None,
-    image: StackImage = None,
-    bench: BenchFile = None,
+    facts: HostFacts,
     embed_facts: Annotated[
         bool, typer.Option("--embed-facts", help="Include the judged facts in JSON output.")
     ] = False,
@@ -81,24 +61,7 @@ def check(
     from blackwell_doctor.render import render
 
     request = (
-        FactsOptions(
-            facts_file=facts_file,
-            host_root=host_root,
-            gpu_timeout=gpu_timeout,
-            no_probe=no_probe,
-            logs=logs,
-            containers=containers,
-            journal=journal,
-            kernel_log=kernel_log,
-            model_dir=model_dir,
-            hub=hub,
-            bench=bench,
-            stack=stack,
-            python=python,
-            image=image,
-            select=select,
-            ignore=ignore,
-        )
+        replace(facts, facts_file=facts_file, select=select, ignore=ignore)
         .with_example(example, command="check", conflicting=("--facts", "--host-root"))
         .request()
     )

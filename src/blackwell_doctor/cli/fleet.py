@@ -16,6 +16,7 @@ from blackwell_doctor.cli.options import (
     Ignore,
     Output,
     Select,
+    format_option,
     selection_errors,
     split,
     strict_option,
@@ -47,9 +48,7 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
-        fmt: Annotated[
-            FleetFormat, typer.Option("--format", "-f", help="Output format.")
-        ] = FleetFormat.RICH,
+        fmt: Annotated[FleetFormat, format_option()] = FleetFormat.RICH,
         output: Output = None,
         fail_on: FailOnStatus = "fail",
         strict: Annotated[

@@ -15,6 +15,7 @@ from blackwell_doctor.cli.options import (
     GpuTimeoutBrief,
     ModelHub,
     Output,
+    format_option,
 )
 from blackwell_doctor.cli.output import terminal_width, write
 from blackwell_doctor.render.formats import ModelFormat
@@ -48,9 +49,7 @@ def model(
             "instead of this host's.",
         ),
     ] = None,
-    fmt: Annotated[
-        ModelFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = ModelFormat.RICH,
+    fmt: Annotated[ModelFormat, format_option()] = ModelFormat.RICH,
     output: Output = None,
     utilization: GpuMemoryUtilization = None,
     gpu_timeout: GpuTimeoutBrief = None,

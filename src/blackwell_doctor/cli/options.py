@@ -7,11 +7,13 @@ more briefly (``...Brief``); the behaviour is the same.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import inspect
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -77,6 +79,11 @@ def strict_option(help: str = "Exit 3 when a check could not be evaluated.") -> 
     return typer.Option("--strict", help=help)
 
 
+# Every command's --format, over the command's own format enum (render/formats.py).
+def format_option(help: str = "Output format.", *, show_default: bool = True) -> Any:
+    return typer.Option("--format", "-f", help=help, show_default=show_default)
+
+
 FailOnStatus = Annotated[FailOn, fail_on_option()]
 Strict = Annotated[bool, strict_option()]
 
@@ -131,6 +138,23 @@ def slo_level_option(
     )
 
 
+# bench and apply --verify (which benches): the shapes, their prompts and requests, and
+# the runs' repetition, declared once (name, metavar, bounds: the same bench under both);
+# each command words the help, apply in its verification panel.
+_BENCH_OPTIONS: dict[str, dict[str, Any]] = {
+    "--shapes": {},
+    "--shape": {"metavar": "SHAPE"},
+    "--seed": {"metavar": "N"},
+    "--requests": {"metavar": "N", "min": 1, "max": 1_000_000},
+    "--request-timeout": {"metavar": "SECONDS", "min": 0.1, "max": 86400.0},
+    "--repeat": {"metavar": "N", "min": 1, "max": 100},
+}
+
+
+def bench_option(name: str, help: str, panel: str | None = None) -> Any:
+    return typer.Option(name, help=help, rich_help_panel=panel, **_BENCH_OPTIONS[name])
+
+
 Rate = Annotated[str | None, rate_option()]
 Arrival = Annotated[str | None, arrival_option()]
 Burstiness = Annotated[float | None, burstiness_option()]
@@ -168,27 +192,21 @@ HostRootBrief = Annotated[
     Path | None,
     typer.Option("--host-root", help="Read /proc, /sys, ... under this directory. Default: /."),
 ]
+
+
+# --gpu-timeout's bounds, once: check, collect, audit and slurm-health word it in full;
+# recommend, apply and model briefly.
+def _gpu_timeout(help: str) -> Any:
+    return typer.Option("--gpu-timeout", metavar="SECONDS", min=1.0, max=3600.0, help=help)
+
+
 GpuTimeout = Annotated[
     float | None,
-    typer.Option(
-        "--gpu-timeout",
-        metavar="SECONDS",
-        min=1.0,
-        max=3600.0,
-        help="Seconds NVML and the CUDA driver get to answer; a hung GPU becomes a finding "
-        "(default 20).",
+    _gpu_timeout(
+        "Seconds NVML and the CUDA driver get to answer; a hung GPU becomes a finding (default 20)."
     ),
 ]
-GpuTimeoutBrief = Annotated[
-    float | None,
-    typer.Option(
-        "--gpu-timeout",
-        metavar="SECONDS",
-        min=1.0,
-        max=3600.0,
-        help="Seconds NVML/CUDA get to answer.",
-    ),
-]
+GpuTimeoutBrief = Annotated[float | None, _gpu_timeout("Seconds NVML/CUDA get to answer.")]
 
 # The logs scanned into the facts (check, collect, recommend, apply).
 Logs = Annotated[
@@ -298,29 +316,33 @@ class FactsOptions:
         )
 
 
-def launch_request(
-    *,
-    model_dir: Path | None,
-    runtime: str | None,
-    name: str,
-    bind: str,
-    port: int,
-    shm_size: str | None,
-    env: list[str] | None,
-) -> LaunchRequest:
-    """``recommend``'s and ``apply``'s launch options as one request, checked where it is
-    used."""
-    from blackwell_doctor.recommend.options import LaunchRequest
+@dataclass(frozen=True, kw_only=True)
+class LaunchFlags:
+    """``recommend``'s and ``apply``'s launch options as given (:data:`Launch`), typed;
+    :meth:`request` makes them recommend/options.py's LaunchRequest (checked there, then
+    recommend/plan.py's LaunchOptions)."""
 
-    return LaunchRequest(
-        model_dir=model_dir,
-        runtime=runtime,
-        name=name,
-        bind=bind,
-        port=port,
-        shm_size=shm_size,
-        env=tuple(env or ()),
-    )
+    runtime: str | None
+    catalogue: Path | None
+    name: str
+    bind: str
+    port: int
+    shm_size: str | None
+    env: list[str] | None
+
+    def request(self, model_dir: Path | None) -> LaunchRequest:
+        """The launch as one request, checked where it is used."""
+        from blackwell_doctor.recommend.options import LaunchRequest
+
+        return LaunchRequest(
+            model_dir=model_dir,
+            runtime=self.runtime,
+            name=self.name,
+            bind=self.bind,
+            port=self.port,
+            shm_size=self.shm_size,
+            env=tuple(self.env or ()),
+        )
 
 
 # check, recommend, apply, model, fleet, bench: a shipped example instead of this host.
@@ -466,6 +488,126 @@ EnvVars = Annotated[
 DEFAULT_NAME = "blackwell-doctor-vllm"
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 8000
+
+
+# Options several commands declare alike, in the same order: declared once here and read
+# into one typed value. A command names the group by a keyword-only parameter annotated
+# with one of the aliases below (``facts: HostFacts``); :func:`grouped` puts the group's
+# options in that parameter's place (so --help lists them there) and hands the command
+# the value built from them.
+_R = TypeVar("_R")
+
+
+@dataclass(frozen=True)
+class OptionGroup:
+    """The class ``build`` made from ``options``: (its field, the field's ``Annotated``
+    option alias, default)."""
+
+    build: type
+    options: tuple[tuple[str, Any, object], ...]
+
+    def check_fields(self) -> None:
+        """Each option is a field of ``build`` of the option's type: a row and a field that
+        disagree fail where the command is declared, not when a user gives the option."""
+        import typing
+
+        fields = typing.get_type_hints(self.build)
+        for name, alias, _ in self.options:
+            wanted = typing.get_args(alias)[0]
+            if fields.get(name) != wanted:
+                raise TypeError(f"{self.build.__name__} has no field {name} of type {wanted}")
+
+
+def grouped(command: Callable[..., _R]) -> Callable[..., _R]:
+    """``command`` as typer reads it: each parameter annotated ``Annotated[T, OptionGroup]``
+    becomes the group's options, and the command gets the group's ``T``."""
+    signature = inspect.signature(command, eval_str=True)
+    params: list[inspect.Parameter] = []
+    groups: dict[str, OptionGroup] = {}
+    for param in signature.parameters.values():
+        metadata = getattr(param.annotation, "__metadata__", ())
+        group = next((m for m in metadata if isinstance(m, OptionGroup)), None)
+        if group is None:
+            params.append(param)
+            continue
+        group.check_fields()
+        groups[param.name] = group
+        params.extend(
+            inspect.Parameter(name, param.kind, default=default, annotation=alias)
+            for name, alias, default in group.options
+        )
+
+    @functools.wraps(command)
+    def read_groups(**kwargs: Any) -> _R:
+        for name, group in groups.items():
+            kwargs[name] = group.build(**{opt: kwargs.pop(opt) for opt, _, _ in group.options})
+        return command(**kwargs)
+
+    read_groups.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    read_groups.__annotations__ = {p.name: p.annotation for p in params}
+    read_groups.__annotations__["return"] = signature.return_annotation
+    return read_groups
+
+
+# How a live run reads this host, as check, collect and slurm-health word it, and the logs
+# it scans (check, collect, recommend, apply).
+PROBES: tuple[str, Any, object] = ("no_probe", NoProbe, False)
+HOST: tuple[tuple[str, Any, object], ...] = (
+    ("host_root", HostRoot, None),
+    ("gpu_timeout", GpuTimeout, None),
+)
+_LOGS: tuple[tuple[str, Any, object], ...] = (
+    ("logs", Logs, None),
+    ("containers", Containers, None),
+    ("journal", Journal, False),
+    ("kernel_log", KernelLog, False),
+)
+# check and collect: the host, and the model, stack and bench run read beside it.
+HostFacts = Annotated[
+    FactsOptions,
+    OptionGroup(
+        FactsOptions,
+        (
+            PROBES,
+            *HOST,
+            *_LOGS,
+            ("model_dir", CheckModelDir, None),
+            ("hub", ModelHub, False),
+            ("stack", Stack, False),
+            ("python", StackPython, None),
+            ("image", StackImage, None),
+            ("bench", BenchFile, None),
+        ),
+    ),
+]
+# recommend and apply: the host the launch is derived from, worded briefly.
+LaunchFacts = Annotated[
+    FactsOptions,
+    OptionGroup(
+        FactsOptions,
+        (
+            PROBES,
+            ("host_root", HostRootBrief, None),
+            ("gpu_timeout", GpuTimeoutBrief, None),
+            *_LOGS,
+        ),
+    ),
+]
+Launch = Annotated[
+    LaunchFlags,
+    OptionGroup(
+        LaunchFlags,
+        (
+            ("runtime", RuntimeId, None),
+            ("catalogue", CatalogueFile, None),
+            ("name", Name, DEFAULT_NAME),
+            ("bind", Bind, DEFAULT_BIND),
+            ("port", Port, DEFAULT_PORT),
+            ("shm_size", ShmSize, None),
+            ("env", EnvVars, None),
+        ),
+    ),
+]
 
 
 # --help's words that are not an option's (issue 40): each command's line in the command

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import EXAMPLES, SUMMARIES, Output
+from blackwell_doctor.cli.options import EXAMPLES, SUMMARIES, Output, format_option
 from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.render.formats import ProbeFormat
 from blackwell_doctor.report.exitcodes import ExitCode
@@ -41,9 +41,7 @@ def probe(
             "SM 9.0/10.x.",
         ),
     ] = None,
-    fmt: Annotated[
-        ProbeFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = ProbeFormat.RICH,
+    fmt: Annotated[ProbeFormat, format_option()] = ProbeFormat.RICH,
     output: Output = None,
     p2p: Annotated[
         bool,

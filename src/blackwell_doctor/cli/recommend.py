@@ -5,69 +5,43 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from typing import Annotated
 
 import typer
 
 from blackwell_doctor.cli.options import (
-    DEFAULT_BIND,
-    DEFAULT_NAME,
-    DEFAULT_PORT,
     EXAMPLES,
     SUMMARIES,
     BenchFile,
-    Bind,
-    CatalogueFile,
-    Containers,
-    EnvVars,
     ExampleName,
-    FactsOptions,
-    GpuTimeoutBrief,
-    HostRootBrief,
-    Journal,
-    KernelLog,
+    Launch,
+    LaunchFacts,
     LaunchFactsFile,
-    Logs,
     ModelDir,
-    Name,
-    NoProbe,
     Output,
-    Port,
-    RuntimeId,
-    ShmSize,
-    launch_request,
+    format_option,
+    grouped,
 )
 from blackwell_doctor.cli.output import on_terminal, terminal_width, text_style, write
 from blackwell_doctor.render.formats import RecommendFormat
 
 
+@grouped
 def recommend(
+    *,
     facts_file: LaunchFactsFile = None,
     fmt: Annotated[
         RecommendFormat | None,
-        typer.Option(
-            "--format",
-            "-f",
-            help="Output format (default: rich on a terminal, markdown in a pipe or a file).",
+        format_option(
+            "Output format (default: rich on a terminal, markdown in a pipe or a file).",
             show_default=False,
         ),
     ] = None,
     output: Output = None,
     model_dir: ModelDir = None,
-    runtime: RuntimeId = None,
-    catalogue: CatalogueFile = None,
-    name: Name = DEFAULT_NAME,
-    bind: Bind = DEFAULT_BIND,
-    port: Port = DEFAULT_PORT,
-    shm_size: ShmSize = None,
-    env: EnvVars = None,
-    no_probe: NoProbe = False,
-    host_root: HostRootBrief = None,
-    gpu_timeout: GpuTimeoutBrief = None,
-    logs: Logs = None,
-    containers: Containers = None,
-    journal: Journal = False,
-    kernel_log: KernelLog = False,
+    launch: Launch,
+    facts: LaunchFacts,
     bench: BenchFile = None,
     example: ExampleName = None,
 ) -> None:
@@ -80,32 +54,15 @@ def recommend(
 
     # The model directory is the runtime's mount: one not downloaded yet gives a launch
     # that is not sized (a note says so), not a usage error.
-    facts = FactsOptions(
-        facts_file=facts_file,
-        host_root=host_root,
-        gpu_timeout=gpu_timeout,
-        no_probe=no_probe,
-        logs=logs,
-        containers=containers,
-        journal=journal,
-        kernel_log=kernel_log,
-        model_dir=model_dir,
-        model_mount=True,
-        bench=bench,
+    facts = replace(
+        facts, facts_file=facts_file, model_dir=model_dir, model_mount=True, bench=bench
     ).with_example(example, command="recommend", conflicting=("--facts", "--host-root"))
-    launch = launch_request(
-        model_dir=facts.model_dir,
-        runtime=runtime,
-        name=name,
-        bind=bind,
-        port=port,
-        shm_size=shm_size,
-        env=env,
+    options = launch_options(
+        launch.request(facts.model_dir), environ=os.environ, on_this_host=facts.facts_file is None
     )
-    options = launch_options(launch, environ=os.environ, on_this_host=facts.facts_file is None)
     request = facts.request()
     advice = advise(
-        request, options, catalogue=catalogue, environ=os.environ, stdin=sys.stdin.buffer
+        request, options, catalogue=launch.catalogue, environ=os.environ, stdin=sys.stdin.buffer
     )
     color, _ = text_style(output)
     width = terminal_width(output)

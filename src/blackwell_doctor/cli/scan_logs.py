@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import EXAMPLES, SUMMARIES, FailOn, Output
+from blackwell_doctor.cli.options import EXAMPLES, SUMMARIES, FailOn, Output, format_option
 from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.render.formats import ScanLogsFormat
 
@@ -23,9 +23,7 @@ def scan_logs(
             show_default=False,
         ),
     ] = None,
-    fmt: Annotated[
-        ScanLogsFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = ScanLogsFormat.RICH,
+    fmt: Annotated[ScanLogsFormat, format_option()] = ScanLogsFormat.RICH,
     output: Output = None,
     fail_on: Annotated[
         FailOn,

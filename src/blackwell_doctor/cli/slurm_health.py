@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -13,18 +14,41 @@ import typer
 
 from blackwell_doctor.cli.options import (
     EXAMPLES,
+    HOST,
     SUMMARIES,
     FactsOptions,
     FailOn,
-    GpuTimeout,
-    HostRoot,
     Ignore,
+    OptionGroup,
     Select,
     fail_on_option,
+    grouped,
     judge,
     strict_option,
 )
 from blackwell_doctor.report import exitcodes
+
+# The host as slurm-health reads it: probes worded for a node whose GPUs jobs own, no logs.
+_NodeFacts = Annotated[
+    FactsOptions,
+    OptionGroup(
+        FactsOptions,
+        (
+            (
+                "no_probe",
+                Annotated[
+                    bool,
+                    typer.Option(
+                        "--no-probe",
+                        help="Do not run the probe kernels (recommended: jobs own the GPUs).",
+                    ),
+                ],
+                False,
+            ),
+            *HOST,
+        ),
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -33,7 +57,9 @@ def register(app: typer.Typer) -> None:
     @app.command(
         "slurm-health", short_help=SUMMARIES["slurm-health"], epilog=EXAMPLES["slurm-health"]
     )
+    @grouped
     def slurm_health(
+        *,
         node: Annotated[
             str | None,
             typer.Option(
@@ -55,14 +81,7 @@ def register(app: typer.Typer) -> None:
         ] = False,
         select: Select = None,
         ignore: Ignore = None,
-        no_probe: Annotated[
-            bool,
-            typer.Option(
-                "--no-probe", help="Do not run the probe kernels (recommended: jobs own the GPUs)."
-            ),
-        ] = False,
-        host_root: HostRoot = None,
-        gpu_timeout: GpuTimeout = None,
+        facts: _NodeFacts,
         dry_run: Annotated[
             bool,
             typer.Option("--dry-run", help="Say what would be done; change nothing in Slurm."),
@@ -93,14 +112,7 @@ def register(app: typer.Typer) -> None:
         problem = node_name_problem(name)
         if problem is not None:
             raise UserError(f"--node {name!r}: {problem}")
-        request = FactsOptions(
-            facts_file=facts_file,
-            host_root=host_root,
-            gpu_timeout=gpu_timeout,
-            no_probe=no_probe,
-            select=select,
-            ignore=ignore,
-        ).request()
+        request = replace(facts, facts_file=facts_file, select=select, ignore=ignore).request()
         obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
         report = judge(obtained, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
         try:
