@@ -89,6 +89,14 @@ class ChildResult:
     stderr_tail: bytes = b""
     elapsed_s: float = 0.0
 
+    def crash(self) -> str | None:
+        """How an exited child failed, as the reason tokens say it: ``signal-9`` (killed by
+        a signal), ``rc=3`` (a non-zero status); None where it exited 0 or did not exit."""
+        code = self.returncode
+        if code is None or code == 0:
+            return None
+        return f"signal-{-code}" if code < 0 else f"rc={code}"
+
 
 class Gate:
     """A start signal for children started ahead of their turn: the read end of a pipe

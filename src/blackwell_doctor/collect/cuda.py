@@ -9,15 +9,13 @@ here, never assumed from a table.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
+from blackwell_doctor.collect.calls import CallError, attempt
 from blackwell_doctor.collect.cuda_driver import CudaFailure, Driver, c_string
 from blackwell_doctor.collect.nvml import format_cuda_version
 from blackwell_doctor.facts.document import CudaDevice, CudaFacts, Unavailable
 from blackwell_doctor.facts.pciaddr import normalize_pci_bus_id
-
-_T = TypeVar("_T")
 
 # CudaDevice field → CUdevice_attribute name without its CU_DEVICE_ATTRIBUTE_ prefix.
 DEVICE_ATTRIBUTES: dict[str, str] = {
@@ -31,12 +29,8 @@ DEVICE_ATTRIBUTES: dict[str, str] = {
 }
 
 
-class CudaCallError(Exception):
+class CudaCallError(CallError):
     """A driver API call failed; ``reason`` is the token to record as :class:`Unavailable`."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class CudaApi(Protocol):
@@ -52,13 +46,6 @@ class CudaApi(Protocol):
     def device_attribute(self, ordinal: int, attribute: str) -> int: ...
 
 
-def _attempt(call: Callable[[], _T]) -> _T | Unavailable:
-    try:
-        return call()
-    except CudaCallError as exc:
-        return Unavailable(exc.reason)
-
-
 def collect_cuda(api: CudaApi) -> CudaFacts | Unavailable:
     """cuInit, the driver's CUDA version, and each device's identity and limits."""
     try:
@@ -66,7 +53,7 @@ def collect_cuda(api: CudaApi) -> CudaFacts | Unavailable:
         count = api.device_count()
     except CudaCallError as exc:
         return Unavailable(exc.reason)
-    version = _attempt(api.driver_version)
+    version = attempt(api.driver_version)
     return CudaFacts(
         driver_version=(
             version if isinstance(version, Unavailable) else format_cuda_version(version)
@@ -77,7 +64,7 @@ def collect_cuda(api: CudaApi) -> CudaFacts | Unavailable:
 
 def _collect_device(api: CudaApi, ordinal: int) -> CudaDevice:
     def attribute(name: str) -> int | Unavailable:
-        return _attempt(lambda: api.device_attribute(ordinal, name))
+        return attempt(lambda: api.device_attribute(ordinal, name))
 
     major = attribute("COMPUTE_CAPABILITY_MAJOR")
     minor = attribute("COMPUTE_CAPABILITY_MINOR")
@@ -88,11 +75,11 @@ def _collect_device(api: CudaApi, ordinal: int) -> CudaDevice:
         capability = minor
     else:
         capability = (major, minor)
-    bus_id = _attempt(lambda: api.device_pci_bus_id(ordinal))
+    bus_id = attempt(lambda: api.device_pci_bus_id(ordinal))
     limits = {field: attribute(name) for field, name in DEVICE_ATTRIBUTES.items()}
     return CudaDevice(
         ordinal=ordinal,
-        name=_attempt(lambda: api.device_name(ordinal)),
+        name=attempt(lambda: api.device_name(ordinal)),
         pci_bus_id=bus_id if isinstance(bus_id, Unavailable) else normalize_pci_bus_id(bus_id),
         compute_capability=capability,
         sm_count=limits["sm_count"],

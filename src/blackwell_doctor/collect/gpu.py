@@ -116,11 +116,8 @@ def child_failure(result: ChildResult, timeout_s: float) -> Unavailable | None:
         return Unavailable(f"gpu-collector-start-failed:{result.start_error}")
     if result.ending != "exited" or result.returncode is None:
         return Unavailable(f"gpu-collector-timeout:{timeout_s:g}s")
-    if result.returncode < 0:
-        return Unavailable(f"gpu-collector-crashed:signal-{-result.returncode}")
-    if result.returncode != 0:
-        return Unavailable(f"gpu-collector-crashed:rc={result.returncode}")
-    return None
+    crash = result.crash()
+    return Unavailable(f"gpu-collector-crashed:{crash}") if crash else None
 
 
 def decode_document(raw: bytes) -> GpuDocument | Unavailable:

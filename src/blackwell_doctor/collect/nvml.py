@@ -15,8 +15,9 @@ import functools
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol
 
+from blackwell_doctor.collect.calls import CallError, attempt
 from blackwell_doctor.facts.document import (
     P2P_STATUS_NAMES,
     ClockSample,
@@ -31,8 +32,6 @@ from blackwell_doctor.facts.document import (
     Unavailable,
 )
 from blackwell_doctor.facts.pciaddr import normalize_pci_bus_id
-
-_T = TypeVar("_T")
 
 # nvmlGpuP2PCapsIndex_t (nvml.h): READ=0 WRITE=1 NVLINK=2 ATOMICS=3 PCI=4. Our own plain
 # ints on purpose: nvidia-ml-py 13.615 defines ``NVML_P2P_CAPS_INDEX_READ = 0,`` with a
@@ -87,12 +86,8 @@ def nvml_error_reason(code: int) -> str:
     return f"nvml-error-{_NVML_ERROR_NAMES.get(code, str(code))}"
 
 
-class NvmlCallError(Exception):
+class NvmlCallError(CallError):
     """An NVML call failed; ``reason`` is the token to record as :class:`Unavailable`."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class NvmlApi(Protocol):
@@ -184,13 +179,6 @@ def format_cuda_version(version: int) -> str:
     return f"{version // 1000}.{(version % 1000) // 10}"
 
 
-def _attempt(call: Callable[[], _T]) -> _T | Unavailable:
-    try:
-        return call()
-    except NvmlCallError as exc:
-        return Unavailable(exc.reason)
-
-
 def collect_nvml(api: NvmlApi) -> NvmlFacts | Unavailable:
     """Read driver, versions, GPUs and the P2P matrix; shuts NVML down whatever happens."""
     try:
@@ -205,7 +193,7 @@ def collect_nvml(api: NvmlApi) -> NvmlFacts | Unavailable:
 
 
 def _collect_initialised(api: NvmlApi) -> NvmlFacts | Unavailable:
-    cuda_version = _attempt(api.cuda_driver_version)
+    cuda_version = attempt(api.cuda_driver_version)
     try:
         count = api.device_count()
     except NvmlCallError as exc:
@@ -213,29 +201,29 @@ def _collect_initialised(api: NvmlApi) -> NvmlFacts | Unavailable:
         return Unavailable(exc.reason)
     gpus = [_collect_gpu(api, index) for index in range(count)]
     return NvmlFacts(
-        driver_version=_attempt(api.driver_version),
+        driver_version=attempt(api.driver_version),
         cuda_driver_version=(
             cuda_version
             if isinstance(cuda_version, Unavailable)
             else format_cuda_version(cuda_version)
         ),
-        nvml_version=_attempt(api.nvml_version),
+        nvml_version=attempt(api.nvml_version),
         gpus=gpus,
         p2p=[_collect_pair(api, a, b) for a in range(count) for b in range(a + 1, count)],
     )
 
 
 def _collect_gpu(api: NvmlApi, index: int) -> NvmlGpu:
-    bus_id = _attempt(lambda: api.device_pci_bus_id(index))
+    bus_id = attempt(lambda: api.device_pci_bus_id(index))
     return NvmlGpu(
         index=index,
-        name=_attempt(lambda: api.device_name(index)),
-        uuid=_attempt(lambda: api.device_uuid(index)),
+        name=attempt(lambda: api.device_name(index)),
+        uuid=attempt(lambda: api.device_uuid(index)),
         pci_bus_id=bus_id if isinstance(bus_id, Unavailable) else normalize_pci_bus_id(bus_id),
-        compute_capability=_attempt(lambda: api.device_compute_capability(index)),
-        memory_total_bytes=_attempt(lambda: api.device_memory_total(index)),
+        compute_capability=attempt(lambda: api.device_compute_capability(index)),
+        memory_total_bytes=attempt(lambda: api.device_memory_total(index)),
         pcie=collect_pcie_link(api, index),
-        bar1_total_bytes=_attempt(lambda: api.device_bar1_total(index)),
+        bar1_total_bytes=attempt(lambda: api.device_bar1_total(index)),
     )
 
 
@@ -244,7 +232,7 @@ def collect_pcie_link(api: NvmlApi, index: int) -> NvmlPcieLink | Unavailable:
     values: dict[str, int | None] = {}
     reasons: list[str] = []
     for name in PCIE_CALLS:
-        got = _attempt(functools.partial(api.device_pcie, index, name))
+        got = attempt(functools.partial(api.device_pcie, index, name))
         if isinstance(got, Unavailable):
             reasons.append(got.reason)
             values[name] = None
@@ -257,7 +245,7 @@ def collect_pcie_link(api: NvmlApi, index: int) -> NvmlPcieLink | Unavailable:
 
 def _collect_pair(api: NvmlApi, a: int, b: int) -> P2PPair:
     def status(caps_index: int) -> str | Unavailable:
-        code = _attempt(lambda: api.p2p_status(a, b, caps_index))
+        code = attempt(lambda: api.p2p_status(a, b, caps_index))
         if isinstance(code, Unavailable):
             return code
         return P2P_STATUS_NAMES.get(code, "UNKNOWN")
@@ -307,14 +295,14 @@ def collect_gpu_health(api: NvmlHealthApi, index: int) -> GpuHealth:
     unavailable with its reason (``not-supported`` on GeForce and GB10), nothing more."""
 
     def one(call: Callable[[], int]) -> int | Unavailable:
-        return _attempt(call)
+        return attempt(call)
 
     def celsius(call: Callable[[], int]) -> int | Unavailable:
-        return _in_range(_attempt(call), _CELSIUS)
+        return _in_range(attempt(call), _CELSIUS)
 
-    constraints = _attempt(lambda: api.device_power_constraints(index))
-    mode = _attempt(lambda: api.device_ecc_mode(index))
-    fans = _attempt(lambda: api.device_fan_speeds(index))
+    constraints = attempt(lambda: api.device_power_constraints(index))
+    mode = attempt(lambda: api.device_ecc_mode(index))
+    fans = attempt(lambda: api.device_fan_speeds(index))
     if not isinstance(fans, Unavailable):
         fans = [f for f in fans if 0 <= f <= 255]
     return GpuHealth(
@@ -339,7 +327,7 @@ def collect_gpu_health(api: NvmlHealthApi, index: int) -> GpuHealth:
         remapped_rows=_remapped_rows(api, index),
         retired_pages=_retired_pages(api, index),
         pcie_replays=one(lambda: api.device_pcie_replays(index)),
-        recovery_action=_in_range(_attempt(lambda: api.device_recovery_action(index)), range(256)),
+        recovery_action=_in_range(attempt(lambda: api.device_recovery_action(index)), range(256)),
     )
 
 
@@ -356,7 +344,7 @@ def _ecc_errors(
         ("aggregate_corrected", False, True),
         ("aggregate_uncorrected", True, True),
     ):
-        got = _attempt(
+        got = attempt(
             functools.partial(
                 api.device_ecc_errors, index, uncorrected=uncorrected, aggregate=aggregate
             )
@@ -370,7 +358,7 @@ def _ecc_errors(
 
 
 def _remapped_rows(api: NvmlHealthApi, index: int) -> RemappedRows | Unavailable:
-    got = _attempt(lambda: api.device_remapped_rows(index))
+    got = attempt(lambda: api.device_remapped_rows(index))
     if isinstance(got, Unavailable):
         return got
     correctable, uncorrectable, pending, failure = got
@@ -380,13 +368,13 @@ def _remapped_rows(api: NvmlHealthApi, index: int) -> RemappedRows | Unavailable
 
 
 def _retired_pages(api: NvmlHealthApi, index: int) -> RetiredPages | Unavailable:
-    single = _attempt(lambda: api.device_retired_pages(index, double_bit=False))
+    single = attempt(lambda: api.device_retired_pages(index, double_bit=False))
     if isinstance(single, Unavailable):
         return single  # Ampere and later remap rows instead: not-supported there
-    double = _attempt(lambda: api.device_retired_pages(index, double_bit=True))
+    double = attempt(lambda: api.device_retired_pages(index, double_bit=True))
     if isinstance(double, Unavailable):
         return double
-    pending = _attempt(lambda: api.device_retired_pages_pending(index))
+    pending = attempt(lambda: api.device_retired_pages_pending(index))
     return RetiredPages(
         single_bit=single,
         double_bit=double,
@@ -399,7 +387,7 @@ def sample_clocks(api: NvmlHealthApi, index: int) -> ClockSample:
     completion): clock event reasons, SM clock, temperature, power, replay counter."""
 
     def value(call: Callable[[], int], allowed: range | None = None) -> int | None:
-        got = _attempt(call)
+        got = attempt(call)
         if isinstance(got, Unavailable) or (allowed is not None and got not in allowed):
             return None
         return got

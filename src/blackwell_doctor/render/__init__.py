@@ -76,32 +76,28 @@ def render(
             assert_never(fmt)
 
 
-def render_scan_logs(
-    document: PresetDocument[PresetReport], fmt: ScanLogsFormat, *, color: bool, width: int = 100
+def render_preset(
+    document: PresetDocument[PresetReport],
+    fmt: ScanLogsFormat | ProbeFormat,
+    *,
+    color: bool,
+    width: int = 100,
 ) -> str:
-    """``scan-logs``'s document (a preset of the logs checks, with its log hits) in ``fmt``,
-    through :func:`render` and so its sanitising step."""
+    """``scan-logs``'s or ``probe``'s document (a preset of the logs or probe checks, with its
+    log hits, tile table or transfer matrix) in ``fmt``, through :func:`render` and so its
+    sanitising step."""
     match fmt:
-        case ScanLogsFormat.RICH:
+        case ScanLogsFormat.RICH | ProbeFormat.RICH:
             return render(document, Format.RICH, color=color, width=width)
-        case ScanLogsFormat.JSON:
+        case ScanLogsFormat.JSON | ProbeFormat.JSON:
             return render(document, Format.JSON, color=False)
         case _:
             assert_never(fmt)
 
 
-def render_probe(
-    document: PresetDocument[PresetReport], fmt: ProbeFormat, *, color: bool, width: int = 100
-) -> str:
-    """``probe``'s document (a preset of the probe checks, with its tile table or transfer
-    matrix) in ``fmt``, through :func:`render` and so its sanitising step."""
-    match fmt:
-        case ProbeFormat.RICH:
-            return render(document, Format.RICH, color=color, width=width)
-        case ProbeFormat.JSON:
-            return render(document, Format.JSON, color=False)
-        case _:
-            assert_never(fmt)
+# The two commands' names for it (their formats are the same two, in enums of their own).
+render_scan_logs = render_preset
+render_probe = render_preset
 
 
-__all__ = ["Format", "render", "render_probe", "render_scan_logs"]
+__all__ = ["Format", "render", "render_preset", "render_probe", "render_scan_logs"]

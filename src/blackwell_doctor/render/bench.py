@@ -18,7 +18,13 @@ from typing import assert_never
 
 import msgspec
 
-from blackwell_doctor.render.common import json_chunks, json_document
+from blackwell_doctor.render.common import (
+    change_cells,
+    counts_text,
+    json_chunks,
+    json_document,
+    shape_head,
+)
 from blackwell_doctor.render.formats import BenchFormat
 from blackwell_doctor.render.markdown import cell, prose
 from blackwell_doctor.render.terminal import Item, Table, write_plain
@@ -124,6 +130,15 @@ def _words(markdown: bool) -> Callable[[str], str]:
     return prose if markdown else _plain
 
 
+def _heading(text: str, markdown: bool, level: str = "###") -> list[Item]:
+    """A section's first line: a Markdown heading of ``level``, or the line itself."""
+    return [f"{level} {text}" if markdown else text]
+
+
+def _notes(notes: Sequence[str], w: Callable[[str], str]) -> list[Item]:
+    return [f"note: {w(note)}" for note in notes]
+
+
 def _f(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
@@ -155,12 +170,7 @@ def _table(
 def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[Item]:
     w = _words(markdown)
     m = shape.metrics
-    head = f"{w(shape.name)}: {shape.completed}/{shape.requests} requests ok"
-    if shape.errors:
-        head += " — errors: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(shape.errors.items()))
-    if not shape.complete:
-        head += " (partial)"
-    out: list[Item] = [f"### {head}" if markdown else head]
+    out = _heading(shape_head(shape, w), markdown)
     size = "" if shape.input_size_source == "tokenize" else " (estimated)"
     out.append(
         f"{shape.concurrency} concurrent, ~{shape.input_tokens} tokens in{size}, up to "
@@ -202,8 +212,7 @@ def _shape_lines(shape: ShapeResult, *, markdown: bool) -> list[Item]:
                 f"{_f(s.prefix_cache_queries, 0)} prompt tokens"
             )
         out.append("server /metrics: " + ", ".join(parts))
-    for note in shape.notes:
-        out.append(f"note: {w(note)}")
+    out += _notes(shape.notes, w)
     failed = [s for s in shape.samples if not s.ok]
     for sample in failed[:3]:
         out.append(f"error: {w(str(sample.error))}: {w(str(sample.detail))}")
@@ -224,7 +233,7 @@ def _run(doc: BenchRun, *, markdown: bool) -> list[Item]:
     w = _words(markdown)
     server = doc.server
     title = f"bench {w(server.url)} model {w(server.model or '-')}"
-    out: list[Item] = [f"## {title}" if markdown else title]
+    out = _heading(title, markdown, "##")
     if server.error:
         out.append(f"error: {w(server.error)}")
     if doc.interrupted:
@@ -298,7 +307,7 @@ def sweep_lines(sweep: SweepResult, *, markdown: bool) -> list[Item]:
         f"{'sweep' if sweep.mode == 'sweep' else 'rates'} of {w(sweep.shape)}: "
         f"{len(sweep.points)} loads, {w(arrival)} arrivals"
     )
-    out: list[Item] = [f"### {head}" if markdown else head]
+    out = _heading(head, markdown)
     if sweep.slo:
         out.append(f"SLO: {w(slo_text(sweep.slo, sweep.slo_level))}")
     if markdown:
@@ -343,8 +352,7 @@ def sweep_lines(sweep: SweepResult, *, markdown: bool) -> list[Item]:
     out.append(f"knee: {w(sweep.knee.verdict)}: {w(sweep.knee.reason)}")
     if sweep.capacity is not None:
         out.append(f"capacity at SLO: {capacity_text(sweep.capacity)}: {w(sweep.capacity.reason)}")
-    for note in sweep.notes:
-        out.append(f"note: {w(note)}")
+    out += _notes(sweep.notes, w)
     return out
 
 
@@ -352,7 +360,7 @@ def sweep_compare_lines(sw: SweepComparison, *, markdown: bool) -> list[Item]:
     """Two sweeps' curves side by side, load by load, and their knees and capacities."""
     w = _words(markdown)
     head = f"sweeps of {w(sw.before.shape)}, before -> after"
-    out: list[Item] = [f"### {head}" if markdown else head]
+    out = _heading(head, markdown)
     if sw.slo:
         out.append(f"SLO: {w(slo_text(sw.slo, sw.slo_level))}")
     if markdown:
@@ -394,8 +402,7 @@ def sweep_compare_lines(sw: SweepComparison, *, markdown: bool) -> list[Item]:
         out.append(f"only before: {w(name)}")
     for name in sw.only_after:
         out.append(f"only after: {w(name)}")
-    for note in sw.notes:
-        out.append(f"note: {w(note)}")
+    out += _notes(sw.notes, w)
     return out
 
 
@@ -403,7 +410,7 @@ def _trace_lines(trace: TraceResult, *, markdown: bool) -> list[Item]:
     w = _words(markdown)
     blocks = "" if trace.block_tokens is None else f", blocks of {trace.block_tokens} tokens"
     head = f"trace {w(trace.file)} ({w(trace.format)}{blocks})"
-    out: list[Item] = [f"### {head}" if markdown else head]
+    out = _heading(head, markdown)
     left = trace.skipped + trace.not_replayed
     out.append(
         f"{trace.sent}/{trace.requests} requests sent over {trace.span_s:.1f} s at time scale "
@@ -443,7 +450,7 @@ def _calibration_lines(cal: Calibration, *, markdown: bool) -> list[Item]:
     head = f"noise floor: {cal.runs} runs of one configuration (the shapes above are run 1)"
     if cal.interleaved_with:
         head += f", taking turns with {w(cal.interleaved_with)}"
-    out: list[Item] = [f"### {head}" if markdown else head]
+    out = _heading(head, markdown)
     if markdown:
         out.append("")
     rows = [["shape", "metric", "runs", "spread", "CV", "floor"]]
@@ -471,13 +478,9 @@ def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[Item]:
     )
     if not soak.complete:
         head += " (partial)"
-    out: list[Item] = [f"### {head}" if markdown else head]
+    out = _heading(head, markdown)
     size = "" if soak.input_size_source == "tokenize" else " (estimated)"
-    errors = (
-        " — errors: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(soak.errors.items()))
-        if soak.errors
-        else ""
-    )
+    errors = " — errors: " + counts_text(soak.errors, w) if soak.errors else ""
     out.append(
         f"{soak.concurrency} concurrent, ~{soak.input_tokens} tokens in{size}, up to "
         f"{soak.output_tokens_max} out; {soak.completed}/{soak.requests} requests ok{errors}; "
@@ -550,8 +553,7 @@ def _soak_lines(soak: SoakResult, *, markdown: bool) -> list[Item]:
         f"growing needs the interval above 0 and the rates of checks/soak.toml; the "
         f"intervals hold together at {soak.confidence:.0%}"
     )
-    for note in soak.notes:
-        out.append(f"note: {w(note)}")
+    out += _notes(soak.notes, w)
     return out
 
 
@@ -609,7 +611,7 @@ def _drift_lines(doc: CompareDocument, *, markdown: bool) -> list[Item]:
 def _compare(doc: CompareDocument, *, markdown: bool) -> list[Item]:
     w = _words(markdown)
     title = f"compare {w(doc.before)} -> {w(doc.after)}"
-    out: list[Item] = [f"## {title}" if markdown else title]
+    out = _heading(title, markdown, "##")
     sc = doc.scorecard
     out.append("")
     card = [
@@ -634,17 +636,7 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> list[Item]:
             "verdict",
         ]
     ]
-    for r in doc.comparisons:
-        ci = (
-            "-"
-            if r.ci_low_pct is None or r.ci_high_pct is None
-            else f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]"
-        )
-        change = "-" if r.change_pct is None else f"{r.change_pct:+.1f}%"
-        verdict = w(r.verdict)
-        if r.verdict == "within the noise floor" and r.noise_floor_pct is not None:
-            verdict += f" ({r.noise_floor_pct:.1f}%)"
-        rows.append([w(r.shape), w(r.metric), _f(r.before, 2), _f(r.after, 2), change, ci, verdict])
+    rows += [_comparison_cells(r, w) for r in doc.comparisons]
     out += _table(rows, markdown=markdown, keys=2)
     out += _reason_lines(doc.comparisons, "", markdown=markdown)
     out.append("")
@@ -666,9 +658,7 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> list[Item]:
     out += _drift_lines(doc, markdown=markdown)
     for phase, errors in doc.errors.items():
         if errors:
-            out.append(
-                f"errors {w(phase)}: " + ", ".join(f"{w(k)} {v}" for k, v in sorted(errors.items()))
-            )
+            out.append(f"errors {w(phase)}: " + counts_text(errors, w))
     out.append(
         f"verdicts need the interval to exclude 0 and a change of at least "
         f"{doc.threshold_pct:g}%; the intervals hold together at {doc.confidence:.0%} "
@@ -762,7 +752,7 @@ def _ladder(doc: LadderDocument, *, markdown: bool) -> list[Item]:
     w = _words(markdown)
     n = len(doc.runs)
     title = "ladder " + " -> ".join(w(r) for r in doc.runs)
-    out: list[Item] = [f"## {title}" if markdown else title, ""]
+    out = [*_heading(title, markdown, "##"), ""]
     labelled = [(str(k), step) for k, step in enumerate(doc.steps, start=1)]
     labelled.append((f"1-{n}", doc.cumulative))
     rows = [["step", "from", "to", "overall", "what changed"]]
@@ -793,7 +783,7 @@ def _ladder(doc: LadderDocument, *, markdown: bool) -> list[Item]:
             if r is None:
                 rows.append([w(key[0]), w(key[1]), label, "-", "-", "-", "-", "not compared"])
                 continue
-            rows.append(_comparison_cells(r, label, w))
+            rows.append(_comparison_cells(r, w, label))
     out += _table(rows, markdown=markdown, keys=3)
     for label, step in labelled:
         out += _reason_lines(step.comparisons, f", step {label}", markdown=markdown)
@@ -832,14 +822,14 @@ def _reason_lines(rows: Sequence[Comparison], where: str, *, markdown: bool) -> 
     return ([""] if markdown and lines else []) + lines
 
 
-def _comparison_cells(r: Comparison, label: str, w: Callable[[str], str]) -> list[str]:
-    ci = (
-        "-"
-        if r.ci_low_pct is None or r.ci_high_pct is None
-        else f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]"
-    )
-    change = "-" if r.change_pct is None else f"{r.change_pct:+.1f}%"
+def _comparison_cells(
+    r: Comparison, w: Callable[[str], str], label: str | None = None
+) -> list[str]:
+    """A compare table's row of ``r``: shape, metric, the ladder's step ``label`` where
+    given, before, after, change, interval and verdict."""
+    change, ci = change_cells(r)
     verdict = w(r.verdict)
     if r.verdict == "within the noise floor" and r.noise_floor_pct is not None:
         verdict += f" ({r.noise_floor_pct:.1f}%)"
-    return [w(r.shape), w(r.metric), label, _f(r.before, 2), _f(r.after, 2), change, ci, verdict]
+    step = [] if label is None else [label]
+    return [w(r.shape), w(r.metric), *step, _f(r.before, 2), _f(r.after, 2), change, ci, verdict]

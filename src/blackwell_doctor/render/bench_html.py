@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
+from blackwell_doctor.render.common import change_cells, counts_text, shape_head
 from blackwell_doctor.render.html import (
     Table,
     figure,
@@ -209,11 +210,7 @@ def _latencies(samples: Sequence[RequestSample]) -> list[tuple[str, list[float]]
 
 def _shape_section(shape: ShapeResult, n: int) -> list[str]:
     m = shape.metrics
-    head = f"{shape.name}: {shape.completed}/{shape.requests} requests ok"
-    if shape.errors:
-        head += " — errors: " + ", ".join(f"{k} {v}" for k, v in sorted(shape.errors.items()))
-    if not shape.complete:
-        head += " (partial)"
+    head = shape_head(shape)
     size = "" if shape.input_size_source == "tokenize" else " (estimated)"
     out = [
         heading(3, head),
@@ -404,11 +401,44 @@ def _capacity(c: Capacity) -> str:
     return c.bound
 
 
+_Curve = tuple[str, Callable[[SweepPoint], float | None]]
+
+
+def _curves(
+    points: Sequence[SweepPoint],
+    label: str,
+    curves: Sequence[_Curve],
+    x: Callable[[SweepPoint], float],
+    tip: Callable[[str, SweepPoint, float], str],
+    *,
+    colour: int,
+    positive: bool = False,
+) -> list[Series]:
+    """A line of each named curve over ``points`` (a sweep's, in the order to join them):
+    at ``x`` of each point where the curve has a value (above 0 where ``positive``: a log
+    axis), named with the run's ``label``, its colour the palette's next from ``colour``."""
+    out: list[Series] = []
+    for name, get in curves:
+        kept = [(p, v) for p in points if (v := get(p)) is not None and (v > 0 or not positive)]
+        if kept:
+            title = f"{name} {label}".strip()
+            out.append(
+                Series(
+                    title,
+                    [(x(p), v) for p, v in kept],
+                    "linepoints",
+                    PALETTE[(colour + len(out)) % len(PALETTE)],
+                    [tip(title, p, v) for p, v in kept],
+                )
+            )
+    return out
+
+
 def _latency_figure(sides: Sequence[tuple[str, SweepResult]], two: bool) -> list[str]:
     """Median and tail latency against the achieved request rate, a point per load."""
     series: list[Series] = []
     rows: list[list[str]] = []
-    metrics: tuple[tuple[str, Callable[[SweepPoint], float | None]], ...] = (
+    metrics: tuple[_Curve, ...] = (
         (
             ("E2E p50", lambda p: p.metrics.e2e_ms.p50),
             ("TTFT p50", lambda p: p.metrics.ttft_ms.p50),
@@ -420,27 +450,17 @@ def _latency_figure(sides: Sequence[tuple[str, SweepResult]], two: bool) -> list
             ("TTFT p50", lambda p: p.metrics.ttft_ms.p50),
         )
     )
-    colour = 0
     for label, sw in sides:
         ordered = sorted((p for p in sw.points if p.achieved_rate), key=_load_order)
-        for name, get in metrics:
-            kept = [(p, v) for p in ordered if (v := get(p)) is not None and v > 0]
-            if not kept:
-                continue
-            title = f"{name} {label}".strip()
-            series.append(
-                Series(
-                    title,
-                    [(p.achieved_rate or 0.0, v) for p, v in kept],
-                    "linepoints",
-                    PALETTE[colour % len(PALETTE)],
-                    [
-                        f"{_load(p)}: {title} {v:,.1f} ms at {p.achieved_rate:,.3g} req/s"
-                        for p, v in kept
-                    ],
-                )
-            )
-            colour += 1
+        series += _curves(
+            ordered,
+            label,
+            metrics,
+            lambda p: p.achieved_rate or 0.0,
+            lambda title, p, v: f"{_load(p)}: {title} {v:,.1f} ms at {p.achieved_rate:,.3g} req/s",
+            colour=len(series),
+            positive=True,
+        )
         for p in sw.points:
             m = p.metrics
             rows.append(
@@ -487,33 +507,22 @@ def _goodput_figure(sides: Sequence[tuple[str, SweepResult]], two: bool) -> list
     the capacity at SLO and the knee marked."""
     series: list[Series] = []
     rows: list[list[str]] = []
-    colour = 0
     top = 0.0
     for label, sw in sides:
         rates = sorted(
             (p for p in sw.points if p.load == "rate" and p.offered_rate),
             key=lambda p: p.offered_rate or 0.0,
         )
-        curves: tuple[tuple[str, Callable[[SweepPoint], float | None]], ...] = (
-            ("achieved", lambda p: p.achieved_rate),
-            ("goodput", lambda p: p.goodput),
+        lines = _curves(
+            rates,
+            label,
+            (("achieved", lambda p: p.achieved_rate), ("goodput", lambda p: p.goodput)),
+            lambda p: p.offered_rate or 0.0,
+            lambda title, p, v: f"{title}: {v:,.3g} req/s at {p.offered_rate:,.3g} offered",
+            colour=len(series),
         )
-        for name, get in curves:
-            kept = [(p, v) for p in rates if (v := get(p)) is not None]
-            if not kept:
-                continue
-            title = f"{name} {label}".strip()
-            top = max(top, *(v for _, v in kept), *(p.offered_rate or 0.0 for p, _ in kept))
-            series.append(
-                Series(
-                    title,
-                    [(p.offered_rate or 0.0, v) for p, v in kept],
-                    "linepoints",
-                    PALETTE[colour % len(PALETTE)],
-                    [f"{title}: {v:,.3g} req/s at {p.offered_rate:,.3g} offered" for p, v in kept],
-                )
-            )
-            colour += 1
+        top = max([top, *(v for line in lines for point in line.points for v in point)])
+        series += lines
         for p in rates:
             rows.append(
                 ([label] if two else [])
@@ -819,6 +828,21 @@ def _colour(verdict: str) -> str:
     return GOOD if verdict == "better" else BAD if verdict == "worse" else NEUTRAL
 
 
+def _forest_row(c: Comparison, change: float, why: str, step: str | None = None) -> ForestRow:
+    """``c`` (whose ``change`` is measured) as a row of the intervals plot, named by its
+    ladder ``step`` where given, its shape and its metric; ``why`` in its tip's parentheses."""
+    names = [c.shape, c.metric] if step is None else [step, c.shape, c.metric]
+    return ForestRow(
+        " · ".join(names),
+        change,
+        c.ci_low_pct,
+        c.ci_high_pct,
+        _colour(c.verdict),
+        f"{' '.join(names)}: {change:+.1f}% ({why})",
+        c.noise_floor_pct,
+    )
+
+
 def render_compare_html(doc: CompareDocument, text: str) -> str:
     """A compare document as a page; ``text`` is its terminal report (sanitised)."""
     title = f"compare {doc.before} -> {doc.after}"
@@ -849,7 +873,7 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
     ]
     body += [paragraph(f"regression: {r}", "finding") for r in doc.regressions]
     body += [
-        paragraph(f"errors {side}: " + ", ".join(f"{k} {v}" for k, v in sorted(errors.items())))
+        paragraph(f"errors {side}: " + counts_text(errors))
         for side, errors in doc.errors.items()
         if errors
     ]
@@ -857,11 +881,6 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
     drawn = [c for c in doc.comparisons if c.change_pct is not None]
     rows = []
     for c in doc.comparisons:
-        ci = (
-            "-"
-            if c.ci_low_pct is None or c.ci_high_pct is None
-            else f"[{c.ci_low_pct:+.1f}%, {c.ci_high_pct:+.1f}%]"
-        )
         rows.append(
             [
                 c.shape,
@@ -869,8 +888,7 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
                 c.better,
                 _f(c.before),
                 _f(c.after),
-                "-" if c.change_pct is None else f"{c.change_pct:+.1f}%",
-                ci,
+                *change_cells(c),
                 c.verdict,
                 "-" if c.noise_floor_pct is None else f"{c.noise_floor_pct:.1f}%",
             ]
@@ -893,15 +911,7 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
     )
     if drawn:
         forest_rows = [
-            ForestRow(
-                f"{c.shape} · {c.metric}",
-                c.change_pct,
-                c.ci_low_pct,
-                c.ci_high_pct,
-                _colour(c.verdict),
-                f"{c.shape} {c.metric}: {c.change_pct:+.1f}% ({c.verdict}; {c.better} is better)",
-                c.noise_floor_pct,
-            )
+            _forest_row(c, c.change_pct, f"{c.verdict}; {c.better} is better")
             for c in drawn
             if c.change_pct is not None
         ]
@@ -1031,35 +1041,11 @@ def render_ladder_html(
     forest_rows: list[ForestRow] = []
     for label, step in labelled:
         for c in step.comparisons:
-            ci = (
-                "-"
-                if c.ci_low_pct is None or c.ci_high_pct is None
-                else f"[{c.ci_low_pct:+.1f}%, {c.ci_high_pct:+.1f}%]"
-            )
             rows.append(
-                [
-                    label,
-                    c.shape,
-                    c.metric,
-                    _f(c.before),
-                    _f(c.after),
-                    "-" if c.change_pct is None else f"{c.change_pct:+.1f}%",
-                    ci,
-                    c.verdict,
-                ]
+                [label, c.shape, c.metric, _f(c.before), _f(c.after), *change_cells(c), c.verdict]
             )
             if c.change_pct is not None:
-                forest_rows.append(
-                    ForestRow(
-                        f"step {label} · {c.shape} · {c.metric}",
-                        c.change_pct,
-                        c.ci_low_pct,
-                        c.ci_high_pct,
-                        _colour(c.verdict),
-                        f"step {label} {c.shape} {c.metric}: {c.change_pct:+.1f}% ({c.verdict})",
-                        c.noise_floor_pct,
-                    )
-                )
+                forest_rows.append(_forest_row(c, c.change_pct, c.verdict, f"step {label}"))
     table = Table(
         ["step", "shape", "metric", "before", "after", "change", "CI", "verdict"],
         rows,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -12,6 +12,7 @@ from blackwell_doctor.report.check import HostLine, NodeVerdict, Report, Summary
 from blackwell_doctor.report.results import EvidenceValue, Result, Status
 
 if TYPE_CHECKING:
+    from blackwell_doctor.report.bench import Comparison, ShapeResult
     from blackwell_doctor.report.sample_table import SampleTable
 
 # The sanitising primitives live with the documents (a verdict's one-line message needs
@@ -222,3 +223,35 @@ EXPECTED = "expected: "
 def title_as_shown(status: Status, title: str) -> str:
     """``title`` as a row of ``status`` shows it: labelled the expectation on a finding."""
     return f"{EXPECTED}{title}" if status in FINDING_STATUSES else title
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+def counts_text(counts: Mapping[str, int], w: Callable[[str], str] = _as_is) -> str:
+    """``timeout 2, http_500 1``: each key (placed by ``w``) and its count, in key order."""
+    return ", ".join(f"{w(k)} {v}" for k, v in sorted(counts.items()))
+
+
+def shape_head(shape: ShapeResult, w: Callable[[str], str] = _as_is) -> str:
+    """A bench shape's first line in every format: its name, the requests that succeeded,
+    the errors by kind, and whether it ran to the end."""
+    head = f"{w(shape.name)}: {shape.completed}/{shape.requests} requests ok"
+    if shape.errors:
+        head += " — errors: " + counts_text(shape.errors, w)
+    if not shape.complete:
+        head += " (partial)"
+    return head
+
+
+def change_cells(c: Comparison) -> tuple[str, str]:
+    """A comparison's change and its interval as every compare table shows them:
+    ``+3.1%`` and ``[+1.0%, +5.2%]``, "-" where not measured."""
+    change = "-" if c.change_pct is None else f"{c.change_pct:+.1f}%"
+    ci = (
+        "-"
+        if c.ci_low_pct is None or c.ci_high_pct is None
+        else f"[{c.ci_low_pct:+.1f}%, {c.ci_high_pct:+.1f}%]"
+    )
+    return change, ci

@@ -122,6 +122,33 @@ def _svg_open(width: int, height: int, label: str) -> str:
     )
 
 
+def _x_title(left: float, right: float, height: int, label: str) -> str:
+    """The x axis's name, centred under the plot between ``left`` and ``right``."""
+    return (
+        f'<text x="{(left + right) / 2:.0f}" y="{height - 6}" text-anchor="middle">'
+        f"{esc(label)}</text>"
+    )
+
+
+def _x_ticks(sx: _Scale, ticks: Sequence[float], top: int, base: int, unit: str = "") -> list[str]:
+    """A row plot's vertical grid line from ``top`` to ``base`` at each tick, and its label
+    under ``base`` (with ``unit`` but at 0)."""
+    out = []
+    for t in ticks:
+        px = sx(t)
+        out.append(
+            f'<line class="grid" x1="{px:.1f}" x2="{px:.1f}" y1="{top}" y2="{base}"/>'
+            f'<text x="{px:.1f}" y="{base + 16}" text-anchor="middle">'
+            f"{esc(tick_label(t))}{esc(unit) if t else ''}</text>"
+        )
+    return out
+
+
+def _cut(label: str, chars: int) -> str:
+    """A row's label as drawn: at most ``chars`` characters, an ellipsis where cut."""
+    return label if len(label) <= chars else label[: chars - 1] + "…"
+
+
 def _xy(x: float, y: float) -> str:
     return f"{x:.1f},{y:.1f}"
 
@@ -175,10 +202,7 @@ def xy_plot(
         f'y2="{height - bottom}"/><line class="axis" x1="{left}" x2="{left}" y1="{top}" '
         f'y2="{height - bottom}"/>'
     )
-    out.append(
-        f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" text-anchor="middle">'
-        f"{esc(x.label)}</text>"
-    )
+    out.append(_x_title(left, width - right, height, x.label))
     out.append(
         f'<text transform="translate(14 {(top + height - bottom) / 2:.0f}) rotate(-90)" '
         f'text-anchor="middle">{esc(y.label)}</text>'
@@ -305,13 +329,7 @@ def forest(
     lo, hi, ticks = _range([lo, hi], Axis(x_label, low=lo, high=hi), 6)
     sx = _Scale(lo, hi, left, width - right, False)
     out = [_svg_open(width, height, title)]
-    for t in ticks:
-        px = sx(t)
-        out.append(
-            f'<line class="grid" x1="{px:.1f}" x2="{px:.1f}" y1="{top}" y2="{height - bottom}"/>'
-            f'<text x="{px:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
-            f"{esc(tick_label(t))}{esc(unit) if t else ''}</text>"
-        )
+    out += _x_ticks(sx, ticks, top, height - bottom, unit)
     zero = sx(0.0)
     out.append(
         f'<line class="axis" x1="{zero:.1f}" x2="{zero:.1f}" y1="{top}" y2="{height - bottom}"/>'
@@ -323,13 +341,10 @@ def forest(
                 f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{top}" y2="{height - bottom}" '
                 'stroke="#a0a0a0" stroke-dasharray="4 3"/>'
             )
-    out.append(
-        f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" text-anchor="middle">'
-        f"{esc(x_label)}</text>"
-    )
+    out.append(_x_title(left, width - right, height, x_label))
     for i, r in enumerate(rows):
         cy = top + row_h * i + row_h / 2
-        label = r.label if len(r.label) <= label_chars else r.label[: label_chars - 1] + "…"
+        label = _cut(r.label, label_chars)
         colour = esc(r.colour)
         parts = [
             f'<g class="series" data-series="{esc(r.label)}"><title>{esc(r.tip)}</title>',
@@ -393,20 +408,11 @@ def bars(rows: Sequence[Bar], *, x_label: str, title: str) -> str:
     _, hi, ticks = _range([r.value for r in rows], Axis(x_label, low=0.0), 5)
     sx = _Scale(0.0, hi, left, width - right, False)
     out = [_svg_open(width, height, title)]
-    for t in ticks:
-        px = sx(t)
-        out.append(
-            f'<line class="grid" x1="{px:.1f}" x2="{px:.1f}" y1="{top}" y2="{height - bottom}"/>'
-            f'<text x="{px:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
-            f"{esc(tick_label(t))}</text>"
-        )
-    out.append(
-        f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" text-anchor="middle">'
-        f"{esc(x_label)}</text>"
-    )
+    out += _x_ticks(sx, ticks, top, height - bottom)
+    out.append(_x_title(left, width - right, height, x_label))
     for i, r in enumerate(rows):
         y0 = top + row_h * i + 4
-        label = r.label if len(r.label) <= label_chars else r.label[: label_chars - 1] + "…"
+        label = _cut(r.label, label_chars)
         w = max(0.0, sx(r.value) - left)
         tip = f"<title>{esc(r.tip)}</title>" if r.tip else ""
         out.append(

@@ -6,6 +6,8 @@ document does not import the bench's, which import the facts (ToolInfo).
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from blackwell_doctor.facts.bench import BenchFacts, BenchShapeFacts, BenchStats
@@ -17,40 +19,50 @@ class BenchFileError(Exception):
     """A --bench file that is not a bench run document (one line)."""
 
 
+# The BenchShapeFacts fields a ShapeResult gives as they are, those its ShapeMetrics give as
+# they are, and the metrics' figures (Stats) the facts keep as BenchStats: each of the same
+# name and meaning on both sides (read_bench validates the whole against BenchFacts).
+_FROM_SHAPE = (
+    "input_tokens",
+    "output_tokens_max",
+    "requests",
+    "completed",
+    "duration_s",
+    "complete",
+)
+_FROM_METRICS = (
+    "output_tokens",
+    "reasoning_tokens",
+    "answer_tokens",
+    "output_tokens_per_s",
+    "answer_tokens_per_s",
+    "requests_per_s",
+    "token_source",
+    "reasoning_source",
+    "server_generation_tokens",
+)
+_STATS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tokens_per_s_per_user")
+
+
 def from_run(run: BenchRun, *, source: str) -> BenchFacts:
     """The measurements of ``run`` as the facts keep them."""
     shapes: list[BenchShapeFacts] = []
     for s in run.shapes:
         m = s.metrics
         server = s.server
+        # Any: each value is the field of its name (read_bench validates the whole document).
+        copied: dict[str, Any] = {f: getattr(s, f) for f in _FROM_SHAPE}
+        copied |= {f: getattr(m, f) for f in _FROM_METRICS}
+        copied |= {f: _stats(getattr(m, f)) for f in _STATS}
         shapes.append(
             BenchShapeFacts(
                 name=s.name,
                 concurrency=max(1, s.concurrency),
-                input_tokens=s.input_tokens,
-                output_tokens_max=s.output_tokens_max,
-                requests=s.requests,
-                completed=s.completed,
                 errors=dict(s.errors),
-                duration_s=s.duration_s,
-                complete=s.complete,
-                ttft_ms=_stats(m.ttft_ms),
-                tpot_ms=_stats(m.tpot_ms),
-                itl_ms=_stats(m.itl_ms),
-                e2e_ms=_stats(m.e2e_ms),
                 itl_samples=sum(len(r.itl_ms) for r in s.samples if r.ok),
-                output_tokens=m.output_tokens,
-                reasoning_tokens=m.reasoning_tokens,
-                answer_tokens=m.answer_tokens,
-                output_tokens_per_s=m.output_tokens_per_s,
-                answer_tokens_per_s=m.answer_tokens_per_s,
-                output_tokens_per_s_per_user=_stats(m.output_tokens_per_s_per_user),
-                requests_per_s=m.requests_per_s,
-                token_source=m.token_source,
-                reasoning_source=m.reasoning_source,
-                server_generation_tokens=m.server_generation_tokens,
                 server_itl_mean_ms=server.itl.mean_ms if server and server.itl else None,
                 server_preemptions=server.preemptions if server else None,
+                **copied,
             )
         )
     return BenchFacts(

@@ -23,9 +23,9 @@ import operator
 from array import array
 from collections.abc import Iterator, Sequence
 from itertools import repeat
-from typing import overload
 
 from blackwell_doctor.report.bench import ESTIMATED, USAGE, RequestSample, ShapeMetrics, Stats
+from blackwell_doctor.report.indexed import Indexed
 from blackwell_doctor.report.sample_table import SampleTable
 from blackwell_doctor.report.stats import PERCENTILES, ascending, mean, percentile
 
@@ -201,7 +201,7 @@ def _table_metrics(
     )
 
 
-class _Thousandths(Sequence[float]):
+class _Thousandths(Indexed[float]):
     """``ordered`` (milliseconds) read in seconds, value by value."""
 
     def __init__(self, ordered: Sequence[float]) -> None:
@@ -210,15 +210,7 @@ class _Thousandths(Sequence[float]):
     def __len__(self) -> int:
         return len(self.ordered)
 
-    @overload
-    def __getitem__(self, index: int) -> float: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[float]: ...
-
-    def __getitem__(self, index: int | slice) -> float | list[float]:
-        if isinstance(index, slice):
-            return [v / 1000.0 for v in self.ordered[index]]
+    def _at(self, index: int) -> float:
         return self.ordered[index] / 1000.0
 
 

@@ -5,20 +5,14 @@ from __future__ import annotations
 import msgspec
 
 from blackwell_doctor.facts.document import ToolInfo
-from blackwell_doctor.report.results import FailOn, Remedy, Severity, Status
+from blackwell_doctor.report.results import FailOn, Finding, Remedy
 
 FLEET_SCHEMA_VERSION = 1
 
 
-class FleetGroup(msgspec.Struct, frozen=True, kw_only=True):
+class FleetGroup(Finding, frozen=True, kw_only=True):
     """One finding shared by ``nodes``: the same check, status, summary and remedy."""
 
-    id: str
-    family: str
-    status: Status
-    severity: Severity
-    title: str
-    summary: str
     remedy: Remedy | None
     nodes: list[str]
 

@@ -31,13 +31,20 @@ class Remedy(msgspec.Struct, frozen=True, kw_only=True):
     action: RemedyAction | None = None
 
 
-class Result(msgspec.Struct, frozen=True, kw_only=True):
+class Finding(msgspec.Struct, frozen=True, kw_only=True):
+    # A check's result as every document names it: the check (id, family, title), its
+    # status and severity, and the one-line summary (a Result's, a fleet group's). A plain
+    # comment, not a docstring: a docstring is a schema's description.
+
     id: str
     family: str
     status: Status
     severity: Severity
     title: str
     summary: str
+
+
+class Result(Finding, frozen=True, kw_only=True):
     evidence: dict[str, EvidenceValue] = msgspec.field(default_factory=dict)
     remedy: Remedy | None = None
 

@@ -22,16 +22,18 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from typing import overload
 
 from blackwell_doctor.report.bench import RequestSample
+from blackwell_doctor.report.indexed import Indexed
 
 _NONE = -1  # a count the request does not have (None)
 _NAN = math.nan  # a time the request does not have (None): no measured time is NaN
 
 
-class SampleTable(Sequence[RequestSample]):
+class SampleTable(Indexed[RequestSample]):
     """Requests appended in the order they ended, read back as RequestSample objects."""
+
+    out_of_range = "sample index out of range"
 
     def __init__(self) -> None:
         self.ok = bytearray()
@@ -126,19 +128,7 @@ class SampleTable(Sequence[RequestSample]):
     def __len__(self) -> int:
         return len(self.ok) if self._order is None else len(self._order)
 
-    @overload
-    def __getitem__(self, index: int) -> RequestSample: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[RequestSample]: ...
-
-    def __getitem__(self, index: int | slice) -> RequestSample | list[RequestSample]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("sample index out of range")
+    def _at(self, index: int) -> RequestSample:
         return self._sample(self._row(index))
 
     def __iter__(self) -> Iterator[RequestSample]:

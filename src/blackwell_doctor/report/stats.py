@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import IO, overload
+from typing import IO
+
+from blackwell_doctor.report.indexed import Indexed
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -73,38 +75,28 @@ def spilling(factory: Callable[[], IO[bytes]]) -> Iterator[None]:
         _spill = before
 
 
-class _Stored(Sequence[float]):
+class _Stored(Indexed[float]):
     """``n`` floats of ``file`` from byte ``at``, each read when asked for: a binary search
     reads the few it compares, and nothing of the file is mapped into the process (a mapped
     page it touched would count in its memory)."""
 
+    out_of_range = "stored value out of range"
+
     def __init__(self, file: IO[bytes], at: int, n: int) -> None:
-        self._file, self._at, self._n = file, at, n
+        self._file, self._start, self._n = file, at, n
 
     def __len__(self) -> int:
         return self._n
 
-    @overload
-    def __getitem__(self, index: int) -> float: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[float]: ...
-
-    def __getitem__(self, index: int | slice) -> float | list[float]:
+    def _at(self, index: int) -> float:
         import struct
 
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._n))]
-        if index < 0:
-            index += self._n
-        if not 0 <= index < self._n:
-            raise IndexError("stored value out of range")
-        self._file.seek(self._at + 8 * index)
+        self._file.seek(self._start + 8 * index)
         value: float = struct.unpack("d", self._file.read(8))[0]
         return value
 
 
-class Ascending(Sequence[float]):
+class Ascending(Indexed[float]):
     """``values`` (floats, no NaN) in ascending order, for :func:`percentile`: sorted a
     chunk at a time, each order statistic found by a binary search over the floats' bit
     patterns, counting through every sorted chunk (bisect). It reads the same values
@@ -115,6 +107,8 @@ class Ascending(Sequence[float]):
     time, not a second copy of the series (the largest, a run's pooled token gaps, is 8
     bytes a token). Otherwise, or where the file cannot be written, they are kept in
     memory, 8 bytes a value."""
+
+    out_of_range = "order statistic out of range"
 
     def __init__(self, values: Sequence[float]) -> None:
         from array import array  # (Ascending is a bench run's; check's imports stay few)
@@ -153,20 +147,7 @@ class Ascending(Sequence[float]):
     def __len__(self) -> int:
         return self._n
 
-    @overload
-    def __getitem__(self, index: int) -> float: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[float]: ...
-
-    def __getitem__(self, index: int | slice) -> float | list[float]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        n = self._n
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError("order statistic out of range")
+    def _at(self, index: int) -> float:
         if len(self._chunks) == 1:
             return self._chunks[0][index]
         # The smallest float x with more than ``index`` values <= x is the value at index.

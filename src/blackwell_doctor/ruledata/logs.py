@@ -71,15 +71,22 @@ STRUCTURE_RULES = frozenset({"log-end", "xid-fatal"})
 _ID = r"^[a-z0-9_]+(\.[a-z0-9_]+)+$"
 
 
-class Signature(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class LogEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a finding of a catalogue entry says, a signature's or an input problem's: its id,
+    the component, severity and check it counts under, its meaning and remedy, and the
+    source of those words."""
+
     id: str
-    literals: list[str]
     component: str
     severity: LogSeverity
     check: LogCheck
     meaning: str
     remedy: list[str]
     source: str
+
+
+class Signature(LogEntry, frozen=True, kw_only=True):
+    literals: list[str]
     regex: str | None = None
     unless: str | None = None
     rule: ContextRule | None = None
@@ -104,17 +111,9 @@ class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     source: str
 
 
-class InputProblem(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class InputProblem(LogEntry, frozen=True, kw_only=True):
     """A finding about an input, not about its text: a source that could not be read, whole
     or in part. Never matched against log lines (it has no literals)."""
-
-    id: str
-    component: str
-    severity: LogSeverity
-    check: LogCheck
-    meaning: str
-    remedy: list[str]
-    source: str
 
 
 class _File(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -54,11 +54,16 @@ def image_reference(ref: str) -> str:
     return ref
 
 
+def _whole(pattern: re.Pattern[str], value: str, words: str) -> str:
+    """``value`` when ``pattern`` matches all of it; else ValidationError(``words``)."""
+    if not pattern.fullmatch(value):
+        raise ValidationError(words)
+    return value
+
+
 def digest(value: str) -> str:
     """An image digest as the catalogue pins it: ``sha256:`` and 64 lower-case hex digits."""
-    if not _SHA256_DIGEST.fullmatch(value):
-        raise ValidationError(f"not a sha256 digest (sha256:<64 hex>): {value!r}")
-    return value
+    return _whole(_SHA256_DIGEST, value, f"not a sha256 digest (sha256:<64 hex>): {value!r}")
 
 
 def container_name(name: str) -> str:
@@ -88,9 +93,7 @@ def _utf8(kind: str, text: str) -> None:
 
 def env_name(name: str) -> str:
     _utf8("an environment variable name", name)
-    if not _ENV_NAME.fullmatch(name):
-        raise ValidationError(f"not a valid environment variable name: {name!r}")
-    return name
+    return _whole(_ENV_NAME, name, f"not a valid environment variable name: {name!r}")
 
 
 def env_value(name: str, value: str) -> str:
@@ -165,9 +168,7 @@ def container_path(path: str) -> str:
 
 
 def shm_size(value: str) -> str:
-    if not _SHM_SIZE.fullmatch(value):
-        raise ValidationError(f"not a size docker understands (e.g. 16g, 512m): {value!r}")
-    return value
+    return _whole(_SHM_SIZE, value, f"not a size docker understands (e.g. 16g, 512m): {value!r}")
 
 
 def bind_address(value: str) -> str:

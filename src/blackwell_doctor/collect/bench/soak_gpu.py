@@ -53,10 +53,8 @@ def sample_gpu_memory(
         return f"gpu-memory-reader-start-failed:{result.start_error}"
     if result.ending != "exited" or result.returncode is None:
         return f"gpu-memory-reader-timeout:{timeout_s:g}s"
-    if result.returncode < 0:
-        return f"gpu-memory-reader-crashed:signal-{-result.returncode}"
-    if result.returncode != 0:
-        return f"gpu-memory-reader-crashed:rc={result.returncode}"
+    if crash := result.crash():
+        return f"gpu-memory-reader-crashed:{crash}"
     try:
         doc = msgspec.json.decode(result.stdout, type=GpuMemory)
     except msgspec.DecodeError:

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NamedTuple, get_args
+from typing import BinaryIO, NamedTuple, Required, TypedDict, Unpack, get_args
 
 from blackwell_doctor.collect.logs import sources, walk
 from blackwell_doctor.collect.logs.matcher import SourceScanner
@@ -58,30 +58,24 @@ class ScanProgress:
 Progress = Callable[[ScanProgress], None]
 
 
-def collect_logs(
-    *,
-    paths: Sequence[str],
-    containers: Sequence[str],
-    journal: bool,
-    kernel_log: bool,
-    host_root: Path,
-    docker_host: str | None = None,
-    stdin: BinaryIO | None = None,
-    progress: Progress | None = None,
-) -> LogFacts | Unavailable:
+class LogInputs(TypedDict, total=False):
+    """The inputs to scan, as :func:`collect_logs` and :func:`scan_sources` take them."""
+
+    paths: Required[Sequence[str]]
+    containers: Required[Sequence[str]]
+    journal: Required[bool]
+    kernel_log: Required[bool]
+    host_root: Required[Path]
+    docker_host: str | None
+    stdin: BinaryIO | None
+    progress: Progress | None
+
+
+def collect_logs(**inputs: Unpack[LogInputs]) -> LogFacts | Unavailable:
     """Scan every input. Unavailable when inputs were named but none could be read (its
     reason is the first source's); otherwise the facts, unreadable sources included with
     their ``error``."""
-    facts = scan_sources(
-        paths=paths,
-        containers=containers,
-        journal=journal,
-        kernel_log=kernel_log,
-        host_root=host_root,
-        docker_host=docker_host,
-        stdin=stdin,
-        progress=progress,
-    )
+    facts = scan_sources(**inputs)
     if facts.sources and not any(readable(s) for s in facts.sources):
         first = facts.sources[0].error or "unreadable"
         return Unavailable(f"no-log-readable:{first}")

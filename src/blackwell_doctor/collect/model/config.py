@@ -23,7 +23,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from blackwell_doctor.facts.model import (
     ArchFacts,
@@ -66,14 +66,18 @@ def K(concept: ConceptName) -> tuple[str, ...]:
     return concept_keys()[concept]
 
 
+def _shown(value: object) -> str:
+    """A config value as a message quotes it: its repr, cut at 40 characters."""
+    return repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+
+
 def _int(cfg: dict[str, Any], *names: str, default: int | None = None) -> int | None:
     for name in names:
         value = cfg.get(name)
         if type(value) is int and value >= 0:
             return value
         if value is not None and name in _counts():
-            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
-            raise ConfigError(f"config.json has {name} = {shown}: not a count (corrupt)")
+            raise ConfigError(f"config.json has {name} = {_shown(value)}: not a count (corrupt)")
     return default
 
 
@@ -195,6 +199,57 @@ def _gated_attention(cfg: dict[str, Any]) -> bool:
     return bool(cfg.get("attn_output_gate", kind.startswith(("qwen3_next", "qwen3_5"))))
 
 
+class _Layout(TypedDict, total=False):
+    """The ArchFacts fields that each layout (decoder, hybrid) reads its own way."""
+
+    max_position_embeddings: int | None
+    tie_word_embeddings: bool
+    sliding_window_layers: int
+    sliding_window: int | None
+    linear_attention_layers: int
+    linear_state_bytes_per_layer: int
+    moe: MoeFacts | None
+    mla: MlaFacts | None
+    mamba: MambaFacts | None
+    family: str | None
+    layer_pattern: str | None
+    estimate: EstimateFacts | None
+
+
+@dataclass(frozen=True)
+class _Dims:
+    """What every layout reads alike: the config (and the outer one of a multimodal
+    checkpoint), the architecture's name, and its widths, heads and vocabulary."""
+
+    raw: dict[str, Any]
+    cfg: dict[str, Any]
+    nested: bool
+    architecture: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+
+    def arch(self, layers: int, full_attention_layers: int, **layout: Unpack[_Layout]) -> ArchFacts:
+        cfg, raw = self.cfg, self.raw
+        dtype = cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype")
+        return ArchFacts(
+            architecture=self.architecture,
+            model_type=str(cfg.get("model_type") or raw.get("model_type") or "") or None,
+            hidden_size=self.hidden,
+            num_layers=layers,
+            num_attention_heads=self.heads,
+            num_kv_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            vocab_size=self.vocab,
+            dtype=dtype if isinstance(dtype, str) else None,
+            text_config=self.nested,
+            full_attention_layers=full_attention_layers,
+            **layout,
+        )
+
+
 def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
     cfg, nested = text_config(raw)
     cfg = _with_defaults(cfg, raw)
@@ -224,12 +279,10 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
         )
     head_dim = _bounded("head_dim", _int(cfg, *K("head_dim"), default=None) or hidden // heads)
     vocab = _bounded("vocab_size", _need(cfg, *K("vocab_size")))
+    dims = _Dims(raw, cfg, nested, architecture, hidden, heads, kv_heads, head_dim, vocab)
     family = _catalogued(cfg, raw)
     if family is not None and family.layout != "decoder":
-        hybrid = hybrid_layers(cfg, family, layers)
-        return _hybrid_arch(
-            raw, cfg, nested, family, hybrid, architecture, hidden, heads, kv_heads, head_dim, vocab
-        )
+        return _hybrid_arch(dims, family, hybrid_layers(cfg, family, layers))
     experts = _int(cfg, *K("experts"), default=0) or 0
     _bounded("num_experts", experts)
     moe: MoeFacts | None = None
@@ -282,24 +335,14 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
             f"config.json ({family.name}) has {', '.join(foreign)}: a layer pattern the "
             f"{family.layout} layout does not read, so the model is not modelled"
         )
-    dtype = cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype")
-    return ArchFacts(
-        architecture=architecture,
-        model_type=str(cfg.get("model_type") or raw.get("model_type") or "") or None,
-        hidden_size=hidden,
-        num_layers=layers,
-        num_attention_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        vocab_size=vocab,
+    return dims.arch(
+        layers,
+        full,
         max_position_embeddings=_int(cfg, *K("max_positions")),
-        dtype=dtype if isinstance(dtype, str) else None,
         # No family: a config.json written by transformers 4.x's save_pretrained leaves
         # tie_word_embeddings out only when it is true (to_diff_dict drops a value equal to
         # PretrainedConfig's default, True, and to the class's own).
         tie_word_embeddings=_tied(cfg, raw, absent=estimate is not None),
-        text_config=nested,
-        full_attention_layers=full,
         sliding_window_layers=sliding,
         sliding_window=window if sliding else None,
         linear_attention_layers=linear,
@@ -311,14 +354,21 @@ def arch_from_config(raw: dict[str, Any]) -> ArchFacts:
     )
 
 
-def _linear_state_bytes(cfg: dict[str, Any]) -> int:
-    """Gated DeltaNet state per sequence and layer (Qwen3-Next): the recurrent state
-    (value heads x key dim x value dim) and the causal-conv window, 2 bytes each."""
+def _linear_dims(cfg: dict[str, Any]) -> tuple[int, int, int, int, int]:
+    """Gated DeltaNet's (Qwen3-Next) key heads, value heads, key and value head dims and
+    causal-conv kernel width."""
     nk = _int(cfg, "linear_num_key_heads", default=0) or 0
     nv = _int(cfg, "linear_num_value_heads", default=0) or 0
     dk = _int(cfg, "linear_key_head_dim", default=0) or 0
     dv = _int(cfg, "linear_value_head_dim", default=0) or 0
     conv = _int(cfg, "linear_conv_kernel_dim", default=4) or 4
+    return nk, nv, dk, dv, conv
+
+
+def _linear_state_bytes(cfg: dict[str, Any]) -> int:
+    """Gated DeltaNet state per sequence and layer (Qwen3-Next): the recurrent state
+    (value heads x key dim x value dim) and the causal-conv window, 2 bytes each."""
+    nk, nv, dk, dv, conv = _linear_dims(cfg)
     return 2 * (nv * dk * dv + (2 * nk * dk + nv * dv) * (conv - 1))
 
 
@@ -366,11 +416,7 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
             attn += nh  # attention sinks
     linear_attn = 0
     if arch.linear_attention_layers:
-        nk = _int(cfg, "linear_num_key_heads", default=0) or 0
-        nv = _int(cfg, "linear_num_value_heads", default=0) or 0
-        dk = _int(cfg, "linear_key_head_dim", default=0) or 0
-        dv = _int(cfg, "linear_value_head_dim", default=0) or 0
-        conv = _int(cfg, "linear_conv_kernel_dim", default=4) or 4
+        nk, nv, dk, dv, conv = _linear_dims(cfg)
         qkv = 2 * nk * dk + nv * dv
         linear_attn = h * (qkv + nv * dv) + h * 2 * nv + qkv * conv + nv * dv * h + 2 * nv + dv
     inter = _int(cfg, "intermediate_size", default=0) or 0
@@ -382,7 +428,7 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
         act = next((cfg[k] for k in K("activation") if isinstance(cfg.get(k), str)), "silu")
         width = 3 if _gated_activation(act) else 2
     dense_mlp = width * h * inter
-    moe_total = moe_active = routed = 0
+    experts = _NO_EXPERTS
     moe = arch.moe
     if moe is not None:
         mi = moe.expert_intermediate_size or inter
@@ -396,25 +442,51 @@ def params_from_config(raw: dict[str, Any], arch: ArchFacts) -> ParamFacts:
         shared_inter = _int(cfg, *K("shared_expert_intermediate_size"), default=0) or 0
         # Qwen MoE: one shared expert of its own size and its gate; DeepSeek: n_shared.
         shared = width * h * shared_inter + h if shared_inter else moe.shared_experts * per_expert
-        routed = moe.experts * per_expert
-        moe_total = routed + shared + router
-        moe_active = moe.experts_per_token * per_expert + shared + router
+        experts = _MoeWeights(per_expert, shared, router)
     norms = (family.norms_per_layer if family is not None else 2) * h
-    total = active = 0
-    routed_all = 0
     moe_set = set(moe.moe_layers) if moe is not None else set()
     kinds = layer_kinds(cfg, arch.num_layers)
+    layers = []
     for i in range(arch.num_layers):
         mixer = linear_attn if kinds is not None and kinds[i] == "linear_attention" else attn
-        if i in moe_set:
-            total += mixer + norms + moe_total
-            active += mixer + norms + moe_active
+        layers.append((mixer + norms, None if i in moe_set else dense_mlp))
+    return _counted(arch, layers, experts)
+
+
+@dataclass(frozen=True)
+class _MoeWeights:
+    """One MoE block's weights: a routed expert's, the shared experts' and the router's."""
+
+    per_expert: int
+    shared: int
+    router: int
+
+
+_NO_EXPERTS = _MoeWeights(0, 0, 0)
+
+
+def _counted(
+    arch: ArchFacts, layers: list[tuple[int, int | None]], experts: _MoeWeights
+) -> ParamFacts:
+    """The parameters of a model whose decoder layers each have ``(own, dense)`` weights:
+    its mixer, norms and always-on blocks, and its dense MLP (None: an MoE layer, whose
+    feed-forward is ``experts``); then the embedding table, the LM head unless tied, and the
+    final norm."""
+    h, moe = arch.hidden_size, arch.moe
+    total = active = routed_all = 0
+    for own, dense in layers:
+        total += own
+        active += own
+        if dense is not None:
+            total += dense
+            active += dense
+        elif moe is not None:
+            routed = moe.experts * experts.per_expert
+            total += routed + experts.shared + experts.router
+            active += moe.experts_per_token * experts.per_expert + experts.shared + experts.router
             routed_all += routed
-        else:
-            total += mixer + norms + dense_mlp
-            active += mixer + norms + dense_mlp
     embedding = arch.vocab_size * h
-    head = 0 if arch.tie_word_embeddings else arch.vocab_size * h
+    head = 0 if arch.tie_word_embeddings else embedding
     total += embedding + head + h
     active += embedding + head + h
     return ParamFacts(
@@ -466,13 +538,7 @@ def _estimate(
 ) -> EstimateFacts:
     """What the count of a model_type no family covers rests on: the concept keys it read,
     the keys it did not account for, and what it had to assume."""
-    model_type = cfg.get("model_type") or raw.get("model_type")
-    shown = (
-        f"model_type {str(model_type)[:60]!r} is"
-        if model_type
-        else "config.json names no model_type, so the architecture is"
-    )
-    shown += " not modelled: no family in checks/model_families.toml covers it, and"
+    shown = _unmodelled(cfg, raw) + " no family in checks/model_families.toml covers it, and"
     if foreign:  # Mamba / lightning-attention layers: counted as attention, a wrong number
         raise NotModelled(
             f"{shown} its {', '.join(foreign)} (a hybrid layer pattern) is not a concept the "
@@ -534,21 +600,26 @@ def _catalogued(cfg: dict[str, Any], raw: dict[str, Any]) -> Family | None:
     return load_families().by_model_type(model_type) if isinstance(model_type, str) else None
 
 
+def _unmodelled(cfg: dict[str, Any], raw: dict[str, Any]) -> str:
+    """The start of the NotModelled message of a model_type no family covers, up to its
+    reason: "model_type 'x' is not modelled:"."""
+    model_type = cfg.get("model_type") or raw.get("model_type")
+    shown = (
+        f"model_type {str(model_type)[:60]!r} is"
+        if model_type
+        else "config.json names no model_type, so the architecture is"
+    )
+    return f"{shown} not modelled:"
+
+
 def family_of(cfg: dict[str, Any], raw: dict[str, Any]) -> Family:
     """The catalogue family of this config's model_type; NotModelled when there is none."""
-    model_type = cfg.get("model_type") or raw.get("model_type")
-    data = load_families()
-    family = data.by_model_type(model_type) if isinstance(model_type, str) else None
+    family = _catalogued(cfg, raw)
     if family is None:
-        shown = (
-            f"model_type {str(model_type)[:60]!r} is"
-            if model_type
-            else "config.json names no model_type, so the architecture is"
-        )
         raise NotModelled(
-            f"{shown} not modelled: checks/model_families.toml has no layer layout for it "
-            f"(modelled: {', '.join(data.known())}); its parameter count and KV cache would "
-            "be a guess"
+            f"{_unmodelled(cfg, raw)} checks/model_families.toml has no layer layout for it "
+            f"(modelled: {', '.join(load_families().known())}); its parameter count and KV "
+            "cache would be a guess"
         )
     return family
 
@@ -596,10 +667,9 @@ _NEMOTRON_BLOCKS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
 
 
 def _pattern_error(field: str, value: object, where: int, known: str) -> NotModelled:
-    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
     return NotModelled(
-        f"config.json {field} has {shown} at layer {where}: not a layer kind this tool counts "
-        f"({known}); the model is not modelled"
+        f"config.json {field} has {_shown(value)} at layer {where}: not a layer kind this tool "
+        f"counts ({known}); the model is not modelled"
     )
 
 
@@ -705,49 +775,44 @@ def _mamba_need(cfg: dict[str, Any], family: Family, *names: str) -> int:
     return value
 
 
+# Each hybrid layout's config.json keys of the Mamba SSM state size, the causal-conv kernel
+# and (Mamba-2) the B/C groups; Jamba's Mamba (1) layers have no groups.
+_MAMBA_KEYS = {
+    "jamba": ("mamba_d_state", "mamba_d_conv", None),
+    "nemotron_h": ("ssm_state_size", "conv_kernel", "n_groups"),
+    "falcon_h1": ("mamba_d_state", "mamba_d_conv", "mamba_n_groups"),
+    "granite_hybrid": ("mamba_d_state", "mamba_d_conv", "mamba_n_groups"),
+}
+
+
 def _mamba_facts(cfg: dict[str, Any], family: Family, hidden: int, layers: int) -> MambaFacts:
-    dtype = cfg.get("mamba_ssm_cache_dtype")
-    ssm_dtype = dtype if isinstance(dtype, str) else None
+    state_key, conv_key, groups_key = _MAMBA_KEYS[family.layout]
     if family.layout == "jamba":
-        expand = _mamba_need(cfg, family, "mamba_expand")
-        return MambaFacts(
-            kind="mamba1",
-            layers=layers,
-            d_inner=expand * hidden,
-            state_size=_mamba_need(cfg, family, "mamba_d_state"),
-            conv_kernel=_mamba_need(cfg, family, "mamba_d_conv"),
-        )
-    if family.layout == "nemotron_h":
+        nh = hd = 0
+        d_inner = _mamba_need(cfg, family, "mamba_expand") * hidden
+    elif family.layout == "nemotron_h":
         nh = _mamba_need(cfg, family, "mamba_num_heads")
         hd = _mamba_need(cfg, family, "mamba_head_dim")
-        return MambaFacts(
-            kind="mamba2",
-            layers=layers,
-            d_inner=nh * hd,
-            state_size=_mamba_need(cfg, family, "ssm_state_size"),
-            conv_kernel=_mamba_need(cfg, family, "conv_kernel"),
-            num_heads=nh,
-            head_dim=hd,
-            n_groups=_mamba_need(cfg, family, "n_groups"),
-            ssm_cache_dtype=ssm_dtype,
-        )
-    nh = _mamba_need(cfg, family, "mamba_n_heads")
-    hd = _int(cfg, "mamba_d_head") or 0
-    d_inner = _int(cfg, "mamba_d_ssm") or 0
-    if not d_inner:
-        d_inner = nh * hd if hd else _mamba_need(cfg, family, "mamba_expand") * hidden
-    if not hd:
-        hd = d_inner // nh
+        d_inner = nh * hd
+    else:  # Falcon-H1, Granite 4.0-H
+        nh = _mamba_need(cfg, family, "mamba_n_heads")
+        hd = _int(cfg, "mamba_d_head") or 0
+        d_inner = _int(cfg, "mamba_d_ssm") or 0
+        if not d_inner:
+            d_inner = nh * hd if hd else _mamba_need(cfg, family, "mamba_expand") * hidden
+        if not hd:
+            hd = d_inner // nh
+    dtype = cfg.get("mamba_ssm_cache_dtype")
     return MambaFacts(
-        kind="mamba2",
+        kind="mamba2" if groups_key else "mamba1",
         layers=layers,
         d_inner=d_inner,
-        state_size=_mamba_need(cfg, family, "mamba_d_state"),
-        conv_kernel=_mamba_need(cfg, family, "mamba_d_conv"),
+        state_size=_mamba_need(cfg, family, state_key),
+        conv_kernel=_mamba_need(cfg, family, conv_key),
         num_heads=nh,
         head_dim=hd,
-        n_groups=_mamba_need(cfg, family, "mamba_n_groups"),
-        ssm_cache_dtype=ssm_dtype,
+        n_groups=_mamba_need(cfg, family, groups_key) if groups_key else 0,
+        ssm_cache_dtype=dtype if groups_key and isinstance(dtype, str) else None,
     )
 
 
@@ -772,19 +837,8 @@ def _pattern_text(h: HybridLayers) -> str:
     return f"{', '.join(parts)} of {len(h.mixers)} layers ({h.source})"
 
 
-def _hybrid_arch(
-    raw: dict[str, Any],
-    cfg: dict[str, Any],
-    nested: bool,
-    family: Family,
-    hybrid: HybridLayers,
-    architecture: str,
-    hidden: int,
-    heads: int,
-    kv_heads: int,
-    head_dim: int,
-    vocab: int,
-) -> ArchFacts:
+def _hybrid_arch(dims: _Dims, family: Family, hybrid: HybridLayers) -> ArchFacts:
+    cfg = dims.cfg
     layers = len(hybrid.mixers)
     mamba_layers = sum(1 for m in hybrid.mixers if "mamba" in m)
     attention_layers = sum(1 for m in hybrid.mixers if "attention" in m)
@@ -810,23 +864,13 @@ def _hybrid_arch(
             moe_layers=moe_layers,
             expert_intermediate_size=_int(cfg, "moe_intermediate_size", "intermediate_size"),
         )
-    dtype = cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype")
-    return ArchFacts(
-        architecture=architecture,
-        model_type=str(cfg.get("model_type") or raw.get("model_type") or "") or None,
-        hidden_size=hidden,
-        num_layers=layers,
-        num_attention_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        vocab_size=vocab,
+    return dims.arch(
+        layers,
+        attention_layers,
         max_position_embeddings=_int(cfg, "max_position_embeddings"),
-        dtype=dtype if isinstance(dtype, str) else None,
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        text_config=nested,
-        full_attention_layers=attention_layers,
         moe=moe,
-        mamba=_mamba_facts(cfg, family, hidden, mamba_layers) if mamba_layers else None,
+        mamba=_mamba_facts(cfg, family, dims.hidden, mamba_layers) if mamba_layers else None,
         family=family.name,
         layer_pattern=_pattern_text(hybrid),
     )
@@ -881,20 +925,17 @@ def _hybrid_params(raw: dict[str, Any], cfg: dict[str, Any], arch: ArchFacts) ->
     gated = family.layout != "nemotron_h"  # Nemotron-H: relu2 up/down, no gate
     width = 3 if gated else 2
     mlp = width * h * inter
-    moe_total = moe_active = routed = 0
+    experts = _NO_EXPERTS
     moe = arch.moe
     if moe is not None:
         mi = moe.expert_intermediate_size or inter
-        per_expert = width * h * mi
         router = h * moe.experts
         shared = 0
         if family.layout == "nemotron_h":
             router += moe.experts  # e_score_correction_bias
             si = _int(cfg, "moe_shared_expert_intermediate_size", default=0) or 0
             shared = moe.shared_experts * width * h * si
-        routed = moe.experts * per_expert
-        moe_total = routed + shared + router
-        moe_active = moe.experts_per_token * per_expert + shared + router
+        experts = _MoeWeights(width * h * mi, shared, router)
     # Granite 4.0-H: a shared (always-on) gated MLP in every layer beside the MoE block.
     shared_mlp = 3 * h * (_int(cfg, "shared_intermediate_size", default=0) or 0)
     if family.layout != "granite_hybrid":
@@ -902,25 +943,9 @@ def _hybrid_params(raw: dict[str, Any], cfg: dict[str, Any], arch: ArchFacts) ->
     norms = h if family.layout == "nemotron_h" else 2 * h
     mixer_params = {"attention": attn, "mamba2": mamba, "mamba1": mamba, "none": 0}
     mixer_params["attention+mamba2"] = attn + mamba
-    total = active = routed_all = 0
-    for mixer, ffn in zip(layout.mixers, layout.ffns, strict=True):
-        base = mixer_params[mixer] + norms + shared_mlp
-        if ffn == "moe":
-            total += base + moe_total
-            active += base + moe_active
-            routed_all += routed
-        else:
-            dense = mlp if ffn == "mlp" else 0
-            total += base + dense
-            active += base + dense
-    embedding = arch.vocab_size * h
-    head = 0 if arch.tie_word_embeddings else embedding
-    total += embedding + head + h
-    active += embedding + head + h
-    return ParamFacts(
-        source="config",
-        total=total,
-        active=active if moe is not None else total,
-        embedding=embedding,
-        routed_experts=routed_all,
-    )
+    dense_of = {"moe": None, "mlp": mlp, "none": 0}
+    layers = [
+        (mixer_params[mixer] + norms + shared_mlp, dense_of[ffn])
+        for mixer, ffn in zip(layout.mixers, layout.ffns, strict=True)
+    ]
+    return _counted(arch, layers, experts)

@@ -146,11 +146,24 @@ class DirectoryFiles:
 
 
 @dataclass
-class _Tally:
+class _Params:
+    """Parameters counted: all of them, those of routed experts, of the embedding table and
+    of multi-token-prediction layers."""
+
     total: int = 0
     routed: int = 0
     embedding: int = 0
     mtp: int = 0
+
+    def add(self, other: _Params) -> None:
+        self.total += other.total
+        self.routed += other.routed
+        self.embedding += other.embedding
+        self.mtp += other.mtp
+
+
+@dataclass
+class _Tally(_Params):
     weights_bytes: int = 0
     tensors: int = 0
     bytes_by_dtype: Counter[str] = field(default_factory=Counter)
@@ -223,13 +236,9 @@ _ROUTED = re.compile("|".join(map(re.escape, _ROUTED_PARTS)))
 
 
 @dataclass
-class _Shard:
+class _Shard(_Params):
     """One shard's sums, added to the tally once all of its tensors passed the checks."""
 
-    total: int = 0
-    routed: int = 0
-    embedding: int = 0
-    mtp: int = 0
     weights: int = 0
     # Plain dicts: a Counter's construction and update cost ~10 us a shard.
     by_dtype: dict[str, int] = field(default_factory=dict)
@@ -265,10 +274,7 @@ def _fold(
             del chunk
             _fold_chunk(tally, shard, names, values, data_bytes, method, mtp_layer)
     check_overlaps(entries)
-    tally.total += shard.total
-    tally.routed += shard.routed
-    tally.embedding += shard.embedding
-    tally.mtp += shard.mtp
+    tally.add(shard)
     tally.weights_bytes += shard.weights
     tally.tensors += len(entries)
     for dtype, nbytes in shard.by_dtype.items():

@@ -100,6 +100,14 @@ class ChildRun:
             self.done = True
 
 
+def _command(child_argv: Sequence[str] | None) -> Sequence[str] | None:
+    """The child's command: ``child_argv`` as given (a test's), else this interpreter running
+    CHILD_MODULE; None where libcuda does not load (no child need start)."""
+    if child_argv is not None:
+        return child_argv
+    return [sys.executable, "-m", CHILD_MODULE] if _can_dlopen(CUDA_LIBRARY) else None
+
+
 def _ended(result: ChildResult, run: ChildRun, limit: float) -> str:
     where = f" at {run.stages[-1]}" if run.stages else ""
     if result.ending == "start-failed":
@@ -199,10 +207,9 @@ def run_collective(
     deadlines start at the gate, as a pair's run later would."""
     if gpu_count < 2:
         return Unavailable("skipped:one GPU: no collective")
+    child_argv = _command(child_argv)
     if child_argv is None:
-        if not _can_dlopen(CUDA_LIBRARY):
-            return Unavailable("libcuda-not-found")
-        child_argv = [sys.executable, "-m", CHILD_MODULE]
+        return Unavailable("libcuda-not-found")
     library = library or find_nccl_library()
     started = time.monotonic()
     deadline = started + timeout_s
@@ -493,10 +500,9 @@ def run_link_load(
     """Each GPU's PCIe link, read under host-to-device copies, within ``timeout_s``."""
     if gpu_count < 1:
         return Unavailable("skipped:no GPU")
+    child_argv = _command(child_argv)
     if child_argv is None:
-        if not _can_dlopen(CUDA_LIBRARY):
-            return Unavailable("libcuda-not-found")
-        child_argv = [sys.executable, "-m", CHILD_MODULE]
+        return Unavailable("libcuda-not-found")
     started = time.monotonic()
     job = LinkLoadJob(gpus=list(range(gpu_count)), seconds=seconds)
     child, result = _child(child_argv, job, timeout_s, {})

@@ -16,6 +16,7 @@ from typing import Literal
 
 import msgspec
 
+from blackwell_doctor.collect.probe.lines import FatalLine as FatalLine
 from blackwell_doctor.collect.probe.lines import LineCodec
 
 Stage = Literal[
@@ -104,12 +105,6 @@ class HandleLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", t
     attribute read)."""
 
     multicast: bool | None = None
-
-
-class FatalLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="fatal"):
-    """Nothing could run (no driver, no NCCL, a GPU missing): a reason token."""
-
-    reason: str
 
 
 class StageLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="stage"):

@@ -1,5 +1,6 @@
-"""The JSON-lines codec both probe protocols use (:mod:`.protocol`, :mod:`.p2p_protocol`):
-one line per message, and a line the parent cannot decode is ignored, not an error.
+"""The JSON-lines codec the probe protocols use (:mod:`.protocol`, :mod:`.p2p_protocol`,
+:mod:`.collective_protocol`): one line per message, and a line the parent cannot decode is
+ignored, not an error; and the one message all three send alike, :class:`FatalLine`.
 
 Imported by the children at start-up: msgspec only."""
 
@@ -27,3 +28,10 @@ class LineCodec(Generic[L]):
             return self._decoder.decode(raw)
         except msgspec.DecodeError:
             return None
+
+
+class FatalLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="fatal"):
+    """Nothing could run in the child (cuInit failed, no device, no NCCL, a GPU missing): a
+    reason token, and the whole result is unavailable."""
+
+    reason: str

@@ -203,12 +203,8 @@ def _failure_reason(
         if limit < pair_timeout_s:  # cut short by the overall deadline, not the pair's own
             return f"p2p-overall-timeout:{timeout_s:g}s{where}"
         return f"p2p-timeout:{pair_timeout_s:g}s{where}"
-    code = result.returncode if result.returncode is not None else 0
-    if code < 0:
-        return f"p2p-crashed:signal-{-code}{where}"
-    if code > 0:
-        return f"p2p-crashed:rc={code}{where}"
-    return f"p2p-child-exited-early{where}"
+    crash = result.crash()
+    return f"p2p-crashed:{crash}{where}" if crash else f"p2p-child-exited-early{where}"
 
 
 # --------------------------------------------------------------------------- the facts

@@ -14,6 +14,7 @@ from typing import Literal
 
 import msgspec
 
+from blackwell_doctor.collect.probe.lines import FatalLine as FatalLine
 from blackwell_doctor.collect.probe.lines import LineCodec
 
 # Stages, in the order the child runs them.
@@ -62,12 +63,6 @@ class P2PJob(msgspec.Struct, frozen=True, kw_only=True):
 
 class DevicesLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="devices"):
     count: int
-
-
-class FatalLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="fatal"):
-    """Nothing can be tested on this host (no driver, no device): a reason token."""
-
-    reason: str
 
 
 class StageLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="stage"):

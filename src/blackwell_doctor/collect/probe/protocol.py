@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
+from blackwell_doctor.collect.probe.lines import FatalLine as FatalLine
 from blackwell_doctor.collect.probe.lines import LineCodec
 from blackwell_doctor.facts.document import ClockSample, Unavailable
 
@@ -83,12 +84,6 @@ class TileLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag
     macs_per_s: float | None = None
     # NVML readings taken while this tile's timed launches ran (Job.sample_clocks).
     samples: list[ClockSample] = msgspec.field(default_factory=list)
-
-
-class FatalLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="fatal"):
-    """Nothing can be probed (cuInit failed, no device): the whole result is unavailable."""
-
-    reason: str
 
 
 class RestartLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="event", tag="restart"):

@@ -149,12 +149,7 @@ def _failure_reason(result: ChildResult, step_timeout_s: float, timeout_s: float
         return f"probe-timeout:{step_timeout_s:g}s"
     if result.ending == "timeout":
         return f"probe-timeout:{timeout_s:g}s"
-    code = result.returncode if result.returncode is not None else 0
-    if code < 0:
-        return f"probe-crashed:signal-{-code}"
-    if code > 0:
-        return f"probe-crashed:rc={code}"
-    return "probe-crashed:exited-early"
+    return f"probe-crashed:{result.crash() or 'exited-early'}"
 
 
 def run_probes(

@@ -11,12 +11,14 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
 from blackwell_doctor.facts.stack import GpuPackage
 
 CACHE_VERSION = 2
+_F = TypeVar("_F")
 
 
 class CachedScan(msgspec.Struct, array_like=True):
@@ -42,11 +44,8 @@ def default_cache_path(environ: Mapping[str, str]) -> Path:
 
 
 def load_cache(path: Path) -> dict[str, CachedScan]:
-    try:
-        doc = msgspec.json.decode(path.read_bytes(), type=_CacheFile)
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        return {}
-    return doc.files if doc.version == CACHE_VERSION else {}
+    doc = _read(path, _CacheFile)
+    return doc.files if doc is not None and doc.version == CACHE_VERSION else {}
 
 
 def save_cache(path: Path, files: dict[str, CachedScan]) -> None:
@@ -76,11 +75,8 @@ def default_image_cache_path(environ: Mapping[str, str]) -> Path:
 
 
 def load_image_cache(path: Path) -> dict[str, CachedImage]:
-    try:
-        doc = msgspec.json.decode(path.read_bytes(), type=_ImageCacheFile)
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        return {}
-    return doc.images if doc.version == IMAGE_CACHE_VERSION else {}
+    doc = _read(path, _ImageCacheFile)
+    return doc.images if doc is not None and doc.version == IMAGE_CACHE_VERSION else {}
 
 
 def save_image(path: Path, image_id: str, entry: CachedImage) -> None:
@@ -90,6 +86,15 @@ def save_image(path: Path, image_id: str, entry: CachedImage) -> None:
     images[image_id] = entry
     kept = dict(list(images.items())[-MAX_IMAGES:])
     _write(path, msgspec.json.encode(_ImageCacheFile(IMAGE_CACHE_VERSION, kept)))
+
+
+def _read(path: Path, kind: type[_F]) -> _F | None:
+    """The cache file at ``path`` as ``kind``; None when it cannot be read or decoded (the
+    cache is started afresh)."""
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=kind)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def _write(path: Path, data: bytes) -> None:
