@@ -130,41 +130,22 @@ def check_options(request: BenchRequest) -> None:
     _check_rate_options(request)
     _check_trace_options(request)
     if request.compare is not None:
-        refuse_first(
-            (
-                (
-                    len(request.compare) < 2,
-                    "--compare needs two run files or more: BEFORE AFTER [MORE...]",
-                ),
-                (
-                    request.facts_file is not None,
-                    "--facts pins a measured run; --compare reads run files",
-                ),
-                (request.url is not None, "--compare reads two run files; it does not take --url"),
-                (
-                    request.compare_urls is not None,
-                    "--compare reads two run files; --compare-urls measures two servers",
-                ),
-                (
-                    request.repeat != 1,
-                    "--repeat measures; --compare reads run files (give --repeat to bench)",
-                ),
-            )
-        )
+        if len(request.compare) < 2:
+            raise UserError("--compare needs two run files or more: BEFORE AFTER [MORE...]")
+        if request.facts_file is not None:
+            raise UserError("--facts pins a measured run; --compare reads run files")
+        if request.url is not None:
+            raise UserError("--compare reads two run files; it does not take --url")
+        if request.compare_urls is not None:
+            raise UserError("--compare reads two run files; --compare-urls measures two servers")
+        if request.repeat != 1:
+            raise UserError("--repeat measures; --compare reads run files (give --repeat to bench)")
         return
     if request.compare_urls is not None:
-        refuse_first(
-            (
-                (
-                    request.url is not None,
-                    "--compare-urls measures its two URLs; it does not take --url",
-                ),
-                (
-                    request.soak is not None,
-                    "--soak holds one server's load; it does not take --compare-urls",
-                ),
-            )
-        )
+        if request.url is not None:
+            raise UserError("--compare-urls measures its two URLs; it does not take --url")
+        if request.soak is not None:
+            raise UserError("--soak holds one server's load; it does not take --compare-urls")
     elif request.fail_on_regression_pct is not None:
         raise UserError("--fail-on-regression applies to --compare and --compare-urls")
     elif request.url is None:
@@ -187,13 +168,6 @@ def require_finite(options: Iterable[tuple[str, float | None]]) -> None:
             raise UserError(f"{name} must be a finite number, got {value}")
 
 
-def refuse_first(conflicts: Iterable[tuple[bool, str]]) -> None:
-    """A UserError with the reason of the first (given together, reason) that holds."""
-    for given, why in conflicts:
-        if given:
-            raise UserError(why)
-
-
 def _check_rate_options(request: BenchRequest) -> None:
     """The options of bench --rate that do not go together (before anything is read)."""
     if request.rate is None:
@@ -209,26 +183,14 @@ def _check_rate_options(request: BenchRequest) -> None:
                 "--slo judges the requests of a rate run: give --rate (or --compare two of them)"
             )
         return
-    refuse_first(
-        (
-            (
-                request.compare is not None,
-                "--rate measures; --compare reads run files (give --rate to bench)",
-            ),
-            (
-                request.soak is not None,
-                "--soak holds one shape's closed-loop load; it does not take --rate",
-            ),
-            (
-                len(request.shape_names) > 1,
-                "--rate measures one shape at several loads: give at most one --shape",
-            ),
-            (
-                request.slo_level_pct is not None and not request.slo,
-                "--slo-level is the share of requests meeting --slo: give --slo",
-            ),
-        )
-    )
+    if request.compare is not None:
+        raise UserError("--rate measures; --compare reads run files (give --rate to bench)")
+    if request.soak is not None:
+        raise UserError("--soak holds one shape's closed-loop load; it does not take --rate")
+    if len(request.shape_names) > 1:
+        raise UserError("--rate measures one shape at several loads: give at most one --shape")
+    if request.slo_level_pct is not None and not request.slo:
+        raise UserError("--slo-level is the share of requests meeting --slo: give --slo")
     rates_from(request)  # each rate, the arrival and the SLOs checked now
     if request.sweep_points is not None and request.rate.strip() != SWEEP_WORD:
         raise UserError("--sweep-points applies to --rate sweep")

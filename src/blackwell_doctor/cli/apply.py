@@ -108,9 +108,9 @@ def apply(
         int,
         bench_option(
             "--repeat",
-            "Bench the baseline and the new container N times each; the gate then "
+            help="Bench the baseline and the new container N times each; the gate then "
             "allows at least the noise floor those runs measure.",
-            _VERIFY,
+            panel=_VERIFY,
         ),
     ] = 1,
     gate_metrics: Annotated[
@@ -137,21 +137,29 @@ def apply(
     ] = None,
     shapes_file: Annotated[
         Path | None,
-        bench_option("--shapes", "Bench shapes file ([shape.NAME] tables, as for bench).", _VERIFY),
+        bench_option(
+            "--shapes", help="Bench shapes file ([shape.NAME] tables, as for bench).", panel=_VERIFY
+        ),
     ] = None,
     shape_names: Annotated[
         list[str] | None,
         bench_option(
-            "--shape", "Bench this shape (repeatable; default short, long, concurrent).", _VERIFY
+            "--shape",
+            help="Bench this shape (repeatable; default short, long, concurrent).",
+            panel=_VERIFY,
         ),
     ] = None,
-    seed: Annotated[int, bench_option("--seed", "Seed of the bench prompts.", _VERIFY)] = 0,
+    seed: Annotated[
+        int, bench_option("--seed", help="Seed of the bench prompts.", panel=_VERIFY)
+    ] = 0,
     requests: Annotated[
-        int | None, bench_option("--requests", "Measured requests per shape.", _VERIFY)
+        int | None, bench_option("--requests", help="Measured requests per shape.", panel=_VERIFY)
     ] = None,
     request_timeout: Annotated[
         float,
-        bench_option("--request-timeout", "Deadline of each bench request in seconds.", _VERIFY),
+        bench_option(
+            "--request-timeout", help="Deadline of each bench request in seconds.", panel=_VERIFY
+        ),
     ] = 300.0,
     no_warm_start: Annotated[
         bool,

@@ -86,17 +86,17 @@ def register(app: typer.Typer) -> None:
         fmt: Annotated[BenchFormat, format_option("Output format on stdout.")] = BenchFormat.RICH,
         shapes_file: Annotated[
             Path | None,
-            bench_option("--shapes", "A TOML file of extra shapes ([shape.NAME] tables)."),
+            bench_option("--shapes", help="A TOML file of extra shapes ([shape.NAME] tables)."),
         ] = None,
         shape_names: Annotated[
             list[str] | None,
             bench_option(
-                "--shape", "Measure this shape (repeatable; default short, long, concurrent)."
+                "--shape", help="Measure this shape (repeatable; default short, long, concurrent)."
             ),
         ] = None,
-        seed: Annotated[int, bench_option("--seed", "Seed of the synthetic prompts.")] = 0,
+        seed: Annotated[int, bench_option("--seed", help="Seed of the synthetic prompts.")] = 0,
         requests: Annotated[
-            int | None, bench_option("--requests", "Measured requests per shape.")
+            int | None, bench_option("--requests", help="Measured requests per shape.")
         ] = None,
         duration: Annotated[
             float | None,
@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
             float,
             bench_option(
                 "--request-timeout",
-                "Deadline of each request in seconds; past it the request is 'stalled'.",
+                help="Deadline of each request in seconds; past it the request is 'stalled'.",
             ),
         ] = 300.0,
         api_key: Annotated[
@@ -186,7 +186,7 @@ def register(app: typer.Typer) -> None:
             int,
             bench_option(
                 "--repeat",
-                "Measure each server N times (taking turns with --compare-urls); the "
+                help="Measure each server N times (taking turns with --compare-urls); the "
                 "document keeps every run and their noise floor (A/A calibration).",
             ),
         ] = 1,

@@ -151,7 +151,7 @@ _BENCH_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
-def bench_option(name: str, help: str, panel: str | None = None) -> Any:
+def bench_option(name: str, *, help: str, panel: str | None = None) -> Any:
     return typer.Option(name, help=help, rich_help_panel=panel, **_BENCH_OPTIONS[name])
 
 
