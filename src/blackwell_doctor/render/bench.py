@@ -32,6 +32,7 @@ from blackwell_doctor.report.bench import (
     Capacity,
     CompareDocument,
     Comparison,
+    Scorecard,
     ShapeResult,
     SoakResult,
     Stats,
@@ -622,6 +623,7 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> list[Item]:
         ["overall", w(sc.overall)],
     ]
     out += _table(card, markdown=markdown)
+    out += _rollup_reason_lines(sc, markdown=markdown)
     out.append("")
     rows = [
         [
@@ -817,6 +819,19 @@ def _ladder(doc: LadderDocument, *, markdown: bool) -> list[Item]:
     for regression in doc.regressions:
         out.append(f"regression: {w(regression)}")
     return out
+
+
+def _rollup_reason_lines(sc: Scorecard, *, markdown: bool) -> list[Item]:
+    """A line under the scorecard for each "not comparable" roll-up: why (issue 40). In
+    Markdown a list after a blank line, as :func:`_reason_lines`."""
+    if isinstance(sc.reasons, msgspec.UnsetType):
+        return []
+    w = _words(markdown)
+    lines: list[Item] = [
+        f"{'- ' if markdown else ''}{w(key)}: {w(getattr(sc, key))}: {w(reason)}"
+        for key, reason in sc.reasons.items()
+    ]
+    return ([""] if markdown and lines else []) + lines
 
 
 def _reason_lines(rows: Sequence[Comparison], where: str, *, markdown: bool) -> list[Item]:
