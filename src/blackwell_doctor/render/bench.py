@@ -42,7 +42,7 @@ from blackwell_doctor.report.bench import (
     TraceResult,
     group_reasons,
 )
-from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison
+from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison, command_line
 from blackwell_doctor.report.bench_ladder import LadderDocument
 from blackwell_doctor.report.sanitize import json_safe, sanitize_line, scrub
 
@@ -705,6 +705,12 @@ def _environment_lines(env: Environment, *, markdown: bool) -> list[Item]:
     if env.server_config:
         server.append(f"{len(env.server_config)} configuration values")
     out: list[Item] = ["environment: server " + ", ".join(server)]
+    if not isinstance(env.server_args, msgspec.UnsetType):
+        args = env.server_args
+        image = f", image {w(args.image)}" if args.image else ""
+        out.append(
+            f"environment: launched as {w(command_line(args.argv))} ({w(args.source)}{image})"
+        )
     if env.server_unavailable:
         out.append("environment: not answered: " + "; ".join(w(u) for u in env.server_unavailable))
     host = env.host
