@@ -220,12 +220,54 @@ def test_a_run_pins_what_the_server_says(
     }
     assert env["server_config"]["vllm:cache_config_info.block_size"] == "128"
     assert env["server_unavailable"] == []
+    # The server is this process (the test's): no launch arguments of a server to record.
+    assert "server_args" not in env
     # The server is on this host: its host half is collected here, secrets redacted.
     host = env["host"]
     assert host["source"] == "this host"
     assert host["env"]["VLLM_USE_FLASHINFER_SAMPLER"] == "1"
     assert host["env"]["HF_TOKEN"] == "<redacted>"
     assert env["host_missing"] is None
+
+
+def test_a_server_on_this_host_records_its_launch_arguments_or_why_not(
+    replay: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 40: what collect/bench/server_args.py reads of the listener (its own tests run
+    # it against a real child process) goes into the run document and its views.
+    from blackwell_doctor.collect.bench import server_args
+    from blackwell_doctor.report.bench_env import ServerArgs
+
+    url = replay()
+    port = int(url.rsplit(":", 1)[1])
+    seen: list[int] = []
+
+    def found(p: int) -> tuple[ServerArgs | None, str | None]:
+        seen.append(p)
+        return ServerArgs(source="process 4242 on this host", argv=["vllm", "serve", "M"]), None
+
+    monkeypatch.setattr(server_args, "on_this_host", found)
+    env = _bench(url, tmp_path, capsys)["environment"]
+    assert seen == [port]
+    assert env["server_args"] == {
+        "source": "process 4242 on this host",
+        "argv": ["vllm", "serve", "M"],
+        "image": None,
+    }
+    assert env["server_unavailable"] == []
+
+    def unreadable(p: int) -> tuple[ServerArgs | None, str | None]:
+        return None, f"port {p} is held by a process of uid 0 whose open files ..."
+
+    monkeypatch.setattr(server_args, "on_this_host", unreadable)
+    env = _bench(url, tmp_path, capsys)["environment"]
+    assert "server_args" not in env
+    assert env["server_unavailable"] == [
+        f"launch arguments: port {port} is held by a process of uid 0 whose open files ..."
+    ]
 
 
 def test_a_server_without_version_says_so_and_facts_give_the_host(

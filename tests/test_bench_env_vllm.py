@@ -49,8 +49,19 @@ def test_a_run_pins_the_servers_version_config_hash_model_and_cache_config(
     assert config["vllm:cache_config_info.block_size"] == block.group(1)
     assert "vllm:cache_config_info.engine" not in config
     assert config["python_info.version"].startswith("3.")
-    # A loopback server: the host half is this host's.
+    # A loopback server: the host half is this host's, and its launch arguments are read
+    # from the process listening on the port (issue 40; ci/vllm-cpu-server.sh starts it as
+    # this user). vLLM may retitle its process (setproctitle), so only the source is pinned
+    # here, and the port where the command line still has it.
     assert env["host"]["source"] == "this host"
+    args = env.get("server_args")
+    assert args is not None, env["server_unavailable"]
+    assert args["source"].startswith("process "), args
+    assert args["argv"], args
+    from blackwell_doctor.report.bench_env import launch_flags
+
+    port = launch_flags(args["argv"])[1].get("--port")
+    assert port in (None, vllm_url.rsplit(":", 1)[1]), args
     # Two runs of the unchanged server: nothing recorded differs.
     again = tmp_path / "again.json"
     proc = bench(*one_shape(vllm_url, shapes_file(tmp_path), "tiny-short", again))

@@ -56,6 +56,7 @@ from blackwell_doctor.report.bench_env import (
     Environment,
     HostPin,
     ModelPin,
+    ServerArgs,
     cut,
     host_from_facts,
 )
@@ -213,6 +214,9 @@ class BenchConfig:
     host_facts: Facts | None = None
     host_source: str | None = None
     container_image: str | None = None  # apply --verify: the image the server runs from
+    # apply --verify: how it launched the server (its spec's container); None: read from
+    # this host when the server is on it (collect/bench/server_args.py).
+    server_args: ServerArgs | None = None
     # bench --rate: one shape at several loads (app/sweep.py) instead of each shape once.
     load: RateLoad | None = None
     # bench --multi-turn N: each user's requests are conversations of N turns (app.multiturn).
@@ -853,6 +857,9 @@ async def _pin(
             owned_by=_text_of(entry.get("owned_by")),
         )
     host, missing = await _host_pin(config, srv.endpoint)
+    args, no_args = await _server_args(config, srv.endpoint)
+    if no_args is not None:
+        unavailable.append(f"launch arguments: {no_args}")
     return Environment(
         server_version=version,
         model=pin,
@@ -860,7 +867,31 @@ async def _pin(
         server_unavailable=[srv.scrub(u) for u in unavailable],
         host=host,
         host_missing=missing,
+        server_args=(
+            msgspec.UNSET
+            if args is None
+            else msgspec.structs.replace(args, argv=[srv.scrub(a) for a in args.argv])
+        ),
     )
+
+
+async def _server_args(
+    config: BenchConfig, endpoint: Endpoint
+) -> tuple[ServerArgs | None, str | None]:
+    """The server's launch arguments: apply --verify's, else read on this host when the
+    server is on it (in a thread: /proc and the Docker API); (None, None) for a remote one."""
+    if config.server_args is not None:
+        return config.server_args, None
+    if not is_loopback(endpoint):
+        return None, None
+    from blackwell_doctor.collect.bench import server_args
+
+    parts = urllib.parse.urlsplit(endpoint.base)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None, None
+    return await asyncio.to_thread(server_args.on_this_host, port)
 
 
 def is_loopback(endpoint: Endpoint) -> bool:

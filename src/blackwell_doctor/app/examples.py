@@ -4,7 +4,7 @@ and the ``examples`` listing. A name or a part that does not exist is a UserErro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -155,3 +155,71 @@ def _inputs(example: Example, catalogue: ExampleCatalogue | None = None) -> Exam
         nodes = [cat.named(n) for n in example.nodes]
         return replace(host, nodes=tuple(_inputs(n, cat) for n in nodes if n is not None))
     return replace(host, nodes=(host,) if example.facts else ())
+
+
+# How the examples folder is written in what an --example command prints (issue 40: the
+# outputs carried this machine's site-packages path), and how each format writes it.
+SHOWN = "<examples>"
+_ESCAPED = {"html": "&lt;examples&gt;", "junit": "&lt;examples&gt;"}
+_COMMAND_FORMATS = ("rich", "markdown", "shell", "compose")
+_COMMENTED = ("shell", "compose")
+
+
+def _roots() -> list[str]:
+    """The examples folder as a path may spell it (as found, and resolved), longest first."""
+    root = example_path("")
+    return sorted({str(root), str(root.resolve())}, key=len, reverse=True)
+
+
+def _in_markdown(text: str, root: str) -> str:
+    """``root`` written as <examples> in Markdown: as typed in a code span or a fenced block,
+    escaped elsewhere (CommonMark 6.6: ``<examples>`` alone is a raw HTML tag, which a
+    ticket would drop)."""
+    out = []
+    fenced = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif root in line:
+            if fenced:
+                line = line.replace(root, SHOWN)
+            else:
+                parts = line.split("`")  # odd parts are inside a code span
+                line = "`".join(
+                    p.replace(root, SHOWN if i % 2 else "\\" + SHOWN) for i, p in enumerate(parts)
+                )
+        out.append(line)
+    return "\n".join(out)
+
+
+def shown(text: str, fmt: str, *, command: bool = False) -> str:
+    """What an ``--example`` command prints, with the examples folder's absolute path
+    written as <examples> (display only: the facts judged and a launch's mounts keep the
+    real path), escaped as ``fmt`` (a format's value: rich, json, markdown, html, ...)
+    needs. Where a command to paste is shown (``command``), one line says what <examples>
+    stands for (a comment in a script or a compose file)."""
+    found = False
+    for root in _roots():
+        if root not in text:
+            continue
+        found = True
+        if fmt == "markdown":
+            text = _in_markdown(text, root)
+        else:
+            text = text.replace(root, _ESCAPED.get(fmt, SHOWN))
+    if found and command and fmt in _COMMAND_FORMATS:
+        line = load_examples().words.stands_for
+        if fmt in _COMMENTED:
+            line = "# " + line
+        elif fmt == "markdown":
+            # A paragraph of its own; it starts with <examples>, raw HTML in Markdown.
+            line = "\n\\" + line
+        text = text.rstrip("\n") + "\n" + line + "\n"
+    return text
+
+
+def shown_pieces(pieces: Iterator[str], fmt: str) -> Iterator[str]:
+    """:func:`shown` of each piece of a streamed document (fleet's JSON: a path is inside
+    one node's piece)."""
+    for piece in pieces:
+        yield shown(piece, fmt)

@@ -30,6 +30,7 @@ import msgspec
 from blackwell_doctor import TOOL_NAME
 from blackwell_doctor.recommend.launch import LaunchSpec, reachable_host
 from blackwell_doctor.report.bench import BenchRun, CompareDocument
+from blackwell_doctor.report.bench_env import ServerArgs
 from blackwell_doctor.ruledata.shapes import Shape
 from blackwell_doctor.rules import gate as gates
 from blackwell_doctor.rules.compare import CAPACITY
@@ -335,6 +336,7 @@ def bench(
     label: str,
     image: str | None = None,
     plan: Plan | None = None,
+    server_args: ServerArgs | None = None,
 ) -> tuple[BenchRun, bool]:
     """``settings.repeat`` bench runs against ``url``, one document (with more than one,
     its runs and their noise floor); (document, interrupted). Ctrl-C is re-raised after
@@ -355,6 +357,7 @@ def bench(
         requests=settings.requests,
         deadline_s=settings.request_timeout_s,
         container_image=image,
+        server_args=server_args,
         load=settings.load,
     )
     runs: list[BenchRun] = []
@@ -400,6 +403,15 @@ def image_of(container: Any) -> str | None:
     if not parts:
         return None
     return parts[0] if len(parts) == 1 or parts[0] == parts[1] else f"{parts[0]} ({parts[1]})"
+
+
+def launch_args(container: Any, source: str) -> ServerArgs | None:
+    """How a container runs its server (the Docker API's Path and Args: for the new one,
+    the spec apply --verify launched), as the bench run pins it."""
+    from blackwell_doctor.collect.bench.server_args import from_container
+
+    attrs = getattr(container, "attrs", None)
+    return from_container(attrs, source) if isinstance(attrs, dict) else None
 
 
 # --------------------------------------------------------------------------- record
@@ -558,7 +570,12 @@ def run_verified(
                 baseline_url, since=time.perf_counter(), deadline_s=settings.first_token_timeout_s
             )
             doc, _ = bench(
-                baseline_url, settings, say=say, label="baseline", image=image_of(current)
+                baseline_url,
+                settings,
+                say=say,
+                label="baseline",
+                image=image_of(current),
+                server_args=launch_args(current, f"container {spec.name}"),
             )
         except FirstTokenTimeout as exc:
             doc = None
@@ -624,6 +641,9 @@ def run_verified(
                 label="new",
                 image=image_of(container),
                 plan=_plan_of(progress.baseline),
+                server_args=launch_args(
+                    container, f"apply --verify's launch spec (container {spec.name})"
+                ),
             )
         except KeyboardInterrupt as exc:
             partial = getattr(exc, "partial", None)

@@ -279,7 +279,13 @@ def apply(
         pull_progress=pull_bar if sys.stderr.isatty() else None,
     )
     if outcome.output:
-        write(outcome.output)
+        # --example: the examples folder as <examples>, not this machine's path.
+        if example is not None:
+            from blackwell_doctor.app.examples import shown
+
+            write(shown(outcome.output, "rich", command=True))
+        else:
+            write(outcome.output)
     raise typer.Exit(int(outcome.exit_code))
 
 

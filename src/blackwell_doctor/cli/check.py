@@ -89,6 +89,10 @@ def check(
 
         timing = RunTiming(started_at=started_at, duration_s=time.monotonic() - clock)
     text = render(report, fmt, color=color, verbose=verbose, timing=timing, width=width)
+    if example is not None:  # the examples folder as <examples>, not this machine's path
+        from blackwell_doctor.app.examples import shown
+
+        text = shown(text, fmt.value)
     write(text, output)
     if writes_to_file(output):
         s = report.summary

@@ -129,6 +129,12 @@ def register(app: typer.Typer) -> None:
             text = render_fleet(
                 report, fmt, color=color, verbose=verbose, timing=timing, width=width
             )
+        if example is not None:  # the examples folder as <examples>, not this machine's path
+            from blackwell_doctor.app.examples import shown, shown_pieces
+
+            text = (
+                shown(text, fmt.value) if isinstance(text, str) else shown_pieces(text, fmt.value)
+            )
         # Not one node judged (exit 2, like an unreadable --facts): a report of nothing must
         # not replace the last good one at --output.
         failed = "not one node could be judged" if report.summary.nodes == 0 else None

@@ -85,7 +85,12 @@ def model(
             utilization=utilization,
         )
     )
-    write(render_model(report, fmt, width=terminal_width(output)), output)
+    text = render_model(report, fmt, width=terminal_width(output))
+    if example is not None:  # the examples folder as <examples>, not this machine's path
+        from blackwell_doctor.app.examples import shown
+
+        text = shown(text, fmt.value)
+    write(text, output)
     raise typer.Exit(report.exit_code)
 
 

@@ -79,6 +79,10 @@ def recommend(
 
             hint = "; " + no_gpu_hint(f"recommend -f {fmt.value}")
         raise UserError(f"--format {fmt.value}: {exc}{hint}") from None
+    if example is not None:  # the examples folder as <examples>, not this machine's path
+        from blackwell_doctor.app.examples import shown
+
+        text = shown(text, fmt.value, command=True)
     write(text, output)
 
 

@@ -38,6 +38,7 @@ from blackwell_doctor.report.bench import (
     Capacity,
     CompareDocument,
     Comparison,
+    Scorecard,
     ShapeResult,
     SoakResult,
     Stats,
@@ -47,7 +48,7 @@ from blackwell_doctor.report.bench import (
     TraceResult,
     group_reasons,
 )
-from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison
+from blackwell_doctor.report.bench_env import Environment, EnvironmentComparison, command_line
 from blackwell_doctor.report.bench_ladder import LadderDocument
 from blackwell_doctor.report.sanitize import json_safe, sanitize_line, scrub
 
@@ -624,6 +625,7 @@ def _compare(doc: CompareDocument, *, markdown: bool) -> list[Item]:
         ["overall", w(sc.overall)],
     ]
     out += _table(card, markdown=markdown)
+    out += _rollup_reason_lines(sc, markdown=markdown)
     out.append("")
     rows = [
         [
@@ -693,6 +695,12 @@ def _environment_lines(env: Environment, *, markdown: bool) -> list[Item]:
     if env.server_config:
         server.append(f"{len(env.server_config)} configuration values")
     out: list[Item] = ["environment: server " + ", ".join(server)]
+    if not isinstance(env.server_args, msgspec.UnsetType):
+        args = env.server_args
+        image = f", image {w(args.image)}" if args.image else ""
+        out.append(
+            f"environment: launched as {w(command_line(args.argv))} ({w(args.source)}{image})"
+        )
     if env.server_unavailable:
         out.append("environment: not answered: " + "; ".join(w(u) for u in env.server_unavailable))
     host = env.host
@@ -807,6 +815,19 @@ def _ladder(doc: LadderDocument, *, markdown: bool) -> list[Item]:
     for regression in doc.regressions:
         out.append(f"regression: {w(regression)}")
     return out
+
+
+def _rollup_reason_lines(sc: Scorecard, *, markdown: bool) -> list[Item]:
+    """A line under the scorecard for each "not comparable" roll-up: why (issue 40). In
+    Markdown a list after a blank line, as :func:`_reason_lines`."""
+    if isinstance(sc.reasons, msgspec.UnsetType):
+        return []
+    w = _words(markdown)
+    lines: list[Item] = [
+        f"{'- ' if markdown else ''}{w(key)}: {w(getattr(sc, key))}: {w(reason)}"
+        for key, reason in sc.reasons.items()
+    ]
+    return ([""] if markdown and lines else []) + lines
 
 
 def _reason_lines(rows: Sequence[Comparison], where: str, *, markdown: bool) -> list[Item]:

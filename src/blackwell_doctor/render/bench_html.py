@@ -871,6 +871,11 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
         # subtitle, above "overall worse").
         paragraph(f"exit {doc.exit_code}", "exit"),
     ]
+    if not isinstance(sc.reasons, msgspec.UnsetType):
+        body[2:2] = [
+            paragraph(f"{key}: {getattr(sc, key)}: {reason}", "note")
+            for key, reason in sc.reasons.items()
+        ]
     body += [paragraph(f"regression: {r}", "finding") for r in doc.regressions]
     body += [
         paragraph(f"errors {side}: " + counts_text(errors))

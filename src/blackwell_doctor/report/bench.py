@@ -26,7 +26,8 @@ ESTIMATED = "estimated"
 # and the verdict "within the noise floor". Since, without a new version (each absent where
 # it does not apply, so a compare of runs without them is byte for byte what it was):
 # ``environment``, and ``sweep`` (two rate runs' curves; their capacity at SLO is a row of
-# ``comparisons``), and a "not comparable" row's or equivalence's ``reason`` (issue 40).
+# ``comparisons``), a "not comparable" or "too few samples" row's or equivalence's
+# ``reason`` and the scorecard's ``reasons`` (issue 40).
 COMPARE_SCHEMA_VERSION = 2
 
 
@@ -462,9 +463,10 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     # ``bench --repeat`` (the larger of the two sides'), or, with one run on a side and no
     # measurement, the default of checks/bench_noise.toml. None: no floor applies.
     noise_floor_pct: float | None = None
-    # Why the verdict is "not comparable", with the figures found (e.g. "after has no
-    # ttft_ms.p99: no request of the shape completed"); absent from every other row (issue
-    # 40), so a compare without such a row is byte for byte what it was.
+    # Why the verdict is "not comparable" or "too few samples", with the figures found
+    # (e.g. "none of after's 60 requests completed", "100 requests on before, 1,000 needed
+    # for a p99 (10 beyond it, ...)"); absent from every other row (issue 40), so a compare
+    # without such a row is byte for byte what it was.
     reason: str | msgspec.UnsetType = msgspec.UNSET
 
 
@@ -524,6 +526,10 @@ class Scorecard(msgspec.Struct, frozen=True, kw_only=True):
     overall: str
     # The greedy prompts' log-probabilities: the worst shape's EquivalenceComparison.numerics.
     numerics: str = "not measured"
+    # Why a roll-up is "not comparable" ("latency" -> "none of its 7 rows could be judged:
+    # 2 too few samples, 5 not comparable"), by the field's name; absent when none is
+    # (issue 40), so a compare without one is byte for byte what it was.
+    reasons: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class Subsample(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,6 +12,10 @@ comparison (``rules/environment.py``) lines up.
 
 from __future__ import annotations
 
+import re
+import shlex
+from collections.abc import Sequence
+
 import msgspec
 
 from blackwell_doctor.facts.document import Facts, Unavailable
@@ -20,6 +24,7 @@ from blackwell_doctor.facts.document import Facts, Unavailable
 MAX_CONFIG_KEYS = 2000
 MAX_VALUE_CHARS = 256
 MAX_FINGERPRINTS = 8
+MAX_ARGS = 512
 
 
 class ModelPin(msgspec.Struct, frozen=True, kw_only=True):
@@ -48,6 +53,18 @@ class HostPin(msgspec.Struct, frozen=True, kw_only=True):
     unavailable: list[str] = msgspec.field(default_factory=list)  # what could not be read
 
 
+class ServerArgs(msgspec.Struct, frozen=True, kw_only=True):
+    """How the server was launched (issue 40: two runs against ``vllm serve M`` and ``vllm
+    serve M --max-num-seqs 1`` differed only by the config hash): its command line, argument
+    by argument, secrets redacted (facts/redact.py ``redact_argv``)."""
+
+    # Where it was read: "process 4242 on this host" (its /proc/<pid>/cmdline), "container
+    # NAME" (the Docker API's Path and Args), "apply --verify's launch spec (container NAME)".
+    source: str
+    argv: list[str]
+    image: str | None = None  # the container's image, when the server runs in one
+
+
 class Environment(msgspec.Struct, frozen=True, kw_only=True):
     """What could change a run's result besides the change it measures."""
 
@@ -66,6 +83,11 @@ class Environment(msgspec.Struct, frozen=True, kw_only=True):
     host: HostPin | None = None
     # Why there is no host half: neither --facts nor a server on this host.
     host_missing: str | None = None
+    # The server's launch arguments, where they could be read (a process or a container on
+    # this host, or the spec apply --verify launched); absent otherwise, so a run document
+    # without them is byte for byte what it was. Why they could not be read, when the
+    # server is on this host, is in server_unavailable ("launch arguments: ...").
+    server_args: ServerArgs | msgspec.UnsetType = msgspec.UNSET
 
 
 def cut(text: str, limit: int = MAX_VALUE_CHARS) -> str:
@@ -106,6 +128,57 @@ def host_from_facts(facts: Facts, *, source: str, image: str | None = None) -> H
     )
 
 
+# A flag given with no value (``--enforce-eager``), as :func:`launch_flags` records it.
+FLAG_GIVEN = "(given)"
+_NUMBER = re.compile(r"^-\d")
+
+
+def launch_flags(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """A command line's positional arguments (the program first) and its flags, argv token
+    by token, no parser of the program's own: ``--flag value``, ``--flag=value``, a flag
+    followed by another flag (or nothing) is FLAG_GIVEN; after ``--`` every token is
+    positional; an argument that starts with a digit after ``-`` is a value (``--seed -1``).
+    A flag given twice keeps both values, joined by ", ". A long flag's underscores are
+    dashes, as vLLM's FlexibleArgumentParser.parse_args reads them (vllm.utils:
+    ``--max_num_seqs`` is ``--max-num-seqs``)."""
+    positional: list[str] = []
+    flags: dict[str, str] = {}
+    tokens = list(argv)
+    i = 0
+    only_positional = False
+    while i < len(tokens):
+        arg = tokens[i]
+        i += 1
+        if only_positional or i == 1 or not arg.startswith("-") or arg == "-":
+            positional.append(arg)
+            continue
+        if _NUMBER.match(arg):
+            positional.append(arg)
+            continue
+        if arg == "--":
+            only_positional = True
+            continue
+        name, eq, value = arg.partition("=")
+        if not eq:
+            following = tokens[i] if i < len(tokens) else None
+            if following is not None and (
+                not following.startswith("-") or _NUMBER.match(following) or following == "-"
+            ):
+                value = following
+                i += 1
+            else:
+                value = FLAG_GIVEN
+        if name.startswith("--"):
+            name = "--" + name[2:].replace("_", "-")
+        flags[name] = f"{flags[name]}, {value}" if name in flags else value
+    return positional, flags
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """``argv`` as a shell would take it (for display only: shlex.join)."""
+    return shlex.join(argv)
+
+
 # The sections of :func:`flatten`'s keys: a key missing from a side whose section was
 # recorded is known to be unset there; one whose section was not recorded is unknown.
 VERSION = "server version"
@@ -113,12 +186,18 @@ HASH = "server config hash"
 SERVER_CONFIG = "server configuration"
 MODEL = "model"
 HOST = "host"
+SERVER_ARGS = "server launch arguments"
+ARG_PREFIX = "server arg "
+COMMAND = "server command"
+IMAGE = "server image"
 
 
 def section_of(key: str) -> str:
     """The section of a :func:`flatten` key."""
     if key in (VERSION, HASH):
         return key
+    if key in (COMMAND, IMAGE) or key.startswith(ARG_PREFIX):
+        return SERVER_ARGS
     if key.startswith("server "):
         return SERVER_CONFIG
     if key in ("model", "model root", "model parent", "max_model_len"):
@@ -141,6 +220,8 @@ def sections(env: Environment | None) -> set[str]:
         known.add(MODEL)
     if env.host is not None:
         known.add(HOST)
+    if not isinstance(env.server_args, msgspec.UnsetType):
+        known.add(SERVER_ARGS)
     return known
 
 
@@ -166,6 +247,16 @@ def flatten(env: Environment | None) -> dict[str, str]:
                 out[key] = value
     for key, value in env.server_config.items():
         out[f"server {key}"] = value
+    if not isinstance(env.server_args, msgspec.UnsetType):
+        positional, flags = launch_flags(env.server_args.argv)
+        if positional:
+            out[COMMAND] = command_line(positional)
+        for flag, value in flags.items():
+            out[f"{ARG_PREFIX}{flag}"] = value
+        # The container's image, unless the host half has it already (apply --verify):
+        # one image, one key.
+        if env.server_args.image and (env.host is None or not env.host.container_image):
+            out[IMAGE] = env.server_args.image
     host = env.host
     if host is not None:
         if host.gpus:

@@ -50,6 +50,7 @@ class ExampleWords(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     conflicts: str
     apply_plan_only: str
     no_gpu: str
+    stands_for: str
 
 
 class ExampleCatalogue(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -79,7 +79,14 @@ from blackwell_doctor.report.bench_metrics import output_tokens_of, tpot_s
 from blackwell_doctor.report.sanitize import sanitize_line
 from blackwell_doctor.report.stats import percentile
 from blackwell_doctor.ruledata.checkdata import load_shipped
-from blackwell_doctor.ruledata.samples import tail_samples_enough
+from blackwell_doctor.ruledata.samples import (
+    label as quantile_label,
+)
+from blackwell_doctor.ruledata.samples import (
+    load_sample_rules,
+    samples_for,
+    tail_samples_enough,
+)
 from blackwell_doctor.rules import drift
 from blackwell_doctor.rules import goodput as goodputs
 from blackwell_doctor.rules.environment import compare_environments
@@ -405,6 +412,13 @@ def _compare_shape(
         reason: str | msgspec.UnsetType = msgspec.UNSET
         if tail is not None and not tail_samples_enough(tail) and pb and pa is not None:
             verdict = TOO_FEW
+            assert q is not None
+            reason = _too_few_reason(
+                q,
+                "ITL gaps" if count is _tokens else "requests",
+                (n_b, n_a),
+                (len(before_runs), len(after_runs)),
+            )
         elif not pb or pa is None or len(changes) < needed:
             verdict = NOT_COMPARABLE
             reason = _missing_reason(
@@ -528,6 +542,23 @@ def _missing_reason(
     )
 
 
+def _too_few_reason(q: float, unit: str, counts: tuple[int, int], runs: tuple[int, int]) -> str:
+    """Why a percentile has too few samples beyond it to be judged: the samples each short
+    side's interval is drawn from (its smallest run's, with several runs), and how many the
+    percentile needs (checks/bench_samples.toml)."""
+    beyond = load_sample_rules().beyond_quantile
+    need = samples_for(q)
+    short = [
+        f"{n:,} on {side}" + (f" (the smallest of {k} runs)" if k > 1 else "")
+        for side, n, k in zip(_SIDES, counts, runs, strict=True)
+        if not tail_samples_enough(n * (1.0 - q / 100.0))
+    ]
+    return (
+        f"{unit}: {' and '.join(short)}, {need:,} needed for a {quantile_label(q)} "
+        f"({beyond} beyond it: checks/bench_samples.toml)"
+    )
+
+
 def _resolution_reason(
     name: str,
     points: tuple[float | None, float | None],
@@ -648,6 +679,41 @@ def _fold(verdicts: Sequence[str]) -> str:
     if verdicts and all(v in (NOT_COMPARABLE, TOO_FEW) for v in verdicts):
         return NOT_COMPARABLE
     return SAME
+
+
+def _rollup_reasons(
+    rows: Sequence[Comparison],
+    equivalence: Sequence[EquivalenceComparison],
+    *,
+    latency: str,
+    throughput: str,
+    eq: str,
+) -> dict[str, str]:
+    """Why each "not comparable" roll-up of the scorecard is: its rows' verdicts counted
+    (each row's own reason is on its line), or the equivalences' reasons."""
+    out: dict[str, str] = {}
+    for key, verdict, latency_rows in (
+        ("latency", latency, True),
+        ("throughput", throughput, False),
+    ):
+        if verdict != NOT_COMPARABLE:
+            continue
+        mine = [r.verdict for r in rows if (r.metric in LATENCY_METRICS) == latency_rows]
+        counts = Counter(mine)
+        rows_word = "row" if len(mine) == 1 else "rows"
+        out[key] = f"none of its {len(mine):,} {rows_word} could be judged: " + ", ".join(
+            f"{counts[v]:,} {v}" for v in (TOO_FEW, NOT_COMPARABLE) if counts[v]
+        )
+    if eq == NOT_COMPARABLE:
+        found = [
+            f"{e.shape}: {e.reason}"
+            for e in equivalence
+            if not isinstance(e.reason, msgspec.UnsetType)
+        ]
+        out["equivalence"] = (
+            "; ".join(found) if found else "no shape of both runs has greedy prompts to compare"
+        )
+    return out
 
 
 class NotComparable(Exception):
@@ -921,6 +987,7 @@ def compare(
         eq = "equivalent"
     else:
         eq = NOT_COMPARABLE
+    reasons = _rollup_reasons(rows, equivalence, latency=latency, throughput=throughput, eq=eq)
     bad = [latency, throughput, errors_verdict]
     broken = WORSE in bad or "mixed" in bad or eq == "drift" or numerics == drift.BEYOND
     improved = BETTER in bad or "mixed" in bad
@@ -982,6 +1049,7 @@ def compare(
             errors=errors_verdict,
             overall=overall,
             numerics=numerics,
+            reasons=reasons or msgspec.UNSET,
         ),
         regressions=regressions,
         exit_code=int(code),

@@ -10,6 +10,9 @@ import functools
 import msgspec
 
 from blackwell_doctor.report.bench_env import (
+    HASH,
+    SERVER_ARGS,
+    SERVER_CONFIG,
     EnvChange,
     Environment,
     EnvironmentComparison,
@@ -36,6 +39,7 @@ class _Words(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     confounded: str
     not_pinned: str
     unknown: str
+    derived: str
 
 
 class _Catalogue(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -73,23 +77,33 @@ def compare_environments(
         else:
             differences.append(EnvChange(key=key, before=vb, after=va))
     notes: list[str] = []
+    # The config hash and the configuration the server reports follow from its launch
+    # arguments: where those differ, the rows derived from them are shown, not counted as
+    # causes of their own (one flag changed is one difference, not "confounded" with the
+    # hash it changed).
+    counted = differences
+    if any(section_of(c.key) == SERVER_ARGS for c in differences):
+        counted = [c for c in differences if section_of(c.key) not in (HASH, SERVER_CONFIG)]
+        derived = [c.key for c in differences if c not in counted]
+        if derived:
+            notes.append(fill(w.derived, {"keys": ", ".join(derived)}))
     missing = [side for side, env in (("before", before), ("after", after)) if env is None]
     for side in missing:
         notes.append(fill(w.not_pinned, {"side": side}))
     if missing:
         verdict = NOT_PINNED
-    elif not differences:
+    elif not counted:
         verdict = SAME
         notes.append(w.same)
-    elif len(differences) == 1:
+    elif len(counted) == 1:
         verdict = ONE
-        change = differences[0]
+        change = counted[0]
         notes.append(
             fill(w.one_difference, {"change": f"{change.key}: {change.before} -> {change.after}"})
         )
     else:
         verdict = CONFOUNDED
-        notes.append(fill(w.confounded, {"count": str(len(differences))}))
+        notes.append(fill(w.confounded, {"count": str(len(counted))}))
     if unknown and not missing:
         shown = ", ".join(unknown[:_UNKNOWN_SHOWN]) + (
             f" and {len(unknown) - _UNKNOWN_SHOWN} more" if len(unknown) > _UNKNOWN_SHOWN else ""
