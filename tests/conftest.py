@@ -62,10 +62,16 @@ def pytest_configure(config: pytest.Config) -> None:
     # process would see nothing happen, and every child would inherit the ignored signal.
     # The suite tests Ctrl-C, so it gives itself Python's own: a caught signal, which exec
     # resets to the default in every child it starts (an ignored one it would keep).
+    import os
     import signal
 
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A pytest-xdist worker runs with COLUMNS=80 set (a terminal width the commands follow,
+    # issue 40), a plain run with none: the tests see one environment either way, and a
+    # test that wants a width sets it itself.
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
