@@ -67,9 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    # A pytest-xdist worker runs with COLUMNS=80 set (a terminal width the commands follow,
-    # issue 40), a plain run with none: the tests see one environment either way, and a
-    # test that wants a width sets it itself.
+    # A pytest-xdist worker (.ci/run's deadline tests) runs with COLUMNS=80 set (a terminal
+    # width the commands follow, issue 40), a plain run with none: the tests see one
+    # environment either way, and a test that wants a width sets it itself.
     for name in ("COLUMNS", "LINES"):
         os.environ.pop(name, None)
 
@@ -77,15 +77,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # A test that kills a shared server runs after all the others (stable sort).
     items.sort(key=lambda item: "kills_server" in item.keywords)
-    # Under pytest-xdist's --dist loadgroup (.ci/run), what shares a state runs in one
-    # worker, in this order: every test that talks to the real vLLM servers (they measure
-    # them, and one kills one: another worker's requests would be the noise they judge),
-    # and otherwise each file's tests together (its module fixtures set up once).
-    # Without pytest-xdist (the other Pythons' venvs, the GPU machine) there is no such mark.
-    if config.pluginmanager.hasplugin("xdist"):
-        for item in items:
-            group = "vllm" if "vllm" in item.keywords else item.nodeid.partition("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
     reason = gpu_unusable_reason()
     if reason is None:
         return
