@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import io
 import json
 import math
 import pickle
@@ -373,6 +374,18 @@ def test_a_spill_file_that_cannot_be_written_keeps_the_values_in_memory() -> Non
     with small_bounds(4, 2):
         column = ints(Spill(refused), range(50))
         assert list(column) == list(range(50))
+        assert column.read(3, 41) == array("q", range(3, 41))
+
+    class Filling(io.BytesIO):  # room for three blocks of two, then a full disk
+        def write(self, data: Any) -> int:
+            if self.tell() + len(data) > 48:
+                raise OSError(28, "No space left on device")
+            return super().write(data)
+
+    with small_bounds(4, 2):
+        column = ints(Spill(Filling), range(50))
+        assert list(column) == list(range(50))
+        assert [column[k] for k in range(50)] == list(range(50))
         assert column.read(3, 41) == array("q", range(3, 41))
 
 
