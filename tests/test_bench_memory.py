@@ -285,10 +285,13 @@ def test_rank_points_are_a_bounded_cdf_from_the_least_to_the_most() -> None:
 
 
 @contextlib.contextmanager
-def small_bounds(kept: int, block: int, chunk: int | None = None) -> Iterator[None]:
+def small_bounds(
+    kept: int, block: int, chunk: int | None = None, sort: int | None = None
+) -> Iterator[None]:
     """Columns that keep ``kept`` values in memory and write ``block`` at a time (and, with
-    ``chunk``, percentiles sorted and samples written as JSON ``chunk`` at a time): a few
-    hundred requests then cross every bound a run of a million crosses."""
+    ``chunk``, samples written as JSON and the live display's latencies ``chunk`` at a time,
+    percentiles sorted ``sort`` (else ``chunk``) at a time): a few hundred requests then
+    cross every bound a run of a million crosses."""
     from blackwell_doctor.app import bench
     from blackwell_doctor.render import common
     from blackwell_doctor.report import column, stats
@@ -297,7 +300,7 @@ def small_bounds(kept: int, block: int, chunk: int | None = None) -> Iterator[No
         mp.setattr(column, "KEPT", kept)
         mp.setattr(column, "BLOCK", block)
         if chunk is not None:
-            mp.setattr(stats, "_CHUNK", chunk)
+            mp.setattr(stats, "_CHUNK", sort or chunk)
             mp.setattr(common, "_SAMPLE_BATCH", chunk)
             mp.setattr(bench, "LIVE_RECENT", chunk)  # the progress display's running p50
         yield
@@ -476,9 +479,10 @@ def test_the_bench_processes_heap_is_flat_in_the_number_of_requests(
     """Every per-request column (the trace's, the schedule's, the measured requests', the
     document's order and lateness, the series of each percentile) past its first values
     lives in a file: 4x the requests leave the heap where it was. The bounds are scaled down
-    (32 values in memory, 16 a block, percentiles sorted and samples written 32 at a time)
-    so that 100 and 400 requests cross them as a run of a million crosses the real ones."""
-    with small_bounds(32, 16, chunk=32):
+    (32 values in memory, 16 a block, samples written 32 at a time, percentiles sorted 256
+    at a time) so that 100 and 400 requests cross them as a run of a million crosses the
+    real ones."""
+    with small_bounds(32, 16, chunk=32, sort=256):  # (sorted 32 at a time: minutes of seeks)
         _heap(instant, tmp_path, 20, monkeypatch)  # the run's imports and caches, once
         few = _heap(instant, tmp_path, 100, monkeypatch)
         many = _heap(instant, tmp_path, 400, monkeypatch)
