@@ -104,11 +104,25 @@ class Column(Sequence[T], Generic[T]):
         self._n += 1
 
     def extend(self, values: Iterable[T]) -> None:
-        if not self._full or not isinstance(values, (array, list)):
+        if not isinstance(values, (array, list)):
             for value in values:
                 self.append(value)
             return
-        self._tail.extend(values)  # an array past the head (a request's token gaps): at once
+        # A list or an array (a request's token gaps): the head's share, then the tail's.
+        if not self._full:
+            if self._spill is None:
+                self._head.extend(values)
+                self._n += len(values)
+                return
+            room = max(1, KEPT - len(self._head))  # (the first value goes to the head)
+            first = values[:room]
+            self._head.extend(first)
+            self._n += len(first)
+            self._full = len(self._head) >= KEPT
+            values = values[room:]
+            if not values:
+                return
+        self._tail.extend(values)
         self._n += len(values)
         while self._writing and len(self._tail) >= BLOCK:
             self._write_block()
@@ -124,6 +138,9 @@ class Column(Sequence[T], Generic[T]):
         del self._tail[:BLOCK]
 
     def _block(self, b: int) -> array[T]:
+        block = self._cache.get(b)  # (one dict read: no lock needed for a hit)
+        if block is not None:
+            return block
         spill = self._spill
         assert spill is not None
         with spill.lock:
@@ -146,6 +163,8 @@ class Column(Sequence[T], Generic[T]):
     def __getitem__(self, index: slice) -> array[T]: ...
 
     def __getitem__(self, index: int | slice) -> T | array[T]:
+        if type(index) is int and 0 <= index < len(self._head):  # the common case, first
+            return self._head[index]
         if isinstance(index, slice):
             start, stop, step = index.indices(self._n)
             if step == 1:
