@@ -142,6 +142,7 @@ class Http(asyncio.Protocol):
 async def main():
     loop = asyncio.get_running_loop()
     server = await loop.create_server(Http, "127.0.0.1", PORT, backlog=8192, reuse_port=True)
+    print("listening", PORT, flush=True)  # (tests/test_bench_memory.py waits for it)
     async with server:
         await server.serve_forever()
 
@@ -300,6 +301,7 @@ def main() -> int:
     servers = [
         subprocess.Popen(
             [sys.executable, "-c", SERVER, str(port), str(output), str(args.per_write)],
+            stdout=subprocess.DEVNULL,
             preexec_fn=lambda: os.sched_setaffinity(0, server_cpus),
         )
         for _ in range(args.server_processes)

@@ -1,29 +1,44 @@
 """A measured shape's samples held as columns (report/sample_table.py): read back as the
 same RequestSample objects, the same metrics to the last bit, the same JSON byte for byte,
-and a few hundred bytes a request instead of kilobytes.
+and a few hundred bytes a request instead of kilobytes; past a bound every column
+(report/column.py) goes on in an unnamed temporary file, read back bit for bit.
 
 The end-to-end figures (peak RSS of `bench --trace` at 10,000 to 160,000 requests) are
-benchmarks/bench_client.py's --memory: memory is measured there, not asserted here, except
-for the table's own allocations (tracemalloc counts them exactly)."""
+benchmarks/bench_client.py's --memory (RSS also counts the sender's sockets, as many as
+requests were in flight, which is how fast the machine sends). Asserted here, by tracemalloc:
+the table's own allocations, and the Python heap that the package's own code holds over a
+real `bench --trace` against the benchmark's instant server, for N and 4N requests."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import json
 import math
+import pickle
 import random
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
 import tracemalloc
-from collections.abc import Sequence
-from typing import IO
+from array import array
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
 
 import msgspec
 import pytest
 
+from blackwell_doctor.cli import main
 from blackwell_doctor.render.bench import encode, encode_parts
 from blackwell_doctor.render.common import json_chunks, json_document
 from blackwell_doctor.report.bench import BenchRun, RequestSample, ShapeResult, decode_run
 from blackwell_doctor.report.bench_metrics import shape_metrics, stats_ms
 from blackwell_doctor.report.sample_table import SampleTable
-from blackwell_doctor.report.stats import Ascending, percentile, rank_points
+from blackwell_doctor.report.stats import Ascending, percentile, rank_points, spilling
 from tests.conftest import FIXTURES, skip_without
 
 try:
@@ -264,3 +279,215 @@ def test_rank_points_are_a_bounded_cdf_from_the_least_to_the_most() -> None:
     assert (points[0], points[-1], points[100]) == (ordered[0], ordered[-1], ordered[50_001])
     assert rank_points([3.0, 1.0], 201) == [1.0, 3.0]
     assert rank_points([], 201) == []
+
+
+# --- past the bound: columns in a file (report/column.py) ----------------------------------
+
+
+@contextlib.contextmanager
+def small_bounds(
+    kept: int, block: int, chunk: int | None = None, sort: int | None = None
+) -> Iterator[None]:
+    """Columns that keep ``kept`` values in memory and write ``block`` at a time (and, with
+    ``chunk``, samples written as JSON and the live display's latencies ``chunk`` at a time,
+    percentiles sorted ``sort`` (else ``chunk``) at a time): a few hundred requests then
+    cross every bound a run of a million crosses."""
+    from blackwell_doctor.app import bench
+    from blackwell_doctor.render import common
+    from blackwell_doctor.report import column, stats
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(column, "KEPT", kept)
+        mp.setattr(column, "BLOCK", block)
+        if chunk is not None:
+            mp.setattr(stats, "_CHUNK", sort or chunk)
+            mp.setattr(common, "_SAMPLE_BATCH", chunk)
+            mp.setattr(bench, "LIVE_RECENT", chunk)  # the progress display's running p50
+        yield
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(allow_nan=False) | st.just(-0.0), max_size=80),
+    st.integers(min_value=0, max_value=9),
+    st.integers(min_value=1, max_value=7),
+    st.data(),
+)
+def test_a_column_past_its_bound_reads_back_every_value_exactly(
+    values: list[float], kept: int, block: int, data: st.DataObject
+) -> None:
+    from blackwell_doctor.report.column import Spill, floats
+
+    with small_bounds(kept, block), tempfile.TemporaryFile() as f:
+        column = floats(Spill(lambda: f), values)
+        want = array("d", values)
+        assert len(column) == len(want)
+        assert array("d", column) == want  # a sequential pass, bit for bit (-0.0 included)
+        assert [struct.pack("d", column[k]) for k in range(len(want))] == [
+            struct.pack("d", v) for v in want
+        ]
+        start = data.draw(st.integers(min_value=0, max_value=len(want)))
+        stop = data.draw(st.integers(min_value=start, max_value=len(want)))
+        assert column.read(start, stop) == want[start:stop]
+        assert column[start:stop] == want[start:stop]
+        if want:
+            k = data.draw(st.integers(min_value=0, max_value=len(want) - 1))
+            column[k] = want[k] = 12.5  # written through to its block
+            assert array("d", column) == want
+            assert column[-1] == want[-1]
+        if len(values) >= max(kept, 1) + block:  # past the bound: in the file
+            assert f.seek(0, 2) >= 8 * block
+        assert list(pickle.loads(pickle.dumps(column))) == list(want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(samples(), max_size=40))
+def test_a_table_past_its_bound_reads_back_every_sample_and_the_same_metrics(
+    items: list[RequestSample],
+) -> None:
+    with small_bounds(3, 2, chunk=4):
+        spilled = SampleTable(spill=tempfile.TemporaryFile)
+        for s in items:
+            spilled.append(s)
+        assert list(spilled) == items
+        order = list(reversed(range(len(items))))
+        assert list(spilled.ordered(order)) == [items[i] for i in order]
+        estimates: list[int | None] = [None] * len(items)
+        want = shape_metrics(
+            items, duration_s=2.0, reasoning_estimates=estimates, server_generation_tokens=None
+        )
+        with spilling(tempfile.TemporaryFile):
+            got = shape_metrics(
+                spilled,
+                duration_s=2.0,
+                reasoning_estimates=estimates,
+                server_generation_tokens=None,
+            )
+        assert msgspec.json.encode(got) == msgspec.json.encode(want)
+        doc = msgspec.structs.replace(bench_run(), shapes=[shape(spilled)])
+        assert encode(doc) == encode(msgspec.structs.replace(doc, shapes=[shape(items)]))
+
+
+def test_a_spill_file_that_cannot_be_written_keeps_the_values_in_memory() -> None:
+    from blackwell_doctor.report.column import Spill, ints
+
+    def refused() -> IO[bytes]:
+        raise OSError(28, "No space left on device")
+
+    with small_bounds(4, 2):
+        column = ints(Spill(refused), range(50))
+        assert list(column) == list(range(50))
+        assert column.read(3, 41) == array("q", range(3, 41))
+
+    class Filling(io.BytesIO):  # room for three blocks of two, then a full disk
+        def write(self, data: Any) -> int:
+            if self.tell() + len(data) > 48:
+                raise OSError(28, "No space left on device")
+            return super().write(data)
+
+    with small_bounds(4, 2):
+        column = ints(Spill(Filling), range(50))
+        assert list(column) == list(range(50))
+        assert [column[k] for k in range(50)] == list(range(50))
+        assert column.read(3, 41) == array("q", range(3, 41))
+
+
+# --- the whole client: `bench --trace` against an instant server -----------------------------
+
+
+def _instant_server() -> str:
+    """benchmarks/bench_client.py's instant server (an asyncio protocol answering 16 tokens
+    at once), its source."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_client", Path(__file__).resolve().parents[1] / "benchmarks/bench_client.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source: str = module.SERVER
+    return source
+
+
+@pytest.fixture(scope="module")
+def instant() -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-c", _instant_server(), str(port), "16", "1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().split() == ["listening", str(port)]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.kill()
+        server.wait()
+
+
+# Where the run's own allocations are made (the sender's sockets and buffers are aiohttp's and
+# asyncio's, as many as requests were in flight at once: how fast this machine sends, not
+# how many requests the run holds).
+OURS = tracemalloc.Filter(True, "*/blackwell_doctor/*")
+
+
+def _heap(url: str, tmp_path: Path, n: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """`bench --trace` of ``n`` requests 20 ms apart, sent by this process, under tracemalloc:
+    the Python heap this package's own code holds once every request has ended (the
+    measured requests, the trace, the schedule), and the heap's peak over building and
+    writing the run document from them."""
+    from blackwell_doctor.app import replay
+
+    trace = tmp_path / f"even-{n}.jsonl"
+    trace.write_text(
+        "".join(
+            json.dumps({"timestamp": 10 * i, "input_length": 32, "output_length": 16}) + "\n"
+            for i in range(n)
+        )
+    )
+    seen: dict[str, int] = {}
+    build = replay.build_document
+
+    def measured(state: Any, run: Any, *, interrupted: bool) -> Any:
+        held = tracemalloc.take_snapshot().filter_traces([OURS])
+        seen["held"] = sum(stat.size for stat in held.statistics("filename"))
+        seen["before"] = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        return build(state, run, interrupted=interrupted)
+
+    monkeypatch.setattr(replay, "build_document", measured)
+    out = tmp_path / f"run-{n}.json"
+    argv = ["bench", "--url", url, "--model", "m", "--trace", str(trace)]
+    tracemalloc.start()
+    try:
+        code = main([*argv, "--client-processes", "1", "-f", "json", "-o", str(out)])
+        peak = tracemalloc.get_traced_memory()[1] - seen["before"]
+    finally:
+        tracemalloc.stop()
+    doc = json.loads(out.read_text())
+    assert code in (0, 1), doc  # 1: a serving finding about the instant server itself
+    assert (doc["trace"]["sent"], doc["shapes"][0]["completed"]) == (n, n)
+    return seen["held"], peak
+
+
+def test_the_bench_processes_heap_is_flat_in_the_number_of_requests(
+    instant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every per-request column (the trace's, the schedule's, the measured requests', the
+    document's order and lateness, the series of each percentile) past its first values
+    lives in a file: 4x the requests leave the heap where it was. The bounds are scaled down
+    (32 values in memory, 16 a block, samples written 32 at a time, percentiles sorted 256
+    at a time) so that 100 and 400 requests cross them as a run of a million crosses the
+    real ones."""
+    with small_bounds(32, 16, chunk=32, sort=256):  # (sorted 32 at a time: minutes of seeks)
+        _heap(instant, tmp_path, 20, monkeypatch)  # the run's imports and caches, once
+        few = _heap(instant, tmp_path, 100, monkeypatch)
+        many = _heap(instant, tmp_path, 400, monkeypatch)
+    # Before the columns spilled, the 300 more requests held ~90 KB more (~300 bytes each:
+    # the trace's and the senders' arrays, the samples' columns); now what grows is each
+    # column's list of its blocks in the file (8 bytes a block) and the schedule's lateness.
+    assert many[0] - few[0] < 30_000, (few, many)
+    assert many[1] - few[1] < 100_000, (few, many)

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 import time
-from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import overload
 
@@ -43,6 +44,7 @@ from blackwell_doctor.report.bench import (
     TraceResult,
 )
 from blackwell_doctor.report.bench_metrics import shape_metrics, stats_ms
+from blackwell_doctor.report.column import Column
 from blackwell_doctor.report.sample_table import SampleTable
 from blackwell_doctor.report.stats import rank_points
 
@@ -77,12 +79,13 @@ class ReplayState:
     sizing: Sizing | None = None
     t0: float = 0.0
     end: float = 0.0
-    # The requests measured, as they ended (columns: report/sample_table.py), each row's
-    # index in the trace, and its client-side reasoning estimate (-1: none).
-    samples: SampleTable = field(default_factory=SampleTable)
-    indices: array[int] = field(default_factory=lambda: array("q"))
-    lateness_s: array[float] = field(default_factory=lambda: array("d"))
-    reasoning_estimates: array[int] = field(default_factory=lambda: array("q"))
+    # The requests measured, as they ended (columns: report/sample_table.py, past their
+    # first values in an unnamed temporary file), each row's index in the trace, its send
+    # lateness and its client-side reasoning estimate (-1: none), columns of the same file.
+    samples: SampleTable = field(default_factory=lambda: SampleTable(tempfile.TemporaryFile))
+    indices: Column[int] = field(init=False)
+    lateness_s: Column[float] = field(init=False)
+    reasoning_estimates: Column[int] = field(init=False)
     fired: int = 0
     peak_in_flight: int = 0
     resent: int = 0  # requests written again on a new connection (client.stream_chat)
@@ -94,6 +97,11 @@ class ReplayState:
     after: Snapshot | None = None
     peaks: list[Snapshot] = field(default_factory=list)
     done: bool = False
+
+    def __post_init__(self) -> None:
+        self.indices = self.samples.ints()
+        self.lateness_s = self.samples.floats()
+        self.reasoning_estimates = self.samples.ints()
 
 
 async def _sizing(server: runner._Server, model: str) -> Sizing:
@@ -155,12 +163,12 @@ class Share:
     seed: int
     words: list[str]
     words_per_block: int | None
-    indices: array[int]
-    due_s: array[float]
-    n_words: array[int]
-    outputs: array[int]
-    hash_starts: array[int]
-    hash_ids: array[int]
+    indices: Sequence[int]
+    due_s: Sequence[float]
+    n_words: Sequence[int]
+    outputs: Sequence[int]
+    hash_starts: Sequence[int]
+    hash_ids: Sequence[int]
 
 
 async def send_share(
@@ -282,12 +290,11 @@ async def run_replay(
         ]
         del n_words  # in the shares now
         live = runner.Live(shape=SHAPE, phase="replaying", total=count)
-        replay.lateness_s = array("d", bytes(8 * count))
 
         def report(result: clients.Result) -> None:
             index, late, sample, estimate, fingerprint, resent, _ = result
             replay.resent += resent
-            replay.lateness_s[index] = late
+            replay.lateness_s.append(late)
             replay.samples.append(sample)
             replay.indices.append(index)
             replay.reasoning_estimates.append(-1 if estimate is None else estimate)
@@ -327,12 +334,12 @@ async def run_replay(
         progress(live)
 
 
-def _plan_sizes(replay: ReplayState, max_model_len: int | None, sizing: Sizing) -> array[int]:
+def _plan_sizes(replay: ReplayState, max_model_len: int | None, sizing: Sizing) -> Column[int]:
     """Each request's prompt words (capped to fit the server's context with its answer),
     counting the capped and the too short, the prompt tokens and those an earlier request
     carried (the trace's own reuse)."""
     trace = replay.trace
-    n_words = array("q", bytes(8 * len(trace)))
+    n_words = replay.samples.ints()
     seen: dict[int, int] = {}
     for index in range(len(trace)):
         output = trace.output_tokens[index]
@@ -349,7 +356,7 @@ def _plan_sizes(replay: ReplayState, max_model_len: int | None, sizing: Sizing) 
         replay.reusable_prompt_tokens += _reusable(
             trace.hashes(index), content, trace.block_tokens, seen, sizing.template_tokens
         )
-        n_words[index] = max(1, round(content * sizing.words_per_token))
+        n_words.append(max(1, round(content * sizing.words_per_token)))
     return n_words
 
 
@@ -357,7 +364,7 @@ def _share(
     replay: ReplayState,
     part: int,
     parts: int,
-    n_words: array[int],
+    n_words: Sequence[int],
     *,
     target: runner.ChatTarget,
     seed: int,
@@ -367,9 +374,10 @@ def _share(
     """Requests ``part``, ``part + parts``, ... of the trace: every sender gets its turn in
     each burst, so a burst's requests leave side by side."""
     trace = replay.trace
-    indices = array("q", range(part, len(trace), parts))
-    starts = array("q", [0])
-    ids: array[int] = array("q")
+    table = replay.samples  # its file holds the columns (a client process gets them whole)
+    indices = table.ints(range(part, len(trace), parts))
+    starts = table.ints([0])
+    ids = table.ints()
     for index in indices:
         ids.extend(trace.hashes(index))
         starts.append(len(ids))
@@ -379,16 +387,20 @@ def _share(
         words=words,
         words_per_block=words_per_block,
         indices=indices,
-        due_s=array("d", (trace.offsets_s[i] * replay.time_scale for i in indices)),
-        n_words=array("q", (n_words[i] for i in indices)),
-        outputs=array("q", (trace.output_tokens[i] for i in indices)),
+        due_s=table.floats(trace.offsets_s[i] * replay.time_scale for i in indices),
+        n_words=table.ints(n_words[i] for i in indices),
+        outputs=table.ints(trace.output_tokens[i] for i in indices),
         hash_starts=starts,
         hash_ids=ids,
     )
 
 
 def _reusable(
-    hashes: array[int], content: int, block_tokens: int | None, seen: dict[int, int], template: int
+    hashes: Sequence[int],
+    content: int,
+    block_tokens: int | None,
+    seen: dict[int, int],
+    template: int,
 ) -> int:
     """Prompt tokens of this request that an earlier request carried, block by block from
     the prompt's start (the template's own tokens before them count with the first): a
@@ -415,10 +427,11 @@ def _reusable(
 def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: bool) -> BenchRun:
     """The run document of a replay: the shape ``trace`` with its requests, and ``trace``."""
     # The rows in trace order (each trace index is measured at most once).
-    row_of = array("q", [-1]) * len(replay.trace)
+    table = replay.samples
+    row_of = table.ints(repeat(-1, len(replay.trace)))
     for row, index in enumerate(replay.indices):
         row_of[index] = row
-    order = array("q", (row for row in row_of if row >= 0))
+    order = table.ints(row for row in row_of if row >= 0)
     del row_of
     samples = replay.samples.ordered(order)
     estimates = _Estimates(replay.reasoning_estimates, order)
@@ -428,7 +441,7 @@ def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: 
         state.stopped = True
     doc = runner.build_document(state, interrupted=interrupted)
     trace = replay.trace
-    due = array("d", (replay.lateness_s[replay.indices[row]] for row in order))
+    due = table.floats(replay.lateness_s[row] for row in order)
     with runner.spill_sorted():
         lateness_ms = stats_ms(due)
         lateness_cdf_ms = [v * 1000.0 for v in rank_points(due, LATENESS_POINTS)]
@@ -460,7 +473,7 @@ def build_document(state: runner.RunState, replay: ReplayState, *, interrupted: 
 class _Estimates(Sequence[int | None]):
     """Each row's reasoning estimate (-1: none) read in ``order``, without a list of them."""
 
-    def __init__(self, estimates: array[int], order: array[int]) -> None:
+    def __init__(self, estimates: Sequence[int], order: Sequence[int]) -> None:
         self.estimates, self.order = estimates, order
 
     def __len__(self) -> int:

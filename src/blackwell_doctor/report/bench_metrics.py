@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import operator
-from array import array
 from collections.abc import Iterator, Sequence
 from itertools import repeat
 
@@ -140,17 +139,18 @@ def _table_metrics(
     same arithmetic (tests/test_bench_memory.py checks it to the bit). One series at a time,
     8 bytes a value: the pooled token gaps are sorted from a copy of the table's own (in
     milliseconds; dividing by 1000 keeps their order, so each order statistic is divided
-    after), the others from an array made and dropped in turn."""
+    after), the others from a column made and dropped in turn (in the table's file, past its
+    first values: :meth:`SampleTable.floats`)."""
     if len(reasoning_estimates) != len(table):
         raise ValueError("one reasoning estimate per sample")
-    ok = array("q", (row for row in table.rows() if table.ok[row]))
+    ok = table.ints(row for row in table.rows() if table.ok[row])
 
     def tokens(row: int) -> int:
         counted = table.output_tokens[row]
         return counted if counted >= 0 else len(table.gaps_ms(row)) + 1
 
-    def seconds(column: array[float]) -> array[float]:
-        return array("d", (v / 1000.0 for row in ok if not math.isnan(v := column[row])))
+    def seconds(column: Sequence[float]) -> Sequence[float]:
+        return table.floats(v / 1000.0 for row in ok if not math.isnan(v := column[row]))
 
     def tpots() -> Iterator[float]:
         for row in ok:
@@ -177,14 +177,14 @@ def _table_metrics(
             reasoning += estimate
             sources.add(ESTIMATED)
     reasoning_source = ESTIMATED if ESTIMATED in sources else (USAGE if sources else "none")
-    prompts = array("d", (float(p) for row in ok if (p := table.prompt_tokens[row]) >= 0))
+    prompts = table.floats(float(p) for row in ok if (p := table.prompt_tokens[row]) >= 0)
 
     def rate(n: int) -> float | None:
         return n / duration_s if duration_s > 0 and ok else None
 
     return ShapeMetrics(
         ttft_ms=stats_ms(seconds(table.ttft_ms)),
-        tpot_ms=stats_ms(array("d", tpots())),
+        tpot_ms=stats_ms(table.floats(tpots())),
         itl_ms=_gap_stats(table, ok),
         e2e_ms=stats_ms(seconds(table.e2e_ms)),
         output_tokens=output,
@@ -192,7 +192,7 @@ def _table_metrics(
         answer_tokens=output - reasoning,
         output_tokens_per_s=rate(output),
         answer_tokens_per_s=rate(output - reasoning),
-        output_tokens_per_s_per_user=_plain_stats(array("d", per_user())),
+        output_tokens_per_s_per_user=_plain_stats(table.floats(per_user())),
         requests_per_s=rate(len(ok)),
         token_source=USAGE if all(table.output_tokens[row] >= 0 for row in ok) else ESTIMATED,
         reasoning_source=reasoning_source,
@@ -214,7 +214,7 @@ class _Thousandths(Indexed[float]):
         return self.ordered[index] / 1000.0
 
 
-def _gap_stats(table: SampleTable, ok: array[int]) -> Stats:
+def _gap_stats(table: SampleTable, ok: Sequence[int]) -> Stats:
     """stats_ms of the successful requests' token gaps pooled (each v / 1000.0 s), from the
     table's own gaps: all of them when no failed request has any (a failed request keeps
     none), else those of ``ok``."""
@@ -222,10 +222,12 @@ def _gap_stats(table: SampleTable, ok: array[int]) -> Stats:
         not table.ok[row] and table.gaps_end[row] > (table.gaps_end[row - 1] if row else 0)
         for row in range(len(table.ok))
     )
+    gaps: Sequence[float]
     if failed_gaps:
-        gaps = array("d")
+        pooled = table.floats()
         for row in ok:
-            gaps.extend(table.gaps_ms(row))
+            pooled.extend(table.gaps_ms(row))
+        gaps = pooled
     else:
         gaps = table.gaps
     if not gaps:

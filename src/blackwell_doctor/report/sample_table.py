@@ -15,15 +15,23 @@ a batch at a time.
 What a percentile needs it keeps as numbers: the token gaps of every request, pooled, are
 the ITL percentiles' samples (report/bench_metrics.py reads them from :meth:`gaps_ms`
 without making an object of each).
+
+Given a file to spill to (``SampleTable(spill=tempfile.TemporaryFile)``, from app/), every
+column is a :class:`~blackwell_doctor.report.column.Column`: its first 16,384 values in
+memory, the rest in that one unnamed file, so the table is flat in memory however many
+requests it holds; the series its readers derive (report/bench_metrics.py) are columns of
+the same file (:meth:`floats`, :meth:`ints`).
 """
 
 from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import IO
 
 from blackwell_doctor.report.bench import RequestSample
+from blackwell_doctor.report.column import Column, Spill, flags
 from blackwell_doctor.report.indexed import Indexed
 
 _NONE = -1  # a count the request does not have (None)
@@ -35,25 +43,35 @@ class SampleTable(Indexed[RequestSample]):
 
     out_of_range = "sample index out of range"
 
-    def __init__(self) -> None:
-        self.ok = bytearray()
-        self.start_ms = array("d")
-        self.ttft_ms = array("d")
-        self.e2e_ms = array("d")
-        self.prompt_tokens = array("q")
-        self.output_tokens = array("q")
-        self.reasoning_tokens = array("q")
+    def __init__(self, spill: Callable[[], IO[bytes]] | None = None) -> None:
+        # The file past each column's first values (none: every value in memory).
+        self._spill = None if spill is None else Spill(spill)
+        self.ok = flags(self._spill)
+        self.start_ms = self.floats()
+        self.ttft_ms = self.floats()
+        self.e2e_ms = self.floats()
+        self.prompt_tokens = self.ints()
+        self.output_tokens = self.ints()
+        self.reasoning_tokens = self.ints()
         # Token gaps of every request, one after the other; request i's end at gaps_end[i].
-        self.gaps = array("d")
-        self.gaps_end = array("q")
+        self.gaps = self.floats()
+        self.gaps_end = self.ints()
         # Kind and detail of each failed request (by position); turns of --multi-turn.
         self.failures: dict[int, tuple[str | None, str | None]] = {}
-        self.turns: array[int] | None = None
+        self.turns: Column[int] | None = None
         # Degenerate verdicts: each distinct one once, each request its code (0: none).
         self.verdicts: list[str] = []
         self._verdict_codes: dict[str, int] = {}
-        self.degenerate = array("q")
-        self._order: array[int] | None = None  # a view's rows (ordered)
+        self.degenerate = self.ints()
+        self._order: Sequence[int] | None = None  # a view's rows (ordered)
+
+    def floats(self, values: Iterable[float] = ()) -> Column[float]:
+        """A column of floats in this table's file (``values`` appended)."""
+        return Column("d", self._spill, values)
+
+    def ints(self, values: Iterable[int] = ()) -> Column[int]:
+        """A column of integers in this table's file (``values`` appended)."""
+        return Column("q", self._spill, values)
 
     def append(self, sample: RequestSample) -> None:
         """Keep ``sample`` (its values, not the object)."""
@@ -72,7 +90,7 @@ class SampleTable(Indexed[RequestSample]):
             self.failures[len(self.ok) - 1] = (sample.error, sample.detail)
         if sample.turn is not None or self.turns is not None:
             if self.turns is None:
-                self.turns = array("q", bytes(8 * (len(self.ok) - 1)))
+                self.turns = self.ints(array("q", bytes(8 * (len(self.ok) - 1))))
             self.turns.append(0 if sample.turn is None else sample.turn)
         code = 0
         if sample.degenerate is not None:
@@ -84,10 +102,10 @@ class SampleTable(Indexed[RequestSample]):
 
     def ordered(self, order: Sequence[int]) -> SampleTable:
         """The same requests read in ``order`` (positions of this table; it shares the
-        columns, it copies none)."""
+        columns, it copies none; a Column ``order`` is kept as it is)."""
         view = SampleTable.__new__(SampleTable)
         view.__dict__.update(self.__dict__)
-        view._order = array("q", order)
+        view._order = order if isinstance(order, Column) else array("q", order)
         return view
 
     def scrubbed(self, clean: Callable[[str], str]) -> SampleTable:
@@ -144,7 +162,7 @@ class SampleTable(Indexed[RequestSample]):
 
     def gaps_ms(self, row: int) -> array[float]:
         """Row ``row``'s token gaps (a copy)."""
-        return self.gaps[self.gaps_end[row - 1] if row else 0 : self.gaps_end[row]]
+        return self.gaps.read(self.gaps_end[row - 1] if row else 0, self.gaps_end[row])
 
     def _sample(self, row: int) -> RequestSample:
         error, detail = self.failures.get(row, (None, None))

@@ -21,16 +21,17 @@ Formats, each read from its source:
 The whole file is checked before anything is sent: a malformed line, a negative, decreasing
 or absurd timestamp, or an absurd length is one :class:`TraceError` naming the file and the
 line (exit 2). It is read line by line (``collect.inputfile.iter_input_lines``) and kept in
-flat arrays (about 8 bytes per number), so memory grows with the requests replayed, not
-with the file.
+columns of numbers (report/column.py: the first 16,384 values of each in memory, the rest
+in one unnamed temporary file), so memory stays flat however long the file and however many
+of its requests are replayed.
 """
 
 from __future__ import annotations
 
 import csv
 import math
-from array import array
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,7 @@ import msgspec
 
 from blackwell_doctor.collect.inputfile import MAX_TRACE_LINE, TRACE, iter_input_lines
 from blackwell_doctor.facts.errors import UserError
+from blackwell_doctor.report.column import Column, Spill, floats, ints
 
 MOONCAKE = "mooncake"
 BURSTGPT = "burstgpt"
@@ -84,11 +86,11 @@ class Trace:
     path: str
     format: str
     block_tokens: int | None  # tokens per hash id (Mooncake); None: no blocks
-    offsets_s: array[float]
-    input_tokens: array[int]
-    output_tokens: array[int]
-    hash_starts: array[int]  # len(self) + 1 entries
-    hash_ids: array[int]
+    offsets_s: Column[float]
+    input_tokens: Column[int]
+    output_tokens: Column[int]
+    hash_starts: Column[int]  # len(self) + 1 entries
+    hash_ids: Column[int]
     rows: int  # requests in the file (valid rows, BurstGPT's failed ones included)
     skipped: int  # rows without an answer, not replayed (BurstGPT: Response tokens 0)
     cut: int  # rows after --requests or past --duration, not replayed
@@ -96,8 +98,8 @@ class Trace:
     def __len__(self) -> int:
         return len(self.offsets_s)
 
-    def hashes(self, index: int) -> array[int]:
-        return self.hash_ids[self.hash_starts[index] : self.hash_starts[index + 1]]
+    def hashes(self, index: int) -> Sequence[int]:
+        return self.hash_ids.read(self.hash_starts[index], self.hash_starts[index + 1])
 
 
 @dataclass
@@ -107,11 +109,11 @@ class _Builder:
     block_tokens: int | None
     requests: int | None
     duration_s: float | None
-    offsets: array[float]
-    inputs: array[int]
-    outputs: array[int]
-    starts: array[int]
-    ids: array[int]
+    offsets: Column[float]
+    inputs: Column[int]
+    outputs: Column[int]
+    starts: Column[int]
+    ids: Column[int]
     first: float | None = None
     last: float = -math.inf
     rows: int = 0
@@ -218,17 +220,18 @@ def read_trace(
         raise TraceError(f"trace {name}: empty file")
     if format == AUTO:
         format = _detect(name, first[1])
+    spill = Spill(tempfile.TemporaryFile)
     builder = _Builder(
         path=name,
         format=format,
         block_tokens=block_tokens if format == MOONCAKE else None,
         requests=requests,
         duration_s=duration_s,
-        offsets=array("d"),
-        inputs=array("q"),
-        outputs=array("q"),
-        starts=array("q", [0]),
-        ids=array("q"),
+        offsets=floats(spill),
+        inputs=ints(spill),
+        outputs=ints(spill),
+        starts=ints(spill, [0]),
+        ids=ints(spill),
     )
     if format == MOONCAKE:
         _read_mooncake(builder, first, lines)
