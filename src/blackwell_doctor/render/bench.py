@@ -23,6 +23,7 @@ from blackwell_doctor.render.common import (
     counts_text,
     json_chunks,
     json_document,
+    rollup_reasons,
     shape_head,
 )
 from blackwell_doctor.render.formats import BenchFormat
@@ -824,8 +825,8 @@ def _rollup_reason_lines(sc: Scorecard, *, markdown: bool) -> list[Item]:
         return []
     w = _words(markdown)
     lines: list[Item] = [
-        f"{'- ' if markdown else ''}{w(key)}: {w(getattr(sc, key))}: {w(reason)}"
-        for key, reason in sc.reasons.items()
+        f"{'- ' if markdown else ''}{w(label)}: {w(reason)}"
+        for label, reason in rollup_reasons(sc, sc.reasons)
     ]
     return ([""] if markdown and lines else []) + lines
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from blackwell_doctor.render.common import change_cells, counts_text, shape_head
+from blackwell_doctor.render.common import change_cells, counts_text, rollup_reasons, shape_head
 from blackwell_doctor.render.html import (
     Table,
     figure,
@@ -873,8 +873,8 @@ def render_compare_html(doc: CompareDocument, text: str) -> str:
     ]
     if not isinstance(sc.reasons, msgspec.UnsetType):
         body[2:2] = [
-            paragraph(f"{key}: {getattr(sc, key)}: {reason}", "note")
-            for key, reason in sc.reasons.items()
+            paragraph(f"{label}: {reason}", "note")
+            for label, reason in rollup_reasons(sc, sc.reasons)
         ]
     body += [paragraph(f"regression: {r}", "finding") for r in doc.regressions]
     body += [

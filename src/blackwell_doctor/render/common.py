@@ -255,3 +255,14 @@ def change_cells(c: Comparison) -> tuple[str, str]:
         else f"[{c.ci_low_pct:+.1f}%, {c.ci_high_pct:+.1f}%]"
     )
     return change, ci
+
+
+def rollup_reasons(scorecard: object, reasons: dict[str, str]) -> list[tuple[str, str]]:
+    """(label, reason) of each "not comparable" roll-up of a compare's scorecard: the label
+    its key and verdict ("latency: not comparable"), or the key alone where it names no
+    roll-up (a document decoded from elsewhere: its keys are anything)."""
+    out = []
+    for key, reason in reasons.items():
+        verdict = getattr(scorecard, key, None) if key.isidentifier() else None
+        out.append((key if not isinstance(verdict, str) else f"{key}: {verdict}", reason))
+    return out
