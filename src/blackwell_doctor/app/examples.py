@@ -175,21 +175,34 @@ def _in_markdown(text: str, root: str) -> str:
     """``root`` written as <examples> in Markdown: as typed in a code span or a fenced block,
     escaped elsewhere (CommonMark 6.6: ``<examples>`` alone is a raw HTML tag, which a
     ticket would drop)."""
+    from blackwell_doctor.render.markdown import prose
+
+    # Outside code, Markdown prose escapes the path as it escapes any text (an installed
+    # package's ".../blackwell_doctor/_data/examples" reads "\\_data" there).
+    escaped = prose(root)
     out = []
     fenced = False
     for line in text.split("\n"):
         if line.lstrip().startswith("```"):
             fenced = not fenced
-        elif root in line:
-            if fenced:
-                line = line.replace(root, SHOWN)
-            else:
-                parts = line.split("`")  # odd parts are inside a code span
-                line = "`".join(
-                    p.replace(root, SHOWN if i % 2 else "\\" + SHOWN) for i, p in enumerate(parts)
-                )
+        elif fenced:
+            line = line.replace(root, SHOWN)
+        elif root in line or escaped in line:
+            parts = line.split("`")  # odd parts are inside a code span
+            line = "`".join(
+                p.replace(root, SHOWN)
+                if i % 2
+                else p.replace(root, "\\" + SHOWN).replace(escaped, "\\" + SHOWN)
+                for i, p in enumerate(parts)
+            )
         out.append(line)
     return "\n".join(out)
+
+
+def _escaped_in(root: str, text: str) -> bool:
+    from blackwell_doctor.render.markdown import prose
+
+    return prose(root) in text
 
 
 def shown(text: str, fmt: str, *, command: bool = False) -> str:
@@ -200,7 +213,7 @@ def shown(text: str, fmt: str, *, command: bool = False) -> str:
     stands for (a comment in a script or a compose file)."""
     found = False
     for root in _roots():
-        if root not in text:
+        if root not in text and not (fmt == "markdown" and _escaped_in(root, text)):
             continue
         found = True
         if fmt == "markdown":
