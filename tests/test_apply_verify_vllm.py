@@ -450,7 +450,10 @@ def test_at_rates_the_capacity_at_slo_decides_and_everything_says_so(
         assert row["holds"] is (row["regression_pct"] <= row["allowed_pct"])
     elif new["bound"] == "at least":  # SLOs met at every rate: it cannot have dropped
         assert row["holds"] is True
-    elif new["bound"] == "below" and base["bound"] != "below":
+    elif new["bound"] == "below" and base["bound"] != "below":  # missed at the lowest rate
+        assert row["holds"] is False
+    elif base["bound"] == "at least":  # met at every rate before, not after
+        assert new["rate"] < base["rate"]
         assert row["holds"] is False
     now = client.containers.get(c.name)
     assert now.status == "running"
