@@ -184,19 +184,19 @@ class Catalogue:
         numbered += [("term", k, [t.text]) for k, t in enumerate(self.terms)]
         # Their tails: a term broken over two lines of one record leaves its tail whole on
         # the second line (a break inside the tail is not seen).
-        numbered += [
-            ("seam", k, [t.text[-_seam_chars(t) :]])
-            for k, t in enumerate(self.terms)
-            if len(t.text) > _seam_chars(t)
-        ]
+        tails = [(k, t.text, _seam_chars(t)) for k, t in enumerate(self.terms)]
+        numbered += [("seam", k, [text[-chars:]]) for k, text, chars in tails if len(text) > chars]
+        literals, owners, at = self.literals, self.owners, index.get
         for kind, n, texts in numbered:
             for text in texts:
                 key = text.encode("utf-8")
-                if key not in index:
-                    index[key] = len(self.literals)
-                    self.literals.append(key)
-                    self.owners.append([])
-                self.owners[index[key]].append((kind, n))
+                i = at(key)
+                if i is None:
+                    index[key] = len(literals)
+                    literals.append(key)
+                    owners.append([(kind, n)])
+                else:
+                    owners[i].append((kind, n))
         self.max_literal = max((len(lit) for lit in self.literals), default=1)
 
     def entry(self, entry_id: str) -> Signature | InputProblem | None:
