@@ -167,3 +167,16 @@ print(repr((schema, info, toml)))
     assert lean_lazy == b"['msgspec.inspect', 'msgspec.toml', 'msgspec.yaml']"
     assert plain_lazy == b"[]"
     assert lean_answers == plain_answers
+
+
+@pytest.mark.parametrize("name", ["check-facts", "scan-logs", "fleet"])
+def test_the_start_up_loads_no_openssl_nor_dataclasses(name: str, floor: set[str]) -> None:
+    """Issue 36: the caches' digests and the fleet's node signature are BLAKE2b from
+    CPython's built-in ``_blake2`` (``hashlib`` loads OpenSSL, ~3-5 ms); the CLI's option
+    records are NamedTuples and the scan's progress a plain class (importing
+    ``dataclasses`` and making three cost ~3-5 ms). The fleet's health checks still make
+    dataclasses (rules/health.py)."""
+    extra = _imported(["-m", "blackwell_doctor", *FIGURES["commands"][name]["argv"]]) - floor
+    assert not extra & {"hashlib", "_hashlib", "_sha256"}
+    if name != "fleet":
+        assert "dataclasses" not in extra

@@ -3,12 +3,12 @@ trusted, else built (collect/logs/hsdb.py). Real Hyperscan, real files."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from blackwell_doctor.collect.cachefile import digest
 from blackwell_doctor.collect.logs import hsdb
 from blackwell_doctor.ruledata.logs import load_catalogue
 
@@ -110,7 +110,7 @@ def test_a_planted_database_with_a_matching_hash_is_refused(cache: Path, builds:
     other = hsdb._build(hyperscan, [b"nothing of the catalogue"])
     payload = hyperscan.dumpb(other)
     key = hsdb.cache_key(str(hyperscan.__version__), LITERALS)
-    blob = hsdb.MAGIC + key + hashlib.sha256(payload).digest() + payload
+    blob = hsdb.MAGIC + key + digest(payload) + payload
     path = _plant(cache, blob)
     _rebuilt(cache, builds, path)
 

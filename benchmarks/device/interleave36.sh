@@ -2,7 +2,14 @@
 # Issue 36's device rows, this tree against a base tree (the previous main), interleaved on
 # the same machine in one run: each case is run from BASE_SRC and from ./src in turn, RUNS
 # times each after one warm-up of each, and the wall times, their medians and the ratio are
-# written (summary.txt last). The cases, as benchmarks/device/profile36.sh profiles them:
+# written (summary.txt last). First, issue 36's start-up rows (STARTUP_RUNS rounds, 31 by
+# default, of benchmarks/interleaved.py: CPU and wall against `python3 -c "import typer"`,
+# both trees in the same rounds; startup36.json and startup36.txt):
+#   check-facts `check --facts tests/fixtures/facts/b200-x8.json --format json`
+#   scan        `scan-logs LOG --format json` of the composed fixture (591 bytes)
+#   scan1m      the same of a 1 MiB vLLM log (benchmarks/scan_logs.py's, seed 1)
+#   fleet       `fleet tests/fixtures/facts --format json`
+# Then the GPU cases, as benchmarks/device/profile36.sh profiles them:
 #   check1      `check --format json` on GPU 0 (tile probes on)
 #   noprobe1    `check --no-probe --format json` on GPU 0
 #   audit       `audit --python python3 --format json` on GPU 0 (warm scan cache)
@@ -11,7 +18,7 @@
 #               failure, if any, is printed beside it)
 # audit's JSON output of both trees is compared byte for byte (check's carries the probes'
 # measurements, which differ from run to run). Run from the repository root:
-#   mkdir -p .base && git archive BASE_COMMIT src | tar -x -C .base      (carry .base, .whl)
+#   mkdir -p .base && git archive BASE_COMMIT src checks | tar -x -C .base   (carry .base, .whl)
 #   OUT=$OUT BASE_SRC=.base/src bash benchmarks/device/interleave36.sh
 set -u
 OUT=${OUT:-interleave36-out}
@@ -85,6 +92,34 @@ run_case() {  # name, env assignments..., -- , args...
 }
 
 : >"$OUT/summary.txt"
+# Start-up (issue 36): the caches warmed by interleaved.py's own first run of each command.
+STARTUP_RUNS=${STARTUP_RUNS:-31}
+PYTHONPATH="${SITE}$PWD/src" python3 - >"$OUT/startup36.gen.log" 2>&1 <<'PY'
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "benchmarks")
+from scan_logs import generate
+
+generate(Path("/tmp/scan4.log"), 4)
+data = Path("/tmp/scan4.log").read_bytes()[: 1 << 20]
+Path("/tmp/scan1m.log").write_bytes(data[: data.rindex(b"\n") + 1])
+PY
+LOG=tests/fixtures/logs/composed-vllm-marlin-auto.log
+startup=()
+for tree in base new; do
+  run="env PYTHONPATH=${SITE}${TREE[$tree]} python3 -m blackwell_doctor"
+  startup+=("check-facts-$tree=$run check --facts tests/fixtures/facts/b200-x8.json --format json")
+  startup+=("scan-$tree=$run scan-logs $LOG --format json")
+  startup+=("scan1m-$tree=$run scan-logs /tmp/scan1m.log --format json")
+  startup+=("fleet-$tree=$run fleet tests/fixtures/facts --format json")
+done
+python3 benchmarks/interleaved.py --runs "$STARTUP_RUNS" --json "$OUT/startup36.json" \
+  --floor "python3 -c 'import typer'" "${startup[@]}" >"$OUT/startup36.txt" 2>&1
+{
+  echo "== start-up (issue 36), $STARTUP_RUNS rounds:"
+  tail -n 12 "$OUT/startup36.txt"
+} >>"$OUT/summary.txt"
 run_case check1 CUDA_VISIBLE_DEVICES=0 -- check --format json
 run_case noprobe1 CUDA_VISIBLE_DEVICES=0 -- check --no-probe --format json
 run_case audit CUDA_VISIBLE_DEVICES=0 -- audit --python python3 --format json

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import glob
-import hashlib
 import itertools
 import os
 from array import array
@@ -21,6 +20,11 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple, ParamSpec
 
 import msgspec
+
+try:  # hashlib's own BLAKE2, without hashlib: that import loads OpenSSL (~3 ms, issue 36)
+    from _blake2 import blake2b  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover - a build without it
+    from hashlib import blake2b  # type: ignore[assignment,no-redef,unused-ignore]
 
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.app.obtain import FactsFileError, decode_facts_file, read_facts_bytes
@@ -214,7 +218,7 @@ def judgment_key(facts: Facts) -> bytes:
     )
     # MessagePack, not JSON: the same fields in the same order, in under half the time
     # (an 8-GPU node's key cost 70% of its decode as JSON, 30% so).
-    return hashlib.blake2b(msgspec.msgpack.encode(anonymous), digest_size=16).digest()
+    return blake2b(msgspec.msgpack.encode(anonymous), digest_size=16).digest()
 
 
 # The judgment key read from a file's bytes, before decoding it into Facts (and, for a node

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -227,7 +226,7 @@ def apply(
     from blackwell_doctor.cli.progress import pull_bar
 
     # The model directory is the runtime's mount (as recommend's).
-    facts = replace(facts, facts_file=facts_file, model_dir=model_dir, model_mount=True)
+    facts = facts._replace(facts_file=facts_file, model_dir=model_dir, model_mount=True)
     if example is not None:
         from blackwell_doctor.app.examples import apply_plan_only
         from blackwell_doctor.facts.errors import UserError

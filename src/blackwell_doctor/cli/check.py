@@ -6,7 +6,6 @@
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -61,7 +60,7 @@ def check(
     from blackwell_doctor.render import render
 
     request = (
-        replace(facts, facts_file=facts_file, select=select, ignore=ignore)
+        facts._replace(facts_file=facts_file, select=select, ignore=ignore)
         .with_example(example, command="check", conflicting=("--facts", "--host-root"))
         .request()
     )

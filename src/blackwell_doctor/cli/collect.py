@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -37,7 +36,7 @@ def collect(
     from blackwell_doctor.app.obtain import obtain_facts
     from blackwell_doctor.facts.document import encode_facts
 
-    request = replace(facts, redact=redact).request()
+    request = facts._replace(redact=redact).request()
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     write(encode_facts(obtained.facts).decode("utf-8"), output)
     if writes_to_file(output):

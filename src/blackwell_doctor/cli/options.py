@@ -11,9 +11,8 @@ import functools
 import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 import typer
 
@@ -231,8 +230,7 @@ KernelLog = Annotated[
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
-class FactsOptions:
+class FactsOptions(NamedTuple):
     """A command's facts options as it declared them (the aliases of this module, by the
     same names), typed: check, collect, recommend, apply and slurm-health give the ones
     they take; the rest keep their defaults. :meth:`request` is the one reader of them."""
@@ -304,10 +302,9 @@ class FactsOptions:
             return self
         from blackwell_doctor.app.examples import replace_options
 
-        given = {f.name: getattr(self, f.name) for f in fields(self)}
+        given = self._asdict()
         ex = replace_options(name, given, part="facts", command=command, conflicting=conflicting)
-        return replace(
-            self,
+        return self._replace(
             facts_file=ex.facts,
             facts_label=f"example {name}",
             logs=self.logs or list(ex.logs),
@@ -316,8 +313,7 @@ class FactsOptions:
         )
 
 
-@dataclass(frozen=True, kw_only=True)
-class LaunchFlags:
+class LaunchFlags(NamedTuple):
     """``recommend``'s and ``apply``'s launch options as given (:data:`Launch`), typed;
     :meth:`request` makes them recommend/options.py's LaunchRequest (checked there, then
     recommend/plan.py's LaunchOptions)."""
@@ -498,8 +494,7 @@ DEFAULT_PORT = 8000
 _R = TypeVar("_R")
 
 
-@dataclass(frozen=True)
-class OptionGroup:
+class OptionGroup(NamedTuple):
     """The class ``build`` made from ``options``: (its field, the field's ``Annotated``
     option alias, default)."""
 

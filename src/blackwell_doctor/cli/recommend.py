@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -54,8 +53,8 @@ def recommend(
 
     # The model directory is the runtime's mount: one not downloaded yet gives a launch
     # that is not sized (a note says so), not a usage error.
-    facts = replace(
-        facts, facts_file=facts_file, model_dir=model_dir, model_mount=True, bench=bench
+    facts = facts._replace(
+        facts_file=facts_file, model_dir=model_dir, model_mount=True, bench=bench
     ).with_example(example, command="recommend", conflicting=("--facts", "--host-root"))
     options = launch_options(
         launch.request(facts.model_dir), environ=os.environ, on_this_host=facts.facts_file is None

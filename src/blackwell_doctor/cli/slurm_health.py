@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -112,7 +111,7 @@ def register(app: typer.Typer) -> None:
         problem = node_name_problem(name)
         if problem is not None:
             raise UserError(f"--node {name!r}: {problem}")
-        request = replace(facts, facts_file=facts_file, select=select, ignore=ignore).request()
+        request = facts._replace(facts_file=facts_file, select=select, ignore=ignore).request()
         obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
         report = judge(obtained, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
         try:

@@ -8,6 +8,7 @@ naming the file, the entry and the field, never a silently wrong verdict.
 # msgspec would otherwise eval every struct's strings when the catalogue is converted.
 import functools
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
@@ -183,19 +184,19 @@ class Catalogue:
         numbered += [("term", k, [t.text]) for k, t in enumerate(self.terms)]
         # Their tails: a term broken over two lines of one record leaves its tail whole on
         # the second line (a break inside the tail is not seen).
-        numbered += [
-            ("seam", k, [t.text[-_seam_chars(t) :]])
-            for k, t in enumerate(self.terms)
-            if len(t.text) > _seam_chars(t)
-        ]
+        tails = [(k, t.text, _seam_chars(t)) for k, t in enumerate(self.terms)]
+        numbered += [("seam", k, [text[-chars:]]) for k, text, chars in tails if len(text) > chars]
+        literals, owners, at = self.literals, self.owners, index.get
         for kind, n, texts in numbered:
             for text in texts:
                 key = text.encode("utf-8")
-                if key not in index:
-                    index[key] = len(self.literals)
-                    self.literals.append(key)
-                    self.owners.append([])
-                self.owners[index[key]].append((kind, n))
+                i = at(key)
+                if i is None:
+                    index[key] = len(literals)
+                    literals.append(key)
+                    owners.append([(kind, n)])
+                else:
+                    owners[i].append((kind, n))
         self.max_literal = max((len(lit) for lit in self.literals), default=1)
 
     def entry(self, entry_id: str) -> Signature | InputProblem | None:
@@ -263,34 +264,44 @@ def _validated(raw: dict[str, Any], name: str) -> _File:
     # The scanner records a rule log-end entry from the end of a source, and the rules make
     # the rule xid-fatal entry from an Xid line's number: neither from literals.
     log_end = {s.id for s in data.signature if s.rule in STRUCTURE_RULES}
+    # The entry's name in an error is made only for the error (860 entries: issue 36).
     for entry_id, literals in entries:
-        where = f"checks/{name}: {entry_id!r}"
         if entry_id in seen:
-            raise CatalogueError(f"{where}: duplicate id")
+            raise CatalogueError(f"checks/{name}: {entry_id!r}: duplicate id")
         seen.add(entry_id)
         if entry_id in log_end:
             if literals:
-                raise CatalogueError(f"{where}: a rule found by structure has no literals")
+                raise CatalogueError(
+                    f"checks/{name}: {entry_id!r}: a rule found by structure has no literals"
+                )
             continue
         if not literals or any(not lit.strip() for lit in literals):
-            raise CatalogueError(f"{where}: literals must be non-empty texts")
+            raise CatalogueError(f"checks/{name}: {entry_id!r}: literals must be non-empty texts")
         if any("\n" in lit for lit in literals):
-            raise CatalogueError(f"{where}: a literal cannot span lines")
+            raise CatalogueError(f"checks/{name}: {entry_id!r}: a literal cannot span lines")
+    valid_id = re.compile(_ID).fullmatch
     for sig in data.signature:
-        where = f"checks/{name}: {sig.id!r}"
-        if not re.fullmatch(_ID, sig.id):
-            raise CatalogueError(f"{where}: id is not area.name (lowercase)")
-        if sig.warn_at is not None and sig.warn_at < 1:
-            raise CatalogueError(f"{where}: warn_at must be >= 1")
-        if sig.rule == "autotuner-summary" and (sig.regex is None or "(?P<n>" not in sig.regex):
-            raise CatalogueError(f"{where}: rule autotuner-summary needs a regex with (?P<n>...)")
-        if sig.rule == "xid" and (sig.regex is None or "(?P<xid>" not in sig.regex):
-            raise CatalogueError(f"{where}: rule xid needs a regex with (?P<xid>...)")
+        wrong = _signature_problem(sig, valid_id)
+        if wrong:
+            raise CatalogueError(f"checks/{name}: {sig.id!r}: {wrong}")
     _check_daemon_rules(data, name)
     for problem in data.input:
         if not re.fullmatch(_ID, problem.id):
             raise CatalogueError(f"checks/{name}: {problem.id!r}: id is not area.name (lowercase)")
     return data
+
+
+def _signature_problem(sig: Signature, valid_id: Callable[[str], object]) -> str:
+    """What is wrong with one signature's own fields, or ``""``."""
+    if not valid_id(sig.id):
+        return "id is not area.name (lowercase)"
+    if sig.warn_at is not None and sig.warn_at < 1:
+        return "warn_at must be >= 1"
+    if sig.rule == "autotuner-summary" and (sig.regex is None or "(?P<n>" not in sig.regex):
+        return "rule autotuner-summary needs a regex with (?P<n>...)"
+    if sig.rule == "xid" and (sig.regex is None or "(?P<xid>" not in sig.regex):
+        return "rule xid needs a regex with (?P<xid>...)"
+    return ""
 
 
 def _check_daemon_rules(data: _File, name: str) -> None:
@@ -299,11 +310,13 @@ def _check_daemon_rules(data: _File, name: str) -> None:
     markers = {m.id for m in data.marker}
     starts = {s.id for s in data.signature if s.rule == "daemon-start"}
     for sig in data.signature:
-        where = f"checks/{name}: {sig.id!r}"
         if sig.rule != "daemon-stop":
             if sig.ordered_by is not None or sig.restarted_by is not None:
-                raise CatalogueError(f"{where}: ordered_by/restarted_by are for rule daemon-stop")
+                raise CatalogueError(
+                    f"checks/{name}: {sig.id!r}: ordered_by/restarted_by are for rule daemon-stop"
+                )
             continue
+        where = f"checks/{name}: {sig.id!r}"
         if sig.ordered_by not in markers:
             raise CatalogueError(f"{where}: rule daemon-stop needs ordered_by naming a marker")
         if sig.restarted_by not in starts:

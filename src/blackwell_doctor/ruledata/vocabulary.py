@@ -95,11 +95,14 @@ def parse_vocabulary(raw: dict[str, Any], *, name: str = VOCABULARY_FILE) -> Voc
     data = convert(raw, _File, source=shipped_source(name))
     families = {s.id for s in data.source}
     for term in data.term:
-        where = f"checks/{name}: term {term.text!r}"
         if not term.text.strip() or "\n" in term.text:
-            raise CatalogueError(f"{where}: text must be a non-empty text on one line")
+            raise CatalogueError(
+                f"checks/{name}: term {term.text!r}: text must be a non-empty text on one line"
+            )
         if term.family not in families:
-            raise CatalogueError(f"{where}: family {term.family!r} has no [[source]]")
+            raise CatalogueError(
+                f"checks/{name}: term {term.text!r}: family {term.family!r} has no [[source]]"
+            )
     return Vocabulary(data.term, data.xid, data.source)
 
 
