@@ -169,19 +169,10 @@ def choose_runtime(
 
 
 def _runtime_info(r: Runtime) -> RuntimeInfo:
-    return RuntimeInfo(
-        id=r.id,
-        title=r.title,
-        image=r.image,
-        digest=r.digest,
-        pinned=r.pinned,
-        verified=r.verified,
-        min_driver=r.min_driver,
-        cuda=r.cuda,
-        flashinfer=r.flashinfer,
-        source=r.source,
-        notes=r.notes,
-    )
+    # Every field of RuntimeInfo is the catalogue entry's attribute of the same name
+    # (``pinned`` its property): msgspec reads them by name, so a field added to both is
+    # carried without a line here.
+    return msgspec.convert(r, RuntimeInfo, from_attributes=True)
 
 
 def launch_spec(runtime: Runtime, derived: Derived, options: LaunchOptions) -> LaunchSpec:
