@@ -926,16 +926,12 @@ def _live_facts() -> Facts:
     from blackwell_doctor.collect.gpu import collect_gpu
     from blackwell_doctor.collect.hostfs import HostFS
     from blackwell_doctor.collect.platform import collect_platform
-    from blackwell_doctor.facts.document import SCHEMA_VERSION, ToolInfo, Unavailable
+    from blackwell_doctor.facts.document import Unavailable
+    from blackwell_doctor.rules.presets import assembled_facts
 
     platform = collect_platform(HostFS(Path("/")), os.environ)
     nvml, _cuda = collect_gpu(_HOST_GPU_DEADLINE_S)
-    return Facts(
-        schema_version=SCHEMA_VERSION,
-        tool=ToolInfo(name=TOOL_NAME, version=__version__),
-        collected_at="",
-        host_root="/",
-        redacted=False,
+    return assembled_facts(
         platform=platform,
         pci=Unavailable("not-collected"),
         nvml=nvml,

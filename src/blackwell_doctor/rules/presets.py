@@ -34,10 +34,13 @@ from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.facts.document import (
     SCHEMA_VERSION,
     ContainerFacts,
+    CudaFacts,
     Facts,
     LogFacts,
     LogSource,
+    NvmlFacts,
     P2PProbeFacts,
+    PciFacts,
     PlatformFacts,
     ProbeFacts,
     SkipReason,
@@ -102,16 +105,38 @@ class ScanReport(PresetReport, frozen=True, kw_only=True):
     skipped: dict[SkipReason, int] = msgspec.field(default_factory=dict)
 
 
-def logs_only_facts(logs: LogFacts) -> Facts:
-    """Facts that hold a log scan and nothing else (``scan-logs`` reads no host): every
-    other part unavailable, ``not-collected``."""
-    none = Unavailable("not-collected")
+def assembled_facts(
+    *,
+    platform: PlatformFacts,
+    pci: PciFacts | Unavailable,
+    nvml: NvmlFacts | Unavailable,
+    cuda: CudaFacts | Unavailable,
+    env: dict[str, str] | None = None,
+    logs: LogFacts | None = None,
+) -> Facts:
+    """Facts this process puts together from the parts it read, not a collection of a host
+    (``scan-logs``, ``bench``'s live host): no collection time, host root ``/``, not
+    redacted."""
     return Facts(
         schema_version=SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
         collected_at="",
         host_root="/",
         redacted=False,
+        platform=platform,
+        pci=pci,
+        nvml=nvml,
+        cuda=cuda,
+        env=env or {},
+        logs=logs,
+    )
+
+
+def logs_only_facts(logs: LogFacts) -> Facts:
+    """Facts that hold a log scan and nothing else (``scan-logs`` reads no host): every
+    other part unavailable, ``not-collected``."""
+    none = Unavailable("not-collected")
+    return assembled_facts(
         platform=PlatformFacts(
             hostname=none,
             kernel_release=none,
@@ -312,6 +337,7 @@ __all__ = [
     "SCAN_SCHEMA_VERSION",
     "ProbeReport",
     "ScanReport",
+    "assembled_facts",
     "judge_logs",
     "judge_p2p",
     "judge_plan",
