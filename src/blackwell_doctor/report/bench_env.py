@@ -225,6 +225,11 @@ def sections(env: Environment | None) -> set[str]:
     return known
 
 
+def _recorded(*pairs: tuple[str, str | None]) -> dict[str, str]:
+    """The ``(key, value)`` pairs whose value was recorded (not None), in their order."""
+    return {key: value for key, value in pairs if value is not None}
+
+
 def flatten(env: Environment | None) -> dict[str, str]:
     """``env`` as ``key -> value`` (keys as the comparison shows them); {} for None.
     Only what was recorded: a key absent here was not known, not empty."""
@@ -238,15 +243,12 @@ def flatten(env: Environment | None) -> dict[str, str]:
     if env.model is not None:
         m = env.model
         out["model"] = m.id
-        for key, value in (
+        out |= _recorded(
             ("model root", m.root),
             ("model parent", m.parent),
             ("max_model_len", None if m.max_model_len is None else str(m.max_model_len)),
-        ):
-            if value is not None:
-                out[key] = value
-    for key, value in env.server_config.items():
-        out[f"server {key}"] = value
+        )
+    out |= {f"server {key}": value for key, value in env.server_config.items()}
     if not isinstance(env.server_args, msgspec.UnsetType):
         positional, flags = launch_flags(env.server_args.argv)
         if positional:
@@ -261,17 +263,14 @@ def flatten(env: Environment | None) -> dict[str, str]:
     if host is not None:
         if host.gpus:
             out["GPUs"] = ", ".join(host.gpus)
-        for key, value in (
+        out |= _recorded(
             ("GPU driver", host.driver_version),
             ("CUDA (driver)", host.cuda_driver_version),
             ("kernel", host.kernel_release),
             ("container image", host.container_image),
             ("in a container", None if host.in_container is None else str(host.in_container)),
-        ):
-            if value is not None:
-                out[key] = value
-        for key, value in host.env.items():
-            out[f"env {key}"] = value
+        )
+        out |= {f"env {key}": value for key, value in host.env.items()}
     return out
 
 
