@@ -518,6 +518,22 @@ def run_verified(
         write(encode(doc), where / name)
         record_files[name] = name
 
+    def bench_container(
+        url: str, container: Any, label: str, launched_by: str, *, loads: Plan | None
+    ) -> BenchRun:
+        """``bench`` of a container's server, its image and launch recorded with the run
+        (the running one for the baseline, the new one after the change)."""
+        doc, _ = bench(
+            url,
+            settings,
+            say=say,
+            label=label,
+            image=image_of(container),
+            plan=loads,
+            server_args=launch_args(container, launched_by),
+        )
+        return doc
+
     def finish(outcome: str, message: str) -> VerifyRecord:
         g = progress.gate
         gate_record = GateRecord(
@@ -569,13 +585,8 @@ def run_verified(
             first_token(
                 baseline_url, since=time.perf_counter(), deadline_s=settings.first_token_timeout_s
             )
-            doc, _ = bench(
-                baseline_url,
-                settings,
-                say=say,
-                label="baseline",
-                image=image_of(current),
-                server_args=launch_args(current, f"container {spec.name}"),
+            doc = bench_container(
+                baseline_url, current, "baseline", f"container {spec.name}", loads=None
             )
         except FirstTokenTimeout as exc:
             doc = None
@@ -634,16 +645,12 @@ def run_verified(
                 warm.error = str(exc)
                 raise GateRejected(f"the new container served no token: {exc}") from None
         try:
-            after, _ = bench(
+            after = bench_container(
                 new_url,
-                settings,
-                say=say,
-                label="new",
-                image=image_of(container),
-                plan=_plan_of(progress.baseline),
-                server_args=launch_args(
-                    container, f"apply --verify's launch spec (container {spec.name})"
-                ),
+                container,
+                "new",
+                f"apply --verify's launch spec (container {spec.name})",
+                loads=_plan_of(progress.baseline),
             )
         except KeyboardInterrupt as exc:
             partial = getattr(exc, "partial", None)
