@@ -99,6 +99,11 @@ def default_shape(run: BenchRun) -> str | None:
     return max(run.shapes, key=lambda s: s.concurrency).name
 
 
+# What a gate row is of its comparison row as it is (its interval, reason and verdict are
+# the gate's own).
+_AS_COMPARED = ("shape", "metric", "before", "after", "change_pct")
+
+
 def _row(c: Comparison, max_regression_pct: float, floor_source: str) -> GateRow:
     low, high, least = c.ci_low_pct, c.ci_high_pct, None
     # The allowed regression follows the noise floor when it is larger: a change smaller
@@ -133,11 +138,7 @@ def _row(c: Comparison, max_regression_pct: float, floor_source: str) -> GateRow
         else:
             reason = "no significant regression"
     return GateRow(
-        shape=c.shape,
-        metric=c.metric,
-        before=c.before,
-        after=c.after,
-        change_pct=c.change_pct,
+        **{name: getattr(c, name) for name in _AS_COMPARED},
         ci_low_pct=low,
         ci_high_pct=high,
         regression_pct=least,
