@@ -411,15 +411,12 @@ def _device_probe(ordinal: int, state: _DeviceState, tiles: Sequence[Tile]) -> D
     )
 
 
+# What the child measured of a tile, under the names the plan's row gives it.
+_MEASURED = ("launched", "launch_error", "time_us", "k_iterations", "macs_per_s")
+
+
 def _tile_probe(plan: TilePlan, measured: TileLine | None) -> TileProbe:
     planned = tile_probe(plan)
     if measured is None:
         return planned
-    return msgspec.structs.replace(
-        planned,
-        launched=measured.launched,
-        launch_error=measured.launch_error,
-        time_us=measured.time_us,
-        k_iterations=measured.k_iterations,
-        macs_per_s=measured.macs_per_s,
-    )
+    return msgspec.structs.replace(planned, **{name: getattr(measured, name) for name in _MEASURED})
