@@ -98,6 +98,10 @@ class _Bucket:
     kv: list[float] = field(default_factory=list)
 
 
+# What an interval's record counts as its bucket counted it, by the same name.
+_COUNTED = ("requests", "completed", "errors", "output_tokens")
+
+
 @dataclass
 class SoakState:
     """What a soak has gathered so far: read to build the document whatever stops it."""
@@ -174,10 +178,7 @@ class SoakState:
             start_s=start_s,
             end_s=end_s,
             partial=partial,
-            requests=bucket.requests,
-            completed=bucket.completed,
-            errors=bucket.errors,
-            output_tokens=bucket.output_tokens,
+            **{name: getattr(bucket, name) for name in _COUNTED},
             output_tokens_per_s=bucket.output_tokens / seconds if seconds > 0 else None,
             ttft_ms=stats_ms(bucket.ttft_s),
             itl_ms=stats_ms(bucket.itl_s),
