@@ -97,41 +97,31 @@ class ModelReport(msgspec.Struct, frozen=True, kw_only=True):
     source: ModelSource | None = None
 
 
+# Every field of the summary but the quantization is the config's (ArchFacts) field of the
+# same name, None where no config was read; and the report's fields that the model facts
+# hold under the same name are theirs as read. Copied by name: a field added to both is
+# carried without a line here.
+_ARCH_FIELDS = tuple(name for name in ModelSummary.__struct_fields__ if name != "quantization")
+_MODEL_FIELDS = tuple(
+    name
+    for name in ModelReport.__struct_fields__
+    if name in ModelFacts.__struct_fields__ and name != "model"
+)
+
+
 def build_report(model: ModelFacts, result: FitResult | None, note: str | None) -> ModelReport:
     a = model.arch
     fits_any = result is not None and any(e.fits for e in result.entries)
     return ModelReport(
         schema_version=MODEL_SCHEMA_VERSION,
-        path=model.path,
         model=ModelSummary(
-            architecture=a.architecture if a else None,
-            model_type=a.model_type if a else None,
             quantization=model.quantization,
-            moe=a.moe if a else None,
-            mla=a.mla if a else None,
-            num_layers=a.num_layers if a else None,
-            hidden_size=a.hidden_size if a else None,
-            num_attention_heads=a.num_attention_heads if a else None,
-            num_kv_heads=a.num_kv_heads if a else None,
-            head_dim=a.head_dim if a else None,
-            max_position_embeddings=a.max_position_embeddings if a else None,
-            dtype=a.dtype if a else None,
-            mamba=a.mamba if a else None,
-            family=a.family if a else None,
-            layer_pattern=a.layer_pattern if a else None,
-            estimate=a.estimate if a else None,
+            **{name: getattr(a, name) if a else None for name in _ARCH_FIELDS},
         ),
-        parameters=model.parameters,
-        weights_bytes=model.weights_bytes,
-        bytes_by_dtype=model.bytes_by_dtype,
-        shards=model.shards,
-        tensors=model.tensors,
-        problems=model.problems,
         fit=list(result.entries) if result is not None else [],
         sizing=result,
         fit_note=note,
-        index=model.index,
-        source=model.source,
+        **{name: getattr(model, name) for name in _MODEL_FIELDS},
         exit_code=int(
             exitcodes.gate(  # fits at no tensor-parallel size: the finding
                 findings=result is not None and bool(result.entries) and not fits_any,
