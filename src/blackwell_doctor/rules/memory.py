@@ -44,10 +44,6 @@ class UnifiedBudget(msgspec.Struct, frozen=True):
     highest_utilization: float
 
 
-# The /proc/meminfo figures the budget shows as read, under MemInfo's names.
-_AS_READ = ("total_bytes", "available_bytes", "cached_bytes")
-
-
 def unified_gpus(facts: Facts, data: MemoryData) -> list[str]:
     """GPUs whose memory is the system's, as vLLM tells them: NVML has no memory figure and
     the compute capability is in vLLM's unified list."""
@@ -83,8 +79,10 @@ def unified_budget(facts: Facts, data: MemoryData | None = None) -> UnifiedBudge
     highest = max(0.0, math.floor(share * 100) / 100)
     return UnifiedBudget(
         gpus=gpus,
+        total_bytes=mem.total_bytes,
+        available_bytes=mem.available_bytes,
+        cached_bytes=mem.cached_bytes,
         highest_utilization=highest,
-        **{name: getattr(mem, name) for name in _AS_READ},
     )
 
 
