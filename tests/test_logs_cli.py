@@ -121,9 +121,13 @@ def test_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_unreadable_among_readable_is_a_warn_finding(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     missing = tmp_path / "gone.log"
+    # The line that names the path is as long as the temporary folder's path: wide enough
+    # for any (under pytest-xdist a worker's folder is one level deeper, and at 80 columns
+    # the line wrapped).
+    monkeypatch.setenv("COLUMNS", str(len(str(missing)) + 80))
     code, out, _ = run(["scan-logs", "-f", "json", "--fail-on", "warn", str(HEALTHY),
                         str(missing)], capsys)  # fmt: skip
     assert code == 1
