@@ -35,8 +35,8 @@ def test_streamed_json_is_the_whole_document(
     per_piece: int, held: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Two files claiming one host (listed with their files), a name a terminal would act
-    # on (escaped), a file name that is not UTF-8 (a str with a surrogate: pickled, not
-    # MessagePack), and a file that is not facts (unjudged).
+    # on (escaped), a file name that is not UTF-8 (a str with a surrogate: spooled as its
+    # UTF-8 bytes, surrogates passed through), and a file that is not facts (unjudged).
     monkeypatch.setattr(fleet, "SPOOL_HELD", held)
     (tmp_path / b"gpu\xff.json".decode("utf-8", "surrogateescape")).write_bytes(
         encode_facts(load("sm120-driver580"))

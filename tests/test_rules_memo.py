@@ -115,7 +115,7 @@ def test_a_small_fleet_is_judged_as_any_engine_judges_it() -> None:
     assert isinstance(engine, MemoEngine)
     for facts in itertools.islice(itertools.cycle(FIXTURES.values()), memo.PLAIN_RUNS):
         engine.run(facts)
-    assert engine.stats() == {"hits": 0, "misses": 0, "off": []}
+    assert engine.stats() == {"hits": 0, "misses": 0, "off": [], "unlearning": []}
 
 
 def test_a_fleet_judged_with_the_memo_is_judged_as_without() -> None:
@@ -166,3 +166,23 @@ def test_a_seldom_reused_check_is_no_longer_remembered() -> None:
     # Each node's bench run is its own: the serving checks run as in any engine.
     assert "serving.errors" in stats["off"], stats
     assert "gpu.architecture" not in stats["off"], stats
+
+
+def test_a_check_whose_misses_never_repeat_stops_learning_and_judges_as_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The nodes with their own probe figures miss probe.tiles' and link.pcie's tables every
+    # time (the nodes without probes share a result): past a few such misses in a row the
+    # check is run as any engine runs it on a miss, and its results stay the engine's.
+    monkeypatch.setattr(memo, "PROBATION", 8)
+    monkeypatch.setattr(memo, "RARE_RUN", 2)
+    monkeypatch.setattr(memo, "RELEARN", 4)
+    plain, remembering = default_engine(), memo_engine()
+    assert isinstance(remembering, MemoEngine)
+    nodes = _varied_nodes(240)
+    for facts in [*nodes, *FIXTURES.values(), *nodes[:30]]:
+        assert remembering.run(facts) == plain.run(facts)
+    stats = remembering.stats()
+    assert "probe.tiles" in stats["unlearning"], stats
+    assert "gpu.architecture" not in stats["unlearning"], stats
+    assert stats["hits"] > stats["misses"], stats

@@ -505,15 +505,25 @@ def _judge_all(
 SPOOL_HELD = 1024
 
 
+_SpoolRecord = tuple[bytes, bytes, int, int, int, int, FleetBench | None]
+
+
+@functools.cache
+def _spool_codec() -> tuple[Callable[[_SpoolRecord], bytes], Callable[[bytes], _SpoolRecord]]:
+    """A spooled node's record: (source, name, exit code, fail, warn, error, bench)."""
+    return msgspec.msgpack.Encoder().encode, msgspec.msgpack.Decoder(_SpoolRecord).decode
+
+
 class NodeSpool:
     """A fleet's judged nodes, in order, kept out of memory past the first
     :data:`SPOOL_HELD`: each node's record (source, name, exit code, counts, bench figures:
-    ~150 bytes, ~1 KB with a bench run) appended as a pickle to an unnamed temporary file of
-    this process as it is judged (not MessagePack: a file name that is not UTF-8 is a str
-    with surrogates), read back in order for the output. A small fleet stays in memory (and
-    start-up imports neither tempfile nor pickle). In memory per node: its name (two nodes
-    claiming one host are told apart by their files, :meth:`unique`), counted in a dict,
-    and its place in each group of findings it is in (4 bytes)."""
+    ~150 bytes, ~1 KB with a bench run) appended as MessagePack to an unnamed temporary file
+    of this process as it is judged (its source and name as UTF-8 bytes with lone
+    surrogates passed through: a file name that is not UTF-8 is a str with surrogates;
+    4.5 us a node, where a pickle of the node was 26), read back in order for the output.
+    A small fleet stays in memory (and start-up imports no tempfile). In memory per node:
+    its name (two nodes claiming one host are told apart by their files, :meth:`unique`),
+    counted in a dict, and its place in each group of findings it is in (4 bytes)."""
 
     def __init__(self) -> None:
         self._held: list[FleetNode] = []
@@ -539,9 +549,17 @@ class NodeSpool:
 
     @staticmethod
     def _write(file: IO[bytes], node: FleetNode) -> None:
-        import pickle
-
-        record = pickle.dumps(node, protocol=pickle.HIGHEST_PROTOCOL)
+        record = _spool_codec()[0](
+            (
+                node.source.encode("utf-8", "surrogatepass"),
+                node.name.encode("utf-8", "surrogatepass"),
+                node.exit_code,
+                node.fail,
+                node.warn,
+                node.error,
+                node.bench,
+            )
+        )
         file.write(len(record).to_bytes(4, "little"))
         file.write(record)
 
@@ -559,15 +577,22 @@ class NodeSpool:
             yield node if listed == node.name else msgspec.structs.replace(node, name=listed)
 
     def _spooled(self, file: IO[bytes]) -> Iterator[FleetNode]:
-        import pickle
-
+        decode = _spool_codec()[1]
         file.flush()
         file.seek(0)
         for _ in range(self._count):
             # This process's own unnamed file (unlinked at creation), written by _write().
             record = file.read(int.from_bytes(file.read(4), "little"))
-            node: FleetNode = pickle.loads(record)  # noqa: S301
-            yield node
+            source, name, exit_code, fail, warn, error, bench = decode(record)
+            yield FleetNode(
+                name=name.decode("utf-8", "surrogatepass"),
+                source=source.decode("utf-8", "surrogatepass"),
+                exit_code=exit_code,
+                fail=fail,
+                warn=warn,
+                error=error,
+                bench=bench,
+            )
         file.seek(0, os.SEEK_END)
 
     def close(self) -> None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 
+
+# Pure, and asked again for every GPU of every node of a fleet (the health, link, gpu and
+# collective checks): a fleet's machines share their bus ids.
+@functools.lru_cache(maxsize=4096)
 def normalize_pci_bus_id(bus_id: str) -> str:
     """NVML's ``00000000:41:00.0`` and CUDA's ``0000:41:00.0`` → sysfs's ``0000:41:00.0``.
 

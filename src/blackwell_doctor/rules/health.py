@@ -54,7 +54,23 @@ def _section(facts: Facts) -> HealthFacts | Outcome:
     return view.section(facts.health, NO_HEALTH, "health facts unavailable: {reason}")
 
 
+# The last node's GPU labels and readings under load, by the identity of its facts (and
+# health section): the health checks each asked for them again on every node of a fleet.
+# The facts are frozen and held here, so an identity is never another node's; the values
+# are only read.
+_LAST_LABELS: list[tuple[Facts, dict[int, str]]] = []
+_LAST_LOADED: list[tuple[Facts, HealthFacts, dict[int, LoadedGpu]]] = []
+
+
 def _labels(facts: Facts) -> dict[int, str]:
+    if _LAST_LABELS and _LAST_LABELS[0][0] is facts:
+        return _LAST_LABELS[0][1]
+    labels = _labels_of(facts)
+    _LAST_LABELS[:] = [(facts, labels)]
+    return labels
+
+
+def _labels_of(facts: Facts) -> dict[int, str]:
     n = view.nvml(facts)
     if n is None:
         return {}
@@ -166,6 +182,14 @@ def _watts(mw: int) -> str:
 
 def _loaded_by_index(facts: Facts, health: HealthFacts) -> dict[int, LoadedGpu]:
     """The probed GPUs' readings under load, by NVML index (matched on the PCI bus id)."""
+    if _LAST_LOADED and _LAST_LOADED[0][0] is facts and _LAST_LOADED[0][1] is health:
+        return _LAST_LOADED[0][2]
+    loaded = _loaded_of(facts, health)
+    _LAST_LOADED[:] = [(facts, health, loaded)]
+    return loaded
+
+
+def _loaded_of(facts: Facts, health: HealthFacts) -> dict[int, LoadedGpu]:
     n = view.nvml(facts)
     if n is None or isinstance(health.under_load, Unavailable):
         return {}

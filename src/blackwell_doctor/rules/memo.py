@@ -29,6 +29,15 @@ nothing, and a fleet judged with the memo equals one judged without.
 A check whose results are seldom reused (its fields differ on most nodes: a bench run's
 figures, a command line of its own) stops being remembered after ``PROBATION`` misses: it
 then runs as in any engine, without tracing or keys.
+
+A check whose results are reused on some nodes but whose misses land in a read set that
+never repeats (``link.pcie`` or ``probe.tiles`` on the nodes with their own probe figures:
+the nodes without probes share a result) keeps its tables for the lookups but stops
+learning: after ``RARE_RUN`` misses in a row landed in a read set of at least
+``PROBATION`` results of which fewer than 1 in ``RARE`` were asked for again, a miss runs
+the check as any engine does (no traced copy, no keys: ~100 us of each such miss), and one
+miss in ``RELEARN`` is learnt again to see whether the read sets now repeat. Either way the
+result is the check's own.
 """
 
 from __future__ import annotations
@@ -58,6 +67,10 @@ RARE = 8
 # Nodes judged as any engine judges them before the memo starts: a fleet of a few nodes
 # (tests/fixtures/facts' 12) gains nothing from remembering, and would pay for the tracing.
 PLAIN_RUNS = 16
+# Misses in a row that landed in a read set whose results are seldom asked for again before
+# a check stops learning; then one miss in RELEARN is learnt.
+RARE_RUN = 8
+RELEARN = 16
 
 _encode = msgspec.msgpack.Encoder().encode
 
@@ -166,7 +179,7 @@ def value_getter(path: str) -> Callable[[Facts], object]:
 class _Table:
     """The results of runs that read ``paths``, by the values they read."""
 
-    __slots__ = ("hits", "key", "paths", "results")
+    __slots__ = ("hits", "key", "paths", "results", "reused", "stores", "unused")
 
     def __init__(self, paths: tuple[str, ...]) -> None:
         self.paths = paths
@@ -175,6 +188,18 @@ class _Table:
         )
         self.results: dict[object, Result] = {}
         self.hits = 0
+        # Results kept, those asked for again, the keys of those not (yet).
+        self.stores = 0
+        self.reused = 0
+        self.unused: set[object] = set()
+
+    def rare(self) -> bool:
+        """Its results are seldom asked for again (a table's hits may all be on a few)."""
+        return self.stores >= PROBATION and self.reused * RARE < self.stores
+
+    def clear(self) -> None:
+        self.results.clear()
+        self.unused.clear()
 
 
 def _no_key(values: dict[str, object]) -> object:
@@ -184,22 +209,18 @@ def _no_key(values: dict[str, object]) -> object:
 class _Memo:
     """One check's remembered results: a table per read set, the most used first."""
 
-    __slots__ = ("hits", "misses", "on", "tables")
+    __slots__ = ("hits", "learning", "misses", "on", "rare_run", "tables", "unlearnt")
 
     def __init__(self) -> None:
         self.tables: list[_Table] = []
         self.hits = 0
         self.misses = 0
         self.on = True
-
-    def find(self, values: dict[str, object]) -> Result | None:
-        for table in self.tables:
-            found = table.results.get(table.key(values))
-            if found is not None:
-                table.hits += 1
-                self.hits += 1
-                return found
-        return None
+        # Misses in a row learnt into a rare table; whether misses are learnt; misses run
+        # without learning since the last learnt one.
+        self.rare_run = 0
+        self.learning = True
+        self.unlearnt = 0
 
     def table(self, read: frozenset[str]) -> tuple[_Table, bool]:
         """The table of the read set ``read``; True when it is new."""
@@ -251,15 +272,28 @@ class MemoEngine(Engine):
             memo = self._memos[spec.id] = _Memo()
         if not memo.on or facts is not self._facts:
             return super()._judge(spec, facts)
-        found = memo.find(self._values)
-        if found is not None:
-            return found
+        values = self._values
+        for table in memo.tables:
+            key = table.key(values)
+            found = table.results.get(key)
+            if found is not None:
+                table.hits += 1
+                memo.hits += 1
+                if key in table.unused:  # asked for again: not a result of this node alone
+                    table.unused.discard(key)
+                    table.reused += 1
+                return found
         memo.misses += 1
         if memo.misses >= PROBATION and memo.hits * RARE < memo.hits + memo.misses:
             memo.on = False  # seldom reused: run it as any engine does from now on
             memo.tables.clear()
             self._gather()
             return super()._judge(spec, facts)
+        if not memo.learning:
+            memo.unlearnt += 1
+            if memo.unlearnt < RELEARN:
+                return super()._judge(spec, facts)  # as any engine: nothing to learn
+            memo.unlearnt = 0
         return self._learn(memo, spec, facts)
 
     def _learn(self, memo: _Memo, spec: CheckSpec, facts: Facts) -> Result:
@@ -270,6 +304,8 @@ class MemoEngine(Engine):
         outcome, read = reads_of(lambda: self._outcome(spec, traced))
         result = super()._judge(spec, facts) if outcome is _CRASHED else judged(spec, outcome)
         table, new = memo.table(read)
+        memo.rare_run = memo.rare_run + 1 if table.rare() else 0
+        memo.learning = memo.rare_run < RARE_RUN
         if new:
             self._gather()
             for path in table.paths:
@@ -280,13 +316,15 @@ class MemoEngine(Engine):
         parts = key if isinstance(key, tuple) else (key,)
         size = sum(len(k) for k in parts if isinstance(k, bytes | str))
         if len(table.results) >= MEMO_MAX:
-            table.results.clear()
+            table.clear()
         if self._key_bytes + size > MEMO_BYTES:
             for m in self._memos.values():
                 for t in m.tables:
-                    t.results.clear()
+                    t.clear()
             self._key_bytes = 0
         table.results[key] = result
+        table.stores += 1
+        table.unused.add(key)
         self._key_bytes += size
         return result
 
@@ -297,6 +335,7 @@ class MemoEngine(Engine):
             "hits": sum(m.hits for m in self._memos.values()),
             "misses": sum(m.misses for m in self._memos.values()),
             "off": sorted(i for i, m in self._memos.items() if not m.on),
+            "unlearning": sorted(i for i, m in self._memos.items() if m.on and not m.learning),
         }
 
     def _gather(self) -> None:

@@ -195,12 +195,44 @@ def _serving_host(e: Expectation, served: str, gpus: list[str]) -> bool:
     )
 
 
+# The expectations of a served model on a host's GPUs (both normalised), with the data they
+# were chosen from: a fleet's thousands of bench runs serve a few models on a few kinds of
+# host, and choosing them (every expectation's names normalised and compared) was most of
+# the check's time on a node. At most _HERE_MAX pairs; past it, chosen again.
+_HERE: dict[tuple[str, tuple[str, ...]], tuple[ServingData, list[Expectation]]] = {}
+_HERE_MAX = 256
+
+
+def _expected_here(data: ServingData, served: str, gpus: tuple[str, ...]) -> list[Expectation]:
+    """The expectations of ``data`` of model ``served`` on ``gpus`` (:func:`_serving_host`)."""
+    found = _HERE.get((served, gpus))
+    if found is not None and found[0] is data:
+        return found[1]
+    here = [e for e in data.expectation if _serving_host(e, served, list(gpus))]
+    if len(_HERE) >= _HERE_MAX:
+        _HERE.clear()
+    _HERE[served, gpus] = (data, here)
+    return here
+
+
 def _matches(e: Expectation, shape: BenchShapeFacts) -> bool:
     """``e``, of the served model on these GPUs, is of ``shape``'s load."""
     return shape.concurrency == e.concurrency and shape.input_tokens <= e.max_input_tokens
 
 
 def _known(data: ServingData) -> str:
+    """What ``data`` has expectations for, in words (made once per data: a fleet's nodes
+    without one ask for it each)."""
+    found = _KNOWN.get("")
+    if found is None or found[0] is not data:
+        found = _KNOWN[""] = (data, _known_text(data))
+    return found[1]
+
+
+_KNOWN: dict[str, tuple[ServingData, str]] = {}
+
+
+def _known_text(data: ServingData) -> str:
     by_model: dict[tuple[str, str, int], list[int]] = {}
     for e in data.expectation:
         by_model.setdefault((e.model, e.gpu, e.gpu_count), []).append(e.concurrency)
@@ -228,7 +260,7 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     )
     shapes = [s for s in _measured(bench) if s.output_tokens_per_s is not None]
     served, gpus = _normal(bench.model), [_normal(n) for n in host.names]
-    here = [e for e in data.expectation if _serving_host(e, served, gpus)] if shapes else []
+    here = _expected_here(data, served, tuple(gpus)) if shapes else []
     judged: list[tuple[BenchShapeFacts, Expectation, float]] = []
     for s in shapes:
         found = next((e for e in here if _matches(e, s)), None)
