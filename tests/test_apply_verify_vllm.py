@@ -249,6 +249,7 @@ class Case:
         done = self.run([*argv, "--format", "json"], timeout=600)
         assert out.is_file(), done.stderr[-3000:]
         shapes = {s["name"]: s for s in json.loads(out.read_text())["shapes"]}
+        assert set(shapes) == {"burst", "alone"}, done.stderr[-3000:]
         assert shapes["burst"]["completed"] == 16, done.stderr[-3000:]
         assert shapes["alone"]["completed"] == 3, done.stderr[-3000:]
         burst = float(shapes["burst"]["metrics"]["ttft_ms"]["p90"])
@@ -427,6 +428,9 @@ def test_at_rates_the_capacity_at_slo_decides_and_everything_says_so(
     c, client = case
     before = client.containers.get(c.name)
     assert "--max-num-seqs" not in before.attrs["Args"]
+    # After the Ctrl-C case the previous container was started again, not waited for: the
+    # calibration measures it once it serves (a first token), not while it loads (run 24).
+    assert _serving(c.url) > 0
     burst, alone, slo = c.calibrate()
     done = c.run(c.argv(c.runtimes[1], SLOW, *c.rate_args("rate", slo)))
     sys.stderr.write(done.stdout + done.stderr)
