@@ -64,6 +64,19 @@ def test_a_traced_run_is_the_run(check_id: str) -> None:
         assert sections <= set(memo_sections(check_id)), (check_id, name, sections)
 
 
+def test_a_check_reads_the_same_over_a_copy_the_other_checks_read_first() -> None:
+    # The memo learns a node's checks over one traced copy (MemoEngine._traced): a helper
+    # that remembers what it worked out by the facts' identity (rules/health.py's labels,
+    # serving's judgeable run) would let the second check skip the reads it shares with the
+    # first, and its results be kept under too few fields.
+    for name, facts in [*FIXTURES.items(), *enumerate(_varied_nodes(12))]:
+        alone = {check_id: _read(check_id, facts) for check_id in sorted(CHECKS)}
+        shared = traced_facts(facts)
+        for check_id in sorted(CHECKS):
+            after = reads_of(lambda c=check_id: _outcome(c, shared))  # type: ignore[misc]
+            assert after == alone[check_id], (check_id, name)
+
+
 def memo_sections(check_id: str) -> set[str]:
     from blackwell_doctor.rules.registry import READS
 

@@ -57,12 +57,15 @@ def _section(facts: Facts) -> HealthFacts | Outcome:
 # The last node's GPU labels and readings under load, by the identity of its facts (and
 # health section): the health checks each asked for them again on every node of a fleet.
 # The facts are frozen and held here, so an identity is never another node's; the values
-# are only read.
+# are only read. Not for a traced copy (rules/memo.py: a subclass of Facts, shared by the
+# checks learnt on one node): each check's run over it must read what it reads.
 _LAST_LABELS: list[tuple[Facts, dict[int, str]]] = []
 _LAST_LOADED: list[tuple[Facts, HealthFacts, dict[int, LoadedGpu]]] = []
 
 
 def _labels(facts: Facts) -> dict[int, str]:
+    if type(facts) is not Facts:
+        return _labels_of(facts)
     if _LAST_LABELS and _LAST_LABELS[0][0] is facts:
         return _LAST_LABELS[0][1]
     labels = _labels_of(facts)
@@ -182,6 +185,8 @@ def _watts(mw: int) -> str:
 
 def _loaded_by_index(facts: Facts, health: HealthFacts) -> dict[int, LoadedGpu]:
     """The probed GPUs' readings under load, by NVML index (matched on the PCI bus id)."""
+    if type(facts) is not Facts:  # a traced copy (above)
+        return _loaded_of(facts, health)
     if _LAST_LOADED and _LAST_LOADED[0][0] is facts and _LAST_LOADED[0][1] is health:
         return _LAST_LOADED[0][2]
     loaded = _loaded_of(facts, health)
