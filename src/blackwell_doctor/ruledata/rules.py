@@ -7,7 +7,7 @@ load: a typo in a data file is a clear error naming the file and the field, not 
 # Annotations are evaluated at class creation (no `from __future__ import annotations`):
 # msgspec would otherwise eval every struct's strings when the catalogue is converted.
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -198,37 +198,51 @@ class RuleData(msgspec.Struct, frozen=True, kw_only=True):
 
     # The catalogues of some families are read when first asked for (start-up:
     # docs/performance.md): scan-logs and a check without those inputs do not need them.
+    # Kept in _LOADED once read: the import statement and the cached loader's call were
+    # ~2 us a time, asked ~6 times a node of a fleet with bench runs.
     @property
     def preflight(self) -> "PreflightData":
         """checks/preflight.toml: link, BAR1, module, collective and memory thresholds."""
-        from blackwell_doctor.ruledata.preflight import load_preflight
+        found = _LOADED.get("preflight")
+        if found is None:
+            from blackwell_doctor.ruledata.preflight import load_preflight
 
-        return load_preflight()
+            found = _LOADED["preflight"] = load_preflight()
+        return found
 
     @property
     def serving(self) -> "ServingData":
         """checks/serving.toml: the serving.* checks' expectations and thresholds, read when
         first asked for (a run without bench results does not need them)."""
-        from blackwell_doctor.ruledata.serving import load_serving_data
+        found = _LOADED.get("serving")
+        if found is None:
+            from blackwell_doctor.ruledata.serving import load_serving_data
 
-        return load_serving_data()
+            found = _LOADED["serving"] = load_serving_data()
+        return found
 
     @property
     def stack(self) -> "StackData":
         """checks/stack.toml and backends.toml: the stack.* checks' data (`audit`), read when
         first asked for (it imports ``packaging``; a run without a stack audit or a model
         directory does not need it)."""
-        from blackwell_doctor.ruledata.stack import load_stack_data
+        found = _LOADED.get("stack")
+        if found is None:
+            from blackwell_doctor.ruledata.stack import load_stack_data
 
-        return load_stack_data()
+            found = _LOADED["stack"] = load_stack_data()
+        return found
 
     @property
     def host_mounts(self) -> "HostMounts":
         """checks/host_mounts.toml: the mount to add for an unreadable host path, read when a
         containerised run first cannot read one (rules/mounts.py)."""
-        from blackwell_doctor.ruledata.mounts import load_host_mounts
+        found = _LOADED.get("host_mounts")
+        if found is None:
+            from blackwell_doctor.ruledata.mounts import load_host_mounts
 
-        return load_host_mounts()
+            found = _LOADED["host_mounts"] = load_host_mounts()
+        return found
 
     def word(self, command: str, key: str, **values: str) -> str:
         """``[words.<command>] <key>`` with its ``{name}`` placeholders filled."""
@@ -280,8 +294,13 @@ def load_rule_data() -> RuleData:
     )
 
 
+# The catalogues RuleData's properties read, by property name (clear_caches forgets them).
+_LOADED: dict[str, Any] = {}
+
+
 def clear_caches() -> None:
     """Forget every catalogue read (tests that edit checks/)."""
+    _LOADED.clear()
     from blackwell_doctor.ruledata.mounts import load_host_mounts
     from blackwell_doctor.ruledata.preflight import load_preflight
     from blackwell_doctor.ruledata.serving import load_serving_data
