@@ -13,24 +13,29 @@ from blackwell_doctor.cli.options import (
     EXAMPLES,
     SUMMARIES,
     AuditModelDir,
-    FailOnStatus,
     GpuTimeout,
     HostRoot,
+    Judging,
     Output,
     StackImage,
     StackPython,
-    Strict,
     format_option,
+    grouped,
     judge,
+    judging_options,
 )
 from blackwell_doctor.cli.output import text_style, write
 from blackwell_doctor.render.formats import Format
 
 # The checks audit runs.
 _JUDGED = ("stack",)
+# --fail-on and --strict; no --select/--ignore (audit judges the stack checks only).
+_AuditJudging = Annotated[Judging, judging_options(selects=False)]
 
 
+@grouped
 def audit(
+    *,
     python: StackPython = None,
     image: StackImage = None,
     model_dir: AuditModelDir = None,
@@ -44,8 +49,7 @@ def audit(
     ] = None,
     fmt: Annotated[Format, format_option()] = Format.RICH,
     output: Output = None,
-    fail_on: FailOnStatus = "fail",
-    strict: Strict = False,
+    judging: _AuditJudging,
     host_root: HostRoot = None,
     gpu_timeout: GpuTimeout = None,
     no_cache: Annotated[
@@ -88,14 +92,7 @@ def audit(
     )
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     require_something_to_audit(obtained.facts)
-    report = judge(
-        obtained,
-        select=list(_JUDGED),
-        ignore=None,
-        fail_on=fail_on,
-        strict=strict,
-        embed_facts=embed,
-    )
+    report = judge(obtained, judging._replace(select=list(_JUDGED)), embed_facts=embed)
     color, width = text_style(output)
     text = render(report, fmt, color=color and fmt is Format.RICH, verbose=verbose, width=width)
     write(text, output)

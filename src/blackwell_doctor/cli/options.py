@@ -43,25 +43,28 @@ def selection_errors() -> Iterator[None]:
         raise UserError(str(exc)) from None
 
 
-def judge(
-    obtained: Obtained,
-    *,
-    select: list[str] | None,
-    ignore: list[str] | None,
-    fail_on: FailOn,
-    strict: bool,
-    embed_facts: bool = False,
-) -> Report:
+class Judging(NamedTuple):
+    """How a command chooses and judges checks, as given (:data:`CheckJudging` and the
+    groups like it), typed: --fail-on, --strict and, where the command takes them,
+    --select/--ignore."""
+
+    fail_on: FailOn
+    strict: bool
+    select: list[str] | None = None
+    ignore: list[str] | None = None
+
+
+def judge(obtained: Obtained, judging: Judging, *, embed_facts: bool = False) -> Report:
     """The report on the facts a command obtained, with its judging options as given."""
     from blackwell_doctor.rules.evaluate import evaluate
 
     with selection_errors():
         return evaluate(
             obtained.facts,
-            select=split(select),
-            ignore=split(ignore),
-            fail_on=fail_on,
-            strict=strict,
+            select=split(judging.select),
+            ignore=split(judging.ignore),
+            fail_on=judging.fail_on,
+            strict=judging.strict,
             source=obtained.source,
             embed_facts=embed_facts,
         )
@@ -603,6 +606,26 @@ Launch = Annotated[
         ),
     ),
 ]
+
+
+# How check, audit, fleet and slurm-health choose and judge checks: --fail-on and --strict,
+# then (bar audit, which judges the stack checks only) --select and --ignore.
+_SELECTION: tuple[tuple[str, Any, object], ...] = (
+    ("select", Select, None),
+    ("ignore", Ignore, None),
+)
+
+
+def judging_options(
+    fail_on: Any = FailOnStatus, strict: Any = Strict, *, selects: bool = True
+) -> OptionGroup:
+    """The group of a command's judging options: ``fail_on`` and ``strict``, its aliases
+    (the commands that word them by what they do there give their own)."""
+    options = (("fail_on", fail_on, "fail"), ("strict", strict, False))
+    return OptionGroup(Judging, options + (_SELECTION if selects else ()))
+
+
+CheckJudging = Annotated[Judging, judging_options()]
 
 
 # --help's words that are not an option's (issue 40): each command's line in the command
