@@ -19,6 +19,7 @@ from blackwell_doctor.cli.options import (
     Output,
     StackImage,
     StackPython,
+    Verbose,
     format_option,
     grouped,
     judge,
@@ -59,9 +60,7 @@ def audit(
     embed_facts: Annotated[
         bool, typer.Option("--embed-facts", help="Include the audited facts in JSON output.")
     ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show evidence for passing checks too.")
-    ] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Audit the Python GPU stack: the kernels each package carries for this GPU (native, JIT
     at start, none), Triton's ptxas, FlashInfer's precompiled kernels (--image: of an image's

@@ -18,6 +18,7 @@ from blackwell_doctor.cli.options import (
     ExampleName,
     HostFacts,
     Output,
+    Verbose,
     format_option,
     grouped,
     judge,
@@ -43,9 +44,7 @@ def check(
     embed_facts: Annotated[
         bool, typer.Option("--embed-facts", help="Include the judged facts in JSON output.")
     ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show evidence for passing checks too.")
-    ] = False,
+    verbose: Verbose = False,
     example: ExampleName = None,
 ) -> None:
     """Collect facts (or read --facts), run every check, and report. The CI gate."""

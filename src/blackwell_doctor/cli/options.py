@@ -175,6 +175,10 @@ Ignore = Annotated[
     ),
 ]
 
+# check and audit: the evidence of the checks that passed too (fleet words its own).
+Verbose = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Show evidence for passing checks too.")
+]
 Output = Annotated[
     Path | None,
     typer.Option("--output", "-o", help="Write to this file instead of standard output."),
