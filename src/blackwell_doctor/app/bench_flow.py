@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
+from blackwell_doctor.app.rate_options import RateOptions
 from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
@@ -62,11 +63,7 @@ class BenchRequest:
     facts_file: Path | None = None
     # bench --rate R[,R...]|sweep (app/sweep.py): one shape at each load, with its arrival
     # process, and the SLOs its requests are judged against (rules/goodput.py).
-    rate: str | None = None
-    arrival: str | None = None  # constant, poisson (the default) or gamma
-    burstiness: float | None = None  # gamma's shape
-    slo: str | None = None  # ttft_ms:500,tpot_ms:50[,e2e_ms:...]
-    slo_level_pct: float | None = None  # default checks/bench_sweep.toml's
+    rate_options: RateOptions = field(default_factory=RateOptions)
     sweep_points: int | None = None  # default checks/bench_sweep.toml's
     # --trace FILE: replay a request trace (Mooncake JSONL, BurstGPT CSV) at its timestamps
     # x time_scale; trace_block_tokens: the tokens of a Mooncake hash id.
@@ -123,8 +120,8 @@ def check_options(request: BenchRequest) -> None:
             ("--request-timeout", request.request_timeout_s),
             ("--fail-on-regression", request.fail_on_regression_pct),
             ("--threshold", request.threshold_pct),
-            ("--burstiness", request.burstiness),
-            ("--slo-level", request.slo_level_pct),
+            ("--burstiness", request.rate_options.burstiness),
+            ("--slo-level", request.rate_options.slo_level_pct),
         )
     )
     _check_rate_options(request)
@@ -170,15 +167,16 @@ def require_finite(options: Iterable[tuple[str, float | None]]) -> None:
 
 def _check_rate_options(request: BenchRequest) -> None:
     """The options of bench --rate that do not go together (before anything is read)."""
-    if request.rate is None:
+    opts = request.rate_options
+    if opts.rate is None:
         for name, given in (
-            ("--arrival", request.arrival),
-            ("--burstiness", request.burstiness),
+            ("--arrival", opts.arrival),
+            ("--burstiness", opts.burstiness),
             ("--sweep-points", request.sweep_points),
         ):
             if given is not None:
                 raise UserError(f"{name} applies to --rate")
-        if request.compare is None and (request.slo or request.slo_level_pct is not None):
+        if request.compare is None and (opts.slo or opts.slo_level_pct is not None):
             raise UserError(
                 "--slo judges the requests of a rate run: give --rate (or --compare two of them)"
             )
@@ -189,10 +187,10 @@ def _check_rate_options(request: BenchRequest) -> None:
         raise UserError("--soak holds one shape's closed-loop load; it does not take --rate")
     if len(request.shape_names) > 1:
         raise UserError("--rate measures one shape at several loads: give at most one --shape")
-    if request.slo_level_pct is not None and not request.slo:
+    if opts.slo_level_pct is not None and not opts.slo:
         raise UserError("--slo-level is the share of requests meeting --slo: give --slo")
     rates_from(request)  # each rate, the arrival and the SLOs checked now
-    if request.sweep_points is not None and request.rate.strip() != SWEEP_WORD:
+    if request.sweep_points is not None and opts.rate.strip() != SWEEP_WORD:
         raise UserError("--sweep-points applies to --rate sweep")
 
 
@@ -210,8 +208,9 @@ def rates_from(request: BenchRequest) -> RateLoad:
     from blackwell_doctor.rules import goodput as goodputs
     from blackwell_doctor.rules import sweep as sweeps
 
-    assert request.rate is not None
-    text = request.rate.strip()
+    opts = request.rate_options
+    assert opts.rate is not None
+    text = opts.rate.strip()
     rates: tuple[float, ...] | None = None
     if text != SWEEP_WORD:
         values: list[float] = []
@@ -234,23 +233,23 @@ def rates_from(request: BenchRequest) -> RateLoad:
         if len(values) > MAX_RATES:
             raise UserError(f"--rate: at most {MAX_RATES} rates, got {len(values)}")
         rates = tuple(values)
-    arrival = POISSON if request.arrival is None else request.arrival.strip()
+    arrival = POISSON if opts.arrival is None else opts.arrival.strip()
     if arrival not in ARRIVALS:
         raise UserError(f"--arrival {arrival!r}: one of {', '.join(ARRIVALS)}")
-    if arrival == GAMMA and request.burstiness is None:
+    if arrival == GAMMA and opts.burstiness is None:
         raise UserError("--arrival gamma needs --burstiness (its shape; 1 is Poisson)")
-    if request.burstiness is not None:
+    if opts.burstiness is not None:
         if arrival != GAMMA:
             raise UserError("--burstiness is the shape of --arrival gamma")
-        if not 0 < request.burstiness <= 1000:
+        if not 0 < opts.burstiness <= 1000:
             raise UserError(
-                f"--burstiness must be above 0 and at most 1000, got {request.burstiness:g}"
+                f"--burstiness must be above 0 and at most 1000, got {opts.burstiness:g}"
             )
     rules = goodputs.load_sweep_rules()
     try:
-        slo = goodputs.parse_slo(request.slo) if request.slo else {}
+        slo = goodputs.parse_slo(opts.slo) if opts.slo else {}
         level = goodputs.parse_level(
-            rules.slo.level_pct if request.slo_level_pct is None else request.slo_level_pct
+            rules.slo.level_pct if opts.slo_level_pct is None else opts.slo_level_pct
         )
     except goodputs.SloError as exc:
         raise UserError(str(exc)) from None
@@ -258,7 +257,7 @@ def rates_from(request: BenchRequest) -> RateLoad:
     return RateLoad(
         rates=rates,
         arrival=arrival,
-        burstiness=request.burstiness,
+        burstiness=opts.burstiness,
         slo=slo,
         level=level,
         points=points,
@@ -292,7 +291,7 @@ def _check_trace_options(request: BenchRequest) -> None:
             ("--shapes", request.shapes_file is not None),
             ("--repeat", request.repeat != 1),
             ("--multi-turn", request.multi_turn != 1),
-            ("--rate", request.rate is not None),
+            ("--rate", request.rate_options.rate is not None),
         ):
             if given:
                 raise UserError(f"--trace replays a trace's requests; it does not take {name}")
@@ -309,7 +308,7 @@ def _check_trace_options(request: BenchRequest) -> None:
                 )
     if request.multi_turn != 1 and request.soak is not None:
         raise UserError("--multi-turn applies to shapes; --soak does not take it")
-    if request.multi_turn != 1 and request.rate is not None:
+    if request.multi_turn != 1 and request.rate_options.rate is not None:
         raise UserError(
             "--multi-turn holds conversations, each turn sent when the last is answered; "
             "--rate sends on a schedule and does not take it"
@@ -348,7 +347,7 @@ def plan(request: BenchRequest) -> Plan:
     try:
         if request.soak is None:
             names = list(request.shape_names)
-            if request.rate is not None and not names:
+            if request.rate_options.rate is not None and not names:
                 names = [RATE_SHAPE]
             shapes = select_shapes(
                 load_shapes(request.shapes_file), names, requests=request.requests
@@ -376,7 +375,7 @@ def plan(request: BenchRequest) -> Plan:
         multi_turn=request.multi_turn,
         client_processes=request.client_processes,
     )
-    if request.rate is not None:
+    if request.rate_options.rate is not None:
         from blackwell_doctor.ruledata.shapes import MAX_PROMPT_TOKENS_IN_FLIGHT
 
         (shape,) = shapes
@@ -655,9 +654,11 @@ def _compare_slo(request: BenchRequest) -> tuple[dict[str, float] | None, float 
     from blackwell_doctor.rules import goodput as goodputs
 
     try:
-        slo = goodputs.parse_slo(request.slo) if request.slo else None
+        slo = goodputs.parse_slo(request.rate_options.slo) if request.rate_options.slo else None
         level = (
-            None if request.slo_level_pct is None else goodputs.parse_level(request.slo_level_pct)
+            None
+            if request.rate_options.slo_level_pct is None
+            else goodputs.parse_level(request.rate_options.slo_level_pct)
         )
     except goodputs.SloError as exc:
         raise UserError(str(exc)) from None

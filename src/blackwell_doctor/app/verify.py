@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from blackwell_doctor import TOOL_NAME
+from blackwell_doctor.app.rate_options import RateOptions
 from blackwell_doctor.recommend.launch import LaunchSpec, reachable_host
 from blackwell_doctor.report.bench import BenchRun, CompareDocument
 from blackwell_doctor.report.bench_env import ServerArgs
@@ -89,11 +90,8 @@ class VerifyRequest:
     record_dir: Path | None = None
     report_md: Path | None = None
     repeat: int = 1
-    rate: str | None = None  # --rate R[,R...]|sweep, as bench's
-    arrival: str | None = None
-    burstiness: float | None = None
-    slo: str | None = None
-    slo_level_pct: float | None = None
+    # --rate and its options, as bench's.
+    rate_options: RateOptions = field(default_factory=RateOptions)
 
 
 def verify_settings(
@@ -119,11 +117,11 @@ def verify_settings(
                 ("--report-md", request.report_md),
                 ("--divergence-after", request.divergence_after),
                 ("--repeat", request.repeat != 1),
-                ("--rate", request.rate),
-                ("--arrival", request.arrival),
-                ("--burstiness", request.burstiness),
-                ("--slo", request.slo),
-                ("--slo-level", request.slo_level_pct is not None),
+                ("--rate", request.rate_options.rate),
+                ("--arrival", request.rate_options.arrival),
+                ("--burstiness", request.rate_options.burstiness),
+                ("--slo", request.rate_options.slo),
+                ("--slo-level", request.rate_options.slo_level_pct is not None),
             )
             if value
         ]
@@ -189,21 +187,18 @@ def _rate_load(request: VerifyRequest) -> RateLoad | None:
     as_bench = BenchRequest(
         url="http://127.0.0.1",
         shape_names=request.shape_names,
-        rate=request.rate,
-        arrival=request.arrival,
-        burstiness=request.burstiness,
-        slo=request.slo,
-        slo_level_pct=request.slo_level_pct,
+        rate_options=request.rate_options,
     )
-    if request.rate is None:
-        for name, given in (("--arrival", request.arrival), ("--burstiness", request.burstiness)):
+    opts = request.rate_options
+    if opts.rate is None:
+        for name, given in (("--arrival", opts.arrival), ("--burstiness", opts.burstiness)):
             if given is not None:
                 raise UserError(f"{name} applies to --rate")
-        if request.slo or request.slo_level_pct is not None:
+        if opts.slo or opts.slo_level_pct is not None:
             raise UserError("--slo is the gate of --rate: give --rate")
         return None
     check_options(as_bench)
-    if not request.slo:
+    if not opts.slo:
         raise UserError(
             "apply --verify --rate keeps a change only if its capacity at SLO did not drop: "
             "give --slo (e.g. ttft_ms:500,tpot_ms:50)"

@@ -18,10 +18,12 @@ from blackwell_doctor.cli.options import (
     LaunchFacts,
     LaunchFactsFile,
     ModelDir,
+    RateOptions,
     arrival_option,
     bench_option,
     burstiness_option,
     grouped,
+    rate_group,
     rate_option,
     slo_level_option,
     slo_option,
@@ -40,6 +42,41 @@ FactsFromAnotherHost = Annotated[
 
 
 _VERIFY = "Verification (--verify)"
+
+# --verify --rate's options, worded for the gate.
+_VerifyRate = Annotated[
+    RateOptions,
+    rate_group(
+        Annotated[
+            str | None,
+            rate_option(
+                "Bench at these request rates (or sweep to the knee) instead of the shapes' "
+                "fixed concurrency; the gate then keeps the change only if the capacity at "
+                "--slo did not drop.",
+                _VERIFY,
+            ),
+        ],
+        Annotated[
+            str | None,
+            arrival_option("With --rate: the arrival process (default poisson).", _VERIFY),
+        ],
+        Annotated[float | None, burstiness_option("With --arrival gamma: its shape.", _VERIFY)],
+        Annotated[
+            str | None,
+            slo_option(
+                "With --rate: the SLOs of the capacity the gate holds (ttft_ms, tpot_ms, "
+                "e2e_ms), e.g. ttft_ms:500,tpot_ms:50.",
+                _VERIFY,
+            ),
+        ],
+        Annotated[
+            float | None,
+            slo_level_option(
+                "With --slo: the share of requests that must meet them (default 90).", _VERIFY
+            ),
+        ],
+    ),
+]
 
 
 @grouped
@@ -186,35 +223,7 @@ def apply(
             rich_help_panel=_VERIFY,
         ),
     ] = None,
-    rate: Annotated[
-        str | None,
-        rate_option(
-            "Bench at these request rates (or sweep to the knee) instead of the shapes' fixed "
-            "concurrency; the gate then keeps the change only if the capacity at --slo did not "
-            "drop.",
-            _VERIFY,
-        ),
-    ] = None,
-    arrival: Annotated[
-        str | None, arrival_option("With --rate: the arrival process (default poisson).", _VERIFY)
-    ] = None,
-    burstiness: Annotated[
-        float | None, burstiness_option("With --arrival gamma: its shape.", _VERIFY)
-    ] = None,
-    slo: Annotated[
-        str | None,
-        slo_option(
-            "With --rate: the SLOs of the capacity the gate holds (ttft_ms, tpot_ms, e2e_ms), "
-            "e.g. ttft_ms:500,tpot_ms:50.",
-            _VERIFY,
-        ),
-    ] = None,
-    slo_level: Annotated[
-        float | None,
-        slo_level_option(
-            "With --slo: the share of requests that must meet them (default 90).", _VERIFY
-        ),
-    ] = None,
+    rate_options: _VerifyRate,
     example: ExampleName = None,
 ) -> None:
     """Run the recommended runtime through the Docker API (DOCKER_HOST): a plan by
@@ -261,11 +270,7 @@ def apply(
             record_dir=record_dir,
             report_md=report_md,
             repeat=repeat,
-            rate=rate,
-            arrival=arrival,
-            burstiness=burstiness,
-            slo=slo,
-            slo_level_pct=slo_level,
+            rate_options=rate_options,
         ),
         width=terminal_width(None),
     )

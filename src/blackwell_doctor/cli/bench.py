@@ -15,13 +15,10 @@ import typer
 from blackwell_doctor.cli.options import (
     EXAMPLES,
     SUMMARIES,
-    Arrival,
-    Burstiness,
-    Rate,
-    Slo,
-    SloLevel,
+    BenchRate,
     bench_option,
     format_option,
+    grouped,
 )
 from blackwell_doctor.render.formats import BenchFormat
 
@@ -64,7 +61,9 @@ def register(app: typer.Typer) -> None:
     """Add ``bench`` to ``app``."""
 
     @app.command("bench", help=_HELP, short_help=SUMMARIES["bench"], epilog=EXAMPLES["bench"])
+    @grouped
     def bench(
+        *,
         url: Annotated[
             str | None,
             typer.Option(
@@ -216,11 +215,7 @@ def register(app: typer.Typer) -> None:
                 help="With --soak: the interval (default: about 30 of them, 5 s to 60 s).",
             ),
         ] = None,
-        rate: Rate = None,
-        arrival: Arrival = None,
-        burstiness: Burstiness = None,
-        slo: Slo = None,
-        slo_level: SloLevel = None,
+        rate_options: BenchRate,
         sweep_points: Annotated[
             int | None,
             typer.Option(
@@ -363,11 +358,7 @@ def register(app: typer.Typer) -> None:
             resamples=resamples,
             repeat=repeat,
             compare_urls=compare_urls,
-            rate=rate,
-            arrival=arrival,
-            burstiness=burstiness,
-            slo=slo,
-            slo_level_pct=slo_level,
+            rate_options=rate_options,
             sweep_points=sweep_points,
             trace=trace,
             trace_format=trace_format,

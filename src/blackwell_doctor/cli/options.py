@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 import typer
 
+# The rate options' value (standard library only, as this module).
+from blackwell_doctor.app.rate_options import RateOptions as RateOptions
+
 # ``--fail-on``: the lowest status (check) or severity (scan-logs) that makes exit 1; one
 # definition, the documents' (typer offers a Literal's values as the choices).
 from blackwell_doctor.report.status import FailOn as FailOn
@@ -630,6 +633,31 @@ def judging_options(
 
 
 CheckJudging = Annotated[Judging, judging_options()]
+
+
+# bench --rate and apply --verify --rate: the rate run's options, read into one typed value
+# (app/rate_options.py) both requests carry; apply words them for its gate (its own aliases).
+def rate_group(
+    rate: Any = Rate,
+    arrival: Any = Arrival,
+    burstiness: Any = Burstiness,
+    slo: Any = Slo,
+    slo_level: Any = SloLevel,
+) -> OptionGroup:
+    """The group of the rate options, ``bench``'s aliases unless given."""
+    return OptionGroup(
+        RateOptions,
+        (
+            ("rate", rate, None),
+            ("arrival", arrival, None),
+            ("burstiness", burstiness, None),
+            ("slo", slo, None),
+            ("slo_level_pct", slo_level, None),
+        ),
+    )
+
+
+BenchRate = Annotated[RateOptions, rate_group()]
 
 
 # --help's words that are not an option's (issue 40): each command's line in the command
