@@ -242,12 +242,12 @@ KernelLog = Annotated[
 
 class FactsOptions(NamedTuple):
     """A command's facts options as it declared them (the aliases of this module, by the
-    same names), typed: check, collect, recommend, apply and slurm-health give the ones
-    they take; the rest keep their defaults. :meth:`request` is the one reader of them."""
+    same names), typed: check, collect, recommend, apply, slurm-health and audit give the
+    ones they take; the rest keep their defaults. :meth:`request` is the one reader of them."""
 
-    host_root: Path | None
-    gpu_timeout: float | None
-    no_probe: bool
+    host_root: Path | None = None
+    gpu_timeout: float | None = None
+    no_probe: bool = False
     facts_file: Path | None = None
     # --example NAME: the example's name as the facts' source.
     facts_label: str | None = None
@@ -264,6 +264,8 @@ class FactsOptions(NamedTuple):
     stack: bool = False
     python: Path | None = None
     image: str | None = None
+    # audit --no-cache: every shared object of the stack read again.
+    no_cache: bool = False
     # check: a live run collects only what the checks these leave read.
     select: list[str] | None = None
     ignore: list[str] | None = None
@@ -285,6 +287,7 @@ class FactsOptions(NamedTuple):
             stack=self.stack or self.image is not None,
             python=self.python,
             image=self.image,
+            stack_cache=not self.no_cache,
             label=self.facts_label,
             select=tuple(split(self.select)),
             ignore=tuple(split(self.ignore)),
