@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
 from blackwell_doctor.app.rate_options import RateOptions
+from blackwell_doctor.app.shape_options import ShapeOptions
 from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
@@ -39,12 +40,7 @@ class BenchRequest:
     url: str | None = None
     model: str | None = None
     api_key: str | None = None
-    shapes_file: Path | None = None
-    shape_names: Sequence[str] = ()
-    seed: int = 0
-    requests: int | None = None
-    duration_s: float | None = None
-    request_timeout_s: float = 300.0
+    shape_options: ShapeOptions = field(default_factory=ShapeOptions)
     equivalence: bool = True
     soak: str | None = None  # --soak DURATION
     soak_interval: str | None = None
@@ -116,8 +112,8 @@ def check_options(request: BenchRequest) -> None:
     """The options that do not go together, as UserErrors, before anything is read."""
     require_finite(
         (
-            ("--duration", request.duration_s),
-            ("--request-timeout", request.request_timeout_s),
+            ("--duration", request.shape_options.duration_s),
+            ("--request-timeout", request.shape_options.request_timeout_s),
             ("--fail-on-regression", request.fail_on_regression_pct),
             ("--threshold", request.threshold_pct),
             ("--burstiness", request.rate_options.burstiness),
@@ -150,7 +146,10 @@ def check_options(request: BenchRequest) -> None:
     if request.soak is not None and request.repeat != 1:
         raise UserError("--soak runs once until its DURATION; it does not take --repeat")
     if request.soak is not None:
-        for name, given in (("--requests", request.requests), ("--duration", request.duration_s)):
+        for name, given in (
+            ("--requests", request.shape_options.requests),
+            ("--duration", request.shape_options.duration_s),
+        ):
             if given is not None:
                 raise UserError(f"--soak runs until its DURATION; it does not take {name}")
     elif request.soak_interval is not None:
@@ -185,7 +184,7 @@ def _check_rate_options(request: BenchRequest) -> None:
         raise UserError("--rate measures; --compare reads run files (give --rate to bench)")
     if request.soak is not None:
         raise UserError("--soak holds one shape's closed-loop load; it does not take --rate")
-    if len(request.shape_names) > 1:
+    if len(request.shape_options.names) > 1:
         raise UserError("--rate measures one shape at several loads: give at most one --shape")
     if opts.slo_level_pct is not None and not opts.slo:
         raise UserError("--slo-level is the share of requests meeting --slo: give --slo")
@@ -287,8 +286,8 @@ def _check_trace_options(request: BenchRequest) -> None:
             ("--compare", request.compare is not None),
             ("--compare-urls", request.compare_urls is not None),
             ("--soak", request.soak is not None),
-            ("--shape", bool(request.shape_names)),
-            ("--shapes", request.shapes_file is not None),
+            ("--shape", bool(request.shape_options.shape_names)),
+            ("--shapes", request.shape_options.shapes_file is not None),
             ("--repeat", request.repeat != 1),
             ("--multi-turn", request.multi_turn != 1),
             ("--rate", request.rate_options.rate is not None),
@@ -346,16 +345,19 @@ def plan(request: BenchRequest) -> Plan:
     timing = None  # the soak's (duration, interval)
     try:
         if request.soak is None:
-            names = list(request.shape_names)
+            names = list(request.shape_options.names)
             if request.rate_options.rate is not None and not names:
                 names = [RATE_SHAPE]
             shapes = select_shapes(
-                load_shapes(request.shapes_file), names, requests=request.requests
+                load_shapes(request.shape_options.shapes_file),
+                names,
+                requests=request.shape_options.requests,
             )
         else:
-            timing = _soak_timing(request.soak, request.soak_interval, request.shape_names)
+            timing = _soak_timing(request.soak, request.soak_interval, request.shape_options.names)
             shapes = select_shapes(
-                load_shapes(request.shapes_file), list(request.shape_names) or ["concurrent"]
+                load_shapes(request.shape_options.shapes_file),
+                list(request.shape_options.names) or ["concurrent"],
             )
         runner.parse_url(url)
         if request.compare_urls is not None:
@@ -367,10 +369,10 @@ def plan(request: BenchRequest) -> Plan:
         model=request.model,
         api_key=request.api_key or None,
         shapes=shapes,
-        seed=request.seed,
-        requests=request.requests,
-        duration_s=request.duration_s,
-        deadline_s=request.request_timeout_s,
+        seed=request.shape_options.seed,
+        requests=request.shape_options.requests,
+        duration_s=request.shape_options.duration_s,
+        deadline_s=request.shape_options.request_timeout_s,
         equivalence=request.equivalence and request.soak is None,
         multi_turn=request.multi_turn,
         client_processes=request.client_processes,
@@ -379,7 +381,7 @@ def plan(request: BenchRequest) -> Plan:
         from blackwell_doctor.ruledata.shapes import MAX_PROMPT_TOKENS_IN_FLIGHT
 
         (shape,) = shapes
-        total = request.requests or shape.planned_requests()
+        total = request.shape_options.requests or shape.planned_requests()
         if total * shape.input_tokens > MAX_PROMPT_TOKENS_IN_FLIGHT:
             raise UserError(
                 f"--rate: {total} requests x {shape.input_tokens} input tokens of shape "
@@ -422,17 +424,19 @@ def _plan_replay(request: BenchRequest, url: str, path: Path) -> Plan:
         path,
         format=request.trace_format,
         block_tokens=request.trace_block_tokens,
-        requests=request.requests,
-        duration_s=None if request.duration_s is None else request.duration_s / request.time_scale,
+        requests=request.shape_options.requests,
+        duration_s=None
+        if request.shape_options.duration_s is None
+        else request.shape_options.duration_s / request.time_scale,
     )
     config = runner.BenchConfig(
         url=url,
         model=request.model,
         api_key=request.api_key or None,
         shapes=[],
-        seed=request.seed,
-        requests=request.requests,
-        deadline_s=request.request_timeout_s,
+        seed=request.shape_options.seed,
+        requests=request.shape_options.requests,
+        deadline_s=request.shape_options.request_timeout_s,
         equivalence=False,
     )
     if request.facts_file is not None:
@@ -640,7 +644,7 @@ def _judged(
         return judge(
             *runs,
             resamples=request.resamples,
-            seed=request.seed,
+            seed=request.shape_options.seed,
             threshold_pct=request.threshold_pct,
             fail_on_regression_pct=request.fail_on_regression_pct,
             **named,

@@ -19,12 +19,15 @@ from blackwell_doctor.cli.options import (
     LaunchFactsFile,
     ModelDir,
     RateOptions,
+    ShapeOptions,
     arrival_option,
     bench_option,
     burstiness_option,
     grouped,
     rate_group,
     rate_option,
+    shape_group,
+    shape_option,
     slo_level_option,
     slo_option,
 )
@@ -75,6 +78,29 @@ _VerifyRate = Annotated[
                 "With --slo: the share of requests that must meet them (default 90).", _VERIFY
             ),
         ],
+    ),
+]
+
+
+# --verify's shapes and their requests (app/shape_options.py), worded for the bench it runs.
+_VerifyShapes = Annotated[
+    ShapeOptions,
+    shape_group(
+        shape_option(
+            "shapes_file",
+            help="Bench shapes file ([shape.NAME] tables, as for bench).",
+            panel=_VERIFY,
+        ),
+        shape_option(
+            "shape_names",
+            help="Bench this shape (repeatable; default short, long, concurrent).",
+            panel=_VERIFY,
+        ),
+        shape_option("seed", help="Seed of the bench prompts.", panel=_VERIFY),
+        shape_option("requests", help="Measured requests per shape.", panel=_VERIFY),
+        shape_option(
+            "request_timeout_s", help="Deadline of each bench request in seconds.", panel=_VERIFY
+        ),
     ),
 ]
 
@@ -171,32 +197,7 @@ def apply(
             rich_help_panel=_VERIFY,
         ),
     ] = None,
-    shapes_file: Annotated[
-        Path | None,
-        bench_option(
-            "--shapes", help="Bench shapes file ([shape.NAME] tables, as for bench).", panel=_VERIFY
-        ),
-    ] = None,
-    shape_names: Annotated[
-        list[str] | None,
-        bench_option(
-            "--shape",
-            help="Bench this shape (repeatable; default short, long, concurrent).",
-            panel=_VERIFY,
-        ),
-    ] = None,
-    seed: Annotated[
-        int, bench_option("--seed", help="Seed of the bench prompts.", panel=_VERIFY)
-    ] = 0,
-    requests: Annotated[
-        int | None, bench_option("--requests", help="Measured requests per shape.", panel=_VERIFY)
-    ] = None,
-    request_timeout: Annotated[
-        float,
-        bench_option(
-            "--request-timeout", help="Deadline of each bench request in seconds.", panel=_VERIFY
-        ),
-    ] = 300.0,
+    shape_options: _VerifyShapes,
     no_warm_start: Annotated[
         bool,
         typer.Option(
@@ -261,11 +262,7 @@ def apply(
             max_regression_pct=max_regression,
             gate_metrics=tuple(gate_metrics or ()),
             divergence_after=divergence_after,
-            shapes_file=shapes_file,
-            shape_names=tuple(shape_names or ()),
-            seed=seed,
-            requests=requests,
-            request_timeout_s=request_timeout,
+            shape_options=shape_options,
             warm_start=not no_warm_start,
             record_dir=record_dir,
             report_md=report_md,

@@ -16,9 +16,12 @@ from blackwell_doctor.cli.options import (
     EXAMPLES,
     SUMMARIES,
     BenchRate,
+    ShapeOptions,
     bench_option,
     format_option,
     grouped,
+    shape_group,
+    shape_option,
 )
 from blackwell_doctor.render.formats import BenchFormat
 
@@ -57,6 +60,37 @@ a regression; soak: a growing trend); 2 bad input (a --url where nothing answers
 two runs with no shape in common); 130 interrupted (the partial result is written)."""
 
 
+# The shapes measured and their requests (app/shape_options.py), worded for bench.
+_Shapes = Annotated[
+    ShapeOptions,
+    shape_group(
+        shape_option("shapes_file", help="A TOML file of extra shapes ([shape.NAME] tables)."),
+        shape_option(
+            "shape_names", help="Measure this shape (repeatable; default short, long, concurrent)."
+        ),
+        shape_option("seed", help="Seed of the synthetic prompts."),
+        shape_option("requests", help="Measured requests per shape."),
+        (
+            "duration_s",
+            Annotated[
+                float | None,
+                typer.Option(
+                    "--duration",
+                    metavar="SECONDS",
+                    min=0.1,
+                    help="Per shape: send no new request after S seconds.",
+                ),
+            ],
+            None,
+        ),
+        shape_option(
+            "request_timeout_s",
+            help="Deadline of each request in seconds; past it the request is 'stalled'.",
+        ),
+    ),
+]
+
+
 def register(app: typer.Typer) -> None:
     """Add ``bench`` to ``app``."""
 
@@ -83,36 +117,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         fmt: Annotated[BenchFormat, format_option("Output format on stdout.")] = BenchFormat.RICH,
-        shapes_file: Annotated[
-            Path | None,
-            bench_option("--shapes", help="A TOML file of extra shapes ([shape.NAME] tables)."),
-        ] = None,
-        shape_names: Annotated[
-            list[str] | None,
-            bench_option(
-                "--shape", help="Measure this shape (repeatable; default short, long, concurrent)."
-            ),
-        ] = None,
-        seed: Annotated[int, bench_option("--seed", help="Seed of the synthetic prompts.")] = 0,
-        requests: Annotated[
-            int | None, bench_option("--requests", help="Measured requests per shape.")
-        ] = None,
-        duration: Annotated[
-            float | None,
-            typer.Option(
-                "--duration",
-                metavar="SECONDS",
-                min=0.1,
-                help="Per shape: send no new request after S seconds.",
-            ),
-        ] = None,
-        request_timeout: Annotated[
-            float,
-            bench_option(
-                "--request-timeout",
-                help="Deadline of each request in seconds; past it the request is 'stalled'.",
-            ),
-        ] = 300.0,
+        shape_options: _Shapes,
         api_key: Annotated[
             str | None,
             typer.Option(
@@ -341,12 +346,7 @@ def register(app: typer.Typer) -> None:
             url=url,
             model=model,
             api_key=api_key,
-            shapes_file=shapes_file,
-            shape_names=tuple(shape_names or ()),
-            seed=seed,
-            requests=requests,
-            duration_s=duration,
-            request_timeout_s=request_timeout,
+            shape_options=shape_options,
             equivalence=not no_equivalence,
             soak=soak,
             soak_interval=soak_interval,

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 import typer
 
-# The rate options' value (standard library only, as this module).
+# The rate and shape options' values (standard library only, as this module).
 from blackwell_doctor.app.rate_options import RateOptions as RateOptions
+from blackwell_doctor.app.shape_options import ShapeOptions as ShapeOptions
 
 # ``--fail-on``: the lowest status (check) or severity (scan-logs) that makes exit 1; one
 # definition, the documents' (typer offers a Literal's values as the choices).
@@ -158,6 +159,28 @@ _BENCH_OPTIONS: dict[str, dict[str, Any]] = {
 
 def bench_option(name: str, *, help: str, panel: str | None = None) -> Any:
     return typer.Option(name, help=help, rich_help_panel=panel, **_BENCH_OPTIONS[name])
+
+
+# The shapes and their requests as app/shape_options.py's fields: each one's option and type
+# once; bench and apply word them (bench adds its --duration).
+_SHAPE_FIELDS: dict[str, tuple[str, Any, object]] = {
+    "shapes_file": ("--shapes", Path | None, None),
+    "shape_names": ("--shape", list[str] | None, None),
+    "seed": ("--seed", int, 0),
+    "requests": ("--requests", int | None, None),
+    "request_timeout_s": ("--request-timeout", float, 300.0),
+}
+
+
+def shape_option(field: str, *, help: str, panel: str | None = None) -> tuple[str, Any, object]:
+    """A row of :func:`shape_group`: ``field``'s option with this help."""
+    name, kind, default = _SHAPE_FIELDS[field]
+    return (field, Annotated[kind, bench_option(name, help=help, panel=panel)], default)
+
+
+def shape_group(*rows: tuple[str, Any, object]) -> OptionGroup:
+    """The group of a command's shape options, read into one :class:`ShapeOptions`."""
+    return OptionGroup(ShapeOptions, rows)
 
 
 Rate = Annotated[str | None, rate_option()]
