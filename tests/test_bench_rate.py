@@ -683,9 +683,12 @@ def test_apply_verify_rate_input_is_checked_first(
 def test_apply_verify_rate_always_gates_the_capacity(
     given: tuple[str, ...], gated: list[str]
 ) -> None:
+    from blackwell_doctor.app.rate_options import RateOptions
     from blackwell_doctor.app.verify import VerifyRequest, verify_settings
 
-    request = VerifyRequest(verify=True, rate="2,4", slo="ttft_ms:500", gate_metrics=given)
+    request = VerifyRequest(
+        verify=True, rate_options=RateOptions(rate="2,4", slo="ttft_ms:500"), gate_metrics=given
+    )
     settings = verify_settings(request, yes=True, rollback=False, first_token_timeout_s=60.0)
     assert [m.label for m in settings.metrics] == gated
 

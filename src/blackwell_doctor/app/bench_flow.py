@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
+from blackwell_doctor.app.rate_options import RateOptions
+from blackwell_doctor.app.shape_options import ShapeOptions
 from blackwell_doctor.facts.errors import UserError
 
 if TYPE_CHECKING:
@@ -38,12 +40,7 @@ class BenchRequest:
     url: str | None = None
     model: str | None = None
     api_key: str | None = None
-    shapes_file: Path | None = None
-    shape_names: Sequence[str] = ()
-    seed: int = 0
-    requests: int | None = None
-    duration_s: float | None = None
-    request_timeout_s: float = 300.0
+    shape_options: ShapeOptions = field(default_factory=ShapeOptions)
     equivalence: bool = True
     soak: str | None = None  # --soak DURATION
     soak_interval: str | None = None
@@ -62,11 +59,7 @@ class BenchRequest:
     facts_file: Path | None = None
     # bench --rate R[,R...]|sweep (app/sweep.py): one shape at each load, with its arrival
     # process, and the SLOs its requests are judged against (rules/goodput.py).
-    rate: str | None = None
-    arrival: str | None = None  # constant, poisson (the default) or gamma
-    burstiness: float | None = None  # gamma's shape
-    slo: str | None = None  # ttft_ms:500,tpot_ms:50[,e2e_ms:...]
-    slo_level_pct: float | None = None  # default checks/bench_sweep.toml's
+    rate_options: RateOptions = field(default_factory=RateOptions)
     sweep_points: int | None = None  # default checks/bench_sweep.toml's
     # --trace FILE: replay a request trace (Mooncake JSONL, BurstGPT CSV) at its timestamps
     # x time_scale; trace_block_tokens: the tokens of a Mooncake hash id.
@@ -119,12 +112,12 @@ def check_options(request: BenchRequest) -> None:
     """The options that do not go together, as UserErrors, before anything is read."""
     require_finite(
         (
-            ("--duration", request.duration_s),
-            ("--request-timeout", request.request_timeout_s),
+            ("--duration", request.shape_options.duration_s),
+            ("--request-timeout", request.shape_options.request_timeout_s),
             ("--fail-on-regression", request.fail_on_regression_pct),
             ("--threshold", request.threshold_pct),
-            ("--burstiness", request.burstiness),
-            ("--slo-level", request.slo_level_pct),
+            ("--burstiness", request.rate_options.burstiness),
+            ("--slo-level", request.rate_options.slo_level_pct),
         )
     )
     _check_rate_options(request)
@@ -153,7 +146,10 @@ def check_options(request: BenchRequest) -> None:
     if request.soak is not None and request.repeat != 1:
         raise UserError("--soak runs once until its DURATION; it does not take --repeat")
     if request.soak is not None:
-        for name, given in (("--requests", request.requests), ("--duration", request.duration_s)):
+        for name, given in (
+            ("--requests", request.shape_options.requests),
+            ("--duration", request.shape_options.duration_s),
+        ):
             if given is not None:
                 raise UserError(f"--soak runs until its DURATION; it does not take {name}")
     elif request.soak_interval is not None:
@@ -170,15 +166,16 @@ def require_finite(options: Iterable[tuple[str, float | None]]) -> None:
 
 def _check_rate_options(request: BenchRequest) -> None:
     """The options of bench --rate that do not go together (before anything is read)."""
-    if request.rate is None:
+    opts = request.rate_options
+    if opts.rate is None:
         for name, given in (
-            ("--arrival", request.arrival),
-            ("--burstiness", request.burstiness),
+            ("--arrival", opts.arrival),
+            ("--burstiness", opts.burstiness),
             ("--sweep-points", request.sweep_points),
         ):
             if given is not None:
                 raise UserError(f"{name} applies to --rate")
-        if request.compare is None and (request.slo or request.slo_level_pct is not None):
+        if request.compare is None and (opts.slo or opts.slo_level_pct is not None):
             raise UserError(
                 "--slo judges the requests of a rate run: give --rate (or --compare two of them)"
             )
@@ -187,12 +184,12 @@ def _check_rate_options(request: BenchRequest) -> None:
         raise UserError("--rate measures; --compare reads run files (give --rate to bench)")
     if request.soak is not None:
         raise UserError("--soak holds one shape's closed-loop load; it does not take --rate")
-    if len(request.shape_names) > 1:
+    if len(request.shape_options.names) > 1:
         raise UserError("--rate measures one shape at several loads: give at most one --shape")
-    if request.slo_level_pct is not None and not request.slo:
+    if opts.slo_level_pct is not None and not opts.slo:
         raise UserError("--slo-level is the share of requests meeting --slo: give --slo")
     rates_from(request)  # each rate, the arrival and the SLOs checked now
-    if request.sweep_points is not None and request.rate.strip() != SWEEP_WORD:
+    if request.sweep_points is not None and opts.rate.strip() != SWEEP_WORD:
         raise UserError("--sweep-points applies to --rate sweep")
 
 
@@ -210,8 +207,9 @@ def rates_from(request: BenchRequest) -> RateLoad:
     from blackwell_doctor.rules import goodput as goodputs
     from blackwell_doctor.rules import sweep as sweeps
 
-    assert request.rate is not None
-    text = request.rate.strip()
+    opts = request.rate_options
+    assert opts.rate is not None
+    text = opts.rate.strip()
     rates: tuple[float, ...] | None = None
     if text != SWEEP_WORD:
         values: list[float] = []
@@ -234,23 +232,23 @@ def rates_from(request: BenchRequest) -> RateLoad:
         if len(values) > MAX_RATES:
             raise UserError(f"--rate: at most {MAX_RATES} rates, got {len(values)}")
         rates = tuple(values)
-    arrival = POISSON if request.arrival is None else request.arrival.strip()
+    arrival = POISSON if opts.arrival is None else opts.arrival.strip()
     if arrival not in ARRIVALS:
         raise UserError(f"--arrival {arrival!r}: one of {', '.join(ARRIVALS)}")
-    if arrival == GAMMA and request.burstiness is None:
+    if arrival == GAMMA and opts.burstiness is None:
         raise UserError("--arrival gamma needs --burstiness (its shape; 1 is Poisson)")
-    if request.burstiness is not None:
+    if opts.burstiness is not None:
         if arrival != GAMMA:
             raise UserError("--burstiness is the shape of --arrival gamma")
-        if not 0 < request.burstiness <= 1000:
+        if not 0 < opts.burstiness <= 1000:
             raise UserError(
-                f"--burstiness must be above 0 and at most 1000, got {request.burstiness:g}"
+                f"--burstiness must be above 0 and at most 1000, got {opts.burstiness:g}"
             )
     rules = goodputs.load_sweep_rules()
     try:
-        slo = goodputs.parse_slo(request.slo) if request.slo else {}
+        slo = goodputs.parse_slo(opts.slo) if opts.slo else {}
         level = goodputs.parse_level(
-            rules.slo.level_pct if request.slo_level_pct is None else request.slo_level_pct
+            rules.slo.level_pct if opts.slo_level_pct is None else opts.slo_level_pct
         )
     except goodputs.SloError as exc:
         raise UserError(str(exc)) from None
@@ -258,7 +256,7 @@ def rates_from(request: BenchRequest) -> RateLoad:
     return RateLoad(
         rates=rates,
         arrival=arrival,
-        burstiness=request.burstiness,
+        burstiness=opts.burstiness,
         slo=slo,
         level=level,
         points=points,
@@ -288,11 +286,11 @@ def _check_trace_options(request: BenchRequest) -> None:
             ("--compare", request.compare is not None),
             ("--compare-urls", request.compare_urls is not None),
             ("--soak", request.soak is not None),
-            ("--shape", bool(request.shape_names)),
-            ("--shapes", request.shapes_file is not None),
+            ("--shape", bool(request.shape_options.shape_names)),
+            ("--shapes", request.shape_options.shapes_file is not None),
             ("--repeat", request.repeat != 1),
             ("--multi-turn", request.multi_turn != 1),
-            ("--rate", request.rate is not None),
+            ("--rate", request.rate_options.rate is not None),
         ):
             if given:
                 raise UserError(f"--trace replays a trace's requests; it does not take {name}")
@@ -309,7 +307,7 @@ def _check_trace_options(request: BenchRequest) -> None:
                 )
     if request.multi_turn != 1 and request.soak is not None:
         raise UserError("--multi-turn applies to shapes; --soak does not take it")
-    if request.multi_turn != 1 and request.rate is not None:
+    if request.multi_turn != 1 and request.rate_options.rate is not None:
         raise UserError(
             "--multi-turn holds conversations, each turn sent when the last is answered; "
             "--rate sends on a schedule and does not take it"
@@ -347,16 +345,19 @@ def plan(request: BenchRequest) -> Plan:
     timing = None  # the soak's (duration, interval)
     try:
         if request.soak is None:
-            names = list(request.shape_names)
-            if request.rate is not None and not names:
+            names = list(request.shape_options.names)
+            if request.rate_options.rate is not None and not names:
                 names = [RATE_SHAPE]
             shapes = select_shapes(
-                load_shapes(request.shapes_file), names, requests=request.requests
+                load_shapes(request.shape_options.shapes_file),
+                names,
+                requests=request.shape_options.requests,
             )
         else:
-            timing = _soak_timing(request.soak, request.soak_interval, request.shape_names)
+            timing = _soak_timing(request.soak, request.soak_interval, request.shape_options.names)
             shapes = select_shapes(
-                load_shapes(request.shapes_file), list(request.shape_names) or ["concurrent"]
+                load_shapes(request.shape_options.shapes_file),
+                list(request.shape_options.names) or ["concurrent"],
             )
         runner.parse_url(url)
         if request.compare_urls is not None:
@@ -368,19 +369,19 @@ def plan(request: BenchRequest) -> Plan:
         model=request.model,
         api_key=request.api_key or None,
         shapes=shapes,
-        seed=request.seed,
-        requests=request.requests,
-        duration_s=request.duration_s,
-        deadline_s=request.request_timeout_s,
+        seed=request.shape_options.seed,
+        requests=request.shape_options.requests,
+        duration_s=request.shape_options.duration_s,
+        deadline_s=request.shape_options.request_timeout_s,
         equivalence=request.equivalence and request.soak is None,
         multi_turn=request.multi_turn,
         client_processes=request.client_processes,
     )
-    if request.rate is not None:
+    if request.rate_options.rate is not None:
         from blackwell_doctor.ruledata.shapes import MAX_PROMPT_TOKENS_IN_FLIGHT
 
         (shape,) = shapes
-        total = request.requests or shape.planned_requests()
+        total = request.shape_options.requests or shape.planned_requests()
         if total * shape.input_tokens > MAX_PROMPT_TOKENS_IN_FLIGHT:
             raise UserError(
                 f"--rate: {total} requests x {shape.input_tokens} input tokens of shape "
@@ -423,17 +424,19 @@ def _plan_replay(request: BenchRequest, url: str, path: Path) -> Plan:
         path,
         format=request.trace_format,
         block_tokens=request.trace_block_tokens,
-        requests=request.requests,
-        duration_s=None if request.duration_s is None else request.duration_s / request.time_scale,
+        requests=request.shape_options.requests,
+        duration_s=None
+        if request.shape_options.duration_s is None
+        else request.shape_options.duration_s / request.time_scale,
     )
     config = runner.BenchConfig(
         url=url,
         model=request.model,
         api_key=request.api_key or None,
         shapes=[],
-        seed=request.seed,
-        requests=request.requests,
-        deadline_s=request.request_timeout_s,
+        seed=request.shape_options.seed,
+        requests=request.shape_options.requests,
+        deadline_s=request.shape_options.request_timeout_s,
         equivalence=False,
     )
     if request.facts_file is not None:
@@ -641,7 +644,7 @@ def _judged(
         return judge(
             *runs,
             resamples=request.resamples,
-            seed=request.seed,
+            seed=request.shape_options.seed,
             threshold_pct=request.threshold_pct,
             fail_on_regression_pct=request.fail_on_regression_pct,
             **named,
@@ -655,9 +658,11 @@ def _compare_slo(request: BenchRequest) -> tuple[dict[str, float] | None, float 
     from blackwell_doctor.rules import goodput as goodputs
 
     try:
-        slo = goodputs.parse_slo(request.slo) if request.slo else None
+        slo = goodputs.parse_slo(request.rate_options.slo) if request.rate_options.slo else None
         level = (
-            None if request.slo_level_pct is None else goodputs.parse_level(request.slo_level_pct)
+            None
+            if request.rate_options.slo_level_pct is None
+            else goodputs.parse_level(request.rate_options.slo_level_pct)
         )
     except goodputs.SloError as exc:
         raise UserError(str(exc)) from None

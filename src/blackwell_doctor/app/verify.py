@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from blackwell_doctor import TOOL_NAME
+from blackwell_doctor.app.rate_options import RateOptions
+from blackwell_doctor.app.shape_options import ShapeOptions
 from blackwell_doctor.recommend.launch import LaunchSpec, reachable_host
 from blackwell_doctor.report.bench import BenchRun, CompareDocument
 from blackwell_doctor.report.bench_env import ServerArgs
@@ -80,20 +82,13 @@ class VerifyRequest:
     max_regression_pct: float = 10.0
     gate_metrics: Sequence[str] = ()
     divergence_after: int | None = None
-    shapes_file: Path | None = None
-    shape_names: Sequence[str] = ()
-    seed: int = 0
-    requests: int | None = None
-    request_timeout_s: float = 300.0
+    shape_options: ShapeOptions = field(default_factory=ShapeOptions)
     warm_start: bool = True
     record_dir: Path | None = None
     report_md: Path | None = None
     repeat: int = 1
-    rate: str | None = None  # --rate R[,R...]|sweep, as bench's
-    arrival: str | None = None
-    burstiness: float | None = None
-    slo: str | None = None
-    slo_level_pct: float | None = None
+    # --rate and its options, as bench's.
+    rate_options: RateOptions = field(default_factory=RateOptions)
 
 
 def verify_settings(
@@ -112,18 +107,18 @@ def verify_settings(
             name
             for name, value in (
                 ("--gate-metric", request.gate_metrics),
-                ("--shapes", request.shapes_file),
-                ("--shape", request.shape_names),
-                ("--requests", request.requests),
+                ("--shapes", request.shape_options.shapes_file),
+                ("--shape", request.shape_options.shape_names),
+                ("--requests", request.shape_options.requests),
                 ("--record-dir", request.record_dir),
                 ("--report-md", request.report_md),
                 ("--divergence-after", request.divergence_after),
                 ("--repeat", request.repeat != 1),
-                ("--rate", request.rate),
-                ("--arrival", request.arrival),
-                ("--burstiness", request.burstiness),
-                ("--slo", request.slo),
-                ("--slo-level", request.slo_level_pct is not None),
+                ("--rate", request.rate_options.rate),
+                ("--arrival", request.rate_options.arrival),
+                ("--burstiness", request.rate_options.burstiness),
+                ("--slo", request.rate_options.slo),
+                ("--slo-level", request.rate_options.slo_level_pct is not None),
             )
             if value
         ]
@@ -132,16 +127,16 @@ def verify_settings(
     require_finite(
         (
             ("--max-regression", request.max_regression_pct),
-            ("--request-timeout", request.request_timeout_s),
+            ("--request-timeout", request.shape_options.request_timeout_s),
         )
     )
     known = frozenset({*LATENCY_METRICS, "output_tokens_per_s", CAPACITY})
     load = _rate_load(request)
-    names_given = list(request.shape_names)
+    names_given = list(request.shape_options.names)
     if load is not None and not names_given:
         names_given = [RATE_SHAPE]
     try:
-        shapes = select_shapes(load_shapes(request.shapes_file), names_given)
+        shapes = select_shapes(load_shapes(request.shape_options.shapes_file), names_given)
         metrics = [gates.parse_gate_metric(m, known) for m in request.gate_metrics]
     except (ShapeError, gates.GateSpecError) as exc:
         raise UserError(str(exc)) from None
@@ -165,9 +160,9 @@ def verify_settings(
             raise UserError(f"--gate-metric {m.label}: shape {m.shape!r} is not benched")
     return VerifySettings(
         shapes=shapes,
-        seed=request.seed,
-        requests=request.requests,
-        request_timeout_s=request.request_timeout_s,
+        seed=request.shape_options.seed,
+        requests=request.shape_options.requests,
+        request_timeout_s=request.shape_options.request_timeout_s,
         metrics=metrics or [gates.GateMetric(None, m) for m in gates.DEFAULT_METRICS],
         max_regression_pct=request.max_regression_pct,
         divergence_after=request.divergence_after,
@@ -188,22 +183,19 @@ def _rate_load(request: VerifyRequest) -> RateLoad | None:
 
     as_bench = BenchRequest(
         url="http://127.0.0.1",
-        shape_names=request.shape_names,
-        rate=request.rate,
-        arrival=request.arrival,
-        burstiness=request.burstiness,
-        slo=request.slo,
-        slo_level_pct=request.slo_level_pct,
+        shape_options=ShapeOptions(shape_names=request.shape_options.shape_names),
+        rate_options=request.rate_options,
     )
-    if request.rate is None:
-        for name, given in (("--arrival", request.arrival), ("--burstiness", request.burstiness)):
+    opts = request.rate_options
+    if opts.rate is None:
+        for name, given in (("--arrival", opts.arrival), ("--burstiness", opts.burstiness)):
             if given is not None:
                 raise UserError(f"{name} applies to --rate")
-        if request.slo or request.slo_level_pct is not None:
+        if opts.slo or opts.slo_level_pct is not None:
             raise UserError("--slo is the gate of --rate: give --rate")
         return None
     check_options(as_bench)
-    if not request.slo:
+    if not opts.slo:
         raise UserError(
             "apply --verify --rate keeps a change only if its capacity at SLO did not drop: "
             "give --slo (e.g. ttft_ms:500,tpot_ms:50)"

@@ -18,11 +18,16 @@ from blackwell_doctor.cli.options import (
     LaunchFacts,
     LaunchFactsFile,
     ModelDir,
+    RateOptions,
+    ShapeOptions,
     arrival_option,
     bench_option,
     burstiness_option,
     grouped,
+    rate_group,
     rate_option,
+    shape_group,
+    shape_option,
     slo_level_option,
     slo_option,
 )
@@ -40,6 +45,64 @@ FactsFromAnotherHost = Annotated[
 
 
 _VERIFY = "Verification (--verify)"
+
+# --verify --rate's options, worded for the gate.
+_VerifyRate = Annotated[
+    RateOptions,
+    rate_group(
+        Annotated[
+            str | None,
+            rate_option(
+                "Bench at these request rates (or sweep to the knee) instead of the shapes' "
+                "fixed concurrency; the gate then keeps the change only if the capacity at "
+                "--slo did not drop.",
+                _VERIFY,
+            ),
+        ],
+        Annotated[
+            str | None,
+            arrival_option("With --rate: the arrival process (default poisson).", _VERIFY),
+        ],
+        Annotated[float | None, burstiness_option("With --arrival gamma: its shape.", _VERIFY)],
+        Annotated[
+            str | None,
+            slo_option(
+                "With --rate: the SLOs of the capacity the gate holds (ttft_ms, tpot_ms, "
+                "e2e_ms), e.g. ttft_ms:500,tpot_ms:50.",
+                _VERIFY,
+            ),
+        ],
+        Annotated[
+            float | None,
+            slo_level_option(
+                "With --slo: the share of requests that must meet them (default 90).", _VERIFY
+            ),
+        ],
+    ),
+]
+
+
+# --verify's shapes and their requests (app/shape_options.py), worded for the bench it runs.
+_VerifyShapes = Annotated[
+    ShapeOptions,
+    shape_group(
+        shape_option(
+            "shapes_file",
+            help="Bench shapes file ([shape.NAME] tables, as for bench).",
+            panel=_VERIFY,
+        ),
+        shape_option(
+            "shape_names",
+            help="Bench this shape (repeatable; default short, long, concurrent).",
+            panel=_VERIFY,
+        ),
+        shape_option("seed", help="Seed of the bench prompts.", panel=_VERIFY),
+        shape_option("requests", help="Measured requests per shape.", panel=_VERIFY),
+        shape_option(
+            "request_timeout_s", help="Deadline of each bench request in seconds.", panel=_VERIFY
+        ),
+    ),
+]
 
 
 @grouped
@@ -134,32 +197,7 @@ def apply(
             rich_help_panel=_VERIFY,
         ),
     ] = None,
-    shapes_file: Annotated[
-        Path | None,
-        bench_option(
-            "--shapes", help="Bench shapes file ([shape.NAME] tables, as for bench).", panel=_VERIFY
-        ),
-    ] = None,
-    shape_names: Annotated[
-        list[str] | None,
-        bench_option(
-            "--shape",
-            help="Bench this shape (repeatable; default short, long, concurrent).",
-            panel=_VERIFY,
-        ),
-    ] = None,
-    seed: Annotated[
-        int, bench_option("--seed", help="Seed of the bench prompts.", panel=_VERIFY)
-    ] = 0,
-    requests: Annotated[
-        int | None, bench_option("--requests", help="Measured requests per shape.", panel=_VERIFY)
-    ] = None,
-    request_timeout: Annotated[
-        float,
-        bench_option(
-            "--request-timeout", help="Deadline of each bench request in seconds.", panel=_VERIFY
-        ),
-    ] = 300.0,
+    shape_options: _VerifyShapes,
     no_warm_start: Annotated[
         bool,
         typer.Option(
@@ -186,35 +224,7 @@ def apply(
             rich_help_panel=_VERIFY,
         ),
     ] = None,
-    rate: Annotated[
-        str | None,
-        rate_option(
-            "Bench at these request rates (or sweep to the knee) instead of the shapes' fixed "
-            "concurrency; the gate then keeps the change only if the capacity at --slo did not "
-            "drop.",
-            _VERIFY,
-        ),
-    ] = None,
-    arrival: Annotated[
-        str | None, arrival_option("With --rate: the arrival process (default poisson).", _VERIFY)
-    ] = None,
-    burstiness: Annotated[
-        float | None, burstiness_option("With --arrival gamma: its shape.", _VERIFY)
-    ] = None,
-    slo: Annotated[
-        str | None,
-        slo_option(
-            "With --rate: the SLOs of the capacity the gate holds (ttft_ms, tpot_ms, e2e_ms), "
-            "e.g. ttft_ms:500,tpot_ms:50.",
-            _VERIFY,
-        ),
-    ] = None,
-    slo_level: Annotated[
-        float | None,
-        slo_level_option(
-            "With --slo: the share of requests that must meet them (default 90).", _VERIFY
-        ),
-    ] = None,
+    rate_options: _VerifyRate,
     example: ExampleName = None,
 ) -> None:
     """Run the recommended runtime through the Docker API (DOCKER_HOST): a plan by
@@ -252,20 +262,12 @@ def apply(
             max_regression_pct=max_regression,
             gate_metrics=tuple(gate_metrics or ()),
             divergence_after=divergence_after,
-            shapes_file=shapes_file,
-            shape_names=tuple(shape_names or ()),
-            seed=seed,
-            requests=requests,
-            request_timeout_s=request_timeout,
+            shape_options=shape_options,
             warm_start=not no_warm_start,
             record_dir=record_dir,
             report_md=report_md,
             repeat=repeat,
-            rate=rate,
-            arrival=arrival,
-            burstiness=burstiness,
-            slo=slo,
-            slo_level_pct=slo_level,
+            rate_options=rate_options,
         ),
         width=terminal_width(None),
     )

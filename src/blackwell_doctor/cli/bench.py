@@ -15,13 +15,13 @@ import typer
 from blackwell_doctor.cli.options import (
     EXAMPLES,
     SUMMARIES,
-    Arrival,
-    Burstiness,
-    Rate,
-    Slo,
-    SloLevel,
+    BenchRate,
+    ShapeOptions,
     bench_option,
     format_option,
+    grouped,
+    shape_group,
+    shape_option,
 )
 from blackwell_doctor.render.formats import BenchFormat
 
@@ -60,11 +60,44 @@ a regression; soak: a growing trend); 2 bad input (a --url where nothing answers
 two runs with no shape in common); 130 interrupted (the partial result is written)."""
 
 
+# The shapes measured and their requests (app/shape_options.py), worded for bench.
+_Shapes = Annotated[
+    ShapeOptions,
+    shape_group(
+        shape_option("shapes_file", help="A TOML file of extra shapes ([shape.NAME] tables)."),
+        shape_option(
+            "shape_names", help="Measure this shape (repeatable; default short, long, concurrent)."
+        ),
+        shape_option("seed", help="Seed of the synthetic prompts."),
+        shape_option("requests", help="Measured requests per shape."),
+        (
+            "duration_s",
+            Annotated[
+                float | None,
+                typer.Option(
+                    "--duration",
+                    metavar="SECONDS",
+                    min=0.1,
+                    help="Per shape: send no new request after S seconds.",
+                ),
+            ],
+            None,
+        ),
+        shape_option(
+            "request_timeout_s",
+            help="Deadline of each request in seconds; past it the request is 'stalled'.",
+        ),
+    ),
+]
+
+
 def register(app: typer.Typer) -> None:
     """Add ``bench`` to ``app``."""
 
     @app.command("bench", help=_HELP, short_help=SUMMARIES["bench"], epilog=EXAMPLES["bench"])
+    @grouped
     def bench(
+        *,
         url: Annotated[
             str | None,
             typer.Option(
@@ -84,36 +117,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         fmt: Annotated[BenchFormat, format_option("Output format on stdout.")] = BenchFormat.RICH,
-        shapes_file: Annotated[
-            Path | None,
-            bench_option("--shapes", help="A TOML file of extra shapes ([shape.NAME] tables)."),
-        ] = None,
-        shape_names: Annotated[
-            list[str] | None,
-            bench_option(
-                "--shape", help="Measure this shape (repeatable; default short, long, concurrent)."
-            ),
-        ] = None,
-        seed: Annotated[int, bench_option("--seed", help="Seed of the synthetic prompts.")] = 0,
-        requests: Annotated[
-            int | None, bench_option("--requests", help="Measured requests per shape.")
-        ] = None,
-        duration: Annotated[
-            float | None,
-            typer.Option(
-                "--duration",
-                metavar="SECONDS",
-                min=0.1,
-                help="Per shape: send no new request after S seconds.",
-            ),
-        ] = None,
-        request_timeout: Annotated[
-            float,
-            bench_option(
-                "--request-timeout",
-                help="Deadline of each request in seconds; past it the request is 'stalled'.",
-            ),
-        ] = 300.0,
+        shape_options: _Shapes,
         api_key: Annotated[
             str | None,
             typer.Option(
@@ -216,11 +220,7 @@ def register(app: typer.Typer) -> None:
                 help="With --soak: the interval (default: about 30 of them, 5 s to 60 s).",
             ),
         ] = None,
-        rate: Rate = None,
-        arrival: Arrival = None,
-        burstiness: Burstiness = None,
-        slo: Slo = None,
-        slo_level: SloLevel = None,
+        rate_options: BenchRate,
         sweep_points: Annotated[
             int | None,
             typer.Option(
@@ -346,12 +346,7 @@ def register(app: typer.Typer) -> None:
             url=url,
             model=model,
             api_key=api_key,
-            shapes_file=shapes_file,
-            shape_names=tuple(shape_names or ()),
-            seed=seed,
-            requests=requests,
-            duration_s=duration,
-            request_timeout_s=request_timeout,
+            shape_options=shape_options,
             equivalence=not no_equivalence,
             soak=soak,
             soak_interval=soak_interval,
@@ -363,11 +358,7 @@ def register(app: typer.Typer) -> None:
             resamples=resamples,
             repeat=repeat,
             compare_urls=compare_urls,
-            rate=rate,
-            arrival=arrival,
-            burstiness=burstiness,
-            slo=slo,
-            slo_level_pct=slo_level,
+            rate_options=rate_options,
             sweep_points=sweep_points,
             trace=trace,
             trace_format=trace_format,

@@ -14,13 +14,11 @@ import typer
 from blackwell_doctor.cli.options import (
     EXAMPLES,
     SUMMARIES,
+    CheckJudging,
     ExampleName,
-    FailOnStatus,
     HostFacts,
-    Ignore,
     Output,
-    Select,
-    Strict,
+    Verbose,
     format_option,
     grouped,
     judge,
@@ -41,17 +39,12 @@ def check(
     ] = None,
     fmt: Annotated[Format, format_option()] = Format.RICH,
     output: Output = None,
-    fail_on: FailOnStatus = "fail",
-    strict: Strict = False,
-    select: Select = None,
-    ignore: Ignore = None,
+    judging: CheckJudging,
     facts: HostFacts,
     embed_facts: Annotated[
         bool, typer.Option("--embed-facts", help="Include the judged facts in JSON output.")
     ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show evidence for passing checks too.")
-    ] = False,
+    verbose: Verbose = False,
     example: ExampleName = None,
 ) -> None:
     """Collect facts (or read --facts), run every check, and report. The CI gate."""
@@ -60,7 +53,7 @@ def check(
     from blackwell_doctor.render import render
 
     request = (
-        facts._replace(facts_file=facts_file, select=select, ignore=ignore)
+        facts._replace(facts_file=facts_file, select=judging.select, ignore=judging.ignore)
         .with_example(example, command="check", conflicting=("--facts", "--host-root"))
         .request()
     )
@@ -72,10 +65,7 @@ def check(
     obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
     report = judge(
         obtained,
-        select=select,
-        ignore=ignore,
-        fail_on=fail_on,
-        strict=strict,
+        judging,
         # nfd labels the GPUs' compute capability, which only the facts carry.
         embed_facts=embed_facts or fmt is Format.NFD,
     )

@@ -13,10 +13,11 @@ from blackwell_doctor.cli.options import (
     SUMMARIES,
     ExampleName,
     FailOnStatus,
-    Ignore,
+    Judging,
     Output,
-    Select,
     format_option,
+    grouped,
+    judging_options,
     selection_errors,
     split,
     strict_option,
@@ -34,12 +35,28 @@ if TYPE_CHECKING:
 
     from blackwell_doctor.facts.document import Facts
 
+# --strict says what it adds here: a node whose facts could not be read.
+_FleetJudging = Annotated[
+    Judging,
+    judging_options(
+        FailOnStatus,
+        Annotated[
+            bool,
+            strict_option(
+                "Exit 3 when a check could not be evaluated or a node's facts could not be read."
+            ),
+        ],
+    ),
+]
+
 
 def register(app: typer.Typer) -> None:
     """Add ``fleet`` to ``app``."""
 
     @app.command("fleet", short_help=SUMMARIES["fleet"], epilog=EXAMPLES["fleet"])
+    @grouped
     def fleet(
+        *,
         inputs: Annotated[
             list[str] | None,
             typer.Argument(
@@ -50,15 +67,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         fmt: Annotated[FleetFormat, format_option()] = FleetFormat.RICH,
         output: Output = None,
-        fail_on: FailOnStatus = "fail",
-        strict: Annotated[
-            bool,
-            strict_option(
-                "Exit 3 when a check could not be evaluated or a node's facts could not be read."
-            ),
-        ] = False,
-        select: Select = None,
-        ignore: Ignore = None,
+        judging: _FleetJudging,
         jobs: Annotated[
             int,
             typer.Option(
@@ -104,10 +113,10 @@ def register(app: typer.Typer) -> None:
             report, spool = judge_fleet_spooled(
                 paths,
                 missing,
-                select=split(select),
-                ignore=split(ignore),
-                fail_on=fail_on,
-                strict=strict,
+                select=split(judging.select),
+                ignore=split(judging.ignore),
+                fail_on=judging.fail_on,
+                strict=judging.strict,
                 jobs=jobs,
                 obtained=obtained,
             )

@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 import typer
 
+# The rate and shape options' values (standard library only, as this module).
+from blackwell_doctor.app.rate_options import RateOptions as RateOptions
+from blackwell_doctor.app.shape_options import ShapeOptions as ShapeOptions
+
 # ``--fail-on``: the lowest status (check) or severity (scan-logs) that makes exit 1; one
 # definition, the documents' (typer offers a Literal's values as the choices).
 from blackwell_doctor.report.status import FailOn as FailOn
@@ -43,25 +47,28 @@ def selection_errors() -> Iterator[None]:
         raise UserError(str(exc)) from None
 
 
-def judge(
-    obtained: Obtained,
-    *,
-    select: list[str] | None,
-    ignore: list[str] | None,
-    fail_on: FailOn,
-    strict: bool,
-    embed_facts: bool = False,
-) -> Report:
+class Judging(NamedTuple):
+    """How a command chooses and judges checks, as given (:data:`CheckJudging` and the
+    groups like it), typed: --fail-on, --strict and, where the command takes them,
+    --select/--ignore."""
+
+    fail_on: FailOn
+    strict: bool
+    select: list[str] | None = None
+    ignore: list[str] | None = None
+
+
+def judge(obtained: Obtained, judging: Judging, *, embed_facts: bool = False) -> Report:
     """The report on the facts a command obtained, with its judging options as given."""
     from blackwell_doctor.rules.evaluate import evaluate
 
     with selection_errors():
         return evaluate(
             obtained.facts,
-            select=split(select),
-            ignore=split(ignore),
-            fail_on=fail_on,
-            strict=strict,
+            select=split(judging.select),
+            ignore=split(judging.ignore),
+            fail_on=judging.fail_on,
+            strict=judging.strict,
             source=obtained.source,
             embed_facts=embed_facts,
         )
@@ -154,6 +161,28 @@ def bench_option(name: str, *, help: str, panel: str | None = None) -> Any:
     return typer.Option(name, help=help, rich_help_panel=panel, **_BENCH_OPTIONS[name])
 
 
+# The shapes and their requests as app/shape_options.py's fields: each one's option and type
+# once; bench and apply word them (bench adds its --duration).
+_SHAPE_FIELDS: dict[str, tuple[str, Any, object]] = {
+    "shapes_file": ("--shapes", Path | None, None),
+    "shape_names": ("--shape", list[str] | None, None),
+    "seed": ("--seed", int, 0),
+    "requests": ("--requests", int | None, None),
+    "request_timeout_s": ("--request-timeout", float, 300.0),
+}
+
+
+def shape_option(field: str, *, help: str, panel: str | None = None) -> tuple[str, Any, object]:
+    """A row of :func:`shape_group`: ``field``'s option with this help."""
+    name, kind, default = _SHAPE_FIELDS[field]
+    return (field, Annotated[kind, bench_option(name, help=help, panel=panel)], default)
+
+
+def shape_group(*rows: tuple[str, Any, object]) -> OptionGroup:
+    """The group of a command's shape options, read into one :class:`ShapeOptions`."""
+    return OptionGroup(ShapeOptions, rows)
+
+
 Rate = Annotated[str | None, rate_option()]
 Arrival = Annotated[str | None, arrival_option()]
 Burstiness = Annotated[float | None, burstiness_option()]
@@ -172,6 +201,10 @@ Ignore = Annotated[
     ),
 ]
 
+# check and audit: the evidence of the checks that passed too (fleet words its own).
+Verbose = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Show evidence for passing checks too.")
+]
 Output = Annotated[
     Path | None,
     typer.Option("--output", "-o", help="Write to this file instead of standard output."),
@@ -232,12 +265,12 @@ KernelLog = Annotated[
 
 class FactsOptions(NamedTuple):
     """A command's facts options as it declared them (the aliases of this module, by the
-    same names), typed: check, collect, recommend, apply and slurm-health give the ones
-    they take; the rest keep their defaults. :meth:`request` is the one reader of them."""
+    same names), typed: check, collect, recommend, apply, slurm-health and audit give the
+    ones they take; the rest keep their defaults. :meth:`request` is the one reader of them."""
 
-    host_root: Path | None
-    gpu_timeout: float | None
-    no_probe: bool
+    host_root: Path | None = None
+    gpu_timeout: float | None = None
+    no_probe: bool = False
     facts_file: Path | None = None
     # --example NAME: the example's name as the facts' source.
     facts_label: str | None = None
@@ -254,6 +287,8 @@ class FactsOptions(NamedTuple):
     stack: bool = False
     python: Path | None = None
     image: str | None = None
+    # audit --no-cache: every shared object of the stack read again.
+    no_cache: bool = False
     # check: a live run collects only what the checks these leave read.
     select: list[str] | None = None
     ignore: list[str] | None = None
@@ -275,6 +310,7 @@ class FactsOptions(NamedTuple):
             stack=self.stack or self.image is not None,
             python=self.python,
             image=self.image,
+            stack_cache=not self.no_cache,
             label=self.facts_label,
             select=tuple(split(self.select)),
             ignore=tuple(split(self.ignore)),
@@ -603,6 +639,51 @@ Launch = Annotated[
         ),
     ),
 ]
+
+
+# How check, audit, fleet and slurm-health choose and judge checks: --fail-on and --strict,
+# then (bar audit, which judges the stack checks only) --select and --ignore.
+_SELECTION: tuple[tuple[str, Any, object], ...] = (
+    ("select", Select, None),
+    ("ignore", Ignore, None),
+)
+
+
+def judging_options(
+    fail_on: Any = FailOnStatus, strict: Any = Strict, *, selects: bool = True
+) -> OptionGroup:
+    """The group of a command's judging options: ``fail_on`` and ``strict``, its aliases
+    (the commands that word them by what they do there give their own)."""
+    options = (("fail_on", fail_on, "fail"), ("strict", strict, False))
+    return OptionGroup(Judging, options + (_SELECTION if selects else ()))
+
+
+CheckJudging = Annotated[Judging, judging_options()]
+
+
+# bench --rate and apply --verify --rate: the rate run's options, read into one typed value
+# (app/rate_options.py) both requests carry; apply words them for its gate (its own aliases).
+def rate_group(
+    rate: Any = Rate,
+    arrival: Any = Arrival,
+    burstiness: Any = Burstiness,
+    slo: Any = Slo,
+    slo_level: Any = SloLevel,
+) -> OptionGroup:
+    """The group of the rate options, ``bench``'s aliases unless given."""
+    return OptionGroup(
+        RateOptions,
+        (
+            ("rate", rate, None),
+            ("arrival", arrival, None),
+            ("burstiness", burstiness, None),
+            ("slo", slo, None),
+            ("slo_level_pct", slo_level, None),
+        ),
+    )
+
+
+BenchRate = Annotated[RateOptions, rate_group()]
 
 
 # --help's words that are not an option's (issue 40): each command's line in the command

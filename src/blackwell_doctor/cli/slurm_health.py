@@ -17,12 +17,12 @@ from blackwell_doctor.cli.options import (
     SUMMARIES,
     FactsOptions,
     FailOn,
-    Ignore,
+    Judging,
     OptionGroup,
-    Select,
     fail_on_option,
     grouped,
     judge,
+    judging_options,
     strict_option,
 )
 from blackwell_doctor.report import exitcodes
@@ -46,6 +46,15 @@ _NodeFacts = Annotated[
             ),
             *HOST,
         ),
+    ),
+]
+
+# --fail-on and --strict worded by what they do here: drain the node.
+_NodeJudging = Annotated[
+    Judging,
+    judging_options(
+        Annotated[FailOn, fail_on_option("Lowest status that drains the node.")],
+        Annotated[bool, strict_option("Also drain when a check could not be evaluated.")],
     ),
 ]
 
@@ -74,12 +83,7 @@ def register(app: typer.Typer) -> None:
                 "--facts", help="Judge this facts file instead of collecting (replays, tests)."
             ),
         ] = None,
-        fail_on: Annotated[FailOn, fail_on_option("Lowest status that drains the node.")] = "fail",
-        strict: Annotated[
-            bool, strict_option("Also drain when a check could not be evaluated.")
-        ] = False,
-        select: Select = None,
-        ignore: Ignore = None,
+        judging: _NodeJudging,
         facts: _NodeFacts,
         dry_run: Annotated[
             bool,
@@ -111,9 +115,11 @@ def register(app: typer.Typer) -> None:
         problem = node_name_problem(name)
         if problem is not None:
             raise UserError(f"--node {name!r}: {problem}")
-        request = facts._replace(facts_file=facts_file, select=select, ignore=ignore).request()
+        request = facts._replace(
+            facts_file=facts_file, select=judging.select, ignore=judging.ignore
+        ).request()
         obtained = obtain_facts(request, environ=os.environ, stdin=sys.stdin.buffer)
-        report = judge(obtained, select=select, ignore=ignore, fail_on=fail_on, strict=strict)
+        report = judge(obtained, judging)
         try:
             state = node_state(name)
         except SlurmError as exc:

@@ -25,7 +25,6 @@ Exit codes are the ones these commands always had:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal
 
 import msgspec
@@ -54,12 +53,13 @@ from blackwell_doctor.report.check import (
     HostLine,
     PresetDocument,
     PresetReport,
+    Report,
     gate_threshold,
     host_line,
     summarize,
 )
 from blackwell_doctor.report.exitcodes import ExitCode
-from blackwell_doctor.report.results import FailOn, Result
+from blackwell_doctor.report.results import FailOn
 from blackwell_doctor.rules import details
 from blackwell_doctor.rules.evaluate import evaluate
 from blackwell_doctor.rules.logs import JudgedFinding, judge_findings
@@ -157,11 +157,9 @@ def logs_only_facts(logs: LogFacts) -> Facts:
 
 def _probe_report(
     facts: Facts | None,
-    results: Sequence[Result],
+    judged: Report | None,
     *,
     exit_code: ExitCode,
-    fail_on: FailOn,
-    strict: bool,
     preset: str,
     subject: str,
     gate: str,
@@ -176,12 +174,14 @@ def _probe_report(
         if facts is not None
         else HostLine(hostname=None, gpus=[], driver_version=None, source="none")
     )
+    # The gate is the one the checks were judged with; nothing judged (--plan): the default.
+    results = [] if judged is None else judged.results
     return ProbeReport(
         schema_version=PROBE_SCHEMA_VERSION,
         tool=ToolInfo(name=TOOL_NAME, version=__version__),
         host=host,
-        fail_on=fail_on,
-        strict=strict,
+        fail_on="fail" if judged is None else judged.fail_on,
+        strict=False if judged is None else judged.strict,
         results=list(results),
         summary=summarize(results),
         exit_code=int(exit_code),
@@ -217,10 +217,8 @@ def judge_probe(host: Facts, probes: ProbeFacts | Unavailable) -> PresetDocument
         )
     probe_report = _probe_report(
         facts,
-        report.results,
+        report,
         exit_code=code,
-        fail_on="warn",
-        strict=True,
         preset="probe",
         subject=subject,
         gate="non-zero on a measurement the driver or the arithmetic contradicts",
@@ -248,10 +246,8 @@ def judge_p2p(host: Facts, transfers: P2PProbeFacts | Unavailable) -> PresetDocu
         )
     p2p_report = _probe_report(
         facts,
-        report.results,
+        report,
         exit_code=code,
-        fail_on="warn",
-        strict=True,
         preset="probe --p2p",
         subject=subject,
         gate=gate_threshold("warn", strict=True),
@@ -266,10 +262,8 @@ def judge_plan(smem_limit: int, tiles: list[TileProbe]) -> PresetDocument[ProbeR
     judged."""
     plan_report = _probe_report(
         None,
-        [],
+        None,
         exit_code=ExitCode.OK,  # nothing judged
-        fail_on="fail",
-        strict=False,
         preset="probe --plan",
         subject=(
             f"PLAN for a {smem_limit:,} B shared-memory limit: CUTLASS's arithmetic only, "
