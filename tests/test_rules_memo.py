@@ -73,7 +73,7 @@ def test_a_check_reads_the_same_over_a_copy_the_other_checks_read_first() -> Non
         alone = {check_id: _read(check_id, facts) for check_id in sorted(CHECKS)}
         shared = traced_facts(facts)
         for check_id in sorted(CHECKS):
-            after = reads_of(lambda c=check_id: _outcome(c, shared))  # type: ignore[misc]
+            after = reads_of(lambda c=check_id, s=shared: _outcome(c, s))  # type: ignore[misc]
             assert after == alone[check_id], (check_id, name)
 
 
