@@ -177,6 +177,31 @@ class CatalogueCache:
             return
         write_atomic(path, sealed(self.MAGIC, key, payload), prefix=".toml-")
 
+    # A built catalogue (ruledata/logs.py's log catalogue: its entries converted into their
+    # structs and its literal index, typed MessagePack), ``<name>-<key>.msgpack`` beside the
+    # decoded files. Its key: the digest of this format, the Python version, msgspec's and
+    # the inputs (the catalogue's files and the source of the code that builds it), each
+    # led by its length.
+    BUILT_MAGIC = b"blackwell-doctor built 1\n"
+
+    @classmethod
+    def built_key(cls, inputs: tuple[bytes, ...]) -> bytes:
+        import msgspec
+
+        head = f"{sys.version}\0{msgspec.__version__}\0{len(inputs)}\0"
+        lengths = ",".join(str(len(part)) for part in inputs)
+        return digest(cls.BUILT_MAGIC, head.encode(), lengths.encode(), b"\0", *inputs)
+
+    def get_built(self, name: str, inputs: tuple[bytes, ...]) -> bytes | None:
+        key = self.built_key(inputs)
+        return read_sealed(self._path(name, key), self.BUILT_MAGIC, key, self.MAX_BYTES)
+
+    def put_built(self, name: str, inputs: tuple[bytes, ...], payload: bytes) -> None:
+        key = self.built_key(inputs)
+        path = self._path(name, key)
+        if path is not None and len(payload) <= self.MAX_BYTES // 2:
+            write_atomic(path, sealed(self.BUILT_MAGIC, key, payload), prefix=".built-")
+
 
 class RegexProgramCache:
     """The programs of the regular expressions the CLI compiled (facts/regexcache.py), one
