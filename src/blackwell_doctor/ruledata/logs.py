@@ -8,15 +8,15 @@ naming the file, the entry and the field, never a silently wrong verdict.
 # msgspec would otherwise eval every struct's strings when the catalogue is converted.
 import functools
 import re
-import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
 from blackwell_doctor.facts import regexcache
 from blackwell_doctor.report.results import RemedyAction as Action
-from blackwell_doctor.ruledata import decodedcache, dismissal, records, vocabulary
+from blackwell_doctor.ruledata import decodedcache, vocabulary
 from blackwell_doctor.ruledata.checkdata import (
     CatalogueError,
     convert,
@@ -205,6 +205,10 @@ class Catalogue:
         return max((len(lit) for lit in self.literals), default=1)
 
     def _numbered(self) -> tuple[list[bytes], list[list[tuple[str, int]]]]:
+        # Imported here: the grammars' record texts (~5 ms of imports and patterns) only
+        # where the index is made, not where findings are judged (fleet, check).
+        from blackwell_doctor.ruledata import dismissal, records
+
         signatures, markers = self.signatures, self.markers
         index: dict[bytes, int] = {}
         literals: list[bytes] = []
@@ -371,12 +375,12 @@ def _check_daemon_rules(data: _File, name: str) -> None:
 # 2,236 literals (~12 ms of every scan-logs and fleet start-up on the 2-core VM: issue 36).
 BUILT_NAME = "log_catalogue.built"
 _BUILT_FROM = (
-    __name__,
-    "blackwell_doctor.ruledata.vocabulary",
-    "blackwell_doctor.ruledata.dismissal",
-    "blackwell_doctor.ruledata.records",
-    "blackwell_doctor.ruledata.checkdata",
-    "blackwell_doctor.report.results",
+    ("ruledata", "logs.py"),
+    ("ruledata", "vocabulary.py"),
+    ("ruledata", "dismissal.py"),
+    ("ruledata", "records.py"),
+    ("ruledata", "checkdata.py"),
+    ("report", "results.py"),
 )
 
 
@@ -401,13 +405,11 @@ def _built_inputs() -> tuple[bytes, ...] | None:
     """What the built catalogue is made from: the three files' bytes and the source of the
     modules that build it; None where a module has no source file (then it is not kept)."""
     parts = [shipped_bytes(name) for name in (CATALOGUE_FILE, FALLBACKS_FILE, VOCABULARY_FILE)]
-    for module in _BUILT_FROM:
-        path = getattr(sys.modules.get(module), "__file__", None)
-        if not path:
-            return None
+    # By path beside this module (importing them would cost what a hit saves).
+    package = Path(__file__).parent.parent
+    for folder, module in _BUILT_FROM:
         try:
-            with open(path, "rb") as fh:
-                parts.append(fh.read())
+            parts.append((package / folder / module).read_bytes())
         except OSError:
             return None
     return tuple(parts)
