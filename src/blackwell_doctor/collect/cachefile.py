@@ -1,7 +1,8 @@
 """Files this user's own runs wrote under ``$XDG_CACHE_HOME/blackwell-doctor/`` (``~/.cache``
 when unset), read back only when they may be trusted: the Hyperscan database of the log
-catalogue (collect/logs/hsdb.py), the decoded shipped catalogues (:class:`CatalogueCache`,
-which the CLI installs for ruledata/checkdata.py) and the programs of the regular
+catalogue (collect/logs/hsdb.py), the decoded shipped catalogues and the built log
+catalogue (:class:`CatalogueCache`, which the CLI installs for ruledata/checkdata.py and
+ruledata/logs.py) and the programs of the regular
 expressions the CLI compiled (:class:`RegexProgramCache`, for facts/regexcache.py).
 
 ``BLACKWELL_DOCTOR_NO_CACHE=1`` neither reads nor writes any of them; deleting the folder is
