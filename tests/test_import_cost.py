@@ -180,3 +180,19 @@ def test_the_start_up_loads_no_openssl_nor_dataclasses(name: str, floor: set[str
     assert not extra & {"hashlib", "_hashlib", "_sha256"}
     if name != "fleet":
         assert "dataclasses" not in extra
+
+
+def test_fleet_judges_log_findings_without_the_scanners_data(floor: set[str]) -> None:
+    """Issue 36: fleet judges its hosts' log findings with the log catalogue's entries alone,
+    from the built catalogue's cache (ruledata/logs.py): the literal index, and with it the
+    grammars' record texts and the prose dismissals, is made only where a log is scanned;
+    no TOML is parsed on a warm cache."""
+    extra = _imported(["-m", "blackwell_doctor", *FIGURES["commands"]["fleet"]["argv"]]) - floor
+    assert "blackwell_doctor.ruledata.logs" in extra  # the fixtures' kernel logs are judged
+    unneeded = {
+        "blackwell_doctor.ruledata.records",
+        "blackwell_doctor.ruledata.dismissal",
+        "blackwell_doctor.collect.logs.matcher",
+        "tomllib",
+    }
+    assert not extra & unneeded

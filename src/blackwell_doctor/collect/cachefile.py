@@ -1,7 +1,8 @@
 """Files this user's own runs wrote under ``$XDG_CACHE_HOME/blackwell-doctor/`` (``~/.cache``
 when unset), read back only when they may be trusted: the Hyperscan database of the log
-catalogue (collect/logs/hsdb.py), the decoded shipped catalogues (:class:`CatalogueCache`,
-which the CLI installs for ruledata/checkdata.py) and the programs of the regular
+catalogue (collect/logs/hsdb.py), the decoded shipped catalogues and the built log
+catalogue (:class:`CatalogueCache`, which the CLI installs for ruledata/checkdata.py and
+ruledata/logs.py) and the programs of the regular
 expressions the CLI compiled (:class:`RegexProgramCache`, for facts/regexcache.py).
 
 ``BLACKWELL_DOCTOR_NO_CACHE=1`` neither reads nor writes any of them; deleting the folder is
@@ -176,6 +177,31 @@ class CatalogueCache:
         if msgspec.msgpack.decode(payload) != raw:
             return
         write_atomic(path, sealed(self.MAGIC, key, payload), prefix=".toml-")
+
+    # A built catalogue (ruledata/logs.py's log catalogue: its entries converted into their
+    # structs and its literal index, typed MessagePack), ``<name>-<key>.msgpack`` beside the
+    # decoded files. Its key: the digest of this format, the Python version, msgspec's and
+    # the inputs (the catalogue's files and the source of the code that builds it), each
+    # led by its length.
+    BUILT_MAGIC = b"blackwell-doctor built 1\n"
+
+    @classmethod
+    def built_key(cls, inputs: tuple[bytes, ...]) -> bytes:
+        import msgspec
+
+        head = f"{sys.version}\0{msgspec.__version__}\0{len(inputs)}\0"
+        lengths = ",".join(str(len(part)) for part in inputs)
+        return digest(cls.BUILT_MAGIC, head.encode(), lengths.encode(), b"\0", *inputs)
+
+    def get_built(self, name: str, inputs: tuple[bytes, ...]) -> bytes | None:
+        key = self.built_key(inputs)
+        return read_sealed(self._path(name, key), self.BUILT_MAGIC, key, self.MAX_BYTES)
+
+    def put_built(self, name: str, inputs: tuple[bytes, ...], payload: bytes) -> None:
+        key = self.built_key(inputs)
+        path = self._path(name, key)
+        if path is not None and len(payload) <= self.MAX_BYTES // 2:
+            write_atomic(path, sealed(self.BUILT_MAGIC, key, payload), prefix=".built-")
 
 
 class RegexProgramCache:

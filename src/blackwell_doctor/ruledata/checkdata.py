@@ -98,14 +98,19 @@ def parse_toml(text: str, *, source: str) -> dict[str, Any]:
         raise CatalogueError(f"{source}: not valid TOML: nested too deeply") from None
 
 
+def shipped_bytes(name: str) -> bytes:
+    """The bytes of the shipped ``checks/<name>`` (a built catalogue's cache key hashes them)."""
+    try:
+        return (data_dir("checks") / name).read_bytes()
+    except OSError as exc:
+        raise CatalogueError(f"{shipped_source(name)}: {exc}") from None
+
+
 def read_shipped(name: str) -> dict[str, Any]:
     """The decoded TOML of the shipped ``checks/<name>`` (from the cache when a trusted file
     of the same content is there)."""
     source = shipped_source(name)
-    try:
-        data = (data_dir("checks") / name).read_bytes()
-    except OSError as exc:
-        raise CatalogueError(f"{source}: {exc}") from None
+    data = shipped_bytes(name)
     cache = decodedcache.current()
     if cache is not None:
         # A hit is of these very bytes, which decoded when it was written: the text is only

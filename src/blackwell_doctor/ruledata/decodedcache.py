@@ -21,6 +21,14 @@ class DecodedCache(Protocol):
     def put(self, name: str, data: bytes, raw: dict[str, Any]) -> None:
         """Keep ``raw``, the decoding of ``data``; failing to is the cache's own business."""
 
+    def get_built(self, name: str, inputs: tuple[bytes, ...]) -> bytes | None:
+        """The payload kept for the catalogue ``name`` built from ``inputs`` (its files'
+        bytes and the source of the code that builds it), if one is kept and trusted."""
+
+    def put_built(self, name: str, inputs: tuple[bytes, ...], payload: bytes) -> None:
+        """Keep ``payload``, what the catalogue ``name`` built from ``inputs`` encodes to;
+        failing to is the cache's own business."""
+
 
 _FACTORY: list[Callable[[], DecodedCache]] = []
 _MADE: list[DecodedCache] = []

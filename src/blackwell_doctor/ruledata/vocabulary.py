@@ -13,7 +13,6 @@ texts come from (pinned); ``[[xid]]`` is NVIDIA's Xid table: the rules read a
 """
 
 # Annotations are evaluated at class creation (msgspec; see ruledata/logs.py).
-import functools
 from typing import Any, Literal
 
 import msgspec
@@ -106,6 +105,18 @@ def parse_vocabulary(raw: dict[str, Any], *, name: str = VOCABULARY_FILE) -> Voc
     return Vocabulary(data.term, data.xid, data.source)
 
 
-@functools.cache
+_LOADED: list[Vocabulary] = []
+
+
 def load_vocabulary() -> Vocabulary:
-    return parse_vocabulary(read_shipped(VOCABULARY_FILE))
+    """The shipped vocabulary, read once a process (or the one :func:`adopt` was given)."""
+    if not _LOADED:
+        _LOADED.append(parse_vocabulary(read_shipped(VOCABULARY_FILE)))
+    return _LOADED[0]
+
+
+def adopt(vocabulary: Vocabulary) -> None:
+    """Take ``vocabulary`` as the shipped one unless it was read already: the log
+    catalogue's cache (ruledata/logs.py) keeps it built, from the same file's bytes."""
+    if not _LOADED:
+        _LOADED.append(vocabulary)
