@@ -17,7 +17,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from blackwell_doctor.app import soak
+from tests.conftest import skip_without
+
+try:  # app/soak imports the bench client (aiohttp: the dev extra)
+    from blackwell_doctor.app import soak
+except ModuleNotFoundError as exc:
+    skip_without(exc)
 from blackwell_doctor.collect.probe import runner
 from blackwell_doctor.collect.probe.protocol import TileLine
 from blackwell_doctor.facts.document import TileProbe
