@@ -113,7 +113,7 @@ def test_a_planted_database_with_a_matching_hash_is_refused(cache: Path, builds:
 
 
 def _sealed_for(literals: list[bytes], db: Any) -> bytes:
-    payload = hyperscan.dumpb(db)
+    payload: bytes = hyperscan.dumpb(db)
     key = hsdb.cache_key(str(hyperscan.__version__), literals)
     return hsdb.MAGIC + key + digest(payload) + payload
 
