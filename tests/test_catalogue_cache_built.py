@@ -1,8 +1,10 @@
 """The built log catalogue, cached (ruledata/logs.py's load_catalogue through
 collect/cachefile.py's CatalogueCache.get_built/put_built): a kept file is used only when it
-can be trusted and is of these inputs (the three files' bytes and the building code's
+can be trusted and is of these inputs (the three files and the building code's
 source), else the catalogue is built as if there were none, and kept again. Real files in
-a temporary cache folder; what a hit gives is compared with what a build gives."""
+a temporary cache folder; what a hit gives is compared with what a build gives. The key
+stands on the inputs' stamps (checkdata.stamp: path, device, inode, size, modification and
+change times), not their bytes."""
 
 from __future__ import annotations
 
@@ -230,14 +232,52 @@ def test_the_building_code_is_in_the_key() -> None:
     assert inputs is not None
     # The three files, then the modules whose code builds the catalogue.
     assert len(inputs) == 3 + len(logs._BUILT_FROM)
+    for name in (logs.CATALOGUE_FILE, logs.FALLBACKS_FILE, vocabulary.VOCABULARY_FILE):
+        assert checkdata.stamp(data_dir("checks") / name) in inputs
     for module in ("logs.py", "vocabulary.py", "records.py", "dismissal.py", "checkdata.py"):
-        path = Path(logs.__file__).parent / module
-        assert path.read_bytes() in inputs
-    edited = (*inputs[:-1], inputs[-1] + b"\n# an edit\n")
+        assert checkdata.stamp(Path(logs.__file__).parent / module) in inputs
+    edited = (*inputs[:-1], inputs[-1] + b"1")
     assert CatalogueCache.built_key(edited) != CatalogueCache.built_key(inputs)
     # Each input led by its length: moving a byte from one to the next is another key.
     moved = (inputs[0] + inputs[1][:1], inputs[1][1:], *inputs[2:])
     assert CatalogueCache.built_key(moved) != CatalogueCache.built_key(inputs)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "appended",
+        "same size and modification time",  # a copy over it with its times kept (cp -p)
+        "replaced by a copy",  # another inode
+    ],
+)
+def test_a_stamp_changes_with_any_edit(tmp_path: Path, edit: str) -> None:
+    """The key stands on stamps, not bytes: every way of changing a file's bytes changes
+    its stamp (the change time is set by the kernel on every write, never by the writer)."""
+    path = tmp_path / "logs.py"
+    path.write_bytes(b"x = 1\n")
+    before = checkdata.stamp(path)
+    st = path.stat()
+    if edit == "appended":
+        with path.open("ab") as fh:
+            fh.write(b"# an edit\n")
+    elif edit == "same size and modification time":
+        # The change time ticks at the kernel's clock resolution: wait for it to move on
+        # (an observed change, not a sleep).
+        while True:
+            path.write_bytes(b"x = 2\n")
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            if path.stat().st_ctime_ns != st.st_ctime_ns:
+                break
+    else:
+        other = tmp_path / "copy"
+        other.write_bytes(b"x = 3\n")
+        os.replace(other, path)
+    after = checkdata.stamp(path)
+    assert path.stat().st_size == st.st_size or edit == "appended"
+    assert before is not None
+    assert after not in (None, before)
+    assert checkdata.stamp(tmp_path / "missing") is None
 
 
 def test_no_cache_neither_reads_nor_writes(

@@ -106,12 +106,31 @@ def test_a_damaged_file_is_rebuilt(cache: Path, builds: list[int], damage: Any) 
 
 def test_a_planted_database_with_a_matching_hash_is_refused(cache: Path, builds: list[int]) -> None:
     """Whoever writes the file can write its hash too: the loaded database must still find
-    every literal of this catalogue, or it is not used."""
+    the sampled literals of this catalogue, each under its id, or it is not used."""
     other = hsdb._build(hyperscan, [b"nothing of the catalogue"])
-    payload = hyperscan.dumpb(other)
-    key = hsdb.cache_key(str(hyperscan.__version__), LITERALS)
-    blob = hsdb.MAGIC + key + digest(payload) + payload
-    path = _plant(cache, blob)
+    path = _plant(cache, _sealed_for(LITERALS, other))
+    _rebuilt(cache, builds, path)
+
+
+def _sealed_for(literals: list[bytes], db: Any) -> bytes:
+    payload: bytes = hyperscan.dumpb(db)
+    key = hsdb.cache_key(str(hyperscan.__version__), literals)
+    return hsdb.MAGIC + key + digest(payload) + payload
+
+
+@pytest.mark.parametrize("how", ["a sampled literal left out", "the ids shifted by one"])
+def test_a_planted_database_of_almost_these_literals_is_refused(
+    cache: Path, builds: list[int], how: str
+) -> None:
+    """A database of this catalogue's literals but one sampled literal (or of all of them
+    under other ids) is refused; the sample (every SAMPLE_EVERY-th and the last) is what a
+    load checks beyond the seal (collect/logs/hsdb.py's docstring says why)."""
+    if how == "a sampled literal left out":
+        gone = hsdb.SAMPLE_EVERY
+        planted = [b"not a literal" if n == gone else t for n, t in enumerate(LITERALS)]
+    else:
+        planted = [LITERALS[-1], *LITERALS[:-1]]
+    path = _plant(cache, _sealed_for(LITERALS, hsdb._build(hyperscan, planted)))
     _rebuilt(cache, builds, path)
 
 

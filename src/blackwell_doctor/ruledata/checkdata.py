@@ -8,13 +8,17 @@ never a traceback and never a silently wrong verdict.
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
 from blackwell_doctor.ruledata import decodedcache
 from blackwell_doctor.ruledata.resources import data_dir
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _T = TypeVar("_T")
 
@@ -104,6 +108,28 @@ def shipped_bytes(name: str) -> bytes:
         return (data_dir("checks") / name).read_bytes()
     except OSError as exc:
         raise CatalogueError(f"{shipped_source(name)}: {exc}") from None
+
+
+def stamp(path: Path) -> bytes | None:
+    """What a cache key may stand on instead of ``path``'s bytes: its path, device, inode,
+    size and modification and change times (what CPython checks a ``.pyc`` by, and the
+    change time, which no writer can set back: an edit, a copy over it or a ``touch -d``
+    is another stamp); None where it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    head = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:"
+    return head.encode() + os.fsencode(path)
+
+
+def shipped_stamp(name: str) -> bytes | None:
+    """The :func:`stamp` of the shipped ``checks/<name>``."""
+    try:
+        folder = data_dir("checks")
+    except OSError:
+        return None
+    return stamp(folder / name)
 
 
 def read_shipped(name: str) -> dict[str, Any]:
