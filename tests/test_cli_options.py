@@ -11,7 +11,8 @@ from typer.core import TyperGroup, TyperOption
 from typer.testing import CliRunner
 
 from blackwell_doctor.cli import app
-from blackwell_doctor.cli.options import FactsOptions, HostFacts, Launch, LaunchFlags, grouped
+from blackwell_doctor.cli.basics import grouped
+from blackwell_doctor.cli.options import FactsOptions, HostFacts, Launch, LaunchFlags
 
 _JUDGING = ("check", "fleet", "slurm-health")
 
@@ -119,7 +120,8 @@ def test_a_grouped_command_gets_the_group_typed() -> None:
 def test_a_group_whose_option_is_no_field_of_its_class_fails_where_declared() -> None:
     import pytest
 
-    from blackwell_doctor.cli.options import NoProbe, OptionGroup
+    from blackwell_doctor.cli.basics import OptionGroup
+    from blackwell_doctor.cli.options import NoProbe
 
     wrong = OptionGroup(LaunchFlags, (("no_probe", NoProbe, False),))
     with pytest.raises(TypeError, match="LaunchFlags has no field no_probe"):

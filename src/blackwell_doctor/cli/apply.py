@@ -10,10 +10,8 @@ from typing import Annotated
 
 import typer
 
+from blackwell_doctor.cli.basics import EXAMPLES, SUMMARIES, ExampleName, grouped
 from blackwell_doctor.cli.options import (
-    EXAMPLES,
-    SUMMARIES,
-    ExampleName,
     Launch,
     LaunchFacts,
     LaunchFactsFile,
@@ -23,7 +21,6 @@ from blackwell_doctor.cli.options import (
     arrival_option,
     bench_option,
     burstiness_option,
-    grouped,
     rate_group,
     rate_option,
     shape_group,

@@ -9,23 +9,19 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import (
+from blackwell_doctor.cli.basics import (
     EXAMPLES,
-    HOST,
     SUMMARIES,
-    AuditModelDir,
-    FactsOptions,
     Judging,
     OptionGroup,
     Output,
-    StackImage,
-    StackPython,
     Verbose,
     format_option,
     grouped,
     judge,
     judging_options,
 )
+from blackwell_doctor.cli.options import HOST, AuditModelDir, FactsOptions, StackImage, StackPython
 from blackwell_doctor.cli.output import text_style, write
 from blackwell_doctor.render.formats import Format
 

@@ -12,14 +12,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from blackwell_doctor.cli.basics import EXAMPLES, SUMMARIES, format_option, grouped
 from blackwell_doctor.cli.options import (
-    EXAMPLES,
-    SUMMARIES,
     BenchRate,
     ShapeOptions,
     bench_option,
-    format_option,
-    grouped,
     shape_group,
     shape_option,
 )

@@ -11,18 +11,18 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import (
+from blackwell_doctor.cli.basics import (
     EXAMPLES,
     SUMMARIES,
     CheckJudging,
     ExampleName,
-    HostFacts,
     Output,
     Verbose,
     format_option,
     grouped,
     judge,
 )
+from blackwell_doctor.cli.options import HostFacts
 from blackwell_doctor.cli.output import text_style, write, writes_to_file
 from blackwell_doctor.render.formats import Format
 

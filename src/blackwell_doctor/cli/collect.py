@@ -8,13 +8,8 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import (
-    EXAMPLES,
-    SUMMARIES,
-    HostFacts,
-    Output,
-    grouped,
-)
+from blackwell_doctor.cli.basics import EXAMPLES, SUMMARIES, Output, grouped
+from blackwell_doctor.cli.options import HostFacts
 from blackwell_doctor.cli.output import write, writes_to_file
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from blackwell_doctor.cli.options import EXAMPLES, SUMMARIES, Output
+from blackwell_doctor.cli.basics import EXAMPLES, SUMMARIES, Output
 from blackwell_doctor.cli.output import terminal_width, write
 
 

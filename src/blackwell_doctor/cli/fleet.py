@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import (
+from blackwell_doctor.cli.basics import (
     EXAMPLES,
     SUMMARIES,
     ExampleName,

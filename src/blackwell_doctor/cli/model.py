@@ -8,15 +8,8 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import (
-    EXAMPLES,
-    SUMMARIES,
-    ExampleName,
-    GpuTimeoutBrief,
-    ModelHub,
-    Output,
-    format_option,
-)
+from blackwell_doctor.cli.basics import EXAMPLES, SUMMARIES, ExampleName, Output, format_option
+from blackwell_doctor.cli.options import GpuTimeoutBrief, ModelHub
 from blackwell_doctor.cli.output import terminal_width, write
 from blackwell_doctor.render.formats import ModelFormat
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import EXAMPLES, SUMMARIES, Output, format_option
+from blackwell_doctor.cli.basics import EXAMPLES, SUMMARIES, Output, format_option
 from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.render.formats import ProbeFormat
 from blackwell_doctor.report.exitcodes import ExitCode

@@ -9,19 +9,15 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import (
+from blackwell_doctor.cli.basics import (
     EXAMPLES,
     SUMMARIES,
-    BenchFile,
     ExampleName,
-    Launch,
-    LaunchFacts,
-    LaunchFactsFile,
-    ModelDir,
     Output,
     format_option,
     grouped,
 )
+from blackwell_doctor.cli.options import BenchFile, Launch, LaunchFacts, LaunchFactsFile, ModelDir
 from blackwell_doctor.cli.output import on_terminal, terminal_width, text_style, write
 from blackwell_doctor.render.formats import RecommendFormat
 

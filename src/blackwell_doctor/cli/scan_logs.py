@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import EXAMPLES, SUMMARIES, FailOn, Output, format_option
+from blackwell_doctor.cli.basics import EXAMPLES, SUMMARIES, FailOn, Output, format_option
 from blackwell_doctor.cli.output import text_style, write_outcome
 from blackwell_doctor.render.formats import ScanLogsFormat
 

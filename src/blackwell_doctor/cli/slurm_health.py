@@ -11,11 +11,9 @@ from typing import Annotated
 
 import typer
 
-from blackwell_doctor.cli.options import (
+from blackwell_doctor.cli.basics import (
     EXAMPLES,
-    HOST,
     SUMMARIES,
-    FactsOptions,
     FailOn,
     Judging,
     OptionGroup,
@@ -25,6 +23,7 @@ from blackwell_doctor.cli.options import (
     judging_options,
     strict_option,
 )
+from blackwell_doctor.cli.options import HOST, FactsOptions
 from blackwell_doctor.report import exitcodes
 
 # The host as slurm-health reads it: probes worded for a node whose GPUs jobs own, no logs.
