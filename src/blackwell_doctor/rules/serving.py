@@ -56,6 +56,24 @@ def _judgeable(facts: Facts, rules: RuleData) -> BenchFacts | Outcome:
     bench = _bench(facts)
     if isinstance(bench, Outcome):
         return bench
+    if type(bench) is not BenchFacts:  # a traced copy (rules/memo.py): it reads it all
+        return _judged_bench(bench, rules)
+    last = _LAST_JUDGEABLE
+    if last and last[0][0] is bench and last[0][1] is rules:
+        return last[0][2]
+    found = _judged_bench(bench, rules)
+    last[:] = [(bench, rules, found)]
+    return found
+
+
+# The last bench run asked about, by its identity (and the rule data's), with the answer:
+# three checks ask for it on each node of a fleet. The bench run is frozen and held here, so
+# an identity is never another run's; a traced copy is a subclass, never kept (each check's
+# run over it must read what it reads).
+_LAST_JUDGEABLE: list[tuple[BenchFacts, RuleData, BenchFacts | Outcome]] = []
+
+
+def _judged_bench(bench: BenchFacts, rules: RuleData) -> BenchFacts | Outcome:
     limit = rules.serving.errors.fail_fraction
     failing = bench.server_error is not None or any(
         s.requests and _failed(s) / s.requests >= limit for s in bench.shapes
@@ -242,6 +260,24 @@ def _known_text(data: ServingData) -> str:
     )
 
 
+def _bounds(e: Expectation) -> tuple[str, str]:
+    """``e``'s floor and its bounds (floor and typical) in words, made once per expectation
+    (the rule data's: every node that matches it asks)."""
+    found = _BOUNDS.get(id(e))
+    if found is None or found[0] is not e:
+        floor = _rate(e.floor.output_tokens_per_s)
+        bounds = f"floor {floor}, typical {_rate(e.typical.output_tokens_per_s)}"
+        if len(_BOUNDS) >= _HERE_MAX:
+            _BOUNDS.clear()
+        found = _BOUNDS[id(e)] = (e, floor, bounds)
+    return found[1], found[2]
+
+
+# Expectations' bounds in words by their identity (each entry holds its expectation, so an
+# identity is never another's while it is kept).
+_BOUNDS: dict[int, tuple[Expectation, str, str]] = {}
+
+
 @check("serving.throughput", reads=("nvml", "cuda", "bench"))
 def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     data = rules.serving
@@ -254,7 +290,8 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     host = _host(facts)
     if host is None:
         return skipped(rules.word("reasons", "serving_no_host"), **evidence)
-    evidence["gpus"] = host.label
+    label = host.label
+    evidence["gpus"] = label
     evidence["gpu_count_basis"] = (
         "the GPUs of the facts; the bench result does not say how many the server uses"
     )
@@ -269,19 +306,20 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     if not judged:
         asked = ", ".join(sorted({str(s.concurrency) for s in shapes}, key=int)) or "no"
         return skipped(
-            f"no throughput expectation for model {bench.model!r} on {host.label} at {asked} "
+            f"no throughput expectation for model {bench.model!r} on {label} at {asked} "
             f"users (checks/serving.toml knows: {_known(data)})",
             **evidence,
         )
     slow: list[str] = []
     lines: list[str] = []
     for s, e, rate in judged:
-        where = f"{s.name} ({_users(s.concurrency)}): {_rate(rate)} output tok/s"
+        rated = _rate(rate)
+        where = f"{s.name} ({_users(s.concurrency)}): {rated} output tok/s"
         floor, typical = e.floor.output_tokens_per_s, e.typical.output_tokens_per_s
-        bounds = f"floor {_rate(floor)}, typical {_rate(typical)}"
-        evidence[f"shape:{s.name}"] = f"{_rate(rate)} tok/s; {bounds} ({e.id})"
+        floor_text, bounds = _bounds(e)
+        evidence[f"shape:{s.name}"] = f"{rated} tok/s; {bounds} ({e.id})"
         if rate < floor:
-            slow.append(f"{where}, below the floor of {_rate(floor)}")
+            slow.append(f"{where}, below the floor of {floor_text}")
         elif rate < typical:
             lines.append(f"{where}, above the floor, below typical ({bounds})")
         else:
@@ -294,12 +332,12 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     if slow:
         return Outcome(
             status=Status.WARN,
-            summary="; ".join(slow + lines) + f" ({first.model} on {host.label})",
+            summary="; ".join(slow + lines) + f" ({first.model} on {label})",
             evidence=evidence,
             case="slow_path",
             remedy_vars={"model": first.model},
         )
-    return passed("; ".join(lines) + f" ({first.model} on {host.label})", **evidence)
+    return passed("; ".join(lines) + f" ({first.model} on {label})", **evidence)
 
 
 # --------------------------------------------------------------------------- latency tail
