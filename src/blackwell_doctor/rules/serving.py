@@ -9,8 +9,6 @@ than the host has is compared as if it used them all: the evidence says so).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from blackwell_doctor.facts.bench import BenchFacts, BenchShapeFacts
 from blackwell_doctor.facts.document import Facts, NvmlFacts
 from blackwell_doctor.report.results import (
@@ -75,9 +73,12 @@ _LAST_JUDGEABLE: list[tuple[BenchFacts, RuleData, BenchFacts | Outcome]] = []
 
 def _judged_bench(bench: BenchFacts, rules: RuleData) -> BenchFacts | Outcome:
     limit = rules.serving.errors.fail_fraction
-    failing = bench.server_error is not None or any(
-        s.requests and _failed(s) / s.requests >= limit for s in bench.shapes
-    )
+    failing = bench.server_error is not None
+    if not failing:
+        for s in bench.shapes:
+            if s.requests and _failed(s) / s.requests >= limit:
+                failing = True
+                break
     if failing:
         return skipped(rules.word("reasons", "serving_requests_failed"))
     return bench
@@ -179,25 +180,31 @@ def serving_errors(facts: Facts, rules: RuleData, bench: BenchFacts) -> Outcome:
 # --------------------------------------------------------------------------- throughput
 
 
-@dataclass(frozen=True)
-class _Host:
-    names: list[str]  # every GPU's name, as the facts give it
-
-    @property
-    def label(self) -> str:
-        kinds = sorted(set(self.names))
-        return f"{len(self.names)} x {' + '.join(kinds)}"
-
-
-def _host(facts: Facts) -> _Host | None:
-    names: list[str] = []
+def _gpu_names(facts: Facts) -> tuple[str, ...]:
+    """Every GPU's name, as the facts give it (NVML's, else CUDA's); empty: none."""
+    names: tuple[str, ...] = ()
     if isinstance(facts.nvml, NvmlFacts) and facts.nvml.gpus:
-        names = [g.name if isinstance(g.name, str) else "" for g in facts.nvml.gpus]
+        names = tuple(g.name if isinstance(g.name, str) else "" for g in facts.nvml.gpus)
     else:
         cuda = view.cuda(facts)
         if cuda is not None:
-            names = [d.name if isinstance(d.name, str) else "" for d in cuda.devices]
-    return _Host(names) if names else None
+            names = tuple(d.name if isinstance(d.name, str) else "" for d in cuda.devices)
+    return names
+
+
+def _host(names: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """The host of GPUs ``names`` in words ("2 x NVIDIA H200") and the names normalised, made
+    once per set of names (a fleet's hosts are of a few kinds; at most _HERE_MAX kept)."""
+    found = _HOSTS.get(names)
+    if found is None:
+        label = f"{len(names)} x {' + '.join(sorted(set(names)))}"
+        if len(_HOSTS) >= _HERE_MAX:
+            _HOSTS.clear()
+        found = _HOSTS[names] = (label, tuple(_normal(n) for n in names))
+    return found
+
+
+_HOSTS: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {}
 
 
 def _normal(text: str) -> str:
@@ -287,17 +294,16 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     evidence: Evidence = {"bench": bench.source, "model": bench.model}
     if bench.model is None:
         return skipped("the bench result names no model (the server could not be asked)")
-    host = _host(facts)
-    if host is None:
+    names = _gpu_names(facts)
+    if not names:
         return skipped(rules.word("reasons", "serving_no_host"), **evidence)
-    label = host.label
+    label, gpus = _host(names)
     evidence["gpus"] = label
     evidence["gpu_count_basis"] = (
         "the GPUs of the facts; the bench result does not say how many the server uses"
     )
     shapes = [s for s in _measured(bench) if s.output_tokens_per_s is not None]
-    served, gpus = _normal(bench.model), [_normal(n) for n in host.names]
-    here = _expected_here(data, served, tuple(gpus)) if shapes else []
+    here = _expected_here(data, _normal(bench.model), gpus) if shapes else []
     judged: list[tuple[BenchShapeFacts, Expectation, float]] = []
     for s in shapes:
         found = next((e for e in here if _matches(e, s)), None)
@@ -364,8 +370,9 @@ def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
         if p50 is None or p99 is None or s.itl_samples == 0:
             unjudged.append(f"{s.name}: no ITL p50 and p99 over counted gaps in the run")
             continue
+        p50_ms, p99_ms, users = f"{p50:.2f} ms", f"{p99:.2f} ms", _users(s.concurrency)
         evidence[f"shape:{s.name}"] = (
-            f"ITL p50 {p50:.2f} ms, p99 {p99:.2f} ms, {s.itl_samples} gaps, {_users(s.concurrency)}"
+            f"ITL p50 {p50_ms}, p99 {p99_ms}, {s.itl_samples} gaps, {users}"
         )
         if p50 < data.min_itl_p50_ms:
             server = (
@@ -374,7 +381,7 @@ def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
                 else ""
             )
             bursts.append(
-                f"{s.name} ({_users(s.concurrency)}): ITL p50 {p50:.2f} ms, p99 {p99:.2f} ms: "
+                f"{s.name} ({users}): ITL p50 {p50_ms}, p99 {p99_ms}: "
                 f"tokens reach the client in bursts{server}"
             )
             continue
@@ -389,10 +396,7 @@ def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
             else data.itl_p99_over_p50_concurrent
         )
         ratio = p99 / p50
-        line = (
-            f"{s.name} ({_users(s.concurrency)}): ITL p99 {p99:.2f} ms is {ratio:.1f}x "
-            f"the p50 {p50:.2f} ms"
-        )
+        line = f"{s.name} ({users}): ITL p99 {p99_ms} is {ratio:.1f}x the p50 {p50_ms}"
         if ratio > limit:
             stalls.append(f"{line} (limit {limit:g}x)")
         else:
