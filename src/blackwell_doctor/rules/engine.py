@@ -365,6 +365,18 @@ def _agree(rules: RuleData, checks: dict[str, CheckFn], families: frozenset[str]
 def _result(spec: CheckSpec, outcome: Outcome) -> Result:
     # The catalogue's words are looked up for every outcome (a case or command set the
     # catalogue lacks is a bug, whatever the status), filled only where a remedy is shown.
+    status = outcome.status
+    if outcome.case is None and outcome.command_set is None and status not in _REMEDIED:
+        # Most outcomes (a pass, a skip): no words to look up, no remedy.
+        return Result(
+            id=spec.id,
+            family=_family(spec),
+            status=status,
+            severity=spec.severity,
+            title=spec.title,
+            summary=outcome.summary,
+            evidence=dict(outcome.evidence),
+        )
     case: RemedyText | None = None
     if outcome.case is not None:
         case = spec.cases.get(outcome.case)
@@ -380,26 +392,29 @@ def _result(spec: CheckSpec, outcome: Outcome) -> Result:
             )
         extra = found
     remedy: Remedy | None = None
-    if outcome.status in (Status.WARN, Status.FAIL):
-        words = spec.remedy
-        if case is not None:
-            links = case.links or (spec.remedy.links if spec.remedy is not None else [])
-            words = msgspec.structs.replace(case, links=links)
-        templates = [*(words.commands if words is not None else []), *extra]
-        commands = [fill(c, outcome.remedy_vars) for c in templates] + list(outcome.commands)
-        action = outcome.action or (words.action if words is not None else None)
-        if words is not None:
-            remedy = Remedy(
-                summary=fill(words.summary, outcome.remedy_vars),
-                commands=commands,
-                links=list(words.links),
-                action=action,
-            )
-        elif commands or action is not None:
-            remedy = Remedy(summary="", commands=commands, action=action)
+    if status in _REMEDIED:
+        # A finding's remedy depends on its words and the values that fill them alone: a
+        # fleet's nodes ask for the same few again (a Remedy is frozen; results share them
+        # as the memo's results are shared).
+        key = (
+            spec.id,
+            outcome.case,
+            outcome.command_set,
+            tuple(outcome.remedy_vars.items()),
+            tuple(outcome.commands),
+            outcome.action,
+        )
+        made = _REMEDIES.get(key)
+        if made is not None and made[0] is spec:
+            remedy = made[1]
+        else:
+            remedy = _remedy(spec, case, extra, outcome)
+            if len(_REMEDIES) >= _REMEDIES_MAX:
+                _REMEDIES.clear()
+            _REMEDIES[key] = (spec, remedy)
     return Result(
         id=spec.id,
-        family=spec.family,
+        family=_family(spec),
         status=outcome.status,
         severity=spec.severity,
         title=spec.title,
@@ -407,3 +422,43 @@ def _result(spec: CheckSpec, outcome: Outcome) -> Result:
         evidence=dict(outcome.evidence),
         remedy=remedy,
     )
+
+
+_REMEDIED = frozenset((Status.WARN, Status.FAIL))
+# Each check's family by its id (CheckSpec.family splits the id on every call).
+_FAMILIES: dict[str, str] = {}
+
+
+def _family(spec: CheckSpec) -> str:
+    found = _FAMILIES.get(spec.id)
+    if found is None:
+        found = _FAMILIES[spec.id] = spec.family
+    return found
+
+
+# Remedies made, by what made them (_result): at most _REMEDIES_MAX, then made again.
+_REMEDIES: dict[tuple[object, ...], tuple[CheckSpec, Remedy | None]] = {}
+_REMEDIES_MAX = 1024
+
+
+def _remedy(
+    spec: CheckSpec, case: RemedyText | None, extra: list[str], outcome: Outcome
+) -> Remedy | None:
+    """The remedy of a finding of ``spec`` (its case's words or the check's, filled)."""
+    words = spec.remedy
+    if case is not None:
+        links = case.links or (spec.remedy.links if spec.remedy is not None else [])
+        words = msgspec.structs.replace(case, links=links)
+    templates = [*(words.commands if words is not None else []), *extra]
+    commands = [fill(c, outcome.remedy_vars) for c in templates] + list(outcome.commands)
+    action = outcome.action or (words.action if words is not None else None)
+    if words is not None:
+        return Remedy(
+            summary=fill(words.summary, outcome.remedy_vars),
+            commands=commands,
+            links=list(words.links),
+            action=action,
+        )
+    if commands or action is not None:
+        return Remedy(summary="", commands=commands, action=action)
+    return None
