@@ -162,3 +162,20 @@ def test_identical_machines_are_decoded_and_evaluated_once_per_configuration(
         for memo in [fleet.Memo()]
         for p in paths
     ]
+
+
+def test_views_stop_after_unshared_nodes_of_which_none_repeated() -> None:
+    # A fleet whose every node differs stops reading views after UNSHARED nodes; one whose
+    # nodes repeat keeps them past it (PROBATION decides there).
+    verdict: Any = (0, 0, 0, 0, [], None)
+    differ, repeat = fleet.Memo(), fleet.Memo()
+    assert fleet.UNSHARED < fleet.PROBATION
+    for n in range(fleet.UNSHARED):
+        assert differ.viewing
+        assert repeat.viewing
+        for memo, key in ((differ, b"node-%d" % n), (repeat, b"node-%d" % (n % 4))):
+            if memo.get(key) is None:
+                memo.put(key, verdict)
+    assert not differ.viewing
+    assert repeat.viewing
+    assert repeat.hits == fleet.UNSHARED - 4

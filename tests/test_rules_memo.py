@@ -181,6 +181,21 @@ def test_a_seldom_reused_check_is_no_longer_remembered() -> None:
     assert "gpu.architecture" not in stats["off"], stats
 
 
+def test_a_check_whose_results_are_never_asked_for_again_stops_before_probation() -> None:
+    # Past UNSHARED misses without a hit (a bench run of each node's own), well before
+    # PROBATION, the serving checks are no longer remembered; a check whose results are
+    # shared (the GPUs' architecture) still is, and the results are the engine's.
+    plain, remembering = default_engine(), memo_engine()
+    assert isinstance(remembering, MemoEngine)
+    assert memo.UNSHARED + 8 < memo.PROBATION
+    for facts in _varied_nodes(memo.PLAIN_RUNS + memo.UNSHARED + 8):
+        assert remembering.run(facts) == plain.run(facts)
+    stats = remembering.stats()
+    assert "serving.errors" in stats["off"], stats
+    assert "serving.throughput" in stats["off"], stats
+    assert "gpu.architecture" not in stats["off"], stats
+
+
 def test_a_check_whose_misses_never_repeat_stops_learning_and_judges_as_without(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -168,7 +168,7 @@ class Engine:
             # hold (a family of absent.SECTIONS skips without its code when they lack it).
             missing = {
                 family(c)
-                for c, _, absent in plan.unloaded
+                for c, _, _, _, absent in plan.unloaded
                 if absent is None or getattr(facts, absent[0]) is not None
             }
             if missing:
@@ -176,35 +176,43 @@ class Engine:
                 plan.unloaded[:] = [u for u in plan.unloaded if u[0] not in self.checks]
         left_out = _left_out(facts)
         done: dict[str, Result] = {}
-        judge, fixed = self._judge, self._fixed
-        for check_id, spec, absent in plan.steps:
-            # _decided's cases tested here first (a call for each step was ~15 us of a
-            # fleet's node): most checks have prerequisites that passed, and a check skipped
-            # for a section the facts lack has its result made already.
-            decide = bool(left_out)
-            if not decide:
-                for dep in spec.requires:
+        judge, fixed, decided = self._judge, self._fixed, self._decided
+        if left_out:  # a --select run's facts: each step as _decided says
+            for check_id, spec, _, _, absent in plan.steps:
+                result = decided(spec, absent, facts, done, left_out)
+                done[check_id] = judge(spec, facts) if result is None else result
+        else:
+            for check_id, spec, requires, section, absent in plan.steps:
+                # _decided's cases tested here first (a call for each step was ~15 us of a
+                # fleet's node): most checks have prerequisites that passed, and a check
+                # skipped for a section the facts lack has its result made already.
+                blocked = False
+                for dep in requires:
                     prior = done.get(dep)
                     if prior is not None and prior.status not in _GOING_ON:
-                        decide = True
+                        blocked = True
                         break
-            if not decide and absent is not None and getattr(facts, absent[0]) is None:
-                skip = fixed.get((check_id, ""))
-                if skip is not None:
-                    done[check_id] = skip
-                    continue
-                decide = True
-            if decide:
-                decided = self._decided(spec, absent, facts, done, left_out)
-                if decided is not None:
-                    done[check_id] = decided
-                    continue
-            done[check_id] = judge(spec, facts)
+                if not blocked and section is not None and getattr(facts, section) is None:
+                    skip = fixed.get((check_id, ""))
+                    if skip is not None:
+                        done[check_id] = skip
+                        continue
+                    blocked = True
+                if blocked:
+                    result = decided(spec, absent, facts, done, left_out)
+                    if result is not None:
+                        done[check_id] = result
+                        continue
+                done[check_id] = judge(spec, facts)
         if not in_container(facts):
             return [done[i] for i in plan.chosen]
         # In a container, a result whose input was an unreadable host path names the mount
-        # to add (rules/mounts.py; checks/host_mounts.toml).
-        return [name_mounts(done[i], facts, self.rules) for i in plan.chosen]
+        # to add (rules/mounts.py; checks/host_mounts.toml): only a finding or an error can.
+        rules = self.rules
+        return [
+            name_mounts(r, facts, rules) if r.status in _MOUNTABLE else r
+            for r in map(done.__getitem__, plan.chosen)
+        ]
 
     def _plan(self, select: tuple[str, ...], ignore: tuple[str, ...]) -> _Plan:
         """The checks a run evaluates, in catalogue order (report order), and those it
@@ -220,11 +228,12 @@ class Engine:
         # An on-demand engine loads what a run needs in run() (it depends on the facts).
         if not self.on_demand and not needed <= set(self.checks):
             raise RuntimeError(f"no code loaded for {sorted(needed - set(self.checks))}")
-        steps = [
-            (i, self.rules.checks[i], SECTIONS.get(family(i)) if self.on_demand else None)
-            for i in order
-            if i in needed
-        ]
+        steps: list[_Step] = []
+        for i in order:
+            if i in needed:
+                spec = self.rules.checks[i]
+                absent = SECTIONS.get(family(i)) if self.on_demand else None
+                steps.append((i, spec, tuple(spec.requires), absent and absent[0], absent))
         plan = _Plan(
             steps=steps,
             chosen=[i for i in order if i in chosen],
@@ -309,17 +318,22 @@ def judged(spec: CheckSpec, outcome: Outcome) -> Result:
 
 # The statuses of a prerequisite that let the checks requiring it run.
 _GOING_ON = frozenset((Status.PASS, Status.WARN))
+# The statuses of a result that rules/mounts.py's name_mounts may add a mount to.
+_MOUNTABLE = frozenset((Status.ERROR, Status.FAIL, Status.WARN))
+
+# A step of a plan: the check's id, its catalogue entry, its prerequisites, and in an
+# on-demand engine the section whose absence skips it (absent.SECTIONS), by name and whole.
+_Step = tuple[str, CheckSpec, tuple[str, ...], str | None, tuple[str, str] | None]
 
 
 class _Plan(NamedTuple):
     """What :meth:`Engine._plan` works out for a selection."""
 
-    # Each check the run evaluates, in catalogue order: its id, its catalogue entry and,
-    # in an on-demand engine, the section whose absence skips it (absent.SECTIONS).
-    steps: list[tuple[str, CheckSpec, tuple[str, str] | None]]
+    # Each check the run evaluates, in catalogue order (_Step).
+    steps: list[_Step]
     chosen: list[str]  # the checks it reports
     # An on-demand engine's steps whose family's code is not loaded yet.
-    unloaded: list[tuple[str, CheckSpec, tuple[str, str] | None]]
+    unloaded: list[_Step]
 
 
 def _left_out(facts: Facts) -> dict[str, str]:
@@ -351,6 +365,18 @@ def _agree(rules: RuleData, checks: dict[str, CheckFn], families: frozenset[str]
 def _result(spec: CheckSpec, outcome: Outcome) -> Result:
     # The catalogue's words are looked up for every outcome (a case or command set the
     # catalogue lacks is a bug, whatever the status), filled only where a remedy is shown.
+    status = outcome.status
+    if outcome.case is None and outcome.command_set is None and status not in _REMEDIED:
+        # Most outcomes (a pass, a skip): no words to look up, no remedy.
+        return Result(
+            id=spec.id,
+            family=_family(spec),
+            status=status,
+            severity=spec.severity,
+            title=spec.title,
+            summary=outcome.summary,
+            evidence=dict(outcome.evidence),
+        )
     case: RemedyText | None = None
     if outcome.case is not None:
         case = spec.cases.get(outcome.case)
@@ -366,26 +392,29 @@ def _result(spec: CheckSpec, outcome: Outcome) -> Result:
             )
         extra = found
     remedy: Remedy | None = None
-    if outcome.status in (Status.WARN, Status.FAIL):
-        words = spec.remedy
-        if case is not None:
-            links = case.links or (spec.remedy.links if spec.remedy is not None else [])
-            words = msgspec.structs.replace(case, links=links)
-        templates = [*(words.commands if words is not None else []), *extra]
-        commands = [fill(c, outcome.remedy_vars) for c in templates] + list(outcome.commands)
-        action = outcome.action or (words.action if words is not None else None)
-        if words is not None:
-            remedy = Remedy(
-                summary=fill(words.summary, outcome.remedy_vars),
-                commands=commands,
-                links=list(words.links),
-                action=action,
-            )
-        elif commands or action is not None:
-            remedy = Remedy(summary="", commands=commands, action=action)
+    if status in _REMEDIED:
+        # A finding's remedy depends on its words and the values that fill them alone: a
+        # fleet's nodes ask for the same few again (a Remedy is frozen; results share them
+        # as the memo's results are shared).
+        key = (
+            spec.id,
+            outcome.case,
+            outcome.command_set,
+            tuple(outcome.remedy_vars.items()),
+            tuple(outcome.commands),
+            outcome.action,
+        )
+        made = _REMEDIES.get(key)
+        if made is not None and made[0] is spec:
+            remedy = made[1]
+        else:
+            remedy = _remedy(spec, case, extra, outcome)
+            if len(_REMEDIES) >= _REMEDIES_MAX:
+                _REMEDIES.clear()
+            _REMEDIES[key] = (spec, remedy)
     return Result(
         id=spec.id,
-        family=spec.family,
+        family=_family(spec),
         status=outcome.status,
         severity=spec.severity,
         title=spec.title,
@@ -393,3 +422,43 @@ def _result(spec: CheckSpec, outcome: Outcome) -> Result:
         evidence=dict(outcome.evidence),
         remedy=remedy,
     )
+
+
+_REMEDIED = frozenset((Status.WARN, Status.FAIL))
+# Each check's family by its id (CheckSpec.family splits the id on every call).
+_FAMILIES: dict[str, str] = {}
+
+
+def _family(spec: CheckSpec) -> str:
+    found = _FAMILIES.get(spec.id)
+    if found is None:
+        found = _FAMILIES[spec.id] = spec.family
+    return found
+
+
+# Remedies made, by what made them (_result): at most _REMEDIES_MAX, then made again.
+_REMEDIES: dict[tuple[object, ...], tuple[CheckSpec, Remedy | None]] = {}
+_REMEDIES_MAX = 1024
+
+
+def _remedy(
+    spec: CheckSpec, case: RemedyText | None, extra: list[str], outcome: Outcome
+) -> Remedy | None:
+    """The remedy of a finding of ``spec`` (its case's words or the check's, filled)."""
+    words = spec.remedy
+    if case is not None:
+        links = case.links or (spec.remedy.links if spec.remedy is not None else [])
+        words = msgspec.structs.replace(case, links=links)
+    templates = [*(words.commands if words is not None else []), *extra]
+    commands = [fill(c, outcome.remedy_vars) for c in templates] + list(outcome.commands)
+    action = outcome.action or (words.action if words is not None else None)
+    if words is not None:
+        return Remedy(
+            summary=fill(words.summary, outcome.remedy_vars),
+            commands=commands,
+            links=list(words.links),
+            action=action,
+        )
+    if commands or action is not None:
+        return Remedy(summary="", commands=commands, action=action)
+    return None

@@ -214,10 +214,18 @@ def _loaded_of(facts: Facts, health: HealthFacts) -> dict[int, LoadedGpu]:
 def _counts(samples: list[ClockSample], data: HealthData) -> dict[str, int]:
     """How many samples carried each named reason (in bit order)."""
     counts: dict[str, int] = {}
+    carried = [s.reasons for s in samples if s.reasons]
+    mask = 0
+    for bits in carried:
+        mask |= bits
+    if not mask:  # no sample carried a reason (the usual case): nothing to count
+        return counts
     for reason in data.clocks.reasons:
-        n = sum(1 for s in samples if s.reasons is not None and s.reasons & reason.bit)
-        if n:
-            counts[reason.name] = n
+        bit = reason.bit
+        if mask & bit:
+            n = sum(1 for bits in carried if bits & bit)
+            if n:
+                counts[reason.name] = n
     return counts
 
 

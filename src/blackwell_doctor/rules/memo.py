@@ -27,8 +27,9 @@ tracer what it returns without it, changing any field it was not seen to read ch
 nothing, and a fleet judged with the memo equals one judged without.
 
 A check whose results are seldom reused (its fields differ on most nodes: a bench run's
-figures, a command line of its own) stops being remembered after ``PROBATION`` misses: it
-then runs as in any engine, without tracing or keys.
+figures, a command line of its own) stops being remembered after ``PROBATION`` misses, or
+after ``UNSHARED`` misses when no result of it was asked for again: it then runs as in any
+engine, without tracing or keys.
 
 A check whose results are reused on some nodes but whose misses land in a read set that
 never repeats (``link.pcie`` or ``probe.tiles`` on the nodes with their own probe figures:
@@ -64,6 +65,11 @@ READ_SETS = 8
 # is no longer remembered.
 PROBATION = 64
 RARE = 8
+# Misses, none of them followed by a hit, before a check is no longer remembered: a check
+# whose every node's result is its own (the serving checks' bench figures, the health
+# checks' readings) would otherwise be learnt PROBATION times (a traced run and its keys:
+# ~40-100 us each, ~14 such checks in a fleet of varied nodes).
+UNSHARED = 16
 # Nodes judged as any engine judges them before the memo starts: a fleet of a few nodes
 # (tests/fixtures/facts' 12) gains nothing from remembering, and would pay for the tracing.
 PLAIN_RUNS = 16
@@ -284,7 +290,9 @@ class MemoEngine(Engine):
                     table.reused += 1
                 return found
         memo.misses += 1
-        if memo.misses >= PROBATION and memo.hits * RARE < memo.hits + memo.misses:
+        if (memo.misses >= UNSHARED and not memo.hits) or (
+            memo.misses >= PROBATION and memo.hits * RARE < memo.hits + memo.misses
+        ):
             memo.on = False  # seldom reused: run it as any engine does from now on
             memo.tables.clear()
             self._gather()

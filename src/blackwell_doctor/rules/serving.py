@@ -9,8 +9,6 @@ than the host has is compared as if it used them all: the evidence says so).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from blackwell_doctor.facts.bench import BenchFacts, BenchShapeFacts
 from blackwell_doctor.facts.document import Facts, NvmlFacts
 from blackwell_doctor.report.results import (
@@ -56,10 +54,31 @@ def _judgeable(facts: Facts, rules: RuleData) -> BenchFacts | Outcome:
     bench = _bench(facts)
     if isinstance(bench, Outcome):
         return bench
+    if type(bench) is not BenchFacts:  # a traced copy (rules/memo.py): it reads it all
+        return _judged_bench(bench, rules)
+    last = _LAST_JUDGEABLE
+    if last and last[0][0] is bench and last[0][1] is rules:
+        return last[0][2]
+    found = _judged_bench(bench, rules)
+    last[:] = [(bench, rules, found)]
+    return found
+
+
+# The last bench run asked about, by its identity (and the rule data's), with the answer:
+# three checks ask for it on each node of a fleet. The bench run is frozen and held here, so
+# an identity is never another run's; a traced copy is a subclass, never kept (each check's
+# run over it must read what it reads).
+_LAST_JUDGEABLE: list[tuple[BenchFacts, RuleData, BenchFacts | Outcome]] = []
+
+
+def _judged_bench(bench: BenchFacts, rules: RuleData) -> BenchFacts | Outcome:
     limit = rules.serving.errors.fail_fraction
-    failing = bench.server_error is not None or any(
-        s.requests and _failed(s) / s.requests >= limit for s in bench.shapes
-    )
+    failing = bench.server_error is not None
+    if not failing:
+        for s in bench.shapes:
+            if s.requests and _failed(s) / s.requests >= limit:
+                failing = True
+                break
     if failing:
         return skipped(rules.word("reasons", "serving_requests_failed"))
     return bench
@@ -161,25 +180,31 @@ def serving_errors(facts: Facts, rules: RuleData, bench: BenchFacts) -> Outcome:
 # --------------------------------------------------------------------------- throughput
 
 
-@dataclass(frozen=True)
-class _Host:
-    names: list[str]  # every GPU's name, as the facts give it
-
-    @property
-    def label(self) -> str:
-        kinds = sorted(set(self.names))
-        return f"{len(self.names)} x {' + '.join(kinds)}"
-
-
-def _host(facts: Facts) -> _Host | None:
-    names: list[str] = []
+def _gpu_names(facts: Facts) -> tuple[str, ...]:
+    """Every GPU's name, as the facts give it (NVML's, else CUDA's); empty: none."""
+    names: tuple[str, ...] = ()
     if isinstance(facts.nvml, NvmlFacts) and facts.nvml.gpus:
-        names = [g.name if isinstance(g.name, str) else "" for g in facts.nvml.gpus]
+        names = tuple(g.name if isinstance(g.name, str) else "" for g in facts.nvml.gpus)
     else:
         cuda = view.cuda(facts)
         if cuda is not None:
-            names = [d.name if isinstance(d.name, str) else "" for d in cuda.devices]
-    return _Host(names) if names else None
+            names = tuple(d.name if isinstance(d.name, str) else "" for d in cuda.devices)
+    return names
+
+
+def _host(names: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """The host of GPUs ``names`` in words ("2 x NVIDIA H200") and the names normalised, made
+    once per set of names (a fleet's hosts are of a few kinds; at most _HERE_MAX kept)."""
+    found = _HOSTS.get(names)
+    if found is None:
+        label = f"{len(names)} x {' + '.join(sorted(set(names)))}"
+        if len(_HOSTS) >= _HERE_MAX:
+            _HOSTS.clear()
+        found = _HOSTS[names] = (label, tuple(_normal(n) for n in names))
+    return found
+
+
+_HOSTS: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {}
 
 
 def _normal(text: str) -> str:
@@ -242,6 +267,24 @@ def _known_text(data: ServingData) -> str:
     )
 
 
+def _bounds(e: Expectation) -> tuple[str, str]:
+    """``e``'s floor and its bounds (floor and typical) in words, made once per expectation
+    (the rule data's: every node that matches it asks)."""
+    found = _BOUNDS.get(id(e))
+    if found is None or found[0] is not e:
+        floor = _rate(e.floor.output_tokens_per_s)
+        bounds = f"floor {floor}, typical {_rate(e.typical.output_tokens_per_s)}"
+        if len(_BOUNDS) >= _HERE_MAX:
+            _BOUNDS.clear()
+        found = _BOUNDS[id(e)] = (e, floor, bounds)
+    return found[1], found[2]
+
+
+# Expectations' bounds in words by their identity (each entry holds its expectation, so an
+# identity is never another's while it is kept).
+_BOUNDS: dict[int, tuple[Expectation, str, str]] = {}
+
+
 @check("serving.throughput", reads=("nvml", "cuda", "bench"))
 def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     data = rules.serving
@@ -251,16 +294,16 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     evidence: Evidence = {"bench": bench.source, "model": bench.model}
     if bench.model is None:
         return skipped("the bench result names no model (the server could not be asked)")
-    host = _host(facts)
-    if host is None:
+    names = _gpu_names(facts)
+    if not names:
         return skipped(rules.word("reasons", "serving_no_host"), **evidence)
-    evidence["gpus"] = host.label
+    label, gpus = _host(names)
+    evidence["gpus"] = label
     evidence["gpu_count_basis"] = (
         "the GPUs of the facts; the bench result does not say how many the server uses"
     )
     shapes = [s for s in _measured(bench) if s.output_tokens_per_s is not None]
-    served, gpus = _normal(bench.model), [_normal(n) for n in host.names]
-    here = _expected_here(data, served, tuple(gpus)) if shapes else []
+    here = _expected_here(data, _normal(bench.model), gpus) if shapes else []
     judged: list[tuple[BenchShapeFacts, Expectation, float]] = []
     for s in shapes:
         found = next((e for e in here if _matches(e, s)), None)
@@ -269,19 +312,20 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     if not judged:
         asked = ", ".join(sorted({str(s.concurrency) for s in shapes}, key=int)) or "no"
         return skipped(
-            f"no throughput expectation for model {bench.model!r} on {host.label} at {asked} "
+            f"no throughput expectation for model {bench.model!r} on {label} at {asked} "
             f"users (checks/serving.toml knows: {_known(data)})",
             **evidence,
         )
     slow: list[str] = []
     lines: list[str] = []
     for s, e, rate in judged:
-        where = f"{s.name} ({_users(s.concurrency)}): {_rate(rate)} output tok/s"
+        rated = _rate(rate)
+        where = f"{s.name} ({_users(s.concurrency)}): {rated} output tok/s"
         floor, typical = e.floor.output_tokens_per_s, e.typical.output_tokens_per_s
-        bounds = f"floor {_rate(floor)}, typical {_rate(typical)}"
-        evidence[f"shape:{s.name}"] = f"{_rate(rate)} tok/s; {bounds} ({e.id})"
+        floor_text, bounds = _bounds(e)
+        evidence[f"shape:{s.name}"] = f"{rated} tok/s; {bounds} ({e.id})"
         if rate < floor:
-            slow.append(f"{where}, below the floor of {_rate(floor)}")
+            slow.append(f"{where}, below the floor of {floor_text}")
         elif rate < typical:
             lines.append(f"{where}, above the floor, below typical ({bounds})")
         else:
@@ -294,12 +338,12 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
     if slow:
         return Outcome(
             status=Status.WARN,
-            summary="; ".join(slow + lines) + f" ({first.model} on {host.label})",
+            summary="; ".join(slow + lines) + f" ({first.model} on {label})",
             evidence=evidence,
             case="slow_path",
             remedy_vars={"model": first.model},
         )
-    return passed("; ".join(lines) + f" ({first.model} on {host.label})", **evidence)
+    return passed("; ".join(lines) + f" ({first.model} on {label})", **evidence)
 
 
 # --------------------------------------------------------------------------- latency tail
@@ -326,8 +370,9 @@ def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
         if p50 is None or p99 is None or s.itl_samples == 0:
             unjudged.append(f"{s.name}: no ITL p50 and p99 over counted gaps in the run")
             continue
+        p50_ms, p99_ms, users = f"{p50:.2f} ms", f"{p99:.2f} ms", _users(s.concurrency)
         evidence[f"shape:{s.name}"] = (
-            f"ITL p50 {p50:.2f} ms, p99 {p99:.2f} ms, {s.itl_samples} gaps, {_users(s.concurrency)}"
+            f"ITL p50 {p50_ms}, p99 {p99_ms}, {s.itl_samples} gaps, {users}"
         )
         if p50 < data.min_itl_p50_ms:
             server = (
@@ -336,7 +381,7 @@ def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
                 else ""
             )
             bursts.append(
-                f"{s.name} ({_users(s.concurrency)}): ITL p50 {p50:.2f} ms, p99 {p99:.2f} ms: "
+                f"{s.name} ({users}): ITL p50 {p50_ms}, p99 {p99_ms}: "
                 f"tokens reach the client in bursts{server}"
             )
             continue
@@ -351,10 +396,7 @@ def serving_latency_tail(facts: Facts, rules: RuleData) -> Outcome:
             else data.itl_p99_over_p50_concurrent
         )
         ratio = p99 / p50
-        line = (
-            f"{s.name} ({_users(s.concurrency)}): ITL p99 {p99:.2f} ms is {ratio:.1f}x "
-            f"the p50 {p50:.2f} ms"
-        )
+        line = f"{s.name} ({users}): ITL p99 {p99_ms} is {ratio:.1f}x the p50 {p50_ms}"
         if ratio > limit:
             stalls.append(f"{line} (limit {limit:g}x)")
         else:
