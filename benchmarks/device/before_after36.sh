@@ -3,7 +3,7 @@
 # on GPU 0 (tile probes on) alternating base/new 11 times after a warm-up of each (the
 # medians), then the fleet of varied nodes (benchmarks/fleet_varied.py measure, 1,000 and
 # 10,000 nodes, 3 interleaved rounds, both trees). Run from the repository root:
-#   mkdir -p .base && git archive BASE_COMMIT src checks examples | tar -x -C .base
+#   mkdir -p .base && git archive BASE_COMMIT src checks examples kernels_probe | tar -x -C .base
 #   OUT=$OUT bash benchmarks/device/before_after36.sh          (carry .whl and .base)
 set -u
 OUT=${OUT:-before-after36-out}

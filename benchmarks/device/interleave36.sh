@@ -18,7 +18,8 @@
 #               failure, if any, is printed beside it)
 # audit's JSON output of both trees is compared byte for byte (check's carries the probes'
 # measurements, which differ from run to run). Run from the repository root:
-#   mkdir -p .base && git archive BASE_COMMIT src checks | tar -x -C .base   (carry .base, .whl)
+#   mkdir -p .base && git archive BASE_COMMIT src checks examples kernels_probe | tar -x -C .base   (carry .base, .whl;
+#   without kernels_probe/ the base tree's probe child exits 1 and its check skips the probes)
 #   OUT=$OUT BASE_SRC=.base/src bash benchmarks/device/interleave36.sh
 set -u
 OUT=${OUT:-interleave36-out}

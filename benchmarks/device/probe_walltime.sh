@@ -10,7 +10,8 @@
 #       --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD/src
 #   OUT=$OUT bash benchmarks/device/probe_walltime.sh
 # BEFORE=DIR (optional): a `src` folder of the code to compare against (e.g. main before a
-# change, from `git archive COMMIT src | tar -x -C build/before`); its `check` and `probe`
+# change, from `git archive COMMIT src checks kernels_probe | tar -x -C build/before`: without
+# kernels_probe/ its probe child exits 1 and its rows time a crash); its `check` and `probe`
 # rows are timed in the same interleaved rounds, labelled "(before)".
 # The timing rows use GPU 0 alone (CUDA_VISIBLE_DEVICES=0): on a host of several GPUs
 # `check` would also run the P2P pairs and the collective test, each its own figure. The
