@@ -56,11 +56,11 @@ def _judgeable(facts: Facts, rules: RuleData) -> BenchFacts | Outcome:
         return bench
     if type(bench) is not BenchFacts:  # a traced copy (rules/memo.py): it reads it all
         return _judged_bench(bench, rules)
-    last = _LAST_JUDGEABLE
-    if last and last[0][0] is bench and last[0][1] is rules:
-        return last[0][2]
+    kept = _LAST_JUDGEABLE[0] if _LAST_JUDGEABLE else None  # one read: no other's answer
+    if kept is not None and kept[0] is bench and kept[1] is rules:
+        return kept[2]
     found = _judged_bench(bench, rules)
-    last[:] = [(bench, rules, found)]
+    _LAST_JUDGEABLE[:] = [(bench, rules, found)]
     return found
 
 
