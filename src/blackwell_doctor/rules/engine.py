@@ -363,20 +363,26 @@ def _agree(rules: RuleData, checks: dict[str, CheckFn], families: frozenset[str]
 
 
 def _result(spec: CheckSpec, outcome: Outcome) -> Result:
-    # The catalogue's words are looked up for every outcome (a case or command set the
-    # catalogue lacks is a bug, whatever the status), filled only where a remedy is shown.
-    status = outcome.status
-    if outcome.case is None and outcome.command_set is None and status not in _REMEDIED:
-        # Most outcomes (a pass, a skip): no words to look up, no remedy.
-        return Result(
-            id=spec.id,
-            family=_family(spec),
-            status=status,
-            severity=spec.severity,
-            title=spec.title,
-            summary=outcome.summary,
-            evidence=dict(outcome.evidence),
-        )
+    # Most outcomes (a pass, a skip) name no words and show no remedy: nothing to look up.
+    remedy = None
+    if outcome.case is not None or outcome.command_set is not None or outcome.status in _REMEDIED:
+        remedy = _remedy_of(spec, outcome)
+    return Result(
+        id=spec.id,
+        family=_family(spec),
+        status=outcome.status,
+        severity=spec.severity,
+        title=spec.title,
+        summary=outcome.summary,
+        evidence=dict(outcome.evidence),
+        remedy=remedy,
+    )
+
+
+def _remedy_of(spec: CheckSpec, outcome: Outcome) -> Remedy | None:
+    """The remedy a result of ``outcome`` shows (None but for a warning or a failure). The
+    catalogue's words are looked up for every outcome that names them (a case or command set
+    the catalogue lacks is a bug, whatever the status)."""
     case: RemedyText | None = None
     if outcome.case is not None:
         case = spec.cases.get(outcome.case)
@@ -391,37 +397,27 @@ def _result(spec: CheckSpec, outcome: Outcome) -> Result:
                 "[check.command_sets]"
             )
         extra = found
-    remedy: Remedy | None = None
-    if status in _REMEDIED:
-        # A finding's remedy depends on its words and the values that fill them alone: a
-        # fleet's nodes ask for the same few again (a Remedy is frozen; results share them
-        # as the memo's results are shared).
-        key = (
-            spec.id,
-            outcome.case,
-            outcome.command_set,
-            tuple(outcome.remedy_vars.items()),
-            tuple(outcome.commands),
-            outcome.action,
-        )
-        made = _REMEDIES.get(key)
-        if made is not None and made[0] is spec:
-            remedy = made[1]
-        else:
-            remedy = _remedy(spec, case, extra, outcome)
-            if len(_REMEDIES) >= _REMEDIES_MAX:
-                _REMEDIES.clear()
-            _REMEDIES[key] = (spec, remedy)
-    return Result(
-        id=spec.id,
-        family=_family(spec),
-        status=outcome.status,
-        severity=spec.severity,
-        title=spec.title,
-        summary=outcome.summary,
-        evidence=dict(outcome.evidence),
-        remedy=remedy,
+    if outcome.status not in _REMEDIED:
+        return None
+    # A finding's remedy depends on its words and the values that fill them alone: a
+    # fleet's nodes ask for the same few again (a Remedy is frozen; results share them as
+    # the memo's results are shared).
+    key = (
+        spec.id,
+        outcome.case,
+        outcome.command_set,
+        tuple(outcome.remedy_vars.items()),
+        tuple(outcome.commands),
+        outcome.action,
     )
+    made = _REMEDIES.get(key)
+    if made is not None and made[0] is spec:
+        return made[1]
+    remedy = _remedy(spec, case, extra, outcome)
+    if len(_REMEDIES) >= _REMEDIES_MAX:
+        _REMEDIES.clear()
+    _REMEDIES[key] = (spec, remedy)
+    return remedy
 
 
 _REMEDIED = frozenset((Status.WARN, Status.FAIL))
