@@ -9,6 +9,8 @@ than the host has is compared as if it used them all: the evidence says so).
 
 from __future__ import annotations
 
+import functools
+
 from blackwell_doctor.facts.bench import BenchFacts, BenchShapeFacts
 from blackwell_doctor.facts.document import Facts, NvmlFacts
 from blackwell_doctor.report.results import (
@@ -192,19 +194,17 @@ def _gpu_names(facts: Facts) -> tuple[str, ...]:
     return names
 
 
+# Per-host words and choices made once, at most this many kept: a fleet's thousands of
+# nodes are a few kinds of host serving a few models.
+_HERE_MAX = 256
+
+
+@functools.lru_cache(maxsize=_HERE_MAX)
 def _host(names: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
     """The host of GPUs ``names`` in words ("2 x NVIDIA H200") and the names normalised, made
-    once per set of names (a fleet's hosts are of a few kinds; at most _HERE_MAX kept)."""
-    found = _HOSTS.get(names)
-    if found is None:
-        label = f"{len(names)} x {' + '.join(sorted(set(names)))}"
-        if len(_HOSTS) >= _HERE_MAX:
-            _HOSTS.clear()
-        found = _HOSTS[names] = (label, tuple(_normal(n) for n in names))
-    return found
-
-
-_HOSTS: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {}
+    once per set of names."""
+    label = f"{len(names)} x {' + '.join(sorted(set(names)))}"
+    return label, tuple(_normal(n) for n in names)
 
 
 def _normal(text: str) -> str:
@@ -225,7 +225,6 @@ def _serving_host(e: Expectation, served: str, gpus: list[str]) -> bool:
 # host, and choosing them (every expectation's names normalised and compared) was most of
 # the check's time on a node. At most _HERE_MAX pairs; past it, chosen again.
 _HERE: dict[tuple[str, tuple[str, ...]], tuple[ServingData, list[Expectation]]] = {}
-_HERE_MAX = 256
 
 
 def _expected_here(data: ServingData, served: str, gpus: tuple[str, ...]) -> list[Expectation]:
