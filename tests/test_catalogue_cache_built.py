@@ -141,7 +141,7 @@ def _planted_entry(path: Path) -> None:
     blob = path.read_bytes()
     head = len(CatalogueCache.BUILT_MAGIC)
     key = blob[head : head + 32]
-    raw = msgspec.msgpack.decode(blob[head + 64 :])
+    raw = msgspec.msgpack.decode(cachefile.unseal(blob, CatalogueCache.BUILT_MAGIC, key) or b"")
     raw[0][0]["severity"] = "catastrophic"
     payload = msgspec.msgpack.encode(raw)
     path.write_bytes(cachefile.sealed(CatalogueCache.BUILT_MAGIC, key, payload))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from blackwell_doctor.collect.cachefile import digest
+from blackwell_doctor.collect import cachefile
 from blackwell_doctor.collect.logs import hsdb
 from blackwell_doctor.ruledata.logs import load_catalogue
 
@@ -92,10 +92,12 @@ def _rebuilt(cache: Path, builds: list[int], path: Path) -> None:
     [
         lambda blob: blob[: len(blob) // 2],  # truncated
         lambda blob: blob[:-1] + bytes([blob[-1] ^ 1]),  # one bit of the payload
+        lambda blob: blob[:200] + bytes([blob[200] ^ 0x80]) + blob[201:],  # one inside it
+        lambda blob: blob + b"\0",  # grown
         lambda blob: b"garbage" * 100,
         lambda blob: b"",
     ],
-    ids=["truncated", "bit-flip", "garbage", "empty"],
+    ids=["truncated", "bit-flip", "bit-flip-inside", "grown", "garbage", "empty"],
 )
 def test_a_damaged_file_is_rebuilt(cache: Path, builds: list[int], damage: Any) -> None:
     hsdb.literal_database(hyperscan, LITERALS)
@@ -115,7 +117,7 @@ def test_a_planted_database_with_a_matching_hash_is_refused(cache: Path, builds:
 def _sealed_for(literals: list[bytes], db: Any) -> bytes:
     payload: bytes = hyperscan.dumpb(db)
     key = hsdb.cache_key(str(hyperscan.__version__), literals)
-    return hsdb.MAGIC + key + digest(payload) + payload
+    return cachefile.sealed(hsdb.MAGIC, key, payload)
 
 
 @pytest.mark.parametrize("how", ["a sampled literal left out", "the ids shifted by one"])

@@ -13,7 +13,7 @@ is rewritten):
 - a regular file (not a link), owned by this user, writable by no one else, in a folder
   that is the same (the rules ssh applies to its keys), at most :data:`MAX_BYTES`;
 - its header names this key (so a file of another catalogue or Hyperscan is not used), and
-  the digest of its payload equals the one in the header (truncated or damaged);
+  its seal holds (the payload's length and CRC-32: cut short or damaged);
 - Hyperscan deserializes it (its own checks: the platform, the CRC of the bytecode);
 - the loaded database runs here and finds a sample of the literals where they are (every
   :data:`SAMPLE_EVERY`-th, the first and the last, in one line: a database of other
@@ -38,7 +38,7 @@ from typing import Any
 from blackwell_doctor.collect.cachefile import cache_dir as _cache_dir
 from blackwell_doctor.collect.cachefile import digest, read_private, sealed, unseal, write_atomic
 
-MAGIC = b"blackwell-doctor hyperscan 2\n"  # 2: BLAKE2b keys and seals
+MAGIC = b"blackwell-doctor hyperscan 3\n"  # 2: BLAKE2b keys and seals; 3: CRC-32 seals
 MAX_BYTES = 16 << 20
 
 
