@@ -21,13 +21,9 @@ from typing import IO, Any, NamedTuple, ParamSpec
 
 import msgspec
 
-try:  # hashlib's own BLAKE2, without hashlib: that import loads OpenSSL (~3 ms, issue 36)
-    from _blake2 import blake2b  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - a build without it
-    from hashlib import blake2b  # type: ignore[assignment,no-redef,unused-ignore]
-
 from blackwell_doctor import TOOL_NAME, __version__
 from blackwell_doctor.app.obtain import FactsFileError, decode_facts_file, read_facts_bytes
+from blackwell_doctor.collect.cachefile import digest
 from blackwell_doctor.facts.document import (
     SCHEMA_VERSION,
     Facts,
@@ -221,7 +217,7 @@ def judgment_key(facts: Facts) -> bytes:
     )
     # MessagePack, not JSON: the same fields in the same order, in under half the time
     # (an 8-GPU node's key cost 70% of its decode as JSON, 30% so).
-    return blake2b(msgspec.msgpack.encode(anonymous), digest_size=16).digest()
+    return digest(msgspec.msgpack.encode(anonymous))
 
 
 # The judgment key read from a file's bytes, before decoding it into Facts (and, for a node
@@ -387,7 +383,7 @@ def judge_node(
         facts = decode_facts_file(data, source)  # ... and its one decoder
     except FactsFileError as exc:
         return Unjudged(source=source, reason=exc.reason)
-    # A view's key (the JSON of a whole document) and a digest (16 bytes) never meet.
+    # A view's key (the JSON of a whole document) and a digest (32 bytes) never meet.
     key = b"" if memo is None else seen.key if seen is not None else judgment_key(facts)
     verdict = memo.get(key) if memo is not None and seen is None else None
     if verdict is None:
