@@ -69,6 +69,27 @@ def test_another_catalogue_has_its_own_file(cache: Path, builds: list[int]) -> N
     assert len(builds) == 2
 
 
+def test_another_file_format_keeps_its_own_file(
+    cache: Path, builds: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two versions of the tool that seal the database differently (another MAGIC) share a
+    cache folder: each keeps its own file and loads it, neither rebuilds the other's."""
+    hsdb.literal_database(hyperscan, LITERALS)
+    ours = _the_file(cache)
+    mine, magic = ours.read_bytes(), hsdb.MAGIC
+    monkeypatch.setattr(hsdb, "MAGIC", b"blackwell-doctor hyperscan, another format\n")
+    hsdb.literal_database(hyperscan, LITERALS)
+    assert builds == [len(LITERALS), len(LITERALS)]  # the other format built its own
+    assert len(list(cache.glob("hyperscan-*.db"))) == 2
+    assert ours.read_bytes() == mine  # not overwritten
+    builds.clear()
+    hsdb.literal_database(hyperscan, LITERALS)
+    assert builds == []  # and loads it
+    monkeypatch.setattr(hsdb, "MAGIC", magic)
+    hsdb.literal_database(hyperscan, LITERALS)
+    assert builds == []  # ours still loads
+
+
 def _plant(cache: Path, blob: bytes) -> Path:
     hsdb.literal_database(hyperscan, LITERALS)
     path = _the_file(cache)

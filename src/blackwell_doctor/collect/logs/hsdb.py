@@ -1,9 +1,9 @@
 """The Hyperscan database of the catalogue's literals, serialized once per catalogue.
 
 Where: ``$XDG_CACHE_HOME/blackwell-doctor/hyperscan/`` (``~/.cache/...`` when unset; beside
-the probe's ``nvrtc/``), one file per literal set and Hyperscan version,
-``hyperscan-<key>.db``, where ``key`` is the BLAKE2b-256 (cachefile.digest) of the
-Hyperscan version and the literals. ``BLACKWELL_DOCTOR_NO_CACHE=1``
+the probe's ``nvrtc/``), one file per file format, literal set and Hyperscan version,
+``hyperscan-<key>.db``, where ``key`` is the BLAKE2b-256 (cachefile.digest) of the format's
+:data:`MAGIC`, the Hyperscan version and the literals. ``BLACKWELL_DOCTOR_NO_CACHE=1``
 neither reads nor writes it. Deleting the folder is always safe: the next scan rebuilds.
 
 A cache file is something else may have written, so it is loaded only when all of these
@@ -48,10 +48,15 @@ def cache_dir() -> Path | None:
 
 
 def cache_key(version: str, literals: list[bytes]) -> bytes:
-    # The literals' lengths (decimal, comma-separated), then their bytes: a few C calls,
+    # This file format (MAGIC) first: the file's name is made of the key, so a tool that
+    # writes another format keeps its own file beside this one. Without it two versions of
+    # the tool sharing a cache folder (two environments, an upgrade being compared) refused
+    # each other's file and compiled the database again on every scan, each overwriting
+    # the other's (seen on the device, issue 36: a 591-byte scan-logs took 1.9x the floor).
+    # Then the literals' lengths (decimal, comma-separated) and their bytes: a few C calls,
     # not two per literal (2,236 literals: ~1 ms of every scan's start-up, issue 36).
     lengths = ",".join(map(str, map(len, literals))).encode()
-    return digest(version.encode() + b"\0", lengths + b"\0", b"".join(literals))
+    return digest(MAGIC, version.encode() + b"\0", lengths + b"\0", b"".join(literals))
 
 
 def _read(path: Path) -> bytes | None:
