@@ -6,12 +6,12 @@ files (hostnames, summaries) is data: sanitised, never markup."""
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar, assert_never
 
 import msgspec
 
+from blackwell_doctor.facts import regexcache
 from blackwell_doctor.render.common import (
     FINDING_STATUSES,
     NOT_EVALUATED,
@@ -41,7 +41,7 @@ _STYLE = {Status.FAIL: "bold red", Status.WARN: "yellow", Status.ERROR: "magenta
 
 _T = TypeVar("_T")
 
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+_NUMBERED = regexcache.lazy(r"^(.*?)(\d+)$")
 
 
 def hostlist(names: Sequence[str]) -> list[str]:
@@ -51,7 +51,7 @@ def hostlist(names: Sequence[str]) -> list[str]:
     runs: dict[tuple[str, int], list[int]] = {}
     out: list[tuple[str, int] | str] = []
     for name in names:
-        m = _NUMBERED.match(name)
+        m = _NUMBERED().match(name)
         if m is None or any(c in name for c in "[],"):
             out.append(name)
             continue

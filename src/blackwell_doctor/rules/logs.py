@@ -29,7 +29,6 @@ same judged findings.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, get_args
 
@@ -312,9 +311,14 @@ _COMMAND_WORDS = frozenset(
 )
 
 
+# VAR=value: a command's environment (the start of a step), or a whole step of it alone.
+_ASSIGNMENT = regexcache.lazy(r"[A-Z][A-Z0-9_]*=\S")
+_BARE_ASSIGNMENT = regexcache.lazy(r"[A-Z][A-Z0-9_]*=\S+$")
+
+
 def _is_command(text: str) -> bool:
     first = text.split(maxsplit=1)[0] if text.strip() else ""
-    return first in _COMMAND_WORDS or bool(re.match(r"^[A-Z][A-Z0-9_]*=\S", text))
+    return first in _COMMAND_WORDS or bool(_ASSIGNMENT().match(text))
 
 
 def split_steps(steps: list[str]) -> tuple[list[str], list[str]]:
@@ -341,7 +345,7 @@ def _sentence(text: str) -> str:
 
 def _pasteable(command: str) -> str:
     # A bare VAR=value on its own line sets nothing for the next command: export it.
-    return f"export {command}" if re.match(r"^[A-Z][A-Z0-9_]*=\S+$", command) else command
+    return f"export {command}" if _BARE_ASSIGNMENT().match(command) else command
 
 
 def _signature_advice(signature: str) -> tuple[str, list[str]]:

@@ -15,10 +15,9 @@ root other than "/" are touched, so a host's report is unchanged.
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
+from blackwell_doctor.facts import regexcache
 from blackwell_doctor.facts.document import Facts
 from blackwell_doctor.report.results import Remedy, Result, Status
 from blackwell_doctor.ruledata.mounts import HostMount, HostMounts
@@ -26,7 +25,7 @@ from blackwell_doctor.ruledata.rules import RuleData, fill
 
 # <kind>:<target>, the target a host path (not a URL's "//"), a container log's label, or
 # the journal's command.
-_UNREADABLE = re.compile(
+_UNREADABLE = regexcache.lazy(
     r"(?<![\w-])(not-mounted|not-found|permission-denied|os-error-[a-z0-9]+|"
     r"not-a-regular-file|docker-engine-unreachable):"
     r"(/(?!/)[^\s;,()]*|container:[^\s;,()]+|journalctl\b)"
@@ -49,7 +48,7 @@ def unreadable_targets(result: Result) -> list[tuple[str, str]]:
             texts.extend(value)
     seen: dict[tuple[str, str], None] = {}
     for text in texts:
-        for match in _UNREADABLE.finditer(text):
+        for match in _UNREADABLE().finditer(text):
             seen.setdefault((match.group(1), match.group(2).rstrip(".:")), None)
     return list(seen)
 

@@ -29,9 +29,9 @@ the walk of a directory applies these rules. Everything skipped is counted by re
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 
+from blackwell_doctor.facts import regexcache
 from blackwell_doctor.facts.document import SkipReason
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
@@ -43,7 +43,7 @@ STRUCTURED_SUFFIXES = (".json", ".jsonl", ".ndjson", ".export")
 # A rotated file's suffix: logrotate's count (``.1``) and ``dateext`` (``-20250131``, with
 # ``dateformat`` ``.2025-01-31``), the kubelet's container log rotation
 # (``0.log.20250131-103000``, pkg/kubelet/logs/container_log_manager.go ``timestampFormat``).
-_ROTATION = re.compile(r"[.-](?:\d{1,4}|\d{8}(?:-\d{6})?|\d{4}-\d{2}-\d{2})$")
+_ROTATION = regexcache.lazy(r"[.-](?:\d{1,4}|\d{8}(?:-\d{6})?|\d{4}-\d{2}-\d{2})$")
 
 VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr", "_darcs", ".jj", "CVS"})
 CACHE_DIRS = frozenset(
@@ -64,7 +64,7 @@ def log_named(name: str) -> bool:
     """Whether a walk reads the file ``name`` (a base name) as a log: a log suffix or a
     syslog name, rotated and gzipped or not."""
     stem = name[:-3] if name.endswith(".gz") else name
-    stem = _ROTATION.sub("", stem)
+    stem = _ROTATION().sub("", stem)
     return stem.endswith(LOG_SUFFIXES) or stem in LOG_NAMES
 
 
