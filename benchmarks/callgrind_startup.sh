@@ -12,16 +12,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 LOG=$REPO/tests/fixtures/logs/composed-vllm-marlin-auto.log
 LOG1M=${LOG1M:-/tmp/scan1m.log}
 if [ ! -s "$LOG1M" ]; then
-  PYTHONPATH=$REPO/src "$PY" - "$LOG1M" <<'PYGEN'
-import sys
-from pathlib import Path
-sys.path.insert(0, "benchmarks")
-from scan_logs import generate
-out = Path(sys.argv[1]); big = out.with_suffix(".4mib")
-generate(big, 4)
-data = big.read_bytes()[: 1 << 20]
-out.write_bytes(data[: data.rindex(b"\n") + 1])
-PYGEN
+  PYTHONPATH=$REPO/src "$PY" "$REPO/benchmarks/scan_logs.py" --first-mib "$LOG1M"
 fi
 count() {  # instructions of one run of "$@" (after two warm-up runs)
   "$@" >/dev/null 2>&1 || true; "$@" >/dev/null 2>&1 || true

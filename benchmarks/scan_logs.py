@@ -138,6 +138,16 @@ def generate(path: Path, mib: int, seed: int = 1) -> set[int]:
     return where
 
 
+def first_mib(path: Path) -> None:
+    """The start-up rows' 1 MiB vLLM log (issue 36: callgrind_startup.sh, device/*.sh): the
+    first MiB of :func:`generate`'s 4 MiB log (seed 1), cut at its last line's end."""
+    big = path.with_suffix(".4mib")
+    generate(big, 4)
+    data = big.read_bytes()[: 1 << 20]
+    path.write_bytes(data[: data.rindex(b"\n") + 1])
+    big.unlink()
+
+
 def write_patterns(path: Path) -> None:
     escaped = [re.sub(r"([][\\.^$*+?(){}|])", r"\\\1", lit) for lit in _literals()]
     path.write_text("\n".join(escaped) + "\n", encoding="utf-8")
@@ -314,7 +324,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is kept")
     parser.add_argument("--no-gzip", dest="gzip", action="store_false",
                         help="skip the gzip comparison")  # fmt: skip
+    parser.add_argument("--first-mib", type=Path, metavar="PATH",
+                        help="only write the start-up rows' 1 MiB log to PATH")  # fmt: skip
     ns = parser.parse_args()
+    if ns.first_mib is not None:
+        first_mib(ns.first_mib)
+        return 0
     work = ns.keep or Path(tempfile.mkdtemp(prefix="scan-logs-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     affinity = len(os.sched_getaffinity(0))

@@ -95,17 +95,8 @@ run_case() {  # name, env assignments..., -- , args...
 : >"$OUT/summary.txt"
 # Start-up (issue 36): the caches warmed by interleaved.py's own first run of each command.
 STARTUP_RUNS=${STARTUP_RUNS:-31}
-PYTHONPATH="${SITE}$PWD/src" python3 - >"$OUT/startup36.gen.log" 2>&1 <<'PY'
-import sys
-from pathlib import Path
-
-sys.path.insert(0, "benchmarks")
-from scan_logs import generate
-
-generate(Path("/tmp/scan4.log"), 4)
-data = Path("/tmp/scan4.log").read_bytes()[: 1 << 20]
-Path("/tmp/scan1m.log").write_bytes(data[: data.rindex(b"\n") + 1])
-PY
+PYTHONPATH="${SITE}$PWD/src" python3 benchmarks/scan_logs.py --first-mib /tmp/scan1m.log \
+  >"$OUT/startup36.gen.log" 2>&1
 LOG=tests/fixtures/logs/composed-vllm-marlin-auto.log
 startup=()
 for tree in base new; do

@@ -26,16 +26,7 @@ export XDG_CACHE_HOME; XDG_CACHE_HOME=$(mktemp -d)
 { echo "# date: $(date -u +%FT%TZ)"; python3 --version; nproc; cat /proc/loadavg; } >"$OUT/env.txt"
 LOG=tests/fixtures/logs/composed-vllm-marlin-auto.log
 LOG1M=/tmp/scan1m.log
-python3 - "$LOG1M" <<'PYGEN'
-import sys
-from pathlib import Path
-sys.path.insert(0, "benchmarks")
-from scan_logs import generate
-out = Path(sys.argv[1]); big = out.with_suffix(".4mib")
-generate(big, 4)
-data = big.read_bytes()[: 1 << 20]
-out.write_bytes(data[: data.rindex(b"\n") + 1])
-PYGEN
+python3 benchmarks/scan_logs.py --first-mib "$LOG1M"
 declare -A ARGS=(
   [check-facts]="check --facts tests/fixtures/facts/b200-x8.json --format json"
   [scan]="scan-logs $LOG --format json"
