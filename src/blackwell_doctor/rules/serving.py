@@ -266,22 +266,12 @@ def _known_text(data: ServingData) -> str:
     )
 
 
-def _bounds(e: Expectation) -> tuple[str, str]:
-    """``e``'s floor and its bounds (floor and typical) in words, made once per expectation
-    (the rule data's: every node that matches it asks)."""
-    found = _BOUNDS.get(id(e))
-    if found is None or found[0] is not e:
-        floor = _rate(e.floor.output_tokens_per_s)
-        bounds = f"floor {floor}, typical {_rate(e.typical.output_tokens_per_s)}"
-        if len(_BOUNDS) >= _HERE_MAX:
-            _BOUNDS.clear()
-        found = _BOUNDS[id(e)] = (e, floor, bounds)
-    return found[1], found[2]
-
-
-# Expectations' bounds in words by their identity (each entry holds its expectation, so an
-# identity is never another's while it is kept).
-_BOUNDS: dict[int, tuple[Expectation, str, str]] = {}
+@functools.lru_cache(maxsize=_HERE_MAX)
+def _bounds(floor: float, typical: float) -> tuple[str, str]:
+    """An expectation's floor and its bounds (floor and typical) in words, made once per
+    pair of rates (the rule data's: every node that matches the expectation asks)."""
+    floor_text = _rate(floor)
+    return floor_text, f"floor {floor_text}, typical {_rate(typical)}"
 
 
 @check("serving.throughput", reads=("nvml", "cuda", "bench"))
@@ -321,7 +311,7 @@ def serving_throughput(facts: Facts, rules: RuleData) -> Outcome:
         rated = _rate(rate)
         where = f"{s.name} ({_users(s.concurrency)}): {rated} output tok/s"
         floor, typical = e.floor.output_tokens_per_s, e.typical.output_tokens_per_s
-        floor_text, bounds = _bounds(e)
+        floor_text, bounds = _bounds(floor, typical)
         evidence[f"shape:{s.name}"] = f"{rated} tok/s; {bounds} ({e.id})"
         if rate < floor:
             slow.append(f"{where}, below the floor of {floor_text}")
